@@ -1,0 +1,30 @@
+//! drover: durable background work for Rust services.
+//!
+//! A work queue that lives in the database the service already has
+//! (PostgreSQL in production, SQLite as the embedded default, memory for
+//! tests), the workers that drain it, and the maintenance that keeps it
+//! healthy.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`item`] | the work item, its statuses and input validation |
+//! | [`rules`] | the pure rules: retry delay, budget, stale filter, fence |
+//! | [`store`] | the storage seam and its PostgreSQL, SQLite and memory backends |
+//! | [`queue`] | the API producers and workers call |
+//! | [`error`] | the one public error type |
+//!
+//! Features: `test-util` exposes the backend contract suite
+//! ([`store::contract`]) and database helpers for tests.
+
+pub mod error;
+pub mod item;
+pub mod queue;
+pub mod rules;
+pub mod store;
+#[cfg(feature = "test-util")]
+pub mod testing;
+
+pub use error::{Error, ErrorKind, Result};
+pub use item::{InsertResult, Inserted, Item, NewItem, Status};
+pub use queue::Queue;
+pub use store::{Backend, ClaimRef, Store};

@@ -1,0 +1,3 @@
+//! The queue API (in progress).
+/// Placeholder.
+pub struct Queue;
