@@ -1,0 +1,18 @@
+//! The contract suite against the memory backend.
+
+use std::sync::Arc;
+
+use drover::store::ManualClock;
+use drover::store::contract::Harness;
+use drover::store::memory::MemoryStore;
+
+async fn memory_harness() -> Harness {
+    let clock = Arc::new(ManualClock::new());
+    Harness {
+        store: Arc::new(MemoryStore::with_clock(clock.clone())),
+        clock: Some(clock),
+        cleanup: None,
+    }
+}
+
+drover::contract_suite!(memory_harness);
