@@ -1,3 +1,0 @@
-//! The queue API (in progress).
-/// Placeholder.
-pub struct Queue;

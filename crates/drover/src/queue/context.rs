@@ -1,0 +1,111 @@
+//! The context a claim makes for the handler that runs the item.
+//!
+//! Only the queue builds a [`JobContext`] (from a claimed row), so a handler
+//! can never forge its claim token or fencing number.
+
+use chrono::{DateTime, Utc};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::item::Item;
+use crate::store::ClaimRef;
+
+/// Everything a handler may know about the item it runs.
+#[derive(Debug, Clone)]
+pub struct JobContext {
+    item: Item,
+    claim: ClaimRef,
+    cancel: CancellationToken,
+}
+
+impl JobContext {
+    /// Builds the context of a freshly claimed item. `None` when the row
+    /// carries no claim (it was not claimed).
+    pub(crate) fn from_claimed(item: Item) -> Option<Self> {
+        let claim = ClaimRef::of(&item)?;
+        Some(JobContext {
+            item,
+            claim,
+            cancel: CancellationToken::new(),
+        })
+    }
+
+    /// The item's id.
+    pub fn id(&self) -> Uuid {
+        self.item.id
+    }
+
+    /// The item's kind.
+    pub fn kind(&self) -> &str {
+        &self.item.kind
+    }
+
+    /// The lane it was claimed from.
+    pub fn lane(&self) -> &str {
+        &self.item.lane
+    }
+
+    /// The owning tenant: every read and write the handler makes should be
+    /// under it.
+    pub fn tenant(&self) -> Uuid {
+        self.item.tenant_id
+    }
+
+    /// The actor the item runs for (who enqueued it).
+    pub fn actor(&self) -> Uuid {
+        self.item.created_by
+    }
+
+    /// The request that caused the item.
+    pub fn request_id(&self) -> Option<&str> {
+        self.item.request_id.as_deref()
+    }
+
+    /// The W3C trace context to link the run's span to.
+    pub fn traceparent(&self) -> Option<&str> {
+        self.item.traceparent.as_deref()
+    }
+
+    /// Which attempt this is, from 1.
+    pub fn attempt(&self) -> i32 {
+        self.item.attempts + 1
+    }
+
+    /// The attempt budget.
+    pub fn max_attempts(&self) -> i32 {
+        self.item.max_attempts
+    }
+
+    /// The second fence: grows with every claim of this item. Make the
+    /// records the handler writes refuse a smaller number than they have
+    /// seen, and a stale holder cannot overwrite a newer one's work.
+    pub fn fencing_token(&self) -> i64 {
+        self.item.claim_seq
+    }
+
+    /// When the claim lapses unless renewed (at claim time).
+    pub fn lease_expires_at(&self) -> Option<DateTime<Utc>> {
+        self.item.lease_expires_at
+    }
+
+    /// Cancelled when the item is no longer ours (lease lost) or the worker
+    /// is shutting down past its grace period. Long handlers should watch it.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// True once the run has been cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// The claim handle the queue's fenced writes use.
+    pub fn claim(&self) -> &ClaimRef {
+        &self.claim
+    }
+
+    /// The claimed row as it stood at claim time.
+    pub fn item(&self) -> &Item {
+        &self.item
+    }
+}

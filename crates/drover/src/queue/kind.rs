@@ -1,0 +1,110 @@
+//! Kinds and principals: what a producer enqueues and who it is.
+//!
+//! A kind is a Rust type: its payload, its name, its lane, its attempt
+//! budget and retry policy, and the permission a producer needs to enqueue
+//! it. A principal is the producer: an actor in a tenant holding a set of
+//! permissions. Enqueueing a kind whose permission the principal lacks is
+//! refused with `Forbidden` before anything is written.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use uuid::Uuid;
+
+use crate::item::{DEFAULT_LANE, DEFAULT_MAX_ATTEMPTS};
+use crate::rules::RetryPolicy;
+
+/// The permission a kind requires when it names none.
+pub const DEFAULT_PERMISSION: &str = "drover.enqueue";
+
+/// A kind of work: the payload type and the rules for items of it.
+///
+/// ```
+/// use drover::queue::Kind;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct SendWelcome { user_id: u64 }
+///
+/// impl Kind for SendWelcome {
+///     const NAME: &'static str = "send_welcome";
+///     const PERMISSION: &'static str = "mail.send";
+/// }
+/// ```
+pub trait Kind: Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// The kind's name (`[a-z0-9_.:-]{1,128}`); names the handler.
+    const NAME: &'static str;
+    /// The lane items of this kind wait in unless the producer says otherwise.
+    const LANE: &'static str = DEFAULT_LANE;
+    /// The attempt budget.
+    const MAX_ATTEMPTS: i32 = DEFAULT_MAX_ATTEMPTS;
+    /// The permission a producer needs to enqueue it.
+    const PERMISSION: &'static str = DEFAULT_PERMISSION;
+
+    /// The retry policy for failures of this kind.
+    fn retry_policy() -> RetryPolicy {
+        RetryPolicy::default()
+    }
+}
+
+/// Who is enqueueing: an actor in a tenant, with permissions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// The actor stamped as `created_by`.
+    pub actor: Uuid,
+    /// The tenant that will own the items.
+    pub tenant: Uuid,
+    /// The permissions held; `"*"` holds every permission.
+    pub permissions: BTreeSet<String>,
+    /// The request that causes the enqueue, kept on the item.
+    pub request_id: Option<String>,
+    /// The W3C trace context of that request, kept on the item.
+    pub traceparent: Option<String>,
+}
+
+impl Principal {
+    /// The system: nil actor, nil tenant, every permission. What the CLI and
+    /// single-tenant services enqueue as.
+    pub fn system() -> Self {
+        Principal {
+            actor: Uuid::nil(),
+            tenant: Uuid::nil(),
+            permissions: BTreeSet::from(["*".to_owned()]),
+            request_id: None,
+            traceparent: None,
+        }
+    }
+
+    /// An actor in a tenant holding `permissions`.
+    pub fn new<I, S>(actor: Uuid, tenant: Uuid, permissions: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Principal {
+            actor,
+            tenant,
+            permissions: permissions.into_iter().map(Into::into).collect(),
+            request_id: None,
+            traceparent: None,
+        }
+    }
+
+    /// Sets the causing request id.
+    pub fn with_request(mut self, request_id: impl Into<String>) -> Self {
+        self.request_id = Some(request_id.into());
+        self
+    }
+
+    /// Sets the causing trace context.
+    pub fn with_traceparent(mut self, traceparent: impl Into<String>) -> Self {
+        self.traceparent = Some(traceparent.into());
+        self
+    }
+
+    /// True when the principal holds `permission`.
+    pub fn holds(&self, permission: &str) -> bool {
+        self.permissions.contains("*") || self.permissions.contains(permission)
+    }
+}
