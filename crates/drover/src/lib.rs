@@ -11,20 +11,27 @@
 //! | [`rules`] | the pure rules: retry delay, budget, stale filter, fence |
 //! | [`store`] | the storage seam and its PostgreSQL, SQLite and memory backends |
 //! | [`queue`] | the API producers and workers call |
+//! | [`worker`] | the runtime that drains lanes |
+//! | [`maintenance`] | the sweep: stale requeue, purge, gauges |
+//! | [`builtin`] | diagnostic kinds for exercising a deployment |
 //! | [`error`] | the one public error type |
 //!
 //! Features: `test-util` exposes the backend contract suite
 //! ([`store::contract`]) and database helpers for tests.
 
+pub mod builtin;
 pub mod error;
 pub mod item;
+pub mod maintenance;
 pub mod queue;
 pub mod rules;
 pub mod store;
 #[cfg(feature = "test-util")]
 pub mod testing;
+pub mod worker;
 
 pub use error::{Error, ErrorKind, Result};
 pub use item::{InsertResult, Inserted, Item, NewItem, Status};
-pub use queue::Queue;
+pub use queue::{JobContext, Kind, Queue};
 pub use store::{Backend, ClaimRef, Store};
+pub use worker::{Done, Handler, JobError, Outcome, Strategy, Worker};

@@ -1,5 +1,7 @@
 //! The contract suite against the memory backend.
 
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
 use std::sync::Arc;
 
 use drover::store::ManualClock;

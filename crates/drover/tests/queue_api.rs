@@ -1,6 +1,8 @@
 //! The queue API over the memory store: stamping, permissions, bad input,
 //! the tenant directory.
 
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -42,9 +42,10 @@ pub trait Kind: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The permission a producer needs to enqueue it.
     const PERMISSION: &'static str = DEFAULT_PERMISSION;
 
-    /// The retry policy for failures of this kind.
-    fn retry_policy() -> RetryPolicy {
-        RetryPolicy::default()
+    /// The retry policy for failures of this kind; `None` follows the
+    /// queue's (see [`QueueConfig::retry`](crate::queue::QueueConfig::retry)).
+    fn retry_policy() -> Option<RetryPolicy> {
+        None
     }
 }
 

@@ -160,7 +160,7 @@ impl Queue {
             K::NAME.to_owned(),
             KindRules {
                 permission: K::PERMISSION.to_owned(),
-                retry: K::retry_policy(),
+                retry: K::retry_policy().unwrap_or(self.config.retry),
             },
         );
     }
@@ -434,6 +434,14 @@ impl Queue {
     /// [`Error::Conflict`] when the claim is stale or the lease passed.
     pub async fn release(&self, cx: &JobContext, note: Option<&str>) -> Result<()> {
         self.store.item_release(cx.claim(), note).await
+    }
+
+    /// Cancels the item at its handler's request: final, no attempt spent.
+    ///
+    /// # Errors
+    /// [`Error::Conflict`] when the claim is stale or the lease passed.
+    pub async fn cancel_claimed(&self, cx: &JobContext, note: &str) -> Result<()> {
+        self.store.item_cancel_claimed(cx.claim(), note).await
     }
 
     /// Renews the lease to `lease` from now (database clock).

@@ -6,12 +6,19 @@
 //! macro expands to one `#[tokio::test]` per case, so a failure names the
 //! rule it broke.
 
+// This module is test code shipped for backends to run: a failed
+// expectation is the report.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::store::{ManualClock, Store};
+
+/// Work run after a case, such as dropping its schema.
+pub type Cleanup = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
 
 /// A fresh store for one case, and a way to let time pass.
 pub struct Harness {
@@ -22,7 +29,7 @@ pub struct Harness {
     /// sleeping.
     pub clock: Option<Arc<ManualClock>>,
     /// Runs after the case (drops the schema or file).
-    pub cleanup: Option<Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>>,
+    pub cleanup: Option<Cleanup>,
 }
 
 impl Harness {
@@ -549,6 +556,7 @@ enum Op {
     Defer,
     Release,
     Extend,
+    Cancel,
 }
 
 async fn apply(h: &Harness, op: Op, r: &ClaimRef) -> crate::Result<()> {
@@ -558,6 +566,7 @@ async fn apply(h: &Harness, op: Op, r: &ClaimRef) -> crate::Result<()> {
         Op::Defer => h.store.item_defer(r, LONG).await.map(|_| ()),
         Op::Release => h.store.item_release(r, Some("note")).await,
         Op::Extend => h.store.item_extend_lease(r, LONG).await.map(|_| ()),
+        Op::Cancel => h.store.item_cancel_claimed(r, "moot").await,
     }
 }
 
@@ -617,7 +626,14 @@ async fn setup_start(h: &Harness, start: Start) -> ClaimRef {
 /// is refused with `Conflict` and leaves the row as it stood; from a live
 /// claim each lands.
 pub async fn token_writes_from_every_state(h: &Harness) {
-    let ops = [Op::Complete, Op::Fail, Op::Defer, Op::Release, Op::Extend];
+    let ops = [
+        Op::Complete,
+        Op::Fail,
+        Op::Defer,
+        Op::Release,
+        Op::Extend,
+        Op::Cancel,
+    ];
     let starts = [
         Start::NeverClaimed,
         Start::Released,
@@ -653,6 +669,7 @@ pub async fn token_writes_from_every_state(h: &Harness) {
         (Op::Defer, Status::Pending),
         (Op::Release, Status::Pending),
         (Op::Extend, Status::Claimed),
+        (Op::Cancel, Status::Cancelled),
     ];
     for (op, status) in expect {
         let item = put(h, new("a")).await;
@@ -982,7 +999,14 @@ pub async fn tenant_reads_and_writes_isolated(h: &Harness) {
         tenant_id: tenant_a(),
         ..r
     };
-    for op in [Op::Complete, Op::Fail, Op::Defer, Op::Release, Op::Extend] {
+    for op in [
+        Op::Complete,
+        Op::Fail,
+        Op::Defer,
+        Op::Release,
+        Op::Extend,
+        Op::Cancel,
+    ] {
         let res = apply(h, op, &forged).await;
         assert!(res.is_err(), "{op:?} under the wrong tenant landed");
     }

@@ -121,10 +121,12 @@ impl State {
             return (InsertResult::IdExists, existing.clone());
         }
         if let Some(key) = &new.idempotency_key {
-            if let Some(id) = self.keys.get(&(new.tenant_id, key.clone())) {
-                if let Some(existing) = self.items.get(id) {
-                    return (InsertResult::KeyExists, existing.clone());
-                }
+            if let Some(existing) = self
+                .keys
+                .get(&(new.tenant_id, key.clone()))
+                .and_then(|id| self.items.get(id))
+            {
+                return (InsertResult::KeyExists, existing.clone());
             }
             self.keys.insert((new.tenant_id, key.clone()), new.id);
         }
@@ -356,6 +358,18 @@ impl Store for MemoryStore {
         Ok(until)
     }
 
+    async fn item_cancel_claimed(&self, claim: &ClaimRef, note: &str) -> Result<()> {
+        let now = self.now();
+        let mut st = self.lock();
+        let item = st.fenced(claim, now)?;
+        item.status = Status::Cancelled;
+        item.last_error = Some(bound_error(note));
+        clear_claim(item);
+        item.updated_at = now;
+        item.updated_by = Uuid::nil();
+        Ok(())
+    }
+
     async fn item_fail_orphaned(&self, id: Uuid, token: Uuid) -> Result<()> {
         let now = self.now();
         let mut st = self.lock();
@@ -444,10 +458,13 @@ impl Store for MemoryStore {
             .map(|i| i.id)
             .collect();
         for id in &doomed {
-            if let Some(item) = st.items.remove(id) {
-                if let Some(k) = item.idempotency_key {
-                    st.keys.remove(&(item.tenant_id, k));
-                }
+            if let Some(Item {
+                tenant_id,
+                idempotency_key: Some(k),
+                ..
+            }) = st.items.remove(id)
+            {
+                st.keys.remove(&(tenant_id, k));
             }
         }
         Ok(doomed.len() as u64)
@@ -523,7 +540,7 @@ impl Store for MemoryStore {
             .filter(|i| f.kind.as_deref().is_none_or(|k| k == i.kind))
             .cloned()
             .collect();
-        out.sort_by(|a, b| b.id.cmp(&a.id));
+        out.sort_by_key(|i| std::cmp::Reverse(i.id));
         out.truncate(f.limit as usize);
         Ok(out)
     }
@@ -598,7 +615,7 @@ impl Store for MemoryStore {
 
     async fn worker_list(&self) -> Result<Vec<WorkerRow>> {
         let mut rows: Vec<WorkerRow> = self.lock().workers.values().cloned().collect();
-        rows.sort_by(|a, b| b.last_beat_at.cmp(&a.last_beat_at));
+        rows.sort_by_key(|r| std::cmp::Reverse(r.last_beat_at));
         Ok(rows)
     }
 

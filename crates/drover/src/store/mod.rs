@@ -37,6 +37,8 @@ pub mod sqlite;
 
 #[cfg(feature = "test-util")]
 pub mod contract;
+#[cfg(feature = "test-util")]
+pub mod fault;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 
@@ -243,6 +245,12 @@ pub trait Store: Send + Sync + 'static {
     /// Which engine this is.
     fn backend(&self) -> Backend;
 
+    /// The connections the store's pool may open, if it has a pool; the
+    /// worker checks its capacity against it.
+    fn pool_size(&self) -> Option<u32> {
+        None
+    }
+
     /// Applies the embedded migrations; idempotent.
     async fn migrate(&self) -> Result<()>;
 
@@ -286,6 +294,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// Extends the lease to `lease` from now. Fenced. Returns the new expiry.
     async fn item_extend_lease(&self, claim: &ClaimRef, lease: Duration) -> Result<DateTime<Utc>>;
+
+    /// Cancels a claimed item at its handler's request (final, no attempt
+    /// spent), keeping `note` as `last_error`. Fenced.
+    async fn item_cancel_claimed(&self, claim: &ClaimRef, note: &str) -> Result<()>;
 
     /// Fails an item whose tenant is gone, conditioned on its token; no audit
     /// entry (system operation).

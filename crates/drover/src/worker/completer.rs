@@ -1,0 +1,135 @@
+//! The completer: gathers finished items for a few milliseconds and writes
+//! them done in one statement per batch.
+//!
+//! Every row in a batch is still fenced on its own claim token in the store,
+//! so a stale item in a batch is refused while the others land. Each
+//! submitter learns whether its own completion landed. Transient database
+//! errors are retried with backoff for a bounded time; after that the
+//! completion is reported as not landed and the item, still claimed, is
+//! handed back by the sweep when its lease passes (run again, never lost).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use uuid::Uuid;
+
+use crate::store::{ClaimRef, Store};
+
+/// How many times a batch is retried on a transient error before its
+/// submitters are told it did not land.
+const RETRIES: u32 = 8;
+/// The first retry backoff; doubles each time (so about 5 s in all).
+const BACKOFF: Duration = Duration::from_millis(20);
+
+/// Whether one completion landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Landed {
+    /// Written done under our token.
+    Yes,
+    /// Refused: the claim was stale or the lease had passed.
+    Stale,
+    /// The database kept failing; the item stays claimed until swept.
+    Unknown,
+}
+
+struct Request {
+    claim: ClaimRef,
+    ack: oneshot::Sender<Landed>,
+}
+
+/// A handle to submit completions.
+#[derive(Clone)]
+pub(crate) struct Completer {
+    tx: mpsc::Sender<Request>,
+}
+
+impl Completer {
+    /// Starts the completer task; it ends when every handle is dropped and
+    /// the queue is empty.
+    pub(crate) fn start(
+        store: Arc<dyn Store>,
+        batch: usize,
+        window: Duration,
+    ) -> (Completer, tokio::task::JoinHandle<()>) {
+        let (tx, rx) = mpsc::channel(batch.max(1) * 4);
+        let task = tokio::spawn(run(store, rx, batch.max(1), window));
+        (Completer { tx }, task)
+    }
+
+    /// Submits a completion and waits for its fate.
+    pub(crate) async fn complete(&self, claim: ClaimRef) -> Landed {
+        let (ack, rx) = oneshot::channel();
+        if self.tx.send(Request { claim, ack }).await.is_err() {
+            return Landed::Unknown;
+        }
+        rx.await.unwrap_or(Landed::Unknown)
+    }
+}
+
+async fn run(
+    store: Arc<dyn Store>,
+    mut rx: mpsc::Receiver<Request>,
+    batch: usize,
+    window: Duration,
+) {
+    let mut pending: Vec<Request> = Vec::with_capacity(batch);
+    loop {
+        let Some(first) = rx.recv().await else {
+            return;
+        };
+        pending.push(first);
+        // Whatever is already queued joins at once; then wait at most the
+        // window for more, so a lone completion is delayed by the window
+        // only and a busy worker fills whole batches.
+        while pending.len() < batch {
+            match rx.try_recv() {
+                Ok(r) => pending.push(r),
+                Err(_) => break,
+            }
+        }
+        if pending.len() < batch && !window.is_zero() {
+            let deadline = tokio::time::Instant::now() + window;
+            while pending.len() < batch {
+                match tokio::time::timeout_at(deadline, rx.recv()).await {
+                    Ok(Some(r)) => pending.push(r),
+                    Ok(None) | Err(_) => break,
+                }
+            }
+        }
+        flush(&*store, &mut pending).await;
+    }
+}
+
+async fn flush(store: &dyn Store, pending: &mut Vec<Request>) {
+    let claims: Vec<ClaimRef> = pending.iter().map(|r| r.claim).collect();
+    let mut backoff = BACKOFF;
+    let mut landed: Option<HashSet<Uuid>> = None;
+    for attempt in 0..=RETRIES {
+        match store.item_complete_many(&claims).await {
+            Ok(ids) => {
+                landed = Some(ids.into_iter().collect());
+                break;
+            }
+            Err(e) if e.is_transient() && attempt < RETRIES => {
+                tracing::warn!(error = %e, attempt, "batched completion failed; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff *= 2;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, items = claims.len(), "batched completion failed; items stay claimed until swept");
+                break;
+            }
+        }
+    }
+    metrics::histogram!("drover_complete_batch_size").record(claims.len() as f64);
+    for req in pending.drain(..) {
+        let fate = match &landed {
+            Some(ids) if ids.contains(&req.claim.id) => Landed::Yes,
+            Some(_) => Landed::Stale,
+            None => Landed::Unknown,
+        };
+        let _ = req.ack.send(fate);
+    }
+}

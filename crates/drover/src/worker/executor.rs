@@ -1,0 +1,246 @@
+//! The executor: runs one claimed item as its own task, keeps its lease
+//! alive while the handler runs, and writes the outcome under the claim's
+//! token.
+//!
+//! Invariants:
+//! - The renewal is polled by the same task as the handler, so a handler
+//!   that blocks its thread starves its own renewal and loses its lease (it
+//!   is never kept alive falsely), while other items' tasks renew on other
+//!   threads.
+//! - A renewal refused with `Conflict` cancels the run at once; other
+//!   renewal failures are retried, and the run cancels itself once renewal
+//!   has been failing for half the lease (wall time since the last success).
+//! - After a lease is lost nothing more is written for the item.
+//! - A panic or a timeout is a retryable failure; a shutdown past the grace
+//!   period releases the item without spending an attempt.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use tokio::sync::OwnedSemaphorePermit;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::queue::{JobContext, Queue};
+use crate::worker::completer::{Completer, Landed};
+use crate::worker::handler::{Done, JobError, Outcome, Registry};
+use crate::worker::settings::WorkerSettings;
+
+/// How a run ended.
+#[derive(Debug)]
+pub(crate) enum RunEnd {
+    Finished(Outcome),
+    Panicked(String),
+    TimedOut(Duration),
+    LeaseLost(&'static str),
+    Shutdown,
+}
+
+/// What the executor needs, shared by every item task.
+#[derive(Clone)]
+pub(crate) struct Executor {
+    pub(crate) queue: Queue,
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) settings: Arc<WorkerSettings>,
+    pub(crate) completer: Completer,
+    /// Cancelled when in-flight runs must stop (shutdown past the grace).
+    pub(crate) work: CancellationToken,
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_owned()
+    }
+}
+
+impl Executor {
+    /// Runs `cx` to its end and writes the outcome. `permit` is the slot the
+    /// run occupies; it is freed as soon as the handler stops, before the
+    /// outcome is written, so writes never hold capacity.
+    pub(crate) async fn run(&self, cx: JobContext, permit: OwnedSemaphorePermit) {
+        let span = tracing::info_span!(
+            "drover.item",
+            item = %cx.id(),
+            kind = cx.kind(),
+            tenant = %cx.tenant(),
+            attempt = cx.attempt(),
+            fencing = cx.fencing_token(),
+            // The run outlives the request that caused it, so the trace is
+            // linked, not parented.
+            link.traceparent = cx.traceparent().unwrap_or(""),
+        );
+        async {
+            let end = self.execute(&cx).await;
+            drop(permit);
+            self.settle(&cx, end).await;
+        }
+        .instrument(span)
+        .await;
+    }
+
+    /// Runs the handler with renewal, timeout and panic capture.
+    pub(crate) async fn execute(&self, cx: &JobContext) -> RunEnd {
+        let Some(handler) = self.registry.get(cx.kind()).cloned() else {
+            return RunEnd::Finished(Err(JobError::Snooze(Duration::ZERO)));
+        };
+        let limit = handler.timeout().unwrap_or(self.settings.handler_timeout);
+        let started = Instant::now();
+        let lease = self.settings.lease;
+        let end = {
+            let run = AssertUnwindSafe(handler.run(cx)).catch_unwind();
+            tokio::pin!(run);
+            let deadline = tokio::time::sleep(limit);
+            tokio::pin!(deadline);
+            let mut next_renew = tokio::time::Instant::now() + self.settings.renew_interval;
+            let mut last_ok = Instant::now();
+            loop {
+                tokio::select! {
+                    biased;
+                    r = &mut run => break match r {
+                        Ok(outcome) => RunEnd::Finished(outcome),
+                        Err(p) => RunEnd::Panicked(panic_message(&*p)),
+                    },
+                    () = self.work.cancelled() => break RunEnd::Shutdown,
+                    () = &mut deadline => break RunEnd::TimedOut(limit),
+                    () = tokio::time::sleep_until(next_renew) => {
+                        let renewal = tokio::time::timeout(
+                            self.settings.renew_timeout,
+                            self.queue.extend_lease(cx, lease),
+                        );
+                        // The handler keeps running while the renewal is in
+                        // flight.
+                        let outcome = tokio::select! {
+                            biased;
+                            r = &mut run => break match r {
+                                Ok(outcome) => RunEnd::Finished(outcome),
+                                Err(p) => RunEnd::Panicked(panic_message(&*p)),
+                            },
+                            () = self.work.cancelled() => break RunEnd::Shutdown,
+                            r = renewal => r,
+                        };
+                        match outcome {
+                            Ok(Ok(_)) => {
+                                last_ok = Instant::now();
+                                next_renew = tokio::time::Instant::now() + self.settings.renew_interval;
+                            }
+                            Ok(Err(e)) if e.is_conflict() => break RunEnd::LeaseLost("renewal refused: another claim holds the item"),
+                            Ok(Err(e)) => {
+                                tracing::warn!(error = %e, "lease renewal failed; retrying");
+                                next_renew = tokio::time::Instant::now() + self.settings.renew_timeout / 2;
+                            }
+                            Err(_) => {
+                                tracing::warn!(timeout = ?self.settings.renew_timeout, "lease renewal timed out; retrying");
+                                next_renew = tokio::time::Instant::now() + self.settings.renew_timeout / 2;
+                            }
+                        }
+                        if last_ok.elapsed() >= lease / 2 {
+                            break RunEnd::LeaseLost("renewal failing for half the lease");
+                        }
+                    }
+                }
+            }
+        };
+        if !matches!(end, RunEnd::Finished(_)) {
+            // Tell anything the handler spawned that this run is over.
+            cx.cancellation().cancel();
+        }
+        metrics::histogram!("drover_handler_duration_seconds", "kind" => cx.kind().to_owned())
+            .record(started.elapsed().as_secs_f64());
+        end
+    }
+
+    /// Writes the outcome of a run under its claim.
+    pub(crate) async fn settle(&self, cx: &JobContext, end: RunEnd) {
+        if self.registry.get(cx.kind()).is_none() {
+            // Not ours to fail: another worker may handle this kind.
+            self.write(
+                "release",
+                self.queue
+                    .release(
+                        cx,
+                        Some("no handler for this kind on the worker that claimed it"),
+                    )
+                    .await,
+            );
+            return;
+        }
+        match end {
+            RunEnd::Finished(Ok(Done::Completed)) => {
+                match self.completer.complete(*cx.claim()).await {
+                    Landed::Yes => metrics::counter!("drover_completed_total").increment(1),
+                    Landed::Stale => self.lease_lost("completion refused"),
+                    Landed::Unknown => {
+                        tracing::error!(
+                            "completion not written; the item will be swept and run again"
+                        );
+                    }
+                }
+            }
+            RunEnd::Finished(Err(JobError::Retry(m))) => {
+                self.write("fail", self.queue.fail(cx, &m, false).await.map(|_| ()));
+            }
+            RunEnd::Finished(Err(JobError::Fatal(m))) => {
+                self.write("fail", self.queue.fail(cx, &m, true).await.map(|_| ()));
+            }
+            RunEnd::Finished(Err(JobError::Snooze(d))) => {
+                self.write("defer", self.queue.defer(cx, d).await.map(|_| ()));
+            }
+            RunEnd::Finished(Err(JobError::Cancel(m))) => {
+                self.write("cancel", self.queue.cancel_claimed(cx, &m).await);
+            }
+            RunEnd::Panicked(m) => {
+                tracing::error!(panic = %m, "handler panicked");
+                self.write(
+                    "fail",
+                    self.queue
+                        .fail(cx, &format!("handler panicked: {m}"), false)
+                        .await
+                        .map(|_| ()),
+                );
+            }
+            RunEnd::TimedOut(limit) => {
+                tracing::warn!(?limit, "handler timed out");
+                self.write(
+                    "fail",
+                    self.queue
+                        .fail(cx, &format!("handler timed out after {limit:?}"), false)
+                        .await
+                        .map(|_| ()),
+                );
+            }
+            RunEnd::LeaseLost(why) => self.lease_lost(why),
+            RunEnd::Shutdown => {
+                self.write(
+                    "release",
+                    self.queue
+                        .release(cx, Some("released: worker shutting down"))
+                        .await,
+                );
+            }
+        }
+    }
+
+    fn lease_lost(&self, why: &str) {
+        metrics::counter!("drover_lease_lost_total").increment(1);
+        tracing::warn!(
+            reason = why,
+            "lease lost: the item is no longer ours; nothing more is written"
+        );
+    }
+
+    fn write(&self, what: &'static str, r: crate::Result<()>) {
+        match r {
+            Ok(()) => {}
+            Err(e) if e.is_conflict() => self.lease_lost(what),
+            Err(e) => {
+                tracing::error!(error = %e, write = what, "outcome not written; the item will be swept")
+            }
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! Handlers: the code that runs items of one kind, the typed outcome it
+//! returns, the strategy it declares, and the registry the worker builds.
+//!
+//! A handler never builds its own [`JobContext`]; the worker hands it the one
+//! its claim made. Its result says what happens next: done, snooze (defer
+//! without spending an attempt), retry (spend one), fatal (straight to the
+//! dead letter), or cancel. Panics and timeouts are turned into retryable
+//! failures by the executor, never into a dead worker.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::queue::{JobContext, Kind};
+
+/// What a successful run asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Done {
+    /// The item is done.
+    Completed,
+}
+
+/// A run that did not complete, and what should happen to the item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JobError {
+    /// Try again after the kind's backoff; spends one attempt.
+    Retry(String),
+    /// Never try again: dead-letter now.
+    Fatal(String),
+    /// Not now: run again after the delay; spends no attempt.
+    Snooze(Duration),
+    /// The work is moot: cancel the item (final), spending no attempt.
+    Cancel(String),
+}
+
+impl JobError {
+    /// A retryable failure from any displayable error.
+    pub fn retry(e: impl fmt::Display) -> Self {
+        JobError::Retry(e.to_string())
+    }
+
+    /// A fatal failure from any displayable error.
+    pub fn fatal(e: impl fmt::Display) -> Self {
+        JobError::Fatal(e.to_string())
+    }
+}
+
+impl fmt::Display for JobError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JobError::Retry(m) => write!(f, "retryable: {m}"),
+            JobError::Fatal(m) => write!(f, "fatal: {m}"),
+            JobError::Snooze(d) => write!(f, "snoozed for {d:?}"),
+            JobError::Cancel(m) => write!(f, "cancelled: {m}"),
+        }
+    }
+}
+
+/// What a handler returns.
+pub type Outcome = std::result::Result<Done, JobError>;
+
+/// Turns any `Result` into an [`Outcome`]-compatible one with `?`.
+pub trait ResultExt<T> {
+    /// The error is worth a retry.
+    fn retryable(self) -> std::result::Result<T, JobError>;
+    /// The error will not go away: dead-letter.
+    fn fatal(self) -> std::result::Result<T, JobError>;
+}
+
+impl<T, E: fmt::Display> ResultExt<T> for std::result::Result<T, E> {
+    fn retryable(self) -> std::result::Result<T, JobError> {
+        self.map_err(JobError::retry)
+    }
+
+    fn fatal(self) -> std::result::Result<T, JobError> {
+        self.map_err(JobError::fatal)
+    }
+}
+
+/// The recovery story a handler declares: how it stays correct when it runs
+/// twice, how it retries, how it recovers after a crash. `drover handlers`
+/// prints these; the worker refuses to start a handler whose strategy is
+/// blank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Strategy {
+    /// Why running twice is harmless (an idempotency key, a fenced write …).
+    pub idempotency: &'static str,
+    /// What a failure does (backoff, budget).
+    pub retry: &'static str,
+    /// What happens after a crash mid-run.
+    pub recovery: &'static str,
+}
+
+impl Strategy {
+    fn check(&self, kind: &str) -> Result<()> {
+        for (name, v) in [
+            ("idempotency", self.idempotency),
+            ("retry", self.retry),
+            ("recovery", self.recovery),
+        ] {
+            if v.trim().is_empty() {
+                return Err(Error::Config(format!(
+                    "the handler of {kind} declares no {name} strategy"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs items of one kind.
+///
+/// ```
+/// use drover::queue::{JobContext, Kind};
+/// use drover::worker::{Done, Handler, Outcome, Strategy};
+/// # #[derive(serde::Serialize, serde::Deserialize)] struct Ping { n: u32 }
+/// # impl Kind for Ping { const NAME: &'static str = "ping"; }
+/// struct Pinger;
+/// impl Handler for Pinger {
+///     type Job = Ping;
+///     const STRATEGY: Strategy = Strategy {
+///         idempotency: "pings are harmless to repeat",
+///         retry: "default backoff, 5 attempts",
+///         recovery: "a crashed ping is swept and run again",
+///     };
+///     async fn handle(&self, _cx: &JobContext, _job: Ping) -> Outcome {
+///         Ok(Done::Completed)
+///     }
+/// }
+/// ```
+pub trait Handler: Send + Sync + 'static {
+    /// The kind this handler runs.
+    type Job: Kind;
+    /// Its declared strategy.
+    const STRATEGY: Strategy;
+    /// The permissions the handler's own calls take. A test should hold
+    /// these against the kind's enqueue permission, so nobody reaches
+    /// through the queue what they could not do directly.
+    const REQUIRES: &'static [&'static str] = &[];
+
+    /// The longest a run may take before it is cancelled and counted as a
+    /// failure; `None` uses the worker's default.
+    fn timeout(&self) -> Option<Duration> {
+        None
+    }
+
+    /// Runs one item.
+    fn handle(&self, cx: &JobContext, job: Self::Job) -> impl Future<Output = Outcome> + Send;
+}
+
+pub(crate) type BoxOutcome<'a> = Pin<Box<dyn Future<Output = Outcome> + Send + 'a>>;
+
+/// A handler with its payload type erased, as the registry holds it.
+pub(crate) trait ErasedHandler: Send + Sync {
+    fn run<'a>(&'a self, cx: &'a JobContext) -> BoxOutcome<'a>;
+    fn strategy(&self) -> Strategy;
+    fn requires(&self) -> &'static [&'static str];
+    fn timeout(&self) -> Option<Duration>;
+}
+
+struct Typed<H>(H);
+
+impl<H: Handler> ErasedHandler for Typed<H> {
+    fn run<'a>(&'a self, cx: &'a JobContext) -> BoxOutcome<'a> {
+        Box::pin(async move {
+            // A payload that does not decode will never decode: fail it now
+            // (naming the field) instead of burning the retry budget.
+            let job: H::Job = serde_json::from_value(cx.item().payload.clone()).map_err(|e| {
+                JobError::Fatal(format!("payload does not decode as {}: {e}", H::Job::NAME))
+            })?;
+            self.0.handle(cx, job).await
+        })
+    }
+
+    fn strategy(&self) -> Strategy {
+        H::STRATEGY
+    }
+
+    fn requires(&self) -> &'static [&'static str] {
+        H::REQUIRES
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        self.0.timeout()
+    }
+}
+
+/// One row of [`Registry::describe`], as `drover handlers` prints it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct HandlerInfo {
+    /// The kind.
+    pub kind: String,
+    /// Its declared idempotency strategy.
+    pub idempotency: String,
+    /// Its declared retry strategy.
+    pub retry: String,
+    /// Its declared recovery strategy.
+    pub recovery: String,
+    /// The permissions its own calls take.
+    pub requires: Vec<String>,
+}
+
+/// The kinds a worker runs and their handlers. Built by one builder call per
+/// handler; no shared list to edit.
+#[derive(Clone, Default)]
+pub struct Registry {
+    handlers: BTreeMap<String, Arc<dyn ErasedHandler>>,
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.handlers.keys()).finish()
+    }
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a handler for its kind.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the kind already has a handler or the
+    /// handler's strategy is blank.
+    pub fn add<H: Handler>(&mut self, handler: H) -> Result<()> {
+        let kind = <H::Job as Kind>::NAME;
+        crate::item::validate_kind(kind)?;
+        H::STRATEGY.check(kind)?;
+        if self.handlers.contains_key(kind) {
+            return Err(Error::Config(format!("{kind} has two handlers")));
+        }
+        self.handlers
+            .insert(kind.to_owned(), Arc::new(Typed(handler)));
+        Ok(())
+    }
+
+    /// The kinds handled, sorted.
+    pub fn kinds(&self) -> Vec<String> {
+        self.handlers.keys().cloned().collect()
+    }
+
+    /// True when no kind is handled.
+    pub fn is_empty(&self) -> bool {
+        self.handlers.is_empty()
+    }
+
+    pub(crate) fn get(&self, kind: &str) -> Option<&Arc<dyn ErasedHandler>> {
+        self.handlers.get(kind)
+    }
+
+    /// Every handler's declared strategy, sorted by kind.
+    pub fn describe(&self) -> Vec<HandlerInfo> {
+        self.handlers
+            .iter()
+            .map(|(kind, h)| {
+                let s = h.strategy();
+                HandlerInfo {
+                    kind: kind.clone(),
+                    idempotency: s.idempotency.to_owned(),
+                    retry: s.retry.to_owned(),
+                    recovery: s.recovery.to_owned(),
+                    requires: h.requires().iter().map(|r| (*r).to_owned()).collect(),
+                }
+            })
+            .collect()
+    }
+
+    /// Checks every handler's strategy again (the worker calls this at start).
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the first handler with a blank strategy.
+    pub fn validate(&self) -> Result<()> {
+        for (kind, h) in &self.handlers {
+            h.strategy().check(kind)?;
+        }
+        Ok(())
+    }
+}

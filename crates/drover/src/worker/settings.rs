@@ -1,0 +1,269 @@
+//! Worker settings: one type, from flags and `DROVER_*` environment
+//! variables, every field with a documented default, validated together at
+//! start so a bad combination is refused with the relation it breaks.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// `DROVER_LANES`: lanes drained (comma-separated).
+pub const LANES_DEFAULT: &str = "default";
+/// `DROVER_CAPACITY`: handlers running at once.
+pub const CAPACITY_DEFAULT: usize = 20;
+/// `DROVER_LEASE`: how long a claim holds without renewal.
+pub const LEASE_DEFAULT: Duration = Duration::from_secs(30);
+/// `DROVER_RENEW_TIMEOUT`: the longest one renewal may take (a fifteenth
+/// of the lease unless set, so several retries fit in half a lease).
+pub const RENEW_TIMEOUT_DEFAULT: Duration = Duration::from_secs(2);
+/// `DROVER_HEARTBEAT_INTERVAL`: how often liveness is beaten and published.
+pub const HEARTBEAT_INTERVAL_DEFAULT: Duration = Duration::from_secs(5);
+/// `DROVER_POLL_INTERVAL`: the claim poll when no wake-up arrives.
+pub const POLL_INTERVAL_DEFAULT: Duration = Duration::from_secs(1);
+/// `DROVER_SWEEP_INTERVAL`: how often the sweep runs (jittered ±20 %).
+pub const SWEEP_INTERVAL_DEFAULT: Duration = Duration::from_secs(15);
+/// `DROVER_ITEM_RETENTION`: how long final items are kept before purge.
+pub const ITEM_RETENTION_DEFAULT: Duration = Duration::from_secs(7 * 24 * 3600);
+/// `DROVER_SHUTDOWN_GRACE`: how long in-flight items may finish on shutdown.
+pub const SHUTDOWN_GRACE_DEFAULT: Duration = Duration::from_secs(30);
+/// `DROVER_HANDLER_TIMEOUT`: a run's time limit when its handler names none.
+pub const HANDLER_TIMEOUT_DEFAULT: Duration = Duration::from_secs(300);
+/// `DROVER_POOL_SIZE`: database connections the process opens.
+pub const POOL_SIZE_DEFAULT: u32 = 10;
+/// `DROVER_METRICS_ADDR`: where `/healthz` and `/metrics` listen.
+pub const METRICS_ADDR_DEFAULT: &str = "127.0.0.1:9464";
+/// `DROVER_COMPLETE_BATCH`: the most completions written in one statement.
+pub const COMPLETE_BATCH_DEFAULT: usize = 500;
+/// `DROVER_COMPLETE_WINDOW`: how long finished items wait to share a write.
+pub const COMPLETE_WINDOW_DEFAULT: Duration = Duration::from_millis(2);
+
+/// Connections the runtime itself keeps busy at worst: one claiming, one
+/// completing, one for liveness and the sweep.
+pub const RUNTIME_CONNECTIONS: u32 = 3;
+/// Running items that share one connection for their renewals and
+/// failure writes (each is a short statement every few seconds).
+pub const ITEMS_PER_CONNECTION: u32 = 4;
+
+/// Everything a worker process is told.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerSettings {
+    /// Lanes drained, in claim order. Default [`LANES_DEFAULT`].
+    pub lanes: Vec<String>,
+    /// Handlers running at once. Default [`CAPACITY_DEFAULT`].
+    pub capacity: usize,
+    /// Claim lease. Default [`LEASE_DEFAULT`].
+    pub lease: Duration,
+    /// Renewal interval. Default a third of the lease.
+    pub renew_interval: Duration,
+    /// One renewal's time limit. Default [`RENEW_TIMEOUT_DEFAULT`] (a
+    /// fifteenth of the lease). A failed renewal is retried after half of it.
+    pub renew_timeout: Duration,
+    /// Liveness beat. Default [`HEARTBEAT_INTERVAL_DEFAULT`].
+    pub heartbeat_interval: Duration,
+    /// Poll fallback. Default [`POLL_INTERVAL_DEFAULT`].
+    pub poll_interval: Duration,
+    /// Sweep interval. Default [`SWEEP_INTERVAL_DEFAULT`].
+    pub sweep_interval: Duration,
+    /// Final items kept this long. Default [`ITEM_RETENTION_DEFAULT`].
+    pub item_retention: Duration,
+    /// Drain time on shutdown. Default [`SHUTDOWN_GRACE_DEFAULT`].
+    pub shutdown_grace: Duration,
+    /// Default run time limit. Default [`HANDLER_TIMEOUT_DEFAULT`].
+    pub handler_timeout: Duration,
+    /// Database pool size. Default [`POOL_SIZE_DEFAULT`].
+    pub pool_size: u32,
+    /// Metrics and health listener; `None` serves none. Default
+    /// [`METRICS_ADDR_DEFAULT`].
+    pub metrics_addr: Option<SocketAddr>,
+    /// Completions per statement. Default [`COMPLETE_BATCH_DEFAULT`].
+    pub complete_batch: usize,
+    /// Completion gathering window. Default [`COMPLETE_WINDOW_DEFAULT`].
+    pub complete_window: Duration,
+}
+
+impl Default for WorkerSettings {
+    fn default() -> Self {
+        WorkerSettings {
+            lanes: vec![LANES_DEFAULT.to_owned()],
+            capacity: CAPACITY_DEFAULT,
+            lease: LEASE_DEFAULT,
+            renew_interval: LEASE_DEFAULT / 3,
+            renew_timeout: RENEW_TIMEOUT_DEFAULT,
+            heartbeat_interval: HEARTBEAT_INTERVAL_DEFAULT,
+            poll_interval: POLL_INTERVAL_DEFAULT,
+            sweep_interval: SWEEP_INTERVAL_DEFAULT,
+            item_retention: ITEM_RETENTION_DEFAULT,
+            shutdown_grace: SHUTDOWN_GRACE_DEFAULT,
+            handler_timeout: HANDLER_TIMEOUT_DEFAULT,
+            pool_size: POOL_SIZE_DEFAULT,
+            metrics_addr: METRICS_ADDR_DEFAULT.parse().ok(),
+            complete_batch: COMPLETE_BATCH_DEFAULT,
+            complete_window: COMPLETE_WINDOW_DEFAULT,
+        }
+    }
+}
+
+fn env_duration(name: &'static str, into: &mut Duration) -> Result<()> {
+    if let Ok(v) = std::env::var(name) {
+        *into = humantime::parse_duration(v.trim())
+            .map_err(|e| Error::invalid(name, format!("{v:?} is not a duration: {e}")))?;
+    }
+    Ok(())
+}
+
+fn env_num<T: std::str::FromStr>(name: &'static str, into: &mut T) -> Result<()> {
+    if let Ok(v) = std::env::var(name) {
+        *into = v
+            .trim()
+            .parse()
+            .map_err(|_| Error::invalid(name, format!("{v:?} is not a number")))?;
+    }
+    Ok(())
+}
+
+impl WorkerSettings {
+    /// The defaults overridden by any `DROVER_*` variable set. The renewal
+    /// interval follows the lease unless `DROVER_RENEW_INTERVAL` is set.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the variable that does not parse.
+    pub fn from_env() -> Result<Self> {
+        let mut s = WorkerSettings::default();
+        if let Ok(v) = std::env::var("DROVER_LANES") {
+            s.lanes = v.split(',').map(|l| l.trim().to_owned()).collect();
+        }
+        env_num("DROVER_CAPACITY", &mut s.capacity)?;
+        env_duration("DROVER_LEASE", &mut s.lease)?;
+        s.renew_interval = s.lease / 3;
+        s.renew_timeout = s.lease / 15;
+        env_duration("DROVER_RENEW_INTERVAL", &mut s.renew_interval)?;
+        env_duration("DROVER_RENEW_TIMEOUT", &mut s.renew_timeout)?;
+        env_duration("DROVER_HEARTBEAT_INTERVAL", &mut s.heartbeat_interval)?;
+        env_duration("DROVER_POLL_INTERVAL", &mut s.poll_interval)?;
+        env_duration("DROVER_SWEEP_INTERVAL", &mut s.sweep_interval)?;
+        env_duration("DROVER_ITEM_RETENTION", &mut s.item_retention)?;
+        env_duration("DROVER_SHUTDOWN_GRACE", &mut s.shutdown_grace)?;
+        env_duration("DROVER_HANDLER_TIMEOUT", &mut s.handler_timeout)?;
+        env_num("DROVER_POOL_SIZE", &mut s.pool_size)?;
+        if let Ok(v) = std::env::var("DROVER_METRICS_ADDR") {
+            s.metrics_addr = if v.trim().is_empty() || v.trim() == "off" {
+                None
+            } else {
+                Some(v.trim().parse().map_err(|_| {
+                    Error::invalid("DROVER_METRICS_ADDR", format!("{v:?} is not host:port"))
+                })?)
+            };
+        }
+        Ok(s)
+    }
+
+    /// The pool size that serves `capacity` running items.
+    pub fn pool_needed(capacity: usize) -> u32 {
+        let cap = u32::try_from(capacity).unwrap_or(u32::MAX);
+        RUNTIME_CONNECTIONS.saturating_add(cap.div_ceil(ITEMS_PER_CONNECTION))
+    }
+
+    /// Checks the settings together. `pool` is the pool the store actually
+    /// opened (`None` for a store without one).
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the relation broken.
+    pub fn validate(&self, pool: Option<u32>) -> Result<()> {
+        if self.lanes.is_empty() {
+            return Err(Error::Config("at least one lane must be drained".into()));
+        }
+        for l in &self.lanes {
+            crate::item::validate_lane(l)?;
+        }
+        if self.capacity == 0 {
+            return Err(Error::Config("capacity must be at least 1".into()));
+        }
+        if self.renew_interval.is_zero() {
+            return Err(Error::Config(
+                "the renewal interval must be longer than zero".into(),
+            ));
+        }
+        if self.lease <= self.renew_interval * 2 {
+            return Err(Error::Config(format!(
+                "lease ({:?}) must exceed twice the renewal interval ({:?})",
+                self.lease, self.renew_interval
+            )));
+        }
+        if self.renew_timeout.is_zero() {
+            return Err(Error::Config(
+                "the renewal timeout must be longer than zero".into(),
+            ));
+        }
+        if self.renew_interval + self.renew_timeout * 2 >= self.lease / 2 {
+            return Err(Error::Config(format!(
+                "the renewal interval ({:?}) plus two renewal timeouts ({:?} each) must be \
+                 shorter than half the lease ({:?}), so a failed renewal is retried before \
+                 the worker gives the item up",
+                self.renew_interval,
+                self.renew_timeout,
+                self.lease / 2
+            )));
+        }
+        if self.heartbeat_interval.is_zero() || self.poll_interval.is_zero() {
+            return Err(Error::Config(
+                "heartbeat and poll intervals must be longer than zero".into(),
+            ));
+        }
+        if self.sweep_interval.is_zero() {
+            return Err(Error::Config(
+                "the sweep interval must be longer than zero".into(),
+            ));
+        }
+        if self.complete_batch == 0 {
+            return Err(Error::Config(
+                "the completion batch must be at least 1".into(),
+            ));
+        }
+        if let Some(pool) = pool {
+            let need = Self::pool_needed(self.capacity);
+            if pool < need {
+                return Err(Error::Config(format!(
+                    "capacity {} needs a pool of at least {need} connections \
+                     ({RUNTIME_CONNECTIONS} for the runtime + 1 per {ITEMS_PER_CONNECTION} items); \
+                     the pool has {pool}: raise --pool-size to {need} or lower --capacity",
+                    self.capacity
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate() {
+        WorkerSettings::default()
+            .validate(Some(POOL_SIZE_DEFAULT))
+            .expect("defaults are consistent");
+    }
+
+    #[test]
+    fn lease_must_exceed_twice_renewal() {
+        let s = WorkerSettings {
+            lease: Duration::from_secs(10),
+            renew_interval: Duration::from_secs(5),
+            ..Default::default()
+        };
+        let e = s.validate(None).expect_err("refused");
+        assert!(e.to_string().contains("twice the renewal interval"), "{e}");
+    }
+
+    #[test]
+    fn capacity_must_fit_the_pool_and_names_the_size() {
+        let s = WorkerSettings {
+            capacity: 100,
+            ..Default::default()
+        };
+        let e = s.validate(Some(10)).expect_err("refused");
+        assert!(e.to_string().contains("at least 28"), "{e}");
+        s.validate(Some(28)).expect("fits");
+    }
+}
