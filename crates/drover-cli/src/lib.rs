@@ -61,7 +61,12 @@ pub struct GlobalArgs {
     /// Where the queue lives: postgres://…, sqlite://path, or memory: (a
     /// fresh in-process store). Falls back to DATABASE_URL, then to
     /// sqlite://drover.db.
-    #[arg(long, global = true, env = "DROVER_DATABASE_URL", hide_env_values = true)]
+    #[arg(
+        long,
+        global = true,
+        env = "DROVER_DATABASE_URL",
+        hide_env_values = true
+    )]
     pub database_url: Option<String>,
 }
 
@@ -213,7 +218,8 @@ where
     let mut out = std::io::stdout();
     let mut err = std::io::stderr();
     let code = {
-        let mut cx = Context::connect_lazily(cli.global.resolved_database_url(), &mut out, &mut err);
+        let mut cx =
+            Context::connect_lazily(cli.global.resolved_database_url(), &mut out, &mut err);
         match execute(&cli.command, &mut cx).await {
             Ok(()) => EXIT_OK,
             Err(e) => {

@@ -63,9 +63,10 @@ pub(crate) fn int<T>(field: &'static str, text: &str, min: T, max: T) -> Result<
 where
     T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
 {
-    let v: T = text.trim().parse().map_err(|_| {
-        CliError::invalid(field, format!("is not an integer from {min} to {max}"))
-    })?;
+    let v: T = text
+        .trim()
+        .parse()
+        .map_err(|_| CliError::invalid(field, format!("is not an integer from {min} to {max}")))?;
     if v < min || v > max {
         return Err(CliError::invalid(
             field,
@@ -76,6 +77,7 @@ where
 }
 
 #[cfg(test)]
+#[allow(clippy::expect_used)]
 mod tests {
     use super::*;
 
@@ -85,13 +87,19 @@ mod tests {
             let e = duration("delay", bad).expect_err(bad);
             assert!(e.to_string().starts_with("invalid delay:"), "{e}");
         }
-        assert_eq!(duration("delay", "1m 30s").ok(), Some(Duration::from_secs(90)));
+        assert_eq!(
+            duration("delay", "1m 30s").ok(),
+            Some(Duration::from_secs(90))
+        );
     }
 
     #[test]
     fn ints_are_range_checked() {
         assert!(int::<i32>("max_attempts", "0", 1, i32::MAX).is_err());
-        assert_eq!(int::<i16>("priority", "-3", i16::MIN, i16::MAX).ok(), Some(-3));
+        assert_eq!(
+            int::<i16>("priority", "-3", i16::MIN, i16::MAX).ok(),
+            Some(-3)
+        );
         assert!(int::<i16>("priority", "40000", i16::MIN, i16::MAX).is_err());
     }
 

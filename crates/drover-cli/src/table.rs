@@ -3,7 +3,11 @@
 use std::io::Write;
 
 /// Writes `header` and `rows` as aligned columns.
-pub(crate) fn write(out: &mut dyn Write, header: &[&str], rows: &[Vec<String>]) -> std::io::Result<()> {
+pub(crate) fn write(
+    out: &mut dyn Write,
+    header: &[&str],
+    rows: &[Vec<String>],
+) -> std::io::Result<()> {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
@@ -12,17 +16,18 @@ pub(crate) fn write(out: &mut dyn Write, header: &[&str], rows: &[Vec<String>]) 
             }
         }
     }
-    let line = |out: &mut dyn Write, cells: &mut dyn Iterator<Item = &str>| -> std::io::Result<()> {
-        let mut text = String::new();
-        for (i, cell) in cells.enumerate() {
-            if i > 0 {
-                text.push_str("  ");
+    let line =
+        |out: &mut dyn Write, cells: &mut dyn Iterator<Item = &str>| -> std::io::Result<()> {
+            let mut text = String::new();
+            for (i, cell) in cells.enumerate() {
+                if i > 0 {
+                    text.push_str("  ");
+                }
+                let w = widths.get(i).copied().unwrap_or(0);
+                text.push_str(&format!("{cell:<w$}"));
             }
-            let w = widths.get(i).copied().unwrap_or(0);
-            text.push_str(&format!("{cell:<w$}"));
-        }
-        writeln!(out, "{}", text.trim_end())
-    };
+            writeln!(out, "{}", text.trim_end())
+        };
     line(out, &mut header.iter().copied())?;
     for row in rows {
         line(out, &mut row.iter().map(String::as_str))?;

@@ -11,7 +11,7 @@
 //! `Queue::enqueue_many`. A file is read twice (so 100k lines need no
 //! memory); stdin is read once and held in memory.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
@@ -51,10 +51,14 @@ pub(crate) async fn run(
     let summary = if path == "-" {
         // Pass one over stdin keeps the items: stdin cannot be read twice.
         let mut items = Vec::new();
-        each_item(BufReader::new(std::io::stdin().lock()), tenant, |_, item| {
-            items.push(item);
-            Ok(())
-        })?;
+        each_item(
+            BufReader::new(std::io::stdin().lock()),
+            tenant,
+            |_, item| {
+                items.push(item);
+                Ok(())
+            },
+        )?;
         let queue = cx.queue().await?;
         let total = items.len();
         let mut summary = Summary::default();
@@ -133,7 +137,9 @@ async fn write_file(
                 line: line_no,
                 error: Error::invalid(
                     "input",
-                    format!("changed after validation ({error}); the batches before it were written"),
+                    format!(
+                        "changed after validation ({error}); the batches before it were written"
+                    ),
                 ),
             })?;
             batch.push(item);
@@ -197,7 +203,7 @@ fn read_error(line: usize, e: std::io::Error) -> CliError {
 /// Parses and checks every non-blank line, calling `f` with each item;
 /// stops at the first bad line, naming it and the field.
 fn each_item(
-    reader: impl Read + BufRead,
+    reader: impl BufRead,
     tenant: Uuid,
     mut f: impl FnMut(usize, NewItem) -> Result<(), CliError>,
 ) -> Result<(), CliError> {
@@ -218,12 +224,8 @@ fn each_item(
 
 /// One line to a checked item.
 fn parse_line(text: &str, default_tenant: Uuid) -> Result<NewItem, Error> {
-    let value: Value = serde_json::from_str(text).map_err(|e| {
-        Error::invalid(
-            "input",
-            format!("is not JSON (column {})", e.column()),
-        )
-    })?;
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| Error::invalid("input", format!("is not JSON (column {})", e.column())))?;
     let Value::Object(obj) = value else {
         return Err(Error::invalid("input", "must be a JSON object"));
     };
@@ -296,6 +298,7 @@ fn int(
 }
 
 #[cfg(test)]
+#[allow(clippy::expect_used)]
 mod tests {
     use super::*;
 
@@ -310,7 +313,10 @@ mod tests {
             (r#"{"kind":"k","max_attempts":0}"#, "invalid max_attempts:"),
             (r#"{"kind":"k","id":"nope"}"#, "invalid id:"),
             (r#"{"kind":"k","tenant_id":7}"#, "invalid tenant_id:"),
-            (r#"{"kind":"k","available_at":"soon"}"#, "invalid available_at:"),
+            (
+                r#"{"kind":"k","available_at":"soon"}"#,
+                "invalid available_at:",
+            ),
             (r#"[1]"#, "invalid input:"),
             (r#"{"kind":"#, "invalid input:"),
         ];

@@ -93,7 +93,16 @@ pub async fn run(args: &ListArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
         .collect();
     table::write(
         cx.out,
-        &["ID", "KIND", "LANE", "STATUS", "PRI", "ATTEMPTS", "AVAILABLE_AT (UTC)", "LAST_ERROR"],
+        &[
+            "ID",
+            "KIND",
+            "LANE",
+            "STATUS",
+            "PRI",
+            "ATTEMPTS",
+            "AVAILABLE_AT (UTC)",
+            "LAST_ERROR",
+        ],
         &rows,
     )?;
     Ok(())

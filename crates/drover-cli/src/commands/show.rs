@@ -82,12 +82,18 @@ fn write_item(
         ("lane", item.lane.clone()),
         ("status", item.status.to_string()),
         ("priority", item.priority.to_string()),
-        ("attempts", format!("{} of {}", item.attempts, item.max_attempts)),
+        (
+            "attempts",
+            format!("{} of {}", item.attempts, item.max_attempts),
+        ),
         ("available_at", item.available_at.to_rfc3339()),
         ("idempotency_key", opt(item.idempotency_key.as_deref())),
         ("claimed_by", opt(item.claimed_by.as_deref())),
         ("claim_seq", item.claim_seq.to_string()),
-        ("lease_expires_at", opt(item.lease_expires_at.map(|t| t.to_rfc3339()))),
+        (
+            "lease_expires_at",
+            opt(item.lease_expires_at.map(|t| t.to_rfc3339())),
+        ),
         ("last_error", opt(item.last_error.as_deref())),
         ("created_by", item.created_by.to_string()),
         ("request_id", opt(item.request_id.as_deref())),
@@ -96,7 +102,14 @@ fn write_item(
         ("updated_at", item.updated_at.to_rfc3339()),
         ("updated_by", item.updated_by.to_string()),
         ("payload", item.payload.to_string()),
-        ("audit", if audit.is_empty() { "-".into() } else { String::new() }),
+        (
+            "audit",
+            if audit.is_empty() {
+                "-".into()
+            } else {
+                String::new()
+            },
+        ),
     ];
     for (name, value) in rows {
         writeln!(out, "{name:<17} {value}")?;
@@ -108,7 +121,10 @@ fn write_item(
             a.at.to_rfc3339(),
             a.action,
             a.actor,
-            a.detail.as_deref().map(|d| format!("  {d}")).unwrap_or_default()
+            a.detail
+                .as_deref()
+                .map(|d| format!("  {d}"))
+                .unwrap_or_default()
         )?;
     }
     Ok(())

@@ -52,8 +52,16 @@ fn summarize(rows: Vec<CountRow>, gauges: Gauges) -> StatsJson {
     let mut kinds: BTreeMap<String, StatusCounts> = BTreeMap::new();
     for r in &rows {
         add(&mut total, r.status, r.count);
-        add(lanes.entry(r.lane.clone()).or_insert_with(zeroes), r.status, r.count);
-        add(kinds.entry(r.kind.clone()).or_insert_with(zeroes), r.status, r.count);
+        add(
+            lanes.entry(r.lane.clone()).or_insert_with(zeroes),
+            r.status,
+            r.count,
+        );
+        add(
+            kinds.entry(r.kind.clone()).or_insert_with(zeroes),
+            r.status,
+            r.count,
+        );
     }
     StatsJson {
         total,
@@ -97,7 +105,12 @@ pub async fn run(args: &StatsArgs, cx: &mut Context<'_>) -> Result<(), CliError>
     for (lane, c) in &stats.lanes {
         let mut row = vec![lane.clone()];
         row.extend(cells(c));
-        let age = stats.gauges.oldest_age_seconds.get(lane).copied().unwrap_or(0.0);
+        let age = stats
+            .gauges
+            .oldest_age_seconds
+            .get(lane)
+            .copied()
+            .unwrap_or(0.0);
         row.push(format!("{age:.1}"));
         rows.push(row);
     }
