@@ -1,0 +1,13 @@
+//! One module per command. Each exposes its clap arguments (`XArgs`) and
+//! `run(args, cx)`, which checks every argument before it asks the
+//! [`Context`](crate::Context) for the queue, so refused input never
+//! touches the database.
+
+pub mod cancel;
+pub mod enqueue;
+mod import;
+pub mod list;
+pub mod migrate;
+pub mod retry;
+pub mod show;
+pub mod stats;

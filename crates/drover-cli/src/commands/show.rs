@@ -1,0 +1,131 @@
+//! `drover show ID`: one item, every field, with its audit entries.
+
+use drover::Item;
+use drover::store::AuditEntry;
+use uuid::Uuid;
+
+use crate::{CliError, Context, parse};
+
+/// Arguments of `drover show`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ShowArgs {
+    /// The item's id.
+    pub id: String,
+    /// The item's tenant (default: the nil tenant of single-tenant use).
+    #[arg(long)]
+    pub tenant: Option<String>,
+    /// Print the item as one JSON object, its audit entries under `audit`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Prints the item.
+///
+/// # Errors
+/// Invalid id or tenant (exit 2); not found (exit 1).
+///
+/// # Cancel safety
+/// Read only.
+pub async fn run(args: &ShowArgs, cx: &mut Context<'_>) -> Result<(), CliError> {
+    let id = parse::uuid("id", &args.id)?;
+    let tenant = parse::tenant(args.tenant.as_deref())?;
+    let queue = cx.queue().await?;
+    let item = queue
+        .get(tenant, id)
+        .await
+        .map_err(|e| hint_tenant(e, tenant))?;
+    let audit = queue.audit(tenant, id).await?;
+    if args.json {
+        let mut v = serde_json::to_value(&item).map_err(json_err)?;
+        if let serde_json::Value::Object(m) = &mut v {
+            m.insert(
+                "audit".into(),
+                serde_json::to_value(&audit).map_err(json_err)?,
+            );
+        }
+        writeln!(cx.out, "{v}")?;
+    } else {
+        write_item(cx.out, &item, &audit)?;
+    }
+    Ok(())
+}
+
+pub(crate) fn json_err(e: serde_json::Error) -> CliError {
+    CliError::io("encoding JSON", std::io::Error::other(e))
+}
+
+/// Adds a hint to a not-found error when the default tenant was used: the
+/// item may belong to another tenant.
+pub(crate) fn hint_tenant(e: drover::Error, tenant: Uuid) -> drover::Error {
+    match e {
+        drover::Error::NotFound(m) if tenant.is_nil() => drover::Error::NotFound(format!(
+            "{m} (in the nil tenant; pass --tenant for another)"
+        )),
+        drover::Error::NotFound(m) => drover::Error::NotFound(format!("{m} (in tenant {tenant})")),
+        other => other,
+    }
+}
+
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "-".to_owned(), |v| v.to_string())
+}
+
+fn write_item(
+    out: &mut dyn std::io::Write,
+    item: &Item,
+    audit: &[AuditEntry],
+) -> std::io::Result<()> {
+    let rows: [(&str, String); 21] = [
+        ("id", item.id.to_string()),
+        ("tenant", item.tenant_id.to_string()),
+        ("kind", item.kind.clone()),
+        ("lane", item.lane.clone()),
+        ("status", item.status.to_string()),
+        ("priority", item.priority.to_string()),
+        (
+            "attempts",
+            format!("{} of {}", item.attempts, item.max_attempts),
+        ),
+        ("available_at", item.available_at.to_rfc3339()),
+        ("idempotency_key", opt(item.idempotency_key.as_deref())),
+        ("claimed_by", opt(item.claimed_by.as_deref())),
+        ("claim_seq", item.claim_seq.to_string()),
+        (
+            "lease_expires_at",
+            opt(item.lease_expires_at.map(|t| t.to_rfc3339())),
+        ),
+        ("last_error", opt(item.last_error.as_deref())),
+        ("created_by", item.created_by.to_string()),
+        ("request_id", opt(item.request_id.as_deref())),
+        ("traceparent", opt(item.traceparent.as_deref())),
+        ("created_at", item.created_at.to_rfc3339()),
+        ("updated_at", item.updated_at.to_rfc3339()),
+        ("updated_by", item.updated_by.to_string()),
+        ("payload", item.payload.to_string()),
+        (
+            "audit",
+            if audit.is_empty() {
+                "-".into()
+            } else {
+                String::new()
+            },
+        ),
+    ];
+    for (name, value) in rows {
+        writeln!(out, "{name:<17} {value}")?;
+    }
+    for a in audit {
+        writeln!(
+            out,
+            "  {}  {:<11}  by {}{}",
+            a.at.to_rfc3339(),
+            a.action,
+            a.actor,
+            a.detail
+                .as_deref()
+                .map(|d| format!("  {d}"))
+                .unwrap_or_default()
+        )?;
+    }
+    Ok(())
+}

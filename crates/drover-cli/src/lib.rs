@@ -1,0 +1,296 @@
+//! The drover command line as a library.
+//!
+//! The `drover` binary is a thin `main` over [`main`]; a service that wants
+//! the same commands in its own binary (with its own kinds registered, its
+//! own tenant directory) calls [`run`] from its async `main`, or builds a
+//! [`Context`] over its own [`Queue`] and calls [`execute`].
+//!
+//! Each command is one variant of [`Command`] and one module under
+//! `commands/`: it turns its raw clap arguments into checked values first
+//! (bad input is refused before any connection, so nothing is written), then
+//! asks the [`Context`] for the queue and writes its output to
+//! [`Context::out`].
+//!
+//! | exit code | meaning |
+//! |---|---|
+//! | 0 | success |
+//! | 1 | failure at run time: not found, conflict, forbidden, storage, I/O |
+//! | 2 | invalid input or usage: one line on stderr names the field; nothing written |
+
+// The CLI's whole purpose is to print results to stdout; logs go through
+// `tracing` to stderr. `print_stdout` is denied elsewhere in the workspace.
+#![allow(clippy::print_stdout)]
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use drover::Queue;
+
+pub mod commands;
+mod error;
+mod parse;
+mod table;
+
+pub use error::{CliError, EXIT_FAILURE, EXIT_INVALID, EXIT_OK};
+
+/// The database a command uses when neither `--database-url`,
+/// `DROVER_DATABASE_URL` nor `DATABASE_URL` names one: the embedded default.
+pub const DATABASE_URL_DEFAULT: &str = "sqlite://drover.db";
+
+/// The command line: global options and one command.
+#[derive(Debug, Parser)]
+#[command(
+    name = "drover",
+    version,
+    about = "Durable background work: migrate, enqueue, inspect and operate a drover queue."
+)]
+pub struct Cli {
+    /// The options every command takes.
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command takes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GlobalArgs {
+    /// Where the queue lives: postgres://…, sqlite://path, or memory: (a
+    /// fresh in-process store). Falls back to DATABASE_URL, then to
+    /// sqlite://drover.db.
+    #[arg(
+        long,
+        global = true,
+        env = "DROVER_DATABASE_URL",
+        hide_env_values = true
+    )]
+    pub database_url: Option<String>,
+}
+
+impl GlobalArgs {
+    /// The database URL to use: `--database-url`, else `DROVER_DATABASE_URL`
+    /// (clap reads both), else `DATABASE_URL`, else [`DATABASE_URL_DEFAULT`].
+    pub fn resolved_database_url(&self) -> String {
+        self.database_url
+            .clone()
+            .filter(|u| !u.is_empty())
+            .or_else(|| std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty()))
+            .unwrap_or_else(|| DATABASE_URL_DEFAULT.to_owned())
+    }
+}
+
+/// The commands. Adding one is one variant here, one module under
+/// `commands/`, and one arm in [`execute`].
+#[derive(Debug, Subcommand)]
+#[non_exhaustive]
+pub enum Command {
+    /// Create or upgrade drover's tables (idempotent).
+    Migrate(commands::migrate::MigrateArgs),
+    /// Enqueue one item, or many from a JSON Lines file.
+    Enqueue(commands::enqueue::EnqueueArgs),
+    /// Show one item with its audit entries.
+    Show(commands::show::ShowArgs),
+    /// List items, newest first.
+    List(commands::list::ListArgs),
+    /// Counts per lane, kind and status, and the health gauges.
+    Stats(commands::stats::StatsArgs),
+    /// Make a done, failed or cancelled item pending again with a fresh budget.
+    Retry(commands::retry::RetryArgs),
+    /// Cancel a pending or claimed item.
+    Cancel(commands::cancel::CancelArgs),
+}
+
+/// What a command runs against: the queue (opened on first use) and where
+/// its output goes.
+pub struct Context<'a> {
+    database_url: String,
+    queue: Option<Queue>,
+    /// The command's own output (stdout for the binary).
+    pub out: &'a mut (dyn Write + Send),
+    /// Notes for the user that are not the command's result (stderr for the
+    /// binary).
+    pub err: &'a mut (dyn Write + Send),
+}
+
+impl std::fmt::Debug for Context<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("queue", &self.queue)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Context<'a> {
+    /// A context that connects to `database_url` when a command first needs
+    /// the queue.
+    pub fn connect_lazily(
+        database_url: impl Into<String>,
+        out: &'a mut (dyn Write + Send),
+        err: &'a mut (dyn Write + Send),
+    ) -> Self {
+        Context {
+            database_url: database_url.into(),
+            queue: None,
+            out,
+            err,
+        }
+    }
+
+    /// A context over a queue the caller already holds (its kinds
+    /// registered, its tenant directory set).
+    pub fn with_queue(
+        queue: Queue,
+        out: &'a mut (dyn Write + Send),
+        err: &'a mut (dyn Write + Send),
+    ) -> Self {
+        Context {
+            database_url: String::new(),
+            queue: Some(queue),
+            out,
+            err,
+        }
+    }
+
+    /// The queue, connecting on first use.
+    ///
+    /// # Errors
+    /// [`CliError::Drover`] when the URL is malformed or the database cannot
+    /// be reached.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a dropped call leaves the context unconnected.
+    pub async fn queue(&mut self) -> Result<Queue, CliError> {
+        if let Some(q) = &self.queue {
+            return Ok(q.clone());
+        }
+        tracing::debug!(scheme = scheme(&self.database_url), "connecting");
+        let q = Queue::connect(&self.database_url).await?;
+        self.queue = Some(q.clone());
+        Ok(q)
+    }
+}
+
+/// The URL's scheme, for logs that must never show a password.
+fn scheme(url: &str) -> &str {
+    url.split(':').next().unwrap_or("")
+}
+
+/// Runs one parsed command.
+///
+/// # Errors
+/// The command's [`CliError`]; its [`CliError::exit_code`] says how the
+/// process should exit.
+///
+/// # Cancel safety
+/// As the command's: each write it makes is one statement, so a dropped
+/// run leaves every item either written or not, never half-written.
+pub async fn execute(command: &Command, cx: &mut Context<'_>) -> Result<(), CliError> {
+    match command {
+        Command::Migrate(a) => commands::migrate::run(a, cx).await,
+        Command::Enqueue(a) => commands::enqueue::run(a, cx).await,
+        Command::Show(a) => commands::show::run(a, cx).await,
+        Command::List(a) => commands::list::run(a, cx).await,
+        Command::Stats(a) => commands::stats::run(a, cx).await,
+        Command::Retry(a) => commands::retry::run(a, cx).await,
+        Command::Cancel(a) => commands::cancel::run(a, cx).await,
+    }
+}
+
+/// Parses `args` (the program name first), runs the command against the
+/// database the global options name, prints any error as one line on
+/// stderr, and returns the exit code. Call it from a service's async `main`
+/// to offer drover's CLI from the service binary.
+///
+/// # Cancel safety
+/// As [`execute`].
+pub async fn run<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
+    let mut out = std::io::stdout();
+    let mut err = std::io::stderr();
+    let code = {
+        let mut cx =
+            Context::connect_lazily(cli.global.resolved_database_url(), &mut out, &mut err);
+        match execute(&cli.command, &mut cx).await {
+            Ok(()) => EXIT_OK,
+            Err(e) => {
+                let _ = writeln!(cx.err, "error: {}", one_line(&e.to_string()));
+                e.exit_code()
+            }
+        }
+    };
+    let _ = out.flush();
+    ExitCode::from(code)
+}
+
+/// Reports a clap error: help and version print in full (exit 0), any other
+/// error is cut to its first line (exit 2), as every other refusal is.
+fn usage_error(e: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind as K;
+    match e.kind() {
+        K::DisplayHelp | K::DisplayVersion | K::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(EXIT_INVALID))
+        }
+        _ => {
+            // clap's message runs until the first blank line (then come
+            // tips and the usage); keep that part, on one line.
+            let text = e.to_string();
+            let head: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            let head = head.join(" ");
+            let head = head.strip_prefix("error: ").unwrap_or(&head);
+            eprintln!("error: {head} (see --help)");
+            ExitCode::from(EXIT_INVALID)
+        }
+    }
+}
+
+/// Keeps an error message to one line, whatever a driver put in it.
+fn one_line(s: &str) -> String {
+    s.split(['\n', '\r'])
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Sends `tracing` output to stderr, filtered by `RUST_LOG` (default
+/// `warn`). Does nothing if a subscriber is already installed.
+pub fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// The whole binary: tracing to stderr, a Tokio runtime, [`run`] over the
+/// process arguments.
+pub fn main() -> ExitCode {
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(EXIT_FAILURE);
+        }
+    };
+    runtime.block_on(run(std::env::args_os()))
+}
