@@ -14,9 +14,9 @@ use std::sync::Arc;
 use sqlx::Connection;
 use tokio::sync::OnceCell;
 
+use crate::store::Store;
 use crate::store::contract::Harness;
 use crate::store::postgres::{PgOptions, PgStore, validate_schema};
-use crate::store::Store;
 
 /// The server tried first when `DATABASE_URL` is not set.
 pub const DATABASE_URL_DEFAULT: &str = "postgres://postgres@127.0.0.1:5432/test";
@@ -58,7 +58,9 @@ pub async fn pg_url() -> String {
 /// Finds a PostgreSQL binary on PATH or under `/usr/lib/postgresql/*/bin`.
 fn find_bin(name: &str) -> Option<PathBuf> {
     let on_path = std::env::var_os("PATH").into_iter().flat_map(|p| {
-        std::env::split_paths(&p).map(|d| d.join(name)).collect::<Vec<_>>()
+        std::env::split_paths(&p)
+            .map(|d| d.join(name))
+            .collect::<Vec<_>>()
     });
     let versioned = std::fs::read_dir("/usr/lib/postgresql")
         .into_iter()
@@ -80,11 +82,18 @@ fn start_cluster() -> Result<String, String> {
     let dir = std::env::temp_dir().join(format!("drover-pg-{}-{port}", std::process::id()));
     let data = dir.join("data");
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    run(Command::new(&initdb)
-        .arg("-D")
-        .arg(&data)
-        .args(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"]))?;
-    let opts = format!("-p {port} -k {} -c listen_addresses=127.0.0.1 -c max_connections=200", dir.display());
+    run(Command::new(&initdb).arg("-D").arg(&data).args([
+        "-U",
+        "postgres",
+        "--auth=trust",
+        "-E",
+        "UTF8",
+        "--no-sync",
+    ]))?;
+    let opts = format!(
+        "-p {port} -k {} -c listen_addresses=127.0.0.1 -c max_connections=200",
+        dir.display()
+    );
     run(Command::new(&pg_ctl)
         .arg("-D")
         .arg(&data)
@@ -137,8 +146,11 @@ pub async fn pg_drop_schema(url: &str, schema: &str) {
     }
     let dropped = async {
         let mut conn = sqlx::PgConnection::connect(url).await?;
-        sqlx::Executor::execute(&mut conn, format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE").as_str())
-            .await?;
+        sqlx::Executor::execute(
+            &mut conn,
+            format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE").as_str(),
+        )
+        .await?;
         conn.close().await
     }
     .await;

@@ -3,6 +3,8 @@
 //! delete or create another tenant's rows, and with no tenant set it sees
 //! and writes nothing.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests state their expectations by panicking
+
 use drover::item::NewItem;
 use drover::store::Store;
 use drover::testing::{pg_drop_schema, pg_fresh_store, pg_url};
@@ -14,7 +16,9 @@ use uuid::Uuid;
 /// (so every setting ends with it).
 async fn as_runtime(url: &str, schema: &str, tenant: Option<Uuid>) -> PgConnection {
     let mut conn = PgConnection::connect(url).await.unwrap();
-    let tenant_sql = tenant.map(|t| format!("SET LOCAL drover.tenant_id = '{t}';")).unwrap_or_default();
+    let tenant_sql = tenant
+        .map(|t| format!("SET LOCAL drover.tenant_id = '{t}';"))
+        .unwrap_or_default();
     conn.execute(
         format!("BEGIN; SET LOCAL search_path TO \"{schema}\"; SET LOCAL ROLE drover_runtime; {tenant_sql}").as_str(),
     )
@@ -38,9 +42,16 @@ async fn runtime_role_cannot_touch_another_tenants_rows() {
     s.item_insert(&item_b).await.unwrap();
 
     let mut conn = as_runtime(&url, &schema, Some(a)).await;
-    let visible: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM items").fetch_all(&mut conn).await.unwrap();
+    let visible: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM items")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
     assert_eq!(visible, vec![item_a.id], "only tenant A's row is visible");
-    let n = sqlx::query("SELECT 1 FROM items WHERE id = $1").bind(item_b.id).fetch_all(&mut conn).await.unwrap();
+    let n = sqlx::query("SELECT 1 FROM items WHERE id = $1")
+        .bind(item_b.id)
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
     assert!(n.is_empty());
     let upd = sqlx::query("UPDATE items SET priority = 9 WHERE id = $1")
         .bind(item_b.id)
@@ -48,7 +59,11 @@ async fn runtime_role_cannot_touch_another_tenants_rows() {
         .await
         .unwrap();
     assert_eq!(upd.rows_affected(), 0);
-    let del = sqlx::query("DELETE FROM items WHERE id = $1").bind(item_b.id).execute(&mut conn).await.unwrap();
+    let del = sqlx::query("DELETE FROM items WHERE id = $1")
+        .bind(item_b.id)
+        .execute(&mut conn)
+        .await
+        .unwrap();
     assert_eq!(del.rows_affected(), 0);
     // Moving A's own row to tenant B is refused by WITH CHECK.
     let moved = sqlx::query("UPDATE items SET tenant_id = $1 WHERE id = $2")
@@ -60,7 +75,11 @@ async fn runtime_role_cannot_touch_another_tenants_rows() {
     drop(conn);
 
     let mut conn = as_runtime(&url, &schema, Some(a)).await;
-    let ins = sqlx::query(INSERT_AS).bind(Uuid::new_v4()).bind(b).execute(&mut conn).await;
+    let ins = sqlx::query(INSERT_AS)
+        .bind(Uuid::new_v4())
+        .bind(b)
+        .execute(&mut conn)
+        .await;
     let err = ins.unwrap_err().to_string();
     assert!(err.contains("row-level security"), "{err}");
     drop(conn);
@@ -76,7 +95,9 @@ async fn runtime_role_without_tenant_sees_and_writes_nothing() {
     let (s, schema) = pg_fresh_store().await;
     let url = pg_url().await;
     let t = Uuid::new_v4();
-    s.item_insert(&NewItem::new("k", json!({})).with_tenant(t)).await.unwrap();
+    s.item_insert(&NewItem::new("k", json!({})).with_tenant(t))
+        .await
+        .unwrap();
     s.item_insert(&NewItem::new("k", json!({}))).await.unwrap();
 
     let mut conn = as_runtime(&url, &schema, None).await;
@@ -87,7 +108,11 @@ async fn runtime_role_without_tenant_sees_and_writes_nothing() {
             .unwrap();
         assert_eq!(n, 0, "{table} visible without a tenant");
     }
-    let ins = sqlx::query(INSERT_AS).bind(Uuid::new_v4()).bind(Uuid::nil()).execute(&mut conn).await;
+    let ins = sqlx::query(INSERT_AS)
+        .bind(Uuid::new_v4())
+        .bind(Uuid::nil())
+        .execute(&mut conn)
+        .await;
     assert!(ins.is_err(), "insert without a tenant refused");
     pg_drop_schema(&url, &schema).await;
 }
@@ -140,7 +165,10 @@ async fn every_table_forces_rls_and_runtime_role_is_unprivileged() {
                 .fetch_one(&mut conn)
                 .await
                 .unwrap();
-        assert!(!sup && !bypass, "{role} must be neither superuser nor BYPASSRLS");
+        assert!(
+            !sup && !bypass,
+            "{role} must be neither superuser nor BYPASSRLS"
+        );
         let can: bool = sqlx::query_scalar("SELECT has_table_privilege($1, $2, 'SELECT')")
             .bind(role)
             .bind(format!("\"{schema}\"._sqlx_migrations"))

@@ -1,5 +1,7 @@
 //! Focused tests of the PostgreSQL store: each in its own fresh schema.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests state their expectations by panicking
+
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,7 +26,10 @@ fn claim_params(lane: &str, n: u32, lease: Duration) -> ClaimParams {
 }
 
 async fn claim_one(s: &PgStore, lease: Duration) -> drover::Item {
-    let mut got = s.item_claim(&claim_params("default", 1, lease)).await.unwrap();
+    let mut got = s
+        .item_claim(&claim_params("default", 1, lease))
+        .await
+        .unwrap();
     assert_eq!(got.len(), 1, "expected one claimable item");
     got.remove(0)
 }
@@ -37,7 +42,9 @@ async fn done(schema: String) {
 async fn insert_stamps_and_reports_collisions() {
     let (s, schema) = pg_fresh_store().await;
     let t = Uuid::new_v4();
-    let item = NewItem::new("send_email", json!({"to": "a"})).with_tenant(t).with_key("k1");
+    let item = NewItem::new("send_email", json!({"to": "a"}))
+        .with_tenant(t)
+        .with_key("k1");
     let first = s.item_insert(&item).await.unwrap();
     assert_eq!(first.result, InsertResult::Inserted);
     assert_eq!(first.item.status, Status::Pending);
@@ -50,14 +57,21 @@ async fn insert_stamps_and_reports_collisions() {
     assert_eq!(again.result, InsertResult::IdExists);
     assert_eq!(again.item.id, item.id);
 
-    let same_key = NewItem::new("send_email", json!({})).with_tenant(t).with_key("k1");
+    let same_key = NewItem::new("send_email", json!({}))
+        .with_tenant(t)
+        .with_key("k1");
     let r = s.item_insert(&same_key).await.unwrap();
     assert_eq!(r.result, InsertResult::KeyExists);
     assert_eq!(r.item.id, item.id);
 
     // The same key under another tenant is a different item.
-    let other = NewItem::new("send_email", json!({})).with_tenant(Uuid::new_v4()).with_key("k1");
-    assert_eq!(s.item_insert(&other).await.unwrap().result, InsertResult::Inserted);
+    let other = NewItem::new("send_email", json!({}))
+        .with_tenant(Uuid::new_v4())
+        .with_key("k1");
+    assert_eq!(
+        s.item_insert(&other).await.unwrap().result,
+        InsertResult::Inserted
+    );
     done(schema).await;
 }
 
@@ -70,11 +84,13 @@ async fn insert_many_reports_each_input() {
     let fresh = NewItem::new("k", json!(2)).with_tenant(a);
     let batch = vec![
         fresh.clone(),
-        existing.clone(),                                                // id
-        NewItem::new("k", json!(3)).with_tenant(a).with_key("dup"),       // key
-        NewItem::new("k", json!(4)).with_tenant(b).with_key("dup"),       // other tenant
-        fresh.clone(),                                                   // same id twice in batch
-        NewItem::new("k", json!(5)).with_tenant(b).with_lane("other"),
+        existing.clone(),                                           // id
+        NewItem::new("k", json!(3)).with_tenant(a).with_key("dup"), // key
+        NewItem::new("k", json!(4)).with_tenant(b).with_key("dup"), // other tenant
+        fresh.clone(),                                              // same id twice in batch
+        NewItem::new("k", json!(5))
+            .with_tenant(b)
+            .with_lane("other"),
     ];
     let r = s.item_insert_many(&batch).await.unwrap();
     assert_eq!(
@@ -88,7 +104,13 @@ async fn insert_many_reports_each_input() {
             InsertResult::Inserted,
         ]
     );
-    let listed = s.item_list(&ListFilter { limit: 100, ..Default::default() }).await.unwrap();
+    let listed = s
+        .item_list(&ListFilter {
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
     assert_eq!(listed.len(), 4);
     done(schema).await;
 }
@@ -131,12 +153,21 @@ async fn claim_orders_by_priority_and_filters_kinds() {
     let (s, schema) = pg_fresh_store().await;
     let low = NewItem::new("a", json!(1)).with_priority(5);
     let high = NewItem::new("b", json!(2)).with_priority(-1);
-    let later = NewItem::new("a", json!(3)).with_available_at(chrono::Utc::now() + chrono::Duration::hours(1));
-    s.item_insert_many(&[low.clone(), high.clone(), later]).await.unwrap();
-    let p = ClaimParams { kinds: vec!["a".into()], ..claim_params("default", 10, Duration::from_secs(30)) };
+    let later = NewItem::new("a", json!(3))
+        .with_available_at(chrono::Utc::now() + chrono::Duration::hours(1));
+    s.item_insert_many(&[low.clone(), high.clone(), later])
+        .await
+        .unwrap();
+    let p = ClaimParams {
+        kinds: vec!["a".into()],
+        ..claim_params("default", 10, Duration::from_secs(30))
+    };
     let got = s.item_claim(&p).await.unwrap();
     assert_eq!(got.iter().map(|i| i.id).collect::<Vec<_>>(), vec![low.id]);
-    let got = s.item_claim(&claim_params("default", 10, Duration::from_secs(30))).await.unwrap();
+    let got = s
+        .item_claim(&claim_params("default", 10, Duration::from_secs(30)))
+        .await
+        .unwrap();
     assert_eq!(got.iter().map(|i| i.id).collect::<Vec<_>>(), vec![high.id]);
     let it = &got[0];
     assert_eq!(it.status, Status::Claimed);
@@ -158,19 +189,42 @@ async fn fenced_writes_refuse_stale_holders() {
     assert_eq!(second.last_error.as_deref(), Some("not mine"));
     // The token of the earlier claim is refused by every fenced write.
     assert!(s.item_complete(&old).await.unwrap_err().is_conflict());
-    assert!(s.item_extend_lease(&old, Duration::from_secs(5)).await.unwrap_err().is_conflict());
-    assert!(s.item_defer(&old, Duration::from_secs(5)).await.unwrap_err().is_conflict());
+    assert!(
+        s.item_extend_lease(&old, Duration::from_secs(5))
+            .await
+            .unwrap_err()
+            .is_conflict()
+    );
+    assert!(
+        s.item_defer(&old, Duration::from_secs(5))
+            .await
+            .unwrap_err()
+            .is_conflict()
+    );
     assert!(s.item_release(&old, None).await.unwrap_err().is_conflict());
-    let fp = FailParams { error: "x".into(), retry_delay: Duration::ZERO, fatal: false };
+    let fp = FailParams {
+        error: "x".into(),
+        retry_delay: Duration::ZERO,
+        fatal: false,
+    };
     assert!(s.item_fail(&old, &fp).await.unwrap_err().is_conflict());
     // Another tenant's handle on the same id sees nothing.
-    let foreign = ClaimRef { tenant_id: Uuid::new_v4(), ..ClaimRef::of(&second).unwrap() };
+    let foreign = ClaimRef {
+        tenant_id: Uuid::new_v4(),
+        ..ClaimRef::of(&second).unwrap()
+    };
     assert!(s.item_complete(&foreign).await.unwrap_err().is_not_found());
-    let missing = ClaimRef { id: Uuid::new_v4(), ..old };
+    let missing = ClaimRef {
+        id: Uuid::new_v4(),
+        ..old
+    };
     assert!(s.item_complete(&missing).await.unwrap_err().is_not_found());
 
     let cur = ClaimRef::of(&second).unwrap();
-    let until = s.item_extend_lease(&cur, Duration::from_secs(120)).await.unwrap();
+    let until = s
+        .item_extend_lease(&cur, Duration::from_secs(120))
+        .await
+        .unwrap();
     assert!(until > chrono::Utc::now() + chrono::Duration::seconds(100));
     s.item_complete(&cur).await.unwrap();
     assert!(s.item_complete(&cur).await.unwrap_err().is_conflict());
@@ -187,7 +241,12 @@ async fn completion_after_lease_passed_is_refused() {
     s.item_insert(&NewItem::new("k", json!({}))).await.unwrap();
     let it = claim_one(&s, Duration::from_millis(50)).await;
     tokio::time::sleep(Duration::from_millis(120)).await;
-    assert!(s.item_complete(&ClaimRef::of(&it).unwrap()).await.unwrap_err().is_conflict());
+    assert!(
+        s.item_complete(&ClaimRef::of(&it).unwrap())
+            .await
+            .unwrap_err()
+            .is_conflict()
+    );
     done(schema).await;
 }
 
@@ -196,19 +255,31 @@ async fn fail_requeues_then_dead_letters_with_audit() {
     let (s, schema) = pg_fresh_store().await;
     let item = NewItem::new("k", json!({})).with_max_attempts(2);
     s.item_insert(&item).await.unwrap();
-    let fp = FailParams { error: "boom".into(), retry_delay: Duration::ZERO, fatal: false };
+    let fp = FailParams {
+        error: "boom".into(),
+        retry_delay: Duration::ZERO,
+        fatal: false,
+    };
     let c = claim_one(&s, Duration::from_secs(60)).await;
     let out = s.item_fail(&ClaimRef::of(&c).unwrap(), &fp).await.unwrap();
     assert!(matches!(out, FailOutcome::Requeued { .. }));
     let got = s.item_get(item.tenant_id, item.id).await.unwrap().unwrap();
     assert_eq!((got.status, got.attempts), (Status::Pending, 1));
     assert!(got.claim_token.is_none());
-    assert!(s.audit_list(item.tenant_id, item.id).await.unwrap().is_empty());
+    assert!(
+        s.audit_list(item.tenant_id, item.id)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     let c = claim_one(&s, Duration::from_secs(60)).await;
     let long = "e".repeat(5000);
     let out = s
-        .item_fail(&ClaimRef::of(&c).unwrap(), &FailParams { error: long, ..fp })
+        .item_fail(
+            &ClaimRef::of(&c).unwrap(),
+            &FailParams { error: long, ..fp },
+        )
         .await
         .unwrap();
     assert_eq!(out, FailOutcome::DeadLettered);
@@ -224,11 +295,25 @@ async fn fail_requeues_then_dead_letters_with_audit() {
     let op = Uuid::new_v4();
     let r = s.item_retry(item.tenant_id, item.id, op).await.unwrap();
     assert_eq!((r.status, r.attempts), (Status::Pending, 0));
-    assert!(s.item_retry(item.tenant_id, item.id, op).await.unwrap_err().is_conflict());
+    assert!(
+        s.item_retry(item.tenant_id, item.id, op)
+            .await
+            .unwrap_err()
+            .is_conflict()
+    );
     let c = s.item_cancel(item.tenant_id, item.id, op).await.unwrap();
     assert_eq!(c.status, Status::Cancelled);
-    let actions: Vec<_> = s.audit_list(item.tenant_id, item.id).await.unwrap().into_iter().map(|a| (a.action, a.actor)).collect();
-    assert_eq!(actions[1..], [("retry".to_owned(), op), ("cancel".to_owned(), op)]);
+    let actions: Vec<_> = s
+        .audit_list(item.tenant_id, item.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|a| (a.action, a.actor))
+        .collect();
+    assert_eq!(
+        actions[1..],
+        [("retry".to_owned(), op), ("cancel".to_owned(), op)]
+    );
     done(schema).await;
 }
 
@@ -237,8 +322,15 @@ async fn fatal_failure_dead_letters_at_once() {
     let (s, schema) = pg_fresh_store().await;
     s.item_insert(&NewItem::new("k", json!({}))).await.unwrap();
     let c = claim_one(&s, Duration::from_secs(60)).await;
-    let fp = FailParams { error: "bad input".into(), retry_delay: Duration::from_secs(1), fatal: true };
-    assert_eq!(s.item_fail(&ClaimRef::of(&c).unwrap(), &fp).await.unwrap(), FailOutcome::DeadLettered);
+    let fp = FailParams {
+        error: "bad input".into(),
+        retry_delay: Duration::from_secs(1),
+        fatal: true,
+    };
+    assert_eq!(
+        s.item_fail(&ClaimRef::of(&c).unwrap(), &fp).await.unwrap(),
+        FailOutcome::DeadLettered
+    );
     done(schema).await;
 }
 
@@ -248,11 +340,16 @@ async fn requeue_stale_is_per_tenant() {
     let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
     let items = vec![
         NewItem::new("k", json!(1)).with_tenant(a),
-        NewItem::new("k", json!(2)).with_tenant(a).with_max_attempts(1),
+        NewItem::new("k", json!(2))
+            .with_tenant(a)
+            .with_max_attempts(1),
         NewItem::new("k", json!(3)).with_tenant(b),
     ];
     s.item_insert_many(&items).await.unwrap();
-    let claimed = s.item_claim(&claim_params("default", 10, Duration::from_millis(50))).await.unwrap();
+    let claimed = s
+        .item_claim(&claim_params("default", 10, Duration::from_millis(50)))
+        .await
+        .unwrap();
     assert_eq!(claimed.len(), 3);
     tokio::time::sleep(Duration::from_millis(120)).await;
     let mut tenants = s.item_stale_tenants(10).await.unwrap();
@@ -261,7 +358,10 @@ async fn requeue_stale_is_per_tenant() {
     want.sort();
     assert_eq!(tenants, want);
 
-    let policy = RetryPolicy { base: Duration::from_secs(10), ..RetryPolicy::default() };
+    let policy = RetryPolicy {
+        base: Duration::from_secs(10),
+        ..RetryPolicy::default()
+    };
     let before = chrono::Utc::now();
     let rep = s.item_requeue_stale(a, 10, &policy).await.unwrap();
     assert_eq!((rep.requeued, rep.dead_lettered), (1, 1));
@@ -271,12 +371,21 @@ async fn requeue_stale_is_per_tenant() {
     assert_eq!(requeued.last_error.as_deref(), Some("lease expired"));
     // Nominal (unjittered) delay for the first failure: the base.
     let delay = requeued.available_at - before;
-    assert!(delay > chrono::Duration::seconds(9) && delay < chrono::Duration::seconds(12), "{delay}");
+    assert!(
+        delay > chrono::Duration::seconds(9) && delay < chrono::Duration::seconds(12),
+        "{delay}"
+    );
     let dead = s.item_get(a, items[1].id).await.unwrap().unwrap();
     assert_eq!(dead.status, Status::Failed);
-    assert_eq!(s.audit_list(a, items[1].id).await.unwrap()[0].action, "dead_letter");
+    assert_eq!(
+        s.audit_list(a, items[1].id).await.unwrap()[0].action,
+        "dead_letter"
+    );
     // Tenant B untouched until its own sweep.
-    assert_eq!(s.item_get(b, items[2].id).await.unwrap().unwrap().status, Status::Claimed);
+    assert_eq!(
+        s.item_get(b, items[2].id).await.unwrap().unwrap().status,
+        Status::Claimed
+    );
     assert_eq!(s.item_stale_tenants(10).await.unwrap(), vec![b]);
     let rep = s.item_requeue_stale(b, 10, &policy).await.unwrap();
     assert_eq!((rep.requeued, rep.dead_lettered), (1, 0));
@@ -288,15 +397,32 @@ async fn purge_deletes_only_old_final_items_in_batches() {
     let (s, schema) = pg_fresh_store().await;
     let items: Vec<NewItem> = (0..25).map(|i| NewItem::new("k", json!(i))).collect();
     s.item_insert_many(&items).await.unwrap();
-    let claimed = s.item_claim(&claim_params("default", 20, Duration::from_secs(60))).await.unwrap();
+    let claimed = s
+        .item_claim(&claim_params("default", 20, Duration::from_secs(60)))
+        .await
+        .unwrap();
     let refs: Vec<ClaimRef> = claimed.iter().filter_map(ClaimRef::of).collect();
     assert_eq!(s.item_complete_many(&refs).await.unwrap().len(), 20);
-    let n = s.item_purge(chrono::Utc::now() + chrono::Duration::seconds(5), 3).await.unwrap();
+    let n = s
+        .item_purge(chrono::Utc::now() + chrono::Duration::seconds(5), 3)
+        .await
+        .unwrap();
     assert_eq!(n, 20);
-    let left = s.item_list(&ListFilter { limit: 100, ..Default::default() }).await.unwrap();
+    let left = s
+        .item_list(&ListFilter {
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
     assert_eq!(left.len(), 5);
     assert!(left.iter().all(|i| i.status == Status::Pending));
-    assert_eq!(s.item_purge(chrono::Utc::now() - chrono::Duration::hours(1), 3).await.unwrap(), 0);
+    assert_eq!(
+        s.item_purge(chrono::Utc::now() - chrono::Duration::hours(1), 3)
+            .await
+            .unwrap(),
+        0
+    );
     done(schema).await;
 }
 
@@ -307,17 +433,27 @@ async fn complete_many_skips_the_stale_token() {
     let mut items: Vec<NewItem> = (0..5).map(|i| NewItem::new("k", json!(i))).collect();
     items.push(NewItem::new("k", json!(9)).with_tenant(t2));
     s.item_insert_many(&items).await.unwrap();
-    let claimed = s.item_claim(&claim_params("default", 10, Duration::from_secs(60))).await.unwrap();
+    let claimed = s
+        .item_claim(&claim_params("default", 10, Duration::from_secs(60)))
+        .await
+        .unwrap();
     let mut refs: Vec<ClaimRef> = claimed.iter().filter_map(ClaimRef::of).collect();
     let stale = refs[2].id;
     refs[2].token = Uuid::new_v4();
     let landed = s.item_complete_many(&refs).await.unwrap();
     assert_eq!(landed.len(), 5);
     assert!(!landed.contains(&stale));
-    let expect: Vec<Uuid> = refs.iter().map(|r| r.id).filter(|id| *id != stale).collect();
+    let expect: Vec<Uuid> = refs
+        .iter()
+        .map(|r| r.id)
+        .filter(|id| *id != stale)
+        .collect();
     assert_eq!(landed, expect, "landed ids in input order");
     let t = items[0].tenant_id;
-    assert_eq!(s.item_get(t, stale).await.unwrap().unwrap().status, Status::Claimed);
+    assert_eq!(
+        s.item_get(t, stale).await.unwrap().unwrap().status,
+        Status::Claimed
+    );
     done(schema).await;
 }
 
@@ -327,12 +463,24 @@ async fn orphan_failure_is_fenced_and_unaudited() {
     let item = NewItem::new("k", json!({})).with_tenant(Uuid::new_v4());
     s.item_insert(&item).await.unwrap();
     let c = claim_one(&s, Duration::from_secs(60)).await;
-    assert!(s.item_fail_orphaned(c.id, Uuid::new_v4()).await.unwrap_err().is_conflict());
-    s.item_fail_orphaned(c.id, c.claim_token.unwrap()).await.unwrap();
+    assert!(
+        s.item_fail_orphaned(c.id, Uuid::new_v4())
+            .await
+            .unwrap_err()
+            .is_conflict()
+    );
+    s.item_fail_orphaned(c.id, c.claim_token.unwrap())
+        .await
+        .unwrap();
     let got = s.item_get(item.tenant_id, item.id).await.unwrap().unwrap();
     assert_eq!(got.status, Status::Failed);
     assert_eq!(got.last_error.as_deref(), Some("orphaned: tenant gone"));
-    assert!(s.audit_list(item.tenant_id, item.id).await.unwrap().is_empty());
+    assert!(
+        s.audit_list(item.tenant_id, item.id)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     done(schema).await;
 }
 
@@ -342,10 +490,11 @@ async fn transactional_enqueue_commits_or_vanishes_and_restores_settings() {
     let mut wake = s.wakeups().await.unwrap();
     let url = pg_url().await;
     let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
-    let before: (String, String) = sqlx::query_as("SELECT current_setting('role'), current_setting('search_path')")
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
+    let before: (String, String) =
+        sqlx::query_as("SELECT current_setting('role'), current_setting('search_path')")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
 
     // Rolled back: the item never exists.
     let gone = NewItem::new("k", json!({})).with_lane("tx_lane");
@@ -353,11 +502,15 @@ async fn transactional_enqueue_commits_or_vanishes_and_restores_settings() {
         let mut tx = conn.begin().await.unwrap();
         let r = insert_in(&mut tx, &schema, &gone).await.unwrap();
         assert_eq!(r.result, InsertResult::Inserted);
-        let inside: (String, String) = sqlx::query_as("SELECT current_setting('role'), current_setting('search_path')")
-            .fetch_one(&mut *tx)
-            .await
-            .unwrap();
-        assert_eq!(inside, before, "settings restored inside the caller's transaction");
+        let inside: (String, String) =
+            sqlx::query_as("SELECT current_setting('role'), current_setting('search_path')")
+                .fetch_one(&mut *tx)
+                .await
+                .unwrap();
+        assert_eq!(
+            inside, before,
+            "settings restored inside the caller's transaction"
+        );
         tx.rollback().await.unwrap();
     }
     assert!(s.item_get(gone.tenant_id, gone.id).await.unwrap().is_none());
@@ -370,12 +523,16 @@ async fn transactional_enqueue_commits_or_vanishes_and_restores_settings() {
     assert_eq!(again.result, InsertResult::IdExists);
     tx.commit().await.unwrap();
     assert!(s.item_get(kept.tenant_id, kept.id).await.unwrap().is_some());
-    let lane = tokio::time::timeout(Duration::from_secs(10), wake.recv()).await.unwrap().unwrap();
-    assert_eq!(lane, "tx_lane");
-    let after: (String, String) = sqlx::query_as("SELECT current_setting('role'), current_setting('search_path')")
-        .fetch_one(&mut conn)
+    let lane = tokio::time::timeout(Duration::from_secs(10), wake.recv())
         .await
+        .unwrap()
         .unwrap();
+    assert_eq!(lane, "tx_lane");
+    let after: (String, String) =
+        sqlx::query_as("SELECT current_setting('role'), current_setting('search_path')")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
     assert_eq!(after, before);
     done(schema).await;
 }
@@ -388,13 +545,24 @@ async fn wakeups_cross_stores_and_filter_schema() {
     // Give the listener a moment to LISTEN; a wake-up is only a hint, so the
     // test retries the insert rather than assume a delivery it never promises.
     let url = pg_url().await;
-    let peer = PgStore::connect(&url, drover::store::postgres::PgOptions { schema: schema.clone(), max_connections: 2 })
-        .await
-        .unwrap();
+    let peer = PgStore::connect(
+        &url,
+        drover::store::postgres::PgOptions {
+            schema: schema.clone(),
+            max_connections: 2,
+        },
+    )
+    .await
+    .unwrap();
     let mut got = None;
     for _ in 0..50 {
-        other.item_insert(&NewItem::new("k", json!({})).with_lane("noise")).await.unwrap();
-        peer.item_insert(&NewItem::new("k", json!({})).with_lane("remote")).await.unwrap();
+        other
+            .item_insert(&NewItem::new("k", json!({})).with_lane("noise"))
+            .await
+            .unwrap();
+        peer.item_insert(&NewItem::new("k", json!({})).with_lane("remote"))
+            .await
+            .unwrap();
         if let Ok(Ok(l)) = tokio::time::timeout(Duration::from_millis(200), wake.recv()).await {
             got = Some(l);
             break;
@@ -409,11 +577,20 @@ async fn wakeups_cross_stores_and_filter_schema() {
 async fn sweep_lock_is_exclusive_per_schema() {
     let (s, schema) = pg_fresh_store().await;
     let url = pg_url().await;
-    let peer = PgStore::connect(&url, drover::store::postgres::PgOptions { schema: schema.clone(), max_connections: 2 })
-        .await
-        .unwrap();
+    let peer = PgStore::connect(
+        &url,
+        drover::store::postgres::PgOptions {
+            schema: schema.clone(),
+            max_connections: 2,
+        },
+    )
+    .await
+    .unwrap();
     assert!(s.sweep_try_lock().await.unwrap());
-    assert!(s.sweep_try_lock().await.unwrap(), "re-entrant for the holder");
+    assert!(
+        s.sweep_try_lock().await.unwrap(),
+        "re-entrant for the holder"
+    );
     assert!(!peer.sweep_try_lock().await.unwrap());
     s.sweep_unlock().await.unwrap();
     assert!(peer.sweep_try_lock().await.unwrap());
@@ -425,7 +602,9 @@ async fn sweep_lock_is_exclusive_per_schema() {
 async fn migrate_is_idempotent_and_counts_and_workers_work() {
     let (s, schema) = pg_fresh_store().await;
     s.migrate().await.unwrap();
-    s.item_insert_many(&[NewItem::new("a", json!(1)), NewItem::new("b", json!(2))]).await.unwrap();
+    s.item_insert_many(&[NewItem::new("a", json!(1)), NewItem::new("b", json!(2))])
+        .await
+        .unwrap();
     let counts = s.counts().await.unwrap();
     assert_eq!(counts.len(), 2);
     let g = s.gauges().await.unwrap();
@@ -443,7 +622,12 @@ async fn migrate_is_idempotent_and_counts_and_workers_work() {
         state: "running".into(),
     };
     s.worker_beat(&w).await.unwrap();
-    s.worker_beat(&drover::store::WorkerRow { state: "draining".into(), ..w.clone() }).await.unwrap();
+    s.worker_beat(&drover::store::WorkerRow {
+        state: "draining".into(),
+        ..w.clone()
+    })
+    .await
+    .unwrap();
     let ws = s.worker_list().await.unwrap();
     assert_eq!(ws.len(), 1);
     assert_eq!(ws[0].state, "draining");

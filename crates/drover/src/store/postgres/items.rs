@@ -194,7 +194,10 @@ pub(super) async fn insert_many(store: &PgStore, items: &[NewItem]) -> Result<Ve
     };
     let mut results = vec![InsertResult::IdExists; items.len()];
     let mut tx = store.begin_tenant(first.tenant_id).await?;
-    for (n, (tenant, idx)) in group_by_tenant(items, |i| i.tenant_id).into_iter().enumerate() {
+    for (n, (tenant, idx)) in group_by_tenant(items, |i| i.tenant_id)
+        .into_iter()
+        .enumerate()
+    {
         if n > 0 {
             switch_tenant(&mut tx, tenant).await?;
         }
@@ -253,7 +256,11 @@ pub(super) async fn insert_many(store: &PgStore, items: &[NewItem]) -> Result<Ve
             let it = &items[i];
             results[i] = if have_ids.contains(&it.id) {
                 InsertResult::IdExists
-            } else if it.idempotency_key.as_ref().is_some_and(|k| have_keys.contains(k)) {
+            } else if it
+                .idempotency_key
+                .as_ref()
+                .is_some_and(|k| have_keys.contains(k))
+            {
                 InsertResult::KeyExists
             } else {
                 // Neither visible: the id belongs to another tenant's item.
@@ -289,7 +296,9 @@ pub(super) async fn claim(store: &PgStore, p: &ClaimParams) -> Result<Vec<Item>>
     tx.commit().await?;
     let mut items = rows.iter().map(row::item).collect::<Result<Vec<_>>>()?;
     // RETURNING has no order; hand items out in the order they were picked.
-    items.sort_by(|a, b| (a.priority, a.available_at, a.id).cmp(&(b.priority, b.available_at, b.id)));
+    items.sort_by(|a, b| {
+        (a.priority, a.available_at, a.id).cmp(&(b.priority, b.available_at, b.id))
+    });
     Ok(items)
 }
 

@@ -154,7 +154,7 @@ impl PgStore {
             .max_connections(opts.max_connections)
             .connect_with(connect)
             .await?;
-        Ok(PgStore::from_pool(pool, &opts.schema)?)
+        PgStore::from_pool(pool, &opts.schema)
     }
 
     /// Wraps an existing pool. The pool's own `search_path` does not matter:
@@ -419,15 +419,28 @@ mod tests {
     fn exponent_cap_keeps_the_nominal_delay() {
         let policies = [
             RetryPolicy::default(),
-            RetryPolicy { factor: 10.0, ..RetryPolicy::default() },
-            RetryPolicy { factor: 1.0, ..RetryPolicy::default() },
-            RetryPolicy { base: Duration::from_millis(10), cap: Duration::from_secs(86_400), ..RetryPolicy::default() },
+            RetryPolicy {
+                factor: 10.0,
+                ..RetryPolicy::default()
+            },
+            RetryPolicy {
+                factor: 1.0,
+                ..RetryPolicy::default()
+            },
+            RetryPolicy {
+                base: Duration::from_millis(10),
+                cap: Duration::from_secs(86_400),
+                ..RetryPolicy::default()
+            },
         ];
         for p in &policies {
             for a in [1, 2, 3, 5, 10, 20, 40, 100, 5000, i32::MAX] {
                 let want = p.nominal_delay(a).as_secs_f64();
                 let got = sql_nominal(p, a);
-                assert!((want - got).abs() < 1e-6, "{p:?} attempts {a}: {want} vs {got}");
+                assert!(
+                    (want - got).abs() < 1e-6,
+                    "{p:?} attempts {a}: {want} vs {got}"
+                );
                 assert!(got.is_finite());
             }
         }

@@ -231,7 +231,11 @@ pub(super) async fn gauges(store: &PgStore) -> Result<Gauges> {
 }
 
 /// One item's audit entries, oldest first (under the tenant).
-pub(super) async fn audit_list(store: &PgStore, tenant: Uuid, item: Uuid) -> Result<Vec<AuditEntry>> {
+pub(super) async fn audit_list(
+    store: &PgStore,
+    tenant: Uuid,
+    item: Uuid,
+) -> Result<Vec<AuditEntry>> {
     let mut tx = store.begin_tenant(tenant).await?;
     let rows = sqlx::query(sql::AUDIT_LIST)
         .bind(item)

@@ -10,8 +10,11 @@ use crate::store::{AuditEntry, WorkerRow};
 
 /// A status column; an unknown value means the schema and the code disagree.
 pub(super) fn status(text: &str) -> Result<Status> {
-    text.parse()
-        .map_err(|_| Error::Storage(Opaque::msg(format!("unknown item status {text:?} in the database"))))
+    text.parse().map_err(|_| {
+        Error::Storage(Opaque::msg(format!(
+            "unknown item status {text:?} in the database"
+        )))
+    })
 }
 
 /// An `items` row (`SELECT *` / `RETURNING *`).

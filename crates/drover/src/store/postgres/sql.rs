@@ -21,19 +21,24 @@ pub(super) const ITEM_CLAIM: &str = include_str!("../../../sql/postgres/item_cla
 /// `sql/postgres/item_complete.sql`.
 pub(super) const ITEM_COMPLETE: &str = include_str!("../../../sql/postgres/item_complete.sql");
 /// `sql/postgres/item_complete_many.sql`.
-pub(super) const ITEM_COMPLETE_MANY: &str = include_str!("../../../sql/postgres/item_complete_many.sql");
+pub(super) const ITEM_COMPLETE_MANY: &str =
+    include_str!("../../../sql/postgres/item_complete_many.sql");
 /// `sql/postgres/item_defer.sql`.
 pub(super) const ITEM_DEFER: &str = include_str!("../../../sql/postgres/item_defer.sql");
 /// `sql/postgres/item_extend_lease.sql`.
-pub(super) const ITEM_EXTEND_LEASE: &str = include_str!("../../../sql/postgres/item_extend_lease.sql");
+pub(super) const ITEM_EXTEND_LEASE: &str =
+    include_str!("../../../sql/postgres/item_extend_lease.sql");
 /// `sql/postgres/item_fail.sql`.
 pub(super) const ITEM_FAIL: &str = include_str!("../../../sql/postgres/item_fail.sql");
 /// `sql/postgres/item_fail_orphaned.sql`.
-pub(super) const ITEM_FAIL_ORPHANED: &str = include_str!("../../../sql/postgres/item_fail_orphaned.sql");
+pub(super) const ITEM_FAIL_ORPHANED: &str =
+    include_str!("../../../sql/postgres/item_fail_orphaned.sql");
 /// `sql/postgres/item_find_collision.sql`.
-pub(super) const ITEM_FIND_COLLISION: &str = include_str!("../../../sql/postgres/item_find_collision.sql");
+pub(super) const ITEM_FIND_COLLISION: &str =
+    include_str!("../../../sql/postgres/item_find_collision.sql");
 /// `sql/postgres/item_find_collisions.sql`.
-pub(super) const ITEM_FIND_COLLISIONS: &str = include_str!("../../../sql/postgres/item_find_collisions.sql");
+pub(super) const ITEM_FIND_COLLISIONS: &str =
+    include_str!("../../../sql/postgres/item_find_collisions.sql");
 /// `sql/postgres/item_get.sql`.
 pub(super) const ITEM_GET: &str = include_str!("../../../sql/postgres/item_get.sql");
 /// `sql/postgres/item_get_by_key.sql`.
@@ -41,7 +46,8 @@ pub(super) const ITEM_GET_BY_KEY: &str = include_str!("../../../sql/postgres/ite
 /// `sql/postgres/item_insert.sql`.
 pub(super) const ITEM_INSERT: &str = include_str!("../../../sql/postgres/item_insert.sql");
 /// `sql/postgres/item_insert_many.sql`.
-pub(super) const ITEM_INSERT_MANY: &str = include_str!("../../../sql/postgres/item_insert_many.sql");
+pub(super) const ITEM_INSERT_MANY: &str =
+    include_str!("../../../sql/postgres/item_insert_many.sql");
 /// `sql/postgres/item_list.sql`.
 pub(super) const ITEM_LIST: &str = include_str!("../../../sql/postgres/item_list.sql");
 /// `sql/postgres/item_purge.sql`.
@@ -49,11 +55,13 @@ pub(super) const ITEM_PURGE: &str = include_str!("../../../sql/postgres/item_pur
 /// `sql/postgres/item_release.sql`.
 pub(super) const ITEM_RELEASE: &str = include_str!("../../../sql/postgres/item_release.sql");
 /// `sql/postgres/item_requeue_stale.sql`.
-pub(super) const ITEM_REQUEUE_STALE: &str = include_str!("../../../sql/postgres/item_requeue_stale.sql");
+pub(super) const ITEM_REQUEUE_STALE: &str =
+    include_str!("../../../sql/postgres/item_requeue_stale.sql");
 /// `sql/postgres/item_retry.sql`.
 pub(super) const ITEM_RETRY: &str = include_str!("../../../sql/postgres/item_retry.sql");
 /// `sql/postgres/item_stale_tenants.sql`.
-pub(super) const ITEM_STALE_TENANTS: &str = include_str!("../../../sql/postgres/item_stale_tenants.sql");
+pub(super) const ITEM_STALE_TENANTS: &str =
+    include_str!("../../../sql/postgres/item_stale_tenants.sql");
 /// `sql/postgres/item_status.sql`.
 pub(super) const ITEM_STATUS: &str = include_str!("../../../sql/postgres/item_status.sql");
 /// `sql/postgres/sweep_try_lock.sql`.
