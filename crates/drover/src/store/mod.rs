@@ -252,6 +252,10 @@ pub trait Store: Send + Sync + 'static {
     /// Extends the lease to `lease` from now. Fenced. Returns the new expiry.
     async fn item_extend_lease(&self, claim: &ClaimRef, lease: Duration) -> Result<DateTime<Utc>>;
 
+    /// Cancels a claimed item at its handler's request (final, no attempt
+    /// spent), keeping `note` as `last_error`. Fenced.
+    async fn item_cancel_claimed(&self, claim: &ClaimRef, note: &str) -> Result<()>;
+
     /// Fails an item whose tenant is gone, conditioned on its token; no audit
     /// entry (system operation).
     async fn item_fail_orphaned(&self, id: Uuid, token: Uuid) -> Result<()>;

@@ -437,3 +437,21 @@ pub(super) async fn extend_lease(
     tx.commit().await?;
     Ok(at)
 }
+
+/// Cancelled at the handler's request: final, no attempt spent, `note` kept
+/// as `last_error`. Fenced.
+pub(super) async fn cancel_claimed(store: &PgStore, c: &ClaimRef, note: &str) -> Result<()> {
+    let mut tx = store.begin_tenant(c.tenant_id).await?;
+    let n = sqlx::query(sql::ITEM_CANCEL_CLAIMED)
+        .bind(c.id)
+        .bind(c.token)
+        .bind(bound_error(note))
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    if n == 0 {
+        return Err(miss(&mut tx, c.id, "cancellation").await);
+    }
+    tx.commit().await?;
+    Ok(())
+}

@@ -317,6 +317,10 @@ impl Store for PgStore {
         items::extend_lease(self, claim, lease).await
     }
 
+    async fn item_cancel_claimed(&self, claim: &ClaimRef, note: &str) -> Result<()> {
+        items::cancel_claimed(self, claim, note).await
+    }
+
     async fn item_fail_orphaned(&self, id: Uuid, token: Uuid) -> Result<()> {
         ops::fail_orphaned(self, id, token).await
     }

@@ -16,6 +16,9 @@ pub(super) const INSERT_IN_ENTER: &str = include_str!("../../../sql/postgres/ins
 pub(super) const INSERT_IN_LEAVE: &str = include_str!("../../../sql/postgres/insert_in_leave.sql");
 /// `sql/postgres/item_cancel.sql`.
 pub(super) const ITEM_CANCEL: &str = include_str!("../../../sql/postgres/item_cancel.sql");
+/// `sql/postgres/item_cancel_claimed.sql`.
+pub(super) const ITEM_CANCEL_CLAIMED: &str =
+    include_str!("../../../sql/postgres/item_cancel_claimed.sql");
 /// `sql/postgres/item_claim.sql`.
 pub(super) const ITEM_CLAIM: &str = include_str!("../../../sql/postgres/item_claim.sql");
 /// `sql/postgres/item_complete.sql`.

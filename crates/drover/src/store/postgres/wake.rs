@@ -84,11 +84,12 @@ async fn connect(pool: &PgPool) -> Result<PgListener> {
 }
 
 /// Takes the schema's sweep lock on a dedicated connection, or reports that
-/// another session holds it. Holding it already counts as success.
+/// another session (or this store, already) holds it.
 pub(super) async fn sweep_try_lock(store: &PgStore) -> Result<bool> {
     let mut held = store.sweep_conn.lock().await;
     if held.is_some() {
-        return Ok(true);
+        // Not re-entrant: one sweeper at a time, even within one store.
+        return Ok(false);
     }
     // Detached: a session lock must outlive this call, and a pooled
     // connection would carry it to whoever acquires the connection next.
