@@ -48,14 +48,52 @@ pub use clock::{Clock, ManualClock, SystemClock};
 /// [`Error::InvalidInput`](crate::Error::InvalidInput) on `database_url` for
 /// an unknown scheme; connection errors from the database.
 pub async fn connect(url: &str) -> Result<std::sync::Arc<dyn Store>> {
+    connect_with(url, &ConnectOptions::default()).await
+}
+
+/// How [`connect_with`] opens a store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectOptions {
+    /// The pool's connection limit (PostgreSQL; SQLite's readers).
+    /// Default [`postgres::MAX_CONNECTIONS_DEFAULT`].
+    pub pool_size: u32,
+    /// The PostgreSQL schema. Default [`postgres::SCHEMA_DEFAULT`].
+    pub schema: String,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        ConnectOptions {
+            pool_size: postgres::MAX_CONNECTIONS_DEFAULT,
+            schema: postgres::SCHEMA_DEFAULT.to_owned(),
+        }
+    }
+}
+
+/// Opens the store a URL names with explicit options.
+///
+/// # Errors
+/// As [`connect`].
+pub async fn connect_with(
+    url: &str,
+    opts: &ConnectOptions,
+) -> Result<std::sync::Arc<dyn Store>> {
     if url.starts_with("memory:") {
         return Ok(std::sync::Arc::new(memory::MemoryStore::new()));
     }
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return connect_postgres(url).await;
+        let store = postgres::PgStore::connect(
+            url,
+            postgres::PgOptions {
+                schema: opts.schema.clone(),
+                max_connections: opts.pool_size,
+            },
+        )
+        .await?;
+        return Ok(std::sync::Arc::new(store));
     }
     if url.starts_with("sqlite:") {
-        return connect_sqlite(url).await;
+        return connect_sqlite(url, opts).await;
     }
     Err(crate::Error::invalid(
         "database_url",
@@ -63,15 +101,8 @@ pub async fn connect(url: &str) -> Result<std::sync::Arc<dyn Store>> {
     ))
 }
 
-async fn connect_postgres(url: &str) -> Result<std::sync::Arc<dyn Store>> {
-    let _ = url;
-    Err(crate::Error::Config(
-        "the PostgreSQL backend is being merged".into(),
-    ))
-}
-
-async fn connect_sqlite(url: &str) -> Result<std::sync::Arc<dyn Store>> {
-    let _ = url;
+async fn connect_sqlite(url: &str, opts: &ConnectOptions) -> Result<std::sync::Arc<dyn Store>> {
+    let _ = (url, opts);
     Err(crate::Error::Config(
         "the SQLite backend is being merged".into(),
     ))

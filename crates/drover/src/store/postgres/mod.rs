@@ -251,6 +251,10 @@ impl Store for PgStore {
         Backend::Postgres
     }
 
+    fn pool_size(&self) -> Option<u32> {
+        Some(self.pool.options().get_max_connections())
+    }
+
     async fn migrate(&self) -> Result<()> {
         ops::migrate(self).await
     }
