@@ -274,9 +274,12 @@ impl NewItem {
 /// # Errors
 /// [`Error::InvalidInput`] on `kind`.
 pub fn validate_kind(kind: &str) -> Result<()> {
-    validate_name("kind", kind, MAX_KIND_LEN, |c| {
-        matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b':' | b'-')
-    })
+    validate_name(
+        "kind",
+        kind,
+        MAX_KIND_LEN,
+        |c| matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b':' | b'-'),
+    )
 }
 
 /// Checks a lane name: `[a-z0-9_-]{1,64}`.
@@ -284,9 +287,12 @@ pub fn validate_kind(kind: &str) -> Result<()> {
 /// # Errors
 /// [`Error::InvalidInput`] on `lane`.
 pub fn validate_lane(lane: &str) -> Result<()> {
-    validate_name("lane", lane, MAX_LANE_LEN, |c| {
-        matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-')
-    })
+    validate_name(
+        "lane",
+        lane,
+        MAX_LANE_LEN,
+        |c| matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-'),
+    )
 }
 
 fn validate_name(field: &'static str, v: &str, max: usize, ok: impl Fn(u8) -> bool) -> Result<()> {
@@ -303,8 +309,10 @@ fn validate_name(field: &'static str, v: &str, max: usize, ok: impl Fn(u8) -> bo
         // Report the position, never echo a hostile character back.
         return Err(Error::invalid(
             field,
-            format!("byte {pos} is not allowed (lowercase letters, digits and {} only)",
-                if field == "kind" { "_ . : -" } else { "_ -" }),
+            format!(
+                "byte {pos} is not allowed (lowercase letters, digits and {} only)",
+                if field == "kind" { "_ . : -" } else { "_ -" }
+            ),
         ));
     }
     Ok(())

@@ -69,7 +69,11 @@ impl RetryPolicy {
 pub fn retry_delay(policy: &RetryPolicy, attempts: i32, unit: f64) -> Duration {
     let nominal = policy.nominal_delay(attempts).as_secs_f64();
     let jitter = policy.jitter.clamp(0.0, 1.0);
-    let unit = if unit.is_finite() { unit.clamp(0.0, 1.0) } else { 0.5 };
+    let unit = if unit.is_finite() {
+        unit.clamp(0.0, 1.0)
+    } else {
+        0.5
+    };
     let scale = 1.0 + jitter * (2.0 * unit - 1.0);
     let secs = (nominal * scale).min(policy.cap.as_secs_f64()).max(0.0);
     Duration::from_secs_f64(secs)
@@ -84,7 +88,11 @@ pub fn is_exhausted(attempts: i32, max_attempts: i32) -> bool {
 
 /// The stale filter: a claimed item whose lease has passed at `now`.
 /// SQL twin: `status = 'claimed' AND lease_expires_at <= now()`.
-pub fn is_stale(status: Status, lease_expires_at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> bool {
+pub fn is_stale(
+    status: Status,
+    lease_expires_at: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> bool {
     status == Status::Claimed && lease_expires_at.is_some_and(|t| t <= now)
 }
 

@@ -1,0 +1,12 @@
+-- Many items in one statement, never overwriting. `{rows}` is replaced by
+-- item_insert_row.sql once per item, comma separated. Returns the identity
+-- of each row that landed so the caller can tell which inputs collided.
+INSERT INTO items (
+    id, tenant_id, kind, lane, payload, priority, status, available_at,
+    attempts, max_attempts, claimed_by, claim_token, claim_seq, lease_expires_at,
+    last_error, idempotency_key, created_by, request_id, traceparent,
+    created_at, updated_at, updated_by
+) VALUES
+{rows}
+ON CONFLICT DO NOTHING
+RETURNING id, tenant_id, idempotency_key
