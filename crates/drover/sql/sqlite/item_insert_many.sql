@@ -1,4 +1,4 @@
--- Many items in one statement, never overwriting. `{rows}` is replaced by
+-- Many items in one statement, never overwriting. The rows placeholder is replaced by
 -- item_insert_row.sql once per item, comma separated. Returns the identity
 -- of each row that landed so the caller can tell which inputs collided.
 INSERT INTO items (
