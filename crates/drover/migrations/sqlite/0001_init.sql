@@ -46,8 +46,10 @@ CREATE TABLE items (
 
 -- The claim: pending items of a lane in priority, then available_at order.
 CREATE INDEX items_pending ON items (lane, priority, available_at) WHERE status = 'pending';
--- The sweep: claimed items by lease expiry (the claimed set is small).
-CREATE INDEX items_claimed_lease ON items (lease_expires_at) WHERE status = 'claimed';
+-- The sweep: claimed items per tenant by lease expiry. The claimed set is
+-- small (bounded by the workers' capacity), so the cross-tenant scan for
+-- stale tenants reads this partial index whole and stays cheap.
+CREATE INDEX items_claimed_lease ON items (tenant_id, lease_expires_at) WHERE status = 'claimed';
 -- Deduplication: one key per tenant while the row exists; NULL keys never collide.
 CREATE UNIQUE INDEX items_tenant_key ON items (tenant_id, idempotency_key);
 -- Per-tenant reads (listings newest first).

@@ -1,6 +1,8 @@
--- Many items in one statement, never overwriting. The rows placeholder is replaced by
--- item_insert_row.sql once per item, comma separated. Returns the identity
--- of each row that landed so the caller can tell which inputs collided.
+-- Many items in one statement, never overwriting. The rows placeholder is
+-- replaced by item_insert_row.sql once per item, comma separated; the
+-- returning placeholder by nothing (the fast path: every row landed when
+-- the count matches) or by item_insert_many_returning.sql (the path that
+-- tells which inputs collided).
 INSERT INTO items (
     id, tenant_id, kind, lane, payload, priority, status, available_at,
     attempts, max_attempts, claimed_by, claim_token, claim_seq, lease_expires_at,
@@ -9,4 +11,4 @@ INSERT INTO items (
 ) VALUES
 {rows}
 ON CONFLICT DO NOTHING
-RETURNING id, tenant_id, idempotency_key
+{returning}

@@ -102,8 +102,9 @@ async fn id_exists(conn: &mut SqliteConnection, id: Uuid) -> Result<bool> {
         .await?)
 }
 
-/// The multi-row statement for `n` rows.
-fn insert_many_sql(n: usize) -> String {
+/// The multi-row statement for `n` rows, returning the landed rows'
+/// identities or nothing.
+fn insert_many_sql(n: usize, returning: bool) -> String {
     let mut rows = String::with_capacity(n * (sql::ITEM_INSERT_ROW.len() + 2));
     for i in 0..n {
         if i > 0 {
@@ -111,18 +112,24 @@ fn insert_many_sql(n: usize) -> String {
         }
         rows.push_str(sql::ITEM_INSERT_ROW.trim());
     }
-    sql::ITEM_INSERT_MANY.replace("{rows}", &rows)
+    let returning = if returning {
+        sql::ITEM_INSERT_MANY_RETURNING.trim()
+    } else {
+        ""
+    };
+    sql::ITEM_INSERT_MANY
+        .replace("{rows}", &rows)
+        .replace("{returning}", returning)
 }
 
-/// Inserts one chunk in the open transaction; returns per-input results.
-async fn insert_chunk(
-    conn: &mut SqliteConnection,
-    items: &[NewItem],
+/// Binds one chunk's items to a multi-row statement.
+fn bind_chunk<'q>(
+    statement: &'q str,
+    items: &'q [NewItem],
     now: DateTime<Utc>,
-) -> Result<Vec<InsertResult>> {
-    let statement = insert_many_sql(items.len());
+) -> Result<sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>> {
     let now_us = to_micros(now);
-    let mut q = sqlx::query(&statement);
+    let mut q = sqlx::query(statement);
     for item in items {
         q = q
             .bind(item.id)
@@ -141,7 +148,42 @@ async fn insert_chunk(
             .bind(now_us)
             .bind(item.created_by);
     }
-    let landed = q.fetch_all(&mut *conn).await?;
+    Ok(q)
+}
+
+/// Inserts one chunk in the open transaction; returns per-input results.
+///
+/// The fast path inserts without `RETURNING` (streaming a row back per item
+/// costs more than the insert itself) and is done when every row landed. On
+/// a collision the chunk is rolled back to its savepoint and run again
+/// returning the rows that land, to tell each input's fate.
+async fn insert_chunk(
+    conn: &mut SqliteConnection,
+    items: &[NewItem],
+    now: DateTime<Utc>,
+) -> Result<Vec<InsertResult>> {
+    sqlx::query(sql::SAVEPOINT_BEGIN)
+        .execute(&mut *conn)
+        .await?;
+    let fast = insert_many_sql(items.len(), false);
+    let n = bind_chunk(&fast, items, now)?
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+    if n == items.len() as u64 {
+        sqlx::query(sql::SAVEPOINT_RELEASE)
+            .execute(&mut *conn)
+            .await?;
+        return Ok(vec![InsertResult::Inserted; items.len()]);
+    }
+    sqlx::query(sql::SAVEPOINT_ROLLBACK)
+        .execute(&mut *conn)
+        .await?;
+    let slow = insert_many_sql(items.len(), true);
+    let landed = bind_chunk(&slow, items, now)?.fetch_all(&mut *conn).await?;
+    sqlx::query(sql::SAVEPOINT_RELEASE)
+        .execute(&mut *conn)
+        .await?;
     // id -> (tenant, key) of each row written by this statement. An input
     // landed iff its whole identity matches a written row not yet taken by
     // an earlier, identical input (SQLite inserts VALUES in order, so the

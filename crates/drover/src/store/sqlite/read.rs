@@ -40,8 +40,13 @@ impl SqliteStore {
     pub(super) async fn list(&self, f: &ListFilter) -> Result<Vec<Item>> {
         // A limit of 0 (the filter's default) means no limit.
         let limit = if f.limit == 0 { -1 } else { i64::from(f.limit) };
-        let rows = sqlx::query(sql::ITEM_LIST)
-            .bind(f.tenant_id)
+        // Per-tenant listings have their own statement so they walk the
+        // tenant index; only the system listing reads across tenants.
+        let q = match f.tenant_id {
+            Some(tenant) => sqlx::query(sql::ITEM_LIST_TENANT).bind(tenant),
+            None => sqlx::query(sql::ITEM_LIST),
+        };
+        let rows = q
             .bind(f.status.map(|s| s.as_str()))
             .bind(f.lane.as_deref())
             .bind(f.kind.as_deref())

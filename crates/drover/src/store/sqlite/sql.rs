@@ -13,6 +13,10 @@ macro_rules! sql {
 sql!(ITEM_INSERT, "item_insert.sql");
 sql!(ITEM_INSERT_MANY, "item_insert_many.sql");
 sql!(ITEM_INSERT_ROW, "item_insert_row.sql");
+sql!(ITEM_INSERT_MANY_RETURNING, "item_insert_many_returning.sql");
+sql!(SAVEPOINT_BEGIN, "savepoint_begin.sql");
+sql!(SAVEPOINT_ROLLBACK, "savepoint_rollback.sql");
+sql!(SAVEPOINT_RELEASE, "savepoint_release.sql");
 sql!(ITEM_GET, "item_get.sql");
 sql!(ITEM_GET_BY_KEY, "item_get_by_key.sql");
 sql!(ITEM_EXISTS, "item_exists.sql");
@@ -31,6 +35,7 @@ sql!(ITEM_PURGE, "item_purge.sql");
 sql!(ITEM_CANCEL, "item_cancel.sql");
 sql!(ITEM_RETRY, "item_retry.sql");
 sql!(ITEM_LIST, "item_list.sql");
+sql!(ITEM_LIST_TENANT, "item_list_tenant.sql");
 sql!(AUDIT_INSERT, "audit_insert.sql");
 sql!(AUDIT_LIST, "audit_list.sql");
 sql!(COUNTS, "counts.sql");
