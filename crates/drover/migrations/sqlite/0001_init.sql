@@ -50,8 +50,10 @@ CREATE INDEX items_pending ON items (lane, priority, available_at) WHERE status 
 -- small (bounded by the workers' capacity), so the cross-tenant scan for
 -- stale tenants reads this partial index whole and stays cheap.
 CREATE INDEX items_claimed_lease ON items (tenant_id, lease_expires_at) WHERE status = 'claimed';
--- Deduplication: one key per tenant while the row exists; NULL keys never collide.
-CREATE UNIQUE INDEX items_tenant_key ON items (tenant_id, idempotency_key);
+-- Deduplication: one key per tenant while the row exists. Partial, since
+-- NULL keys never collide: keyless items (most of them) cost no entry here.
+CREATE UNIQUE INDEX items_tenant_key ON items (tenant_id, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
 -- Per-tenant reads (listings newest first).
 CREATE INDEX items_tenant_created ON items (tenant_id, created_at);
 -- The purge: final items by last update.
