@@ -941,3 +941,38 @@ impl NowForTest for ManualClock {
         drover::store::Clock::now(self)
     }
 }
+
+#[tokio::test]
+async fn cancel_claimed_is_fenced_and_final() {
+    let db = db().await;
+    let it = item("k");
+    db.store.item_insert(&it).await.unwrap();
+    let c = claim_one(&db).await;
+    let stale = ClaimRef {
+        token: Uuid::new_v4(),
+        ..c
+    };
+    assert!(
+        db.store
+            .cancel_claimed(&stale, "no")
+            .await
+            .unwrap_err()
+            .is_conflict()
+    );
+    db.store.cancel_claimed(&c, "not wanted").await.unwrap();
+    let s = db
+        .store
+        .item_get(it.tenant_id, it.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((s.status, s.attempts), (Status::Cancelled, 0));
+    assert_eq!(s.last_error.as_deref(), Some("not wanted"));
+    assert!(
+        db.store
+            .cancel_claimed(&c, "again")
+            .await
+            .unwrap_err()
+            .is_conflict()
+    );
+}

@@ -207,6 +207,37 @@ impl SqliteStore {
         Ok(())
     }
 
+    /// Cancels a claimed item at its handler's request: final, no attempt
+    /// spent, `note` (bounded) kept as `last_error`, no audit entry (the
+    /// audit trail records operators). Fenced like every write after a claim.
+    ///
+    /// # Errors
+    /// [`Error::Conflict`] for a stale claim, [`Error::NotFound`] when the
+    /// tenant has no such item, storage errors otherwise.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the transaction commits whole or not at all.
+    pub async fn cancel_claimed(&self, c: &ClaimRef, note: &str) -> Result<()> {
+        let now = to_micros(self.now());
+        let mut tx = self.begin().await?;
+        let n = sqlx::query(sql::ITEM_CANCEL_CLAIMED)
+            .bind(now)
+            .bind(SYSTEM)
+            .bind(c.tenant_id)
+            .bind(c.id)
+            .bind(c.token)
+            .bind(bound_error(note))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if n == 0 {
+            let e = refused(&mut tx, c.tenant_id, c.id).await?;
+            return Err(e);
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
     pub(super) async fn extend_lease(
         &self,
         c: &ClaimRef,

@@ -20,7 +20,7 @@ use crate::rules::RetryPolicy;
 use crate::store::StaleReport;
 
 /// What an orphaned item keeps as `last_error`.
-const ORPHANED_ERROR: &str = "tenant gone";
+const ORPHANED_ERROR: &str = "orphaned: tenant gone";
 
 async fn audit(
     conn: &mut SqliteConnection,
@@ -210,9 +210,11 @@ impl SqliteStore {
     ) -> Result<Item> {
         let now = self.now();
         let mut tx = self.begin().await?;
+        // An operator's write is signed by the operator, not the system:
+        // the row shows who last touched it.
         let Some(r) = sqlx::query(statement)
             .bind(to_micros(now))
-            .bind(SYSTEM)
+            .bind(actor)
             .bind(tenant)
             .bind(id)
             .fetch_optional(&mut *tx)

@@ -27,6 +27,7 @@ sql!(ITEM_FAIL, "item_fail.sql");
 sql!(ITEM_DEFER, "item_defer.sql");
 sql!(ITEM_RELEASE, "item_release.sql");
 sql!(ITEM_EXTEND_LEASE, "item_extend_lease.sql");
+sql!(ITEM_CANCEL_CLAIMED, "item_cancel_claimed.sql");
 sql!(ITEM_FAIL_ORPHANED, "item_fail_orphaned.sql");
 sql!(ITEM_STALE_TENANTS, "item_stale_tenants.sql");
 sql!(ITEM_STALE_SELECT, "item_stale_select.sql");
