@@ -976,3 +976,62 @@ async fn cancel_claimed_is_fenced_and_final() {
             .is_conflict()
     );
 }
+
+#[tokio::test]
+async fn schema_checks_refuse_broken_invariants() {
+    let db = db().await;
+    let it = item("k");
+    db.store.item_insert(&it).await.unwrap();
+    let w = db.store.writer();
+    // Each statement breaks one invariant the schema must hold on its own,
+    // whatever the code above it does.
+    let broken = [
+        "UPDATE items SET status = 'claimed'", // claimed without a claim
+        "UPDATE items SET claimed_by = 'w'",   // a claim field outside 'claimed'
+        "UPDATE items SET max_attempts = 0",   // budget below 1
+        "UPDATE items SET attempts = -1",      // negative attempts
+        "UPDATE items SET status = 'running'", // unknown status
+        "UPDATE items SET lane = 'Bad Lane'",  // lane outside [a-z0-9_-]
+        "UPDATE items SET kind = ''",          // empty kind
+        "UPDATE items SET payload = '{not json'", // payload not JSON
+        "UPDATE items SET last_error = printf('%.3000c', 'x')", // over MAX_ERROR_BYTES
+        "UPDATE items SET available_at = 'soon'", // STRICT: not an integer
+    ];
+    for sql in broken {
+        assert!(
+            sqlx::query(sql).execute(w).await.is_err(),
+            "the schema accepted: {sql}"
+        );
+    }
+    let s = db
+        .store
+        .item_get(it.tenant_id, it.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.status, Status::Pending);
+}
+
+#[tokio::test]
+async fn committed_work_survives_reopening_the_file() {
+    let db = db().await;
+    let it = item("k").with_key("durable");
+    db.store.item_insert(&it).await.unwrap();
+    let c = claim_one(&db).await;
+    db.store.close().await;
+    let opts = SqliteOptions {
+        clock: db.clock.clone(),
+        ..SqliteOptions::default()
+    };
+    let reopened = SqliteStore::open(db.path.to_str().unwrap(), opts)
+        .await
+        .unwrap();
+    reopened.migrate().await.unwrap();
+    let s = reopened
+        .item_get_by_key(it.tenant_id, "durable")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((s.status, s.claim_token), (Status::Claimed, Some(c.token)));
+    reopened.item_complete(&c).await.unwrap();
+}

@@ -172,6 +172,19 @@ impl SqliteStore {
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped open leaves at most a created, empty file.
+    ///
+    /// # Example
+    /// ```no_run
+    /// # async fn demo() -> drover::Result<()> {
+    /// use drover::store::Store;
+    /// use drover::store::sqlite::{SqliteOptions, SqliteStore};
+    ///
+    /// let store = SqliteStore::open("sqlite://drover.db", SqliteOptions::default()).await?;
+    /// store.migrate().await?;
+    /// let item = drover::NewItem::new("send_email", serde_json::json!({"to": "a@example.com"}));
+    /// store.item_insert(&item).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn open(url_or_path: &str, opts: SqliteOptions) -> Result<SqliteStore> {
         let (base, memory) = parse_target(url_or_path)?;
         let base = base
@@ -245,7 +258,9 @@ impl SqliteStore {
         self.reader.close().await;
     }
 
-    fn now(&self) -> DateTime<Utc> {
+    /// The store's current time, from its clock: what a caller of
+    /// [`insert_in`] should pass as `now`.
+    pub fn now(&self) -> DateTime<Utc> {
         self.clock.now()
     }
 
@@ -280,6 +295,20 @@ impl SqliteStore {
 /// # Cancel safety
 /// The statement runs inside the caller's transaction: a dropped call leaves
 /// it to the caller to roll back or commit.
+///
+/// # Example
+/// ```no_run
+/// # async fn demo(store: &drover::store::sqlite::SqliteStore) -> drover::Result<()> {
+/// use drover::store::sqlite::insert_in;
+///
+/// let mut tx = store.writer().begin_with("BEGIN IMMEDIATE").await?;
+/// // ... the caller's own writes on `&mut *tx` ...
+/// let item = drover::NewItem::new("send_receipt", serde_json::json!({"order": 7}));
+/// insert_in(&mut tx, &item, store.now()).await?;
+/// tx.commit().await?;
+/// store.notify(&item.lane);
+/// # Ok(()) }
+/// ```
 pub async fn insert_in(
     conn: &mut SqliteConnection,
     item: &NewItem,
