@@ -74,10 +74,7 @@ impl Default for ConnectOptions {
 ///
 /// # Errors
 /// As [`connect`].
-pub async fn connect_with(
-    url: &str,
-    opts: &ConnectOptions,
-) -> Result<std::sync::Arc<dyn Store>> {
+pub async fn connect_with(url: &str, opts: &ConnectOptions) -> Result<std::sync::Arc<dyn Store>> {
     if url.starts_with("memory:") {
         return Ok(std::sync::Arc::new(memory::MemoryStore::new()));
     }
@@ -102,10 +99,15 @@ pub async fn connect_with(
 }
 
 async fn connect_sqlite(url: &str, opts: &ConnectOptions) -> Result<std::sync::Arc<dyn Store>> {
-    let _ = (url, opts);
-    Err(crate::Error::Config(
-        "the SQLite backend is being merged".into(),
-    ))
+    let store = sqlite::SqliteStore::open(
+        url,
+        sqlite::SqliteOptions {
+            max_readers: opts.pool_size,
+            ..sqlite::SqliteOptions::default()
+        },
+    )
+    .await?;
+    Ok(std::sync::Arc::new(store))
 }
 
 /// Which storage engine a store runs on.
@@ -281,6 +283,22 @@ pub trait Store: Send + Sync + 'static {
     fn pool_size(&self) -> Option<u32> {
         None
     }
+
+    /// The PostgreSQL schema, for stores that have one; transactional
+    /// enqueue on a caller's connection needs it.
+    fn pg_schema(&self) -> Option<&str> {
+        None
+    }
+
+    /// The store's idea of now (its injected clock; the wall clock by
+    /// default). PostgreSQL's own statements use the database clock.
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+
+    /// Publishes an in-process wake-up for `lane` (after a caller's own
+    /// transaction committed an item). A hint: losing it costs a poll.
+    fn wake(&self, _lane: &str) {}
 
     /// Applies the embedded migrations; idempotent.
     async fn migrate(&self) -> Result<()>;

@@ -255,6 +255,14 @@ impl Store for PgStore {
         Some(self.pool.options().get_max_connections())
     }
 
+    fn pg_schema(&self) -> Option<&str> {
+        Some(&self.schema)
+    }
+
+    fn wake(&self, lane: &str) {
+        let _ = self.wake.send(lane.to_owned());
+    }
+
     async fn migrate(&self) -> Result<()> {
         ops::migrate(self).await
     }
