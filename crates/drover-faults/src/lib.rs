@@ -1,0 +1,25 @@
+//! drover's fault suite, in the style of Jepsen's total-queue checker.
+//!
+//! Every item carries a unique `op_id`; the fault worker's handler records
+//! each start (unfenced) and writes its effect through a fenced write; a
+//! trigger records every update of a queue row. From those the [`checker`]
+//! computes the [`checker::Figures`]: lost items, duplicate completions,
+//! stale writes accepted, duplicate executions.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`effects`] | the effect tables, the trigger, the fenced write |
+//! | [`worker`] | the fault worker binary's body |
+//! | [`checker`] | the figures |
+//! | [`procs`] | spawning, killing, pausing and stopping worker processes |
+//! | [`cluster`] | a throwaway PostgreSQL cluster a test owns (and may restart) |
+//! | [`proxy`] | a TCP proxy that cuts or black-holes connections |
+//! | [`scale`] | the reduced and full sizes (`DROVER_FAULT_FULL=1`) |
+
+pub mod checker;
+pub mod cluster;
+pub mod effects;
+pub mod procs;
+pub mod proxy;
+pub mod scale;
+pub mod worker;
