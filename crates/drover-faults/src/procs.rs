@@ -28,6 +28,7 @@ impl Proc {
             .arg("worker")
             .args(args)
             .env("RUST_LOG", std::env::var("FAULT_RUST_LOG").unwrap_or_else(|_| "warn".into()))
+            .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(file)

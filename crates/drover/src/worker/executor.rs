@@ -11,6 +11,11 @@
 //!   renewal failures are retried, and the run cancels itself once renewal
 //!   has been failing for half the lease (wall time since the last success).
 //! - After a lease is lost nothing more is written for the item.
+//! - A run whose lease has passed by the local clock (no renewal landed for
+//!   a whole lease, measured from when the last successful renewal was
+//!   sent) is dropped before its handler is polled again: a process that
+//!   was stopped or stalled past its lease starts no new side effect on
+//!   resuming, even when the handler's own timers fired meanwhile.
 //! - A panic or a timeout is a retryable failure; a shutdown past the grace
 //!   period releases the item without spending an attempt.
 
@@ -99,9 +104,14 @@ impl Executor {
             tokio::pin!(deadline);
             let mut next_renew = tokio::time::Instant::now() + self.settings.renew_interval;
             let mut last_ok = Instant::now();
+            // When the lease passes by our clock unless a renewal lands:
+            // checked before the handler is polled, so a run resumed after
+            // a stall past its lease is dropped, not continued.
+            let mut lease_deadline = tokio::time::Instant::now() + lease;
             loop {
                 tokio::select! {
                     biased;
+                    () = tokio::time::sleep_until(lease_deadline) => break RunEnd::LeaseLost("lease passed without a renewal (stalled past the lease)"),
                     r = &mut run => break match r {
                         Ok(outcome) => RunEnd::Finished(outcome),
                         Err(p) => RunEnd::Panicked(panic_message(&*p)),
@@ -109,6 +119,7 @@ impl Executor {
                     () = self.work.cancelled() => break RunEnd::Shutdown,
                     () = &mut deadline => break RunEnd::TimedOut(limit),
                     () = tokio::time::sleep_until(next_renew) => {
+                        let sent = tokio::time::Instant::now();
                         let renewal = tokio::time::timeout(
                             self.settings.renew_timeout,
                             self.queue.extend_lease(cx, lease),
@@ -117,6 +128,7 @@ impl Executor {
                         // flight.
                         let outcome = tokio::select! {
                             biased;
+                            () = tokio::time::sleep_until(lease_deadline) => break RunEnd::LeaseLost("lease passed without a renewal (stalled past the lease)"),
                             r = &mut run => break match r {
                                 Ok(outcome) => RunEnd::Finished(outcome),
                                 Err(p) => RunEnd::Panicked(panic_message(&*p)),
@@ -127,6 +139,7 @@ impl Executor {
                         match outcome {
                             Ok(Ok(_)) => {
                                 last_ok = Instant::now();
+                                lease_deadline = sent + lease;
                                 next_renew = tokio::time::Instant::now() + self.settings.renew_interval;
                             }
                             Ok(Err(e)) if e.is_conflict() => break RunEnd::LeaseLost("renewal refused: another claim holds the item"),

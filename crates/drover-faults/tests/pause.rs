@@ -1,0 +1,92 @@
+//! Scenario 2: a worker paused (SIGSTOP) past its lease. The sweep hands the
+//! item back, another worker completes it; the resumed worker's renewal,
+//! completion and effects write change nothing, it logs the lease lost and
+//! drops the handler within one renewal interval, starting no new effect.
+
+mod support;
+
+use std::time::Duration;
+
+use support::{Run, report};
+
+const LEASE: Duration = Duration::from_secs(2);
+
+/// The timestamp of the first log line containing `needle` (tracing's
+/// default format starts each line with an RFC 3339 time).
+fn logged_at(log: &str, needle: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    log.lines().filter(|l| l.contains(needle)).find_map(|l| {
+        let start = l.find("20")?;
+        let ts = l[start..].split(|c: char| c.is_whitespace() || c == '\u{1b}').next()?;
+        chrono::DateTime::parse_from_rfc3339(ts).ok().map(|t| t.to_utc())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_past_the_lease_postgres() {
+    let run = Run::pg().await;
+    // The handler's sleep ends while the worker is stopped: on resume the
+    // handler would go straight to its effects write.
+    run.enqueue("effects.write", 1, 3_000, 5).await;
+    let flags = ["--lease", "2s", "--sweep-interval", "1s", "--capacity", "1"];
+    let a = run.spawn(&flags);
+    let pool = run.pg_pool().clone();
+    let started = async {
+        loop {
+            let n: i64 = sqlx::query_scalar("SELECT count(*) FROM drover.starts").fetch_one(&pool).await.unwrap_or(0);
+            if n > 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), started).await.expect("A starts the item");
+    a.stop();
+    let stopped_at = chrono::Utc::now();
+    let mut b = run.spawn(&flags);
+    tokio::time::sleep(LEASE * 2).await;
+    a.cont();
+    let resumed_at = chrono::Utc::now();
+    assert!(run.wait_final(Duration::from_secs(30)).await, "the item is completed by B");
+    tokio::time::sleep(LEASE).await;
+    let f = run.figures().await;
+    let a_pid = i32::try_from(a.pid()).unwrap_or(0);
+    let a_effects: i64 = sqlx::query_scalar("SELECT count(*) FROM drover.effect_log WHERE pid = $1 AND fencing_token = 1")
+        .bind(a_pid).fetch_one(&pool).await.unwrap_or(-1);
+    let a_changed: i64 = sqlx::query_scalar("SELECT count(*) FROM drover.effect_log WHERE pid = $1 AND fencing_token = 1 AND changed")
+        .bind(a_pid).fetch_one(&pool).await.unwrap_or(-1);
+    let a_queue_writes: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM drover.transitions WHERE writer LIKE $1 AND at > $2 AND old_seq = 1 \
+         AND old_status = 'claimed' AND last_error IS DISTINCT FROM 'lease expired'")
+        .bind(format!("fw-{}%", a.pid())).bind(stopped_at).fetch_one(&pool).await.unwrap_or(-1);
+    let token: i64 = sqlx::query_scalar("SELECT fencing_token FROM drover.effects").fetch_one(&pool).await.unwrap_or(-1);
+    let completer: String = sqlx::query_scalar(
+        "SELECT coalesce(old_holder, '?') FROM drover.transitions WHERE new_status = 'done'")
+        .fetch_one(&pool).await.unwrap_or_default();
+    let by_b = !completer.contains(&format!(":{}:", a.pid()));
+    let log = a.log_text();
+    let lost_at = logged_at(&log, "lease lost");
+    let drop_secs = lost_at.map(|t| (t - resumed_at).num_milliseconds() as f64 / 1000.0);
+    report(
+        "2 paused past the lease (PostgreSQL)",
+        "1 item, SIGSTOP 2 x lease (4 s)",
+        &format!(
+            "{} | A effect attempts after resume {a_effects} (changed {a_changed}) | A queue writes after stop {a_queue_writes} | effect token {token} | completed by {} | lease lost logged {drop_secs:?}s after SIGCONT",
+            f.row(),
+            if by_b { "B" } else { "A, under a fresh claim" }
+        ),
+    );
+    assert_eq!(f.lost, 0);
+    assert_eq!(f.done, 1);
+    assert_eq!(f.duplicate_completions, 0);
+    assert_eq!(f.stale_writes_accepted(), 0, "{f:?}");
+    assert_eq!(f.effects_mismatch, 0);
+    assert_eq!(token, 2, "B's claim (the second) wrote the effect");
+    assert_eq!(a_changed, 0, "A's late effect write changed a row");
+    assert_eq!(a_effects, 0, "A started a side effect after its lease was gone");
+    assert_eq!(a_queue_writes, 0, "a write of A's changed a queue row after the pause");
+    assert!(log.contains("lease lost"), "A logs the lease lost:\n{log}");
+    let drop_secs = drop_secs.unwrap_or_else(|| panic!("a timestamp on the lease-lost line:\n{log}"));
+    assert!(drop_secs <= (LEASE / 3).as_secs_f64() + 0.5, "A dropped the handler {drop_secs}s after SIGCONT");
+    b.term();
+    let _ = b.wait_for(Duration::from_secs(10));
+}
