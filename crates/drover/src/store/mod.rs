@@ -42,20 +42,45 @@ pub mod fault;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 
-/// Opens the store a URL names (see [`crate::Queue::connect`]).
+/// How [`connect_with`] opens a store.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConnectOptions {
+    /// The most database connections the store's pool may open; `None`
+    /// keeps the backend's default. Ignored by the memory store, which has
+    /// no pool. A worker checks its capacity against the pool opened
+    /// ([`WorkerSettings::validate`](crate::worker::WorkerSettings::validate)).
+    pub pool_size: Option<u32>,
+}
+
+/// Opens the store a URL names (see [`crate::Queue::connect`]) with the
+/// backend's default pool.
 ///
 /// # Errors
 /// [`Error::InvalidInput`](crate::Error::InvalidInput) on `database_url` for
 /// an unknown scheme; connection errors from the database.
 pub async fn connect(url: &str) -> Result<std::sync::Arc<dyn Store>> {
+    connect_with(url, ConnectOptions::default()).await
+}
+
+/// Opens the store a URL names, its pool sized by `options`.
+///
+/// # Errors
+/// As [`connect`]; [`Error::Config`](crate::Error::Config) for a pool size
+/// of zero.
+pub async fn connect_with(url: &str, options: ConnectOptions) -> Result<std::sync::Arc<dyn Store>> {
+    if options.pool_size == Some(0) {
+        return Err(crate::Error::Config(
+            "the pool size must be at least 1".into(),
+        ));
+    }
     if url.starts_with("memory:") {
         return Ok(std::sync::Arc::new(memory::MemoryStore::new()));
     }
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return connect_postgres(url).await;
+        return connect_postgres(url, options).await;
     }
     if url.starts_with("sqlite:") {
-        return connect_sqlite(url).await;
+        return connect_sqlite(url, options).await;
     }
     Err(crate::Error::invalid(
         "database_url",
@@ -63,15 +88,15 @@ pub async fn connect(url: &str) -> Result<std::sync::Arc<dyn Store>> {
     ))
 }
 
-async fn connect_postgres(url: &str) -> Result<std::sync::Arc<dyn Store>> {
-    let _ = url;
+async fn connect_postgres(url: &str, options: ConnectOptions) -> Result<std::sync::Arc<dyn Store>> {
+    let _ = (url, options);
     Err(crate::Error::Config(
         "the PostgreSQL backend is being merged".into(),
     ))
 }
 
-async fn connect_sqlite(url: &str) -> Result<std::sync::Arc<dyn Store>> {
-    let _ = url;
+async fn connect_sqlite(url: &str, options: ConnectOptions) -> Result<std::sync::Arc<dyn Store>> {
+    let _ = (url, options);
     Err(crate::Error::Config(
         "the SQLite backend is being merged".into(),
     ))
