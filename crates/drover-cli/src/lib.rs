@@ -253,7 +253,7 @@ impl<'a> Context<'a> {
     /// # Cancel safety
     /// Cancel safe: a dropped call leaves the context unconnected.
     pub async fn queue(&mut self) -> Result<Queue, CliError> {
-        self.queue_with(ConnectOptions::default()).await
+        self.queue_with(&ConnectOptions::default()).await
     }
 
     /// The queue, connecting on first use with `options` (the pool size a
@@ -264,7 +264,7 @@ impl<'a> Context<'a> {
     ///
     /// # Cancel safety
     /// As [`Context::queue`].
-    pub async fn queue_with(&mut self, options: ConnectOptions) -> Result<Queue, CliError> {
+    pub async fn queue_with(&mut self, options: &ConnectOptions) -> Result<Queue, CliError> {
         if let Some(q) = &self.queue {
             return Ok(q.clone());
         }

@@ -75,8 +75,9 @@ pub async fn run(args: &DemoArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
         remove_database_file(path)?;
     }
     let queue = cx
-        .queue_with(ConnectOptions {
-            pool_size: Some(POOL_SIZE_DEFAULT),
+        .queue_with(&ConnectOptions {
+            pool_size: POOL_SIZE_DEFAULT,
+            ..ConnectOptions::default()
         })
         .await?
         .with_config(QueueConfig {

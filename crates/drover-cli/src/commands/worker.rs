@@ -153,8 +153,9 @@ pub async fn run(args: &WorkerArgs, cx: &mut Context<'_>) -> Result<(), CliError
     // Listen before starting, so a signal during start-up is not lost.
     let mut signals = Signals::install()?;
     let queue = cx
-        .queue_with(ConnectOptions {
-            pool_size: Some(settings.pool_size),
+        .queue_with(&ConnectOptions {
+            pool_size: settings.pool_size,
+            ..ConnectOptions::default()
         })
         .await?;
     let worker = cx.worker_builder(queue).settings(settings).build()?;

@@ -27,10 +27,12 @@ use crate::store::{
 mod context;
 mod kind;
 mod tenant;
+mod tx;
 
 pub use context::JobContext;
 pub use kind::{DEFAULT_PERMISSION, Kind, Principal};
 pub use tenant::{AllLive, TenantDirectory};
+pub use tx::Transactional;
 
 /// How many stale items one sweep hands back per tenant by default.
 pub const STALE_BATCH_DEFAULT: u32 = 1000;

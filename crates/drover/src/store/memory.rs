@@ -182,6 +182,14 @@ impl Store for MemoryStore {
         Backend::Memory
     }
 
+    fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    fn wake(&self, lane: &str) {
+        let _ = self.wake.send(lane.to_owned());
+    }
+
     async fn migrate(&self) -> Result<()> {
         Ok(())
     }

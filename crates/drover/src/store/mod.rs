@@ -42,45 +42,55 @@ pub mod fault;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 
-/// How [`connect_with`] opens a store.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ConnectOptions {
-    /// The most database connections the store's pool may open; `None`
-    /// keeps the backend's default. Ignored by the memory store, which has
-    /// no pool. A worker checks its capacity against the pool opened
-    /// ([`WorkerSettings::validate`](crate::worker::WorkerSettings::validate)).
-    pub pool_size: Option<u32>,
-}
-
-/// Opens the store a URL names (see [`crate::Queue::connect`]) with the
-/// backend's default pool.
+/// Opens the store a URL names (see [`crate::Queue::connect`]).
 ///
 /// # Errors
 /// [`Error::InvalidInput`](crate::Error::InvalidInput) on `database_url` for
 /// an unknown scheme; connection errors from the database.
 pub async fn connect(url: &str) -> Result<std::sync::Arc<dyn Store>> {
-    connect_with(url, ConnectOptions::default()).await
+    connect_with(url, &ConnectOptions::default()).await
 }
 
-/// Opens the store a URL names, its pool sized by `options`.
+/// How [`connect_with`] opens a store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectOptions {
+    /// The pool's connection limit (PostgreSQL; SQLite's readers).
+    /// Default [`postgres::MAX_CONNECTIONS_DEFAULT`].
+    pub pool_size: u32,
+    /// The PostgreSQL schema. Default [`postgres::SCHEMA_DEFAULT`].
+    pub schema: String,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        ConnectOptions {
+            pool_size: postgres::MAX_CONNECTIONS_DEFAULT,
+            schema: postgres::SCHEMA_DEFAULT.to_owned(),
+        }
+    }
+}
+
+/// Opens the store a URL names with explicit options.
 ///
 /// # Errors
-/// As [`connect`]; [`Error::Config`](crate::Error::Config) for a pool size
-/// of zero.
-pub async fn connect_with(url: &str, options: ConnectOptions) -> Result<std::sync::Arc<dyn Store>> {
-    if options.pool_size == Some(0) {
-        return Err(crate::Error::Config(
-            "the pool size must be at least 1".into(),
-        ));
-    }
+/// As [`connect`].
+pub async fn connect_with(url: &str, opts: &ConnectOptions) -> Result<std::sync::Arc<dyn Store>> {
     if url.starts_with("memory:") {
         return Ok(std::sync::Arc::new(memory::MemoryStore::new()));
     }
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return connect_postgres(url, options).await;
+        let store = postgres::PgStore::connect(
+            url,
+            postgres::PgOptions {
+                schema: opts.schema.clone(),
+                max_connections: opts.pool_size,
+            },
+        )
+        .await?;
+        return Ok(std::sync::Arc::new(store));
     }
     if url.starts_with("sqlite:") {
-        return connect_sqlite(url, options).await;
+        return connect_sqlite(url, opts).await;
     }
     Err(crate::Error::invalid(
         "database_url",
@@ -88,18 +98,16 @@ pub async fn connect_with(url: &str, options: ConnectOptions) -> Result<std::syn
     ))
 }
 
-async fn connect_postgres(url: &str, options: ConnectOptions) -> Result<std::sync::Arc<dyn Store>> {
-    let _ = (url, options);
-    Err(crate::Error::Config(
-        "the PostgreSQL backend is being merged".into(),
-    ))
-}
-
-async fn connect_sqlite(url: &str, options: ConnectOptions) -> Result<std::sync::Arc<dyn Store>> {
-    let _ = (url, options);
-    Err(crate::Error::Config(
-        "the SQLite backend is being merged".into(),
-    ))
+async fn connect_sqlite(url: &str, opts: &ConnectOptions) -> Result<std::sync::Arc<dyn Store>> {
+    let store = sqlite::SqliteStore::open(
+        url,
+        sqlite::SqliteOptions {
+            max_readers: opts.pool_size,
+            ..sqlite::SqliteOptions::default()
+        },
+    )
+    .await?;
+    Ok(std::sync::Arc::new(store))
 }
 
 /// Which storage engine a store runs on.
@@ -275,6 +283,22 @@ pub trait Store: Send + Sync + 'static {
     fn pool_size(&self) -> Option<u32> {
         None
     }
+
+    /// The PostgreSQL schema, for stores that have one; transactional
+    /// enqueue on a caller's connection needs it.
+    fn pg_schema(&self) -> Option<&str> {
+        None
+    }
+
+    /// The store's idea of now (its injected clock; the wall clock by
+    /// default). PostgreSQL's own statements use the database clock.
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+
+    /// Publishes an in-process wake-up for `lane` (after a caller's own
+    /// transaction committed an item). A hint: losing it costs a poll.
+    fn wake(&self, _lane: &str) {}
 
     /// Applies the embedded migrations; idempotent.
     async fn migrate(&self) -> Result<()>;

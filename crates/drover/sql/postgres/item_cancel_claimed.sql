@@ -1,0 +1,8 @@
+-- Cancelled at the handler's request: final, no attempt spent, $3 kept as
+-- last_error. Fenced on the claim token, the status and the lease.
+UPDATE items
+SET status = 'cancelled',
+    claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL,
+    last_error = $3,
+    updated_at = now(), updated_by = '00000000-0000-0000-0000-000000000000'::uuid
+WHERE id = $1 AND claim_token = $2 AND status = 'claimed' AND lease_expires_at > now()

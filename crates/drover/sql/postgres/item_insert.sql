@@ -1,0 +1,16 @@
+-- One item, never overwriting: a collision on the id or on (tenant, key)
+-- inserts nothing and returns no row. Runs as drover_runtime for $2's tenant.
+-- The store stamps status, attempts, claim fields and updated_by itself.
+INSERT INTO items (
+    id, tenant_id, kind, lane, payload, priority, status, available_at,
+    attempts, max_attempts, claimed_by, claim_token, claim_seq, lease_expires_at,
+    last_error, idempotency_key, created_by, request_id, traceparent,
+    created_at, updated_at, updated_by
+) VALUES (
+    $1, $2, $3, $4, $5, $6, 'pending', coalesce($7, now()),
+    0, $8, NULL, NULL, 0, NULL,
+    NULL, $9, $10, $11, $12,
+    $13, now(), $10
+)
+ON CONFLICT DO NOTHING
+RETURNING *

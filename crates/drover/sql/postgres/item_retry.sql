@@ -1,0 +1,16 @@
+-- Operator retry of a final item: pending now with a fresh budget (the last
+-- error is kept for the record), audited with actor $2, who also signs
+-- updated_by (an operator's write, not the system's).
+WITH upd AS (
+    UPDATE items
+    SET status = 'pending', claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL,
+        attempts = 0,
+        available_at = now(),
+        updated_at = now(), updated_by = $2
+    WHERE id = $1 AND status IN ('done', 'failed', 'cancelled')
+    RETURNING *
+), audited AS (
+    INSERT INTO audit (tenant_id, item_id, action, actor, detail)
+    SELECT tenant_id, id, 'retry', $2, NULL FROM upd
+)
+SELECT * FROM upd

@@ -1,0 +1,2 @@
+-- Items in the dead letter.
+SELECT count(*) FROM items WHERE status = 'failed'

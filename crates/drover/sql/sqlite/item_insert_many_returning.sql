@@ -1,0 +1,1 @@
+RETURNING id, tenant_id, idempotency_key

@@ -1,0 +1,110 @@
+//! Transactional enqueue: the item is written on the caller's own
+//! connection, inside the caller's own transaction, so it exists if and only
+//! if the caller's write commits.
+//!
+//! On PostgreSQL the wake-up is a `NOTIFY` the server delivers at the
+//! caller's commit (and never after a rollback). On SQLite call
+//! [`Queue::wake`] after committing for an instant pickup; otherwise workers
+//! find the item on their next poll.
+
+use async_trait::async_trait;
+use sqlx::{PgConnection, SqliteConnection};
+
+use crate::error::{Error, Result};
+use crate::item::{Inserted, NewItem};
+use crate::queue::{Kind, Principal, Queue};
+
+/// A connection drover can enqueue on inside the caller's transaction:
+/// `sqlx::PgConnection` (for a queue on PostgreSQL) and
+/// `sqlx::SqliteConnection` (for a queue on SQLite). Pass `&mut *tx`.
+#[async_trait]
+pub trait Transactional: Send {
+    /// Inserts the prepared `item` on this connection.
+    async fn insert_prepared(&mut self, queue: &Queue, item: &NewItem) -> Result<Inserted>;
+}
+
+#[async_trait]
+impl Transactional for PgConnection {
+    async fn insert_prepared(&mut self, queue: &Queue, item: &NewItem) -> Result<Inserted> {
+        let schema = queue.store().pg_schema().ok_or_else(|| {
+            Error::Config(
+                "a PostgreSQL connection was given to a queue that is not on PostgreSQL".into(),
+            )
+        })?;
+        crate::store::postgres::insert_in(self, schema, item).await
+    }
+}
+
+#[async_trait]
+impl Transactional for SqliteConnection {
+    async fn insert_prepared(&mut self, queue: &Queue, item: &NewItem) -> Result<Inserted> {
+        if queue.store().backend() != crate::store::Backend::Sqlite {
+            return Err(Error::Config(
+                "a SQLite connection was given to a queue that is not on SQLite".into(),
+            ));
+        }
+        crate::store::sqlite::insert_in(self, item, queue.store().now()).await
+    }
+}
+
+impl Queue {
+    /// Enqueues `job` as the system principal on the caller's connection,
+    /// inside the caller's transaction.
+    ///
+    /// ```no_run
+    /// # use drover::queue::{Kind, Queue};
+    /// # #[derive(serde::Serialize, serde::Deserialize)] struct SendReceipt { order: u64 }
+    /// # impl Kind for SendReceipt { const NAME: &'static str = "send_receipt"; }
+    /// # async fn f(queue: Queue, pool: sqlx::PgPool) -> drover::Result<()> {
+    /// let mut tx = pool.begin().await?;
+    /// // ... the caller's own writes on &mut *tx ...
+    /// queue.enqueue_in(&mut *tx, SendReceipt { order: 7 }).await?;
+    /// tx.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Queue::prepare`]; [`Error::Config`] when the connection is of
+    /// another backend than the queue; database errors (the caller's
+    /// transaction stays usable on PostgreSQL: the insert runs in a savepoint).
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: drop the caller's transaction if this is dropped.
+    pub async fn enqueue_in<C, K>(&self, conn: &mut C, job: K) -> Result<Inserted>
+    where
+        C: Transactional + ?Sized,
+        K: Kind,
+    {
+        self.register_kind::<K>();
+        let payload = serde_json::to_value(&job)
+            .map_err(|e| Error::invalid("payload", format!("does not serialize: {e}")))?;
+        let item = NewItem::new(K::NAME, payload)
+            .with_lane(K::LANE)
+            .with_max_attempts(K::MAX_ATTEMPTS);
+        self.enqueue_item_in(conn, &Principal::system(), item).await
+    }
+
+    /// Enqueues an untyped item as `principal` on the caller's connection,
+    /// inside the caller's transaction.
+    ///
+    /// # Errors
+    /// As [`Queue::enqueue_in`].
+    pub async fn enqueue_item_in<C>(
+        &self,
+        conn: &mut C,
+        principal: &Principal,
+        item: NewItem,
+    ) -> Result<Inserted>
+    where
+        C: Transactional + ?Sized,
+    {
+        let item = self.prepare(principal, item)?;
+        conn.insert_prepared(self, &item).await
+    }
+
+    /// Publishes an in-process wake-up for `lane`: call it after committing
+    /// a transactional enqueue on SQLite so local workers claim at once.
+    pub fn wake(&self, lane: &str) {
+        self.store.wake(lane);
+    }
+}

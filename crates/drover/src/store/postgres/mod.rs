@@ -1,0 +1,464 @@
+//! The PostgreSQL backend: production storage, shared by many worker
+//! processes on many hosts.
+//!
+//! This module owns the connection pool, the schema, the embedded migrations
+//! (`migrations/postgres`), the SQL (`sql/postgres/*.sql`, one query per file)
+//! and the per-transaction role discipline. Invariants it keeps, beyond those
+//! of the [`Store`](crate::store::Store) trait:
+//!
+//! - **Every query runs as one of two roles, chosen per transaction.** A
+//!   per-tenant call opens `BEGIN; SET LOCAL ROLE drover_runtime; SET LOCAL
+//!   drover.tenant_id = '<uuid>'` (one round trip), so row-level security
+//!   scopes every statement to that tenant; the documented cross-tenant calls
+//!   run under `drover_system`. Nothing is ever `SET` session-wide on a pooled
+//!   connection, so nothing leaks to the next user of the connection.
+//! - **Lane, kind and every other caller value are bound parameters.** The
+//!   only text spliced into SQL is the schema name (validated against
+//!   `[a-z_][a-z0-9_]{0,62}` at construction) and a tenant [`Uuid`] (whose
+//!   display form is hex and dashes).
+//! - **Every write after a claim is fenced in its own statement** on the
+//!   claim token, `status = 'claimed'` and `lease_expires_at > now()`; leases
+//!   come from the database clock.
+//! - **Wake-ups are sent by PostgreSQL at commit**: a statement-level trigger
+//!   on `items` issues one `NOTIFY drover_wake, '<schema>:<lane>'` per distinct
+//!   lane per inserting statement, so a rolled-back insert wakes no one. Same
+//!   process workers are also woken in process after each committed insert.
+
+mod items;
+mod ops;
+mod row;
+mod sql;
+mod wake;
+
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{Executor, PgConnection, PgPool, Postgres, Transaction};
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::error::{Error, Result};
+use crate::item::{InsertResult, Inserted, Item, NewItem};
+use crate::rules::RetryPolicy;
+use crate::store::{
+    AuditEntry, Backend, ClaimParams, ClaimRef, CountRow, FailOutcome, FailParams, Gauges,
+    ListFilter, StaleReport, Store, WorkerRow,
+};
+
+pub use items::insert_in;
+
+/// The schema drover's tables live in unless told otherwise.
+pub const SCHEMA_DEFAULT: &str = "drover";
+/// The most connections the pool opens unless told otherwise.
+pub const MAX_CONNECTIONS_DEFAULT: u32 = 10;
+/// The channel wake-ups are sent on; payloads are `<schema>:<lane>`.
+pub const WAKE_CHANNEL: &str = "drover_wake";
+/// The role per-tenant transactions run as.
+pub const RUNTIME_ROLE: &str = "drover_runtime";
+/// The role the documented cross-tenant operations run as.
+pub const SYSTEM_ROLE: &str = "drover_system";
+
+/// How many wake-ups a slow in-process subscriber may fall behind before it
+/// sees `Lagged` (and should simply claim).
+const WAKE_BUFFER: usize = 1024;
+
+/// How [`PgStore::connect`] sets up its pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgOptions {
+    /// The schema holding drover's tables ([`SCHEMA_DEFAULT`]); must match
+    /// `[a-z_][a-z0-9_]{0,62}`.
+    pub schema: String,
+    /// The pool's connection limit ([`MAX_CONNECTIONS_DEFAULT`]).
+    pub max_connections: u32,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        PgOptions {
+            schema: SCHEMA_DEFAULT.to_owned(),
+            max_connections: MAX_CONNECTIONS_DEFAULT,
+        }
+    }
+}
+
+/// Checks a schema name before it is spliced into DDL and `search_path`.
+///
+/// # Errors
+/// [`Error::InvalidInput`] on `schema` unless it matches `[a-z_][a-z0-9_]{0,62}`.
+pub fn validate_schema(schema: &str) -> Result<()> {
+    let bytes = schema.as_bytes();
+    let first_ok = bytes
+        .first()
+        .is_some_and(|c| matches!(c, b'a'..=b'z' | b'_'));
+    let rest_ok = bytes
+        .iter()
+        .skip(1)
+        .all(|c| matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'_'));
+    if first_ok && rest_ok && bytes.len() <= 63 {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            "schema",
+            "must be 1 to 63 characters of lowercase letters, digits and _, not starting with a digit",
+        ))
+    }
+}
+
+/// The PostgreSQL [`Store`].
+///
+/// Owns a pool whose connections start with `search_path` set to the schema,
+/// a lazily started listener for wake-ups, and the sweep lock's connection
+/// while held. Dropping the store stops the listener.
+#[derive(Debug)]
+pub struct PgStore {
+    pool: PgPool,
+    schema: String,
+    wake: broadcast::Sender<String>,
+    listening: AtomicBool,
+    shutdown: CancellationToken,
+    sweep_conn: tokio::sync::Mutex<Option<PgConnection>>,
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+impl PgStore {
+    /// Connects a pool to `url` for `opts.schema`. Does not migrate.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a bad schema name or URL, [`Error::Config`]
+    /// for a zero pool size, [`Error::Unavailable`] when the server does not
+    /// answer.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: nothing is written.
+    pub async fn connect(url: &str, opts: PgOptions) -> Result<PgStore> {
+        validate_schema(&opts.schema)?;
+        if opts.max_connections == 0 {
+            return Err(Error::Config("max_connections must be at least 1".into()));
+        }
+        let connect = PgConnectOptions::from_str(url)
+            .map_err(|_| Error::invalid("url", "is not a PostgreSQL connection URL"))?
+            // A startup parameter rather than an after-connect SET: same
+            // effect on every pooled connection, no extra round trip.
+            .options([("search_path", opts.schema.as_str())]);
+        let pool = PgPoolOptions::new()
+            .max_connections(opts.max_connections)
+            .connect_with(connect)
+            .await?;
+        PgStore::from_pool(pool, &opts.schema)
+    }
+
+    /// Wraps an existing pool. The pool's own `search_path` does not matter:
+    /// every transaction drover opens sets it locally.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a bad schema name.
+    pub fn from_pool(pool: PgPool, schema: &str) -> Result<PgStore> {
+        validate_schema(schema)?;
+        let (wake, _) = broadcast::channel(WAKE_BUFFER);
+        Ok(PgStore {
+            pool,
+            schema: schema.to_owned(),
+            wake,
+            listening: AtomicBool::new(false),
+            shutdown: CancellationToken::new(),
+            sweep_conn: tokio::sync::Mutex::new(None),
+        })
+    }
+
+    /// The connection pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// The schema holding drover's tables.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    /// Opens a transaction as [`RUNTIME_ROLE`] scoped to `tenant`, in one
+    /// round trip. The settings end with the transaction.
+    async fn begin_tenant(&self, tenant: Uuid) -> Result<Transaction<'static, Postgres>> {
+        // Both spliced values are safe: the schema is validated, a Uuid
+        // displays as hex and dashes.
+        let sql = format!(
+            "BEGIN; SET LOCAL ROLE {RUNTIME_ROLE}; SET LOCAL search_path TO \"{}\"; \
+             SET LOCAL drover.tenant_id = '{tenant}'",
+            self.schema
+        );
+        Ok(self.pool.begin_with(sql).await?)
+    }
+
+    /// Opens a transaction as [`SYSTEM_ROLE`] for a documented cross-tenant
+    /// operation.
+    async fn begin_system(&self) -> Result<Transaction<'static, Postgres>> {
+        let sql = format!(
+            "BEGIN; SET LOCAL ROLE {SYSTEM_ROLE}; SET LOCAL search_path TO \"{}\"",
+            self.schema
+        );
+        Ok(self.pool.begin_with(sql).await?)
+    }
+
+    /// Wakes same-process subscribers for `lane` (the NOTIFY reaches other
+    /// processes). Having no subscriber is normal.
+    fn wake_local(&self, lane: &str) {
+        let _ = self.wake.send(lane.to_owned());
+    }
+}
+
+/// Switches the tenant of an open runtime-role transaction.
+async fn switch_tenant(conn: &mut PgConnection, tenant: Uuid) -> Result<()> {
+    let sql = format!("SET LOCAL drover.tenant_id = '{tenant}'");
+    // A query without arguments goes over the simple protocol: not prepared.
+    conn.execute(sql.as_str()).await?;
+    Ok(())
+}
+
+/// A duration as the float seconds `make_interval(secs => …)` takes.
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+/// The largest exponent the stale requeue's `power(factor, attempts)` needs:
+/// past it the delay is at the cap anyway, and bounding it keeps `power()`
+/// from overflowing `float8` (an error in PostgreSQL) for huge budgets.
+/// Twin of the `min(1000)` guard in [`RetryPolicy::nominal_delay`].
+fn exponent_cap(policy: &RetryPolicy) -> i32 {
+    let base = policy.base.as_secs_f64();
+    let cap = policy.cap.as_secs_f64();
+    let factor = policy.factor;
+    if factor > 1.0 && base > 0.0 {
+        let needed = ((cap / base).ln() / factor.ln()).ceil();
+        if needed.is_finite() {
+            return (needed.max(0.0) as i32).saturating_add(1).min(1000);
+        }
+    }
+    1000
+}
+
+#[async_trait]
+impl Store for PgStore {
+    fn backend(&self) -> Backend {
+        Backend::Postgres
+    }
+
+    fn pool_size(&self) -> Option<u32> {
+        Some(self.pool.options().get_max_connections())
+    }
+
+    fn pg_schema(&self) -> Option<&str> {
+        Some(&self.schema)
+    }
+
+    fn wake(&self, lane: &str) {
+        let _ = self.wake.send(lane.to_owned());
+    }
+
+    async fn migrate(&self) -> Result<()> {
+        ops::migrate(self).await
+    }
+
+    async fn item_insert(&self, item: &NewItem) -> Result<Inserted> {
+        let mut tx = self.begin_tenant(item.tenant_id).await?;
+        let inserted = items::insert_one(&mut tx, item).await?;
+        tx.commit().await?;
+        if inserted.result == InsertResult::Inserted {
+            self.wake_local(&item.lane);
+        }
+        Ok(inserted)
+    }
+
+    async fn item_insert_many(&self, items: &[NewItem]) -> Result<Vec<InsertResult>> {
+        items::insert_many(self, items).await
+    }
+
+    async fn item_get(&self, tenant: Uuid, id: Uuid) -> Result<Option<Item>> {
+        let mut tx = self.begin_tenant(tenant).await?;
+        let row = sqlx::query(sql::ITEM_GET)
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        row.as_ref().map(row::item).transpose()
+    }
+
+    async fn item_get_by_key(&self, tenant: Uuid, key: &str) -> Result<Option<Item>> {
+        let mut tx = self.begin_tenant(tenant).await?;
+        let row = sqlx::query(sql::ITEM_GET_BY_KEY)
+            .bind(key)
+            .fetch_optional(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        row.as_ref().map(row::item).transpose()
+    }
+
+    async fn item_claim(&self, params: &ClaimParams) -> Result<Vec<Item>> {
+        items::claim(self, params).await
+    }
+
+    async fn item_complete(&self, claim: &ClaimRef) -> Result<()> {
+        items::complete(self, claim).await
+    }
+
+    async fn item_complete_many(&self, claims: &[ClaimRef]) -> Result<Vec<Uuid>> {
+        items::complete_many(self, claims).await
+    }
+
+    async fn item_fail(&self, claim: &ClaimRef, params: &FailParams) -> Result<FailOutcome> {
+        items::fail(self, claim, params).await
+    }
+
+    async fn item_defer(&self, claim: &ClaimRef, delay: Duration) -> Result<DateTime<Utc>> {
+        items::defer(self, claim, delay).await
+    }
+
+    async fn item_release(&self, claim: &ClaimRef, note: Option<&str>) -> Result<()> {
+        items::release(self, claim, note).await
+    }
+
+    async fn item_extend_lease(&self, claim: &ClaimRef, lease: Duration) -> Result<DateTime<Utc>> {
+        items::extend_lease(self, claim, lease).await
+    }
+
+    async fn item_cancel_claimed(&self, claim: &ClaimRef, note: &str) -> Result<()> {
+        items::cancel_claimed(self, claim, note).await
+    }
+
+    async fn item_fail_orphaned(&self, id: Uuid, token: Uuid) -> Result<()> {
+        ops::fail_orphaned(self, id, token).await
+    }
+
+    async fn item_stale_tenants(&self, limit: u32) -> Result<Vec<Uuid>> {
+        ops::stale_tenants(self, limit).await
+    }
+
+    async fn item_requeue_stale(
+        &self,
+        tenant: Uuid,
+        limit: u32,
+        policy: &RetryPolicy,
+    ) -> Result<StaleReport> {
+        ops::requeue_stale(self, tenant, limit, policy).await
+    }
+
+    async fn item_purge(&self, before: DateTime<Utc>, batch: u32) -> Result<u64> {
+        ops::purge(self, before, batch).await
+    }
+
+    async fn item_cancel(&self, tenant: Uuid, id: Uuid, actor: Uuid) -> Result<Item> {
+        ops::operator_write(self, sql::ITEM_CANCEL, "cancel", tenant, id, actor).await
+    }
+
+    async fn item_retry(&self, tenant: Uuid, id: Uuid, actor: Uuid) -> Result<Item> {
+        ops::operator_write(self, sql::ITEM_RETRY, "retry", tenant, id, actor).await
+    }
+
+    async fn item_list(&self, filter: &ListFilter) -> Result<Vec<Item>> {
+        ops::list(self, filter).await
+    }
+
+    async fn counts(&self) -> Result<Vec<CountRow>> {
+        ops::counts(self).await
+    }
+
+    async fn gauges(&self) -> Result<Gauges> {
+        ops::gauges(self).await
+    }
+
+    async fn audit_list(&self, tenant: Uuid, item_id: Uuid) -> Result<Vec<AuditEntry>> {
+        ops::audit_list(self, tenant, item_id).await
+    }
+
+    async fn worker_beat(&self, row: &WorkerRow) -> Result<()> {
+        ops::worker_beat(self, row).await
+    }
+
+    async fn worker_list(&self) -> Result<Vec<WorkerRow>> {
+        ops::worker_list(self).await
+    }
+
+    async fn wakeups(&self) -> Result<broadcast::Receiver<String>> {
+        // Subscribe before starting the listener so no forwarded lane is missed.
+        let rx = self.wake.subscribe();
+        if !self.listening.swap(true, Ordering::AcqRel) {
+            wake::spawn_listener(
+                self.pool.clone(),
+                self.schema.clone(),
+                self.wake.clone(),
+                self.shutdown.clone(),
+            );
+        }
+        Ok(rx)
+    }
+
+    async fn sweep_try_lock(&self) -> Result<bool> {
+        wake::sweep_try_lock(self).await
+    }
+
+    async fn sweep_unlock(&self) -> Result<()> {
+        wake::sweep_unlock(self).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_names() {
+        for ok in ["drover", "_x", "drover_t_0123abc", &"a".repeat(63)] {
+            assert!(validate_schema(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "1x", "Drover", "a-b", "a\"b", "a b", &"a".repeat(64)] {
+            assert!(validate_schema(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// The SQL twin of `nominal_delay`: `least(cap, base * factor ^
+    /// least(attempts_before, exponent_cap))`, evaluated here in f64.
+    fn sql_nominal(p: &RetryPolicy, attempts_after: i32) -> f64 {
+        let before = attempts_after - 1;
+        let e = before.min(exponent_cap(p));
+        (p.base.as_secs_f64() * p.factor.powi(e)).min(p.cap.as_secs_f64())
+    }
+
+    #[test]
+    fn exponent_cap_keeps_the_nominal_delay() {
+        let policies = [
+            RetryPolicy::default(),
+            RetryPolicy {
+                factor: 10.0,
+                ..RetryPolicy::default()
+            },
+            RetryPolicy {
+                factor: 1.0,
+                ..RetryPolicy::default()
+            },
+            RetryPolicy {
+                base: Duration::from_millis(10),
+                cap: Duration::from_secs(86_400),
+                ..RetryPolicy::default()
+            },
+        ];
+        for p in &policies {
+            for a in [1, 2, 3, 5, 10, 20, 40, 100, 5000, i32::MAX] {
+                let want = p.nominal_delay(a).as_secs_f64();
+                let got = sql_nominal(p, a);
+                assert!(
+                    (want - got).abs() < 1e-6,
+                    "{p:?} attempts {a}: {want} vs {got}"
+                );
+                assert!(got.is_finite());
+            }
+        }
+    }
+}

@@ -1,0 +1,272 @@
+//! Migrations, maintenance (stale requeue, orphans, purge), operator writes
+//! and the read side (listing, counts, gauges, audit, workers) on PostgreSQL.
+//!
+//! The cross-tenant calls here (`fail_orphaned`, `stale_tenants`, `purge`,
+//! `counts`, `gauges`, unscoped `list`, the workers table) run as the system
+//! role; everything else under the runtime role and one tenant.
+
+use chrono::{DateTime, Utc};
+use sqlx::{Executor, Row};
+use uuid::Uuid;
+
+use super::{PgStore, exponent_cap, row, secs, sql};
+use crate::error::{Error, Result};
+use crate::item::Item;
+use crate::rules::RetryPolicy;
+use crate::store::{AuditEntry, CountRow, Gauges, ListFilter, StaleReport, WorkerRow};
+
+/// The embedded migrations, applied in order and recorded in the schema's own
+/// `_sqlx_migrations` table.
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// Creates the schema if missing, then applies the embedded migrations with
+/// `search_path` pointing at it (so the migrations table lives in it too).
+/// Idempotent; concurrent migrations of one database are serialized by the
+/// migrator's advisory lock.
+pub(super) async fn migrate(store: &PgStore) -> Result<()> {
+    let schema = &store.schema;
+    let mut conn = store.pool.acquire().await?;
+    // Two processes creating the same schema at once race on the catalog's
+    // unique index; either outcome leaves the schema in place.
+    let create = format!(
+        "DO $$ BEGIN CREATE SCHEMA IF NOT EXISTS \"{schema}\"; \
+         EXCEPTION WHEN duplicate_schema OR unique_violation THEN NULL; END $$"
+    );
+    conn.execute(create.as_str()).await?;
+    // Session-wide on purpose, and undone below: the migrator runs its own
+    // transactions, so a SET LOCAL would not reach them.
+    let set_path = format!("SET search_path TO \"{schema}\"");
+    conn.execute(set_path.as_str()).await?;
+    let outcome = MIGRATOR.run_direct(&mut *conn).await;
+    let reset = conn.execute("RESET search_path").await;
+    if reset.is_err() {
+        // Never hand a connection with a foreign search_path back to the pool.
+        conn.detach();
+    }
+    outcome?;
+    reset?;
+    tracing::debug!(schema = %schema, "postgres migrations applied");
+    Ok(())
+}
+
+/// Fails an orphaned item (system role), conditioned on its token.
+pub(super) async fn fail_orphaned(store: &PgStore, id: Uuid, token: Uuid) -> Result<()> {
+    let mut tx = store.begin_system().await?;
+    let n = sqlx::query(sql::ITEM_FAIL_ORPHANED)
+        .bind(id)
+        .bind(token)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    if n == 0 {
+        let status: Option<String> = sqlx::query_scalar(sql::ITEM_STATUS)
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        return Err(match status {
+            Some(s) => Error::Conflict(format!(
+                "orphan failure of item {id} refused: it is {s}, or the claim token no longer holds"
+            )),
+            None => Error::NotFound(format!("item {id}")),
+        });
+    }
+    tx.commit().await?;
+    tracing::warn!(item = %id, "item failed as orphaned: its tenant is gone");
+    Ok(())
+}
+
+/// Tenants with lease-expired claims (system role).
+pub(super) async fn stale_tenants(store: &PgStore, limit: u32) -> Result<Vec<Uuid>> {
+    let mut tx = store.begin_system().await?;
+    let tenants = sqlx::query_scalar(sql::ITEM_STALE_TENANTS)
+        .bind(i64::from(limit))
+        .fetch_all(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(tenants)
+}
+
+/// One tenant's lease-expired claims handed back as failed attempts, in one
+/// conditional statement.
+pub(super) async fn requeue_stale(
+    store: &PgStore,
+    tenant: Uuid,
+    limit: u32,
+    policy: &RetryPolicy,
+) -> Result<StaleReport> {
+    if limit == 0 {
+        return Ok(StaleReport::default());
+    }
+    let mut tx = store.begin_tenant(tenant).await?;
+    let r = sqlx::query(sql::ITEM_REQUEUE_STALE)
+        .bind(i64::from(limit))
+        .bind(secs(policy.cap))
+        .bind(secs(policy.base))
+        .bind(policy.factor)
+        .bind(exponent_cap(policy))
+        .fetch_one(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    let requeued: i64 = r.try_get("requeued")?;
+    let dead: i64 = r.try_get("dead_lettered")?;
+    let report = StaleReport {
+        requeued: u64::try_from(requeued).unwrap_or(0),
+        dead_lettered: u64::try_from(dead).unwrap_or(0),
+    };
+    if report != StaleReport::default() {
+        tracing::info!(tenant = %tenant, requeued = report.requeued,
+            dead_lettered = report.dead_lettered, "stale claims handed back");
+    }
+    Ok(report)
+}
+
+/// Deletes final items last updated before `before`, one bounded batch per
+/// transaction until a short batch (system role).
+pub(super) async fn purge(store: &PgStore, before: DateTime<Utc>, batch: u32) -> Result<u64> {
+    if batch == 0 {
+        return Err(Error::invalid("batch", "must be at least 1"));
+    }
+    let mut total = 0u64;
+    loop {
+        let mut tx = store.begin_system().await?;
+        let n = sqlx::query(sql::ITEM_PURGE)
+            .bind(before)
+            .bind(i64::from(batch))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        total += n;
+        if n < u64::from(batch) {
+            break;
+        }
+    }
+    if total > 0 {
+        tracing::info!(purged = total, "final items purged");
+    }
+    Ok(total)
+}
+
+/// An operator's cancel or retry: one statement that changes the item and
+/// writes its audit entry, under the tenant.
+pub(super) async fn operator_write(
+    store: &PgStore,
+    statement: &'static str,
+    what: &str,
+    tenant: Uuid,
+    id: Uuid,
+    actor: Uuid,
+) -> Result<Item> {
+    let mut tx = store.begin_tenant(tenant).await?;
+    let r = sqlx::query(statement)
+        .bind(id)
+        .bind(actor)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let Some(r) = r else {
+        let status: Option<String> = sqlx::query_scalar(sql::ITEM_STATUS)
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        return Err(match status {
+            Some(s) => Error::Conflict(format!("cannot {what} item {id}: it is {s}")),
+            None => Error::NotFound(format!("item {id}")),
+        });
+    };
+    tx.commit().await?;
+    row::item(&r)
+}
+
+/// Lists items, newest first: under the tenant when the filter names one,
+/// across tenants (system role) otherwise.
+pub(super) async fn list(store: &PgStore, f: &ListFilter) -> Result<Vec<Item>> {
+    let mut tx = match f.tenant_id {
+        Some(t) => store.begin_tenant(t).await?,
+        None => store.begin_system().await?,
+    };
+    let rows = sqlx::query(sql::ITEM_LIST)
+        .bind(f.status.map(|s| s.as_str()))
+        .bind(f.lane.as_deref())
+        .bind(f.kind.as_deref())
+        .bind(i64::from(f.limit))
+        .fetch_all(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    rows.iter().map(row::item).collect()
+}
+
+/// Items per lane, kind and status (system role).
+pub(super) async fn counts(store: &PgStore) -> Result<Vec<CountRow>> {
+    let mut tx = store.begin_system().await?;
+    let rows = sqlx::query(sql::COUNTS).fetch_all(&mut *tx).await?;
+    tx.commit().await?;
+    rows.iter()
+        .map(|r| {
+            Ok(CountRow {
+                lane: r.try_get("lane")?,
+                kind: r.try_get("kind")?,
+                status: row::status(r.try_get("status")?)?,
+                count: r.try_get("count")?,
+            })
+        })
+        .collect()
+}
+
+/// The health gauges (system role), both read in one transaction.
+pub(super) async fn gauges(store: &PgStore) -> Result<Gauges> {
+    let mut tx = store.begin_system().await?;
+    let rows = sqlx::query(sql::GAUGES_OLDEST).fetch_all(&mut *tx).await?;
+    let failed: i64 = sqlx::query_scalar(sql::GAUGES_FAILED)
+        .fetch_one(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    let oldest_age_seconds = rows
+        .iter()
+        .map(|r| Ok((r.try_get("lane")?, r.try_get("age")?)))
+        .collect::<Result<Vec<(String, f64)>>>()?;
+    Ok(Gauges {
+        oldest_age_seconds,
+        failed,
+    })
+}
+
+/// One item's audit entries, oldest first (under the tenant).
+pub(super) async fn audit_list(
+    store: &PgStore,
+    tenant: Uuid,
+    item: Uuid,
+) -> Result<Vec<AuditEntry>> {
+    let mut tx = store.begin_tenant(tenant).await?;
+    let rows = sqlx::query(sql::AUDIT_LIST)
+        .bind(item)
+        .fetch_all(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    rows.iter().map(row::audit).collect()
+}
+
+/// Upserts a worker's liveness row (system role).
+pub(super) async fn worker_beat(store: &PgStore, w: &WorkerRow) -> Result<()> {
+    let mut tx = store.begin_system().await?;
+    sqlx::query(sql::WORKER_BEAT)
+        .bind(&w.id)
+        .bind(&w.host)
+        .bind(w.pid)
+        .bind(&w.lanes)
+        .bind(w.capacity)
+        .bind(w.started_at)
+        .bind(w.last_beat_at)
+        .bind(&w.state)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Worker rows, most recent beat first (system role).
+pub(super) async fn worker_list(store: &PgStore) -> Result<Vec<WorkerRow>> {
+    let mut tx = store.begin_system().await?;
+    let rows = sqlx::query(sql::WORKER_LIST).fetch_all(&mut *tx).await?;
+    tx.commit().await?;
+    rows.iter().map(row::worker).collect()
+}

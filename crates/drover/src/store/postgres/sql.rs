@@ -1,0 +1,77 @@
+//! The SQL of the PostgreSQL backend, one query per file under
+//! `sql/postgres/`, embedded at compile time. Unqualified table names resolve
+//! through the `search_path` every drover transaction sets.
+
+/// `sql/postgres/audit_list.sql`.
+pub(super) const AUDIT_LIST: &str = include_str!("../../../sql/postgres/audit_list.sql");
+/// `sql/postgres/counts.sql`.
+pub(super) const COUNTS: &str = include_str!("../../../sql/postgres/counts.sql");
+/// `sql/postgres/gauges_failed.sql`.
+pub(super) const GAUGES_FAILED: &str = include_str!("../../../sql/postgres/gauges_failed.sql");
+/// `sql/postgres/gauges_oldest.sql`.
+pub(super) const GAUGES_OLDEST: &str = include_str!("../../../sql/postgres/gauges_oldest.sql");
+/// `sql/postgres/insert_in_enter.sql`.
+pub(super) const INSERT_IN_ENTER: &str = include_str!("../../../sql/postgres/insert_in_enter.sql");
+/// `sql/postgres/insert_in_leave.sql`.
+pub(super) const INSERT_IN_LEAVE: &str = include_str!("../../../sql/postgres/insert_in_leave.sql");
+/// `sql/postgres/item_cancel.sql`.
+pub(super) const ITEM_CANCEL: &str = include_str!("../../../sql/postgres/item_cancel.sql");
+/// `sql/postgres/item_cancel_claimed.sql`.
+pub(super) const ITEM_CANCEL_CLAIMED: &str =
+    include_str!("../../../sql/postgres/item_cancel_claimed.sql");
+/// `sql/postgres/item_claim.sql`.
+pub(super) const ITEM_CLAIM: &str = include_str!("../../../sql/postgres/item_claim.sql");
+/// `sql/postgres/item_complete.sql`.
+pub(super) const ITEM_COMPLETE: &str = include_str!("../../../sql/postgres/item_complete.sql");
+/// `sql/postgres/item_complete_many.sql`.
+pub(super) const ITEM_COMPLETE_MANY: &str =
+    include_str!("../../../sql/postgres/item_complete_many.sql");
+/// `sql/postgres/item_defer.sql`.
+pub(super) const ITEM_DEFER: &str = include_str!("../../../sql/postgres/item_defer.sql");
+/// `sql/postgres/item_extend_lease.sql`.
+pub(super) const ITEM_EXTEND_LEASE: &str =
+    include_str!("../../../sql/postgres/item_extend_lease.sql");
+/// `sql/postgres/item_fail.sql`.
+pub(super) const ITEM_FAIL: &str = include_str!("../../../sql/postgres/item_fail.sql");
+/// `sql/postgres/item_fail_orphaned.sql`.
+pub(super) const ITEM_FAIL_ORPHANED: &str =
+    include_str!("../../../sql/postgres/item_fail_orphaned.sql");
+/// `sql/postgres/item_find_collision.sql`.
+pub(super) const ITEM_FIND_COLLISION: &str =
+    include_str!("../../../sql/postgres/item_find_collision.sql");
+/// `sql/postgres/item_find_collisions.sql`.
+pub(super) const ITEM_FIND_COLLISIONS: &str =
+    include_str!("../../../sql/postgres/item_find_collisions.sql");
+/// `sql/postgres/item_get.sql`.
+pub(super) const ITEM_GET: &str = include_str!("../../../sql/postgres/item_get.sql");
+/// `sql/postgres/item_get_by_key.sql`.
+pub(super) const ITEM_GET_BY_KEY: &str = include_str!("../../../sql/postgres/item_get_by_key.sql");
+/// `sql/postgres/item_insert.sql`.
+pub(super) const ITEM_INSERT: &str = include_str!("../../../sql/postgres/item_insert.sql");
+/// `sql/postgres/item_insert_many.sql`.
+pub(super) const ITEM_INSERT_MANY: &str =
+    include_str!("../../../sql/postgres/item_insert_many.sql");
+/// `sql/postgres/item_list.sql`.
+pub(super) const ITEM_LIST: &str = include_str!("../../../sql/postgres/item_list.sql");
+/// `sql/postgres/item_purge.sql`.
+pub(super) const ITEM_PURGE: &str = include_str!("../../../sql/postgres/item_purge.sql");
+/// `sql/postgres/item_release.sql`.
+pub(super) const ITEM_RELEASE: &str = include_str!("../../../sql/postgres/item_release.sql");
+/// `sql/postgres/item_requeue_stale.sql`.
+pub(super) const ITEM_REQUEUE_STALE: &str =
+    include_str!("../../../sql/postgres/item_requeue_stale.sql");
+/// `sql/postgres/item_retry.sql`.
+pub(super) const ITEM_RETRY: &str = include_str!("../../../sql/postgres/item_retry.sql");
+/// `sql/postgres/item_stale_tenants.sql`.
+pub(super) const ITEM_STALE_TENANTS: &str =
+    include_str!("../../../sql/postgres/item_stale_tenants.sql");
+/// `sql/postgres/item_status.sql`.
+pub(super) const ITEM_STATUS: &str = include_str!("../../../sql/postgres/item_status.sql");
+/// `sql/postgres/sweep_try_lock.sql`.
+pub(super) const SWEEP_TRY_LOCK: &str = include_str!("../../../sql/postgres/sweep_try_lock.sql");
+/// `sql/postgres/sweep_unlock.sql`.
+pub(super) const SWEEP_UNLOCK: &str = include_str!("../../../sql/postgres/sweep_unlock.sql");
+/// `sql/postgres/worker_beat.sql`.
+pub(super) const WORKER_BEAT: &str = include_str!("../../../sql/postgres/worker_beat.sql");
+/// `sql/postgres/worker_list.sql`.
+pub(super) const WORKER_LIST: &str = include_str!("../../../sql/postgres/worker_list.sql");

@@ -1,0 +1,455 @@
+//! The SQLite backend: the embedded default, one file, no server, the same
+//! semantics as PostgreSQL.
+//!
+//! # What this module owns
+//!
+//! [`SqliteStore`], its connection pools, its schema (`migrations/sqlite/`),
+//! its statements (`sql/sqlite/`, one file each) and the in-process wake-up
+//! channel.
+//!
+//! # Invariants
+//!
+//! - **One writer.** Every write goes through a pool of exactly one
+//!   connection and runs in a `BEGIN IMMEDIATE` transaction, which takes the
+//!   write lock up front: there is never a read-to-write lock upgrade, so
+//!   never a deadlock between two writers, and a claim's select-then-update
+//!   is exclusive. Reads use a separate pool of `max_readers` connections,
+//!   marked `query_only`, that WAL lets run beside the writer.
+//! - **The clock is Rust's.** SQLite has no shared clock we trust, so every
+//!   "now" is read from [`SqliteOptions::clock`] and bound as a parameter;
+//!   leases are compared against it in the statement itself. Tests move a
+//!   [`ManualClock`](crate::store::ManualClock) instead of sleeping.
+//! - **Instants are INTEGER microseconds** since the Unix epoch; UUIDs are
+//!   16-byte BLOBs; payloads are JSON text.
+//! - **Tenant isolation is the WHERE clause.** SQLite has no row-level
+//!   security: every per-tenant statement carries `tenant_id = ?`; the
+//!   contract suite checks each one.
+//! - **Fences in the statement.** Complete, fail, defer, release and
+//!   extend-lease are conditioned on `claim_token`, `status = 'claimed'` and
+//!   `lease_expires_at > now` in one `UPDATE`; zero rows is
+//!   [`Error::Conflict`](crate::Error::Conflict) (or `NotFound`, decided by a
+//!   read on the error path only).
+//! - **Wake-ups after commit.** A lane's name is broadcast in process once
+//!   per statement that made work available in it, after the commit.
+//!
+//! # Durability
+//!
+//! The database runs in WAL mode with `synchronous = NORMAL`: a commit is
+//! durable against a crash of the process, and a power loss or OS crash can
+//! lose at most the last commits before the WAL was synced; it never
+//! corrupts the file. `FULL` would sync on every commit at a large cost to
+//! throughput; [`SqliteOptions::synchronous_full`] turns it on.
+//!
+//! # The sweep lock
+//!
+//! [`Store::sweep_try_lock`] is an in-process flag: in practice one process
+//! owns an SQLite file. Two processes sweeping the same file are still
+//! safe, since every sweep step is a conditional, idempotent statement; they
+//! only duplicate work.
+
+use std::collections::BTreeSet;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::SqliteConnection;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use tokio::sync::broadcast;
+use uuid::Uuid;
+
+use crate::error::{Error, Result};
+use crate::item::{InsertResult, Inserted, Item, NewItem};
+use crate::rules::RetryPolicy;
+use crate::store::{
+    AuditEntry, Backend, ClaimParams, ClaimRef, Clock, CountRow, FailOutcome, FailParams, Gauges,
+    ListFilter, StaleReport, Store, SystemClock, WorkerRow,
+};
+
+mod claim;
+mod insert;
+mod maint;
+mod read;
+mod row;
+mod sql;
+#[cfg(feature = "test-util")]
+mod testing;
+
+#[cfg(feature = "test-util")]
+pub use testing::sqlite_harness;
+
+/// How long a connection waits for the write lock before giving up, by default.
+pub const BUSY_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
+/// How many read connections the store opens at most, by default.
+pub const MAX_READERS_DEFAULT: u32 = 4;
+/// How many wake-ups a slow subscriber may fall behind before it lags (and
+/// should simply claim).
+const WAKEUP_CAPACITY: usize = 1024;
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+
+/// How a [`SqliteStore`] is opened. Every field has a default.
+#[derive(Debug, Clone)]
+pub struct SqliteOptions {
+    /// The source of "now" for leases, availability and bookkeeping.
+    /// Default: [`SystemClock`].
+    pub clock: Arc<dyn Clock>,
+    /// How long a statement waits for a lock held by another connection
+    /// (another process, or a caller's transaction) before failing with a
+    /// transient error. Default: [`BUSY_TIMEOUT_DEFAULT`].
+    pub busy_timeout: Duration,
+    /// Read connections, beside the one writer. Default:
+    /// [`MAX_READERS_DEFAULT`]. Ignored for `sqlite::memory:`, where reads
+    /// share the writer's connection.
+    pub max_readers: u32,
+    /// `synchronous = FULL` instead of `NORMAL`: survive power loss without
+    /// losing the last commits, at the cost of a sync per commit.
+    /// Default: false.
+    pub synchronous_full: bool,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions {
+            clock: Arc::new(SystemClock),
+            busy_timeout: BUSY_TIMEOUT_DEFAULT,
+            max_readers: MAX_READERS_DEFAULT,
+            synchronous_full: false,
+        }
+    }
+}
+
+/// The SQLite implementation of [`Store`]. Cheap to clone: clones share the
+/// pools, the clock and the wake-up channel.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    writer: SqlitePool,
+    reader: SqlitePool,
+    clock: Arc<dyn Clock>,
+    wake: broadcast::Sender<String>,
+    sweep_held: Arc<AtomicBool>,
+}
+
+/// Parses what a user may pass: `sqlite://path.db`, `sqlite:path.db`, a bare
+/// path, or `sqlite::memory:`. Returns the options and whether the database
+/// lives in memory.
+fn parse_target(url_or_path: &str) -> Result<(SqliteConnectOptions, bool)> {
+    let s = url_or_path.trim();
+    if s.is_empty() {
+        return Err(Error::Config("the SQLite path is empty".into()));
+    }
+    let opts = if s.starts_with("sqlite:") {
+        SqliteConnectOptions::from_str(s)
+            .map_err(|e| Error::Config(format!("invalid SQLite URL {s:?}: {e}")))?
+    } else if s == ":memory:" {
+        SqliteConnectOptions::from_str("sqlite::memory:")
+            .map_err(|e| Error::Config(format!("invalid SQLite URL {s:?}: {e}")))?
+    } else {
+        SqliteConnectOptions::new().filename(s)
+    };
+    let memory = s == ":memory:"
+        || s.starts_with("sqlite::memory:")
+        || s.starts_with("sqlite://:memory:")
+        || s.contains("mode=memory");
+    Ok((opts, memory))
+}
+
+impl SqliteStore {
+    /// Opens (creating if missing) the database at `url_or_path`:
+    /// `sqlite://path.db`, `sqlite:path.db`, a bare path, or
+    /// `sqlite::memory:` (a private in-memory database, kept alive by the
+    /// store's one connection until the store is dropped or closed).
+    ///
+    /// Does not migrate; call [`Store::migrate`].
+    ///
+    /// # Errors
+    /// [`Error::Config`] for an unparsable URL; [`Error::Unavailable`] or
+    /// [`Error::Storage`] when the file cannot be opened.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a dropped open leaves at most a created, empty file.
+    ///
+    /// # Example
+    /// ```no_run
+    /// # async fn demo() -> drover::Result<()> {
+    /// use drover::store::Store;
+    /// use drover::store::sqlite::{SqliteOptions, SqliteStore};
+    ///
+    /// let store = SqliteStore::open("sqlite://drover.db", SqliteOptions::default()).await?;
+    /// store.migrate().await?;
+    /// let item = drover::NewItem::new("send_email", serde_json::json!({"to": "a@example.com"}));
+    /// store.item_insert(&item).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn open(url_or_path: &str, opts: SqliteOptions) -> Result<SqliteStore> {
+        let (base, memory) = parse_target(url_or_path)?;
+        let base = base
+            .create_if_missing(true)
+            .busy_timeout(opts.busy_timeout)
+            .foreign_keys(true);
+        let synchronous = if opts.synchronous_full {
+            SqliteSynchronous::Full
+        } else {
+            SqliteSynchronous::Normal
+        };
+        let writer_opts = if memory {
+            base.clone()
+        } else {
+            base.clone()
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(synchronous)
+        };
+        // One connection, never recycled: it is the single writer, and for
+        // an in-memory database it is what keeps the database alive.
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connect_with(writer_opts)
+            .await?;
+        let reader = if memory {
+            // A second connection would open a second, empty database (or
+            // need shared-cache mode and its table locks): reads share the writer.
+            writer.clone()
+        } else {
+            // Opened after the writer has switched the file to WAL, which is
+            // persistent; `query_only` makes a write through a reader fail
+            // loudly instead of bypassing the single writer.
+            SqlitePoolOptions::new()
+                .max_connections(opts.max_readers.max(1))
+                .connect_with(base.pragma("query_only", "ON"))
+                .await?
+        };
+        let (wake, _) = broadcast::channel(WAKEUP_CAPACITY);
+        tracing::debug!(target: "drover::sqlite", path = url_or_path, memory, "opened");
+        Ok(SqliteStore {
+            writer,
+            reader,
+            clock: opts.clock,
+            wake,
+            sweep_held: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    /// The writer pool (one connection). A caller's transaction for
+    /// [`insert_in`] can be taken from it (`pool.begin_with("BEGIN IMMEDIATE")`);
+    /// while the caller holds it, the store's own writes wait. It is the only
+    /// way to reach an in-memory database.
+    pub fn writer(&self) -> &SqlitePool {
+        &self.writer
+    }
+
+    /// Publishes a wake-up for `lane`, e.g. after committing a transaction
+    /// that used [`insert_in`]. A hint: losing it delays work by at most the
+    /// poll interval.
+    pub fn notify(&self, lane: &str) {
+        // An error only means nobody subscribes right now.
+        let _ = self.wake.send(lane.to_owned());
+    }
+
+    /// Closes both pools, waiting for connections in use to be returned.
+    pub async fn close(&self) {
+        self.writer.close().await;
+        self.reader.close().await;
+    }
+
+    /// The store's current time, from its clock: what a caller of
+    /// [`insert_in`] should pass as `now`.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    /// Starts a write transaction holding the write lock from the start.
+    async fn begin(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
+        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
+    /// Broadcasts each distinct lane once; call only after the commit.
+    fn wake_lanes<'a>(&self, lanes: impl IntoIterator<Item = &'a str>) {
+        let distinct: BTreeSet<&str> = lanes.into_iter().collect();
+        for lane in distinct {
+            self.notify(lane);
+        }
+    }
+}
+
+/// Enqueues `item` inside the caller's own transaction on `conn`, so the item
+/// exists if and only if the caller commits. `now` stamps `updated_at` and
+/// `available_at` when the item names none.
+///
+/// The caller's transaction should be `BEGIN IMMEDIATE`, like the store's,
+/// so it never has to upgrade a read lock. No wake-up is sent (the store
+/// cannot see the commit): call [`SqliteStore::notify`] after committing, or
+/// let the workers' poll find it.
+///
+/// # Errors
+/// As [`Store::item_insert`]; a collision is not an error but an
+/// [`InsertResult`]. An id held by another tenant's item is
+/// [`Error::Conflict`], without that item.
+///
+/// # Cancel safety
+/// The statement runs inside the caller's transaction: a dropped call leaves
+/// it to the caller to roll back or commit.
+///
+/// # Example
+/// ```no_run
+/// # async fn demo(store: &drover::store::sqlite::SqliteStore) -> drover::Result<()> {
+/// use drover::store::sqlite::insert_in;
+///
+/// let mut tx = store.writer().begin_with("BEGIN IMMEDIATE").await?;
+/// // ... the caller's own writes on `&mut *tx` ...
+/// let item = drover::NewItem::new("send_receipt", serde_json::json!({"order": 7}));
+/// insert_in(&mut tx, &item, store.now()).await?;
+/// tx.commit().await?;
+/// store.notify(&item.lane);
+/// # Ok(()) }
+/// ```
+pub async fn insert_in(
+    conn: &mut SqliteConnection,
+    item: &NewItem,
+    now: DateTime<Utc>,
+) -> Result<Inserted> {
+    insert::insert_on(conn, item, now).await
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    fn backend(&self) -> Backend {
+        Backend::Sqlite
+    }
+
+    fn now(&self) -> DateTime<Utc> {
+        SqliteStore::now(self)
+    }
+
+    fn wake(&self, lane: &str) {
+        self.notify(lane);
+    }
+
+    async fn migrate(&self) -> Result<()> {
+        MIGRATOR.run(&self.writer).await?;
+        Ok(())
+    }
+
+    async fn item_insert(&self, item: &NewItem) -> Result<Inserted> {
+        self.insert_one(item).await
+    }
+
+    async fn item_insert_many(&self, items: &[NewItem]) -> Result<Vec<InsertResult>> {
+        self.insert_many(items).await
+    }
+
+    async fn item_get(&self, tenant: Uuid, id: Uuid) -> Result<Option<Item>> {
+        self.get(tenant, id).await
+    }
+
+    async fn item_get_by_key(&self, tenant: Uuid, key: &str) -> Result<Option<Item>> {
+        self.get_by_key(tenant, key).await
+    }
+
+    async fn item_claim(&self, params: &ClaimParams) -> Result<Vec<Item>> {
+        self.claim(params).await
+    }
+
+    async fn item_complete(&self, claim: &ClaimRef) -> Result<()> {
+        self.complete(claim).await
+    }
+
+    async fn item_complete_many(&self, claims: &[ClaimRef]) -> Result<Vec<Uuid>> {
+        self.complete_many(claims).await
+    }
+
+    async fn item_fail(&self, claim: &ClaimRef, params: &FailParams) -> Result<FailOutcome> {
+        self.fail(claim, params).await
+    }
+
+    async fn item_defer(&self, claim: &ClaimRef, delay: Duration) -> Result<DateTime<Utc>> {
+        self.defer(claim, delay).await
+    }
+
+    async fn item_release(&self, claim: &ClaimRef, note: Option<&str>) -> Result<()> {
+        self.release(claim, note).await
+    }
+
+    async fn item_extend_lease(&self, claim: &ClaimRef, lease: Duration) -> Result<DateTime<Utc>> {
+        self.extend_lease(claim, lease).await
+    }
+
+    async fn item_cancel_claimed(&self, claim: &ClaimRef, note: &str) -> Result<()> {
+        self.cancel_claimed(claim, note).await
+    }
+
+    async fn item_fail_orphaned(&self, id: Uuid, token: Uuid) -> Result<()> {
+        self.fail_orphaned(id, token).await
+    }
+
+    async fn item_stale_tenants(&self, limit: u32) -> Result<Vec<Uuid>> {
+        self.stale_tenants(limit).await
+    }
+
+    async fn item_requeue_stale(
+        &self,
+        tenant: Uuid,
+        limit: u32,
+        policy: &RetryPolicy,
+    ) -> Result<StaleReport> {
+        self.requeue_stale(tenant, limit, policy).await
+    }
+
+    async fn item_purge(&self, before: DateTime<Utc>, batch: u32) -> Result<u64> {
+        self.purge(before, batch).await
+    }
+
+    async fn item_cancel(&self, tenant: Uuid, id: Uuid, actor: Uuid) -> Result<Item> {
+        self.cancel(tenant, id, actor).await
+    }
+
+    async fn item_retry(&self, tenant: Uuid, id: Uuid, actor: Uuid) -> Result<Item> {
+        self.retry(tenant, id, actor).await
+    }
+
+    async fn item_list(&self, filter: &ListFilter) -> Result<Vec<Item>> {
+        self.list(filter).await
+    }
+
+    async fn counts(&self) -> Result<Vec<CountRow>> {
+        self.read_counts().await
+    }
+
+    async fn gauges(&self) -> Result<Gauges> {
+        self.read_gauges().await
+    }
+
+    async fn audit_list(&self, tenant: Uuid, item_id: Uuid) -> Result<Vec<AuditEntry>> {
+        self.read_audit(tenant, item_id).await
+    }
+
+    async fn worker_beat(&self, row: &WorkerRow) -> Result<()> {
+        self.beat(row).await
+    }
+
+    async fn worker_list(&self) -> Result<Vec<WorkerRow>> {
+        self.read_workers().await
+    }
+
+    async fn wakeups(&self) -> Result<broadcast::Receiver<String>> {
+        Ok(self.wake.subscribe())
+    }
+
+    async fn sweep_try_lock(&self) -> Result<bool> {
+        Ok(self
+            .sweep_held
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok())
+    }
+
+    async fn sweep_unlock(&self) -> Result<()> {
+        self.sweep_held.store(false, Ordering::Release);
+        Ok(())
+    }
+}

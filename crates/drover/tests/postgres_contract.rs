@@ -1,0 +1,4 @@
+//! The shared store contract suite, run against PostgreSQL (a fresh schema
+//! per case).
+
+drover::contract_suite!(drover::testing::pg_harness);
