@@ -8,9 +8,8 @@
 //!   `postgres://postgres@127.0.0.1:5432/test`), dropped after. Several
 //!   `drover` processes share it, as workers on many hosts would.
 //!
-//! Until the SQLite and PostgreSQL backends are wired into
-//! `drover::store::connect_with`, the `sqlite::*` and `postgres::*` tests
-//! fail with "the … backend is being merged". That is expected.
+//! The `postgres::*` tests need a reachable server; the kill test prints
+//! the measured recovery time (`-- --nocapture`).
 
 #![allow(clippy::expect_used, clippy::unwrap_used, missing_docs)]
 
