@@ -5,6 +5,39 @@
 //! own tenant directory) calls [`run`] from its async `main`, or builds a
 //! [`Context`] over its own [`Queue`] and calls [`execute`].
 //!
+//! A service's own handlers reach `drover worker`, `drover handlers` and
+//! `drover demo` through a [`WorkerSetup`]: a function that adds them to the
+//! [`WorkerBuilder`] the command starts from (the built-in kinds are always
+//! there). Pass it to [`run_with`] or [`Context::with_worker_setup`]:
+//!
+//! ```no_run
+//! use drover::queue::{JobContext, Kind};
+//! use drover::worker::{Done, Handler, Outcome, Strategy};
+//!
+//! #[derive(serde::Serialize, serde::Deserialize)]
+//! struct SendEmail { to: String }
+//! impl Kind for SendEmail { const NAME: &'static str = "email.send"; }
+//!
+//! struct Mailer;
+//! impl Handler for Mailer {
+//!     type Job = SendEmail;
+//!     const STRATEGY: Strategy = Strategy {
+//!         idempotency: "the provider dedupes on the item id",
+//!         retry: "default backoff, 5 attempts",
+//!         recovery: "a crashed send is swept and sent again (deduped)",
+//!     };
+//!     async fn handle(&self, _cx: &JobContext, _job: SendEmail) -> Outcome {
+//!         Ok(Done::Completed)
+//!     }
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> std::process::ExitCode {
+//!     // `my-service worker --capacity 40`, `my-service handlers`, …
+//!     drover_cli::run_with(std::env::args_os(), |b| b.handler(Mailer)).await
+//! }
+//! ```
+//!
 //! Each command is one variant of [`Command`] and one module under
 //! `commands/`: it turns its raw clap arguments into checked values first
 //! (bad input is refused before any connection, so nothing is written), then
@@ -24,9 +57,12 @@
 use std::ffi::OsString;
 use std::io::Write;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use drover::Queue;
+use drover::store::ConnectOptions;
+use drover::worker::{Worker, WorkerBuilder};
 
 pub mod commands;
 mod error;
@@ -38,6 +74,15 @@ pub use error::{CliError, EXIT_FAILURE, EXIT_INVALID, EXIT_OK};
 /// The database a command uses when neither `--database-url`,
 /// `DROVER_DATABASE_URL` nor `DATABASE_URL` names one: the embedded default.
 pub const DATABASE_URL_DEFAULT: &str = "sqlite://drover.db";
+
+/// The database `drover demo` uses when `--database-url` (or
+/// `DROVER_DATABASE_URL`) names none; the file is recreated on every run.
+pub const DEMO_DATABASE_URL_DEFAULT: &str = "sqlite://drover-demo.db";
+
+/// What a host binary adds to the worker the CLI builds: its handlers,
+/// sweep steps, anything [`WorkerBuilder`] offers. It is applied after the
+/// built-in kinds and before the command's own settings.
+pub type WorkerSetup = Arc<dyn Fn(WorkerBuilder) -> WorkerBuilder + Send + Sync>;
 
 /// The command line: global options and one command.
 #[derive(Debug, Parser)]
@@ -101,6 +146,27 @@ pub enum Command {
     Retry(commands::retry::RetryArgs),
     /// Cancel a pending or claimed item.
     Cancel(commands::cancel::CancelArgs),
+    /// Run a worker: drain lanes until SIGTERM or SIGINT, then drain-first
+    /// shutdown.
+    Worker(commands::worker::WorkerArgs),
+    /// Print every registered handler's declared strategies.
+    Handlers(commands::handlers::HandlersArgs),
+    /// Run a self-contained demo end to end on the embedded default (no
+    /// server): enqueue a mix, drain it with an in-process worker, summarize.
+    Demo(commands::demo::DemoArgs),
+}
+
+impl Command {
+    /// The `RUST_LOG` filter used when none is set: `info` for drover in
+    /// the long-running worker, the planned failures silenced in the demo,
+    /// `warn` elsewhere.
+    pub fn default_log_filter(&self) -> &'static str {
+        match self {
+            Command::Worker(_) => "warn,drover=info,drover_cli=info",
+            Command::Demo(_) => "warn,drover::worker::executor=off,drover::queue=error",
+            _ => "warn",
+        }
+    }
 }
 
 /// What a command runs against: the queue (opened on first use) and where
@@ -108,6 +174,7 @@ pub enum Command {
 pub struct Context<'a> {
     database_url: String,
     queue: Option<Queue>,
+    setup: WorkerSetup,
     /// The command's own output (stdout for the binary).
     pub out: &'a mut (dyn Write + Send),
     /// Notes for the user that are not the command's result (stderr for the
@@ -134,6 +201,7 @@ impl<'a> Context<'a> {
         Context {
             database_url: database_url.into(),
             queue: None,
+            setup: Arc::new(|b| b),
             out,
             err,
         }
@@ -149,9 +217,31 @@ impl<'a> Context<'a> {
         Context {
             database_url: String::new(),
             queue: Some(queue),
+            setup: Arc::new(|b| b),
             out,
             err,
         }
+    }
+
+    /// Adds the host's handlers (or any other builder step) to every
+    /// worker this context builds.
+    pub fn with_worker_setup(
+        mut self,
+        setup: impl Fn(WorkerBuilder) -> WorkerBuilder + Send + Sync + 'static,
+    ) -> Self {
+        self.setup = Arc::new(setup);
+        self
+    }
+
+    /// A worker builder over `queue` with the built-in kinds and the host's
+    /// setup applied.
+    pub fn worker_builder(&self, queue: Queue) -> WorkerBuilder {
+        (self.setup)(Worker::builder(queue).builtins())
+    }
+
+    /// The URL this context connects to (empty for [`Context::with_queue`]).
+    pub fn database_url(&self) -> &str {
+        &self.database_url
     }
 
     /// The queue, connecting on first use.
@@ -163,11 +253,24 @@ impl<'a> Context<'a> {
     /// # Cancel safety
     /// Cancel safe: a dropped call leaves the context unconnected.
     pub async fn queue(&mut self) -> Result<Queue, CliError> {
+        self.queue_with(&ConnectOptions::default()).await
+    }
+
+    /// The queue, connecting on first use with `options` (the pool size a
+    /// worker needs). A queue the context already holds is returned as is.
+    ///
+    /// # Errors
+    /// As [`Context::queue`].
+    ///
+    /// # Cancel safety
+    /// As [`Context::queue`].
+    pub async fn queue_with(&mut self, options: &ConnectOptions) -> Result<Queue, CliError> {
         if let Some(q) = &self.queue {
             return Ok(q.clone());
         }
-        tracing::debug!(scheme = scheme(&self.database_url), "connecting");
-        let q = Queue::connect(&self.database_url).await?;
+        tracing::debug!(scheme = scheme(&self.database_url), ?options, "connecting");
+        let store = drover::store::connect_with(&self.database_url, options).await?;
+        let q = Queue::new(store);
         self.queue = Some(q.clone());
         Ok(q)
     }
@@ -196,13 +299,17 @@ pub async fn execute(command: &Command, cx: &mut Context<'_>) -> Result<(), CliE
         Command::Stats(a) => commands::stats::run(a, cx).await,
         Command::Retry(a) => commands::retry::run(a, cx).await,
         Command::Cancel(a) => commands::cancel::run(a, cx).await,
+        Command::Worker(a) => commands::worker::run(a, cx).await,
+        Command::Handlers(a) => commands::handlers::run(a, cx).await,
+        Command::Demo(a) => commands::demo::run(a, cx).await,
     }
 }
 
-/// Parses `args` (the program name first), runs the command against the
-/// database the global options name, prints any error as one line on
-/// stderr, and returns the exit code. Call it from a service's async `main`
-/// to offer drover's CLI from the service binary.
+/// Parses `args` (the program name first), installs the tracing subscriber
+/// (unless the host installed one), runs the command against the database
+/// the global options name, prints any error as one line on stderr, and
+/// returns the exit code. Call it from a service's async `main` to offer
+/// drover's CLI from the service binary; [`run_with`] adds its handlers.
 ///
 /// # Cancel safety
 /// As [`execute`].
@@ -211,15 +318,47 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
+    run_with(args, |b| b).await
+}
+
+/// As [`run`], with the host's handlers: `setup` is applied to the worker
+/// builder of `worker`, `handlers` and `demo` (after the built-in kinds).
+///
+/// ```no_run
+/// # struct MyHandler;
+/// # fn add(b: drover::worker::WorkerBuilder) -> drover::worker::WorkerBuilder { b }
+/// # async fn f() {
+/// let code = drover_cli::run_with(std::env::args_os(), |b| add(b)).await;
+/// # }
+/// ```
+///
+/// # Cancel safety
+/// As [`execute`].
+pub async fn run_with<I, T, F>(args: I, setup: F) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+    F: Fn(WorkerBuilder) -> WorkerBuilder + Send + Sync + 'static,
+{
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => return usage_error(&e),
     };
+    init_tracing_with(cli.command.default_log_filter());
+    let url = match &cli.command {
+        // The demo recreates its database: never fall back to DATABASE_URL.
+        Command::Demo(_) => cli
+            .global
+            .database_url
+            .clone()
+            .filter(|u| !u.is_empty())
+            .unwrap_or_else(|| DEMO_DATABASE_URL_DEFAULT.to_owned()),
+        _ => cli.global.resolved_database_url(),
+    };
     let mut out = std::io::stdout();
     let mut err = std::io::stderr();
     let code = {
-        let mut cx =
-            Context::connect_lazily(cli.global.resolved_database_url(), &mut out, &mut err);
+        let mut cx = Context::connect_lazily(url, &mut out, &mut err).with_worker_setup(setup);
         match execute(&cli.command, &mut cx).await {
             Ok(()) => EXIT_OK,
             Err(e) => {
@@ -270,18 +409,25 @@ fn one_line(s: &str) -> String {
 /// Sends `tracing` output to stderr, filtered by `RUST_LOG` (default
 /// `warn`). Does nothing if a subscriber is already installed.
 pub fn init_tracing() {
+    init_tracing_with("warn");
+}
+
+/// Sends `tracing` output to stderr, filtered by `RUST_LOG`, else by
+/// `default_filter` (an `EnvFilter` directive such as
+/// `warn,drover=info`). Does nothing if a subscriber is already installed.
+pub fn init_tracing_with(default_filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .try_init();
 }
 
-/// The whole binary: tracing to stderr, a Tokio runtime, [`run`] over the
-/// process arguments.
+/// The whole binary: a Tokio runtime, [`run`] over the process arguments
+/// (which installs tracing to stderr once it knows the command).
 pub fn main() -> ExitCode {
-    init_tracing();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

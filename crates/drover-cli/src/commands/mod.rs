@@ -4,10 +4,13 @@
 //! touches the database.
 
 pub mod cancel;
+pub mod demo;
 pub mod enqueue;
+pub mod handlers;
 mod import;
 pub mod list;
 pub mod migrate;
 pub mod retry;
 pub mod show;
 pub mod stats;
+pub mod worker;

@@ -1,0 +1,63 @@
+//! `drover handlers`: every handler the worker would run (the built-in
+//! kinds and the host's own), with the strategies each declares.
+//!
+//! No database is opened: the handlers are registered on a worker built
+//! over an in-memory queue, which runs the same strategy checks `drover
+//! worker` does at start.
+
+use drover::Queue;
+use drover::worker::HandlerInfo;
+
+use crate::{CliError, Context, table};
+
+/// Arguments of `drover handlers`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct HandlersArgs {
+    /// Print a JSON array of `{kind, idempotency, retry, recovery,
+    /// requires}` instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The handlers this binary registers, sorted by kind.
+///
+/// # Errors
+/// [`CliError::Drover`] (exit 1) when a handler declares no strategy or
+/// two handlers claim one kind.
+pub fn describe(cx: &Context<'_>) -> Result<Vec<HandlerInfo>, CliError> {
+    let worker = cx.worker_builder(Queue::memory()).build()?;
+    Ok(worker.registry().describe())
+}
+
+/// Prints the handlers' declared strategies.
+///
+/// # Errors
+/// As [`describe`]; output errors.
+///
+/// # Cancel safety
+/// No I/O but the output.
+pub async fn run(args: &HandlersArgs, cx: &mut Context<'_>) -> Result<(), CliError> {
+    let handlers = describe(cx)?;
+    if args.json {
+        let v = serde_json::to_string(&handlers).map_err(super::show::json_err)?;
+        writeln!(cx.out, "{v}")?;
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = handlers
+        .into_iter()
+        .map(|h| {
+            let requires = if h.requires.is_empty() {
+                "-".to_owned()
+            } else {
+                h.requires.join(",")
+            };
+            vec![h.kind, h.idempotency, h.retry, h.recovery, requires]
+        })
+        .collect();
+    table::write(
+        cx.out,
+        &["KIND", "IDEMPOTENCY", "RETRY", "RECOVERY", "REQUIRES"],
+        &rows,
+    )?;
+    Ok(())
+}

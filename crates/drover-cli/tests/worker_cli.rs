@@ -1,0 +1,660 @@
+//! End-to-end tests of `drover worker`, `drover handlers` and `drover demo`,
+//! driving the real binary (`CARGO_BIN_EXE_drover`).
+//!
+//! - `memory::*` run on `memory:` and need nothing else.
+//! - `sqlite::*` run on a fresh SQLite file per test.
+//! - `postgres::*` run on a fresh database per test (`CREATE DATABASE
+//!   drover_w_<random>` on the server `DATABASE_URL` names, default
+//!   `postgres://postgres@127.0.0.1:5432/test`), dropped after. Several
+//!   `drover` processes share it, as workers on many hosts would.
+//!
+//! The `postgres::*` tests need a reachable server; the kill test prints
+//! the measured recovery time (`-- --nocapture`).
+
+#![allow(clippy::expect_used, clippy::unwrap_used, missing_docs)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_drover");
+
+// ---------------------------------------------------------------- helpers
+
+/// What one CLI invocation did.
+#[derive(Debug)]
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn ok(self) -> Self {
+        assert_eq!(self.code, 0, "expected success: {self:?}");
+        self
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_str(self.stdout.trim())
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {self:?}"))
+    }
+}
+
+fn from_output(o: Output) -> Run {
+    Run {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+/// `drover <args>` with a clean environment (no `DROVER_*`, no
+/// `DATABASE_URL`, no `RUST_LOG`), the database named by `url` if any.
+fn command(url: Option<&str>, args: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.args(args).stdin(Stdio::null());
+    for (k, _) in std::env::vars() {
+        if k.starts_with("DROVER_") || k == "DATABASE_URL" || k == "RUST_LOG" {
+            c.env_remove(k);
+        }
+    }
+    if let Some(url) = url {
+        c.env("DROVER_DATABASE_URL", url);
+    }
+    c
+}
+
+fn drover(url: Option<&str>, args: &[&str]) -> Run {
+    from_output(command(url, args).output().expect("spawn drover"))
+}
+
+/// A port nobody listens on now: bind port 0, read it, release it.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind 127.0.0.1:0")
+        .port()
+}
+
+/// `GET path` over plain HTTP/1.1: the status and body, or `None` when
+/// nothing answers.
+fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let status = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    Some((status, body))
+}
+
+/// Polls `f` every 50 ms until it holds or `limit` passes.
+fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A `drover worker` child process, its stderr kept in a file (a pipe
+/// nobody reads could fill and stall it).
+struct WorkerProc {
+    child: Child,
+    addr: Option<SocketAddr>,
+    log: tempfile::NamedTempFile,
+}
+
+impl WorkerProc {
+    fn spawn(url: Option<&str>, args: &[&str]) -> Self {
+        let port = free_port();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let log = tempfile::NamedTempFile::new().expect("log file");
+        let mut all = vec!["worker", "--metrics-addr"];
+        let a = addr.to_string();
+        all.push(&a);
+        all.extend_from_slice(args);
+        let child = command(url, &all)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log.reopen().expect("reopen log")))
+            .spawn()
+            .expect("spawn drover worker");
+        WorkerProc {
+            child,
+            addr: Some(addr),
+            log,
+        }
+    }
+
+    fn addr(&self) -> SocketAddr {
+        self.addr.expect("metrics address")
+    }
+
+    fn pid(&self) -> i32 {
+        i32::try_from(self.child.id()).unwrap()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap_or_default()
+    }
+
+    fn wait_healthy(&mut self) {
+        let addr = self.addr();
+        let start = Instant::now();
+        loop {
+            if let Some((200, _)) = http_get(addr, "/healthz") {
+                return;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("worker exited early ({status}): {}", self.log());
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "worker never became healthy: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn signal(&self, sig: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), sig).expect("kill");
+    }
+
+    fn wait_exit(&mut self, limit: Duration) -> ExitStatus {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(
+                start.elapsed() < limit,
+                "worker did not exit within {limit:?}: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// SIGTERM, then: `/healthz` turns 503 or stops answering, and the
+    /// process exits 0.
+    fn terminate(&mut self) {
+        self.signal(nix::sys::signal::Signal::SIGTERM);
+        let addr = self.addr();
+        let mut drained_or_gone = false;
+        let start = Instant::now();
+        let status = loop {
+            match http_get(addr, "/healthz") {
+                Some((503, _)) | None => drained_or_gone = true,
+                Some(_) => {}
+            }
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                break status;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(40),
+                "worker did not stop after SIGTERM: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(drained_or_gone || http_get(addr, "/healthz").is_none());
+        assert_eq!(status.code(), Some(0), "exit after SIGTERM: {}", self.log());
+    }
+}
+
+impl Drop for WorkerProc {
+    fn drop(&mut self) {
+        // A test that failed midway must not leave workers behind.
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Writes `n` items of `kind` with `payload` as JSON Lines.
+fn jsonl(n: usize, kind: &str, payload: &Value) -> tempfile::NamedTempFile {
+    let mut f = tempfile::NamedTempFile::new().expect("temp file");
+    let line = serde_json::json!({ "kind": kind, "payload": payload }).to_string();
+    let mut text = String::with_capacity(n * (line.len() + 1));
+    for _ in 0..n {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    f.write_all(text.as_bytes()).expect("write");
+    f
+}
+
+/// Enqueues `n` items of `kind` through `enqueue --from-file`.
+fn enqueue_file(url: &str, n: usize, kind: &str, payload: &Value) {
+    let f = jsonl(n, kind, payload);
+    let path = f.path().to_str().expect("utf-8 path");
+    let r = drover(Some(url), &["enqueue", "--from-file", path, "--json"]).ok();
+    assert_eq!(r.json()["inserted"], n as u64, "{r:?}");
+}
+
+/// `stats --json`'s total count of `status`.
+fn total(url: &str, status: &str) -> u64 {
+    drover(Some(url), &["stats", "--json"]).ok().json()["total"][status]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+fn assert_demo_summary(r: &Run) {
+    assert_eq!(r.code, 0, "demo failed: {r:?}");
+    for kind in ["drover.noop", "drover.sleep", "drover.fail", "drover.panic"] {
+        assert!(
+            r.stdout.contains(kind),
+            "summary lacks {kind}: {}",
+            r.stdout
+        );
+    }
+    assert!(r.stdout.contains("dead letters: 2"), "{}", r.stdout);
+    assert!(r.stdout.contains("KeyExists"), "{}", r.stdout);
+    assert!(r.stdout.contains("items/s"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("100 ms"),
+        "the short backoff is said: {}",
+        r.stdout
+    );
+    // The totals row: 228 items, 226 done, 2 failed.
+    let totals = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("(total)"))
+        .unwrap_or_else(|| panic!("no totals row: {}", r.stdout));
+    let cells: Vec<&str> = totals.split_whitespace().collect();
+    assert_eq!(&cells[1..4], ["228", "226", "2"], "{totals}");
+}
+
+// ---------------------------------------------------------------- memory
+
+mod memory {
+    use super::*;
+
+    #[test]
+    fn demo_runs_end_to_end_on_memory() {
+        let r = drover(None, &["demo", "--database-url", "memory:"]);
+        assert_demo_summary(&r);
+        assert!(
+            !r.stderr.contains("panicked at"),
+            "planned panics stay quiet: {}",
+            r.stderr
+        );
+    }
+
+    #[test]
+    fn handlers_lists_builtin_strategies() {
+        let r = drover(None, &["handlers"]).ok();
+        let header = r.stdout.lines().next().expect("header");
+        for col in ["KIND", "IDEMPOTENCY", "RETRY", "RECOVERY", "REQUIRES"] {
+            assert!(header.contains(col), "{header}");
+        }
+        for kind in ["drover.noop", "drover.sleep", "drover.fail", "drover.panic"] {
+            let line = r
+                .stdout
+                .lines()
+                .find(|l| l.starts_with(kind))
+                .unwrap_or_else(|| panic!("{kind} missing: {}", r.stdout));
+            assert!(line.contains("running twice is harmless"), "{line}");
+            assert!(line.contains("swept after its lease"), "{line}");
+        }
+
+        let v = drover(None, &["handlers", "--json"]).ok().json();
+        let rows = v.as_array().expect("array");
+        assert_eq!(rows.len(), 4);
+        for row in rows {
+            for field in ["kind", "idempotency", "retry", "recovery", "requires"] {
+                assert!(row.get(field).is_some(), "{field} missing: {row}");
+            }
+            assert!(!row["retry"].as_str().unwrap_or("").is_empty());
+        }
+    }
+
+    #[test]
+    fn worker_refuses_capacity_beyond_pool() {
+        // From the flags …
+        let r = drover(
+            Some("memory:"),
+            &[
+                "worker",
+                "--capacity",
+                "100",
+                "--pool-size",
+                "10",
+                "--metrics-addr",
+                "off",
+            ],
+        );
+        assert_eq!(r.code, 1, "{r:?}");
+        assert!(r.stderr.contains("capacity 100"), "{}", r.stderr);
+        assert!(r.stderr.contains("--pool-size to 28"), "{}", r.stderr);
+        assert_eq!(r.stderr.trim().lines().count(), 1, "one line: {}", r.stderr);
+
+        // … and from the environment, the same refusal.
+        let r = from_output(
+            command(Some("memory:"), &["worker", "--metrics-addr", "off"])
+                .env("DROVER_CAPACITY", "100")
+                .output()
+                .expect("spawn"),
+        );
+        assert_eq!(r.code, 1, "{r:?}");
+        assert!(r.stderr.contains("--pool-size to 28"), "{}", r.stderr);
+
+        // A bad flag is a usage error naming it.
+        let r = drover(Some("memory:"), &["worker", "--lease", "soon"]);
+        assert_eq!(r.code, 2, "{r:?}");
+        assert!(r.stderr.contains("lease"), "{}", r.stderr);
+    }
+
+    #[test]
+    fn worker_serves_health_and_metrics_and_stops_on_sigterm() {
+        let mut w = WorkerProc::spawn(Some("memory:"), &["--poll-interval", "100ms"]);
+        w.wait_healthy();
+        let (code, body) = http_get(w.addr(), "/metrics").expect("metrics answers");
+        assert_eq!(code, 200, "{body}");
+        let log = w.log();
+        assert!(
+            log.contains(&w.addr().to_string()),
+            "the bound address is logged: {log}"
+        );
+        w.terminate();
+        assert!(w.log().contains("stopped"), "{}", w.log());
+    }
+
+    #[test]
+    fn worker_stops_on_sigint() {
+        let mut w = WorkerProc::spawn(Some("memory:"), &[]);
+        w.wait_healthy();
+        w.signal(nix::sys::signal::Signal::SIGINT);
+        let status = w.wait_exit(Duration::from_secs(30));
+        assert_eq!(status.code(), Some(0), "{}", w.log());
+        assert!(w.log().contains("SIGINT"), "{}", w.log());
+    }
+}
+
+// ---------------------------------------------------------------- sqlite
+
+mod sqlite {
+    use super::*;
+
+    #[test]
+    fn demo_runs_end_to_end_on_sqlite() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        // The default database: sqlite://drover-demo.db in the working
+        // directory, recreated fresh on each run.
+        for _ in 0..2 {
+            let out = command(None, &["demo"])
+                .current_dir(dir.path())
+                .output()
+                .expect("spawn");
+            assert_demo_summary(&from_output(out));
+        }
+        assert!(Path::new(&dir.path().join("drover-demo.db")).exists());
+
+        // A named file.
+        let url = format!("sqlite://{}", dir.path().join("named.db").display());
+        let r = drover(None, &["demo", "--database-url", &url]);
+        assert_demo_summary(&r);
+    }
+}
+
+// ---------------------------------------------------------------- postgres
+
+mod postgres {
+    use super::*;
+    use sqlx::Connection;
+
+    /// The PostgreSQL server tests use (`DATABASE_URL`, else the local
+    /// default), as `drover::testing::pg_url()` does.
+    fn pg_url() -> String {
+        std::env::var("DATABASE_URL")
+            .ok()
+            .filter(|u| u.starts_with("postgres"))
+            .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+    }
+
+    /// `url` with its database name replaced by `db`.
+    fn with_database(url: &str, db: &str) -> String {
+        let (base, query) = match url.split_once('?') {
+            Some((b, q)) => (b, format!("?{q}")),
+            None => (url, String::new()),
+        };
+        let authority_end = base.find("://").map_or(0, |i| i + 3);
+        let base = match base[authority_end..].find('/') {
+            Some(slash) => &base[..authority_end + slash],
+            None => base,
+        };
+        format!("{base}/{db}{query}")
+    }
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+            .block_on(f)
+    }
+
+    /// A fresh database, migrated through the binary, dropped after.
+    struct PgDb {
+        admin: String,
+        name: String,
+        url: String,
+    }
+
+    impl PgDb {
+        fn new() -> Self {
+            let admin = pg_url();
+            let name = format!("drover_w_{}", uuid::Uuid::new_v4().simple());
+            block_on(async {
+                let mut c = sqlx::PgConnection::connect(&admin)
+                    .await
+                    .expect("connect to PostgreSQL (DATABASE_URL)");
+                sqlx::query(&format!("CREATE DATABASE {name}"))
+                    .execute(&mut c)
+                    .await
+                    .expect("create database");
+            });
+            let url = with_database(&admin, &name);
+            drover(Some(&url), &["migrate"]).ok();
+            PgDb { admin, name, url }
+        }
+
+        /// Every item: id, status, claim_seq, attempts, last_error.
+        fn items(&self) -> Vec<ItemRow> {
+            block_on(async {
+                let mut c = sqlx::PgConnection::connect(&self.url)
+                    .await
+                    .expect("connect");
+                sqlx::query_as::<_, ItemRow>(
+                    "SELECT id, status, claim_seq, attempts, last_error FROM drover.items",
+                )
+                .fetch_all(&mut c)
+                .await
+                .expect("read items")
+            })
+        }
+
+        /// The ids a worker process holds claimed now.
+        fn claimed_by_pid(&self, pid: i32) -> Vec<uuid::Uuid> {
+            block_on(async {
+                let mut c = sqlx::PgConnection::connect(&self.url)
+                    .await
+                    .expect("connect");
+                sqlx::query_scalar::<_, uuid::Uuid>(
+                    "SELECT id FROM drover.items WHERE status = 'claimed' AND claimed_by LIKE $1",
+                )
+                .bind(format!("%:{pid}:%"))
+                .fetch_all(&mut c)
+                .await
+                .expect("read claims")
+            })
+        }
+    }
+
+    impl Drop for PgDb {
+        fn drop(&mut self) {
+            let (admin, name) = (self.admin.clone(), self.name.clone());
+            block_on(async move {
+                if let Ok(mut c) = sqlx::PgConnection::connect(&admin).await {
+                    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                        .execute(&mut c)
+                        .await;
+                }
+            });
+        }
+    }
+
+    #[derive(Debug, sqlx::FromRow)]
+    struct ItemRow {
+        id: uuid::Uuid,
+        status: String,
+        claim_seq: i64,
+        attempts: i32,
+        last_error: Option<String>,
+    }
+
+    #[test]
+    fn worker_drains_and_stops_on_sigterm() {
+        let db = PgDb::new();
+        enqueue_file(&db.url, 500, "drover.noop", &serde_json::json!({}));
+        let mut w = WorkerProc::spawn(Some(&db.url), &[]);
+        w.wait_healthy();
+        wait_until(Duration::from_secs(60), "500 items done", || {
+            total(&db.url, "done") == 500
+        });
+        let (code, body) = http_get(w.addr(), "/metrics").expect("metrics answers");
+        assert_eq!(code, 200);
+        assert!(body.contains("drover_completed_total"), "{body}");
+        w.terminate();
+    }
+
+    #[test]
+    fn three_workers_drain_20000_noop_exactly_once() {
+        const N: usize = 20_000;
+        let db = PgDb::new();
+        enqueue_file(&db.url, N, "drover.noop", &serde_json::json!({}));
+        let mut workers: Vec<WorkerProc> = (0..3)
+            .map(|_| WorkerProc::spawn(Some(&db.url), &["--capacity", "20"]))
+            .collect();
+        for w in &mut workers {
+            w.wait_healthy();
+        }
+        let start = Instant::now();
+        wait_until(Duration::from_secs(300), "20,000 items done", || {
+            total(&db.url, "done") == N as u64
+        });
+        eprintln!(
+            "3 workers drained {N} items in {:.1} s",
+            start.elapsed().as_secs_f64()
+        );
+        let items = db.items();
+        assert_eq!(items.len(), N);
+        let not_done: Vec<&ItemRow> = items.iter().filter(|i| i.status != "done").collect();
+        assert!(
+            not_done.is_empty(),
+            "not done: {:?}",
+            &not_done[..not_done.len().min(5)]
+        );
+        let twice: Vec<&ItemRow> = items.iter().filter(|i| i.claim_seq != 1).collect();
+        assert!(
+            twice.is_empty(),
+            "{} items claimed other than once: {:?}",
+            twice.len(),
+            &twice[..twice.len().min(5)]
+        );
+        for w in &mut workers {
+            w.terminate();
+        }
+    }
+
+    #[test]
+    fn killed_worker_items_are_requeued_by_the_sweep() {
+        const N: usize = 200;
+        const LEASE: Duration = Duration::from_secs(3);
+        const SWEEP: Duration = Duration::from_secs(1);
+        let db = PgDb::new();
+        enqueue_file(
+            &db.url,
+            N,
+            "drover.sleep",
+            &serde_json::json!({ "ms": 300 }),
+        );
+        let args = ["--lease", "3s", "--sweep-interval", "1s"];
+        let mut victim = WorkerProc::spawn(Some(&db.url), &args);
+        let mut survivor = WorkerProc::spawn(Some(&db.url), &args);
+        victim.wait_healthy();
+        survivor.wait_healthy();
+
+        // Mid-run: the victim holds claims and work remains.
+        wait_until(Duration::from_secs(30), "the victim to hold claims", || {
+            !db.claimed_by_pid(victim.pid()).is_empty()
+        });
+        victim.signal(nix::sys::signal::Signal::SIGKILL);
+        let killed_at = Instant::now();
+        let status = victim.wait_exit(Duration::from_secs(10));
+        assert_eq!(status.code(), None, "killed by a signal");
+        // What it held when it died (nobody may touch these before their
+        // lease, at least two seconds away, has passed).
+        let held = db.claimed_by_pid(victim.pid());
+        assert!(!held.is_empty(), "the victim died holding items");
+
+        // Every item the victim held ends done, by the survivor, after a
+        // sweep found its lease expired.
+        wait_until(Duration::from_secs(60), "the victim's items done", || {
+            let items = db.items();
+            held.iter()
+                .all(|id| items.iter().any(|i| i.id == *id && i.status == "done"))
+        });
+        let recovery = killed_at.elapsed();
+        // Lease + a jittered sweep + the first retry's backoff (1 s) + a
+        // poll (1 s) + slack.
+        let bound = LEASE + SWEEP.mul_f64(1.2) + Duration::from_secs(2) + Duration::from_secs(5);
+        eprintln!(
+            "{} items held by the killed worker recovered {:.2} s after the kill (bound {:.1} s)",
+            held.len(),
+            recovery.as_secs_f64(),
+            bound.as_secs_f64()
+        );
+        assert!(recovery <= bound, "recovery took {recovery:?} > {bound:?}");
+
+        wait_until(Duration::from_secs(60), "all items done", || {
+            total(&db.url, "done") == N as u64
+        });
+        let items = db.items();
+        assert_eq!(items.len(), N, "none lost");
+        assert!(items.iter().all(|i| i.status == "done"));
+        for id in &held {
+            let i = items.iter().find(|i| i.id == *id).expect("held item");
+            assert!(i.claim_seq >= 2, "claimed again after the kill: {i:?}");
+            assert!(i.attempts >= 1, "the lost run spent an attempt: {i:?}");
+            assert_eq!(i.last_error.as_deref(), Some("lease expired"), "{i:?}");
+        }
+        // Items the victim never held ran once.
+        let others = items.iter().filter(|i| !held.contains(&i.id));
+        assert!(
+            others.clone().all(|i| i.attempts == 0),
+            "no other item failed"
+        );
+        survivor.terminate();
+    }
+}
