@@ -222,8 +222,11 @@ fn each_item(
     Ok(())
 }
 
-/// One line to a checked item.
-fn parse_line(text: &str, default_tenant: Uuid) -> Result<NewItem, Error> {
+/// One line to a checked item (public for the fuzz and property tests).
+///
+/// # Errors
+/// [`Error::InvalidInput`] naming the field the line breaks.
+pub fn parse_line(text: &str, default_tenant: Uuid) -> Result<NewItem, Error> {
     let value: Value = serde_json::from_str(text)
         .map_err(|e| Error::invalid("input", format!("is not JSON (column {})", e.column())))?;
     let Value::Object(obj) = value else {

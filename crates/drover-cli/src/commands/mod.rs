@@ -7,7 +7,7 @@ pub mod cancel;
 pub mod demo;
 pub mod enqueue;
 pub mod handlers;
-mod import;
+pub mod import;
 pub mod list;
 pub mod migrate;
 pub mod retry;
