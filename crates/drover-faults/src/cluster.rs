@@ -25,7 +25,9 @@ fn pg_bin() -> Result<PathBuf, String> {
         .filter(|p| p.join("initdb").is_file())
         .collect();
     found.sort();
-    found.pop().ok_or_else(|| "no initdb under /usr/lib/postgresql".into())
+    found
+        .pop()
+        .ok_or_else(|| "no initdb under /usr/lib/postgresql".into())
 }
 
 fn is_root() -> bool {
@@ -51,16 +53,31 @@ impl Cluster {
     pub fn start() -> Result<Cluster, String> {
         let bin = pg_bin()?;
         let as_root = is_root();
-        let dir = std::env::temp_dir().join(format!("drover-fault-pg-{}", uuid::Uuid::new_v4().simple()));
+        let dir =
+            std::env::temp_dir().join(format!("drover-fault-pg-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         if as_root {
             run(Command::new("chown").arg("postgres:postgres").arg(&dir))?;
         }
-        let c = Cluster { dir, port: free_port()?, bin, as_root };
-        c.pg(&c.bin.join("initdb"), &[
-            "-D", &c.data().display().to_string(), "-U", "postgres", "--auth=trust",
-            "-E", "UTF8", "--no-sync",
-        ])?;
+        let c = Cluster {
+            dir,
+            port: free_port()?,
+            bin,
+            as_root,
+        };
+        c.pg(
+            &c.bin.join("initdb"),
+            &[
+                "-D",
+                &c.data().display().to_string(),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+        )?;
         c.ctl("start", &[])?;
         Ok(c)
     }

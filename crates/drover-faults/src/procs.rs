@@ -27,14 +27,20 @@ impl Proc {
         let child = Command::new(bin)
             .arg("worker")
             .args(args)
-            .env("RUST_LOG", std::env::var("FAULT_RUST_LOG").unwrap_or_else(|_| "warn".into()))
+            .env(
+                "RUST_LOG",
+                std::env::var("FAULT_RUST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(file)
             .spawn()
             .expect("spawn the fault worker");
-        Proc { child, log: log.to_owned() }
+        Proc {
+            child,
+            log: log.to_owned(),
+        }
     }
 
     /// The process id.
@@ -53,7 +59,9 @@ impl Proc {
     }
 
     fn signal(&self, sig: &str) {
-        let _ = Command::new("kill").args([sig, &self.pid().to_string()]).status();
+        let _ = Command::new("kill")
+            .args([sig, &self.pid().to_string()])
+            .status();
     }
 
     /// SIGKILL and reap.

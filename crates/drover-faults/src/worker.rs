@@ -290,7 +290,11 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     }
     tracing::warn!("SIGTERM: draining");
     let report = running.shutdown().await;
-    tracing::warn!(in_flight = report.in_flight, cancelled = report.cancelled, "fault worker stopped");
+    tracing::warn!(
+        in_flight = report.in_flight,
+        cancelled = report.cancelled,
+        "fault worker stopped"
+    );
     Ok(())
 }
 

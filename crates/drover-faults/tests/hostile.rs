@@ -2,6 +2,8 @@
 //! binary runs drover's CLI for every command but `worker`) and
 //! `--from-file`: rows written 0, a typed error every time, no SQL echoed.
 
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 mod support;
 
 use std::os::unix::ffi::OsStrExt;
@@ -14,9 +16,24 @@ use support::{BIN, Run, report};
 
 fn hostile_names() -> Vec<String> {
     let mut v: Vec<String> = [
-        "", "a'b", "a\"b", "100%", "$$x$$", "a.b'; DROP TABLE items; --", "back\\slash", "nul\0byte",
-        "tab\tctl", "new\nline", "esc\u{1b}[31m", "UPPER", "ѕеnd_еmail", "send\u{200b}mail", "ｓｅｎｄ",
-        "lane with space", "semi;colon", "/*c*/",
+        "",
+        "a'b",
+        "a\"b",
+        "100%",
+        "$$x$$",
+        "a.b'; DROP TABLE items; --",
+        "back\\slash",
+        "nul\0byte",
+        "tab\tctl",
+        "new\nline",
+        "esc\u{1b}[31m",
+        "UPPER",
+        "ѕеnd_еmail",
+        "send\u{200b}mail",
+        "ｓｅｎｄ",
+        "lane with space",
+        "semi;colon",
+        "/*c*/",
     ]
     .iter()
     .map(|s| (*s).to_owned())
@@ -35,7 +52,15 @@ fn deep(n: usize) -> serde_json::Value {
 }
 
 fn no_sql(msg: &str) {
-    for w in ["SELECT", "INSERT", "UPDATE", "WHERE", "RETURNING", "pg_", "sqlx"] {
+    for w in [
+        "SELECT",
+        "INSERT",
+        "UPDATE",
+        "WHERE",
+        "RETURNING",
+        "pg_",
+        "sqlx",
+    ] {
         assert!(!msg.contains(w), "error echoes SQL or driver text: {msg}");
     }
 }
@@ -43,7 +68,10 @@ fn no_sql(msg: &str) {
 async fn library(run: &Run, backend: &str) {
     let mut refused = 0;
     for name in hostile_names() {
-        for (kind, lane) in [(name.clone(), "default".to_owned()), ("ok.kind".to_owned(), name.clone())] {
+        for (kind, lane) in [
+            (name.clone(), "default".to_owned()),
+            ("ok.kind".to_owned(), name.clone()),
+        ] {
             // Lanes may be up to 64 bytes and kinds 128: a 65-byte name is
             // a valid kind, so only count the refusals that must happen.
             let item = NewItem::new(kind.clone(), serde_json::json!({})).with_lane(lane.clone());
@@ -64,18 +92,32 @@ async fn library(run: &Run, backend: &str) {
     // Over the size limit: refused. Nested 100 deep: valid JSON within the
     // limit, accepted (PostgreSQL and SQLite store it as JSON).
     let item = NewItem::new("ok.kind", big);
-    let e = run.queue.enqueue_item(&Principal::system(), item).await.expect_err("oversized payload");
+    let e = run
+        .queue
+        .enqueue_item(&Principal::system(), item)
+        .await
+        .expect_err("oversized payload");
     assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
     no_sql(&e.to_string());
     refused += 1;
-    let nested = run.queue.enqueue_item(&Principal::system(), NewItem::new("ok.kind", deep(100))).await;
+    let nested = run
+        .queue
+        .enqueue_item(&Principal::system(), NewItem::new("ok.kind", deep(100)))
+        .await;
     let valid = 1 + i64::from(nested.is_ok());
     if let Err(e) = nested {
         assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
         no_sql(&e.to_string());
     }
     let written = run.count_status("pending").await;
-    report(&format!("8 hostile input, library ({backend})"), "kinds, lanes, payloads", &format!("refused {refused} | rows written for invalid input {}", written - valid));
+    report(
+        &format!("8 hostile input, library ({backend})"),
+        "kinds, lanes, payloads",
+        &format!(
+            "refused {refused} | rows written for invalid input {}",
+            written - valid
+        ),
+    );
     assert_eq!(written, valid, "rows written for invalid input");
 }
 
@@ -86,16 +128,27 @@ fn cli(url: &str, args: &[&[u8]]) -> (i32, String) {
         .args(args.iter().map(|a| std::ffi::OsStr::from_bytes(a)))
         .output()
         .expect("run the CLI");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 async fn through_cli(run: &Run, backend: &str) {
     let before = run.open_items().await;
     let mut refused = 0;
-    for name in hostile_names().into_iter().filter(|n| !n.contains('\0') && n.len() != 65) {
+    for name in hostile_names()
+        .into_iter()
+        .filter(|n| !n.contains('\0') && n.len() != 65)
+    {
         for args in [
             vec![b"enqueue".as_slice(), name.as_bytes()],
-            vec![b"enqueue".as_slice(), b"ok.kind", b"--lane", name.as_bytes()],
+            vec![
+                b"enqueue".as_slice(),
+                b"ok.kind",
+                b"--lane",
+                name.as_bytes(),
+            ],
         ] {
             let (code, err) = cli(&run.url, &args);
             assert_eq!(code, 2, "{name:?}: {err}");
@@ -117,7 +170,11 @@ async fn through_cli(run: &Run, backend: &str) {
         b"{\"kind\":\"ok\",\"payload\":".to_vec(),
         b"{\"kind\":\"ok\x00\"}".to_vec(),
         b"{\"kind\":\"ok\",\"payload\":\"\xff\"}".to_vec(),
-        format!("{{\"kind\":\"ok\",\"payload\":\"{}\"}}", "x".repeat(300 * 1024)).into_bytes(),
+        format!(
+            "{{\"kind\":\"ok\",\"payload\":\"{}\"}}",
+            "x".repeat(300 * 1024)
+        )
+        .into_bytes(),
         b"\x00\x01\x02".to_vec(),
     ];
     for (i, bad) in lines.iter().enumerate() {
@@ -126,13 +183,23 @@ async fn through_cli(run: &Run, backend: &str) {
         body.extend_from_slice(bad);
         body.push(b'\n');
         std::fs::write(&path, body).expect("write");
-        let (code, err) = cli(&run.url, &[b"enqueue", b"--from-file", path.as_os_str().as_bytes()]);
+        let (code, err) = cli(
+            &run.url,
+            &[b"enqueue", b"--from-file", path.as_os_str().as_bytes()],
+        );
         assert_eq!(code, 2, "line {i}: {err}");
         no_sql(&err);
         refused += 1;
     }
     let after = run.open_items().await;
-    report(&format!("8 hostile input, CLI and --from-file ({backend})"), "kinds, lanes, payloads, files", &format!("refused {refused} (exit 2 each) | rows written {}", after - before));
+    report(
+        &format!("8 hostile input, CLI and --from-file ({backend})"),
+        "kinds, lanes, payloads, files",
+        &format!(
+            "refused {refused} (exit 2 each) | rows written {}",
+            after - before
+        ),
+    );
     assert_eq!(after, before, "rows written for invalid input");
 }
 

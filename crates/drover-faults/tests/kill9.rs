@@ -1,6 +1,8 @@
 //! Scenario 1: kill -9 under load. Three workers drain short sleep items;
 //! one is SIGKILLed at random moments and restarted each time.
 
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 mod support;
 
 use std::time::Duration;
@@ -16,7 +18,14 @@ async fn kill_under_load(run: Run, backend: &str) {
     let items = scale::pick(2_000, 20_000);
     let kills = scale::pick(5, 50);
     run.enqueue("effects.write", items, 5, 25).await;
-    let flags = ["--lease", "2s", "--sweep-interval", "1s", "--capacity", "20"];
+    let flags = [
+        "--lease",
+        "2s",
+        "--sweep-interval",
+        "1s",
+        "--capacity",
+        "20",
+    ];
     let mut workers: Vec<_> = (0..3).map(|_| run.spawn(&flags)).collect();
     let mut log = Vec::new();
     // Spread the kills over the expected drain.
@@ -31,7 +40,9 @@ async fn kill_under_load(run: Run, backend: &str) {
         workers[victim] = run.spawn(&flags);
     }
     let open_at_last_kill = run.open_items().await;
-    let drained = run.wait_final(Duration::from_secs(scale::pick(120, 600))).await;
+    let drained = run
+        .wait_final(Duration::from_secs(scale::pick(120, 600)))
+        .await;
     let f = run.figures().await;
     let mut bound = kills as i64;
     let mut worst_back = 0f64;
@@ -60,7 +71,10 @@ async fn kill_under_load(run: Run, backend: &str) {
     assert_eq!(f.effects_mismatch, 0, "{f:?}");
     assert!(f.duplicate_executions <= bound, "{f:?} bound {bound}");
     let limit = (LEASE + SWEEP + Duration::from_secs(5)).as_secs_f64();
-    assert!(worst_back <= limit, "a killed item was handed back after {worst_back:.2}s (limit {limit}s)");
+    assert!(
+        worst_back <= limit,
+        "a killed item was handed back after {worst_back:.2}s (limit {limit}s)"
+    );
     for w in &mut workers {
         w.term();
     }

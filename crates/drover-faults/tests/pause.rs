@@ -3,6 +3,8 @@
 //! completion and effects write change nothing, it logs the lease lost and
 //! drops the handler within one renewal interval, starting no new effect.
 
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 mod support;
 
 use std::time::Duration;
@@ -16,8 +18,12 @@ const LEASE: Duration = Duration::from_secs(2);
 fn logged_at(log: &str, needle: &str) -> Option<chrono::DateTime<chrono::Utc>> {
     log.lines().filter(|l| l.contains(needle)).find_map(|l| {
         let start = l.find("20")?;
-        let ts = l[start..].split(|c: char| c.is_whitespace() || c == '\u{1b}').next()?;
-        chrono::DateTime::parse_from_rfc3339(ts).ok().map(|t| t.to_utc())
+        let ts = l[start..]
+            .split(|c: char| c.is_whitespace() || c == '\u{1b}')
+            .next()?;
+        chrono::DateTime::parse_from_rfc3339(ts)
+            .ok()
+            .map(|t| t.to_utc())
     })
 }
 
@@ -32,36 +38,65 @@ async fn paused_past_the_lease_postgres() {
     let pool = run.pg_pool().clone();
     let started = async {
         loop {
-            let n: i64 = sqlx::query_scalar("SELECT count(*) FROM drover.starts").fetch_one(&pool).await.unwrap_or(0);
+            let n: i64 = sqlx::query_scalar("SELECT count(*) FROM drover.starts")
+                .fetch_one(&pool)
+                .await
+                .unwrap_or(0);
             if n > 0 {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     };
-    tokio::time::timeout(Duration::from_secs(20), started).await.expect("A starts the item");
+    tokio::time::timeout(Duration::from_secs(20), started)
+        .await
+        .expect("A starts the item");
     a.stop();
     let stopped_at = chrono::Utc::now();
     let mut b = run.spawn(&flags);
     tokio::time::sleep(LEASE * 2).await;
     a.cont();
     let resumed_at = chrono::Utc::now();
-    assert!(run.wait_final(Duration::from_secs(30)).await, "the item is completed by B");
+    assert!(
+        run.wait_final(Duration::from_secs(30)).await,
+        "the item is completed by B"
+    );
     tokio::time::sleep(LEASE).await;
     let f = run.figures().await;
     let a_pid = i32::try_from(a.pid()).unwrap_or(0);
-    let a_effects: i64 = sqlx::query_scalar("SELECT count(*) FROM drover.effect_log WHERE pid = $1 AND fencing_token = 1")
-        .bind(a_pid).fetch_one(&pool).await.unwrap_or(-1);
-    let a_changed: i64 = sqlx::query_scalar("SELECT count(*) FROM drover.effect_log WHERE pid = $1 AND fencing_token = 1 AND changed")
-        .bind(a_pid).fetch_one(&pool).await.unwrap_or(-1);
+    let a_effects: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM drover.effect_log WHERE pid = $1 AND fencing_token = 1",
+    )
+    .bind(a_pid)
+    .fetch_one(&pool)
+    .await
+    .unwrap_or(-1);
+    let a_changed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM drover.effect_log WHERE pid = $1 AND fencing_token = 1 AND changed",
+    )
+    .bind(a_pid)
+    .fetch_one(&pool)
+    .await
+    .unwrap_or(-1);
     let a_queue_writes: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM drover.transitions WHERE writer LIKE $1 AND at > $2 AND old_seq = 1 \
-         AND old_status = 'claimed' AND last_error IS DISTINCT FROM 'lease expired'")
-        .bind(format!("fw-{}%", a.pid())).bind(stopped_at).fetch_one(&pool).await.unwrap_or(-1);
-    let token: i64 = sqlx::query_scalar("SELECT fencing_token FROM drover.effects").fetch_one(&pool).await.unwrap_or(-1);
+         AND old_status = 'claimed' AND last_error IS DISTINCT FROM 'lease expired'",
+    )
+    .bind(format!("fw-{}%", a.pid()))
+    .bind(stopped_at)
+    .fetch_one(&pool)
+    .await
+    .unwrap_or(-1);
+    let token: i64 = sqlx::query_scalar("SELECT fencing_token FROM drover.effects")
+        .fetch_one(&pool)
+        .await
+        .unwrap_or(-1);
     let completer: String = sqlx::query_scalar(
-        "SELECT coalesce(old_holder, '?') FROM drover.transitions WHERE new_status = 'done'")
-        .fetch_one(&pool).await.unwrap_or_default();
+        "SELECT coalesce(old_holder, '?') FROM drover.transitions WHERE new_status = 'done'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap_or_default();
     let by_b = !completer.contains(&format!(":{}:", a.pid()));
     let log = a.log_text();
     let lost_at = logged_at(&log, "lease lost");
@@ -82,11 +117,21 @@ async fn paused_past_the_lease_postgres() {
     assert_eq!(f.effects_mismatch, 0);
     assert_eq!(token, 2, "B's claim (the second) wrote the effect");
     assert_eq!(a_changed, 0, "A's late effect write changed a row");
-    assert_eq!(a_effects, 0, "A started a side effect after its lease was gone");
-    assert_eq!(a_queue_writes, 0, "a write of A's changed a queue row after the pause");
+    assert_eq!(
+        a_effects, 0,
+        "A started a side effect after its lease was gone"
+    );
+    assert_eq!(
+        a_queue_writes, 0,
+        "a write of A's changed a queue row after the pause"
+    );
     assert!(log.contains("lease lost"), "A logs the lease lost:\n{log}");
-    let drop_secs = drop_secs.unwrap_or_else(|| panic!("a timestamp on the lease-lost line:\n{log}"));
-    assert!(drop_secs <= (LEASE / 3).as_secs_f64() + 0.5, "A dropped the handler {drop_secs}s after SIGCONT");
+    let drop_secs =
+        drop_secs.unwrap_or_else(|| panic!("a timestamp on the lease-lost line:\n{log}"));
+    assert!(
+        drop_secs <= (LEASE / 3).as_secs_f64() + 0.5,
+        "A dropped the handler {drop_secs}s after SIGCONT"
+    );
     b.term();
     let _ = b.wait_for(Duration::from_secs(10));
 }

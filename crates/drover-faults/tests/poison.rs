@@ -4,6 +4,8 @@
 //! once (also when the attempts are spent by sweep rescues), and every
 //! backoff is within ±10 % of the policy.
 
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 mod support;
 
 use std::time::{Duration, Instant};
@@ -55,12 +57,17 @@ async fn poison(run: Run, backend: &str) {
             let nominal = FAULT_POLICY.nominal_delay(a).as_secs_f64() * 1000.0;
             let off = (ms - nominal).abs() / nominal;
             worst = worst.max(off);
-            assert!(off <= 0.10 + 0.01, "{kind}: delay after attempt {a} was {ms} ms, policy {nominal} ms");
+            assert!(
+                off <= 0.10 + 0.01,
+                "{kind}: delay after attempt {a} was {ms} ms, policy {nominal} ms"
+            );
         }
         report(
             &format!("6 retries, poison, panics ({backend})"),
             &format!("{kind}, max_attempts 5"),
-            &format!("attempts {attempts} | starts {starts} | dead-letter audits {audits} | delays ms {delays}"),
+            &format!(
+                "attempts {attempts} | starts {starts} | dead-letter audits {audits} | delays ms {delays}"
+            ),
         );
         assert_eq!(*attempts, 5, "{kind}");
         // The abort kills the process with the other items in flight too:
@@ -68,7 +75,15 @@ async fn poison(run: Run, backend: &str) {
         assert!((1..=5).contains(starts), "{kind}: {starts} starts");
         assert_eq!(*audits, 1, "{kind}: dead-lettered once");
     }
-    report(&format!("6 retries, poison, panics ({backend})"), "3 items", &format!("{} | worst backoff deviation {:.1} %", f.row(), worst * 100.0));
+    report(
+        &format!("6 retries, poison, panics ({backend})"),
+        "3 items",
+        &format!(
+            "{} | worst backoff deviation {:.1} %",
+            f.row(),
+            worst * 100.0
+        ),
+    );
     assert_eq!(f.dead, 3);
     assert_eq!(f.lost, 0);
     assert_eq!(f.duplicate_completions, 0);

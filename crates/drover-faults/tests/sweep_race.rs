@@ -12,6 +12,8 @@
 //! S takes its snapshot while the row is claimed and expired, waits, and
 //! must then re-check the committed row.
 
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 mod support;
 
 use std::time::Duration;
@@ -59,11 +61,13 @@ async fn run_stale(c: &mut PgConnection, sql: &str) -> (i64, i64) {
 /// Waits until backend `pid` waits on a lock.
 async fn until_waiting(probe: &mut PgConnection, pid: i32) {
     for _ in 0..500 {
-        let waiting: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = $1 AND NOT granted)")
-            .bind(pid)
-            .fetch_one(&mut *probe)
-            .await
-            .expect("pg_locks");
+        let waiting: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = $1 AND NOT granted)",
+        )
+        .bind(pid)
+        .fetch_one(&mut *probe)
+        .await
+        .expect("pg_locks");
         if waiting {
             return;
         }
@@ -104,39 +108,73 @@ async fn sweep_racing_a_completion_reverts_nothing() {
         let mut probe = session(&url, &schema, tenant).await;
         // W begins first: its now() is before the lease passes.
         begin_tenant(&mut w, &schema, tenant).await;
-        sqlx::query("SELECT now()").execute(&mut w).await.expect("pin W's now");
-        sqlx::query(&format!("UPDATE \"{schema}\".items SET lease_expires_at = clock_timestamp() WHERE id = $1"))
-            .bind(id)
-            .execute(&mut probe)
+        sqlx::query("SELECT now()")
+            .execute(&mut w)
             .await
-            .expect("expire");
+            .expect("pin W's now");
+        sqlx::query(&format!(
+            "UPDATE \"{schema}\".items SET lease_expires_at = clock_timestamp() WHERE id = $1"
+        ))
+        .bind(id)
+        .execute(&mut probe)
+        .await
+        .expect("expire");
         // W completes (row locked, not committed).
-        let done = sqlx::query(COMPLETE_SQL).bind(id).bind(token).execute(&mut w).await.expect("complete");
+        let done = sqlx::query(COMPLETE_SQL)
+            .bind(id)
+            .bind(token)
+            .execute(&mut w)
+            .await
+            .expect("complete");
         assert_eq!(done.rows_affected(), 1, "W's lease was live at its now()");
         // S: the sweep, which sees the item claimed and expired.
         begin_tenant(&mut s, &schema, tenant).await;
-        let spid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&mut s).await.expect("pid");
-        let sql = if skip_locked { STALE_SQL.to_owned() } else { STALE_SQL.replace("SKIP LOCKED", "") };
+        let spid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(&mut s)
+            .await
+            .expect("pid");
+        let sql = if skip_locked {
+            STALE_SQL.to_owned()
+        } else {
+            STALE_SQL.replace("SKIP LOCKED", "")
+        };
         let sweep = async {
             let r = run_stale(&mut s, &sql).await;
-            sqlx::raw_sql("COMMIT").execute(&mut s).await.expect("commit S");
+            sqlx::raw_sql("COMMIT")
+                .execute(&mut s)
+                .await
+                .expect("commit S");
             r
         };
         let release = async {
             if !skip_locked {
                 until_waiting(&mut probe, spid).await;
             }
-            sqlx::raw_sql("COMMIT").execute(&mut w).await.expect("commit W");
+            sqlx::raw_sql("COMMIT")
+                .execute(&mut w)
+                .await
+                .expect("commit W");
         };
         let ((requeued, dead), ()) = tokio::join!(sweep, release);
         let item = store.item_get(tenant, id).await.expect("get").expect("row");
         support::report(
             "3a sweep racing a completion (PostgreSQL SQL)",
-            if skip_locked { "real statement (SKIP LOCKED)" } else { "same statement, waiting on the lock" },
-            &format!("completed items reverted {} | requeued {requeued} dead {dead}", i32::from(item.status != drover::Status::Done)),
+            if skip_locked {
+                "real statement (SKIP LOCKED)"
+            } else {
+                "same statement, waiting on the lock"
+            },
+            &format!(
+                "completed items reverted {} | requeued {requeued} dead {dead}",
+                i32::from(item.status != drover::Status::Done)
+            ),
         );
         assert_eq!((requeued, dead), (0, 0));
-        assert_eq!(item.status, drover::Status::Done, "the sweep reverted a completed item");
+        assert_eq!(
+            item.status,
+            drover::Status::Done,
+            "the sweep reverted a completed item"
+        );
         assert_eq!(item.attempts, 0);
     }
     pg_drop_schema(&url, &schema).await;
@@ -151,22 +189,34 @@ async fn sweep_after_a_fresh_reclaim_leaves_the_new_claim() {
         let mut w = session(&url, &schema, tenant).await;
         let mut s = session(&url, &schema, tenant).await;
         let mut probe = session(&url, &schema, tenant).await;
-        sqlx::query(&format!("UPDATE \"{schema}\".items SET lease_expires_at = clock_timestamp() WHERE id = $1"))
-            .bind(id)
-            .execute(&mut probe)
-            .await
-            .expect("expire");
+        sqlx::query(&format!(
+            "UPDATE \"{schema}\".items SET lease_expires_at = clock_timestamp() WHERE id = $1"
+        ))
+        .bind(id)
+        .execute(&mut probe)
+        .await
+        .expect("expire");
         // W: another sweeper hands it back (row locked, not committed).
         begin_tenant(&mut w, &schema, tenant).await;
         let (requeued, _) = run_stale(&mut w, STALE_SQL).await;
         assert_eq!(requeued, 1);
         // S: a sweep that read the item with t1 as expired.
         begin_tenant(&mut s, &schema, tenant).await;
-        let spid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&mut s).await.expect("pid");
-        let sql = if skip_locked { STALE_SQL.to_owned() } else { STALE_SQL.replace("SKIP LOCKED", "") };
+        let spid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(&mut s)
+            .await
+            .expect("pid");
+        let sql = if skip_locked {
+            STALE_SQL.to_owned()
+        } else {
+            STALE_SQL.replace("SKIP LOCKED", "")
+        };
         let sweep = async {
             let r = run_stale(&mut s, &sql).await;
-            sqlx::raw_sql("COMMIT").execute(&mut s).await.expect("commit S");
+            sqlx::raw_sql("COMMIT")
+                .execute(&mut s)
+                .await
+                .expect("commit S");
             r
         };
         let reclaim = async {
@@ -186,7 +236,10 @@ async fn sweep_after_a_fresh_reclaim_leaves_the_new_claim() {
             .await
             .expect("reclaim")
             .get::<Uuid, _>(0);
-            sqlx::raw_sql("COMMIT").execute(&mut w).await.expect("commit W");
+            sqlx::raw_sql("COMMIT")
+                .execute(&mut w)
+                .await
+                .expect("commit W");
             t2
         };
         let ((requeued, dead), t2) = tokio::join!(sweep, reclaim);
@@ -195,11 +248,22 @@ async fn sweep_after_a_fresh_reclaim_leaves_the_new_claim() {
         let touched = item.claim_token != t2 || item.status != drover::Status::Claimed;
         support::report(
             "3b sweep after a fresh reclaim (PostgreSQL SQL)",
-            if skip_locked { "real statement (SKIP LOCKED)" } else { "same statement, waiting on the lock" },
-            &format!("new claims touched {} | requeued {requeued} dead {dead}", i32::from(touched)),
+            if skip_locked {
+                "real statement (SKIP LOCKED)"
+            } else {
+                "same statement, waiting on the lock"
+            },
+            &format!(
+                "new claims touched {} | requeued {requeued} dead {dead}",
+                i32::from(touched)
+            ),
         );
         assert_ne!(t2, Some(t1));
-        assert_eq!((requeued, dead), (0, 0), "the late sweep handed back a live claim");
+        assert_eq!(
+            (requeued, dead),
+            (0, 0),
+            "the late sweep handed back a live claim"
+        );
         assert!(!touched, "the new claim was touched: {item:?}");
         assert_eq!(item.attempts, 1, "one attempt for the one rescue");
     }

@@ -45,9 +45,15 @@ impl Run {
     /// As [`Run::pg`], with the workers connecting to `worker_url` (a proxy).
     pub async fn pg_at(cluster: Cluster, worker_url: String) -> Run {
         let admin = cluster.url();
-        let store = PgStore::connect(&admin, PgOptions { schema: SCHEMA.into(), max_connections: 8 })
-            .await
-            .expect("connect");
+        let store = PgStore::connect(
+            &admin,
+            PgOptions {
+                schema: SCHEMA.into(),
+                max_connections: 8,
+            },
+        )
+        .await
+        .expect("connect");
         store.migrate().await.expect("migrate");
         let pool = sqlx::postgres::PgPoolOptions::new()
             .max_connections(4)
@@ -73,7 +79,9 @@ impl Run {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("drover.db");
         let url = format!("sqlite://{}", path.display());
-        let store = SqliteStore::open(&url, SqliteOptions::default()).await.expect("open");
+        let store = SqliteStore::open(&url, SqliteOptions::default())
+            .await
+            .expect("open");
         store.migrate().await.expect("migrate");
         let opts = sqlx::sqlite::SqliteConnectOptions::new()
             .filename(&path)
@@ -83,7 +91,10 @@ impl Run {
             .connect_with(opts)
             .await
             .expect("sqlite pool");
-        sqlx::raw_sql(effects::SQLITE_SETUP).execute(&pool).await.expect("effect tables");
+        sqlx::raw_sql(effects::SQLITE_SETUP)
+            .execute(&pool)
+            .await
+            .expect("effect tables");
         let store: Arc<dyn Store> = Arc::new(store);
         Run {
             db: Db::Sqlite { path, pool },
@@ -128,28 +139,47 @@ impl Run {
             }
         }
         if !batch.is_empty() {
-            self.queue.enqueue_many(&Principal::system(), batch).await.expect("enqueue");
+            self.queue
+                .enqueue_many(&Principal::system(), batch)
+                .await
+                .expect("enqueue");
         }
         ids
     }
 
     /// Starts a worker process with `extra` flags after the defaults.
     pub fn spawn(&self, extra: &[&str]) -> Proc {
-        let n = self.next_log.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let mut args = vec!["--database-url".to_owned(), self.url.clone(), "--schema".into(), SCHEMA.into()];
+        let n = self
+            .next_log
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let mut args = vec![
+            "--database-url".to_owned(),
+            self.url.clone(),
+            "--schema".into(),
+            SCHEMA.into(),
+        ];
         args.extend(extra.iter().map(|s| (*s).to_owned()));
-        Proc::spawn(std::path::Path::new(BIN), &args, &self.dir.path().join(format!("worker-{n}.log")))
+        Proc::spawn(
+            std::path::Path::new(BIN),
+            &args,
+            &self.dir.path().join(format!("worker-{n}.log")),
+        )
     }
 
     /// Items not yet in a final status.
     pub async fn open_items(&self) -> i64 {
         let sql = "SELECT count(*) FROM items WHERE status NOT IN ('done', 'failed', 'cancelled')";
         match &self.db {
-            Db::Pg { pool, .. } => sqlx::query_scalar(&sql.replace("FROM items", "FROM drover.items"))
+            Db::Pg { pool, .. } => {
+                sqlx::query_scalar(&sql.replace("FROM items", "FROM drover.items"))
+                    .fetch_one(pool)
+                    .await
+                    .unwrap_or(i64::MAX)
+            }
+            Db::Sqlite { pool, .. } => sqlx::query_scalar(sql)
                 .fetch_one(pool)
                 .await
                 .unwrap_or(i64::MAX),
-            Db::Sqlite { pool, .. } => sqlx::query_scalar(sql).fetch_one(pool).await.unwrap_or(i64::MAX),
         }
     }
 
@@ -157,11 +187,13 @@ impl Run {
     pub async fn count_status(&self, status: &str) -> i64 {
         let sql = "SELECT count(*) FROM items WHERE status = $1";
         match &self.db {
-            Db::Pg { pool, .. } => sqlx::query_scalar(&sql.replace("FROM items", "FROM drover.items"))
-                .bind(status)
-                .fetch_one(pool)
-                .await
-                .unwrap_or(-1),
+            Db::Pg { pool, .. } => {
+                sqlx::query_scalar(&sql.replace("FROM items", "FROM drover.items"))
+                    .bind(status)
+                    .fetch_one(pool)
+                    .await
+                    .unwrap_or(-1)
+            }
             Db::Sqlite { pool, .. } => sqlx::query_scalar(&sql.replace("$1", "?1"))
                 .bind(status)
                 .fetch_one(pool)
@@ -191,8 +223,12 @@ impl Run {
 
     pub async fn kill_figures(&self, pid: u32, at: chrono::DateTime<chrono::Utc>) -> KillFigures {
         match &self.db {
-            Db::Pg { pool, .. } => checker::pg_kill_figures(pool, SCHEMA, pid, at).await.expect("kill figures"),
-            Db::Sqlite { pool, .. } => checker::sqlite_kill_figures(pool, pid, at).await.expect("kill figures"),
+            Db::Pg { pool, .. } => checker::pg_kill_figures(pool, SCHEMA, pid, at)
+                .await
+                .expect("kill figures"),
+            Db::Sqlite { pool, .. } => checker::sqlite_kill_figures(pool, pid, at)
+                .await
+                .expect("kill figures"),
         }
     }
 }
