@@ -346,7 +346,7 @@ mod memory {
         );
         assert_eq!(r.code, 1, "{r:?}");
         assert!(r.stderr.contains("capacity 100"), "{}", r.stderr);
-        assert!(r.stderr.contains("--pool-size to 28"), "{}", r.stderr);
+        assert!(r.stderr.contains("--pool-size to 29"), "{}", r.stderr);
         assert_eq!(r.stderr.trim().lines().count(), 1, "one line: {}", r.stderr);
 
         // … and from the environment, the same refusal.
@@ -357,7 +357,7 @@ mod memory {
                 .expect("spawn"),
         );
         assert_eq!(r.code, 1, "{r:?}");
-        assert!(r.stderr.contains("--pool-size to 28"), "{}", r.stderr);
+        assert!(r.stderr.contains("--pool-size to 29"), "{}", r.stderr);
 
         // A bad flag is a usage error naming it.
         let r = drover(Some("memory:"), &["worker", "--lease", "soon"]);

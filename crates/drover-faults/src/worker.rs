@@ -245,7 +245,7 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     let capacity = args.capacity;
     let pool = args
         .pool_size
-        .unwrap_or_else(|| WorkerSettings::pool_needed(capacity));
+        .unwrap_or_else(|| WorkerSettings::pool_needed(capacity, drover::worker::CLAIMERS_DEFAULT));
     let store = drover::store::connect_with(
         &tagged(&args.database_url, ""),
         &ConnectOptions {

@@ -5,5 +5,5 @@ FROM items
 WHERE ($1::text IS NULL OR status = $1)
   AND ($2::text IS NULL OR lane = $2)
   AND ($3::text IS NULL OR kind = $3)
-ORDER BY created_at DESC, id DESC
+ORDER BY id DESC
 LIMIT $4

@@ -3,6 +3,8 @@
 //! Only the queue builds a [`JobContext`] (from a claimed row), so a handler
 //! can never forge its claim token or fencing number.
 
+use std::time::Instant;
+
 use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -16,18 +18,26 @@ pub struct JobContext {
     item: Item,
     claim: ClaimRef,
     cancel: CancellationToken,
+    claimed_at: Instant,
 }
 
 impl JobContext {
     /// Builds the context of a freshly claimed item. `None` when the row
     /// carries no claim (it was not claimed).
-    pub(crate) fn from_claimed(item: Item) -> Option<Self> {
+    pub(crate) fn from_claimed(item: Item, claimed_at: Instant) -> Option<Self> {
         let claim = ClaimRef::of(&item)?;
         Some(JobContext {
             item,
             claim,
             cancel: CancellationToken::new(),
+            claimed_at,
         })
+    }
+
+    /// When the claim was sent, by this process's monotonic clock: the lease
+    /// began no earlier, so the runtime measures the lease from here.
+    pub fn claimed_at(&self) -> Instant {
+        self.claimed_at
     }
 
     /// The item's id.

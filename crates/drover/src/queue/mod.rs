@@ -310,6 +310,7 @@ impl Queue {
         if lease.is_zero() {
             return Err(Error::invalid("lease", "must be longer than zero"));
         }
+        let sent = std::time::Instant::now();
         let items = self
             .store
             .item_claim(&ClaimParams {
@@ -323,7 +324,7 @@ impl Queue {
         let mut batch = ClaimBatch::default();
         let mut live: HashMap<Uuid, bool> = HashMap::new();
         for item in items {
-            let Some(cx) = JobContext::from_claimed(item) else {
+            let Some(cx) = JobContext::from_claimed(item, sent) else {
                 continue;
             };
             let tenant = cx.tenant();

@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use uuid::Uuid;
 
 use crate::store::{ClaimRef, Store};
@@ -37,13 +37,20 @@ pub(crate) enum Landed {
 struct Request {
     claim: ClaimRef,
     ack: oneshot::Sender<Landed>,
+    _ticket: OwnedSemaphorePermit,
 }
 
 /// A handle to submit completions.
 #[derive(Clone)]
 pub(crate) struct Completer {
     tx: mpsc::Sender<Request>,
+    tickets: Arc<Semaphore>,
 }
+
+/// A place in the completer's queue, taken before a run gives up its slot:
+/// when completions fall behind, runs keep their slots and the worker stops
+/// claiming, instead of piling up claimed items whose leases run out.
+pub(crate) struct Ticket(OwnedSemaphorePermit);
 
 impl Completer {
     /// Starts the completer task; it ends when every handle is dropped and
@@ -53,15 +60,26 @@ impl Completer {
         batch: usize,
         window: Duration,
     ) -> (Completer, tokio::task::JoinHandle<()>) {
-        let (tx, rx) = mpsc::channel(batch.max(1) * 4);
+        let (tx, rx) = mpsc::channel(batch.max(1) * 2);
+        let tickets = Arc::new(Semaphore::new(batch.max(1) * 2));
         let task = tokio::spawn(run(store, rx, batch.max(1), window));
-        (Completer { tx }, task)
+        (Completer { tx, tickets }, task)
+    }
+
+    /// Waits for a place in the queue.
+    pub(crate) async fn reserve(&self) -> Option<Ticket> {
+        self.tickets.clone().acquire_owned().await.ok().map(Ticket)
     }
 
     /// Submits a completion and waits for its fate.
-    pub(crate) async fn complete(&self, claim: ClaimRef) -> Landed {
+    pub(crate) async fn complete(&self, ticket: Ticket, claim: ClaimRef) -> Landed {
         let (ack, rx) = oneshot::channel();
-        if self.tx.send(Request { claim, ack }).await.is_err() {
+        let req = Request {
+            claim,
+            ack,
+            _ticket: ticket.0,
+        };
+        if self.tx.send(req).await.is_err() {
             return Landed::Unknown;
         }
         rx.await.unwrap_or(Landed::Unknown)

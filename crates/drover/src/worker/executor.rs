@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::queue::{JobContext, Queue};
-use crate::worker::completer::{Completer, Landed};
+use crate::worker::completer::{Completer, Landed, Ticket};
 use crate::worker::handler::{Done, JobError, Outcome, Registry};
 use crate::worker::settings::WorkerSettings;
 
@@ -82,8 +82,14 @@ impl Executor {
         );
         async {
             let end = self.execute(&cx).await;
+            // A completion first takes its place in the completer's queue,
+            // still holding the slot: backpressure reaches the claim loop.
+            let ticket = match end {
+                RunEnd::Finished(Ok(Done::Completed)) => self.completer.reserve().await,
+                _ => None,
+            };
             drop(permit);
-            self.settle(&cx, end).await;
+            self.settle(&cx, end, ticket).await;
         }
         .instrument(span)
         .await;
@@ -102,12 +108,15 @@ impl Executor {
             tokio::pin!(run);
             let deadline = tokio::time::sleep(limit);
             tokio::pin!(deadline);
-            let mut next_renew = tokio::time::Instant::now() + self.settings.renew_interval;
-            let mut last_ok = Instant::now();
+            // The lease began when the claim was sent, which may be a while
+            // ago for an item that waited in the prefetch buffer.
+            let claimed_at = tokio::time::Instant::from_std(cx.claimed_at());
+            let mut next_renew = claimed_at + self.settings.renew_interval;
+            let mut last_ok = cx.claimed_at();
             // When the lease passes by our clock unless a renewal lands:
             // checked before the handler is polled, so a run resumed after
             // a stall past its lease is dropped, not continued.
-            let mut lease_deadline = tokio::time::Instant::now() + lease;
+            let mut lease_deadline = claimed_at + lease;
             loop {
                 tokio::select! {
                     biased;
@@ -169,7 +178,7 @@ impl Executor {
     }
 
     /// Writes the outcome of a run under its claim.
-    pub(crate) async fn settle(&self, cx: &JobContext, end: RunEnd) {
+    pub(crate) async fn settle(&self, cx: &JobContext, end: RunEnd, ticket: Option<Ticket>) {
         if self.registry.get(cx.kind()).is_none() {
             // Not ours to fail: another worker may handle this kind.
             self.write(
@@ -185,7 +194,11 @@ impl Executor {
         }
         match end {
             RunEnd::Finished(Ok(Done::Completed)) => {
-                match self.completer.complete(*cx.claim()).await {
+                let landed = match ticket {
+                    Some(t) => self.completer.complete(t, *cx.claim()).await,
+                    None => Landed::Unknown,
+                };
+                match landed {
                     Landed::Yes => metrics::counter!("drover_completed_total").increment(1),
                     Landed::Stale => self.lease_lost("completion refused"),
                     Landed::Unknown => {

@@ -427,94 +427,174 @@ struct ClaimLoop {
     kinds: Vec<String>,
 }
 
-/// Claims while a slot is free; waits on a wake-up, a freed slot, or the
-/// jittered poll.
-async fn claim_loop(mut l: ClaimLoop) {
-    let s = l.exec.settings.clone();
-    let mut start_lane = 0usize;
+/// A claim in flight: how many it asked for, from which lane, and its answer.
+type ClaimFuture = std::pin::Pin<
+    Box<dyn Future<Output = (usize, usize, Result<crate::queue::ClaimBatch>)> + Send>,
+>;
+
+/// Claims ahead of the free slots into a small ready buffer, with up to
+/// `claimers` claims in flight, and hands buffered items to free slots.
+///
+/// Why a buffer: a claim costs one commit, and a commit costs one WAL flush;
+/// claiming only for the slots free at that instant makes batches tiny when
+/// handlers are quick. Why several claims in flight: concurrent commits share
+/// a WAL flush. Neither loosens a fence: a buffered item's lease runs from
+/// its claim, and the executor drops one that waited past it.
+async fn claim_loop(l: ClaimLoop) {
+    use futures::StreamExt;
+    use std::collections::VecDeque;
+
+    let ClaimLoop {
+        id,
+        exec,
+        slots,
+        tracker,
+        fetch,
+        health,
+        mut wake,
+        kinds,
+    } = l;
+    let s = exec.settings.clone();
+    let lanes = s.lanes.clone();
+    let prefetch = s.prefetch();
+    // A second claim in flight must be worth its commit.
+    let min_extra = (s.capacity / 4).max(1);
+    let mut buffer: VecDeque<crate::queue::JobContext> = VecDeque::new();
+    let mut outstanding: futures::stream::FuturesUnordered<ClaimFuture> =
+        futures::stream::FuturesUnordered::new();
+    let mut requested = 0usize;
+    // Lanes whose last claim came back short: wait for a wake-up or the poll.
+    let mut idle = vec![false; lanes.len()];
+    let mut next_lane = 0usize;
     let mut backoff = Duration::from_millis(50);
+    let mut failing_until: Option<tokio::time::Instant> = None;
+    let jittered_poll = || {
+        let jitter = 1.0 + 0.1 * (2.0 * rand::random::<f64>() - 1.0);
+        tokio::time::Instant::now() + s.poll_interval.mul_f64(jitter)
+    };
+    let mut poll_at = jittered_poll();
+
+    let spawn = |cx: crate::queue::JobContext, permit: tokio::sync::OwnedSemaphorePermit| {
+        let exec = exec.clone();
+        tracker.spawn(async move { exec.run(cx, permit).await });
+    };
+
     loop {
-        l.health.loop_tick();
-        if l.fetch.is_cancelled() {
-            return;
+        health.loop_tick();
+        if fetch.is_cancelled() {
+            break;
         }
-        let mut claimed = 0usize;
-        let mut failed = false;
-        let free = l.slots.available_permits();
-        if free > 0 {
-            let Ok(mut permits) = l
-                .slots
-                .clone()
-                .try_acquire_many_owned(u32::try_from(free).unwrap_or(u32::MAX))
-            else {
-                continue;
+        while !buffer.is_empty() {
+            let Ok(permit) = slots.clone().try_acquire_owned() else {
+                break;
             };
-            for i in 0..s.lanes.len() {
-                let lane = &s.lanes[(start_lane + i) % s.lanes.len()];
-                let n = permits.num_permits();
-                if n == 0 || l.fetch.is_cancelled() {
-                    break;
-                }
-                match l
-                    .exec
-                    .queue
-                    .claim(
-                        lane,
-                        &l.kinds,
-                        &l.id,
-                        s.lease,
-                        u32::try_from(n).unwrap_or(u32::MAX),
-                    )
-                    .await
-                {
+            if let Some(cx) = buffer.pop_front() {
+                spawn(cx, permit);
+            }
+        }
+        let now = tokio::time::Instant::now();
+        if failing_until.is_some_and(|t| now >= t) {
+            failing_until = None;
+        }
+        if now >= poll_at {
+            idle.iter_mut().for_each(|i| *i = false);
+            poll_at = jittered_poll();
+        }
+        // Ask for more while the buffer and the claims in flight fall short
+        // of the free slots plus the prefetch.
+        let free = slots.available_permits();
+        let want = (free + prefetch).saturating_sub(buffer.len() + requested);
+        let lane = (0..lanes.len())
+            .map(|i| (next_lane + i) % lanes.len())
+            .find(|&i| !idle[i]);
+        let worth = if outstanding.is_empty() {
+            want > 0
+        } else {
+            want >= min_extra
+        };
+        if let (Some(li), true, true, None) =
+            (lane, worth, outstanding.len() < s.claimers, failing_until)
+        {
+            next_lane = li + 1;
+            requested += want;
+            let queue = exec.queue.clone();
+            let (lane_name, kinds, id, lease) =
+                (lanes[li].clone(), kinds.clone(), id.clone(), s.lease);
+            let n = u32::try_from(want).unwrap_or(u32::MAX);
+            outstanding.push(Box::pin(async move {
+                let r = queue.claim(&lane_name, &kinds, &id, lease, n).await;
+                (li, want, r)
+            }));
+            continue;
+        }
+        let full = free == 0;
+        let waiting_for_work = lane.is_none() || failing_until.is_some();
+        tokio::select! {
+            () = fetch.cancelled() => break,
+            Some((li, asked, r)) = outstanding.next(), if !outstanding.is_empty() => {
+                requested -= asked;
+                match r {
                     Ok(batch) => {
-                        for cx in batch.items {
-                            let Some(permit) = permits.split(1) else {
-                                // A claim never returns more than asked for.
-                                break;
-                            };
-                            claimed += 1;
-                            let exec = l.exec.clone();
-                            l.tracker.spawn(async move { exec.run(cx, permit).await });
+                        backoff = Duration::from_millis(50);
+                        if batch.items.len() < asked {
+                            idle[li] = true;
                         }
+                        buffer.extend(batch.items);
                     }
                     Err(e) => {
-                        failed = true;
-                        tracing::warn!(error = %e, lane, "claim failed");
+                        tracing::warn!(error = %e, lane = %lanes[li], "claim failed");
+                        failing_until = Some(tokio::time::Instant::now() + backoff);
+                        backoff = (backoff * 2).min(s.poll_interval.max(Duration::from_millis(100)));
                     }
                 }
             }
-            start_lane = start_lane.wrapping_add(1);
-            drop(permits);
-        }
-        if failed {
-            tokio::select! {
-                () = l.fetch.cancelled() => return,
-                () = tokio::time::sleep(backoff) => {}
-            }
-            backoff = (backoff * 2).min(s.poll_interval.max(Duration::from_millis(100)));
-            continue;
-        }
-        backoff = Duration::from_millis(50);
-        if claimed > 0 && l.slots.available_permits() > 0 {
-            // There may be more waiting; ask again before sleeping.
-            continue;
-        }
-        let jitter = 1.0 + 0.1 * (2.0 * rand::random::<f64>() - 1.0);
-        let poll = s.poll_interval.mul_f64(jitter);
-        let full = l.slots.available_permits() == 0;
-        tokio::select! {
-            () = l.fetch.cancelled() => return,
-            () = tokio::time::sleep(poll) => {}
-            permit = l.slots.clone().acquire_owned(), if full => drop(permit),
-            r = l.wake.recv(), if !full => {
-                if let Err(broadcast::error::RecvError::Closed) = r {
-                    // The store dropped its sender: fall back to polling.
-                    tracing::warn!("wake-up channel closed; polling");
+            permit = slots.clone().acquire_owned(), if full => {
+                if let (Ok(permit), Some(cx)) = (permit, buffer.pop_front()) {
+                    spawn(cx, permit);
                 }
             }
+            r = wake.recv(), if waiting_for_work => {
+                match r {
+                    Ok(lane) => {
+                        if let Some(i) = lanes.iter().position(|l| *l == lane) {
+                            idle[i] = false;
+                        }
+                    }
+                    // Lagged: wake-ups were lost, so any lane may have work.
+                    Err(broadcast::error::RecvError::Lagged(_)) => idle.iter_mut().for_each(|i| *i = false),
+                    Err(broadcast::error::RecvError::Closed) => {
+                        tracing::warn!("wake-up channel closed; polling");
+                        // Without wake-ups, only the poll (and backoff) wakes the loop.
+                        let until = poll_at;
+                        tokio::select! {
+                            () = fetch.cancelled() => break,
+                            () = tokio::time::sleep_until(until) => {}
+                        }
+                    }
+                }
+                // Coalesce: a burst of wake-ups costs one claim round.
+                while let Ok(lane) = wake.try_recv() {
+                    if let Some(i) = lanes.iter().position(|l| *l == lane) {
+                        idle[i] = false;
+                    }
+                }
+            }
+            () = tokio::time::sleep_until(failing_until.unwrap_or(poll_at).min(poll_at)) => {}
         }
-        // Coalesce: a burst of wake-ups costs one claim round.
-        while l.wake.try_recv().is_ok() {}
+    }
+    // Stop claiming: settle the claims in flight, then hand back everything
+    // claimed but never started, spending no attempt.
+    while let Some((_, _, r)) = outstanding.next().await {
+        if let Ok(batch) = r {
+            buffer.extend(batch.items);
+        }
+    }
+    for cx in buffer {
+        let queue = exec.queue.clone();
+        tracker.spawn(async move {
+            if let Err(e) = queue.release(&cx, Some("released unstarted: worker shutting down")).await {
+                tracing::warn!(item = %cx.id(), error = %e, "release on shutdown failed; the sweep will hand it back");
+            }
+        });
     }
 }

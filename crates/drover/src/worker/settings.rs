@@ -37,9 +37,18 @@ pub const COMPLETE_BATCH_DEFAULT: usize = 500;
 /// `DROVER_COMPLETE_WINDOW`: how long finished items wait to share a write.
 pub const COMPLETE_WINDOW_DEFAULT: Duration = Duration::from_millis(2);
 
-/// Connections the runtime itself keeps busy at worst: one claiming, one
-/// completing, one for liveness and the sweep.
-pub const RUNTIME_CONNECTIONS: u32 = 3;
+/// `DROVER_PREFETCH`: claimed items a worker may hold ready beyond its free
+/// slots, so claims come in larger batches (0 = claim only for free slots).
+/// Default: the capacity.
+pub const PREFETCH_DEFAULT: Option<usize> = None;
+/// `DROVER_CLAIMERS`: claim statements a worker keeps in flight at once, so
+/// their commits share the database's WAL flushes.
+pub const CLAIMERS_DEFAULT: usize = 2;
+
+/// Connections the runtime itself keeps busy at worst besides its claims:
+/// one completing, one for liveness and the sweep (each claim in flight
+/// takes one more).
+pub const RUNTIME_CONNECTIONS: u32 = 2;
 /// Running items that share one connection for their renewals and
 /// failure writes (each is a short statement every few seconds).
 pub const ITEMS_PER_CONNECTION: u32 = 4;
@@ -79,6 +88,12 @@ pub struct WorkerSettings {
     pub complete_batch: usize,
     /// Completion gathering window. Default [`COMPLETE_WINDOW_DEFAULT`].
     pub complete_window: Duration,
+    /// Items held claimed and ready beyond the free slots. Default: the
+    /// capacity ([`PREFETCH_DEFAULT`]). A prefetched item's lease runs from
+    /// its claim; one that waited past its lease is dropped unrun.
+    pub prefetch: Option<usize>,
+    /// Claims in flight at once. Default [`CLAIMERS_DEFAULT`].
+    pub claimers: usize,
 }
 
 impl Default for WorkerSettings {
@@ -99,6 +114,8 @@ impl Default for WorkerSettings {
             metrics_addr: METRICS_ADDR_DEFAULT.parse().ok(),
             complete_batch: COMPLETE_BATCH_DEFAULT,
             complete_window: COMPLETE_WINDOW_DEFAULT,
+            prefetch: PREFETCH_DEFAULT,
+            claimers: CLAIMERS_DEFAULT,
         }
     }
 }
@@ -145,6 +162,14 @@ impl WorkerSettings {
         env_duration("DROVER_SHUTDOWN_GRACE", &mut s.shutdown_grace)?;
         env_duration("DROVER_HANDLER_TIMEOUT", &mut s.handler_timeout)?;
         env_num("DROVER_POOL_SIZE", &mut s.pool_size)?;
+        if let Ok(v) = std::env::var("DROVER_PREFETCH") {
+            s.prefetch = Some(v.trim().parse().map_err(|_| {
+                Error::invalid("DROVER_PREFETCH", format!("{v:?} is not a number"))
+            })?);
+        }
+        env_num("DROVER_CLAIMERS", &mut s.claimers)?;
+        env_num("DROVER_COMPLETE_BATCH", &mut s.complete_batch)?;
+        env_duration("DROVER_COMPLETE_WINDOW", &mut s.complete_window)?;
         if let Ok(v) = std::env::var("DROVER_METRICS_ADDR") {
             s.metrics_addr = if v.trim().is_empty() || v.trim() == "off" {
                 None
@@ -157,10 +182,18 @@ impl WorkerSettings {
         Ok(s)
     }
 
+    /// The prefetch in force (the capacity unless set).
+    pub fn prefetch(&self) -> usize {
+        self.prefetch.unwrap_or(self.capacity)
+    }
+
     /// The pool size that serves `capacity` running items.
-    pub fn pool_needed(capacity: usize) -> u32 {
+    pub fn pool_needed(capacity: usize, claimers: usize) -> u32 {
         let cap = u32::try_from(capacity).unwrap_or(u32::MAX);
-        RUNTIME_CONNECTIONS.saturating_add(cap.div_ceil(ITEMS_PER_CONNECTION))
+        let claimers = u32::try_from(claimers).unwrap_or(u32::MAX);
+        RUNTIME_CONNECTIONS
+            .saturating_add(claimers)
+            .saturating_add(cap.div_ceil(ITEMS_PER_CONNECTION))
     }
 
     /// Checks the settings together. `pool` is the pool the store actually
@@ -214,17 +247,20 @@ impl WorkerSettings {
                 "the sweep interval must be longer than zero".into(),
             ));
         }
+        if self.claimers == 0 {
+            return Err(Error::Config("claimers must be at least 1".into()));
+        }
         if self.complete_batch == 0 {
             return Err(Error::Config(
                 "the completion batch must be at least 1".into(),
             ));
         }
         if let Some(pool) = pool {
-            let need = Self::pool_needed(self.capacity);
+            let need = Self::pool_needed(self.capacity, self.claimers);
             if pool < need {
                 return Err(Error::Config(format!(
                     "capacity {} needs a pool of at least {need} connections \
-                     ({RUNTIME_CONNECTIONS} for the runtime + 1 per {ITEMS_PER_CONNECTION} items); \
+                     ({RUNTIME_CONNECTIONS} for the runtime, 1 per claimer, 1 per {ITEMS_PER_CONNECTION} items); \
                      the pool has {pool}: raise --pool-size to {need} or lower --capacity",
                     self.capacity
                 )));
@@ -263,7 +299,7 @@ mod tests {
             ..Default::default()
         };
         let e = s.validate(Some(10)).expect_err("refused");
-        assert!(e.to_string().contains("at least 28"), "{e}");
-        s.validate(Some(28)).expect("fits");
+        assert!(e.to_string().contains("at least 29"), "{e}");
+        s.validate(Some(29)).expect("fits");
     }
 }

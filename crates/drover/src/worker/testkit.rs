@@ -50,7 +50,7 @@ pub fn context_for<K: Kind>(
         updated_at: now,
         updated_by: Uuid::nil(),
     };
-    JobContext::from_claimed(item)
+    JobContext::from_claimed(item, std::time::Instant::now())
         .ok_or_else(|| Error::invalid("item", "a claimed item carries a token"))
 }
 
