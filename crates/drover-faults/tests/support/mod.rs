@@ -183,6 +183,20 @@ impl Run {
         }
     }
 
+    /// Handler starts recorded so far.
+    pub async fn starts(&self) -> i64 {
+        match &self.db {
+            Db::Pg { pool, .. } => sqlx::query_scalar("SELECT count(*) FROM drover.starts")
+                .fetch_one(pool)
+                .await
+                .unwrap_or(-1),
+            Db::Sqlite { pool, .. } => sqlx::query_scalar("SELECT count(*) FROM starts")
+                .fetch_one(pool)
+                .await
+                .unwrap_or(-1),
+        }
+    }
+
     /// Items in `status`.
     pub async fn count_status(&self, status: &str) -> i64 {
         let sql = "SELECT count(*) FROM items WHERE status = $1";

@@ -11,8 +11,9 @@
 //!
 //! Invariants: never more than `capacity` handlers run at once (a semaphore
 //! permit is taken before an item is claimed); claiming stops at once on
-//! shutdown; a burst of wake-ups costs one claim round; liveness never
-//! pauses claiming.
+//! shutdown; an item claimed ahead into the buffer never waits there past
+//! half its lease (it is released, spending no attempt); a burst of
+//! wake-ups costs one claim round; liveness never pauses claiming.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -478,6 +479,21 @@ async fn claim_loop(l: ClaimLoop) {
         let exec = exec.clone();
         tracker.spawn(async move { exec.run(cx, permit).await });
     };
+    // A buffered item is handed back (no attempt spent) once it has waited
+    // half its lease for a slot: left to expire, the sweep would charge it
+    // an attempt it never ran (slow handlers would dead-letter items that
+    // never started). After such a hand-back, claims ask only for free
+    // slots until a buffered item starts again.
+    let buffer_limit = s.lease / 2;
+    let mut prefetch_on = true;
+    let release_unstarted = |cx: crate::queue::JobContext, note: &'static str| {
+        let queue = exec.queue.clone();
+        tracker.spawn(async move {
+            if let Err(e) = queue.release(&cx, Some(note)).await {
+                tracing::warn!(item = %cx.id(), error = %e, "release of an unstarted item failed; the sweep will hand it back");
+            }
+        });
+    };
 
     loop {
         health.loop_tick();
@@ -489,7 +505,17 @@ async fn claim_loop(l: ClaimLoop) {
                 break;
             };
             if let Some(cx) = buffer.pop_front() {
+                prefetch_on = true;
                 spawn(cx, permit);
+            }
+        }
+        while buffer
+            .front()
+            .is_some_and(|cx| cx.claimed_at().elapsed() >= buffer_limit)
+        {
+            if let Some(cx) = buffer.pop_front() {
+                prefetch_on = false;
+                release_unstarted(cx, "released unstarted: no slot within half the lease");
             }
         }
         let now = tokio::time::Instant::now();
@@ -503,7 +529,8 @@ async fn claim_loop(l: ClaimLoop) {
         // Ask for more while the buffer and the claims in flight fall short
         // of the free slots plus the prefetch.
         let free = slots.available_permits();
-        let want = (free + prefetch).saturating_sub(buffer.len() + requested);
+        let ahead = if prefetch_on { prefetch } else { 0 };
+        let want = (free + ahead).saturating_sub(buffer.len() + requested);
         let lane = (0..lanes.len())
             .map(|i| (next_lane + i) % lanes.len())
             .find(|&i| !idle[i]);
@@ -550,9 +577,13 @@ async fn claim_loop(l: ClaimLoop) {
             }
             permit = slots.clone().acquire_owned(), if full => {
                 if let (Ok(permit), Some(cx)) = (permit, buffer.pop_front()) {
+                    prefetch_on = true;
                     spawn(cx, permit);
                 }
             }
+            () = tokio::time::sleep_until(
+                buffer.front().map_or(poll_at, |cx| tokio::time::Instant::from_std(cx.claimed_at() + buffer_limit)),
+            ), if !buffer.is_empty() => {}
             r = wake.recv(), if waiting_for_work => {
                 match r {
                     Ok(lane) => {
@@ -590,11 +621,6 @@ async fn claim_loop(l: ClaimLoop) {
         }
     }
     for cx in buffer {
-        let queue = exec.queue.clone();
-        tracker.spawn(async move {
-            if let Err(e) = queue.release(&cx, Some("released unstarted: worker shutting down")).await {
-                tracing::warn!(item = %cx.id(), error = %e, "release on shutdown failed; the sweep will hand it back");
-            }
-        });
+        release_unstarted(cx, "released unstarted: worker shutting down");
     }
 }
