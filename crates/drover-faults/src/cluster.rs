@@ -15,6 +15,7 @@ pub struct Cluster {
     port: u16,
     bin: PathBuf,
     as_root: bool,
+    synchronous_commit: bool,
 }
 
 fn pg_bin() -> Result<PathBuf, String> {
@@ -46,11 +47,29 @@ fn free_port() -> Result<u16, String> {
 
 impl Cluster {
     /// Initialises and starts a cluster (trust auth, `max_connections` 300,
-    /// fsync off: the suite tests drover, not the disk).
+    /// fsync and `synchronous_commit` off: the suite tests drover, not the
+    /// disk). Not for restarts: see [`Cluster::start_durable`].
     ///
     /// # Errors
     /// What `initdb` or `pg_ctl` said.
     pub fn start() -> Result<Cluster, String> {
+        Self::start_with(false)
+    }
+
+    /// As [`Cluster::start`] but with `synchronous_commit` on, for scenarios
+    /// that restart the server: with it off, an immediate restart loses
+    /// commits already acknowledged (WAL still in shared memory), and no
+    /// queue can keep its promises over a database that forgets
+    /// acknowledged writes. `fsync` stays off: only the server process
+    /// dies, the operating system keeps what was written.
+    ///
+    /// # Errors
+    /// What `initdb` or `pg_ctl` said.
+    pub fn start_durable() -> Result<Cluster, String> {
+        Self::start_with(true)
+    }
+
+    fn start_with(synchronous_commit: bool) -> Result<Cluster, String> {
         let bin = pg_bin()?;
         let as_root = is_root();
         let dir =
@@ -64,6 +83,7 @@ impl Cluster {
             port: free_port()?,
             bin,
             as_root,
+            synchronous_commit,
         };
         c.pg(
             &c.bin.join("initdb"),
@@ -100,9 +120,10 @@ impl Cluster {
     fn ctl(&self, action: &str, extra: &[&str]) -> Result<(), String> {
         let opts = format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off \
-             -c synchronous_commit=off -c full_page_writes=off",
+             -c synchronous_commit={} -c full_page_writes=off",
             self.port,
-            self.dir.display()
+            self.dir.display(),
+            if self.synchronous_commit { "on" } else { "off" }
         );
         let data = self.data().display().to_string();
         let log = self.dir.join("log").display().to_string();

@@ -42,6 +42,14 @@ impl Run {
         Self::pg_at(cluster, url).await
     }
 
+    /// As [`Run::pg`] on a cluster that keeps acknowledged commits over an
+    /// immediate restart (`synchronous_commit` on).
+    pub async fn pg_durable() -> Run {
+        let cluster = Cluster::start_durable().expect("throwaway cluster");
+        let url = cluster.url();
+        Self::pg_at(cluster, url).await
+    }
+
     /// As [`Run::pg`], with the workers connecting to `worker_url` (a proxy).
     pub async fn pg_at(cluster: Cluster, worker_url: String) -> Run {
         let admin = cluster.url();
