@@ -7,6 +7,14 @@
 //! errors are retried with backoff for a bounded time; after that the
 //! completion is reported as not landed and the item, still claimed, is
 //! handed back by the sweep when its lease passes (run again, never lost).
+//!
+//! An ambiguous batch (a transient error after the statement was sent: the
+//! commit may have landed with its reply lost) is retried, and the retry
+//! refuses the rows that did land (their token is cleared). Those are
+//! resolved by one read each: an item that is `done` with our claim's
+//! `claim_seq` was completed under our claim, since any later claim would
+//! have raised `claim_seq`, and only a holder of our token could complete
+//! it under ours. So a lost reply is reported as landed, not as a lost lease.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -36,6 +44,7 @@ pub(crate) enum Landed {
 
 struct Request {
     claim: ClaimRef,
+    seq: i64,
     ack: oneshot::Sender<Landed>,
     _ticket: OwnedSemaphorePermit,
 }
@@ -71,11 +80,13 @@ impl Completer {
         self.tickets.clone().acquire_owned().await.ok().map(Ticket)
     }
 
-    /// Submits a completion and waits for its fate.
-    pub(crate) async fn complete(&self, ticket: Ticket, claim: ClaimRef) -> Landed {
+    /// Submits a completion (`seq` is the claim's `claim_seq`) and waits
+    /// for its fate.
+    pub(crate) async fn complete(&self, ticket: Ticket, claim: ClaimRef, seq: i64) -> Landed {
         let (ack, rx) = oneshot::channel();
         let req = Request {
             claim,
+            seq,
             ack,
             _ticket: ticket.0,
         };
@@ -120,10 +131,24 @@ async fn run(
     }
 }
 
+/// After an ambiguous attempt: did an earlier try land this completion?
+async fn resolve(store: &dyn Store, req: &Request) -> Landed {
+    match store.item_get(req.claim.tenant_id, req.claim.id).await {
+        Ok(Some(item)) if item.status == crate::item::Status::Done && item.claim_seq == req.seq => {
+            tracing::warn!(item = %req.claim.id, "completion reply was lost; the completion had landed");
+            Landed::Yes
+        }
+        Ok(_) => Landed::Stale,
+        // Unknown, not stale: nothing more is written either way.
+        Err(_) => Landed::Unknown,
+    }
+}
+
 async fn flush(store: &dyn Store, pending: &mut Vec<Request>) {
     let claims: Vec<ClaimRef> = pending.iter().map(|r| r.claim).collect();
     let mut backoff = BACKOFF;
     let mut landed: Option<HashSet<Uuid>> = None;
+    let mut ambiguous = false;
     for attempt in 0..=RETRIES {
         match store.item_complete_many(&claims).await {
             Ok(ids) => {
@@ -131,6 +156,7 @@ async fn flush(store: &dyn Store, pending: &mut Vec<Request>) {
                 break;
             }
             Err(e) if e.is_transient() && attempt < RETRIES => {
+                ambiguous = true;
                 tracing::warn!(error = %e, attempt, "batched completion failed; retrying");
                 tokio::time::sleep(backoff).await;
                 backoff *= 2;
@@ -145,6 +171,7 @@ async fn flush(store: &dyn Store, pending: &mut Vec<Request>) {
     for req in pending.drain(..) {
         let fate = match &landed {
             Some(ids) if ids.contains(&req.claim.id) => Landed::Yes,
+            Some(_) if ambiguous => resolve(store, &req).await,
             Some(_) => Landed::Stale,
             None => Landed::Unknown,
         };

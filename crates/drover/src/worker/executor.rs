@@ -195,7 +195,11 @@ impl Executor {
         match end {
             RunEnd::Finished(Ok(Done::Completed)) => {
                 let landed = match ticket {
-                    Some(t) => self.completer.complete(t, *cx.claim()).await,
+                    Some(t) => {
+                        self.completer
+                            .complete(t, *cx.claim(), cx.fencing_token())
+                            .await
+                    }
                     None => Landed::Unknown,
                 };
                 match landed {
