@@ -106,14 +106,17 @@ pub async fn pg_figures(pool: &PgPool, schema: &str) -> Result<Figures, sqlx::Er
 /// What one kill left behind.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct KillFigures {
-    /// Items the killed process had started that were not final at the kill.
+    /// Items the killed process had started under a claim it still held at
+    /// the kill.
     pub in_flight: i64,
     /// Of those, items still not final.
     pub unrecovered: i64,
     /// The longest time from the kill to such an item's final transition.
     pub recovery_secs: f64,
-    /// The longest time from the kill to such an item's hand-back (its
-    /// first write after the kill: a sweep rescue).
+    /// The longest time from the kill to such an item's hand-back: the
+    /// first write that ends the claim the killed process held (a sweep
+    /// rescue). Items whose claim had already ended before the kill (a
+    /// lease lost on the then-live process) are not the kill's.
     pub handback_secs: f64,
 }
 
@@ -129,12 +132,12 @@ pub async fn pg_kill_figures(
 ) -> Result<KillFigures, sqlx::Error> {
     let s = format!("\"{schema}\"");
     let sql = format!(
-        "WITH hit AS (SELECT DISTINCT st.item_id FROM {s}.starts st WHERE st.pid = $1 AND st.at <= $2 \
+        "WITH hit AS (SELECT DISTINCT st.item_id, st.fencing_token FROM {s}.starts st WHERE st.pid = $1 AND st.at <= $2 \
            AND NOT EXISTS (SELECT 1 FROM {s}.transitions t WHERE t.item_id = st.item_id \
-             AND t.new_status IN {FINAL} AND t.old_status IS DISTINCT FROM t.new_status AND t.at <= $2)), \
+             AND t.old_seq = st.fencing_token AND t.old_status = 'claimed' AND t.new_status <> 'claimed' AND t.at <= $2)), \
          fin AS (SELECT hit.item_id, (SELECT min(t.at) FROM {s}.transitions t WHERE t.item_id = hit.item_id \
              AND t.new_status IN {FINAL} AND t.old_status IS DISTINCT FROM t.new_status) AS done_at, \
-             (SELECT min(t.at) FROM {s}.transitions t WHERE t.item_id = hit.item_id AND t.at > $2 \
+             (SELECT min(t.at) FROM {s}.transitions t WHERE t.item_id = hit.item_id AND t.old_seq = hit.fencing_token \
              AND t.old_status = 'claimed' AND t.new_status <> 'claimed') AS back_at FROM hit) \
          SELECT count(*) AS in_flight, count(*) FILTER (WHERE done_at IS NULL) AS unrecovered, \
            coalesce(max(extract(epoch FROM done_at - $2))::float8, 0) AS recovery, \
@@ -195,12 +198,12 @@ pub async fn sqlite_kill_figures(
     at: DateTime<Utc>,
 ) -> Result<KillFigures, sqlx::Error> {
     let sql = format!(
-        "WITH hit AS (SELECT DISTINCT st.item_id FROM starts st WHERE st.pid = ?1 AND st.at <= ?2 \
+        "WITH hit AS (SELECT DISTINCT st.item_id, st.fencing_token FROM starts st WHERE st.pid = ?1 AND st.at <= ?2 \
            AND NOT EXISTS (SELECT 1 FROM transitions t WHERE t.item_id = st.item_id \
-             AND t.new_status IN {FINAL} AND t.old_status IS NOT t.new_status AND t.updated_at <= ?2)), \
+             AND t.old_seq = st.fencing_token AND t.old_status = 'claimed' AND t.new_status <> 'claimed' AND t.updated_at <= ?2)), \
          fin AS (SELECT hit.item_id, (SELECT min(t.updated_at) FROM transitions t WHERE t.item_id = hit.item_id \
              AND t.new_status IN {FINAL} AND t.old_status IS NOT t.new_status) AS done_at, \
-             (SELECT min(t.updated_at) FROM transitions t WHERE t.item_id = hit.item_id AND t.updated_at > ?2 \
+             (SELECT min(t.updated_at) FROM transitions t WHERE t.item_id = hit.item_id AND t.old_seq = hit.fencing_token \
              AND t.old_status = 'claimed' AND t.new_status <> 'claimed') AS back_at FROM hit) \
          SELECT count(*) AS in_flight, sum(done_at IS NULL) AS unrecovered, \
            coalesce(max(done_at - ?2), 0) AS recovery, coalesce(max(back_at - ?2), 0) AS handback FROM fin"

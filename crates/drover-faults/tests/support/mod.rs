@@ -77,14 +77,14 @@ impl Run {
             db: Db::Pg { cluster, pool },
             queue: Queue::new(store),
             url: worker_url,
-            dir: tempfile::tempdir().expect("tempdir"),
+            dir: tempdir(),
             next_log: 0.into(),
         }
     }
 
     /// A SQLite file shared by the processes, migrated, with the effect tables.
     pub async fn sqlite() -> Run {
-        let dir = tempfile::tempdir().expect("tempdir");
+        let dir = tempdir();
         let path = dir.path().join("drover.db");
         let url = format!("sqlite://{}", path.display());
         let store = SqliteStore::open(&url, SqliteOptions::default())
@@ -191,6 +191,25 @@ impl Run {
         }
     }
 
+    /// Lines containing `needle` in every worker log of this run (killed
+    /// workers' logs included).
+    pub fn log_count(&self, needle: &str) -> usize {
+        std::fs::read_dir(self.dir.path())
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
+                    .map(|e| {
+                        std::fs::read_to_string(e.path())
+                            .unwrap_or_default()
+                            .lines()
+                            .filter(|l| l.contains(needle))
+                            .count()
+                    })
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+
     /// Handler starts recorded so far.
     pub async fn starts(&self) -> i64 {
         match &self.db {
@@ -253,6 +272,21 @@ impl Run {
                 .expect("kill figures"),
         }
     }
+}
+
+/// A temporary directory for logs (and the SQLite file); kept after the
+/// run when `FAULT_KEEP_LOGS` is set, its path printed.
+fn tempdir() -> tempfile::TempDir {
+    let mut b = tempfile::Builder::new();
+    b.prefix("drover-fault-");
+    if std::env::var_os("FAULT_KEEP_LOGS").is_some() {
+        b.disable_cleanup(true);
+    }
+    let dir = b.tempdir().expect("tempdir");
+    if std::env::var_os("FAULT_KEEP_LOGS").is_some() {
+        eprintln!("fault run directory: {}", dir.path().display());
+    }
+    dir
 }
 
 /// Prints a result line the docs table is built from.

@@ -47,7 +47,6 @@ impl SqliteStore {
         if p.limit == 0 {
             return Ok(Vec::new());
         }
-        let now = self.now();
         let kinds = if p.kinds.is_empty() {
             None
         } else {
@@ -56,7 +55,11 @@ impl SqliteStore {
                     .map_err(|e| Error::invalid("kinds", e.to_string()))?,
             )
         };
+        // "Now" is read once the write lock is held: read before, it could
+        // be stale by the whole wait for the lock (up to the busy timeout),
+        // and a lease measured from it would start in the past.
         let mut tx = self.begin().await?;
+        let now = self.now();
         let rows = sqlx::query(sql::ITEM_CLAIM)
             .bind(&p.worker_id)
             .bind(to_micros(after(now, p.lease)))
@@ -81,8 +84,8 @@ impl SqliteStore {
     }
 
     pub(super) async fn complete(&self, c: &ClaimRef) -> Result<()> {
-        let now = to_micros(self.now());
         let mut tx = self.begin().await?;
+        let now = to_micros(self.now());
         let done = complete_on(&mut tx, c, now).await?;
         if !done {
             let e = refused(&mut tx, c.tenant_id, c.id).await?;
@@ -96,8 +99,8 @@ impl SqliteStore {
         if claims.is_empty() {
             return Ok(Vec::new());
         }
-        let now = to_micros(self.now());
         let mut tx = self.begin().await?;
+        let now = to_micros(self.now());
         let mut landed = Vec::with_capacity(claims.len());
         // One statement per row inside one transaction: each row is fenced
         // on its own token, and the batch commits (or not) as one.
@@ -115,9 +118,9 @@ impl SqliteStore {
     }
 
     pub(super) async fn fail(&self, c: &ClaimRef, p: &FailParams) -> Result<FailOutcome> {
+        let mut tx = self.begin().await?;
         let now = self.now();
         let message = bound_error(&p.error);
-        let mut tx = self.begin().await?;
         let Some(r) = sqlx::query(sql::ITEM_FAIL)
             .bind(to_micros(now))
             .bind(SYSTEM)
@@ -161,8 +164,8 @@ impl SqliteStore {
     }
 
     pub(super) async fn defer(&self, c: &ClaimRef, delay: Duration) -> Result<DateTime<Utc>> {
-        let now = self.now();
         let mut tx = self.begin().await?;
+        let now = self.now();
         let Some(r) = sqlx::query(sql::ITEM_DEFER)
             .bind(to_micros(now))
             .bind(SYSTEM)
@@ -185,9 +188,9 @@ impl SqliteStore {
     }
 
     pub(super) async fn release(&self, c: &ClaimRef, note: Option<&str>) -> Result<()> {
+        let mut tx = self.begin().await?;
         let now = self.now();
         let note = note.map(bound_error);
-        let mut tx = self.begin().await?;
         let Some(r) = sqlx::query(sql::ITEM_RELEASE)
             .bind(to_micros(now))
             .bind(SYSTEM)
@@ -218,8 +221,8 @@ impl SqliteStore {
     /// # Cancel safety
     /// Cancel safe: the transaction commits whole or not at all.
     pub async fn cancel_claimed(&self, c: &ClaimRef, note: &str) -> Result<()> {
-        let now = to_micros(self.now());
         let mut tx = self.begin().await?;
+        let now = to_micros(self.now());
         let n = sqlx::query(sql::ITEM_CANCEL_CLAIMED)
             .bind(now)
             .bind(SYSTEM)
@@ -243,8 +246,8 @@ impl SqliteStore {
         c: &ClaimRef,
         lease: Duration,
     ) -> Result<DateTime<Utc>> {
-        let now = self.now();
         let mut tx = self.begin().await?;
+        let now = self.now();
         let Some(r) = sqlx::query(sql::ITEM_EXTEND_LEASE)
             .bind(to_micros(now))
             .bind(SYSTEM)

@@ -216,8 +216,8 @@ async fn insert_chunk(
 
 impl SqliteStore {
     pub(super) async fn insert_one(&self, item: &NewItem) -> Result<Inserted> {
-        let now = self.now();
         let mut tx = self.begin().await?;
+        let now = self.now();
         let out = insert_on(&mut tx, item, now).await?;
         tx.commit().await?;
         if out.result == InsertResult::Inserted {
@@ -230,8 +230,8 @@ impl SqliteStore {
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        let now = self.now();
         let mut tx = self.begin().await?;
+        let now = self.now();
         let mut out = Vec::with_capacity(items.len());
         for chunk in items.chunks(ROWS_PER_STATEMENT) {
             out.extend(insert_chunk(&mut tx, chunk, now).await?);

@@ -45,8 +45,8 @@ async fn audit(
 
 impl SqliteStore {
     pub(super) async fn fail_orphaned(&self, id: Uuid, token: Uuid) -> Result<()> {
-        let now = to_micros(self.now());
         let mut tx = self.begin().await?;
+        let now = to_micros(self.now());
         let n = sqlx::query(sql::ITEM_FAIL_ORPHANED)
             .bind(now)
             .bind(SYSTEM)
@@ -87,12 +87,12 @@ impl SqliteStore {
         limit: u32,
         policy: &RetryPolicy,
     ) -> Result<StaleReport> {
-        let now = self.now();
         let mut report = StaleReport::default();
         if limit == 0 {
             return Ok(report);
         }
         let mut tx = self.begin().await?;
+        let now = self.now();
         // Selected and updated under one write lock, so nothing moves in
         // between; each update still repeats the fence so the statement is
         // correct on its own.
@@ -208,8 +208,8 @@ impl SqliteStore {
         actor: Uuid,
         allowed_from: &str,
     ) -> Result<Item> {
-        let now = self.now();
         let mut tx = self.begin().await?;
+        let now = self.now();
         // An operator's write is signed by the operator, not the system:
         // the row shows who last touched it.
         let Some(r) = sqlx::query(statement)
