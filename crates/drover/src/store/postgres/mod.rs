@@ -122,6 +122,10 @@ pub struct PgStore {
     listening: AtomicBool,
     shutdown: CancellationToken,
     sweep_conn: tokio::sync::Mutex<Option<PgConnection>>,
+    /// The hot-path statements with the schema spliced in (validated), so
+    /// they need no per-transaction search_path.
+    claim_sql: String,
+    complete_many_sql: String,
 }
 
 impl Drop for PgStore {
@@ -172,6 +176,8 @@ impl PgStore {
             listening: AtomicBool::new(false),
             shutdown: CancellationToken::new(),
             sweep_conn: tokio::sync::Mutex::new(None),
+            claim_sql: sql::ITEM_CLAIM.replace("{schema}", schema),
+            complete_many_sql: sql::ITEM_COMPLETE_MANY.replace("{schema}", schema),
         })
     }
 
