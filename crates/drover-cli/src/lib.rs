@@ -101,6 +101,8 @@ pub enum Command {
     Retry(commands::retry::RetryArgs),
     /// Cancel a pending or claimed item.
     Cancel(commands::cancel::CancelArgs),
+    /// Measure enqueue, drain and latency in a sandbox schema or file.
+    Bench(commands::bench::BenchArgs),
 }
 
 /// What a command runs against: the queue (opened on first use) and where
@@ -196,6 +198,7 @@ pub async fn execute(command: &Command, cx: &mut Context<'_>) -> Result<(), CliE
         Command::Stats(a) => commands::stats::run(a, cx).await,
         Command::Retry(a) => commands::retry::run(a, cx).await,
         Command::Cancel(a) => commands::cancel::run(a, cx).await,
+        Command::Bench(a) => commands::bench::run(a, cx).await,
     }
 }
 
