@@ -124,9 +124,6 @@ pub(crate) async fn run(
     .fetch_optional(admin)
     .await?;
     report.dead_tuples = dead.and_then(|r| r.try_get::<i64, _>(0).ok());
-    for p in &plans {
-        progress.note(p);
-    }
     report.plans = Some(plans);
     Ok(report)
 }

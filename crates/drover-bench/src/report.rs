@@ -300,6 +300,10 @@ impl Report {
                 format!("{} / {} KiB", r.rss_kb, r.hwm_kb),
             )?;
         }
+        for (i, p) in self.plans.iter().flatten().enumerate() {
+            let when = if i == 0 { "before" } else { "after churn" };
+            writeln!(out, "\nplans {when}:\n{p}")?;
+        }
         Ok(())
     }
 }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use drover::store::{ConnectOptions, connect_with};
 use drover::{Backend, Queue};
+use sqlx::ConnectOptions as _;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Row};
 use std::str::FromStr;
@@ -41,7 +42,9 @@ impl Target {
             );
             let opts = PgConnectOptions::from_str(url)
                 .map_err(|_| drover::Error::invalid("database_url", "is not a PostgreSQL URL"))?
-                .options([("search_path", schema.as_str())]);
+                .options([("search_path", schema.as_str())])
+                // Loading a large backlog is slow by design: not a warning.
+                .log_slow_statements(log::LevelFilter::Off, std::time::Duration::from_secs(1));
             let admin = PgPoolOptions::new()
                 .max_connections(4)
                 .connect_with(opts)
