@@ -32,7 +32,7 @@ pub async fn run(database_url: &str, schema: &str, capacity: usize) -> Result<()
         },
     )
     .await?;
-    let recorder = Recorder::new();
+    let recorder = Recorder::forwarding();
     let worker = Worker::builder(drover::Queue::new(store))
         .settings(s)
         .handler(BenchHandler::new(recorder.clone()))
@@ -41,7 +41,6 @@ pub async fn run(database_url: &str, schema: &str, capacity: usize) -> Result<()
         .await?;
     let mut stdin = tokio::io::stdin();
     let mut stdout = tokio::io::stdout();
-    let mut sent = 0usize;
     let mut buf = [0u8; 64];
     let mut tick = tokio::time::interval(FLUSH_EVERY);
     loop {
@@ -52,23 +51,19 @@ pub async fn run(database_url: &str, schema: &str, capacity: usize) -> Result<()
                 }
             }
             _ = tick.tick() => {
-                sent = flush(&recorder, sent, &mut stdout).await?;
+                flush(&recorder, &mut stdout).await?;
             }
         }
     }
     worker.shutdown().await;
-    flush(&recorder, sent, &mut stdout).await?;
+    flush(&recorder, &mut stdout).await?;
     Ok(())
 }
 
-async fn flush(
-    recorder: &Recorder,
-    from: usize,
-    out: &mut tokio::io::Stdout,
-) -> Result<usize, BenchError> {
-    let new = recorder.since(from);
+async fn flush(recorder: &Recorder, out: &mut tokio::io::Stdout) -> Result<(), BenchError> {
+    let new = recorder.take();
     if new.is_empty() {
-        return Ok(from);
+        return Ok(());
     }
     let text: String = new.iter().map(crate::workers::format_line).collect();
     out.write_all(text.as_bytes())
@@ -77,7 +72,7 @@ async fn flush(
     out.flush()
         .await
         .map_err(|e| BenchError::io("writing executions", e))?;
-    Ok(from + new.len())
+    Ok(())
 }
 
 /// Parses one line a child wrote; `None` for anything else.

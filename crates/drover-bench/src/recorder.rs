@@ -46,6 +46,9 @@ pub struct Exec {
 struct State {
     execs: Vec<Exec>,
     distinct: HashSet<Uuid>,
+    /// A forwarding recorder (a child's) keeps no distinct set: its
+    /// executions are taken out as they are reported.
+    forwarding: bool,
 }
 
 /// Every execution of a run.
@@ -79,6 +82,19 @@ impl Recorder {
         Arc::new(Recorder::default())
     }
 
+    /// A recorder whose executions are taken out by [`Recorder::take`] as
+    /// they are forwarded (a child process's), so its memory stays flat.
+    pub fn forwarding() -> Arc<Self> {
+        let r = Recorder::default();
+        r.lock().forwarding = true;
+        Arc::new(r)
+    }
+
+    /// Takes the executions recorded since the last call out of the recorder.
+    pub fn take(&self) -> Vec<Exec> {
+        std::mem::take(&mut self.lock().execs)
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -88,7 +104,9 @@ impl Recorder {
         let distinct = {
             let mut s = self.lock();
             s.execs.push(exec);
-            s.distinct.insert(exec.id);
+            if !s.forwarding {
+                s.distinct.insert(exec.id);
+            }
             s.distinct.len()
         };
         self.distinct_tx.send_replace(distinct);
