@@ -11,7 +11,8 @@
 #   DATABASE_URL    PostgreSQL server and database the bench schemas go in
 #                   [postgres://postgres@127.0.0.1:5432/test]
 #   OUT             where results go [docs/perf]
-#   RUNS            repetitions of each throughput configuration [3]
+#   RUNS            repetitions of the headline workload [3]
+#   SWEEP_RUNS      repetitions of each capacity / process count [RUNS]
 #   BACKLOGS        claim-latency backlogs [10000 100000 1000000 10000000]
 #   CHURN_BACKLOG   backlog of the open-transaction study [1000000]
 #   CHURN           how long workers churn in that study [30s]
@@ -30,6 +31,7 @@ cd "$(dirname "$0")/.."
 URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test}
 OUT=${OUT:-docs/perf}
 RUNS=${RUNS:-3}
+SWEEP_RUNS=${SWEEP_RUNS:-$RUNS}
 BACKLOGS=${BACKLOGS:-"10000 100000 1000000 10000000"}
 CHURN_BACKLOG=${CHURN_BACKLOG:-1000000}
 CHURN=${CHURN:-30s}
@@ -65,7 +67,7 @@ fi
 
 if ! skip capacity; then
     for c in 1 5 20 100; do
-        for i in $(seq 1 "$RUNS"); do
+        for i in $(seq 1 "$SWEEP_RUNS"); do
             # Drain only: the latency phase is the headline's business.
             bench "pg_capacity_${c}_$i" --database-url "$URL" --capacity "$c" --latency-jobs 0
         done
@@ -74,19 +76,13 @@ fi
 
 if ! skip processes; then
     for p in 1 2 4; do
-        for i in $(seq 1 "$RUNS"); do
+        for i in $(seq 1 "$SWEEP_RUNS"); do
             bench "pg_processes_${p}_$i" --database-url "$URL" --processes "$p" --capacity 20
         done
     done
     # Worker memory: one child process, its RSS measured from the parent.
     bench pg_rss_20 --database-url "$URL" --processes 1 --capacity 20 --latency-jobs 0
     bench pg_rss_100 --database-url "$URL" --processes 1 --capacity 100 --latency-jobs 0
-fi
-
-if ! skip claim; then
-    for b in $BACKLOGS; do
-        bench "pg_claim_backlog_$b" --database-url "$URL" --claim-latency --backlog "$b"
-    done
 fi
 
 if ! skip churn; then
@@ -108,6 +104,12 @@ if ! skip pgbench; then
     pgbench -c 20 -j 2 -T 20 -N "$PGURL_BASE/pgbench_drover" >"$OUT/pgbench.txt" 2>&1
     grep -E '^tps' "$OUT/pgbench.txt" >&2 || true
     psql "$URL" -qc 'DROP DATABASE IF EXISTS pgbench_drover'
+fi
+
+if ! skip claim; then
+    for b in $BACKLOGS; do
+        bench "pg_claim_backlog_$b" --database-url "$URL" --claim-latency --backlog "$b"
+    done
 fi
 
 if ! skip plot; then
