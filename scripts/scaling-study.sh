@@ -18,6 +18,7 @@
 #   CHURN           how long workers churn in that study [30s]
 #   SUSTAINED_RATE  offered items/s of the sustained run [3000]
 #   SUSTAINED_FOR   its duration [60s]
+#   TIMEOUT         the longest one bench phase may wait [240s]
 #   SKIP            space-separated steps to skip: headline capacity
 #                   processes claim churn sustained pgbench plot
 #
@@ -38,6 +39,7 @@ CHURN=${CHURN:-30s}
 SUSTAINED_RATE=${SUSTAINED_RATE:-3000}
 SUSTAINED_FOR=${SUSTAINED_FOR:-60s}
 SKIP=${SKIP:-}
+TIMEOUT=${TIMEOUT:-240s}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
 
 skip() { [[ " $SKIP " == *" $1 "* ]]; }
@@ -55,7 +57,10 @@ bench() {
     local name=$1
     shift
     log "$name: drover bench $* (load: $(cut -d' ' -f1-3 /proc/loadavg))"
-    "$DROVER" bench --quiet --json "$@" >"$OUT/$name.json"
+    # A run that fails (missing or duplicated executions, a phase that did
+    # not finish) still writes its report; the study goes on.
+    "$DROVER" bench --quiet --json --timeout "$TIMEOUT" "$@" >"$OUT/$name.json" ||
+        log "$name: FAILED (exit $?), see $OUT/$name.json"
 }
 
 if ! skip headline; then

@@ -156,11 +156,17 @@ pub struct Report {
     /// Claim latency: `EXPLAIN (ANALYZE, BUFFERS)` of a claim of 20 and its
     /// batched completion, before and after the churn.
     pub plans: Option<Vec<String>>,
+    /// Why the run did not finish, if it did not (its counts are then
+    /// partial and the rates absent).
+    pub error: Option<String>,
 }
 
 impl Report {
     /// True when every item ran exactly once.
     pub fn is_clean(&self) -> bool {
+        if self.error.is_some() {
+            return false;
+        }
         let dups = self.duplicates.unwrap_or(0) == 0;
         match self.mode.as_str() {
             "standard" => {
@@ -190,6 +196,12 @@ impl Report {
             self.capacity,
             self.git_commit.as_deref().unwrap_or("?")
         )?;
+        if let Some(e) = &self.error {
+            row(out, "DID NOT FINISH", e.clone())?;
+        }
+        if let Some(e) = &self.error {
+            row(out, "DID NOT FINISH", e.clone())?;
+        }
         match self.mode.as_str() {
             "standard" => {
                 row(

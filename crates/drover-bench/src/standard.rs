@@ -59,16 +59,21 @@ pub(crate) async fn run(
     let drain_s = t1.elapsed().as_secs_f64();
     bar.finish_and_clear();
     report.rss = Some(fleet.rss());
-    if let Err(e) = drained {
-        fleet.stop().await;
-        return Err(e);
-    }
     let drain_end = recorder.len();
     let tally = recorder.tally(0, drain_end);
-    report.drain_s = Some(drain_s);
-    report.drain_rate = Some(config.jobs as f64 / drain_s);
     report.executed = Some(tally.executed);
     report.distinct = Some(tally.distinct);
+    if let Err(e) = drained {
+        // Report what ran: a run that did not finish is a finding too.
+        fleet.stop().await;
+        let total = recorder.total();
+        report.duplicates = Some(total.executed - total.distinct);
+        report.error = Some(e.to_string());
+        progress.note(&format!("drain did not finish: {e}"));
+        return Ok(report);
+    }
+    report.drain_s = Some(drain_s);
+    report.drain_rate = Some(config.jobs as f64 / drain_s);
     progress.note(&format!(
         "drained {} in {drain_s:.2} s ({:.0}/s)",
         config.jobs,

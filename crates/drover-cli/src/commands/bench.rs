@@ -146,8 +146,16 @@ pub async fn run(args: &BenchArgs, cx: &mut Context<'_>) -> Result<(), CliError>
     }
     if !report.is_clean() {
         return Err(CliError::Drover(drover::Error::Conflict(format!(
-            "not exactly once: executed {:?}, distinct {:?}, duplicates {:?} of {} items",
-            report.executed, report.distinct, report.duplicates, report.jobs
+            "not exactly once: executed {:?}, distinct {:?}, duplicates {:?} of {} items{}",
+            report.executed,
+            report.distinct,
+            report.duplicates,
+            report.jobs,
+            report
+                .error
+                .as_deref()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default()
         ))));
     }
     Ok(())
