@@ -215,6 +215,9 @@ fn line_chart(
             .x_desc(x_label)
             .y_desc(y_label)
             .label_style(("sans-serif", 14))
+            .light_line_style(RGBColor(238, 238, 238))
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .y_label_formatter(&|y| format!("{y:.1}"))
             .draw()?;
         draw_series(&mut chart, series)?;
     } else {
@@ -225,6 +228,9 @@ fn line_chart(
             .x_desc(x_label)
             .y_desc(y_label)
             .label_style(("sans-serif", 14))
+            .light_line_style(RGBColor(238, 238, 238))
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .y_label_formatter(&|y| format!("{y:.1}"))
             .draw()?;
         draw_series(&mut chart, series)?;
     }
