@@ -154,6 +154,8 @@ pub enum Command {
     /// Run a self-contained demo end to end on the embedded default (no
     /// server): enqueue a mix, drain it with an in-process worker, summarize.
     Demo(commands::demo::DemoArgs),
+    /// Measure enqueue, drain and latency in a sandbox schema or file.
+    Bench(commands::bench::BenchArgs),
 }
 
 impl Command {
@@ -302,6 +304,7 @@ pub async fn execute(command: &Command, cx: &mut Context<'_>) -> Result<(), CliE
         Command::Worker(a) => commands::worker::run(a, cx).await,
         Command::Handlers(a) => commands::handlers::run(a, cx).await,
         Command::Demo(a) => commands::demo::run(a, cx).await,
+        Command::Bench(a) => commands::bench::run(a, cx).await,
     }
 }
 

@@ -426,10 +426,7 @@ mod postgres {
     /// The PostgreSQL server tests use (`DATABASE_URL`, else the local
     /// default), as `drover::testing::pg_url()` does.
     fn pg_url() -> String {
-        std::env::var("DATABASE_URL")
-            .ok()
-            .filter(|u| u.starts_with("postgres"))
-            .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+        block_on(drover::testing::pg_url())
     }
 
     /// `url` with its database name replaced by `db`.

@@ -6,7 +6,6 @@
 //! other's rows; a missing server is never a silent skip — the helpers panic
 //! with what they tried.
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
@@ -28,12 +27,16 @@ static URL: OnceCell<String> = OnceCell::const_new();
 /// The URL of a PostgreSQL server for tests.
 ///
 /// Reads `DATABASE_URL` (default [`DATABASE_URL_DEFAULT`]). If no server
-/// answers there, starts a throwaway cluster once per process with the
-/// machine's `initdb`/`pg_ctl` (on `PATH` or under `/usr/lib/postgresql/*/bin`)
-/// in a temporary directory on a free port, with trust authentication.
+/// answers there, uses a throwaway cluster shared by every test process of
+/// the machine: started once (under a file lock) from the machine's own
+/// `initdb`/`pg_ctl` (on `PATH` or under `/usr/lib/postgresql/*/bin`) in
+/// `$TMPDIR/drover-test-pg` on port [`FALLBACK_PORT`], trust authentication,
+/// and left running for the next test process. As root the cluster is run
+/// as the `postgres` OS user, since PostgreSQL refuses to run as root.
 ///
 /// # Panics
-/// When neither a server at the URL nor a throwaway cluster is available.
+/// When neither a server at the URL nor a throwaway cluster is available:
+/// tests that need PostgreSQL never skip silently.
 pub async fn pg_url() -> String {
     URL.get_or_init(|| async {
         let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| DATABASE_URL_DEFAULT.to_owned());
@@ -42,18 +45,22 @@ pub async fn pg_url() -> String {
                 let _ = conn.close().await;
                 url
             }
-            Err(first) => match start_cluster() {
-                Ok(url) => url,
-                Err(second) => panic!(
+            Err(first) => match tokio::task::spawn_blocking(shared_cluster).await {
+                Ok(Ok(url)) => url,
+                Ok(Err(second)) => panic!(
                     "no PostgreSQL for tests: {url} did not answer ({first}), \
                      and starting a throwaway cluster failed: {second}"
                 ),
+                Err(e) => panic!("starting a throwaway cluster panicked: {e}"),
             },
         }
     })
     .await
     .clone()
 }
+
+/// The port of the shared throwaway cluster.
+pub const FALLBACK_PORT: u16 = 54329;
 
 /// Finds a PostgreSQL binary on PATH or under `/usr/lib/postgresql/*/bin`.
 fn find_bin(name: &str) -> Option<PathBuf> {
@@ -70,38 +77,78 @@ fn find_bin(name: &str) -> Option<PathBuf> {
     on_path.chain(versioned).find(|p| p.is_file())
 }
 
-/// Starts a throwaway cluster and returns its URL. It is left running when
-/// the test process exits (its directory is under the temp dir).
-fn start_cluster() -> Result<String, String> {
+fn is_root() -> bool {
+    // The effective uid, without a libc dependency: /proc/self/status's
+    // Uid line is "real effective saved fs".
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        })
+        .unwrap_or(false)
+}
+
+/// A command for a PostgreSQL binary, run as `postgres` when we are root.
+fn pg_command(bin: &PathBuf) -> Command {
+    if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(bin);
+        c
+    } else {
+        Command::new(bin)
+    }
+}
+
+/// Starts (or finds running) the shared throwaway cluster; returns its URL.
+fn shared_cluster() -> Result<String, String> {
     let initdb = find_bin("initdb").ok_or("initdb not found")?;
     let pg_ctl = find_bin("pg_ctl").ok_or("pg_ctl not found")?;
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(|e| format!("no free port: {e}"))?
-        .port();
-    let dir = std::env::temp_dir().join(format!("drover-pg-{}-{port}", std::process::id()));
+    let dir = std::env::temp_dir().join("drover-test-pg");
     let data = dir.join("data");
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    run(Command::new(&initdb).arg("-D").arg(&data).args([
-        "-U",
-        "postgres",
-        "--auth=trust",
-        "-E",
-        "UTF8",
-        "--no-sync",
-    ]))?;
-    let opts = format!(
-        "-p {port} -k {} -c listen_addresses=127.0.0.1 -c max_connections=200",
-        dir.display()
-    );
-    run(Command::new(&pg_ctl)
+    let lock = std::fs::File::create(dir.join("lock"))
+        .map_err(|e| format!("cannot create the lock file: {e}"))?;
+    // Test processes run in parallel: one starts the cluster, the others wait.
+    lock.lock().map_err(|e| format!("cannot lock: {e}"))?;
+    let url = format!("postgres://postgres@127.0.0.1:{FALLBACK_PORT}/postgres");
+    let running = pg_command(&pg_ctl)
         .arg("-D")
         .arg(&data)
-        .args(["-w", "-l"])
-        .arg(dir.join("log"))
-        .args(["-o", &opts, "start"]))?;
-    let url = format!("postgres://postgres@127.0.0.1:{port}/postgres");
-    tracing::info!(%url, dir = %dir.display(), "started a throwaway PostgreSQL cluster for tests");
+        .arg("status")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !running {
+        if is_root() {
+            run(Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(&dir))?;
+        }
+        if !data.join("PG_VERSION").exists() {
+            run(pg_command(&initdb).arg("-D").arg(&data).args([
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ]))?;
+        }
+        let opts = format!(
+            "-p {FALLBACK_PORT} -k {} -c listen_addresses=127.0.0.1 -c max_connections=300",
+            dir.display()
+        );
+        run(pg_command(&pg_ctl)
+            .arg("-D")
+            .arg(&data)
+            .args(["-w", "-l"])
+            .arg(dir.join("log"))
+            .args(["-o", &opts, "start"]))?;
+        tracing::info!(%url, dir = %dir.display(), "started a throwaway PostgreSQL cluster for tests");
+    }
+    let _ = lock.unlock();
+    // The default test database, as on a machine with a server of its own.
     Ok(url)
 }
 

@@ -179,3 +179,58 @@ async fn every_table_forces_rls_and_runtime_role_is_unprivileged() {
     }
     pg_drop_schema(&url, &schema).await;
 }
+
+/// The one-round-trip claim and completion functions switch role and tenant
+/// for their own run only: the pooled connection comes back as it was.
+#[tokio::test]
+async fn hot_path_functions_leave_no_role_or_tenant_behind() {
+    let (s, schema) = pg_fresh_store().await;
+    let url = pg_url().await;
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&url)
+        .await
+        .unwrap();
+    let one = drover::store::postgres::PgStore::from_pool(pool.clone(), &schema).unwrap();
+    let tenant = Uuid::from_u128(0xA);
+    s.item_insert(&NewItem::new("a", json!({})).with_tenant(tenant))
+        .await
+        .unwrap();
+    let got = one
+        .item_claim(&drover::store::ClaimParams {
+            lane: "default".into(),
+            kinds: vec![],
+            worker_id: "w".into(),
+            lease: std::time::Duration::from_secs(30),
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 1);
+    let landed = one
+        .item_complete_many(&[drover::ClaimRef::of(&got[0]).unwrap()])
+        .await
+        .unwrap();
+    assert_eq!(landed, vec![got[0].id]);
+    let (user, t): (String, Option<String>) =
+        sqlx::query_as("SELECT current_user::text, current_setting('drover.tenant_id', true)")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(user, "postgres");
+    assert!(
+        t.unwrap_or_default().is_empty(),
+        "tenant leaked to the session"
+    );
+    // The runtime role alone cannot call the system function.
+    let mut rt = as_runtime(&url, &schema, Some(tenant)).await;
+    let denied = rt
+        .execute(
+            format!("SELECT * FROM \"{schema}\".claim_items('default', '{{}}', 'x', 30, 10)")
+                .as_str(),
+        )
+        .await;
+    assert!(denied.is_err(), "runtime role claimed across tenants");
+    drop(rt);
+    pg_drop_schema(&url, &schema).await;
+}

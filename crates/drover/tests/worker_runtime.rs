@@ -568,3 +568,75 @@ async fn run_twice_helper_shows_a_handler_is_idempotent() {
         "the effect happened once"
     );
 }
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Block {
+    ms: u64,
+}
+impl Kind for Block {
+    const NAME: &'static str = "test.block";
+}
+
+/// Blocks its thread (a CPU-bound or blocking call inside async code).
+#[derive(Clone, Default)]
+struct Blocker(Arc<Counters>);
+
+impl Handler for Blocker {
+    type Job = Block;
+    const STRATEGY: Strategy = STRATEGY;
+    async fn handle(&self, _cx: &JobContext, job: Block) -> Outcome {
+        self.0.started.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(job.ms));
+        self.0.finished.fetch_add(1, Ordering::SeqCst);
+        Ok(Done::Completed)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_blocked_handler_loses_its_lease_while_others_keep_theirs() {
+    let q = fast_queue(Arc::new(MemoryStore::new()));
+    let blocker = Blocker::default();
+    let probe = Probe::default();
+    let blocked = q
+        .enqueue_item(
+            &Principal::system(),
+            NewItem::new(Block::NAME, json!({"ms": 3_000})),
+        )
+        .await
+        .unwrap();
+    let healthy = enqueue_work(&q, 1, 3_000).await;
+    let w = Worker::builder(q.clone())
+        .settings(WorkerSettings {
+            capacity: 2,
+            prefetch: Some(0),
+            ..fast_settings()
+        })
+        .handler(blocker.clone())
+        .handler(probe.clone())
+        .build()
+        .unwrap()
+        .start()
+        .await
+        .unwrap();
+    wait_until(
+        "the healthy item done",
+        Duration::from_secs(10),
+        async || q.get(Uuid::nil(), healthy[0]).await.unwrap().status == Status::Done,
+    )
+    .await;
+    wait_until(
+        "the blocker returned",
+        Duration::from_secs(10),
+        async || blocker.0.finished.load(Ordering::SeqCst) >= 1,
+    )
+    .await;
+    w.shutdown().await;
+    // The healthy item kept its lease through renewals on other threads.
+    let h = q.get(Uuid::nil(), healthy[0]).await.unwrap();
+    assert_eq!((h.claim_seq, h.attempts), (1, 0));
+    // The blocked run could not renew: its lease passed, the sweep handed
+    // the item back, and the stale run's completion was not written.
+    let b = q.get(Uuid::nil(), blocked.item.id).await.unwrap();
+    assert!(b.claim_seq >= 2 || b.attempts >= 1, "{b:?}");
+    assert_eq!(b.last_error.as_deref(), Some("lease expired"), "{b:?}");
+}

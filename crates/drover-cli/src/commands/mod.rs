@@ -3,6 +3,7 @@
 //! [`Context`](crate::Context) for the queue, so refused input never
 //! touches the database.
 
+pub mod bench;
 pub mod cancel;
 pub mod demo;
 pub mod enqueue;

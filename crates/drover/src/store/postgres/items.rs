@@ -284,16 +284,15 @@ pub(super) async fn claim(store: &PgStore, p: &ClaimParams) -> Result<Vec<Item>>
     if p.limit == 0 {
         return Ok(Vec::new());
     }
-    let mut tx = store.begin_system().await?;
-    let rows = sqlx::query(sql::ITEM_CLAIM)
+    // One autocommit statement: the function runs as the system role.
+    let rows = sqlx::query(&store.claim_sql)
         .bind(&p.lane)
         .bind(&p.kinds)
         .bind(&p.worker_id)
         .bind(secs(p.lease))
         .bind(i64::from(p.limit))
-        .fetch_all(&mut *tx)
+        .fetch_all(&store.pool)
         .await?;
-    tx.commit().await?;
     let mut items = rows.iter().map(row::item).collect::<Result<Vec<_>>>()?;
     // RETURNING has no order; hand items out in the order they were picked.
     items.sort_by(|a, b| {
@@ -340,13 +339,14 @@ pub(super) async fn complete(store: &PgStore, c: &ClaimRef) -> Result<()> {
 pub(super) async fn complete_many(store: &PgStore, claims: &[ClaimRef]) -> Result<Vec<Uuid>> {
     let mut landed = HashSet::new();
     for (tenant, idx) in group_by_tenant(claims, |c| c.tenant_id) {
-        let mut tx = store.begin_tenant(tenant).await?;
-        let ids: Vec<Uuid> = sqlx::query_scalar(sql::ITEM_COMPLETE_MANY)
+        // One autocommit statement: the function runs as the runtime role
+        // with the tenant set for its run only.
+        let ids: Vec<Uuid> = sqlx::query_scalar(&store.complete_many_sql)
+            .bind(tenant)
             .bind(idx.iter().map(|&i| claims[i].id).collect::<Vec<_>>())
             .bind(idx.iter().map(|&i| claims[i].token).collect::<Vec<_>>())
-            .fetch_all(&mut *tx)
+            .fetch_all(&store.pool)
             .await?;
-        tx.commit().await?;
         landed.extend(ids);
     }
     let mut out = Vec::with_capacity(landed.len());

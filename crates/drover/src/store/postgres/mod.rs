@@ -63,6 +63,9 @@ pub const RUNTIME_ROLE: &str = "drover_runtime";
 /// The role the documented cross-tenant operations run as.
 pub const SYSTEM_ROLE: &str = "drover_system";
 
+/// How long [`Store::wakeups`] waits for the listener's first LISTEN.
+const LISTEN_READY_WAIT: Duration = Duration::from_secs(5);
+
 /// How many wake-ups a slow in-process subscriber may fall behind before it
 /// sees `Lagged` (and should simply claim).
 const WAKE_BUFFER: usize = 1024;
@@ -122,6 +125,12 @@ pub struct PgStore {
     listening: AtomicBool,
     shutdown: CancellationToken,
     sweep_conn: tokio::sync::Mutex<Option<PgConnection>>,
+    /// The hot-path statements with the schema spliced in (validated), so
+    /// they need no per-transaction search_path.
+    claim_sql: String,
+    complete_many_sql: String,
+    /// Becomes true once the listener's first LISTEN is in place.
+    listen_ready: tokio::sync::watch::Sender<bool>,
 }
 
 impl Drop for PgStore {
@@ -172,6 +181,9 @@ impl PgStore {
             listening: AtomicBool::new(false),
             shutdown: CancellationToken::new(),
             sweep_conn: tokio::sync::Mutex::new(None),
+            listen_ready: tokio::sync::watch::channel(false).0,
+            claim_sql: sql::ITEM_CLAIM.replace("{schema}", schema),
+            complete_many_sql: sql::ITEM_COMPLETE_MANY.replace("{schema}", schema),
         })
     }
 
@@ -395,8 +407,14 @@ impl Store for PgStore {
                 self.schema.clone(),
                 self.wake.clone(),
                 self.shutdown.clone(),
+                self.listen_ready.clone(),
             );
         }
+        // Return once LISTEN is in place, so a commit right after this call
+        // is heard; bounded, because a server that is down must not stop a
+        // worker from starting (it polls meanwhile).
+        let mut ready = self.listen_ready.subscribe();
+        let _ = tokio::time::timeout(LISTEN_READY_WAIT, ready.wait_for(|r| *r)).await;
         Ok(rx)
     }
 

@@ -30,23 +30,30 @@ pub(super) fn spawn_listener(
     schema: String,
     wake: broadcast::Sender<String>,
     shutdown: CancellationToken,
+    ready: tokio::sync::watch::Sender<bool>,
 ) {
     tokio::spawn(async move {
         tokio::select! {
             () = shutdown.cancelled() => {}
-            () = listen(pool, schema, wake) => {}
+            () = listen(pool, schema, wake, ready) => {}
         }
     });
 }
 
 /// Listens forever, reconnecting with backoff.
-async fn listen(pool: PgPool, schema: String, wake: broadcast::Sender<String>) {
+async fn listen(
+    pool: PgPool,
+    schema: String,
+    wake: broadcast::Sender<String>,
+    ready: tokio::sync::watch::Sender<bool>,
+) {
     let prefix = format!("{schema}:");
     let mut backoff = RECONNECT_MIN;
     loop {
         match connect(&pool).await {
             Ok(mut listener) => {
                 tracing::debug!(schema = %schema, "wake-up listener connected");
+                let _ = ready.send(true);
                 backoff = RECONNECT_MIN;
                 loop {
                     match listener.try_recv().await {

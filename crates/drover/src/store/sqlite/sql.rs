@@ -23,6 +23,7 @@ sql!(ITEM_EXISTS, "item_exists.sql");
 sql!(ITEM_ID_EXISTS, "item_id_exists.sql");
 sql!(ITEM_CLAIM, "item_claim.sql");
 sql!(ITEM_COMPLETE, "item_complete.sql");
+sql!(ITEM_COMPLETE_MANY, "item_complete_many.sql");
 sql!(ITEM_FAIL, "item_fail.sql");
 sql!(ITEM_DEFER, "item_defer.sql");
 sql!(ITEM_RELEASE, "item_release.sql");

@@ -1,0 +1,110 @@
+//! Child-process mode: a worker over an existing bench schema that reports
+//! every execution on its stdout (`x <id> <at_ns> <lat_ns|->`, one line
+//! each, flushed every few milliseconds) and shuts down drain-first when
+//! its stdin closes. `drover bench --child-schema S --capacity N` runs it.
+
+use std::time::Duration;
+
+use drover::Worker;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::BenchError;
+use crate::recorder::{BenchHandler, Exec, Recorder};
+
+/// How often a child writes its new executions.
+pub const FLUSH_EVERY: Duration = Duration::from_millis(5);
+
+/// Runs a child worker over `schema` at `database_url` with `capacity`
+/// until stdin closes.
+///
+/// # Errors
+/// Connection, configuration or output errors.
+///
+/// # Cancel safety
+/// Not cancel safe: dropping it abandons in-flight items to the sweep.
+pub async fn run(database_url: &str, schema: &str, capacity: usize) -> Result<(), BenchError> {
+    let s = crate::workers::settings(capacity);
+    let store = drover::store::connect_with(
+        database_url,
+        &drover::store::ConnectOptions {
+            pool_size: s.pool_size,
+            schema: schema.to_owned(),
+        },
+    )
+    .await?;
+    let recorder = Recorder::forwarding();
+    let worker = Worker::builder(drover::Queue::new(store))
+        .settings(s)
+        .handler(BenchHandler::new(recorder.clone()))
+        .build()?
+        .start()
+        .await?;
+    let mut stdin = tokio::io::stdin();
+    let mut stdout = tokio::io::stdout();
+    let mut buf = [0u8; 64];
+    let mut tick = tokio::time::interval(FLUSH_EVERY);
+    loop {
+        tokio::select! {
+            r = stdin.read(&mut buf) => {
+                if matches!(r, Ok(0) | Err(_)) {
+                    break;
+                }
+            }
+            _ = tick.tick() => {
+                flush(&recorder, &mut stdout).await?;
+            }
+        }
+    }
+    worker.shutdown().await;
+    flush(&recorder, &mut stdout).await?;
+    Ok(())
+}
+
+async fn flush(recorder: &Recorder, out: &mut tokio::io::Stdout) -> Result<(), BenchError> {
+    let new = recorder.take();
+    if new.is_empty() {
+        return Ok(());
+    }
+    let text: String = new.iter().map(crate::workers::format_line).collect();
+    out.write_all(text.as_bytes())
+        .await
+        .map_err(|e| BenchError::io("writing executions", e))?;
+    out.flush()
+        .await
+        .map_err(|e| BenchError::io("writing executions", e))?;
+    Ok(())
+}
+
+/// Parses one line a child wrote; `None` for anything else.
+pub fn parse_line(line: &str) -> Option<Exec> {
+    let mut parts = line.split_whitespace();
+    if parts.next()? != "x" {
+        return None;
+    }
+    let id = parts.next()?.parse().ok()?;
+    let at_ns = parts.next()?.parse().ok()?;
+    let lat_ns = match parts.next()? {
+        "-" => None,
+        v => Some(v.parse().ok()?),
+    };
+    Some(Exec { id, at_ns, lat_ns })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_line_round_trips() {
+        let e = Exec {
+            id: uuid::Uuid::new_v4(),
+            at_ns: 12,
+            lat_ns: Some(-3),
+        };
+        assert_eq!(parse_line(&crate::workers::format_line(&e)), Some(e));
+        let e = Exec { lat_ns: None, ..e };
+        assert_eq!(parse_line(&crate::workers::format_line(&e)), Some(e));
+        assert_eq!(parse_line("ready"), None);
+    }
+}

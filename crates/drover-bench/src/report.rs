@@ -1,0 +1,341 @@
+//! What a bench found: one [`Report`] per run, printed as one JSON object
+//! (`--json`) or as a readable table ([`Report::write_table`]).
+//!
+//! Rates are items per second, durations seconds, latencies milliseconds.
+
+use std::io::Write;
+
+use serde::Serialize;
+
+use crate::workers::Rss;
+
+/// Percentiles of a set of latencies, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Percentiles {
+    /// How many samples.
+    pub count: u64,
+    /// Median.
+    pub p50: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl Percentiles {
+    /// Nearest-rank percentiles of `samples` (milliseconds); all zero when
+    /// empty.
+    pub fn of(mut samples: Vec<f64>) -> Self {
+        if samples.is_empty() {
+            return Percentiles::default();
+        }
+        samples.sort_by(f64::total_cmp);
+        let at = |q: f64| {
+            let rank = (q * samples.len() as f64).ceil() as usize;
+            samples[rank.clamp(1, samples.len()) - 1]
+        };
+        Percentiles {
+            count: samples.len() as u64,
+            p50: at(0.50),
+            p95: at(0.95),
+            p99: at(0.99),
+            max: samples[samples.len() - 1],
+        }
+    }
+}
+
+/// One window of a sustained run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Window {
+    /// Start of the window, seconds since the producers started.
+    pub start_s: f64,
+    /// Items enqueued in the window, per second.
+    pub enqueued_rate: f64,
+    /// Handler entries in the window, per second.
+    pub achieved_rate: f64,
+    /// End-to-end latency (enqueue to handler entry) of the items whose
+    /// handler was entered in the window.
+    pub lat_p50: f64,
+    /// Its 99th percentile.
+    pub lat_p99: f64,
+}
+
+/// Claim timings of one measurement.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ClaimStats {
+    /// The claim (one statement claiming up to the batch), ms.
+    pub claim: Percentiles,
+    /// The batched completion of what was claimed, ms.
+    pub complete: Percentiles,
+    /// Items the claims returned on average.
+    pub mean_claimed: f64,
+}
+
+/// One claim timed during the churn.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Probe {
+    /// Seconds since the churn started.
+    pub t_s: f64,
+    /// That claim's time, ms.
+    pub claim_ms: f64,
+}
+
+/// What one bench run measured. Fields a mode does not measure are `null`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Report {
+    /// `standard`, `sustained` or `claim_latency`.
+    pub mode: String,
+    /// `postgres` or `sqlite`.
+    pub backend: String,
+    /// Items of the drain phase.
+    pub jobs: u64,
+    /// Items per bulk call.
+    pub batch: usize,
+    /// Total capacity.
+    pub capacity: usize,
+    /// Workers sharing it (in-process workers, or child processes).
+    pub workers: usize,
+    /// `in-process` or `processes`.
+    pub worker_mode: String,
+    /// The commit measured, if known.
+    pub git_commit: Option<String>,
+    /// Bulk enqueue wall time, s.
+    pub enqueue_s: Option<f64>,
+    /// Bulk enqueue items/s.
+    pub enqueue_rate: Option<f64>,
+    /// Drain wall time, s.
+    pub drain_s: Option<f64>,
+    /// Drain items/s.
+    pub drain_rate: Option<f64>,
+    /// Handler runs of the drain phase (sustained: of the whole run).
+    pub executed: Option<u64>,
+    /// Distinct items among them.
+    pub distinct: Option<u64>,
+    /// Runs beyond the first of any item, over the whole run.
+    pub duplicates: Option<u64>,
+    /// Latency items whose handler ran.
+    pub latency_executed: Option<u64>,
+    /// Latency percentiles, ms.
+    pub lat_p50: Option<f64>,
+    /// 95th percentile, ms.
+    pub lat_p95: Option<f64>,
+    /// 99th percentile, ms.
+    pub lat_p99: Option<f64>,
+    /// Largest, ms.
+    pub lat_max: Option<f64>,
+    /// Worker memory at the end of the drain (or run).
+    pub rss: Option<Rss>,
+    /// Sustained: the offered rate, items/s.
+    pub offered_rate: Option<f64>,
+    /// Sustained: items enqueued.
+    pub enqueued: Option<u64>,
+    /// Sustained: the run's length, s.
+    pub duration_s: Option<f64>,
+    /// Sustained: handler entries per second over the run.
+    pub achieved_rate: Option<f64>,
+    /// Sustained: per 5 s window.
+    pub windows: Option<Vec<Window>>,
+    /// Claim latency: pending items waiting.
+    pub backlog: Option<u64>,
+    /// Claim latency: time to load the backlog, s.
+    pub load_s: Option<f64>,
+    /// Claim latency: before any churn.
+    pub claim_before: Option<ClaimStats>,
+    /// Claim latency: after the churn.
+    pub claim_after: Option<ClaimStats>,
+    /// Claim latency: whether a second session held a transaction open.
+    pub hold_xact: Option<bool>,
+    /// Claim latency: claims timed during the churn.
+    pub probes: Option<Vec<Probe>>,
+    /// Claim latency: items the workers ran during the churn.
+    pub churned: Option<u64>,
+    /// Claim latency: `n_dead_tup` of the items table at the end.
+    pub dead_tuples: Option<i64>,
+    /// Claim latency: `EXPLAIN (ANALYZE, BUFFERS)` of a claim of 20 and its
+    /// batched completion, before and after the churn.
+    pub plans: Option<Vec<String>>,
+    /// Why the run did not finish, if it did not (its counts are then
+    /// partial and the rates absent).
+    pub error: Option<String>,
+}
+
+impl Report {
+    /// True when every item ran exactly once.
+    pub fn is_clean(&self) -> bool {
+        if self.error.is_some() {
+            return false;
+        }
+        let dups = self.duplicates.unwrap_or(0) == 0;
+        match self.mode.as_str() {
+            "standard" => {
+                dups && self.executed == Some(self.jobs) && self.distinct == Some(self.jobs)
+            }
+            "sustained" => dups && self.executed == self.enqueued,
+            _ => dups,
+        }
+    }
+
+    /// Writes the report as a readable table.
+    ///
+    /// # Errors
+    /// Output errors.
+    pub fn write_table(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        let f = |v: Option<f64>, digits: usize| {
+            v.map_or_else(|| "-".to_owned(), |v| format!("{v:.digits$}"))
+        };
+        let n = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |v| v.to_string());
+        writeln!(
+            out,
+            "drover bench ({}) on {}: {} workers ({}), capacity {}, commit {}",
+            self.mode,
+            self.backend,
+            self.workers,
+            self.worker_mode,
+            self.capacity,
+            self.git_commit.as_deref().unwrap_or("?")
+        )?;
+        if let Some(e) = &self.error {
+            row(out, "DID NOT FINISH", e.clone())?;
+        }
+        if let Some(e) = &self.error {
+            row(out, "DID NOT FINISH", e.clone())?;
+        }
+        match self.mode.as_str() {
+            "standard" => {
+                row(
+                    out,
+                    "jobs / batch",
+                    format!("{} / {}", self.jobs, self.batch),
+                )?;
+                row(out, "enqueue items/s", f(self.enqueue_rate, 0))?;
+                row(out, "enqueue s", f(self.enqueue_s, 3))?;
+                row(out, "drain items/s", f(self.drain_rate, 0))?;
+                row(out, "drain s", f(self.drain_s, 3))?;
+                row(
+                    out,
+                    "executed/distinct/dups",
+                    format!(
+                        "{} / {} / {}",
+                        n(self.executed),
+                        n(self.distinct),
+                        n(self.duplicates)
+                    ),
+                )?;
+                row(
+                    out,
+                    "latency p50/p95/p99/max",
+                    format!(
+                        "{} / {} / {} / {} ms ({} items)",
+                        f(self.lat_p50, 2),
+                        f(self.lat_p95, 2),
+                        f(self.lat_p99, 2),
+                        f(self.lat_max, 2),
+                        n(self.latency_executed)
+                    ),
+                )?;
+            }
+            "sustained" => {
+                row(out, "offered items/s", f(self.offered_rate, 0))?;
+                row(out, "achieved items/s", f(self.achieved_rate, 0))?;
+                row(
+                    out,
+                    "enqueued / executed",
+                    format!("{} / {}", n(self.enqueued), n(self.executed)),
+                )?;
+                row(out, "duplicates", n(self.duplicates))?;
+                row(
+                    out,
+                    "latency p50/p95/p99/max",
+                    format!(
+                        "{} / {} / {} / {} ms",
+                        f(self.lat_p50, 2),
+                        f(self.lat_p95, 2),
+                        f(self.lat_p99, 2),
+                        f(self.lat_max, 2)
+                    ),
+                )?;
+                writeln!(
+                    out,
+                    "  {:>8} {:>12} {:>12} {:>10} {:>10}",
+                    "t (s)", "enqueued/s", "achieved/s", "p50 ms", "p99 ms"
+                )?;
+                for w in self.windows.iter().flatten() {
+                    writeln!(
+                        out,
+                        "  {:>8.0} {:>12.0} {:>12.0} {:>10.2} {:>10.2}",
+                        w.start_s, w.enqueued_rate, w.achieved_rate, w.lat_p50, w.lat_p99
+                    )?;
+                }
+            }
+            _ => {
+                row(out, "backlog", n(self.backlog))?;
+                row(out, "load s", f(self.load_s, 1))?;
+                row(
+                    out,
+                    "hold xact",
+                    format!("{:?}", self.hold_xact.unwrap_or(false)),
+                )?;
+                for (name, s) in [
+                    ("before", &self.claim_before),
+                    ("after churn", &self.claim_after),
+                ] {
+                    if let Some(s) = s {
+                        row(
+                            out,
+                            &format!("claim {name} p50/p99"),
+                            format!(
+                                "{:.3} / {:.3} ms ({:.1} items each)",
+                                s.claim.p50, s.claim.p99, s.mean_claimed
+                            ),
+                        )?;
+                        row(
+                            out,
+                            &format!("complete {name} p50/p99"),
+                            format!("{:.3} / {:.3} ms", s.complete.p50, s.complete.p99),
+                        )?;
+                    }
+                }
+                row(out, "churned items", n(self.churned))?;
+                row(
+                    out,
+                    "dead tuples at end",
+                    self.dead_tuples.map_or("-".into(), |d| d.to_string()),
+                )?;
+            }
+        }
+        if let Some(r) = self.rss {
+            row(
+                out,
+                "worker RSS / peak",
+                format!("{} / {} KiB", r.rss_kb, r.hwm_kb),
+            )?;
+        }
+        for (i, p) in self.plans.iter().flatten().enumerate() {
+            let when = if i == 0 { "before" } else { "after churn" };
+            writeln!(out, "\nplans {when}:\n{p}")?;
+        }
+        Ok(())
+    }
+}
+
+fn row(out: &mut dyn Write, k: &str, v: String) -> std::io::Result<()> {
+    writeln!(out, "  {k:<24} {v}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let p = Percentiles::of((1..=100).map(f64::from).collect());
+        assert_eq!(
+            (p.p50, p.p95, p.p99, p.max, p.count),
+            (50.0, 95.0, 99.0, 100.0, 100)
+        );
+        assert_eq!(Percentiles::of(vec![]), Percentiles::default());
+        assert_eq!(Percentiles::of(vec![3.0]).p99, 3.0);
+    }
+}

@@ -1,0 +1,211 @@
+//! The workers a bench drains with: `workers` in-process workers, or
+//! `processes` child processes (PostgreSQL), sharing the total capacity.
+//!
+//! A child is this program re-executed in [`crate::child`] mode: it writes
+//! one line per execution on its stdout (read here into the run's
+//! [`Recorder`]) and shuts down drain-first when its stdin closes.
+
+use std::process::Stdio;
+use std::sync::Arc;
+
+use drover::Worker;
+use drover::worker::{RunningWorker, WorkerSettings};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, ChildStdin};
+use tokio::task::JoinHandle;
+
+use crate::recorder::{BenchHandler, Exec, Recorder};
+use crate::target::Target;
+use crate::{BenchConfig, BenchError};
+
+/// Memory of the worker side, in KiB (`VmRSS`, `VmHWM` of `/proc/*/status`),
+/// summed over child processes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Rss {
+    /// Resident set now.
+    pub rss_kb: u64,
+    /// Peak resident set.
+    pub hwm_kb: u64,
+}
+
+/// Reads `VmRSS` and `VmHWM` of a process (`"self"` or a pid).
+pub fn rss_of(pid: &str) -> Rss {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| -> u64 {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    Rss {
+        rss_kb: field("VmRSS:"),
+        hwm_kb: field("VmHWM:"),
+    }
+}
+
+/// Settings of a bench worker of `capacity`: no metrics listener, a pool
+/// sized for the capacity, everything else from `DROVER_*` (so a study can
+/// vary the prefetch or the claimers) or the defaults.
+pub(crate) fn settings(capacity: usize) -> WorkerSettings {
+    let base = WorkerSettings::from_env().unwrap_or_default();
+    WorkerSettings {
+        capacity,
+        metrics_addr: None,
+        pool_size: WorkerSettings::pool_needed(capacity, base.claimers),
+        ..base
+    }
+}
+
+/// Builds and starts one in-process worker of `capacity` over `target`.
+pub(crate) async fn start_one(
+    target: &Target,
+    capacity: usize,
+    recorder: &Arc<Recorder>,
+) -> Result<RunningWorker, BenchError> {
+    let s = settings(capacity);
+    let queue = target.queue(s.pool_size).await?;
+    Ok(Worker::builder(queue)
+        .settings(s)
+        .handler(BenchHandler::new(recorder.clone()))
+        .build()?
+        .start()
+        .await?)
+}
+
+struct ChildProc {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    reader: JoinHandle<()>,
+}
+
+/// The running workers of a bench.
+pub(crate) struct Fleet {
+    inproc: Vec<RunningWorker>,
+    children: Vec<ChildProc>,
+}
+
+impl Fleet {
+    /// Starts the configured workers.
+    pub async fn start(
+        config: &BenchConfig,
+        target: &Target,
+        recorder: &Arc<Recorder>,
+    ) -> Result<Fleet, BenchError> {
+        let mut fleet = Fleet {
+            inproc: Vec::new(),
+            children: Vec::new(),
+        };
+        if config.processes > 0 {
+            for i in 0..config.processes {
+                let cap = config.share(i, config.processes);
+                match spawn_child(config, target, cap, recorder) {
+                    Ok(c) => fleet.children.push(c),
+                    Err(e) => {
+                        fleet.stop().await;
+                        return Err(e);
+                    }
+                }
+            }
+        } else {
+            for i in 0..config.workers {
+                let cap = config.share(i, config.workers);
+                match start_one(target, cap, recorder).await {
+                    Ok(w) => fleet.inproc.push(w),
+                    Err(e) => {
+                        fleet.stop().await;
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        Ok(fleet)
+    }
+
+    /// Memory of the workers: this process for in-process workers, the sum
+    /// of the children otherwise.
+    pub fn rss(&self) -> Rss {
+        if self.children.is_empty() {
+            return rss_of("self");
+        }
+        self.children
+            .iter()
+            .filter_map(|c| c.child.id())
+            .map(|pid| rss_of(&pid.to_string()))
+            .fold(Rss::default(), |a, b| Rss {
+                rss_kb: a.rss_kb + b.rss_kb,
+                hwm_kb: a.hwm_kb + b.hwm_kb,
+            })
+    }
+
+    /// Stops every worker drain-first (children: closes their stdin and
+    /// waits for them and their last reports).
+    pub async fn stop(self) {
+        for w in self.inproc {
+            w.shutdown().await;
+        }
+        let mut children = self.children;
+        for c in &mut children {
+            drop(c.stdin.take());
+        }
+        for mut c in children {
+            let _ = c.child.wait().await;
+            let _ = c.reader.await;
+        }
+    }
+}
+
+fn spawn_child(
+    config: &BenchConfig,
+    target: &Target,
+    capacity: usize,
+    recorder: &Arc<Recorder>,
+) -> Result<ChildProc, BenchError> {
+    let cmd = config
+        .child
+        .as_ref()
+        .ok_or_else(|| drover::Error::invalid("processes", "needs a program to re-execute"))?;
+    let schema = target.schema.clone().unwrap_or_default();
+    let mut child = tokio::process::Command::new(&cmd.program)
+        .args(&cmd.args)
+        .args([
+            "--child-schema",
+            &schema,
+            "--capacity",
+            &capacity.to_string(),
+        ])
+        .env("DROVER_DATABASE_URL", target.url())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| BenchError::io(format!("starting {}", cmd.program.display()), e))?;
+    let stdin = child.stdin.take();
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| BenchError::io("child stdout", std::io::Error::other("not piped")))?;
+    let rec = recorder.clone();
+    let reader = tokio::spawn(async move {
+        let mut lines = BufReader::new(stdout).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(exec) = crate::child::parse_line(&line) {
+                rec.record(exec);
+            }
+        }
+    });
+    Ok(ChildProc {
+        child,
+        stdin,
+        reader,
+    })
+}
+
+/// Formats one execution as the child reports it.
+pub(crate) fn format_line(e: &Exec) -> String {
+    match e.lat_ns {
+        Some(l) => format!("x {} {} {l}\n", e.id, e.at_ns),
+        None => format!("x {} {} -\n", e.id, e.at_ns),
+    }
+}

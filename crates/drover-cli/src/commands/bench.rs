@@ -1,0 +1,171 @@
+//! `drover bench`: the benchmark workload of `BENCH.md` (bulk enqueue,
+//! drain, latency), a sustained-rate mode, and claim-latency probes, each in
+//! a sandbox it creates and drops (a fresh schema on PostgreSQL, a temporary
+//! file on SQLite). The engine is the `drover-bench` crate.
+//!
+//! Exit code 1 when any item did not run or ran twice (the report is still
+//! printed first).
+
+use std::time::Duration;
+
+use drover_bench::{BenchConfig, BenchError, ChildCommand, Mode, Progress};
+
+use crate::{CliError, Context};
+
+/// Arguments of `drover bench`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// Items bulk-enqueued, then drained.
+    #[arg(long, default_value_t = drover_bench::JOBS_DEFAULT)]
+    pub jobs: u64,
+    /// Items per bulk-enqueue call (calls in sequence).
+    #[arg(long, default_value_t = drover_bench::BATCH_DEFAULT)]
+    pub batch: usize,
+    /// Total handlers running at once, shared by all workers.
+    #[arg(long, default_value_t = drover_bench::CAPACITY_DEFAULT)]
+    pub capacity: usize,
+    /// In-process workers sharing the capacity.
+    #[arg(long, default_value_t = 1)]
+    pub workers: usize,
+    /// Child worker processes sharing the capacity instead (PostgreSQL).
+    #[arg(long, default_value_t = 0)]
+    pub processes: usize,
+    /// Items of the latency phase, one every 5 ms (0 skips the phase).
+    #[arg(long, default_value_t = drover_bench::LATENCY_JOBS_DEFAULT)]
+    pub latency_jobs: u64,
+    /// Sustained mode: offer this many items/s (one bulk call every 10 ms)
+    /// for --duration while the workers drain.
+    #[arg(long, value_name = "RATE")]
+    pub sustained: Option<f64>,
+    /// How long sustained mode offers items.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub duration: Duration,
+    /// Claim-latency mode (PostgreSQL): time the claim statement with
+    /// --backlog items waiting.
+    #[arg(long)]
+    pub claim_latency: bool,
+    /// Claim-latency mode: pending items loaded (straight in SQL).
+    #[arg(long, default_value_t = 100_000)]
+    pub backlog: u64,
+    /// Claim-latency mode: claims timed per measurement.
+    #[arg(long, default_value_t = drover_bench::CLAIMS_DEFAULT)]
+    pub claims: u32,
+    /// Claim-latency mode: items per claim.
+    #[arg(long, default_value_t = drover_bench::CLAIM_BATCH_DEFAULT)]
+    pub claim_batch: u32,
+    /// Claim-latency mode: run the workers over the backlog this long
+    /// between two measurements, probing the claim meanwhile.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub churn: Option<Duration>,
+    /// Claim-latency mode: hold a transaction open in a second session
+    /// during the churn.
+    #[arg(long)]
+    pub hold_xact: bool,
+    /// The longest a phase may wait for its items.
+    #[arg(long, default_value = "600s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Internal: run as a child worker over this bench schema.
+    #[arg(long, hide = true)]
+    pub child_schema: Option<String>,
+}
+
+/// Runs the bench (or, with `--child-schema`, one child worker of it).
+///
+/// # Errors
+/// Invalid settings (exit 2); a database that cannot be reached, a phase
+/// that did not finish, or a run with missing or duplicated executions
+/// (exit 1).
+///
+/// # Cancel safety
+/// Not cancel safe: a dropped run leaves its `drover_bench_*` schema or
+/// temporary file behind.
+pub async fn run(args: &BenchArgs, cx: &mut Context<'_>) -> Result<(), CliError> {
+    if cx.database_url.is_empty() {
+        return Err(CliError::invalid(
+            "database_url",
+            "drover bench needs a database URL",
+        ));
+    }
+    if let Some(schema) = &args.child_schema {
+        return drover_bench::child::run(&cx.database_url, schema, args.capacity)
+            .await
+            .map_err(into_cli);
+    }
+    let mode = if let Some(rate) = args.sustained {
+        Mode::Sustained {
+            rate,
+            duration: args.duration,
+        }
+    } else if args.claim_latency {
+        Mode::ClaimLatency {
+            backlog: args.backlog,
+            claims: args.claims,
+            claim_batch: args.claim_batch,
+            churn: args.churn,
+            hold_xact: args.hold_xact,
+        }
+    } else {
+        Mode::Standard
+    };
+    let child = if args.processes > 0 {
+        let program =
+            std::env::current_exe().map_err(|e| CliError::io("finding the drover binary", e))?;
+        Some(ChildCommand {
+            program,
+            args: vec!["bench".into()],
+        })
+    } else {
+        None
+    };
+    let config = BenchConfig {
+        database_url: cx.database_url.clone(),
+        jobs: args.jobs,
+        batch: args.batch,
+        capacity: args.capacity,
+        workers: args.workers,
+        processes: args.processes,
+        child,
+        latency_jobs: args.latency_jobs,
+        timeout: args.timeout,
+        mode,
+    };
+    let report = drover_bench::run(&config, &Progress::new(!args.quiet))
+        .await
+        .map_err(into_cli)?;
+    if args.json {
+        let v = serde_json::to_string(&report).map_err(super::show::json_err)?;
+        writeln!(cx.out, "{v}")?;
+    } else {
+        report.write_table(cx.out)?;
+    }
+    if !report.is_clean() {
+        return Err(CliError::Drover(drover::Error::Conflict(format!(
+            "not exactly once: executed {:?}, distinct {:?}, duplicates {:?} of {} items{}",
+            report.executed,
+            report.distinct,
+            report.duplicates,
+            report.jobs,
+            report
+                .error
+                .as_deref()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default()
+        ))));
+    }
+    Ok(())
+}
+
+fn into_cli(e: BenchError) -> CliError {
+    match e {
+        BenchError::Drover(e) => CliError::Drover(e),
+        BenchError::Io { context, error } => CliError::io(context, error),
+        // A phase that did not finish: reported as the runtime failure it is.
+        other => CliError::Drover(drover::Error::Conflict(other.to_string())),
+    }
+}
