@@ -640,3 +640,44 @@ async fn a_blocked_handler_loses_its_lease_while_others_keep_theirs() {
     assert!(b.claim_seq >= 2 || b.attempts >= 1, "{b:?}");
     assert_eq!(b.last_error.as_deref(), Some("lease expired"), "{b:?}");
 }
+
+/// Regression: an item prefetched into the ready buffer while every slot
+/// runs a handler longer than the lease used to wait there unrenewed until
+/// the sweep handed it back as a failed attempt (never run, yet charged).
+/// It is now released unstarted, spending no attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn prefetched_items_waiting_past_the_lease_spend_no_attempt() {
+    let q = fast_queue(Arc::new(MemoryStore::new()));
+    let sys = Principal::system();
+    let settings = WorkerSettings {
+        capacity: 2,
+        ..fast_settings()
+    };
+    // Two handlers outlast the lease (1.2 s) three times over; two more
+    // items sit in the prefetch buffer all that time.
+    for _ in 0..4 {
+        q.enqueue_item(&sys, NewItem::new("drover.sleep", json!({"ms": 3600})))
+            .await
+            .unwrap();
+    }
+    let w = Worker::builder(q.clone())
+        .settings(settings)
+        .builtins()
+        .build()
+        .unwrap()
+        .start()
+        .await
+        .unwrap();
+    wait_until("two items done", Duration::from_secs(10), async || {
+        count_status(&q, Status::Done).await >= 2
+    })
+    .await;
+    w.shutdown().await;
+    for item in all_items(&q).await {
+        assert_eq!(
+            item.attempts, 0,
+            "item {} was charged an attempt ({:?}, last error {:?})",
+            item.id, item.status, item.last_error
+        );
+    }
+}
