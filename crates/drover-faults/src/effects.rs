@@ -209,22 +209,48 @@ RETURNING claim_ok, changed"#
                 })
             }
             EffectsDb::Sqlite(pool) => {
-                let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-                let id = op.item_id.as_bytes().to_vec();
-                let now = now_us();
-                let held: i64 = sqlx::query_scalar(
-                    "SELECT count(*) FROM items WHERE id = ?1 AND claim_seq = ?2 \
+                // Its own task: the executor drops a handler whose lease is
+                // lost, and a SQLite transaction cancelled inside BEGIN can
+                // leave its connection holding the file's write lock.
+                let (pool, op_id) = (pool.clone(), op.op_id.to_owned());
+                let (item_id, token) = (op.item_id, op.token);
+                tokio::spawn(async move { sqlite_write(&pool, &op_id, item_id, token, pid).await })
+                    .await
+                    .map_err(|e| sqlx::Error::Protocol(format!("effects write task: {e}")))?
+            }
+        }
+    }
+}
+
+async fn sqlite_write(
+    pool: &SqlitePool,
+    op_id: &str,
+    item_id: Uuid,
+    token: i64,
+    pid: i32,
+) -> Result<WriteResult, sqlx::Error> {
+    let op = Op {
+        op_id,
+        item_id,
+        token,
+        attempt: 0,
+    };
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    let id = op.item_id.as_bytes().to_vec();
+    let now = now_us();
+    let held: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM items WHERE id = ?1 AND claim_seq = ?2 \
                      AND status = 'claimed' AND lease_expires_at > ?3",
-                )
-                .bind(&id)
-                .bind(op.token)
-                .bind(now)
-                .fetch_one(&mut *tx)
-                .await?;
-                let claim_ok = held > 0;
-                let mut changed = false;
-                if claim_ok {
-                    let r = sqlx::query(
+    )
+    .bind(&id)
+    .bind(op.token)
+    .bind(now)
+    .fetch_one(&mut *tx)
+    .await?;
+    let claim_ok = held > 0;
+    let mut changed = false;
+    if claim_ok {
+        let r = sqlx::query(
                         "INSERT INTO effects (op_id, item_id, fencing_token, pid) VALUES (?1, ?2, ?3, ?4) \
                          ON CONFLICT (op_id) DO UPDATE SET item_id = excluded.item_id, \
                          fencing_token = excluded.fencing_token, pid = excluded.pid, writes = effects.writes + 1 \
@@ -236,24 +262,21 @@ RETURNING claim_ok, changed"#
                     .bind(pid)
                     .execute(&mut *tx)
                     .await?;
-                    changed = r.rows_affected() > 0;
-                }
-                sqlx::query(
-                    "INSERT INTO effect_log (op_id, item_id, fencing_token, pid, claim_ok, changed, at) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                )
-                .bind(op.op_id)
-                .bind(&id)
-                .bind(op.token)
-                .bind(pid)
-                .bind(claim_ok)
-                .bind(changed)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-                tx.commit().await?;
-                Ok(WriteResult { claim_ok, changed })
-            }
-        }
+        changed = r.rows_affected() > 0;
     }
+    sqlx::query(
+        "INSERT INTO effect_log (op_id, item_id, fencing_token, pid, claim_ok, changed, at) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )
+    .bind(op.op_id)
+    .bind(&id)
+    .bind(op.token)
+    .bind(pid)
+    .bind(claim_ok)
+    .bind(changed)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(WriteResult { claim_ok, changed })
 }

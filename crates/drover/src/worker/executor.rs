@@ -129,10 +129,15 @@ impl Executor {
                     () = &mut deadline => break RunEnd::TimedOut(limit),
                     () = tokio::time::sleep_until(next_renew) => {
                         let sent = tokio::time::Instant::now();
-                        let renewal = tokio::time::timeout(
-                            self.settings.renew_timeout,
-                            self.queue.extend_lease(cx, lease),
-                        );
+                        // The renewal runs as its own task: a timeout, or the
+                        // handler finishing first, stops waiting for it but
+                        // never cancels it mid-transaction (a SQLite write
+                        // cancelled inside BEGIN can leave its connection in
+                        // the transaction, holding the file's write lock).
+                        let renewal = tokio::time::timeout(self.settings.renew_timeout, {
+                            let (queue, cx) = (self.queue.clone(), cx.clone());
+                            tokio::spawn(async move { queue.extend_lease(&cx, lease).await })
+                        });
                         // The handler keeps running while the renewal is in
                         // flight.
                         let outcome = tokio::select! {
@@ -146,14 +151,18 @@ impl Executor {
                             r = renewal => r,
                         };
                         match outcome {
-                            Ok(Ok(_)) => {
+                            Ok(Ok(Ok(_))) => {
                                 last_ok = Instant::now();
                                 lease_deadline = sent + lease;
                                 next_renew = tokio::time::Instant::now() + self.settings.renew_interval;
                             }
-                            Ok(Err(e)) if e.is_conflict() => break RunEnd::LeaseLost("renewal refused: another claim holds the item"),
-                            Ok(Err(e)) => {
+                            Ok(Ok(Err(e))) if e.is_conflict() => break RunEnd::LeaseLost("renewal refused: another claim holds the item"),
+                            Ok(Ok(Err(e))) => {
                                 tracing::warn!(error = %e, "lease renewal failed; retrying");
+                                next_renew = tokio::time::Instant::now() + self.settings.renew_timeout / 2;
+                            }
+                            Ok(Err(e)) => {
+                                tracing::warn!(error = %e, "lease renewal task failed; retrying");
                                 next_renew = tokio::time::Instant::now() + self.settings.renew_timeout / 2;
                             }
                             Err(_) => {

@@ -182,10 +182,17 @@ pub(crate) async fn heartbeat(
             "running"
         }
         .to_owned();
-        // Bounded by the interval so a slow database never stacks beats.
-        match tokio::time::timeout(interval, store.worker_beat(&row)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "liveness publish failed"),
+        // Bounded by the interval so a slow database never stacks beats;
+        // the write itself runs as its own task, so the bound stops the
+        // waiting, never the write mid-transaction.
+        let publish = {
+            let (store, row) = (store.clone(), row.clone());
+            tokio::spawn(async move { store.worker_beat(&row).await })
+        };
+        match tokio::time::timeout(interval, publish).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "liveness publish failed"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "liveness publish task failed"),
             Err(_) => tracing::warn!("liveness publish timed out"),
         }
     }
