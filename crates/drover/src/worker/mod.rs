@@ -417,6 +417,14 @@ impl RunningWorker {
     }
 }
 
+/// How much work the adaptive prefetch holds ready: the items this worker
+/// starts in this long.
+const PREFETCH_HORIZON: Duration = Duration::from_millis(20);
+/// How often the adaptive prefetch re-measures the start rate.
+const PREFETCH_WINDOW: Duration = Duration::from_millis(50);
+/// The adaptive prefetch never holds more than this many times the capacity.
+const PREFETCH_MAX_FACTOR: usize = 10;
+
 struct ClaimLoop {
     id: String,
     exec: Executor,
@@ -457,7 +465,16 @@ async fn claim_loop(l: ClaimLoop) {
     } = l;
     let s = exec.settings.clone();
     let lanes = s.lanes.clone();
-    let prefetch = s.prefetch();
+    // Fixed when set; otherwise adaptive: about PREFETCH_HORIZON of work at
+    // the rate items are being started, so quick handlers get large claims
+    // (one commit for many items) and slow ones claim only for free slots
+    // (nothing waits claimed that another worker could run).
+    let adaptive = s.prefetch.is_none();
+    let max_ahead = s.capacity.saturating_mul(PREFETCH_MAX_FACTOR);
+    let mut prefetch = s.prefetch.unwrap_or(s.capacity);
+    let mut window_start = std::time::Instant::now();
+    let mut window_started = 0usize;
+    let mut start_rate = 0.0f64;
     // A second claim in flight must be worth its commit.
     let min_extra = (s.capacity / 4).max(1);
     let mut buffer: VecDeque<crate::queue::JobContext> = VecDeque::new();
@@ -506,8 +523,20 @@ async fn claim_loop(l: ClaimLoop) {
             };
             if let Some(cx) = buffer.pop_front() {
                 prefetch_on = true;
+                window_started += 1;
                 spawn(cx, permit);
             }
+        }
+        if adaptive && window_start.elapsed() >= PREFETCH_WINDOW {
+            let r = window_started as f64 / window_start.elapsed().as_secs_f64();
+            start_rate = if start_rate == 0.0 {
+                r
+            } else {
+                0.7 * start_rate + 0.3 * r
+            };
+            prefetch = ((start_rate * PREFETCH_HORIZON.as_secs_f64()) as usize).min(max_ahead);
+            window_start = std::time::Instant::now();
+            window_started = 0;
         }
         while buffer
             .front()
@@ -578,6 +607,7 @@ async fn claim_loop(l: ClaimLoop) {
             permit = slots.clone().acquire_owned(), if full => {
                 if let (Ok(permit), Some(cx)) = (permit, buffer.pop_front()) {
                     prefetch_on = true;
+                    window_started += 1;
                     spawn(cx, permit);
                 }
             }

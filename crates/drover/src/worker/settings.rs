@@ -39,7 +39,9 @@ pub const COMPLETE_WINDOW_DEFAULT: Duration = Duration::from_millis(2);
 
 /// `DROVER_PREFETCH`: claimed items a worker may hold ready beyond its free
 /// slots, so claims come in larger batches (0 = claim only for free slots).
-/// Default: the capacity.
+/// Default: adaptive (`None`): about 20 ms of work at the rate items are
+/// being started, at most ten times the capacity — large claims for quick
+/// handlers, none held ahead for slow ones.
 pub const PREFETCH_DEFAULT: Option<usize> = None;
 /// `DROVER_CLAIMERS`: claim statements a worker keeps in flight at once, so
 /// their commits share the database's WAL flushes.
@@ -88,9 +90,9 @@ pub struct WorkerSettings {
     pub complete_batch: usize,
     /// Completion gathering window. Default [`COMPLETE_WINDOW_DEFAULT`].
     pub complete_window: Duration,
-    /// Items held claimed and ready beyond the free slots. Default: the
-    /// capacity ([`PREFETCH_DEFAULT`]). A prefetched item's lease runs from
-    /// its claim; one that waited past its lease is dropped unrun.
+    /// Items held claimed and ready beyond the free slots. Default:
+    /// adaptive ([`PREFETCH_DEFAULT`]). A prefetched item's lease runs from
+    /// its claim; one that waited half its lease is released unrun.
     pub prefetch: Option<usize>,
     /// Claims in flight at once. Default [`CLAIMERS_DEFAULT`].
     pub claimers: usize,
@@ -180,11 +182,6 @@ impl WorkerSettings {
             };
         }
         Ok(s)
-    }
-
-    /// The prefetch in force (the capacity unless set).
-    pub fn prefetch(&self) -> usize {
-        self.prefetch.unwrap_or(self.capacity)
     }
 
     /// The pool size that serves `capacity` running items.
