@@ -72,7 +72,14 @@ async fn poison(run: Run, backend: &str) {
         assert_eq!(*attempts, 5, "{kind}");
         // The abort kills the process with the other items in flight too:
         // their attempts are then spent by sweep rescues, without a start.
-        assert!((1..=5).contains(starts), "{kind}: {starts} starts");
+        // An item claimed beside the abort every time may never log a start
+        // at all (seen once on SQLite: effects.panic, 0 starts, 5 attempts),
+        // so 0 is allowed; the abort itself always starts.
+        if *kind == "effects.abort" {
+            assert!((1..=5).contains(starts), "{kind}: {starts} starts");
+        } else {
+            assert!(*starts <= 5, "{kind}: {starts} starts");
+        }
         assert_eq!(*audits, 1, "{kind}: dead-lettered once");
     }
     report(
