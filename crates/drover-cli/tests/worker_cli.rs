@@ -594,18 +594,19 @@ mod postgres {
             &db.url,
             N,
             "drover.sleep",
-            &serde_json::json!({ "ms": 300 }),
+            &serde_json::json!({ "ms": 1000 }),
         );
         let args = ["--lease", "3s", "--sweep-interval", "1s"];
+        // The victim starts first, so it holds claims whatever the load on
+        // the machine (alone it needs about 10 s for the 200 items); then
+        // the survivor joins.
         let mut victim = WorkerProc::spawn(Some(&db.url), &args);
-        let mut survivor = WorkerProc::spawn(Some(&db.url), &args);
         victim.wait_healthy();
-        survivor.wait_healthy();
-
-        // Mid-run: the victim holds claims and work remains.
         wait_until(Duration::from_secs(30), "the victim to hold claims", || {
             !db.claimed_by_pid(victim.pid()).is_empty()
         });
+        let mut survivor = WorkerProc::spawn(Some(&db.url), &args);
+        survivor.wait_healthy();
         victim.signal(nix::sys::signal::Signal::SIGKILL);
         let killed_at = Instant::now();
         let status = victim.wait_exit(Duration::from_secs(10));
