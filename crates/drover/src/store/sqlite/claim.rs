@@ -140,12 +140,7 @@ impl SqliteStore {
         let mut tx = self.begin().await?;
         let now = self.now();
         let message = bound_error(&p.error);
-        let Some(r) = sqlx::query(sql::ITEM_FAIL)
-            .bind(to_micros(now))
-            .bind(SYSTEM)
-            .bind(c.tenant_id)
-            .bind(c.id)
-            .bind(c.token)
+        let Some(r) = fenced(sql::ITEM_FAIL, to_micros(now), c)
             .bind(to_micros(after(now, p.retry_delay)))
             .bind(p.fatal)
             .bind(&message)
@@ -185,12 +180,7 @@ impl SqliteStore {
     pub(super) async fn defer(&self, c: &ClaimRef, delay: Duration) -> Result<DateTime<Utc>> {
         let mut tx = self.begin().await?;
         let now = self.now();
-        let Some(r) = sqlx::query(sql::ITEM_DEFER)
-            .bind(to_micros(now))
-            .bind(SYSTEM)
-            .bind(c.tenant_id)
-            .bind(c.id)
-            .bind(c.token)
+        let Some(r) = fenced(sql::ITEM_DEFER, to_micros(now), c)
             .bind(to_micros(after(now, delay)))
             .fetch_optional(&mut *tx)
             .await?
@@ -210,12 +200,7 @@ impl SqliteStore {
         let mut tx = self.begin().await?;
         let now = self.now();
         let note = note.map(bound_error);
-        let Some(r) = sqlx::query(sql::ITEM_RELEASE)
-            .bind(to_micros(now))
-            .bind(SYSTEM)
-            .bind(c.tenant_id)
-            .bind(c.id)
-            .bind(c.token)
+        let Some(r) = fenced(sql::ITEM_RELEASE, to_micros(now), c)
             .bind(note)
             .fetch_optional(&mut *tx)
             .await?
@@ -242,12 +227,7 @@ impl SqliteStore {
     pub async fn cancel_claimed(&self, c: &ClaimRef, note: &str) -> Result<()> {
         let mut tx = self.begin().await?;
         let now = to_micros(self.now());
-        let n = sqlx::query(sql::ITEM_CANCEL_CLAIMED)
-            .bind(now)
-            .bind(SYSTEM)
-            .bind(c.tenant_id)
-            .bind(c.id)
-            .bind(c.token)
+        let n = fenced(sql::ITEM_CANCEL_CLAIMED, now, c)
             .bind(bound_error(note))
             .execute(&mut *tx)
             .await?
@@ -267,12 +247,7 @@ impl SqliteStore {
     ) -> Result<DateTime<Utc>> {
         let mut tx = self.begin().await?;
         let now = self.now();
-        let Some(r) = sqlx::query(sql::ITEM_EXTEND_LEASE)
-            .bind(to_micros(now))
-            .bind(SYSTEM)
-            .bind(c.tenant_id)
-            .bind(c.id)
-            .bind(c.token)
+        let Some(r) = fenced(sql::ITEM_EXTEND_LEASE, to_micros(now), c)
             .bind(to_micros(after(now, lease)))
             .fetch_optional(&mut *tx)
             .await?
@@ -285,14 +260,24 @@ impl SqliteStore {
     }
 }
 
-/// One fenced completion; true when it landed.
-async fn complete_on(conn: &mut SqliteConnection, c: &ClaimRef, now: i64) -> Result<bool> {
-    let n = sqlx::query(sql::ITEM_COMPLETE)
+/// A fenced statement with the binds every one starts with: `?1` now, `?2`
+/// the system actor, `?3` tenant, `?4` id, `?5` claim token.
+fn fenced<'q>(
+    sql: &'q str,
+    now: i64,
+    c: &ClaimRef,
+) -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
+    sqlx::query(sql)
         .bind(now)
         .bind(SYSTEM)
         .bind(c.tenant_id)
         .bind(c.id)
         .bind(c.token)
+}
+
+/// One fenced completion; true when it landed.
+async fn complete_on(conn: &mut SqliteConnection, c: &ClaimRef, now: i64) -> Result<bool> {
+    let n = fenced(sql::ITEM_COMPLETE, now, c)
         .execute(&mut *conn)
         .await?
         .rows_affected();
