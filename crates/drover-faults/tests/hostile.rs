@@ -239,6 +239,6 @@ proptest! {
     #[test]
     fn import_lines_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
         let text = String::from_utf8_lossy(&bytes);
-        let _ = drover_cli::commands::import::parse_line(&text, uuid::Uuid::nil());
+        let _ = drover::jsonl::parse_line(&text, uuid::Uuid::nil());
     }
 }

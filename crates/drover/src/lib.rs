@@ -15,20 +15,23 @@
 //! | [`maintenance`] | the sweep: stale requeue, purge, gauges |
 //! | [`builtin`] | diagnostic kinds for exercising a deployment |
 //! | [`error`] | the one public error type |
+//! | [`jsonl`] | one line of JSON Lines import to one checked item |
+//!
+//! `item`, `rules`, `jsonl` and `error` live in the `drover-core` crate
+//! (no runtime, no database driver) and are re-exported here unchanged.
 //!
 //! Features: `test-util` exposes the backend contract suite
 //! ([`store::contract`]) and database helpers for tests.
 
 pub mod builtin;
-pub mod error;
-pub mod item;
 pub mod maintenance;
 pub mod queue;
-pub mod rules;
 pub mod store;
 #[cfg(feature = "test-util")]
 pub mod testing;
 pub mod worker;
+
+pub use drover_core::{error, item, jsonl, rules};
 
 pub use error::{Error, ErrorKind, Result};
 pub use item::{InsertResult, Inserted, Item, NewItem, Status};

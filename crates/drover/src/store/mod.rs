@@ -30,6 +30,7 @@ use crate::error::Result;
 use crate::item::{InsertResult, Inserted, Item, NewItem, Status};
 use crate::rules::RetryPolicy;
 
+mod begin;
 pub mod clock;
 pub mod memory;
 pub mod postgres;

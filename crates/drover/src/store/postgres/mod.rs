@@ -207,7 +207,7 @@ impl PgStore {
              SET LOCAL drover.tenant_id = '{tenant}'",
             self.schema
         );
-        Ok(self.pool.begin_with(sql).await?)
+        super::begin::begin(&self.pool, sql).await
     }
 
     /// Opens a transaction as [`SYSTEM_ROLE`] for a documented cross-tenant
@@ -217,7 +217,7 @@ impl PgStore {
             "BEGIN; SET LOCAL ROLE {SYSTEM_ROLE}; SET LOCAL search_path TO \"{}\"",
             self.schema
         );
-        Ok(self.pool.begin_with(sql).await?)
+        super::begin::begin(&self.pool, sql).await
     }
 
     /// Wakes same-process subscribers for `lane` (the NOTIFY reaches other

@@ -266,7 +266,7 @@ impl SqliteStore {
 
     /// Starts a write transaction holding the write lock from the start.
     async fn begin(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
-        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
+        super::begin::begin(&self.writer, "BEGIN IMMEDIATE").await
     }
 
     /// Broadcasts each distinct lane once; call only after the commit.

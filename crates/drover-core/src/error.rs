@@ -138,6 +138,7 @@ impl std::error::Error for Opaque {
     }
 }
 
+#[cfg(feature = "sqlx")]
 impl From<sqlx::Error> for Error {
     fn from(e: sqlx::Error) -> Self {
         match &e {
@@ -174,6 +175,7 @@ impl From<sqlx::Error> for Error {
     }
 }
 
+#[cfg(feature = "sqlx")]
 impl From<sqlx::migrate::MigrateError> for Error {
     fn from(e: sqlx::migrate::MigrateError) -> Self {
         Error::Storage(Opaque::new(e))
