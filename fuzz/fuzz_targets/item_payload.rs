@@ -1,9 +1,7 @@
 //! Item and payload decoding on arbitrary bytes: never panics, limits hold.
 #![no_main]
 
-use drover_core::item::{
-    self, DEFAULT_MAX_PAYLOAD_BYTES, Item, MAX_ERROR_BYTES, NewItem, Status,
-};
+use drover_core::item::{self, DEFAULT_MAX_PAYLOAD_BYTES, Item, MAX_ERROR_BYTES, NewItem, Status};
 
 /// A small limit so that the over-the-limit paths are reached often.
 const SMALL_LIMIT: usize = 64;

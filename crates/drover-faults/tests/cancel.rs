@@ -81,13 +81,19 @@ async fn a_call_cancelled_while_its_transaction_opens_leaves_no_open_transaction
         .expect("pool through the proxy");
     let queue = Queue::new(Arc::new(PgStore::from_pool(pool, &schema).expect("store")));
     let system = Principal::system();
-    queue.enqueue_item(&system, item()).await.expect("warm-up enqueue");
+    queue
+        .enqueue_item(&system, item())
+        .await
+        .expect("warm-up enqueue");
 
     proxy.blackhole(true);
     let cancelled = item();
     let cancelled_id = cancelled.id;
     let outcome = tokio::time::timeout(CANCEL_AFTER, queue.enqueue_item(&system, cancelled)).await;
-    assert!(outcome.is_err(), "the call should still be waiting on its BEGIN");
+    assert!(
+        outcome.is_err(),
+        "the call should still be waiting on its BEGIN"
+    );
     proxy.blackhole(false);
     // Let the held bytes through: the BEGIN reaches the server, its reply
     // the client (the proxy delivers held bytes within milliseconds).
@@ -116,9 +122,15 @@ async fn a_call_cancelled_while_its_transaction_opens_leaves_no_open_transaction
 
     // The cancelled enqueue wrote nothing; the next call works and commits
     // on its own.
-    let missing = queue.get(Uuid::nil(), cancelled_id).await.expect_err("not enqueued");
+    let missing = queue
+        .get(Uuid::nil(), cancelled_id)
+        .await
+        .expect_err("not enqueued");
     assert_eq!(missing.kind(), ErrorKind::NotFound);
-    let next = queue.enqueue_item(&system, item()).await.expect("next enqueue");
+    let next = queue
+        .enqueue_item(&system, item())
+        .await
+        .expect("next enqueue");
     let seen = Queue::new(Arc::new(direct))
         .get(Uuid::nil(), next.item.id)
         .await
@@ -138,7 +150,10 @@ async fn a_call_cancelled_while_its_transaction_opens_keeps_no_write_lock_sqlite
     store.migrate().await.expect("migrate");
     let queue = Queue::new(Arc::new(store));
     let system = Principal::system();
-    queue.enqueue_item(&system, item()).await.expect("warm-up enqueue");
+    queue
+        .enqueue_item(&system, item())
+        .await
+        .expect("warm-up enqueue");
 
     // Another process's writer, holding the file's write lock.
     let mut other = SqliteConnectOptions::new()
@@ -147,13 +162,22 @@ async fn a_call_cancelled_while_its_transaction_opens_keeps_no_write_lock_sqlite
         .connect()
         .await
         .expect("second connection");
-    other.execute("BEGIN IMMEDIATE").await.expect("take the write lock");
+    other
+        .execute("BEGIN IMMEDIATE")
+        .await
+        .expect("take the write lock");
 
     let cancelled = item();
     let cancelled_id = cancelled.id;
     let outcome = tokio::time::timeout(CANCEL_AFTER, queue.enqueue_item(&system, cancelled)).await;
-    assert!(outcome.is_err(), "the call should still be waiting for the write lock");
-    other.execute("ROLLBACK").await.expect("release the write lock");
+    assert!(
+        outcome.is_err(),
+        "the call should still be waiting for the write lock"
+    );
+    other
+        .execute("ROLLBACK")
+        .await
+        .expect("release the write lock");
     // Let the store's waiting BEGIN IMMEDIATE take the lock first.
     tokio::time::sleep(LET_THROUGH).await;
 
@@ -171,9 +195,15 @@ async fn a_call_cancelled_while_its_transaction_opens_keeps_no_write_lock_sqlite
     }
     other.execute("ROLLBACK").await.expect("release");
 
-    let missing = queue.get(Uuid::nil(), cancelled_id).await.expect_err("not enqueued");
+    let missing = queue
+        .get(Uuid::nil(), cancelled_id)
+        .await
+        .expect_err("not enqueued");
     assert_eq!(missing.kind(), ErrorKind::NotFound);
-    let next = queue.enqueue_item(&system, item()).await.expect("next enqueue");
+    let next = queue
+        .enqueue_item(&system, item())
+        .await
+        .expect("next enqueue");
     let count: i64 = sqlx::query_scalar("SELECT count(*) FROM items WHERE id = ?")
         .bind(next.item.id)
         .fetch_one(&mut other)

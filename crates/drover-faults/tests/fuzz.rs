@@ -82,7 +82,14 @@ fn ensure_cargo_fuzz() -> std::ffi::OsString {
         return path;
     }
     let out = cargo()
-        .args(["install", "cargo-fuzz", "--locked", "--version", "^0.13", "--root"])
+        .args([
+            "install",
+            "cargo-fuzz",
+            "--locked",
+            "--version",
+            "^0.13",
+            "--root",
+        ])
         .arg(&tools)
         .output()
         .expect("cargo install");
@@ -91,7 +98,10 @@ fn ensure_cargo_fuzz() -> std::ffi::OsString {
         "installing cargo-fuzz failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(found(&path), "cargo-fuzz installed but `cargo fuzz` not found");
+    assert!(
+        found(&path),
+        "cargo-fuzz installed but `cargo fuzz` not found"
+    );
     path
 }
 
