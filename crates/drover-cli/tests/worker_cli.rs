@@ -616,24 +616,25 @@ mod postgres {
         let held = db.claimed_by_pid(victim.pid());
         assert!(!held.is_empty(), "the victim died holding items");
 
-        // Every item the victim held ends done, by the survivor, after a
-        // sweep found its lease expired.
-        wait_until(Duration::from_secs(60), "the victim's items done", || {
-            let items = db.items();
-            held.iter()
-                .all(|id| items.iter().any(|i| i.id == *id && i.status == "done"))
-        });
+        // The sweep hands every item the victim held back within the lease
+        // plus a jittered sweep interval (plus slack for a loaded machine).
+        // Their final time is not bounded here: a rescued item is requeued
+        // behind the items already waiting, like every retry, so it also
+        // measures the backlog.
+        wait_until(
+            Duration::from_secs(60),
+            "the victim's claims handed back",
+            || db.claimed_by_pid(victim.pid()).is_empty(),
+        );
         let recovery = killed_at.elapsed();
-        // Lease + a jittered sweep + the first retry's backoff (1 s) + a
-        // poll (1 s) + slack.
-        let bound = LEASE + SWEEP.mul_f64(1.2) + Duration::from_secs(2) + Duration::from_secs(5);
+        let bound = LEASE + SWEEP.mul_f64(1.2) + Duration::from_secs(5);
         eprintln!(
-            "{} items held by the killed worker recovered {:.2} s after the kill (bound {:.1} s)",
+            "{} items held by the killed worker handed back {:.2} s after the kill (bound {:.1} s)",
             held.len(),
             recovery.as_secs_f64(),
             bound.as_secs_f64()
         );
-        assert!(recovery <= bound, "recovery took {recovery:?} > {bound:?}");
+        assert!(recovery <= bound, "hand-back took {recovery:?} > {bound:?}");
 
         wait_until(Duration::from_secs(60), "all items done", || {
             total(&db.url, "done") == N as u64
