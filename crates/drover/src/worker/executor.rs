@@ -31,6 +31,10 @@ use tracing::Instrument;
 use crate::queue::{JobContext, Queue};
 use crate::worker::completer::{Completer, Landed, Ticket};
 use crate::worker::handler::{Done, JobError, Outcome, Registry};
+
+/// The earliest a run's first renewal may come, as a fraction of the
+/// renewal interval (earlier, never later: the spread costs no safety).
+const FIRST_RENEWAL_SPREAD: f64 = 0.75;
 use crate::worker::settings::WorkerSettings;
 
 /// How a run ended.
@@ -111,7 +115,15 @@ impl Executor {
             // The lease began when the claim was sent, which may be a while
             // ago for an item that waited in the prefetch buffer.
             let claimed_at = tokio::time::Instant::from_std(cx.claimed_at());
-            let mut next_renew = claimed_at + self.settings.renew_interval;
+            // The first renewal comes up to a quarter interval early, at
+            // random: a claim returns its whole batch at one instant, and
+            // without the spread the batch's renewals would all land at
+            // once (on SQLite, one write queue) on every interval after.
+            let first = self
+                .settings
+                .renew_interval
+                .mul_f64(rand::random_range(FIRST_RENEWAL_SPREAD..=1.0));
+            let mut next_renew = claimed_at + first;
             let mut last_ok = cx.claimed_at();
             // When the lease passes by our clock unless a renewal lands:
             // checked before the handler is polled, so a run resumed after
