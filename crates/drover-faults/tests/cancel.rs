@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use drover::queue::Principal;
 use drover::store::postgres::{PgOptions, PgStore};
 use drover::store::sqlite::{SqliteOptions, SqliteStore};
-use drover::{ErrorKind, NewItem, Queue, Store};
+use drover::{ErrorKind, Inserted, NewItem, Queue, Store};
 use drover_faults::proxy::Proxy;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::SqliteConnectOptions;
@@ -43,6 +43,20 @@ const SETTLE: Duration = Duration::from_secs(10);
 
 fn item() -> NewItem {
     NewItem::new("cancel.probe", serde_json::json!({ "op": Uuid::new_v4() }))
+}
+
+/// The cancelled enqueue wrote nothing, and the next call on the same
+/// connection works; returns what that call enqueued.
+async fn nothing_written_then_next_call_works(queue: &Queue, cancelled: Uuid) -> Inserted {
+    let missing = queue
+        .get(Uuid::nil(), cancelled)
+        .await
+        .expect_err("not enqueued");
+    assert_eq!(missing.kind(), ErrorKind::NotFound);
+    queue
+        .enqueue_item(&Principal::system(), item())
+        .await
+        .expect("next enqueue")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -120,17 +134,8 @@ async fn a_call_cancelled_while_its_transaction_opens_leaves_no_open_transaction
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
-    // The cancelled enqueue wrote nothing; the next call works and commits
-    // on its own.
-    let missing = queue
-        .get(Uuid::nil(), cancelled_id)
-        .await
-        .expect_err("not enqueued");
-    assert_eq!(missing.kind(), ErrorKind::NotFound);
-    let next = queue
-        .enqueue_item(&system, item())
-        .await
-        .expect("next enqueue");
+    // The next call commits on its own.
+    let next = nothing_written_then_next_call_works(&queue, cancelled_id).await;
     let seen = Queue::new(Arc::new(direct))
         .get(Uuid::nil(), next.item.id)
         .await
@@ -195,15 +200,7 @@ async fn a_call_cancelled_while_its_transaction_opens_keeps_no_write_lock_sqlite
     }
     other.execute("ROLLBACK").await.expect("release");
 
-    let missing = queue
-        .get(Uuid::nil(), cancelled_id)
-        .await
-        .expect_err("not enqueued");
-    assert_eq!(missing.kind(), ErrorKind::NotFound);
-    let next = queue
-        .enqueue_item(&system, item())
-        .await
-        .expect("next enqueue");
+    let next = nothing_written_then_next_call_works(&queue, cancelled_id).await;
     let count: i64 = sqlx::query_scalar("SELECT count(*) FROM items WHERE id = ?")
         .bind(next.item.id)
         .fetch_one(&mut other)
