@@ -49,6 +49,17 @@ fn seconds() -> u64 {
         .unwrap_or_else(|| drover_faults::scale::pick(20, 300))
 }
 
+/// `--dev` in the reduced run: an unoptimised build compiles in a fraction
+/// of the optimised one's time and still runs tens of thousands of inputs a
+/// second on these small parsers; the full run builds optimised.
+fn profile() -> &'static str {
+    if drover_faults::scale::full() {
+        "--release"
+    } else {
+        "--dev"
+    }
+}
+
 fn cargo() -> Command {
     let mut cmd = Command::new(env!("CARGO"));
     cmd.current_dir(workspace_root());
@@ -124,7 +135,14 @@ fn fuzz_targets_run_without_a_crash() {
     let path = ensure_cargo_fuzz();
     let fuzz_target_dir = target_dir().join("fuzz");
     let build = cargo()
-        .args(["fuzz", "build", "--sanitizer", "none", "--target-dir"])
+        .args([
+            "fuzz",
+            "build",
+            profile(),
+            "--sanitizer",
+            "none",
+            "--target-dir",
+        ])
         .arg(&fuzz_target_dir)
         .env("PATH", &path)
         .output()
@@ -146,7 +164,14 @@ fn fuzz_targets_run_without_a_crash() {
             let corpus = corpora.path().join(t);
             std::fs::create_dir_all(&corpus).expect("corpus");
             let child = cargo()
-                .args(["fuzz", "run", "--sanitizer", "none", "--target-dir"])
+                .args([
+                    "fuzz",
+                    "run",
+                    profile(),
+                    "--sanitizer",
+                    "none",
+                    "--target-dir",
+                ])
                 .arg(&fuzz_target_dir)
                 .arg(t)
                 .arg(&corpus)

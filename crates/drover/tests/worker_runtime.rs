@@ -280,7 +280,7 @@ async fn renewal_that_times_out_is_retried() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn renewal_failing_for_half_the_lease_cancels_the_handler() {
+async fn renewal_failing_for_half_the_lease_cancels_the_handler_and_releases_the_item() {
     let fault = Arc::new(FaultStore::new(Arc::new(MemoryStore::new())));
     let faults = fault.faults.clone();
     faults.extend_fails.store(true, Ordering::SeqCst);
@@ -306,11 +306,21 @@ async fn renewal_failing_for_half_the_lease_cancels_the_handler() {
     .await;
     let tries = faults.extend_calls.load(Ordering::SeqCst);
     assert!(tries >= 2, "renewal was retried before giving up ({tries})");
+    // The claim still stood (the store was only failing renewals), so the
+    // holder hands the item back at once, spending no attempt, instead of
+    // leaving it to lapse and be charged one by the sweep.
+    // (No sweep runs here, so pending again, or claimed a second time by
+    // this same worker, can only follow that release.)
+    wait_until("item released", Duration::from_secs(5), async || {
+        let item = q.get(Uuid::nil(), ids[0]).await.unwrap();
+        item.status == Status::Pending || item.claim_seq >= 2
+    })
+    .await;
     w.shutdown().await;
-    // The self-fenced holder wrote nothing: the item waits for the sweep.
     let item = q.get(Uuid::nil(), ids[0]).await.unwrap();
-    assert_eq!(item.status, Status::Claimed);
-    assert_eq!(item.attempts, 0);
+    assert_eq!(item.status, Status::Pending);
+    assert_eq!(item.attempts, 0, "no attempt spent: {item:?}");
+    assert!(item.claim_token.is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

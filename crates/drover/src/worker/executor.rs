@@ -10,7 +10,11 @@
 //! - A renewal refused with `Conflict` cancels the run at once; other
 //!   renewal failures are retried, and the run cancels itself once renewal
 //!   has been failing for half the lease (wall time since the last success).
-//! - After a lease is lost nothing more is written for the item.
+//! - After a lease is lost nothing more is written for the item. A run
+//!   dropped because its renewals kept failing (the store slow or out of
+//!   reach, not a rival claim) writes one fenced release, which lands only
+//!   if its claim still holds: the item is pending again at once with no
+//!   attempt spent, rather than left to lapse and be charged one.
 //! - A run whose lease has passed by the local clock (no renewal landed for
 //!   a whole lease, measured from when the last successful renewal was
 //!   sent) is dropped before its handler is polled again: a process that
@@ -44,6 +48,9 @@ pub(crate) enum RunEnd {
     Panicked(String),
     TimedOut(Duration),
     LeaseLost(&'static str),
+    /// Dropped because renewals kept failing (the store slow or out of
+    /// reach, not a rival claim): the claim may still stand.
+    RenewalFailing,
     Shutdown,
 }
 
@@ -183,7 +190,7 @@ impl Executor {
                             }
                         }
                         if last_ok.elapsed() >= lease / 2 {
-                            break RunEnd::LeaseLost("renewal failing for half the lease");
+                            break RunEnd::RenewalFailing;
                         }
                     }
                 }
@@ -266,6 +273,29 @@ impl Executor {
                 );
             }
             RunEnd::LeaseLost(why) => self.lease_lost(why),
+            RunEnd::RenewalFailing => {
+                // The handler is dropped already. Hand the item back now if
+                // the claim still holds (the fence refuses it otherwise):
+                // left to lapse, it would wait out the lease and the sweep
+                // would charge it an attempt for our store's trouble.
+                metrics::counter!("drover_lease_lost_total").increment(1);
+                tracing::warn!(
+                    reason = "renewal failing for half the lease",
+                    "lease lost: run dropped; releasing the item if the claim still holds"
+                );
+                let note = "released: lease renewals failing, run dropped";
+                match self.queue.release(cx, Some(note)).await {
+                    Ok(()) => tracing::info!("released after failing renewals; no attempt spent"),
+                    // Already counted and logged as lost above.
+                    Err(e) if e.is_conflict() => {
+                        tracing::debug!("release refused: the claim had lapsed")
+                    }
+                    Err(e) => tracing::error!(
+                        error = %e,
+                        "release not written; the item will be swept"
+                    ),
+                }
+            }
             RunEnd::Shutdown => {
                 self.write(
                     "release",
