@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use drover::item::{NewItem, Status};
 use drover::rules::RetryPolicy;
+use drover::store::sqlite::{SqliteOptions, SqliteStore};
 use drover::store::{ClaimRef, FailOutcome, FailParams, ListFilter, Store, WorkerRow};
 use sqlite_common::*;
 use uuid::Uuid;
@@ -640,4 +641,77 @@ async fn cancel_claimed_is_fenced_and_final() {
             .unwrap_err()
             .is_conflict()
     );
+}
+
+/// A write dropped by its caller at the worst moment: `BEGIN IMMEDIATE` has
+/// run on the writer connection (the file's write lock is held) and sqlx is
+/// still checking that the custom statement opened a transaction. sqlx has
+/// no `Transaction` guard yet at that point, so nothing of its own rolls
+/// back; the store must still never leave the file locked, nor its writer
+/// stuck inside the transaction.
+#[tokio::test]
+async fn a_write_dropped_right_after_begin_leaves_no_transaction_open() {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    type Write<'a> =
+        Pin<Box<dyn Future<Output = drover::Result<chrono::DateTime<chrono::Utc>>> + Send + 'a>>;
+    fn poll_once(f: &mut Write<'_>) -> Poll<drover::Result<chrono::DateTime<chrono::Utc>>> {
+        let waker = futures::task::noop_waker();
+        f.as_mut().poll(&mut Context::from_waker(&waker))
+    }
+
+    let db = db().await;
+    db.store.item_insert(&item("k")).await.unwrap();
+    let c = claim_one(&db).await;
+    // Another process's writer on the same file; it never waits for the
+    // lock, so it doubles as a probe of who holds it.
+    let other = SqliteStore::open(
+        db.path.to_str().unwrap(),
+        SqliteOptions {
+            busy_timeout: Duration::ZERO,
+            ..SqliteOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let held = other.writer().begin_with("BEGIN IMMEDIATE").await.unwrap();
+    // Our write gets its connection and sends BEGIN IMMEDIATE, which waits
+    // inside SQLite's busy handler.
+    let mut write: Write<'_> = Box::pin(db.store.item_extend_lease(&c, LEASE));
+    for _ in 0..20 {
+        assert!(poll_once(&mut write).is_pending());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    held.commit().await.unwrap();
+    // The busy handler retries and our BEGIN takes the lock; its
+    // acknowledgement then waits for the next poll.
+    let mut ours = false;
+    for _ in 0..300 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        match other.writer().begin_with("BEGIN IMMEDIATE").await {
+            Ok(tx) => tx.rollback().await.unwrap(),
+            Err(_) => {
+                ours = true;
+                break;
+            }
+        }
+    }
+    assert!(ours, "our BEGIN IMMEDIATE never took the lock");
+    // This poll takes the acknowledgement and parks in sqlx's post-BEGIN
+    // check; the caller gives up there.
+    assert!(poll_once(&mut write).is_pending());
+    drop(write);
+    let mut free = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        if let Ok(tx) = other.writer().begin_with("BEGIN IMMEDIATE").await {
+            tx.rollback().await.unwrap();
+            free = true;
+            break;
+        }
+    }
+    assert!(free, "the dropped write left the file's write lock held");
+    db.store.item_extend_lease(&c, LEASE).await.unwrap();
 }

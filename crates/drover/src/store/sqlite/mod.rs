@@ -210,6 +210,7 @@ impl SqliteStore {
             .min_connections(1)
             .idle_timeout(None)
             .max_lifetime(None)
+            .after_release(|conn, _| Box::pin(end_abandoned_transaction(conn)))
             .connect_with(writer_opts)
             .await?;
         let reader = if memory {
@@ -276,6 +277,39 @@ impl SqliteStore {
             self.notify(lane);
         }
     }
+}
+
+/// Rolls back a transaction that a dropped future left open on a writer
+/// connection, as the connection goes back to the pool.
+///
+/// Why: sqlx runs a custom `BEGIN` (ours is `BEGIN IMMEDIATE`) and then
+/// awaits a check that it opened a transaction before it builds the
+/// `Transaction` guard. A caller that gives up on a write at that await
+/// (a timeout, a `select!`) drops the future with `BEGIN IMMEDIATE` done
+/// and no guard to roll it back: the connection returns to the pool inside
+/// the transaction, still holding the file's write lock. Every other
+/// process's write then fails after the busy timeout, and every later
+/// `begin` on this connection fails (a custom `BEGIN` inside a
+/// transaction), for as long as the process lives.
+///
+/// A transaction whose guard was dropped has its rollback queued, not yet
+/// run; the ping is answered after it, so only a transaction that is still
+/// open after the ping was abandoned.
+async fn end_abandoned_transaction(
+    conn: &mut SqliteConnection,
+) -> std::result::Result<bool, sqlx::Error> {
+    use sqlx::{Connection, TransactionManager};
+
+    if !conn.is_in_transaction() {
+        return Ok(true);
+    }
+    conn.ping().await?;
+    if conn.is_in_transaction() {
+        tracing::warn!(target: "drover::sqlite",
+            "a write was dropped right after BEGIN; rolling back its transaction");
+        sqlx::sqlite::SqliteTransactionManager::rollback(conn).await?;
+    }
+    Ok(true)
 }
 
 /// Enqueues `item` inside the caller's own transaction on `conn`, so the item
