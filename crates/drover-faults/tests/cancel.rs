@@ -2,13 +2,16 @@
 //! `select!`, an aborted request task) while its transaction is being
 //! opened must not leave the connection inside that transaction.
 //!
-//! sqlx 0.8.6's PostgreSQL `begin` is not cancel safe: dropped between
-//! sending `BEGIN` and reading its reply, the connection goes back to the
-//! pool inside a transaction nothing will end, and the next borrower's
-//! statements run inside it (the PostgreSQL test failed this way before
-//! `store/begin.rs`). SQLite's driver rolls such an opening back itself; its
-//! test guards it anyway, because there a leaked transaction would keep the
-//! file's write lock and stall every process's writes.
+//! sqlx 0.8.6's `begin` is not cancel safe: dropped between sending `BEGIN`
+//! and learning that it opened a transaction, the connection goes back to
+//! the pool inside a transaction nothing will end. On PostgreSQL the
+//! session idles in transaction and the next borrower's statements run
+//! inside it (this test failed that way before `store/begin.rs`); on SQLite
+//! the single writer keeps the file's write lock and every process's writes
+//! stall (`crates/drover/tests/sqlite_store.rs` drops a write at the exact
+//! await by polling it by hand; the test here cancels it while `BEGIN
+//! IMMEDIATE` waits for the lock, the moment a caller's timeout most often
+//! hits).
 //!
 //! Each test holds the transaction's opening in flight (PostgreSQL: the
 //! proxy black-holes the reply; SQLite: another connection holds the write
