@@ -292,6 +292,11 @@ impl SqliteStore {
 /// `begin` on this connection fails (a custom `BEGIN` inside a
 /// transaction), for as long as the process lives.
 ///
+/// The store's own writes open their transactions through `store/begin.rs`,
+/// which a dropped caller cannot interrupt; this check also covers the
+/// transactions callers open on [`SqliteStore::writer`] themselves (for
+/// [`insert_in`]), and any path that might bypass the helper later.
+///
 /// A transaction whose guard was dropped has its rollback queued, not yet
 /// run; the ping is answered after it, so only a transaction that is still
 /// open after the ping was abandoned.
