@@ -21,7 +21,7 @@
 //! (no runtime, no database driver) and are re-exported here unchanged.
 //!
 //! Features: `test-util` exposes the backend contract suite
-//! ([`store::contract`]) and database helpers for tests.
+//! (`store::contract`) and database helpers for tests.
 
 pub mod builtin;
 pub mod maintenance;

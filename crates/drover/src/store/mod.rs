@@ -2,7 +2,7 @@
 //! and named entity-then-verb (`item_claim`, `item_complete`, `worker_beat`).
 //!
 //! Invariants every implementation keeps (the contract suite in
-//! [`contract`] checks each against every backend):
+//! `contract` (feature `test-util`) checks each against every backend):
 //!
 //! - An insert never overwrites; a collision changes nothing and reports which
 //!   key collided (`IdExists` before `KeyExists`).
@@ -11,7 +11,7 @@
 //!   (the database clock on PostgreSQL).
 //! - Every write after a claim is conditioned, in one statement, on the token,
 //!   on `status = 'claimed'` and on the lease not having passed; otherwise it
-//!   changes nothing and returns [`Error::Conflict`].
+//!   changes nothing and returns [`Error::Conflict`](crate::Error::Conflict).
 //! - Every per-tenant call reads and writes only that tenant's rows. The
 //!   cross-tenant calls (`item_claim`, `item_fail_orphaned`,
 //!   `item_stale_tenants`, `item_purge`, `gauges`, `counts`, `item_list` without

@@ -4,7 +4,7 @@
 //! This module owns the connection pool, the schema, the embedded migrations
 //! (`migrations/postgres`), the SQL (`sql/postgres/*.sql`, one query per file)
 //! and the per-transaction role discipline. Invariants it keeps, beyond those
-//! of the [`Store`](crate::store::Store) trait:
+//! of the [`Store`] trait:
 //!
 //! - **Every query runs as one of two roles, chosen per transaction.** A
 //!   per-tenant call opens `BEGIN; SET LOCAL ROLE drover_runtime; SET LOCAL

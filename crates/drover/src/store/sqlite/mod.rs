@@ -27,7 +27,7 @@
 //! - **Fences in the statement.** Complete, fail, defer, release and
 //!   extend-lease are conditioned on `claim_token`, `status = 'claimed'` and
 //!   `lease_expires_at > now` in one `UPDATE`; zero rows is
-//!   [`Error::Conflict`](crate::Error::Conflict) (or `NotFound`, decided by a
+//!   [`Error::Conflict`] (or `NotFound`, decided by a
 //!   read on the error path only).
 //! - **Wake-ups after commit.** A lane's name is broadcast in process once
 //!   per statement that made work available in it, after the commit.
