@@ -69,16 +69,18 @@ async fn paused_past_the_lease_postgres() {
         "A reached its effect write before it was stopped (the scenario needs it stopped in its sleep)"
     );
     let mut b = run.spawn(&flags);
-    // A stays stopped until B's sweep has handed the item back and B holds
-    // it under the next claim, and for at least twice the lease: on a
-    // loaded machine B may need longer than that to start, sweep and
-    // claim, and the resumed A must meet a live claim that is not its own.
+    // A stays stopped until B's sweep has handed the item back and B has
+    // taken it under the next claim, and for at least twice the lease: on
+    // a loaded machine B may need longer than that to start, sweep and
+    // claim, and the resumed A must meet a claim that is not its own. The
+    // claim is read from the transitions log, not the item's row, so a
+    // poll starved past B's whole run still sees it.
     let b_holder = format!("%:{}:%", b.pid());
     let handed_to_b = async {
         loop {
             let n: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM drover.items WHERE status = 'claimed' AND claim_seq = 2 \
-                 AND claimed_by LIKE $1",
+                "SELECT count(*) FROM drover.transitions WHERE new_status = 'claimed' \
+                 AND new_seq = 2 AND new_holder LIKE $1",
             )
             .bind(&b_holder)
             .fetch_one(&pool)
@@ -90,9 +92,27 @@ async fn paused_past_the_lease_postgres() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     };
-    tokio::time::timeout(Duration::from_secs(60), handed_to_b)
+    if tokio::time::timeout(Duration::from_secs(60), handed_to_b)
         .await
-        .expect("B's sweep hands the item back and B claims it while A is stopped");
+        .is_err()
+    {
+        let row: Option<(String, i64, Option<String>, i32)> =
+            sqlx::query_as("SELECT status, claim_seq, claimed_by, attempts FROM drover.items")
+                .fetch_optional(&pool)
+                .await
+                .unwrap_or_default();
+        let starts: Vec<(i64, i32)> =
+            sqlx::query_as("SELECT fencing_token, pid FROM drover.starts ORDER BY seq")
+                .fetch_all(&pool)
+                .await
+                .unwrap_or_default();
+        panic!(
+            "B's sweep hands the item back and B claims it while A is stopped: item {row:?}, \
+             starts (token, pid) {starts:?}, A {} B {}",
+            a.pid(),
+            b.pid()
+        );
+    }
     tokio::time::sleep_until(paused + LEASE * 2).await;
     // Read before the signal: every write of the resumed A lands after it,
     // while a write A had sent just before the stop landed long before.
