@@ -111,8 +111,13 @@ pub struct KillFigures {
     pub in_flight: i64,
     /// Of those, items still not final.
     pub unrecovered: i64,
-    /// The longest time from the kill to such an item's final transition.
+    /// The longest time from the kill to such an item's final transition,
+    /// over the items no later kill hit again (see `rehit`).
     pub recovery_secs: f64,
+    /// Items that, once handed back, were started again by a process that
+    /// was itself killed later, before they were final: their final time
+    /// belongs to that later kill's recovery, not this one's.
+    pub rehit: i64,
     /// The longest time from the kill to such an item's hand-back: the
     /// first write that ends the claim the killed process held (a sweep
     /// rescue). Items whose claim had already ended before the kill (a
@@ -120,7 +125,18 @@ pub struct KillFigures {
     pub handback_secs: f64,
 }
 
-/// The figures of one kill of process `pid` at `at` (PostgreSQL).
+/// `(p1, p2, …)` for an SQL `IN`, from process ids (numbers, so nothing to
+/// escape); `(NULL)`, which matches nothing, for none.
+fn pid_list(pids: &[u32]) -> String {
+    if pids.is_empty() {
+        return "(NULL)".into();
+    }
+    let list: Vec<String> = pids.iter().map(u32::to_string).collect();
+    format!("({})", list.join(", "))
+}
+
+/// The figures of one kill of process `pid` at `at` (PostgreSQL);
+/// `later_victims` are the processes killed after it.
 ///
 /// # Errors
 /// The database's.
@@ -129,8 +145,10 @@ pub async fn pg_kill_figures(
     schema: &str,
     pid: u32,
     at: DateTime<Utc>,
+    later_victims: &[u32],
 ) -> Result<KillFigures, sqlx::Error> {
     let s = format!("\"{schema}\"");
+    let victims = pid_list(later_victims);
     let sql = format!(
         "WITH hit AS (SELECT DISTINCT st.item_id, st.fencing_token FROM {s}.starts st WHERE st.pid = $1 AND st.at <= $2 \
            AND NOT EXISTS (SELECT 1 FROM {s}.transitions t WHERE t.item_id = st.item_id \
@@ -138,9 +156,11 @@ pub async fn pg_kill_figures(
          fin AS (SELECT hit.item_id, (SELECT min(t.at) FROM {s}.transitions t WHERE t.item_id = hit.item_id \
              AND t.new_status IN {FINAL} AND t.old_status IS DISTINCT FROM t.new_status) AS done_at, \
              (SELECT min(t.at) FROM {s}.transitions t WHERE t.item_id = hit.item_id AND t.old_seq = hit.fencing_token \
-             AND t.old_status = 'claimed' AND t.new_status <> 'claimed') AS back_at FROM hit) \
+             AND t.old_status = 'claimed' AND t.new_status <> 'claimed') AS back_at, \
+             EXISTS (SELECT 1 FROM {s}.starts s2 WHERE s2.item_id = hit.item_id AND s2.at > $2 AND s2.pid IN {victims}) AS rehit FROM hit) \
          SELECT count(*) AS in_flight, count(*) FILTER (WHERE done_at IS NULL) AS unrecovered, \
-           coalesce(max(extract(epoch FROM done_at - $2))::float8, 0) AS recovery, \
+           count(*) FILTER (WHERE rehit) AS rehit, \
+           coalesce(max(extract(epoch FROM done_at - $2)) FILTER (WHERE NOT rehit), 0)::float8 AS recovery, \
            coalesce(max(extract(epoch FROM back_at - $2))::float8, 0) AS handback FROM fin"
     );
     let r = sqlx::query(&sql)
@@ -152,6 +172,7 @@ pub async fn pg_kill_figures(
         in_flight: r.try_get("in_flight")?,
         unrecovered: r.try_get("unrecovered")?,
         recovery_secs: r.try_get("recovery")?,
+        rehit: r.try_get("rehit")?,
         handback_secs: r.try_get("handback")?,
     })
 }
@@ -188,7 +209,8 @@ pub async fn sqlite_figures(pool: &SqlitePool) -> Result<Figures, sqlx::Error> {
     })
 }
 
-/// The figures of one kill (SQLite; times in microseconds).
+/// The figures of one kill (SQLite; times in microseconds; `later_victims`
+/// as for PostgreSQL).
 ///
 /// # Errors
 /// The database's.
@@ -196,7 +218,9 @@ pub async fn sqlite_kill_figures(
     pool: &SqlitePool,
     pid: u32,
     at: DateTime<Utc>,
+    later_victims: &[u32],
 ) -> Result<KillFigures, sqlx::Error> {
+    let victims = pid_list(later_victims);
     let sql = format!(
         "WITH hit AS (SELECT DISTINCT st.item_id, st.fencing_token FROM starts st WHERE st.pid = ?1 AND st.at <= ?2 \
            AND NOT EXISTS (SELECT 1 FROM transitions t WHERE t.item_id = st.item_id \
@@ -204,9 +228,10 @@ pub async fn sqlite_kill_figures(
          fin AS (SELECT hit.item_id, (SELECT min(t.updated_at) FROM transitions t WHERE t.item_id = hit.item_id \
              AND t.new_status IN {FINAL} AND t.old_status IS NOT t.new_status) AS done_at, \
              (SELECT min(t.updated_at) FROM transitions t WHERE t.item_id = hit.item_id AND t.old_seq = hit.fencing_token \
-             AND t.old_status = 'claimed' AND t.new_status <> 'claimed') AS back_at FROM hit) \
-         SELECT count(*) AS in_flight, sum(done_at IS NULL) AS unrecovered, \
-           coalesce(max(done_at - ?2), 0) AS recovery, coalesce(max(back_at - ?2), 0) AS handback FROM fin"
+             AND t.old_status = 'claimed' AND t.new_status <> 'claimed') AS back_at, \
+             EXISTS (SELECT 1 FROM starts s2 WHERE s2.item_id = hit.item_id AND s2.at > ?2 AND s2.pid IN {victims}) AS rehit FROM hit) \
+         SELECT count(*) AS in_flight, sum(done_at IS NULL) AS unrecovered, coalesce(sum(rehit), 0) AS rehit, \
+           coalesce(max(CASE WHEN NOT rehit THEN done_at - ?2 END), 0) AS recovery, coalesce(max(back_at - ?2), 0) AS handback FROM fin"
     );
     let r = sqlx::query(&sql)
         .bind(i64::from(pid))
@@ -218,6 +243,7 @@ pub async fn sqlite_kill_figures(
         in_flight: r.try_get("in_flight")?,
         unrecovered: r.try_get::<Option<i64>, _>("unrecovered")?.unwrap_or(0),
         recovery_secs: rec as f64 / 1e6,
+        rehit: r.try_get("rehit")?,
         handback_secs: r.try_get::<i64, _>("handback")? as f64 / 1e6,
     })
 }

@@ -262,12 +262,17 @@ impl Run {
         }
     }
 
-    pub async fn kill_figures(&self, pid: u32, at: chrono::DateTime<chrono::Utc>) -> KillFigures {
+    pub async fn kill_figures(
+        &self,
+        pid: u32,
+        at: chrono::DateTime<chrono::Utc>,
+        later_victims: &[u32],
+    ) -> KillFigures {
         match &self.db {
-            Db::Pg { pool, .. } => checker::pg_kill_figures(pool, SCHEMA, pid, at)
+            Db::Pg { pool, .. } => checker::pg_kill_figures(pool, SCHEMA, pid, at, later_victims)
                 .await
                 .expect("kill figures"),
-            Db::Sqlite { pool, .. } => checker::sqlite_kill_figures(pool, pid, at)
+            Db::Sqlite { pool, .. } => checker::sqlite_kill_figures(pool, pid, at, later_victims)
                 .await
                 .expect("kill figures"),
         }
