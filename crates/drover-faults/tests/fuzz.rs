@@ -18,7 +18,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::print_stdout)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 const TARGETS: [&str; 2] = ["import_line", "item_payload"];
 
@@ -116,9 +116,8 @@ fn ensure_cargo_fuzz() -> std::ffi::OsString {
     path
 }
 
-fn tail(out: &Output) -> String {
-    let err = String::from_utf8_lossy(&out.stderr);
-    let lines: Vec<&str> = err.lines().collect();
+fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(40)..].join("\n")
 }
 
@@ -150,7 +149,7 @@ fn fuzz_targets_run_without_a_crash() {
     assert!(
         build.status.success(),
         "cargo fuzz build failed:\n{}",
-        tail(&build)
+        tail(&String::from_utf8_lossy(&build.stderr))
     );
 
     let secs = seconds();
@@ -163,6 +162,11 @@ fn fuzz_targets_run_without_a_crash() {
         .map(|t| {
             let corpus = corpora.path().join(t);
             std::fs::create_dir_all(&corpus).expect("corpus");
+            // libFuzzer writes a line for every new input: to a file, since
+            // a pipe nobody drains (we wait for one child at a time) fills
+            // up and stops the fuzzer writing to it.
+            let log_path = corpora.path().join(format!("{t}.log"));
+            let log = std::fs::File::create(&log_path).expect("fuzzer log");
             let child = cargo()
                 .args([
                     "fuzz",
@@ -180,21 +184,21 @@ fn fuzz_targets_run_without_a_crash() {
                 .arg(format!("-max_total_time={secs}"))
                 .args(["-timeout=10", "-rss_limit_mb=2048", "-print_final_stats=1"])
                 .env("PATH", &path)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(log)
                 .spawn()
                 .expect("cargo fuzz run");
-            (*t, child)
+            (*t, child, log_path)
         })
         .collect();
-    for (t, child) in children {
-        let out = child.wait_with_output().expect("fuzzer exit");
+    for (t, mut child, log_path) in children {
+        let status = child.wait().expect("fuzzer exit");
+        let stderr = std::fs::read_to_string(&log_path).unwrap_or_default();
         assert!(
-            out.status.success(),
+            status.success(),
             "fuzz target {t} found a failure (input saved under fuzz/artifacts/{t}/):\n{}",
-            tail(&out)
+            tail(&stderr)
         );
-        let stderr = String::from_utf8_lossy(&out.stderr);
         let runs = runs_done(&stderr).expect("libFuzzer's closing line");
         assert!(runs > 0, "{t}: no inputs were run");
         println!("FAULT-FIGURES | fuzz | target {t} | {secs} s | runs {runs} | crashes 0");
