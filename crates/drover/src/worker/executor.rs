@@ -35,11 +35,11 @@ use tracing::Instrument;
 use crate::queue::{JobContext, Queue};
 use crate::worker::completer::{Completer, Landed, Ticket};
 use crate::worker::handler::{Done, JobError, Outcome, Registry};
+use crate::worker::settings::WorkerSettings;
 
 /// The earliest a run's first renewal may come, as a fraction of the
 /// renewal interval (earlier, never later: the spread costs no safety).
 const FIRST_RENEWAL_SPREAD: f64 = 0.75;
-use crate::worker::settings::WorkerSettings;
 
 /// How a run ended.
 #[derive(Debug)]
