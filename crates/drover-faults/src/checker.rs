@@ -112,11 +112,12 @@ pub struct KillFigures {
     /// Of those, items still not final.
     pub unrecovered: i64,
     /// The longest time from the kill to such an item's final transition,
-    /// over the items no later kill hit again (see `rehit`).
+    /// over the items no later fault hit again (see `rehit`).
     pub recovery_secs: f64,
-    /// Items that, once handed back, were started again by a process that
-    /// was itself killed later, before they were final: their final time
-    /// belongs to that later kill's recovery, not this one's.
+    /// Items that, once handed back, were claimed again and that later
+    /// claim also ended unfinished (its process killed in turn, or its lease
+    /// lost on a live process), whether or not it had started: a new fault,
+    /// whose recovery is measured from there, not from this kill.
     pub rehit: i64,
     /// The longest time from the kill to such an item's hand-back: the
     /// first write that ends the claim the killed process held (a sweep
@@ -125,18 +126,7 @@ pub struct KillFigures {
     pub handback_secs: f64,
 }
 
-/// `(p1, p2, …)` for an SQL `IN`, from process ids (numbers, so nothing to
-/// escape); `(NULL)`, which matches nothing, for none.
-fn pid_list(pids: &[u32]) -> String {
-    if pids.is_empty() {
-        return "(NULL)".into();
-    }
-    let list: Vec<String> = pids.iter().map(u32::to_string).collect();
-    format!("({})", list.join(", "))
-}
-
-/// The figures of one kill of process `pid` at `at` (PostgreSQL);
-/// `later_victims` are the processes killed after it.
+/// The figures of one kill of process `pid` at `at` (PostgreSQL).
 ///
 /// # Errors
 /// The database's.
@@ -145,10 +135,8 @@ pub async fn pg_kill_figures(
     schema: &str,
     pid: u32,
     at: DateTime<Utc>,
-    later_victims: &[u32],
 ) -> Result<KillFigures, sqlx::Error> {
     let s = format!("\"{schema}\"");
-    let victims = pid_list(later_victims);
     let sql = format!(
         "WITH hit AS (SELECT DISTINCT st.item_id, st.fencing_token FROM {s}.starts st WHERE st.pid = $1 AND st.at <= $2 \
            AND NOT EXISTS (SELECT 1 FROM {s}.transitions t WHERE t.item_id = st.item_id \
@@ -157,7 +145,8 @@ pub async fn pg_kill_figures(
              AND t.new_status IN {FINAL} AND t.old_status IS DISTINCT FROM t.new_status) AS done_at, \
              (SELECT min(t.at) FROM {s}.transitions t WHERE t.item_id = hit.item_id AND t.old_seq = hit.fencing_token \
              AND t.old_status = 'claimed' AND t.new_status <> 'claimed') AS back_at, \
-             EXISTS (SELECT 1 FROM {s}.starts s2 WHERE s2.item_id = hit.item_id AND s2.at > $2 AND s2.pid IN {victims}) AS rehit FROM hit) \
+             EXISTS (SELECT 1 FROM {s}.transitions t2 WHERE t2.item_id = hit.item_id \
+               AND t2.old_status = 'claimed' AND t2.new_status = 'pending' AND t2.old_seq > hit.fencing_token) AS rehit FROM hit) \
          SELECT count(*) AS in_flight, count(*) FILTER (WHERE done_at IS NULL) AS unrecovered, \
            count(*) FILTER (WHERE rehit) AS rehit, \
            coalesce(max(extract(epoch FROM done_at - $2)) FILTER (WHERE NOT rehit), 0)::float8 AS recovery, \
@@ -209,8 +198,7 @@ pub async fn sqlite_figures(pool: &SqlitePool) -> Result<Figures, sqlx::Error> {
     })
 }
 
-/// The figures of one kill (SQLite; times in microseconds; `later_victims`
-/// as for PostgreSQL).
+/// The figures of one kill (SQLite; times in microseconds).
 ///
 /// # Errors
 /// The database's.
@@ -218,9 +206,7 @@ pub async fn sqlite_kill_figures(
     pool: &SqlitePool,
     pid: u32,
     at: DateTime<Utc>,
-    later_victims: &[u32],
 ) -> Result<KillFigures, sqlx::Error> {
-    let victims = pid_list(later_victims);
     let sql = format!(
         "WITH hit AS (SELECT DISTINCT st.item_id, st.fencing_token FROM starts st WHERE st.pid = ?1 AND st.at <= ?2 \
            AND NOT EXISTS (SELECT 1 FROM transitions t WHERE t.item_id = st.item_id \
@@ -229,7 +215,8 @@ pub async fn sqlite_kill_figures(
              AND t.new_status IN {FINAL} AND t.old_status IS NOT t.new_status) AS done_at, \
              (SELECT min(t.updated_at) FROM transitions t WHERE t.item_id = hit.item_id AND t.old_seq = hit.fencing_token \
              AND t.old_status = 'claimed' AND t.new_status <> 'claimed') AS back_at, \
-             EXISTS (SELECT 1 FROM starts s2 WHERE s2.item_id = hit.item_id AND s2.at > ?2 AND s2.pid IN {victims}) AS rehit FROM hit) \
+             EXISTS (SELECT 1 FROM transitions t2 WHERE t2.item_id = hit.item_id \
+               AND t2.old_status = 'claimed' AND t2.new_status = 'pending' AND t2.old_seq > hit.fencing_token) AS rehit FROM hit) \
          SELECT count(*) AS in_flight, sum(done_at IS NULL) AS unrecovered, coalesce(sum(rehit), 0) AS rehit, \
            coalesce(max(CASE WHEN NOT rehit THEN done_at - ?2 END), 0) AS recovery, coalesce(max(back_at - ?2), 0) AS handback FROM fin"
     );

@@ -106,6 +106,10 @@ pub struct WorkerArgs {
     /// Do not sweep in this process.
     #[arg(long)]
     pub no_sweep: bool,
+    /// The longest retry delay of the sweep's lease-expired requeues
+    /// (default: the fault kinds' 10 s cap).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub retry_cap: Option<Duration>,
 }
 
 struct Effects<K> {
@@ -255,7 +259,10 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     )
     .await?;
     let queue = Queue::new(store).with_config(QueueConfig {
-        retry: FAULT_POLICY,
+        retry: RetryPolicy {
+            cap: args.retry_cap.unwrap_or(FAULT_POLICY.cap),
+            ..FAULT_POLICY
+        },
         ..QueueConfig::default()
     });
     let db = effects_db(&args).await?;

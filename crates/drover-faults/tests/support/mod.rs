@@ -262,17 +262,12 @@ impl Run {
         }
     }
 
-    pub async fn kill_figures(
-        &self,
-        pid: u32,
-        at: chrono::DateTime<chrono::Utc>,
-        later_victims: &[u32],
-    ) -> KillFigures {
+    pub async fn kill_figures(&self, pid: u32, at: chrono::DateTime<chrono::Utc>) -> KillFigures {
         match &self.db {
-            Db::Pg { pool, .. } => checker::pg_kill_figures(pool, SCHEMA, pid, at, later_victims)
+            Db::Pg { pool, .. } => checker::pg_kill_figures(pool, SCHEMA, pid, at)
                 .await
                 .expect("kill figures"),
-            Db::Sqlite { pool, .. } => checker::sqlite_kill_figures(pool, pid, at, later_victims)
+            Db::Sqlite { pool, .. } => checker::sqlite_kill_figures(pool, pid, at)
                 .await
                 .expect("kill figures"),
         }
