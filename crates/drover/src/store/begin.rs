@@ -9,9 +9,12 @@
 //! it (transact-rs/sqlx#4393). `drover-faults`' `tests/cancel.rs` reproduces
 //! it with a proxy that holds `BEGIN`'s reply.
 //!
-//! Invariant kept here: every transaction a store opens is opened by a task
-//! of its own, so the caller's cancellation never interrupts the opening;
-//! a transaction opened for a caller that has gone is rolled back at once.
+//! Invariant kept here: every transaction the PostgreSQL store opens is
+//! opened by a task of its own, so the caller's cancellation never
+//! interrupts the opening; a transaction opened for a caller that has gone
+//! is rolled back at once. (PostgreSQL's connection does not expose the
+//! server's transaction state to a pool hook; the SQLite store instead
+//! checks SQLite's own state as the writer connection is released.)
 
 use std::borrow::Cow;
 
