@@ -715,3 +715,37 @@ async fn a_write_dropped_right_after_begin_leaves_no_transaction_open() {
     assert!(free, "the dropped write left the file's write lock held");
     db.store.item_extend_lease(&c, LEASE).await.unwrap();
 }
+
+/// The store reads its clock once the file's write lock is held: a claim
+/// that waited for the lock (up to the busy timeout) gets a lease counted
+/// from when it got the lock, not from when it asked. Read before the lock,
+/// a long wait would hand out a lease already partly or wholly spent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_that_waits_for_the_lock_reads_the_clock_once_it_holds_it() {
+    let db = db().await;
+    db.store.item_insert(&item("k")).await.unwrap();
+    let other = SqliteStore::open(db.path.to_str().unwrap(), SqliteOptions::default())
+        .await
+        .unwrap();
+    let held = other.writer().begin_with("BEGIN IMMEDIATE").await.unwrap();
+    let params = claim_params("default", 1);
+    let claim = db.store.item_claim(&params);
+    // While the claim waits in SQLite's busy handler, a minute passes by
+    // the store's clock; then the lock is let go.
+    let release = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        db.clock.advance(Duration::from_secs(60));
+        held.commit().await.unwrap();
+    };
+    let (claimed, ()) = tokio::join!(claim, release);
+    let claimed = claimed.unwrap();
+    assert_eq!(claimed.len(), 1);
+    let lease_expires = claimed[0]
+        .lease_expires_at
+        .expect("a claimed item has a lease");
+    let want = db.clock.now_for_test() + chrono::Duration::from_std(LEASE).unwrap();
+    assert!(
+        (lease_expires - want).num_milliseconds().abs() <= 1,
+        "lease from the clock after the lock: {lease_expires}, want {want}"
+    );
+}
