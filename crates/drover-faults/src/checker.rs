@@ -44,6 +44,23 @@ impl Figures {
         self.stale_effect_writes_accepted + self.stale_queue_writes_accepted
     }
 
+    /// Panics unless the run kept every promise that holds under any fault:
+    /// nothing lost, no duplicate completion, no stale write accepted, every
+    /// effect matching its item's final state.
+    pub fn assert_promises_kept(&self) {
+        assert_eq!(self.lost, 0, "lost: {self:?}");
+        assert_eq!(
+            self.duplicate_completions, 0,
+            "duplicate completions: {self:?}"
+        );
+        assert_eq!(
+            self.stale_writes_accepted(),
+            0,
+            "stale writes accepted: {self:?}"
+        );
+        assert_eq!(self.effects_mismatch, 0, "effects mismatch: {self:?}");
+    }
+
     /// One table row for `docs/reliability.md`.
     pub fn row(&self) -> String {
         format!(

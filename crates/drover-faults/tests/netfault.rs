@@ -106,10 +106,7 @@ async fn connection_cuts_mid_drain_postgres() {
         ),
     );
     assert!(drained, "not drained: {f:?}");
-    assert_eq!(f.lost, 0, "{f:?}");
-    assert_eq!(f.duplicate_completions, 0, "{f:?}");
-    assert_eq!(f.stale_writes_accepted(), 0, "{f:?}");
-    assert_eq!(f.effects_mismatch, 0, "{f:?}");
+    f.assert_promises_kept();
     for w in &mut workers {
         assert!(w.exited().is_none(), "a worker exited:\n{}", w.log_text());
         w.term();
@@ -198,10 +195,7 @@ async fn partition_longer_than_the_lease_postgres() {
         ),
     );
     assert!(drained, "not drained: {f:?}");
-    assert_eq!(f.lost, 0, "{f:?}");
-    assert_eq!(f.duplicate_completions, 0, "{f:?}");
-    assert_eq!(f.stale_writes_accepted(), 0, "{f:?}");
-    assert_eq!(f.effects_mismatch, 0, "{f:?}");
+    f.assert_promises_kept();
     assert!(rescued >= 10, "B's sweep rescued A's items: {rescued}");
     assert_eq!(a_stale_starts, 0, "A started under a superseded claim");
     assert_eq!(a_late_changed, 0, "a late write of A's was accepted");

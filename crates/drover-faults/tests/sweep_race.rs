@@ -59,6 +59,28 @@ async fn run_stale(c: &mut PgConnection, sql: &str) -> (i64, i64) {
 }
 
 /// Waits until backend `pid` waits on a lock.
+/// Opens the sweeping session's transaction; returns its backend pid (to
+/// see it wait on a row lock) and the sweep statement, with or without
+/// `SKIP LOCKED`.
+async fn begin_sweep(
+    s: &mut PgConnection,
+    schema: &str,
+    tenant: Uuid,
+    skip_locked: bool,
+) -> (i32, String) {
+    begin_tenant(s, schema, tenant).await;
+    let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut *s)
+        .await
+        .expect("pid");
+    let sql = if skip_locked {
+        STALE_SQL.to_owned()
+    } else {
+        STALE_SQL.replace("SKIP LOCKED", "")
+    };
+    (pid, sql)
+}
+
 async fn until_waiting(probe: &mut PgConnection, pid: i32) {
     for _ in 0..500 {
         let waiting: bool = sqlx::query_scalar(
@@ -128,16 +150,7 @@ async fn sweep_racing_a_completion_reverts_nothing() {
             .expect("complete");
         assert_eq!(done.rows_affected(), 1, "W's lease was live at its now()");
         // S: the sweep, which sees the item claimed and expired.
-        begin_tenant(&mut s, &schema, tenant).await;
-        let spid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-            .fetch_one(&mut s)
-            .await
-            .expect("pid");
-        let sql = if skip_locked {
-            STALE_SQL.to_owned()
-        } else {
-            STALE_SQL.replace("SKIP LOCKED", "")
-        };
+        let (spid, sql) = begin_sweep(&mut s, &schema, tenant, skip_locked).await;
         let sweep = async {
             let r = run_stale(&mut s, &sql).await;
             sqlx::raw_sql("COMMIT")
@@ -201,16 +214,7 @@ async fn sweep_after_a_fresh_reclaim_leaves_the_new_claim() {
         let (requeued, _) = run_stale(&mut w, STALE_SQL).await;
         assert_eq!(requeued, 1);
         // S: a sweep that read the item with t1 as expired.
-        begin_tenant(&mut s, &schema, tenant).await;
-        let spid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-            .fetch_one(&mut s)
-            .await
-            .expect("pid");
-        let sql = if skip_locked {
-            STALE_SQL.to_owned()
-        } else {
-            STALE_SQL.replace("SKIP LOCKED", "")
-        };
+        let (spid, sql) = begin_sweep(&mut s, &schema, tenant, skip_locked).await;
         let sweep = async {
             let r = run_stale(&mut s, &sql).await;
             sqlx::raw_sql("COMMIT")

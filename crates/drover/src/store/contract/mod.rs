@@ -193,7 +193,9 @@ fn approx(a: DateTime<Utc>, b: DateTime<Utc>, tol_ms: i64) -> bool {
 }
 
 mod claims;
+mod operations;
 mod writes;
 
 pub use claims::*;
+pub use operations::*;
 pub use writes::*;

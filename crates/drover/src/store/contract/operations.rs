@@ -1,0 +1,407 @@
+//! Contract cases for the system's and the operator's operations: the
+//! sweep's stale requeue, purge, gauges and counts, the operator's cancel
+//! and retry, listing, the workers table, wake-ups and the sweep lock.
+
+// Test code shipped for backends to run: a failed expectation is the report.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use super::*;
+
+/// A lease-expired item is handed back as a failed attempt, with
+/// `last_error = "lease expired"`, and its holder's writes are refused.
+pub async fn requeue_stale_counts_an_attempt(h: &Harness) {
+    put(h, new("a")).await;
+    let (_, r) = claim_one(h, SHORT).await;
+    h.pass(PAST_SHORT).await;
+    let policy = RetryPolicy {
+        base: Duration::ZERO,
+        ..RetryPolicy::default()
+    };
+    let report = h
+        .store
+        .item_requeue_stale(Uuid::nil(), 100, &policy)
+        .await
+        .expect("sweep");
+    assert_eq!(report.requeued, 1);
+    assert_eq!(report.dead_lettered, 0);
+    let row = get(h, Uuid::nil(), r.id).await;
+    assert_eq!(row.status, Status::Pending);
+    assert_eq!(row.attempts, 1);
+    assert_eq!(row.last_error.as_deref(), Some("lease expired"));
+    assert!(row.claim_token.is_none());
+    assert_kind(
+        h.store.item_complete(&r).await,
+        ErrorKind::Conflict,
+        "holder after sweep",
+    );
+    let again = h
+        .store
+        .item_requeue_stale(Uuid::nil(), 100, &policy)
+        .await
+        .expect("sweep");
+    assert_eq!(again.requeued, 0, "a second sweep finds nothing");
+}
+
+/// A sweep under tenant A leaves tenant B's stale item claimed.
+pub async fn requeue_stale_is_per_tenant(h: &Harness) {
+    put(h, new("a").with_tenant(tenant_a())).await;
+    put(h, new("a").with_tenant(tenant_b())).await;
+    let got = h
+        .store
+        .item_claim(&claim_params("default", 2, SHORT))
+        .await
+        .expect("claim");
+    assert_eq!(got.len(), 2);
+    h.pass(PAST_SHORT).await;
+    let mut tenants = h.store.item_stale_tenants(10).await.expect("stale tenants");
+    tenants.sort();
+    assert_eq!(tenants, vec![tenant_a(), tenant_b()]);
+    let report = h
+        .store
+        .item_requeue_stale(tenant_a(), 100, &RetryPolicy::default())
+        .await
+        .expect("sweep");
+    assert_eq!(report.requeued, 1);
+    let b = got
+        .iter()
+        .find(|i| i.tenant_id == tenant_b())
+        .expect("b item");
+    let row = get(h, tenant_b(), b.id).await;
+    assert_eq!(row.status, Status::Claimed);
+    assert_eq!(row.claim_token, b.claim_token);
+    assert_eq!(row.attempts, 0);
+}
+
+/// A lease expiry that spends the last attempt dead-letters, with an audit
+/// entry: a poison item that kills its worker every time still ends.
+pub async fn requeue_stale_dead_letters_at_budget(h: &Harness) {
+    let item = put(h, new("a").with_max_attempts(1)).await;
+    claim_one(h, SHORT).await;
+    h.pass(PAST_SHORT).await;
+    let report = h
+        .store
+        .item_requeue_stale(Uuid::nil(), 100, &RetryPolicy::default())
+        .await
+        .expect("sweep");
+    assert_eq!(report.dead_lettered, 1);
+    let row = get(h, Uuid::nil(), item.id).await;
+    assert_eq!(row.status, Status::Failed);
+    assert_eq!(row.attempts, 1);
+    let audit = h
+        .store
+        .audit_list(Uuid::nil(), item.id)
+        .await
+        .expect("audit");
+    assert_eq!(audit.len(), 1);
+    assert_eq!(audit[0].action, "dead_letter");
+}
+
+/// A sweep is bounded by its limit.
+pub async fn requeue_stale_respects_limit(h: &Harness) {
+    let batch: Vec<NewItem> = (0..5).map(|_| new("a")).collect();
+    h.store.item_insert_many(&batch).await.expect("bulk");
+    h.store
+        .item_claim(&claim_params("default", 5, SHORT))
+        .await
+        .expect("claim");
+    h.pass(PAST_SHORT).await;
+    let policy = RetryPolicy::default();
+    let first = h
+        .store
+        .item_requeue_stale(Uuid::nil(), 2, &policy)
+        .await
+        .expect("sweep");
+    assert_eq!(first.requeued, 2);
+    let rest = h
+        .store
+        .item_requeue_stale(Uuid::nil(), 10, &policy)
+        .await
+        .expect("sweep");
+    assert_eq!(rest.requeued, 3);
+}
+
+/// Purge deletes final items older than the cutoff and nothing else.
+pub async fn purge_leaves_pending_claimed_and_newer(h: &Harness) {
+    let pending = put(h, new("p")).await;
+    let claimed = put(h, new("c")).await;
+    let done = put(h, new("d")).await;
+    let failed = put(h, new("f").with_max_attempts(1)).await;
+    let cancelled = put(h, new("x")).await;
+    let mut p = claim_params("default", 1, LONG);
+    for (kind, id) in [("d", done.id), ("f", failed.id), ("c", claimed.id)] {
+        p.kinds = vec![kind.into()];
+        let got = h.store.item_claim(&p).await.expect("claim");
+        assert_eq!(got[0].id, id);
+        let r = ClaimRef::of(&got[0]).expect("t");
+        match kind {
+            "d" => h.store.item_complete(&r).await.expect("complete"),
+            "f" => {
+                h.store
+                    .item_fail(&r, &fail_params(LONG))
+                    .await
+                    .expect("fail");
+            }
+            _ => {}
+        }
+    }
+    h.store
+        .item_cancel(Uuid::nil(), cancelled.id, Uuid::nil())
+        .await
+        .expect("cancel");
+    h.pass(Duration::from_millis(300)).await;
+    // Real clock or manual, the cutoff sits between the old writes and the
+    // newer item.
+    let cutoff = match &h.clock {
+        Some(c) => {
+            use crate::store::Clock;
+            c.now()
+        }
+        None => Utc::now(),
+    };
+    h.pass(Duration::from_millis(300)).await;
+    let newer = put(h, new("n")).await;
+    let p2 = ClaimParams {
+        kinds: vec!["n".into()],
+        ..claim_params("default", 1, LONG)
+    };
+    let got = h.store.item_claim(&p2).await.expect("claim");
+    h.store
+        .item_complete(&ClaimRef::of(&got[0]).expect("t"))
+        .await
+        .expect("complete");
+    let purged = h.store.item_purge(cutoff, 2).await.expect("purge");
+    assert_eq!(purged, 3);
+    for (id, kept) in [
+        (pending.id, true),
+        (claimed.id, true),
+        (done.id, false),
+        (failed.id, false),
+        (cancelled.id, false),
+        (newer.id, true),
+    ] {
+        let row = h.store.item_get(Uuid::nil(), id).await.expect("get");
+        assert_eq!(row.is_some(), kept, "{id}");
+    }
+}
+
+/// The gauges: the oldest available pending item's age per lane, and the
+/// dead-letter count.
+pub async fn gauges_report_oldest_age_and_failed(h: &Harness) {
+    let old = Utc::now() - chrono::Duration::seconds(100);
+    put(h, new("a").with_available_at(old)).await;
+    put(
+        h,
+        new("a")
+            .with_lane("later")
+            .with_available_at(Utc::now() + chrono::Duration::hours(1)),
+    )
+    .await;
+    let f = put(h, new("f").with_lane("dead").with_max_attempts(1)).await;
+    let got = h
+        .store
+        .item_claim(&claim_params("dead", 1, LONG))
+        .await
+        .expect("claim");
+    assert_eq!(got[0].id, f.id);
+    h.store
+        .item_fail(&ClaimRef::of(&got[0]).expect("t"), &fail_params(LONG))
+        .await
+        .expect("fail");
+    let g = h.store.gauges().await.expect("gauges");
+    assert_eq!(g.failed, 1);
+    let age = g
+        .oldest_age_seconds
+        .iter()
+        .find(|(l, _)| l == "default")
+        .map(|(_, a)| *a)
+        .expect("default lane");
+    assert!((99.0..200.0).contains(&age), "age {age}");
+    let later = g
+        .oldest_age_seconds
+        .iter()
+        .find(|(l, _)| l == "later")
+        .map(|(_, a)| *a)
+        .unwrap_or(0.0);
+    assert_eq!(later, 0.0, "future items are not waiting");
+}
+
+/// Counts per lane, kind and status.
+pub async fn counts_per_lane_kind_status(h: &Harness) {
+    put(h, new("a")).await;
+    put(h, new("a")).await;
+    put(h, new("b").with_lane("l2")).await;
+    claim_one(h, LONG).await;
+    let rows = h.store.counts().await.expect("counts");
+    let find = |lane: &str, kind: &str, st: Status| {
+        rows.iter()
+            .find(|r| r.lane == lane && r.kind == kind && r.status == st)
+            .map(|r| r.count)
+            .unwrap_or(0)
+    };
+    assert_eq!(find("default", "a", Status::Pending), 1);
+    assert_eq!(find("default", "a", Status::Claimed), 1);
+    assert_eq!(find("l2", "b", Status::Pending), 1);
+    assert_eq!(rows.iter().map(|r| r.count).sum::<i64>(), 3);
+}
+
+/// An operator cancels a pending or claimed item, and retries a final one
+/// with a fresh budget; both audited; wrong states are `Conflict`.
+pub async fn cancel_and_retry_by_operator(h: &Harness) {
+    let op = Uuid::from_u128(42);
+    let item = put(h, new("a").with_max_attempts(1)).await;
+    assert_kind(
+        h.store.item_retry(Uuid::nil(), item.id, op).await,
+        ErrorKind::Conflict,
+        "retry pending",
+    );
+    let (_, r) = claim_one(h, LONG).await;
+    h.store
+        .item_fail(&r, &fail_params(LONG))
+        .await
+        .expect("fail");
+    let retried = h
+        .store
+        .item_retry(Uuid::nil(), item.id, op)
+        .await
+        .expect("retry");
+    assert_eq!(retried.status, Status::Pending);
+    assert_eq!(retried.attempts, 0);
+    assert_eq!(retried.updated_by, op);
+    let (_, r2) = claim_one(h, LONG).await;
+    let cancelled = h
+        .store
+        .item_cancel(Uuid::nil(), item.id, op)
+        .await
+        .expect("cancel");
+    assert_eq!(cancelled.status, Status::Cancelled);
+    assert!(cancelled.claim_token.is_none());
+    assert_kind(
+        h.store.item_complete(&r2).await,
+        ErrorKind::Conflict,
+        "holder after cancel",
+    );
+    assert_kind(
+        h.store.item_cancel(Uuid::nil(), item.id, op).await,
+        ErrorKind::Conflict,
+        "cancel twice",
+    );
+    assert_kind(
+        h.store.item_cancel(Uuid::nil(), Uuid::new_v4(), op).await,
+        ErrorKind::NotFound,
+        "cancel missing",
+    );
+    let actions: Vec<String> = h
+        .store
+        .audit_list(Uuid::nil(), item.id)
+        .await
+        .expect("audit")
+        .into_iter()
+        .map(|a| a.action)
+        .collect();
+    assert_eq!(actions, vec!["dead_letter", "retry", "cancel"]);
+}
+
+/// Listing filters by status, lane, kind and tenant, newest first, bounded.
+pub async fn list_filters(h: &Harness) {
+    let a1 = put(h, new("a")).await;
+    let a2 = put(h, new("a")).await;
+    put(h, new("b").with_lane("l2")).await;
+    put(h, new("a").with_tenant(tenant_b())).await;
+    let all = h
+        .store
+        .item_list(&ListFilter {
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(all.len(), 4);
+    let a = h
+        .store
+        .item_list(&ListFilter {
+            tenant_id: Some(Uuid::nil()),
+            kind: Some("a".into()),
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(
+        a.iter().map(|i| i.id).collect::<Vec<_>>(),
+        vec![a2.id, a1.id]
+    );
+    let l2 = h
+        .store
+        .item_list(&ListFilter {
+            lane: Some("l2".into()),
+            status: Some(Status::Pending),
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(l2.len(), 1);
+    let one = h
+        .store
+        .item_list(&ListFilter {
+            limit: 1,
+            ..Default::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(one.len(), 1);
+}
+
+/// A worker's beat inserts then updates its row.
+pub async fn worker_beat_upserts(h: &Harness) {
+    let now = Utc::now();
+    let mut row = WorkerRow {
+        id: "w-1".into(),
+        host: "host".into(),
+        pid: 42,
+        lanes: vec!["default".into(), "mail".into()],
+        capacity: 20,
+        started_at: now,
+        last_beat_at: now,
+        state: "running".into(),
+    };
+    h.store.worker_beat(&row).await.expect("beat");
+    row.state = "offline".into();
+    row.last_beat_at = now + chrono::Duration::seconds(5);
+    h.store.worker_beat(&row).await.expect("beat");
+    let rows = h.store.worker_list().await.expect("list");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].state, "offline");
+    assert_eq!(
+        rows[0].lanes,
+        vec!["default".to_string(), "mail".to_string()]
+    );
+    assert!(approx(rows[0].last_beat_at, row.last_beat_at, 1));
+}
+
+/// An insert publishes a wake-up naming its lane.
+pub async fn wakeup_after_insert(h: &Harness) {
+    let mut rx = h.store.wakeups().await.expect("subscribe");
+    put(h, new("a").with_lane("mail")).await;
+    let lane = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match rx.recv().await {
+                Ok(l) if l == "mail" => return l,
+                Ok(_) => continue,
+                Err(e) => panic!("wake-up channel: {e}"),
+            }
+        }
+    })
+    .await
+    .expect("a wake-up within 5 s");
+    assert_eq!(lane, "mail");
+}
+
+/// One sweeper at a time.
+pub async fn sweep_lock_is_exclusive(h: &Harness) {
+    assert!(h.store.sweep_try_lock().await.expect("lock"));
+    assert!(!h.store.sweep_try_lock().await.expect("lock again"));
+    h.store.sweep_unlock().await.expect("unlock");
+    assert!(h.store.sweep_try_lock().await.expect("relock"));
+    h.store.sweep_unlock().await.expect("unlock");
+}
