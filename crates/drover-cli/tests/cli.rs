@@ -21,29 +21,12 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, missing_docs)]
 
 use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-/// What one CLI invocation did.
-#[derive(Debug)]
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn ok(self) -> Self {
-        assert_eq!(self.code, 0, "expected success: {self:?}");
-        self
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(self.stdout.trim())
-            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {self:?}"))
-    }
-}
+mod common;
+use common::{Run, from_output};
 
 /// Runs `drover <args>` somewhere.
 trait Drover {
@@ -55,14 +38,6 @@ trait Drover {
 /// The real binary against a database URL.
 struct Binary {
     url: String,
-}
-
-fn from_output(o: Output) -> Run {
-    Run {
-        code: o.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    }
 }
 
 impl Drover for Binary {
