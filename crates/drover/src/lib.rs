@@ -20,14 +20,24 @@
 //! `item`, `rules`, `jsonl` and `error` live in the `drover-core` crate
 //! (no runtime, no database driver) and are re-exported here unchanged.
 //!
-//! Features: `test-util` exposes the backend contract suite
-//! (`store::contract`) and database helpers for tests.
+//! Features:
+//!
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | `postgres` | on | the PostgreSQL store ([`store::postgres`]) and transactional enqueue on a `PgConnection` |
+//! | `sqlite` | on | the SQLite store ([`store::sqlite`]) and transactional enqueue on a `SqliteConnection` |
+//! | `test-util` | off | the backend contract suite (`store::contract`), and with `postgres` the database helpers for tests (`testing`) |
+//!
+//! Build only the backend you use with `default-features = false,
+//! features = ["postgres"]` (or `["sqlite"]`); the memory store is always
+//! there. A URL naming a backend the build lacks is refused with
+//! `InvalidInput` on `database_url`.
 
 pub mod builtin;
 pub mod maintenance;
 pub mod queue;
 pub mod store;
-#[cfg(feature = "test-util")]
+#[cfg(all(feature = "test-util", feature = "postgres"))]
 pub mod testing;
 pub mod worker;
 

@@ -8,7 +8,10 @@
 //! find the item on their next poll.
 
 use async_trait::async_trait;
-use sqlx::{PgConnection, SqliteConnection};
+#[cfg(feature = "postgres")]
+use sqlx::PgConnection;
+#[cfg(feature = "sqlite")]
+use sqlx::SqliteConnection;
 
 use crate::error::{Error, Result};
 use crate::item::{Inserted, NewItem};
@@ -23,6 +26,7 @@ pub trait Transactional: Send {
     async fn insert_prepared(&mut self, queue: &Queue, item: &NewItem) -> Result<Inserted>;
 }
 
+#[cfg(feature = "postgres")]
 #[async_trait]
 impl Transactional for PgConnection {
     async fn insert_prepared(&mut self, queue: &Queue, item: &NewItem) -> Result<Inserted> {
@@ -35,6 +39,7 @@ impl Transactional for PgConnection {
     }
 }
 
+#[cfg(feature = "sqlite")]
 #[async_trait]
 impl Transactional for SqliteConnection {
     async fn insert_prepared(&mut self, queue: &Queue, item: &NewItem) -> Result<Inserted> {

@@ -30,10 +30,13 @@ use crate::error::Result;
 use crate::item::{InsertResult, Inserted, Item, NewItem, Status};
 use crate::rules::RetryPolicy;
 
+#[cfg(feature = "postgres")]
 mod begin;
 pub mod clock;
 pub mod memory;
+#[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
 
 #[cfg(feature = "test-util")]
@@ -42,6 +45,12 @@ pub mod contract;
 pub mod fault;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+
+/// The pool's connection limit when none is given (PostgreSQL connections;
+/// SQLite's readers).
+pub const POOL_SIZE_DEFAULT: u32 = 10;
+/// The PostgreSQL schema holding drover's tables when none is given.
+pub const SCHEMA_DEFAULT: &str = "drover";
 
 /// Opens the store a URL names (see [`crate::Queue::connect`]).
 ///
@@ -56,17 +65,17 @@ pub async fn connect(url: &str) -> Result<std::sync::Arc<dyn Store>> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectOptions {
     /// The pool's connection limit (PostgreSQL; SQLite's readers).
-    /// Default [`postgres::MAX_CONNECTIONS_DEFAULT`].
+    /// Default [`POOL_SIZE_DEFAULT`].
     pub pool_size: u32,
-    /// The PostgreSQL schema. Default [`postgres::SCHEMA_DEFAULT`].
+    /// The PostgreSQL schema. Default [`SCHEMA_DEFAULT`].
     pub schema: String,
 }
 
 impl Default for ConnectOptions {
     fn default() -> Self {
         ConnectOptions {
-            pool_size: postgres::MAX_CONNECTIONS_DEFAULT,
-            schema: postgres::SCHEMA_DEFAULT.to_owned(),
+            pool_size: POOL_SIZE_DEFAULT,
+            schema: SCHEMA_DEFAULT.to_owned(),
         }
     }
 }
@@ -80,15 +89,7 @@ pub async fn connect_with(url: &str, opts: &ConnectOptions) -> Result<std::sync:
         return Ok(std::sync::Arc::new(memory::MemoryStore::new()));
     }
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        let store = postgres::PgStore::connect(
-            url,
-            postgres::PgOptions {
-                schema: opts.schema.clone(),
-                max_connections: opts.pool_size,
-            },
-        )
-        .await?;
-        return Ok(std::sync::Arc::new(store));
+        return connect_postgres(url, opts).await;
     }
     if url.starts_with("sqlite:") {
         return connect_sqlite(url, opts).await;
@@ -99,6 +100,38 @@ pub async fn connect_with(url: &str, opts: &ConnectOptions) -> Result<std::sync:
     ))
 }
 
+#[cfg(feature = "postgres")]
+async fn connect_postgres(url: &str, opts: &ConnectOptions) -> Result<std::sync::Arc<dyn Store>> {
+    {
+        let store = postgres::PgStore::connect(
+            url,
+            postgres::PgOptions {
+                schema: opts.schema.clone(),
+                max_connections: opts.pool_size,
+            },
+        )
+        .await?;
+        Ok(std::sync::Arc::new(store))
+    }
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn connect_postgres(_: &str, _: &ConnectOptions) -> Result<std::sync::Arc<dyn Store>> {
+    Err(crate::Error::invalid(
+        "database_url",
+        "this build of drover has no PostgreSQL store (cargo feature `postgres`)",
+    ))
+}
+
+#[cfg(not(feature = "sqlite"))]
+async fn connect_sqlite(_: &str, _: &ConnectOptions) -> Result<std::sync::Arc<dyn Store>> {
+    Err(crate::Error::invalid(
+        "database_url",
+        "this build of drover has no SQLite store (cargo feature `sqlite`)",
+    ))
+}
+
+#[cfg(feature = "sqlite")]
 async fn connect_sqlite(url: &str, opts: &ConnectOptions) -> Result<std::sync::Arc<dyn Store>> {
     let store = sqlite::SqliteStore::open(
         url,

@@ -53,9 +53,9 @@ use crate::store::{
 pub use items::insert_in;
 
 /// The schema drover's tables live in unless told otherwise.
-pub const SCHEMA_DEFAULT: &str = "drover";
+pub const SCHEMA_DEFAULT: &str = super::SCHEMA_DEFAULT;
 /// The most connections the pool opens unless told otherwise.
-pub const MAX_CONNECTIONS_DEFAULT: u32 = 10;
+pub const MAX_CONNECTIONS_DEFAULT: u32 = super::POOL_SIZE_DEFAULT;
 /// The channel wake-ups are sent on; payloads are `<schema>:<lane>`.
 pub const WAKE_CHANNEL: &str = "drover_wake";
 /// The role per-tenant transactions run as.

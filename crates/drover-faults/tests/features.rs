@@ -1,0 +1,53 @@
+//! The `drover` library builds with only the backend a user picks: each of
+//! `--features postgres`, `--features sqlite` and neither (memory only)
+//! must type-check without the other, so a cfg slip that reaches across
+//! backends fails here instead of in a user's build.
+//!
+//! `cargo check` runs in a target directory of its own (under this test's
+//! target directory) so it neither waits on nor invalidates the build that
+//! runs the tests.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("workspace root")
+}
+
+fn check_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    exe.ancestors()
+        .nth(3)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| workspace_root().join("target"))
+        .join("feature-check")
+}
+
+fn check(features: &str) {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .current_dir(workspace_root())
+        .args(["check", "-p", "drover", "--lib", "--no-default-features"])
+        .args(["--features", features])
+        .env("CARGO_TARGET_DIR", check_dir())
+        .env("RUSTFLAGS", "-D warnings")
+        .output()
+        .expect("run cargo check");
+    assert!(
+        out.status.success(),
+        "drover does not build with features [{features}]:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn each_backend_builds_alone() {
+    // In sequence: the three share most of their dependency builds.
+    check("sqlite");
+    check("postgres");
+    check("");
+}
