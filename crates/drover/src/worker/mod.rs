@@ -506,7 +506,7 @@ async fn claim_loop(l: ClaimLoop) {
     let release_unstarted = |cx: crate::queue::JobContext, note: &'static str| {
         let queue = exec.queue.clone();
         tracker.spawn(async move {
-            if let Err(e) = queue.release(&cx, Some(note)).await {
+            if let Err(e) = queue.release_retried(&cx, Some(note)).await {
                 tracing::warn!(item = %cx.id(), error = %e, "release of an unstarted item failed; the sweep will hand it back");
             }
         });
