@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use drover::queue::{JobContext, Kind, Principal, Queue, QueueConfig};
 use drover::rules::RetryPolicy;
+use drover::store::Store;
 use drover::store::fault::{FaultStore, Faults};
 use drover::store::memory::MemoryStore;
 use drover::worker::{Done, Handler, JobError, Outcome, RunningWorker, Strategy, WorkerSettings};
@@ -127,7 +128,12 @@ async fn wait_for(q: &Queue, id: Uuid, what: &str, cond: impl Fn(&Item) -> bool)
 /// Runs one item whose handler says `outcome` with `fault` armed on the
 /// outcome write, and returns the item once it is no longer claimed.
 async fn settle_under(outcome: &str, fault: Fault) -> (Item, Arc<Faults>) {
-    let store = Arc::new(FaultStore::new(Arc::new(MemoryStore::new())));
+    settle_over(Arc::new(MemoryStore::new()), outcome, fault).await
+}
+
+/// As [`settle_under`], over `inner`.
+async fn settle_over(inner: Arc<dyn Store>, outcome: &str, fault: Fault) -> (Item, Arc<Faults>) {
+    let store = Arc::new(FaultStore::new(inner));
     let faults = store.faults.clone();
     arm(&faults, fault);
     let q = queue(store);
@@ -216,5 +222,28 @@ async fn a_shutdown_release_hit_by_a_transient_error_still_releases_without_an_a
                 .contains("shutting down"),
             "{fault:?}: {item:?}"
         );
+    }
+}
+
+/// The read-back under PostgreSQL's row-level security: every outcome, a
+/// fault of each kind, on a fresh schema.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_outcome_write_survives_a_transient_error_on_postgres() {
+    let url = drover::testing::pg_url().await;
+    let cases = [
+        ("retry", Status::Pending, 1),
+        ("fatal", Status::Failed, 1),
+        ("snooze", Status::Pending, 0),
+        ("cancel", Status::Cancelled, 0),
+        ("hold", Status::Pending, 0),
+    ];
+    for (outcome, status, attempts) in cases {
+        for fault in BOTH {
+            let (store, schema) = drover::testing::pg_fresh_store().await;
+            let (item, _) = settle_over(store, outcome, fault).await;
+            drover::testing::pg_drop_schema(&url, &schema).await;
+            assert_eq!(item.status, status, "{outcome} {fault:?}: {item:?}");
+            assert_eq!(item.attempts, attempts, "{outcome} {fault:?}: {item:?}");
+        }
     }
 }
