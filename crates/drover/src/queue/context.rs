@@ -42,7 +42,7 @@ impl JobContext {
 
     /// Moves the run to the tenant's service context: its creator holds no
     /// live membership any more, and the work still runs (DESIGN §5).
-    pub(crate) fn as_service(mut self) -> Self {
+    pub(crate) fn into_service(mut self) -> Self {
         self.service = true;
         self
     }
@@ -132,8 +132,12 @@ impl JobContext {
         self.item.lease_expires_at
     }
 
-    /// Cancelled when the item is no longer ours (lease lost) or the worker
-    /// is shutting down past its grace period. Long handlers should watch it.
+    /// Fires while the handler still runs when its run must stop: on a
+    /// shutdown past the grace period and on a timeout the handler then
+    /// has the worker's `cancel_grace` to return (and write its own
+    /// cleanup) before it is dropped; when the lease is lost (the item is
+    /// no longer ours) it fires and the run is dropped at once. Long
+    /// handlers should select on it.
     pub fn cancellation(&self) -> &CancellationToken {
         &self.cancel
     }

@@ -390,7 +390,7 @@ impl Queue {
                         batch.creator_departed += 1;
                         tracing::info!(item = %cx.id(), creator = %cx.created_by(), "creator left the tenant: running under the service context");
                     }
-                    batch.items.push(cx.as_service());
+                    batch.items.push(cx.into_service());
                 }
             }
         }
