@@ -163,23 +163,33 @@ impl TenantDirectory for Directory {
 }
 
 #[tokio::test]
-async fn gone_tenant_is_orphaned_and_left_actor_is_not_run() {
+async fn gone_tenant_is_orphaned_and_a_departed_creators_item_runs_as_the_service() {
     let gone = Uuid::from_u128(10);
     let left = Uuid::from_u128(11);
+    let member = Uuid::from_u128(13);
+    let tenant = Uuid::from_u128(12);
     let q = Queue::memory().with_tenants(Arc::new(Directory { gone, left }));
     let sys = Principal::system();
     let orphan = q
         .enqueue_item(&sys, NewItem::new("a", json!({})).with_tenant(gone))
         .await
         .expect("enqueue");
+    // A refund queued by an employee who then left must still run.
     let by_left = q
         .enqueue_item(
-            &Principal::new(left, Uuid::from_u128(12), ["*"]),
+            &Principal::new(left, tenant, ["*"]),
             NewItem::new("a", json!({})),
         )
         .await
         .expect("enqueue");
-    let fine = q
+    let by_member = q
+        .enqueue_item(
+            &Principal::new(member, tenant, ["*"]),
+            NewItem::new("a", json!({})),
+        )
+        .await
+        .expect("enqueue");
+    let by_system = q
         .enqueue_item(&sys, NewItem::new("a", json!({})))
         .await
         .expect("enqueue");
@@ -188,17 +198,86 @@ async fn gone_tenant_is_orphaned_and_left_actor_is_not_run() {
         .await
         .expect("claim");
     assert_eq!(batch.orphaned, 1);
-    assert_eq!(batch.forbidden, 1);
-    assert_eq!(batch.items.len(), 1);
-    assert_eq!(batch.items[0].id(), fine.item.id);
+    assert_eq!(batch.creator_departed, 1);
+    assert_eq!(
+        batch.items.len(),
+        3,
+        "only the gone tenant's item is held back"
+    );
+    let cx = |id: Uuid| {
+        batch
+            .items
+            .iter()
+            .find(|c| c.id() == id)
+            .unwrap_or_else(|| panic!("{id} handed out"))
+    };
+    let l = cx(by_left.item.id);
+    assert!(l.is_service(), "departed creator: the service context");
+    assert_eq!(l.actor(), Uuid::nil(), "never the departed member");
+    assert_eq!(l.created_by(), left, "who queued it is still known");
+    assert_eq!(l.tenant(), tenant);
+    let m = cx(by_member.item.id);
+    assert!(!m.is_service());
+    assert_eq!(m.actor(), member, "a member's item runs for the member");
+    let s = cx(by_system.item.id);
+    assert!(s.is_service(), "the nil creator: the service context");
+    assert_eq!(s.actor(), Uuid::nil());
     let o = q.get(gone, orphan.item.id).await.expect("get");
     assert_eq!(o.status, Status::Failed);
+    assert_eq!(o.attempts, 0, "orphaning spends no attempt");
     assert!(q.audit(gone, o.id).await.expect("audit").is_empty());
-    let l = q
-        .get(Uuid::from_u128(12), by_left.item.id)
+    let l = q.get(tenant, by_left.item.id).await.expect("get");
+    assert_eq!(l.status, Status::Claimed);
+}
+
+/// A directory that answers for one tenant and fails for another.
+struct Flaky {
+    broken: Uuid,
+}
+
+#[async_trait]
+impl TenantDirectory for Flaky {
+    async fn is_live(&self, tenant: Uuid) -> drover::Result<bool> {
+        if tenant == self.broken {
+            return Err(drover::Error::Unavailable(drover::error::Opaque::msg(
+                "directory down",
+            )));
+        }
+        Ok(true)
+    }
+    async fn is_member(&self, _tenant: Uuid, _actor: Uuid) -> drover::Result<bool> {
+        Ok(true)
+    }
+}
+
+#[tokio::test]
+async fn a_failing_tenant_directory_releases_the_claimed_batch_without_an_attempt() {
+    let broken = Uuid::from_u128(20);
+    let fine = Uuid::from_u128(21);
+    let q = Queue::memory().with_tenants(Arc::new(Flaky { broken }));
+    let sys = Principal::system();
+    let mut ids = Vec::new();
+    // The fine tenant's item is claimed first (checked fine), the broken
+    // tenant's second, and a third after it is never checked.
+    for tenant in [fine, broken, fine] {
+        let out = q
+            .enqueue_item(&sys, NewItem::new("a", json!({})).with_tenant(tenant))
+            .await
+            .expect("enqueue");
+        ids.push((tenant, out.item.id));
+    }
+    let err = q
+        .claim("default", &[], "w", Duration::from_secs(30), 10)
         .await
-        .expect("get");
-    assert_eq!(l.status, Status::Failed);
+        .expect_err("the directory's error is the claim's");
+    assert_eq!(err.kind(), ErrorKind::Unavailable);
+    for (tenant, id) in ids {
+        let item = q.get(tenant, id).await.expect("get");
+        assert_eq!(item.status, Status::Pending, "handed back now: {item:?}");
+        assert!(item.claim_token.is_none());
+        assert_eq!(item.attempts, 0, "no attempt spent");
+        assert_eq!(item.claim_seq, 1, "it was claimed once");
+    }
 }
 
 #[tokio::test]

@@ -1,7 +1,8 @@
 //! The context a claim makes for the handler that runs the item.
 //!
 //! Only the queue builds a [`JobContext`] (from a claimed row), so a handler
-//! can never forge its claim token or fencing number.
+//! can never forge its claim token or fencing number, nor the actor it runs
+//! for: the claim path decides that from the tenant directory (DESIGN §5).
 
 use std::time::Instant;
 
@@ -19,19 +20,31 @@ pub struct JobContext {
     claim: ClaimRef,
     cancel: CancellationToken,
     claimed_at: Instant,
+    /// Runs under the tenant's service context (nil actor, service role):
+    /// the creator is the nil UUID or no longer a member of the tenant.
+    service: bool,
 }
 
 impl JobContext {
-    /// Builds the context of a freshly claimed item. `None` when the row
-    /// carries no claim (it was not claimed).
+    /// Builds the context of a freshly claimed item, run for its creator
+    /// (or under the service context when the creator is the nil UUID).
+    /// `None` when the row carries no claim (it was not claimed).
     pub(crate) fn from_claimed(item: Item, claimed_at: Instant) -> Option<Self> {
         let claim = ClaimRef::of(&item)?;
         Some(JobContext {
+            service: item.created_by.is_nil(),
             item,
             claim,
             cancel: CancellationToken::new(),
             claimed_at,
         })
+    }
+
+    /// Moves the run to the tenant's service context: its creator holds no
+    /// live membership any more, and the work still runs (DESIGN §5).
+    pub(crate) fn into_service(mut self) -> Self {
+        self.service = true;
+        self
     }
 
     /// When the claim was sent, by this process's monotonic clock: the lease
@@ -61,8 +74,29 @@ impl JobContext {
         self.item.tenant_id
     }
 
-    /// The actor the item runs for (who enqueued it).
+    /// The actor the run acts for: the item's creator while the creator is
+    /// still a member of the live tenant, else the nil UUID (the tenant's
+    /// service context, see [`JobContext::is_service`]).
     pub fn actor(&self) -> Uuid {
+        if self.service {
+            Uuid::nil()
+        } else {
+            self.item.created_by
+        }
+    }
+
+    /// True when the run acts under the tenant's service context (the nil
+    /// actor, the service role) rather than for a member: the item was
+    /// enqueued by the system, or by a member who has since left the
+    /// tenant. A handler that authorizes its own calls should use the
+    /// tenant's service credentials then, never the departed member's.
+    pub fn is_service(&self) -> bool {
+        self.service
+    }
+
+    /// Who enqueued the item, whatever context the run acts under (for
+    /// audit trails: "refund queued by X, run by the service").
+    pub fn created_by(&self) -> Uuid {
         self.item.created_by
     }
 
@@ -98,8 +132,12 @@ impl JobContext {
         self.item.lease_expires_at
     }
 
-    /// Cancelled when the item is no longer ours (lease lost) or the worker
-    /// is shutting down past its grace period. Long handlers should watch it.
+    /// Fires while the handler still runs when its run must stop: on a
+    /// shutdown past the grace period and on a timeout the handler then
+    /// has the worker's `cancel_grace` to return (and write its own
+    /// cleanup) before it is dropped; when the lease is lost (the item is
+    /// no longer ours) it fires and the run is dropped at once. Long
+    /// handlers should select on it.
     pub fn cancellation(&self) -> &CancellationToken {
         &self.cancel
     }

@@ -3,9 +3,10 @@
 //! It owns what the store does not: validation before any write (bad input
 //! changes nothing), the stamping of DESIGN §2 (the principal's actor,
 //! tenant, request and trace), the permission check per kind, the retry
-//! policy per kind (jitter drawn here, arithmetic in [`crate::rules`]), and
-//! the tenant directory check that turns work for a gone tenant into an
-//! orphan instead of a run.
+//! policy per kind (jitter drawn here, arithmetic in [`crate::rules`]), the
+//! tenant directory check that decides who a claimed item runs for (its
+//! creator, the tenant's service context, or nobody: an orphan), and the
+//! retried outcome writes the worker settles items with (`fenced`).
 
 use std::collections::HashMap;
 use std::future::{Future, IntoFuture};
@@ -25,6 +26,7 @@ use crate::store::{
 };
 
 mod context;
+mod fenced;
 mod kind;
 mod tenant;
 mod tx;
@@ -91,8 +93,28 @@ pub struct ClaimBatch {
     pub items: Vec<JobContext>,
     /// Items whose tenant is gone: failed as orphaned, never run.
     pub orphaned: u64,
-    /// Items whose actor left the tenant: dead-lettered, never run.
-    pub forbidden: u64,
+    /// Items among `items` whose creator has left the tenant: they run
+    /// under the tenant's service context ([`JobContext::is_service`]).
+    pub creator_departed: u64,
+}
+
+/// Who a claimed item runs for, as the tenant directory says.
+enum Decided {
+    /// The tenant is gone: failed as orphaned, never run.
+    Orphan,
+    /// The creator is a member of the live tenant: run for them.
+    Creator,
+    /// The creator is the nil UUID or holds no live membership: run under
+    /// the tenant's service context.
+    Service,
+}
+
+/// The directory's answers within one claim: a batch asks once per tenant
+/// and once per (tenant, creator).
+#[derive(Default)]
+struct DirectoryCache {
+    live: HashMap<Uuid, bool>,
+    member: HashMap<(Uuid, Uuid), bool>,
 }
 
 impl Queue {
@@ -284,12 +306,16 @@ impl Queue {
     }
 
     /// Claims up to `n` items of `kinds` (all kinds when empty) from `lane`
-    /// for `worker_id` under a `lease`, and builds each one's context.
-    /// Items whose tenant is gone are failed as orphaned; items whose actor
-    /// left the tenant are dead-lettered; neither is returned.
+    /// for `worker_id` under a `lease`, and builds each one's context
+    /// (DESIGN §5): an item runs for its creator while the creator is a
+    /// member of the live tenant, and under the tenant's service context
+    /// when the creator is the nil UUID or holds no live membership. Items
+    /// whose tenant is gone are failed as orphaned and not returned.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] for a bad lane or kind name; storage errors.
+    /// [`Error::InvalidInput`] for a bad lane or kind name; storage errors;
+    /// the tenant directory's error, after every item of the batch was
+    /// released (fenced, no attempt spent).
     ///
     /// # Cancel safety
     /// Not cancel safe: a claim dropped after its statement committed leaves
@@ -322,56 +348,98 @@ impl Queue {
             })
             .await?;
         let mut batch = ClaimBatch::default();
-        let mut live: HashMap<Uuid, bool> = HashMap::new();
-        for item in items {
-            let Some(cx) = JobContext::from_claimed(item, sent) else {
-                continue;
-            };
-            let tenant = cx.tenant();
-            let is_live = match live.get(&tenant) {
-                Some(v) => *v,
-                None => {
-                    let v = self.tenants.is_live(tenant).await?;
-                    live.insert(tenant, v);
-                    v
+        let mut contexts = items
+            .into_iter()
+            .filter_map(|item| JobContext::from_claimed(item, sent));
+        let mut directory = DirectoryCache::default();
+        while let Some(cx) = contexts.next() {
+            let decided = match self.decide(&mut directory, &cx).await {
+                Ok(d) => d,
+                Err(e) => {
+                    // Nothing is handed out from this claim: hand every item
+                    // not yet settled back at once, spending no attempt
+                    // (left claimed, each would wait out its lease and be
+                    // charged one by the sweep), and report the error so
+                    // the claim loop backs off.
+                    tracing::warn!(error = %e, "tenant directory failed; releasing the claimed batch");
+                    let rest: Vec<JobContext> = batch
+                        .items
+                        .drain(..)
+                        .chain(std::iter::once(cx))
+                        .chain(contexts)
+                        .collect();
+                    self.release_all(&rest, "released unstarted: tenant directory failed")
+                        .await;
+                    return Err(e);
                 }
             };
-            if !is_live {
-                match self
-                    .store
-                    .item_fail_orphaned(cx.id(), cx.claim().token)
-                    .await
-                {
+            match decided {
+                Decided::Orphan => match self.fail_orphaned_retried(&cx).await {
                     Ok(()) => {
                         batch.orphaned += 1;
                         metrics::counter!("drover_orphaned_total").increment(1);
-                        tracing::warn!(item = %cx.id(), %tenant, "tenant gone: item failed as orphaned");
-                    }
-                    Err(e) => tracing::warn!(item = %cx.id(), error = %e, "orphan failure refused"),
-                }
-                continue;
-            }
-            if !cx.actor().is_nil() && !self.tenants.is_member(tenant, cx.actor()).await? {
-                let params = FailParams {
-                    error: "actor is no longer a member of the tenant".into(),
-                    retry_delay: Duration::ZERO,
-                    fatal: true,
-                };
-                match self.store.item_fail(cx.claim(), &params).await {
-                    Ok(_) => {
-                        batch.forbidden += 1;
-                        metrics::counter!("drover_dead_lettered_total").increment(1);
+                        tracing::warn!(item = %cx.id(), tenant = %cx.tenant(), "tenant gone: item failed as orphaned");
                     }
                     Err(e) => {
-                        tracing::warn!(item = %cx.id(), error = %e, "forbidden failure refused")
+                        tracing::warn!(item = %cx.id(), error = %e, "orphan failure refused")
                     }
+                },
+                Decided::Creator => batch.items.push(cx),
+                Decided::Service => {
+                    if !cx.created_by().is_nil() {
+                        batch.creator_departed += 1;
+                        tracing::info!(item = %cx.id(), creator = %cx.created_by(), "creator left the tenant: running under the service context");
+                    }
+                    batch.items.push(cx.into_service());
                 }
-                continue;
             }
-            batch.items.push(cx);
         }
         metrics::counter!("drover_claimed_total").increment(batch.items.len() as u64);
         Ok(batch)
+    }
+
+    /// Who `cx` runs for, asking the directory once per tenant and creator.
+    async fn decide(&self, cache: &mut DirectoryCache, cx: &JobContext) -> Result<Decided> {
+        let tenant = cx.tenant();
+        let live = match cache.live.get(&tenant) {
+            Some(v) => *v,
+            None => {
+                let v = self.tenants.is_live(tenant).await?;
+                cache.live.insert(tenant, v);
+                v
+            }
+        };
+        if !live {
+            return Ok(Decided::Orphan);
+        }
+        let creator = cx.created_by();
+        if creator.is_nil() {
+            return Ok(Decided::Service);
+        }
+        let member = match cache.member.get(&(tenant, creator)) {
+            Some(v) => *v,
+            None => {
+                let v = self.tenants.is_member(tenant, creator).await?;
+                cache.member.insert((tenant, creator), v);
+                v
+            }
+        };
+        Ok(if member {
+            Decided::Creator
+        } else {
+            Decided::Service
+        })
+    }
+
+    /// Hands claimed items back unstarted (fenced, retried, no attempt
+    /// spent), concurrently, so one slow write does not hold the others.
+    async fn release_all(&self, cxs: &[JobContext], note: &'static str) {
+        let writes = cxs.iter().map(|cx| async move {
+            if let Err(e) = self.release_retried(cx, Some(note)).await {
+                tracing::warn!(item = %cx.id(), error = %e, "release of an unstarted item failed; the sweep will hand it back");
+            }
+        });
+        futures::future::join_all(writes).await;
     }
 
     /// Marks the item done.

@@ -1,7 +1,10 @@
 //! The tenant directory the host implements: is a tenant still live, is an
 //! actor still a member. The queue asks before handing an item out, so work
 //! for a deleted tenant is failed as orphaned instead of run, and work
-//! enqueued by an actor who has since left is not run on their behalf.
+//! enqueued by an actor who has since left still runs, under the tenant's
+//! service context (nil actor) rather than on their behalf. A directory
+//! call that errors hands the claimed batch back unstarted (no attempt
+//! spent) and fails the claim.
 
 use async_trait::async_trait;
 use uuid::Uuid;

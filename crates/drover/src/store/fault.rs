@@ -37,6 +37,39 @@ pub struct Faults {
     pub extend_calls: AtomicU64,
     /// Calls of `worker_beat` seen.
     pub beat_calls: AtomicU64,
+    /// The next N outcome writes (fail, defer, release, the handler's
+    /// cancel, the orphan failure) fail with `Unavailable` before reaching
+    /// the store: nothing lands.
+    pub write_fails: AtomicU32,
+    /// The next N outcome writes reach the store, land, and then fail with
+    /// `Unavailable`: a reply lost after the commit.
+    pub write_replies_lost: AtomicU32,
+    /// Calls of the outcome writes seen.
+    pub write_calls: AtomicU64,
+}
+
+fn take(n: &AtomicU32) -> bool {
+    n.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .is_ok()
+}
+
+impl FaultStore {
+    /// Runs one outcome write under the write faults in force.
+    async fn outcome<T>(
+        &self,
+        what: &str,
+        write: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        self.faults.write_calls.fetch_add(1, Ordering::SeqCst);
+        if take(&self.faults.write_fails) {
+            return Err(injected(what));
+        }
+        let out = write.await;
+        if out.is_ok() && take(&self.faults.write_replies_lost) {
+            return Err(injected(&format!("{what} (reply lost after commit)")));
+        }
+        out
+    }
 }
 
 /// A [`Store`] that forwards to `inner` except where [`Faults`] say.
@@ -96,13 +129,16 @@ impl Store for FaultStore {
         self.inner.item_complete_many(claims).await
     }
     async fn item_fail(&self, claim: &ClaimRef, params: &FailParams) -> Result<FailOutcome> {
-        self.inner.item_fail(claim, params).await
+        self.outcome("fail", self.inner.item_fail(claim, params))
+            .await
     }
     async fn item_defer(&self, claim: &ClaimRef, delay: Duration) -> Result<DateTime<Utc>> {
-        self.inner.item_defer(claim, delay).await
+        self.outcome("defer", self.inner.item_defer(claim, delay))
+            .await
     }
     async fn item_release(&self, claim: &ClaimRef, note: Option<&str>) -> Result<()> {
-        self.inner.item_release(claim, note).await
+        self.outcome("release", self.inner.item_release(claim, note))
+            .await
     }
     async fn item_extend_lease(&self, claim: &ClaimRef, lease: Duration) -> Result<DateTime<Utc>> {
         self.faults.extend_calls.fetch_add(1, Ordering::SeqCst);
@@ -121,10 +157,12 @@ impl Store for FaultStore {
         self.inner.item_extend_lease(claim, lease).await
     }
     async fn item_cancel_claimed(&self, claim: &ClaimRef, note: &str) -> Result<()> {
-        self.inner.item_cancel_claimed(claim, note).await
+        self.outcome("cancel", self.inner.item_cancel_claimed(claim, note))
+            .await
     }
     async fn item_fail_orphaned(&self, id: Uuid, token: Uuid) -> Result<()> {
-        self.inner.item_fail_orphaned(id, token).await
+        self.outcome("orphan", self.inner.item_fail_orphaned(id, token))
+            .await
     }
     async fn item_stale_tenants(&self, limit: u32) -> Result<Vec<Uuid>> {
         self.inner.item_stale_tenants(limit).await

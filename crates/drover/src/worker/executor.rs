@@ -20,8 +20,16 @@
 //!   sent) is dropped before its handler is polled again: a process that
 //!   was stopped or stalled past its lease starts no new side effect on
 //!   resuming, even when the handler's own timers fired meanwhile.
+//! - Cancellation is cooperative: on a shutdown past the grace period and
+//!   on a timeout the run's token fires first, and the handler gets
+//!   `cancel_grace` to return (and write its own cleanup) before its future
+//!   is dropped. A lost lease fires the token and drops the run at once.
 //! - A panic or a timeout is a retryable failure; a shutdown past the grace
-//!   period releases the item without spending an attempt.
+//!   period releases the item without spending an attempt (unless the
+//!   handler, told, still returned done, a defer or a cancel).
+//! - Every outcome write is retried on a transient error, a lost reply
+//!   resolved by reading the row back (`queue/fenced.rs`), so the item ends
+//!   as the handler said instead of being swept and charged an attempt.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -53,6 +61,41 @@ pub(crate) enum RunEnd {
     RenewalFailing,
     Shutdown,
 }
+
+/// Why a run's token fired while its handler still runs.
+#[derive(Debug, Clone, Copy)]
+enum Stop {
+    /// Shutdown past the grace period.
+    Shutdown,
+    /// The handler's time limit passed.
+    Timeout,
+}
+
+impl Stop {
+    /// How a run ends whose handler returned within the cancel grace
+    /// (`None`: it panicked). Work the handler reports done is completed
+    /// (it happened); on shutdown a defer or a cancel is the handler's own
+    /// decision and spends no attempt either; any other end of a shutdown
+    /// is a release (the error is most likely the cancellation itself), and
+    /// any other end of a timeout is the timeout's failure.
+    fn returned(self, outcome: Option<Outcome>, limit: Duration) -> RunEnd {
+        match (self, outcome) {
+            (_, Some(Ok(Done::Completed))) => RunEnd::Finished(Ok(Done::Completed)),
+            (Stop::Shutdown, Some(Err(e @ (JobError::Snooze(_) | JobError::Cancel(_))))) => {
+                RunEnd::Finished(Err(e))
+            }
+            (Stop::Shutdown, _) => RunEnd::Shutdown,
+            (Stop::Timeout, _) => RunEnd::TimedOut(limit),
+        }
+    }
+}
+
+/// A lease renewal in flight, bounded by the renewal timeout.
+type Renewal = std::pin::Pin<
+    Box<
+        tokio::time::Timeout<tokio::task::JoinHandle<crate::Result<chrono::DateTime<chrono::Utc>>>>,
+    >,
+>;
 
 /// What the executor needs, shared by every item task.
 #[derive(Clone)]
@@ -136,46 +179,69 @@ impl Executor {
             // checked before the handler is polled, so a run resumed after
             // a stall past its lease is dropped, not continued.
             let mut lease_deadline = claimed_at + lease;
+            // The renewal in flight, and when it was sent. It runs as its
+            // own task: a timeout, or the handler finishing first, stops
+            // waiting for it but never cancels it mid-transaction (a SQLite
+            // write cancelled inside BEGIN can leave its connection in the
+            // transaction, holding the file's write lock).
+            let mut renewal: Option<Renewal> = None;
+            let mut sent = tokio::time::Instant::now();
+            // Set once the token has fired for a shutdown or a timeout: the
+            // handler has until then to return before it is dropped.
+            let mut stopping: Option<(Stop, tokio::time::Instant)> = None;
+            let cancel = cx.cancellation();
             loop {
+                let stop_at = stopping.map_or(lease_deadline, |(_, at)| at);
                 tokio::select! {
                     biased;
-                    () = tokio::time::sleep_until(lease_deadline) => break RunEnd::LeaseLost("lease passed without a renewal (stalled past the lease)"),
-                    r = &mut run => break match r {
-                        Ok(outcome) => RunEnd::Finished(outcome),
-                        Err(p) => RunEnd::Panicked(panic_message(&*p)),
+                    () = tokio::time::sleep_until(lease_deadline) => {
+                        cancel.cancel();
+                        break RunEnd::LeaseLost("lease passed without a renewal (stalled past the lease)");
+                    }
+                    r = &mut run => break match (stopping, r) {
+                        (None, Ok(outcome)) => RunEnd::Finished(outcome),
+                        (None, Err(p)) => RunEnd::Panicked(panic_message(&*p)),
+                        (Some((stop, _)), r) => stop.returned(r.ok(), limit),
                     },
-                    () = self.work.cancelled() => break RunEnd::Shutdown,
-                    () = &mut deadline => break RunEnd::TimedOut(limit),
-                    () = tokio::time::sleep_until(next_renew) => {
-                        let sent = tokio::time::Instant::now();
-                        // The renewal runs as its own task: a timeout, or the
-                        // handler finishing first, stops waiting for it but
-                        // never cancels it mid-transaction (a SQLite write
-                        // cancelled inside BEGIN can leave its connection in
-                        // the transaction, holding the file's write lock).
-                        let renewal = tokio::time::timeout(self.settings.renew_timeout, {
+                    () = tokio::time::sleep_until(stop_at), if stopping.is_some() => {
+                        break match stopping {
+                            Some((Stop::Timeout, _)) => {
+                                tracing::warn!(grace = ?self.settings.cancel_grace, "handler did not return after its token fired; dropped");
+                                RunEnd::TimedOut(limit)
+                            }
+                            _ => {
+                                tracing::warn!(grace = ?self.settings.cancel_grace, "handler did not return after its token fired; dropped");
+                                RunEnd::Shutdown
+                            }
+                        };
+                    }
+                    () = self.work.cancelled(), if stopping.is_none() => {
+                        cancel.cancel();
+                        stopping = Some((Stop::Shutdown, tokio::time::Instant::now() + self.settings.cancel_grace));
+                    }
+                    () = &mut deadline, if stopping.is_none() => {
+                        cancel.cancel();
+                        stopping = Some((Stop::Timeout, tokio::time::Instant::now() + self.settings.cancel_grace));
+                    }
+                    () = tokio::time::sleep_until(next_renew), if renewal.is_none() => {
+                        sent = tokio::time::Instant::now();
+                        renewal = Some(Box::pin(tokio::time::timeout(self.settings.renew_timeout, {
                             let (queue, cx) = (self.queue.clone(), cx.clone());
                             tokio::spawn(async move { queue.extend_lease(&cx, lease).await })
-                        });
-                        // The handler keeps running while the renewal is in
-                        // flight.
-                        let outcome = tokio::select! {
-                            biased;
-                            () = tokio::time::sleep_until(lease_deadline) => break RunEnd::LeaseLost("lease passed without a renewal (stalled past the lease)"),
-                            r = &mut run => break match r {
-                                Ok(outcome) => RunEnd::Finished(outcome),
-                                Err(p) => RunEnd::Panicked(panic_message(&*p)),
-                            },
-                            () = self.work.cancelled() => break RunEnd::Shutdown,
-                            r = renewal => r,
-                        };
+                        })));
+                    }
+                    Some(outcome) = async { match renewal.as_mut() { Some(r) => Some(r.await), None => None } }, if renewal.is_some() => {
+                        renewal = None;
                         match outcome {
                             Ok(Ok(Ok(_))) => {
                                 last_ok = Instant::now();
                                 lease_deadline = sent + lease;
                                 next_renew = tokio::time::Instant::now() + self.settings.renew_interval;
                             }
-                            Ok(Ok(Err(e))) if e.is_conflict() => break RunEnd::LeaseLost("renewal refused: another claim holds the item"),
+                            Ok(Ok(Err(e))) if e.is_conflict() => {
+                                cancel.cancel();
+                                break RunEnd::LeaseLost("renewal refused: another claim holds the item");
+                            }
                             Ok(Ok(Err(e))) => {
                                 tracing::warn!(error = %e, "lease renewal failed; retrying");
                                 next_renew = tokio::time::Instant::now() + self.settings.renew_timeout / 2;
@@ -190,6 +256,7 @@ impl Executor {
                             }
                         }
                         if last_ok.elapsed() >= lease / 2 {
+                            cancel.cancel();
                             break RunEnd::RenewalFailing;
                         }
                     }
@@ -197,7 +264,8 @@ impl Executor {
             }
         };
         if !matches!(end, RunEnd::Finished(_)) {
-            // Tell anything the handler spawned that this run is over.
+            // Tell anything the handler spawned that this run is over (the
+            // handler itself was told before it was dropped).
             cx.cancellation().cancel();
         }
         metrics::histogram!("drover_handler_duration_seconds", "kind" => cx.kind().to_owned())
@@ -212,7 +280,7 @@ impl Executor {
             self.write(
                 "release",
                 self.queue
-                    .release(
+                    .release_retried(
                         cx,
                         Some("no handler for this kind on the worker that claimed it"),
                     )
@@ -241,23 +309,29 @@ impl Executor {
                 }
             }
             RunEnd::Finished(Err(JobError::Retry(m))) => {
-                self.write("fail", self.queue.fail(cx, &m, false).await.map(|_| ()));
+                self.write(
+                    "fail",
+                    self.queue.fail_retried(cx, &m, false).await.map(|_| ()),
+                );
             }
             RunEnd::Finished(Err(JobError::Fatal(m))) => {
-                self.write("fail", self.queue.fail(cx, &m, true).await.map(|_| ()));
+                self.write(
+                    "fail",
+                    self.queue.fail_retried(cx, &m, true).await.map(|_| ()),
+                );
             }
             RunEnd::Finished(Err(JobError::Snooze(d))) => {
-                self.write("defer", self.queue.defer(cx, d).await.map(|_| ()));
+                self.write("defer", self.queue.defer_retried(cx, d).await.map(|_| ()));
             }
             RunEnd::Finished(Err(JobError::Cancel(m))) => {
-                self.write("cancel", self.queue.cancel_claimed(cx, &m).await);
+                self.write("cancel", self.queue.cancel_claimed_retried(cx, &m).await);
             }
             RunEnd::Panicked(m) => {
                 tracing::error!(panic = %m, "handler panicked");
                 self.write(
                     "fail",
                     self.queue
-                        .fail(cx, &format!("handler panicked: {m}"), false)
+                        .fail_retried(cx, &format!("handler panicked: {m}"), false)
                         .await
                         .map(|_| ()),
                 );
@@ -267,7 +341,7 @@ impl Executor {
                 self.write(
                     "fail",
                     self.queue
-                        .fail(cx, &format!("handler timed out after {limit:?}"), false)
+                        .fail_retried(cx, &format!("handler timed out after {limit:?}"), false)
                         .await
                         .map(|_| ()),
                 );
@@ -284,7 +358,7 @@ impl Executor {
                     "lease lost: run dropped; releasing the item if the claim still holds"
                 );
                 let note = "released: lease renewals failing, run dropped";
-                match self.queue.release(cx, Some(note)).await {
+                match self.queue.release_retried(cx, Some(note)).await {
                     Ok(()) => tracing::info!("released after failing renewals; no attempt spent"),
                     // Already counted and logged as lost above.
                     Err(e) if e.is_conflict() => {
@@ -300,7 +374,7 @@ impl Executor {
                 self.write(
                     "release",
                     self.queue
-                        .release(cx, Some("released: worker shutting down"))
+                        .release_retried(cx, Some("released: worker shutting down"))
                         .await,
                 );
             }

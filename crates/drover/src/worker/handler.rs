@@ -144,7 +144,8 @@ pub trait Handler: Send + Sync + 'static {
     const REQUIRES: &'static [&'static str] = &[];
 
     /// The longest a run may take before it is cancelled and counted as a
-    /// failure; `None` uses the worker's default.
+    /// failure (its token fires first, and it gets the worker's
+    /// `cancel_grace` to return); `None` uses the worker's default.
     fn timeout(&self) -> Option<Duration> {
         None
     }

@@ -182,8 +182,10 @@ impl std::fmt::Debug for Worker {
 pub struct ShutdownReport {
     /// Items running when the shutdown began.
     pub in_flight: usize,
-    /// Items still running when the grace period ended (cancelled and
-    /// released without spending an attempt).
+    /// Items still running when the grace period ended: their tokens
+    /// fired, and each was released without spending an attempt unless
+    /// its handler returned done, a defer or a cancel within the cancel
+    /// grace.
     pub cancelled: usize,
 }
 
@@ -362,9 +364,10 @@ impl RunningWorker {
     }
 
     /// Shuts down drain-first: stop claiming at once (`/healthz` turns 503),
-    /// let in-flight items finish within the grace period, cancel and
-    /// release the rest without spending an attempt, flush completions, stop
-    /// the heartbeat, and mark the worker offline.
+    /// let in-flight items finish within the grace period, fire the rest's
+    /// tokens and give them `cancel_grace` to return, release what did not
+    /// finish without spending an attempt, flush completions, stop the
+    /// heartbeat, and mark the worker offline.
     pub async fn shutdown(self) -> ShutdownReport {
         self.fetch.cancel();
         self.health.set_draining();
@@ -506,7 +509,7 @@ async fn claim_loop(l: ClaimLoop) {
     let release_unstarted = |cx: crate::queue::JobContext, note: &'static str| {
         let queue = exec.queue.clone();
         tracker.spawn(async move {
-            if let Err(e) = queue.release(&cx, Some(note)).await {
+            if let Err(e) = queue.release_retried(&cx, Some(note)).await {
                 tracing::warn!(item = %cx.id(), error = %e, "release of an unstarted item failed; the sweep will hand it back");
             }
         });

@@ -46,6 +46,10 @@ pub const PREFETCH_DEFAULT: Option<usize> = None;
 /// `DROVER_CLAIMERS`: claim statements a worker keeps in flight at once, so
 /// their commits share the database's WAL flushes.
 pub const CLAIMERS_DEFAULT: usize = 2;
+/// `DROVER_CANCEL_GRACE`: how long a handler whose cancellation token fired
+/// (shutdown past its grace, or a timeout) may take to return before its
+/// future is dropped.
+pub const CANCEL_GRACE_DEFAULT: Duration = Duration::from_secs(1);
 
 /// Connections the runtime itself keeps busy at worst besides its claims:
 /// one completing, one for liveness and the sweep (each claim in flight
@@ -96,6 +100,12 @@ pub struct WorkerSettings {
     pub prefetch: Option<usize>,
     /// Claims in flight at once. Default [`CLAIMERS_DEFAULT`].
     pub claimers: usize,
+    /// After a run's cancellation token fires on shutdown past the grace
+    /// period or on a timeout, how long the handler may take to return
+    /// (and write its own cleanup) before its future is dropped. A lost
+    /// lease gets none: the token fires and the run is dropped at once.
+    /// Default [`CANCEL_GRACE_DEFAULT`].
+    pub cancel_grace: Duration,
 }
 
 impl Default for WorkerSettings {
@@ -118,6 +128,7 @@ impl Default for WorkerSettings {
             complete_window: COMPLETE_WINDOW_DEFAULT,
             prefetch: PREFETCH_DEFAULT,
             claimers: CLAIMERS_DEFAULT,
+            cancel_grace: CANCEL_GRACE_DEFAULT,
         }
     }
 }
@@ -172,6 +183,7 @@ impl WorkerSettings {
         env_num("DROVER_CLAIMERS", &mut s.claimers)?;
         env_num("DROVER_COMPLETE_BATCH", &mut s.complete_batch)?;
         env_duration("DROVER_COMPLETE_WINDOW", &mut s.complete_window)?;
+        env_duration("DROVER_CANCEL_GRACE", &mut s.cancel_grace)?;
         if let Ok(v) = std::env::var("DROVER_METRICS_ADDR") {
             s.metrics_addr = if v.trim().is_empty() || v.trim() == "off" {
                 None
