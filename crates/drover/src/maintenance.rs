@@ -16,10 +16,12 @@ use crate::error::{Error, Result};
 use crate::queue::{Queue, STALE_BATCH_DEFAULT};
 use crate::store::Gauges;
 
-/// How often the sweep runs by default.
-pub const SWEEP_INTERVAL_DEFAULT: Duration = crate::worker::SWEEP_INTERVAL_DEFAULT;
-/// How long final items are kept by default.
-pub const ITEM_RETENTION_DEFAULT: Duration = crate::worker::ITEM_RETENTION_DEFAULT;
+/// How often the sweep runs by default (`DROVER_SWEEP_INTERVAL`; jittered
+/// ±20 %).
+pub const SWEEP_INTERVAL_DEFAULT: Duration = Duration::from_secs(15);
+/// How long final items are kept before purge by default
+/// (`DROVER_ITEM_RETENTION`).
+pub const ITEM_RETENTION_DEFAULT: Duration = Duration::from_secs(7 * 24 * 3600);
 /// How many stale items one tenant's requeue takes per run by default.
 pub const STALE_LIMIT_DEFAULT: u32 = STALE_BATCH_DEFAULT;
 /// The sweep interval varies by this fraction either way, so workers
