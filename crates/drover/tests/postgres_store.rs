@@ -574,8 +574,9 @@ async fn wakeups_cross_stores_and_filter_schema() {
 }
 
 #[tokio::test]
-async fn sweep_lock_is_exclusive_per_schema() {
+async fn sweep_lease_is_shared_per_schema_and_outlives_no_session() {
     let (s, schema) = pg_fresh_store().await;
+    let (other, other_schema) = pg_fresh_store().await;
     let url = pg_url().await;
     let peer = PgStore::connect(
         &url,
@@ -586,15 +587,42 @@ async fn sweep_lock_is_exclusive_per_schema() {
     )
     .await
     .unwrap();
-    assert!(s.sweep_try_lock().await.unwrap());
-    assert!(
-        !s.sweep_try_lock().await.unwrap(),
-        "not re-entrant, even for the holder"
+    let held = s
+        .sweep_lease_take("s", Duration::from_secs(60))
+        .await
+        .unwrap()
+        .expect("taken");
+    assert_eq!(
+        peer.sweep_lease_take("peer", Duration::from_secs(60))
+            .await
+            .unwrap(),
+        None,
+        "another store on the same schema is refused"
     );
-    assert!(!peer.sweep_try_lock().await.unwrap());
-    s.sweep_unlock().await.unwrap();
-    assert!(peer.sweep_try_lock().await.unwrap());
-    peer.sweep_unlock().await.unwrap();
+    let theirs = other
+        .sweep_lease_take("other", Duration::from_secs(60))
+        .await
+        .unwrap()
+        .expect("another schema has its own lease");
+    // The lease is a row, not a session: closing the holder's pool (the
+    // connections a stalled process would keep) neither frees nor keeps
+    // it; the release does, from any store.
+    s.pool().close().await;
+    assert_eq!(
+        peer.sweep_lease_take("peer", Duration::from_secs(60))
+            .await
+            .unwrap(),
+        None
+    );
+    peer.sweep_lease_release(held, false).await.unwrap();
+    assert!(
+        peer.sweep_lease_take("peer", Duration::from_secs(60))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    other.sweep_lease_release(theirs, false).await.unwrap();
+    done(other_schema).await;
     done(schema).await;
 }
 

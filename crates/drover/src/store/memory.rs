@@ -32,7 +32,10 @@ struct State {
     keys: HashMap<(Uuid, String), Uuid>,
     audit: Vec<AuditEntry>,
     workers: HashMap<String, WorkerRow>,
-    sweep_locked: bool,
+    /// The sweep lease: its token and expiry, while held.
+    sweep_lease: Option<(Uuid, DateTime<Utc>)>,
+    /// When the last completed sweep pass ended.
+    sweep_last_pass: Option<DateTime<Utc>>,
 }
 
 /// The in-memory store.
@@ -631,18 +634,42 @@ impl Store for MemoryStore {
         Ok(self.wake.subscribe())
     }
 
-    async fn sweep_try_lock(&self) -> Result<bool> {
+    async fn sweep_lease_take(&self, _holder: &str, lease: Duration) -> Result<Option<Uuid>> {
+        let now = self.now();
         let mut st = self.lock();
-        if st.sweep_locked {
-            Ok(false)
-        } else {
-            st.sweep_locked = true;
-            Ok(true)
+        if st.sweep_lease.is_some_and(|(_, until)| until > now) {
+            return Ok(None);
+        }
+        let token = Uuid::new_v4();
+        st.sweep_lease = Some((token, now + to_chrono(lease)));
+        Ok(Some(token))
+    }
+
+    async fn sweep_lease_renew(&self, token: Uuid, lease: Duration) -> Result<()> {
+        let now = self.now();
+        let mut st = self.lock();
+        match &mut st.sweep_lease {
+            Some((t, until)) if *t == token && *until > now => {
+                *until = now + to_chrono(lease);
+                Ok(())
+            }
+            _ => Err(Error::Conflict("the sweep lease is no longer held".into())),
         }
     }
 
-    async fn sweep_unlock(&self) -> Result<()> {
-        self.lock().sweep_locked = false;
+    async fn sweep_lease_release(&self, token: Uuid, completed: bool) -> Result<()> {
+        let now = self.now();
+        let mut st = self.lock();
+        if st.sweep_lease.is_some_and(|(t, _)| t == token) {
+            st.sweep_lease = None;
+            if completed {
+                st.sweep_last_pass = Some(now);
+            }
+        }
         Ok(())
+    }
+
+    async fn sweep_last_pass(&self) -> Result<Option<DateTime<Utc>>> {
+        Ok(self.lock().sweep_last_pass)
     }
 }

@@ -136,9 +136,8 @@ impl WorkerBuilder {
         let sweeper = Sweeper::new(
             self.queue.clone(),
             SweepConfig {
-                interval: self.settings.sweep_interval,
                 retention: self.settings.item_retention,
-                ..SweepConfig::default()
+                ..SweepConfig::every(self.settings.sweep_interval)
             },
         )?;
         let sweeper = self

@@ -28,6 +28,7 @@ mod items;
 mod ops;
 mod row;
 mod sql;
+mod sweep;
 mod wake;
 
 use std::str::FromStr;
@@ -115,8 +116,8 @@ pub fn validate_schema(schema: &str) -> Result<()> {
 /// The PostgreSQL [`Store`].
 ///
 /// Owns a pool whose connections start with `search_path` set to the schema,
-/// a lazily started listener for wake-ups, and the sweep lock's connection
-/// while held. Dropping the store stops the listener.
+/// and a lazily started listener for wake-ups. Dropping the store stops the
+/// listener.
 #[derive(Debug)]
 pub struct PgStore {
     pool: PgPool,
@@ -124,7 +125,6 @@ pub struct PgStore {
     wake: broadcast::Sender<String>,
     listening: AtomicBool,
     shutdown: CancellationToken,
-    sweep_conn: tokio::sync::Mutex<Option<PgConnection>>,
     /// The hot-path statements with the schema spliced in (validated), so
     /// they need no per-transaction search_path.
     claim_sql: String,
@@ -180,7 +180,6 @@ impl PgStore {
             wake,
             listening: AtomicBool::new(false),
             shutdown: CancellationToken::new(),
-            sweep_conn: tokio::sync::Mutex::new(None),
             listen_ready: tokio::sync::watch::channel(false).0,
             claim_sql: sql::ITEM_CLAIM.replace("{schema}", schema),
             complete_many_sql: sql::ITEM_COMPLETE_MANY.replace("{schema}", schema),
@@ -418,12 +417,20 @@ impl Store for PgStore {
         Ok(rx)
     }
 
-    async fn sweep_try_lock(&self) -> Result<bool> {
-        wake::sweep_try_lock(self).await
+    async fn sweep_lease_take(&self, holder: &str, lease: Duration) -> Result<Option<Uuid>> {
+        sweep::take(self, holder, lease).await
     }
 
-    async fn sweep_unlock(&self) -> Result<()> {
-        wake::sweep_unlock(self).await
+    async fn sweep_lease_renew(&self, token: Uuid, lease: Duration) -> Result<()> {
+        sweep::renew(self, token, lease).await
+    }
+
+    async fn sweep_lease_release(&self, token: Uuid, completed: bool) -> Result<()> {
+        sweep::release(self, token, completed).await
+    }
+
+    async fn sweep_last_pass(&self) -> Result<Option<DateTime<Utc>>> {
+        sweep::last_pass(self).await
     }
 }
 
