@@ -187,8 +187,11 @@ struct LeaseGuard {
 
 impl LeaseGuard {
     /// Gives the lease up; `completed` records the pass as completed.
-    async fn release(mut self, completed: bool) {
-        let Some(token) = self.token else { return };
+    /// Returns false when the lease had passed to another before the end.
+    async fn release(mut self, completed: bool) -> bool {
+        let Some(token) = self.token else {
+            return true;
+        };
         let r = tokio::time::timeout(
             self.timeout,
             self.store.sweep_lease_release(token, completed),
@@ -197,11 +200,15 @@ impl LeaseGuard {
         // Only now: a release dropped at its await is retried by Drop.
         self.token = None;
         match r {
-            Ok(Ok(())) => {}
+            Ok(Ok(held)) => held,
             Ok(Err(e)) => {
-                tracing::warn!(error = %e, "sweep lease release failed; it passes on its own")
+                tracing::warn!(error = %e, "sweep lease release failed; it passes on its own");
+                true
             }
-            Err(_) => tracing::warn!("sweep lease release timed out; it passes on its own"),
+            Err(_) => {
+                tracing::warn!("sweep lease release timed out; it passes on its own");
+                true
+            }
         }
     }
 }
@@ -220,7 +227,7 @@ impl Drop for LeaseGuard {
             rt.spawn(async move {
                 match tokio::time::timeout(timeout, store.sweep_lease_release(token, false)).await
                 {
-                    Ok(Ok(())) => {}
+                    Ok(Ok(_)) => {}
                     Ok(Err(e)) => tracing::warn!(error = %e, "sweep lease release failed; it passes on its own"),
                     Err(_) => tracing::warn!("sweep lease release timed out; it passes on its own"),
                 }
@@ -397,7 +404,15 @@ impl Sweeper {
                 timeout: self.config.step_timeout,
             };
             let completed = self.pass(token, &mut report).await;
-            lease.release(completed).await;
+            if !lease.release(completed).await && !report.lease_lost {
+                // It passed during the last step: another worker may have
+                // swept meanwhile (harmless: every step is idempotent).
+                report.lease_lost = true;
+                report.errors.push((
+                    "sweep_lease".into(),
+                    "the sweep lease is no longer held: it passed before the pass ended".into(),
+                ));
+            }
         }
         self.refresh(&mut report).await;
         self.log_errors(&report);

@@ -177,7 +177,7 @@ impl Store for FaultStore {
     async fn sweep_lease_renew(&self, token: Uuid, lease: Duration) -> Result<()> {
         self.inner.sweep_lease_renew(token, lease).await
     }
-    async fn sweep_lease_release(&self, token: Uuid, completed: bool) -> Result<()> {
+    async fn sweep_lease_release(&self, token: Uuid, completed: bool) -> Result<bool> {
         self.inner.sweep_lease_release(token, completed).await
     }
     async fn sweep_last_pass(&self) -> Result<Option<DateTime<Utc>>> {

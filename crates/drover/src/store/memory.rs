@@ -657,16 +657,17 @@ impl Store for MemoryStore {
         }
     }
 
-    async fn sweep_lease_release(&self, token: Uuid, completed: bool) -> Result<()> {
+    async fn sweep_lease_release(&self, token: Uuid, completed: bool) -> Result<bool> {
         let now = self.now();
         let mut st = self.lock();
-        if st.sweep_lease.is_some_and(|(t, _)| t == token) {
-            st.sweep_lease = None;
-            if completed {
-                st.sweep_last_pass = Some(now);
-            }
+        if !st.sweep_lease.is_some_and(|(t, _)| t == token) {
+            return Ok(false);
         }
-        Ok(())
+        st.sweep_lease = None;
+        if completed {
+            st.sweep_last_pass = Some(now);
+        }
+        Ok(true)
     }
 
     async fn sweep_last_pass(&self) -> Result<Option<DateTime<Utc>>> {

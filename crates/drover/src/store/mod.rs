@@ -418,9 +418,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// Gives up the sweep lease held under `token`, so the next sweeper need
     /// not wait for it to pass; `completed` records now as the end of the
-    /// last completed sweep pass. Fenced on `token`: a no-op (not an error)
-    /// when it no longer holds.
-    async fn sweep_lease_release(&self, token: Uuid, completed: bool) -> Result<()>;
+    /// last completed sweep pass. Fenced on `token`: when it no longer holds
+    /// nothing changes and the answer is `false` (not an error).
+    async fn sweep_lease_release(&self, token: Uuid, completed: bool) -> Result<bool>;
 
     /// When the last completed sweep pass of any process ended, if one has.
     async fn sweep_last_pass(&self) -> Result<Option<DateTime<Utc>>>;

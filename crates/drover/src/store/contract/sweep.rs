@@ -76,10 +76,13 @@ pub async fn sweep_lease_passes_from_a_stalled_holder(h: &Harness) {
         ErrorKind::Conflict,
         "renewal by the stale holder",
     );
-    h.store
-        .sweep_lease_release(stalled, true)
-        .await
-        .expect("a stale release is a no-op, not an error");
+    assert!(
+        !h.store
+            .sweep_lease_release(stalled, true)
+            .await
+            .expect("a stale release is a no-op, not an error"),
+        "the stale holder is told its lease was gone"
+    );
     assert_eq!(
         h.store.sweep_lease_take("third", LONG).await.expect("take"),
         None,
@@ -122,7 +125,7 @@ pub async fn sweep_last_pass_is_recorded_by_a_completed_release(h: &Harness) {
         .await
         .expect("take")
         .expect("taken");
-    h.store.sweep_lease_release(t, true).await.expect("release");
+    assert!(h.store.sweep_lease_release(t, true).await.expect("release"));
     let at = h
         .store
         .sweep_last_pass()

@@ -425,7 +425,7 @@ impl Store for PgStore {
         sweep::renew(self, token, lease).await
     }
 
-    async fn sweep_lease_release(&self, token: Uuid, completed: bool) -> Result<()> {
+    async fn sweep_lease_release(&self, token: Uuid, completed: bool) -> Result<bool> {
         sweep::release(self, token, completed).await
     }
 

@@ -45,16 +45,17 @@ pub(super) async fn renew(store: &PgStore, token: Uuid, lease: Duration) -> Resu
     Ok(())
 }
 
-/// Gives the lease up when `token` still holds it.
-pub(super) async fn release(store: &PgStore, token: Uuid, completed: bool) -> Result<()> {
+/// Gives the lease up when `token` still holds it; false when it did not.
+pub(super) async fn release(store: &PgStore, token: Uuid, completed: bool) -> Result<bool> {
     let mut tx = store.begin_system().await?;
-    sqlx::query(sql::SWEEP_LEASE_RELEASE)
+    let n = sqlx::query(sql::SWEEP_LEASE_RELEASE)
         .bind(token)
         .bind(completed)
         .execute(&mut *tx)
-        .await?;
+        .await?
+        .rows_affected();
     tx.commit().await?;
-    Ok(())
+    Ok(n == 1)
 }
 
 /// When the last completed pass ended.

@@ -491,7 +491,7 @@ impl Store for SqliteStore {
         self.sweep_renew(token, lease).await
     }
 
-    async fn sweep_lease_release(&self, token: Uuid, completed: bool) -> Result<()> {
+    async fn sweep_lease_release(&self, token: Uuid, completed: bool) -> Result<bool> {
         self.sweep_release(token, completed).await
     }
 

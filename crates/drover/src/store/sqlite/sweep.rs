@@ -47,17 +47,18 @@ impl SqliteStore {
         Ok(())
     }
 
-    pub(super) async fn sweep_release(&self, token: Uuid, completed: bool) -> Result<()> {
+    pub(super) async fn sweep_release(&self, token: Uuid, completed: bool) -> Result<bool> {
         let mut tx = self.begin().await?;
         let now = self.now();
-        sqlx::query(sql::SWEEP_LEASE_RELEASE)
+        let n = sqlx::query(sql::SWEEP_LEASE_RELEASE)
             .bind(to_micros(now))
             .bind(token)
             .bind(completed)
             .execute(&mut *tx)
-            .await?;
+            .await?
+            .rows_affected();
         tx.commit().await?;
-        Ok(())
+        Ok(n == 1)
     }
 
     pub(super) async fn sweep_last(&self) -> Result<Option<DateTime<Utc>>> {
