@@ -706,3 +706,81 @@ async fn throughput_probe() {
     );
     done(schema).await;
 }
+
+/// A release, a zero-delay defer, an operator retry and a stale requeue due
+/// at once reach another process's listener: the NOTIFY is sent by the
+/// transition's own statement, not only in process.
+#[tokio::test]
+async fn transitions_that_make_work_available_notify_other_processes() {
+    let (s, schema) = pg_fresh_store().await;
+    let peer = PgStore::connect(
+        &pg_url().await,
+        drover::store::postgres::PgOptions {
+            schema: schema.clone(),
+            max_connections: 2,
+        },
+    )
+    .await
+    .unwrap();
+    let mut rx = peer.wakeups().await.unwrap();
+    async fn heard(rx: &mut tokio::sync::broadcast::Receiver<String>, lane: &str) {
+        tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                match rx.recv().await {
+                    Ok(l) if l == lane => return,
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no NOTIFY for {lane} reached the other process"));
+    }
+    async fn claimed(s: &PgStore, lane: &str, lease: Duration) -> ClaimRef {
+        let got = s
+            .item_claim(&ClaimParams {
+                lane: lane.into(),
+                kinds: vec![],
+                worker_id: "w".into(),
+                lease,
+                limit: 1,
+            })
+            .await
+            .unwrap();
+        ClaimRef::of(&got[0]).unwrap()
+    }
+    let put = |lane: &str| NewItem::new("n", json!({})).with_lane(lane);
+
+    s.item_insert(&put("p-release")).await.unwrap();
+    let c = claimed(&s, "p-release", Duration::from_secs(60)).await;
+    s.item_release(&c, None).await.unwrap();
+    heard(&mut rx, "p-release").await;
+
+    s.item_insert(&put("p-defer")).await.unwrap();
+    let c = claimed(&s, "p-defer", Duration::from_secs(60)).await;
+    s.item_defer(&c, Duration::ZERO).await.unwrap();
+    heard(&mut rx, "p-defer").await;
+
+    let it = s.item_insert(&put("p-retry")).await.unwrap().item;
+    let c = claimed(&s, "p-retry", Duration::from_secs(60)).await;
+    s.item_complete(&c).await.unwrap();
+    s.item_retry(it.tenant_id, it.id, uuid::Uuid::nil())
+        .await
+        .unwrap();
+    heard(&mut rx, "p-retry").await;
+
+    s.item_insert(&put("p-stale")).await.unwrap();
+    claimed(&s, "p-stale", Duration::from_millis(200)).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let zero = RetryPolicy {
+        base: Duration::ZERO,
+        ..RetryPolicy::default()
+    };
+    let r = s
+        .item_requeue_stale(uuid::Uuid::nil(), 10, &zero)
+        .await
+        .unwrap();
+    assert_eq!(r.requeued, 1);
+    heard(&mut rx, "p-stale").await;
+    done(schema).await;
+}

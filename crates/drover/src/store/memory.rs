@@ -308,35 +308,47 @@ impl Store for MemoryStore {
 
     async fn item_fail(&self, claim: &ClaimRef, p: &FailParams) -> Result<FailOutcome> {
         let now = self.now();
-        let mut st = self.lock();
-        let item = st.fenced(claim, now)?;
-        item.attempts += 1;
-        item.last_error = Some(bound_error(&p.error));
-        clear_claim(item);
-        item.updated_at = now;
-        item.updated_by = Uuid::nil();
-        if p.fatal || rules::is_exhausted(item.attempts, item.max_attempts) {
-            st.dead_letter(claim.id, now);
-            Ok(FailOutcome::DeadLettered)
-        } else {
-            item.status = Status::Pending;
-            item.available_at = now + to_chrono(p.retry_delay);
-            Ok(FailOutcome::Requeued {
-                available_at: item.available_at,
-            })
+        let (outcome, lane) = {
+            let mut st = self.lock();
+            let item = st.fenced(claim, now)?;
+            item.attempts += 1;
+            item.last_error = Some(bound_error(&p.error));
+            clear_claim(item);
+            item.updated_at = now;
+            item.updated_by = Uuid::nil();
+            let lane = item.lane.clone();
+            if p.fatal || rules::is_exhausted(item.attempts, item.max_attempts) {
+                st.dead_letter(claim.id, now);
+                (FailOutcome::DeadLettered, lane)
+            } else {
+                item.status = Status::Pending;
+                item.available_at = now + to_chrono(p.retry_delay);
+                let available_at = item.available_at;
+                (FailOutcome::Requeued { available_at }, lane)
+            }
+        };
+        if matches!(outcome, FailOutcome::Requeued { available_at } if available_at <= now) {
+            let _ = self.wake.send(lane);
         }
+        Ok(outcome)
     }
 
     async fn item_defer(&self, claim: &ClaimRef, delay: Duration) -> Result<DateTime<Utc>> {
         let now = self.now();
-        let mut st = self.lock();
-        let item = st.fenced(claim, now)?;
-        item.status = Status::Pending;
-        clear_claim(item);
-        item.available_at = now + to_chrono(delay);
-        item.updated_at = now;
-        item.updated_by = Uuid::nil();
-        Ok(item.available_at)
+        let (at, lane) = {
+            let mut st = self.lock();
+            let item = st.fenced(claim, now)?;
+            item.status = Status::Pending;
+            clear_claim(item);
+            item.available_at = now + to_chrono(delay);
+            item.updated_at = now;
+            item.updated_by = Uuid::nil();
+            (item.available_at, item.lane.clone())
+        };
+        if at <= now {
+            let _ = self.wake.send(lane);
+        }
+        Ok(at)
     }
 
     async fn item_release(&self, claim: &ClaimRef, note: Option<&str>) -> Result<()> {
@@ -432,6 +444,7 @@ impl Store for MemoryStore {
         stale.sort_unstable();
         stale.truncate(limit as usize);
         let mut report = StaleReport::default();
+        let mut woke = std::collections::BTreeSet::new();
         for (_, id) in stale {
             let exhausted = {
                 let Some(item) = st.items.get_mut(&id) else {
@@ -447,6 +460,9 @@ impl Store for MemoryStore {
                 } else {
                     item.status = Status::Pending;
                     item.available_at = now + to_chrono(policy.nominal_delay(item.attempts));
+                    if item.available_at <= now {
+                        woke.insert(item.lane.clone());
+                    }
                     false
                 }
             };
@@ -456,6 +472,10 @@ impl Store for MemoryStore {
             } else {
                 report.requeued += 1;
             }
+        }
+        drop(st);
+        for lane in woke {
+            let _ = self.wake.send(lane);
         }
         Ok(report)
     }

@@ -19,10 +19,15 @@
 //! - **Every write after a claim is fenced in its own statement** on the
 //!   claim token, `status = 'claimed'` and `lease_expires_at > now()`; leases
 //!   come from the database clock.
-//! - **Wake-ups are sent by PostgreSQL at commit**: a statement-level trigger
-//!   on `items` issues one `NOTIFY drover_wake, '<schema>:<lane>'` per distinct
-//!   lane per inserting statement, so a rolled-back insert wakes no one. Same
-//!   process workers are also woken in process after each committed insert.
+//! - **Wake-ups are sent by PostgreSQL at commit** on every transition that
+//!   makes work available now: a statement-level trigger on `items` issues
+//!   one `NOTIFY drover_wake, '<schema>:<lane>'` per distinct lane per
+//!   inserting statement, and the release, operator retry, zero-delay defer
+//!   or failure and the stale requeue (of items available at once) each
+//!   call `pg_notify` in their own statement; a rolled-back transition wakes
+//!   no one, and PostgreSQL folds a transaction's identical notifications
+//!   into one. Same-process workers are also woken in process after each
+//!   commit.
 
 mod items;
 mod ops;
@@ -370,7 +375,10 @@ impl Store for PgStore {
     }
 
     async fn item_retry(&self, tenant: Uuid, id: Uuid, actor: Uuid) -> Result<Item> {
-        ops::operator_write(self, sql::ITEM_RETRY, "retry", tenant, id, actor).await
+        let item = ops::operator_write(self, sql::ITEM_RETRY, "retry", tenant, id, actor).await?;
+        // The statement's NOTIFY reaches other processes at commit.
+        self.wake_local(&item.lane);
+        Ok(item)
     }
 
     async fn item_list(&self, filter: &ListFilter) -> Result<Vec<Item>> {
