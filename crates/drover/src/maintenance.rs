@@ -58,6 +58,10 @@ pub const SWEEP_JITTER: f64 = 0.2;
 /// Each step's time limit by default: two thirds of the default interval,
 /// so a pass whose one step hangs still ends before the next is due.
 pub const SWEEP_STEP_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+/// The shortest step timeout [`SweepConfig::every`] scales to: a short
+/// interval (tests, demos) must not cut off a requeue that is merely slow
+/// on a loaded database.
+pub const SWEEP_STEP_TIMEOUT_MIN: Duration = Duration::from_secs(1);
 /// How long the sweep lease holds without renewal by default: twice the
 /// default interval. A stalled sweeper's right to sweep passes after this.
 pub const SWEEP_LEASE_DEFAULT: Duration = Duration::from_secs(30);
@@ -110,13 +114,16 @@ impl Default for SweepConfig {
 
 impl SweepConfig {
     /// The defaults with `interval`, and the step timeout and lease scaled
-    /// to it as the defaults are to theirs (two thirds and twice): how a
-    /// worker builds its sweep from `DROVER_SWEEP_INTERVAL`.
+    /// to it as the defaults are to theirs (two thirds and twice), the step
+    /// timeout never below [`SWEEP_STEP_TIMEOUT_MIN`] and the lease always
+    /// an interval past it: how a worker builds its sweep from
+    /// `DROVER_SWEEP_INTERVAL`.
     pub fn every(interval: Duration) -> Self {
+        let step_timeout = (interval * 2 / 3).max(SWEEP_STEP_TIMEOUT_MIN);
         SweepConfig {
             interval,
-            step_timeout: interval * 2 / 3,
-            lease: interval * 2,
+            step_timeout,
+            lease: (interval * 2).max(step_timeout + interval),
             ..SweepConfig::default()
         }
     }

@@ -216,7 +216,7 @@ async fn requeued(q: &Queue, ids: &[Uuid], since: Instant, limit: Duration) -> D
 /// so no later pass ever ran.)
 async fn a_step_that_never_returns_stalls_no_requeue(backend: &str) {
     let b = Backend::open(backend).await;
-    let (hang, runs) = step("hangs", || std::future::pending::<Result<u64>>());
+    let (hang, runs) = step("hangs", std::future::pending::<Result<u64>>);
     let sweeper = Arc::new(
         Sweeper::new(b.queue.clone(), quick())
             .unwrap()
@@ -292,7 +292,7 @@ async fn a_step_that_panics_stalls_no_requeue(backend: &str) {
 /// lease back at once: another sweeper takes it long before it would pass.
 async fn a_dropped_pass_releases_the_lease(backend: &str) {
     let b = Backend::open(backend).await;
-    let (hang, runs) = step("hangs", || std::future::pending::<Result<u64>>());
+    let (hang, runs) = step("hangs", std::future::pending::<Result<u64>>);
     let config = SweepConfig {
         step_timeout: Duration::from_secs(60),
         lease: Duration::from_secs(120),

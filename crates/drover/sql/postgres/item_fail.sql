@@ -18,7 +18,7 @@ WITH upd AS (
     INSERT INTO audit (tenant_id, item_id, action, actor, detail)
     SELECT tenant_id, id, 'dead_letter', '00000000-0000-0000-0000-000000000000'::uuid, last_error FROM upd WHERE status = 'failed'
 )
-SELECT upd.status, upd.available_at,
+SELECT upd.status, upd.available_at, upd.lane,
        -- The notification is counted from a subquery of its own: an aggregate of
        -- only outer columns would belong to the outer query.
        (SELECT count(n.sent) FROM (SELECT pg_notify('drover_wake', current_schema() || ':' || upd.lane) AS sent

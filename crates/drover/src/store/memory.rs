@@ -680,7 +680,7 @@ impl Store for MemoryStore {
     async fn sweep_lease_release(&self, token: Uuid, completed: bool) -> Result<bool> {
         let now = self.now();
         let mut st = self.lock();
-        if !st.sweep_lease.is_some_and(|(t, _)| t == token) {
+        if st.sweep_lease.is_none_or(|(t, _)| t != token) {
             return Ok(false);
         }
         st.sweep_lease = None;

@@ -377,9 +377,7 @@ pub(super) async fn fail(store: &PgStore, c: &ClaimRef, p: &FailParams) -> Resul
     let status: String = r.try_get("status")?;
     let woken: Option<i64> = r.try_get("woken")?;
     if woken.unwrap_or(0) > 0 {
-        if let Ok(lane) = r.try_get::<String, _>("lane") {
-            store.wake_local(&lane);
-        }
+        store.wake_local(&r.try_get::<String, _>("lane")?);
     }
     if status == "failed" {
         tracing::info!(item = %c.id, tenant = %c.tenant_id, "item dead-lettered");
