@@ -139,6 +139,7 @@ async fn released_item_is_picked_up_at_once(backend: &str) {
     let (id, started) = next_start(&mut rx, "the released item").await;
     assert_eq!(id, held_id);
     let took = started.saturating_duration_since(released);
+    eprintln!("WAKE-FIGURES | {backend} | released item started {took:?} after the release");
     assert!(
         took < Duration::from_millis(100),
         "the released item started {took:?} after the release (bound 100 ms)"

@@ -15,7 +15,8 @@
 //! - Every per-tenant call reads and writes only that tenant's rows. The
 //!   cross-tenant calls (`item_claim`, `item_fail_orphaned`,
 //!   `item_stale_tenants`, `item_purge`, `gauges`, `counts`, `item_list` without
-//!   a tenant, and the workers table) are the system operations: on
+//!   a tenant, the workers table and the sweep lease) are the system
+//!   operations: on
 //!   PostgreSQL they run under the system role, every other call under the
 //!   runtime role with the tenant set for its transaction only.
 
