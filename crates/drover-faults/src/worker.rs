@@ -14,10 +14,13 @@
 //! | `effects.panic` | logs its start, panics every time |
 //! | `effects.abort` | logs its start, aborts the whole process |
 
+use std::future::Future;
+use std::pin::Pin;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use drover::maintenance::{SweepConfig, SweepStep, Sweeper};
 use drover::queue::{JobContext, Kind, QueueConfig};
 use drover::rules::RetryPolicy;
 use drover::store::ConnectOptions;
@@ -110,6 +113,35 @@ pub struct WorkerArgs {
     /// (default: the fault kinds' 10 s cap).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub retry_cap: Option<Duration>,
+    /// Adds a host sweep step that logs `fault sweep step running` and then
+    /// sleeps this long, so a test can stop the process mid-pass.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub sweep_step_sleep: Option<Duration>,
+    /// The sweep's step timeout (default: scaled to the interval).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub sweep_step_timeout: Option<Duration>,
+    /// The sweep lease (default: scaled to the interval).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub sweep_lease: Option<Duration>,
+}
+
+/// The host step of `--sweep-step-sleep`.
+struct SleepyStep(Duration);
+
+impl SweepStep for SleepyStep {
+    fn name(&self) -> &str {
+        "fault.sleep"
+    }
+    fn run<'a>(
+        &'a self,
+        _queue: &'a Queue,
+    ) -> Pin<Box<dyn Future<Output = drover::Result<u64>> + Send + 'a>> {
+        Box::pin(async move {
+            tracing::warn!(sleep = ?self.0, "fault sweep step running");
+            tokio::time::sleep(self.0).await;
+            Ok(1)
+        })
+    }
 }
 
 struct Effects<K> {
@@ -278,24 +310,54 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         metrics_addr: None,
         ..WorkerSettings::default()
     };
+    // A sweep with its own timeouts or a host step runs beside the worker,
+    // through the sweep's public API, as a host would run its own.
+    let own_sweep = (!args.no_sweep
+        && (args.sweep_step_sleep.is_some()
+            || args.sweep_step_timeout.is_some()
+            || args.sweep_lease.is_some()))
+    .then(|| {
+        let every = SweepConfig::every(args.sweep_interval);
+        let config = SweepConfig {
+            step_timeout: args.sweep_step_timeout.unwrap_or(every.step_timeout),
+            lease: args.sweep_lease.unwrap_or(every.lease),
+            ..every
+        };
+        let sweeper = Sweeper::new(queue.clone(), config)?;
+        anyhow::Ok(match args.sweep_step_sleep {
+            Some(d) => sweeper.with_step(Box::new(SleepyStep(d))),
+            None => sweeper,
+        })
+    })
+    .transpose()?;
     let mut builder = Worker::builder(queue)
         .settings(settings)
         .handler(Effects::<EffectsWrite>::new(db.clone()))
         .handler(Effects::<EffectsFail>::new(db.clone()))
         .handler(Effects::<EffectsPanic>::new(db.clone()))
         .handler(Effects::<EffectsAbort>::new(db));
-    if args.no_sweep {
+    if args.no_sweep || own_sweep.is_some() {
         builder = builder.without_sweep();
     }
     let worker = builder.build()?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let running = worker.start().await?;
+    let sweep_stop = tokio_util::sync::CancellationToken::new();
+    let sweep = own_sweep.map(|sw| {
+        tracing::warn!(holder = sw.holder(), "fault worker's own sweep");
+        let stop = sweep_stop.clone();
+        tokio::spawn(async move { sw.run(stop).await })
+    });
     tracing::warn!(worker = running.id(), "fault worker ready");
     tokio::select! {
         _ = term.recv() => {}
         _ = tokio::signal::ctrl_c() => {}
     }
     tracing::warn!("SIGTERM: draining");
+    sweep_stop.cancel();
+    if let Some(s) = sweep {
+        let _ = s.await;
+    }
     let report = running.shutdown().await;
     tracing::warn!(
         in_flight = report.in_flight,

@@ -34,10 +34,9 @@ async fn paused_past_the_lease_postgres() {
     // handler would go straight to its effects write.
     run.enqueue("effects.write", 1, 3_000, 5).await;
     let flags = ["--lease", "2s", "--sweep-interval", "1s", "--capacity", "1"];
-    // A does not sweep: stopped in the middle of a sweep, it would hold
-    // PostgreSQL's sweep lock (a session advisory lock) through the pause
-    // and B could not hand the item back (a known limitation, not this
-    // scenario's subject).
+    // A does not sweep, so B's sweep hands the item back as soon as the
+    // lease passes. (A stopped mid-sweep would hold the sweep lease until it
+    // passed: `sweep_stall.rs` is that scenario.)
     let a_flags = [&flags[..], &["--no-sweep"]].concat();
     let a = run.spawn(&a_flags);
     let pool = run.pg_pool().clone();

@@ -116,9 +116,16 @@ impl Handler for PanicHandler {
     }
 }
 
-pub(crate) fn register(b: WorkerBuilder) -> WorkerBuilder {
-    b.handler(NoopHandler)
-        .handler(SleepHandler)
-        .handler(FailHandler)
-        .handler(PanicHandler)
+// Defined here rather than in `worker`, so the built-in kinds depend on the
+// worker (through its public `handler` call only) and the worker knows
+// nothing of them: the arrow runs one way.
+impl WorkerBuilder {
+    /// Adds the built-in diagnostic kinds (`drover.noop`, `drover.sleep`,
+    /// `drover.fail`, `drover.panic`).
+    pub fn builtins(self) -> Self {
+        self.handler(NoopHandler)
+            .handler(SleepHandler)
+            .handler(FailHandler)
+            .handler(PanicHandler)
+    }
 }

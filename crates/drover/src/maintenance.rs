@@ -1,32 +1,76 @@
 //! Maintenance without a scheduler: the sweep every worker runs on a
-//! jittered timer, one sweeper at a time (an advisory lock on PostgreSQL).
+//! jittered timer, one sweeper at a time.
 //!
-//! Every step is idempotent and wrapped: one failing step is logged and
-//! reported, and the others still run. Steps: requeue stale items (tenant by
-//! tenant, each one bounded conditional statement), purge final items past
-//! retention, set the gauges, then the steps the host registers.
+//! Each tick a worker asks for the **sweep lease** (a row on the store's
+//! clock, see [`Store::sweep_lease_take`](crate::Store::sweep_lease_take)).
+//! The holder runs one pass: requeue stale items (tenant by tenant, each one
+//! bounded conditional statement), purge final items past retention, then
+//! the steps the host registers. Every worker, holder or not, then reads the
+//! gauges and publishes them, so a scrape of any worker is as fresh as its
+//! last tick.
+//!
+//! Invariants:
+//!
+//! - **Nothing stalls the sweep.** Every step runs as its own task under
+//!   [`SweepConfig::step_timeout`]: a step that hangs is abandoned at its
+//!   limit, a step that panics is reported, and either way the next step
+//!   and the next pass run. A step still running from an earlier pass (one
+//!   that blocks its thread, out of an abort's reach) is skipped, never
+//!   started beside itself.
+//! - **No holder keeps the lease past a bounded time.** The lease passes
+//!   [`SweepConfig::lease`] after its last renewal (before each step);
+//!   a holder that is paused, hung or cut off loses it then, and any worker
+//!   takes it on its next tick. It is released on every exit path: at the
+//!   end of a pass, and from a task of its own when a pass is dropped.
+//! - **A second sweeper only duplicates work.** Every step is idempotent and
+//!   every item write is fenced on the item's own state in its statement, so
+//!   a holder that lost the lease mid-step and a new holder overlapping it
+//!   make no wrong write; the renewal before each step (fenced on the
+//!   lease's token) ends the stale holder's pass.
 
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
+use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
+use uuid::Uuid;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::queue::{Queue, STALE_BATCH_DEFAULT};
-use crate::store::Gauges;
+use crate::store::{Gauges, Store};
 
-/// How often the sweep runs by default.
-pub const SWEEP_INTERVAL_DEFAULT: Duration = crate::worker::SWEEP_INTERVAL_DEFAULT;
-/// How long final items are kept by default.
-pub const ITEM_RETENTION_DEFAULT: Duration = crate::worker::ITEM_RETENTION_DEFAULT;
+/// How often the sweep runs by default (`DROVER_SWEEP_INTERVAL`; jittered
+/// ±20 %).
+pub const SWEEP_INTERVAL_DEFAULT: Duration = Duration::from_secs(15);
+/// How long final items are kept before purge by default
+/// (`DROVER_ITEM_RETENTION`).
+pub const ITEM_RETENTION_DEFAULT: Duration = Duration::from_secs(7 * 24 * 3600);
 /// How many stale items one tenant's requeue takes per run by default.
 pub const STALE_LIMIT_DEFAULT: u32 = STALE_BATCH_DEFAULT;
 /// The sweep interval varies by this fraction either way, so workers
 /// started together do not sweep in lockstep.
 pub const SWEEP_JITTER: f64 = 0.2;
+/// Each step's time limit by default: two thirds of the default interval,
+/// so a pass whose one step hangs still ends before the next is due.
+pub const SWEEP_STEP_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+/// The shortest step timeout [`SweepConfig::every`] scales to: a short
+/// interval (tests, demos) must not cut off a requeue that is merely slow
+/// on a loaded database.
+pub const SWEEP_STEP_TIMEOUT_MIN: Duration = Duration::from_secs(1);
+/// How long the sweep lease holds without renewal by default: twice the
+/// default interval. A stalled sweeper's right to sweep passes after this.
+pub const SWEEP_LEASE_DEFAULT: Duration = Duration::from_secs(30);
 
 /// A step the host adds to the sweep.
+///
+/// It runs in the lease holder's pass, as its own task, under the sweep's
+/// step timeout: it must be idempotent (a holder that lost the lease mid-step
+/// may overlap the next holder) and should return well within the timeout.
 pub trait SweepStep: Send + Sync + 'static {
     /// The step's name in logs and reports.
     fn name(&self) -> &str;
@@ -40,12 +84,20 @@ pub trait SweepStep: Send + Sync + 'static {
 /// The sweep's settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SweepConfig {
-    /// The mean interval. Default [`SWEEP_INTERVAL_DEFAULT`].
+    /// The mean interval between the starts of two ticks. Default
+    /// [`SWEEP_INTERVAL_DEFAULT`].
     pub interval: Duration,
     /// Final items older than this are purged. Default [`ITEM_RETENTION_DEFAULT`].
     pub retention: Duration,
     /// Stale items per tenant per run. Default [`STALE_LIMIT_DEFAULT`].
     pub stale_limit: u32,
+    /// The longest one step (and one lease or gauge call) may run. Default
+    /// [`SWEEP_STEP_TIMEOUT_DEFAULT`].
+    pub step_timeout: Duration,
+    /// How long the sweep lease holds without renewal; it is renewed before
+    /// each step, so it must exceed `step_timeout`. Default
+    /// [`SWEEP_LEASE_DEFAULT`].
+    pub lease: Duration,
 }
 
 impl Default for SweepConfig {
@@ -54,6 +106,25 @@ impl Default for SweepConfig {
             interval: SWEEP_INTERVAL_DEFAULT,
             retention: ITEM_RETENTION_DEFAULT,
             stale_limit: STALE_LIMIT_DEFAULT,
+            step_timeout: SWEEP_STEP_TIMEOUT_DEFAULT,
+            lease: SWEEP_LEASE_DEFAULT,
+        }
+    }
+}
+
+impl SweepConfig {
+    /// The defaults with `interval`, and the step timeout and lease scaled
+    /// to it as the defaults are to theirs (two thirds and twice), the step
+    /// timeout never below [`SWEEP_STEP_TIMEOUT_MIN`] and the lease always
+    /// an interval past it: how a worker builds its sweep from
+    /// `DROVER_SWEEP_INTERVAL`.
+    pub fn every(interval: Duration) -> Self {
+        let step_timeout = (interval * 2 / 3).max(SWEEP_STEP_TIMEOUT_MIN);
+        SweepConfig {
+            interval,
+            step_timeout,
+            lease: (interval * 2).max(step_timeout + interval),
+            ..SweepConfig::default()
         }
     }
 }
@@ -61,8 +132,12 @@ impl Default for SweepConfig {
 /// What one run did.
 #[derive(Debug, Clone, Default)]
 pub struct SweepReport {
-    /// False when another worker held the sweep lock (nothing was done).
+    /// False when another worker held the sweep lease (no pass was run;
+    /// the gauges were still read).
     pub swept: bool,
+    /// True when this pass lost the lease (it passed while a step ran) and
+    /// stopped early.
+    pub lease_lost: bool,
     /// Stale items made pending again.
     pub requeued: u64,
     /// Stale items dead-lettered (budget spent).
@@ -71,7 +146,9 @@ pub struct SweepReport {
     pub purged: u64,
     /// The gauges read.
     pub gauges: Option<Gauges>,
-    /// Each step that failed, with its error.
+    /// When the last completed pass (of any process) ended, as read.
+    pub last_pass: Option<DateTime<Utc>>,
+    /// Each step that failed, timed out or panicked, with what happened.
     pub errors: Vec<(String, String)>,
     /// Each host step that ran, with its count.
     pub steps: Vec<(String, u64)>,
@@ -81,13 +158,21 @@ pub struct SweepReport {
 pub struct Sweeper {
     queue: Queue,
     config: SweepConfig,
-    steps: Vec<Box<dyn SweepStep>>,
+    steps: Vec<Arc<dyn SweepStep>>,
+    /// Who this sweeper is in the lease row.
+    holder: String,
+    /// Steps whose last run outlived its timeout, by name: an abort reaches
+    /// a task only at an await, so one that blocks its thread runs on.
+    lingering: Mutex<HashMap<String, AbortHandle>>,
+    /// Lanes this sweeper has published an oldest-age gauge for.
+    lanes: Mutex<BTreeSet<String>>,
 }
 
 impl std::fmt::Debug for Sweeper {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sweeper")
             .field("config", &self.config)
+            .field("holder", &self.holder)
             .field(
                 "steps",
                 &self
@@ -96,7 +181,105 @@ impl std::fmt::Debug for Sweeper {
                     .map(|s| s.name().to_owned())
                     .collect::<Vec<_>>(),
             )
-            .finish()
+            .finish_non_exhaustive()
+    }
+}
+
+/// The sweep lease while held; released on drop from a task of its own.
+struct LeaseGuard {
+    store: Arc<dyn Store>,
+    token: Option<Uuid>,
+    timeout: Duration,
+}
+
+impl LeaseGuard {
+    /// Gives the lease up; `completed` records the pass as completed.
+    /// Returns false when the lease had passed to another before the end.
+    async fn release(mut self, completed: bool) -> bool {
+        let Some(token) = self.token else {
+            return true;
+        };
+        let r = tokio::time::timeout(
+            self.timeout,
+            self.store.sweep_lease_release(token, completed),
+        )
+        .await;
+        // Only now: a release dropped at its await is retried by Drop.
+        self.token = None;
+        match r {
+            Ok(Ok(held)) => held,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "sweep lease release failed; it passes on its own");
+                true
+            }
+            Err(_) => {
+                tracing::warn!("sweep lease release timed out; it passes on its own");
+                true
+            }
+        }
+    }
+}
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        let Some(token) = self.token.take() else {
+            return;
+        };
+        // A pass dropped mid-way (shutdown, an aborted task): hand the lease
+        // back now rather than make the next sweeper wait for it to pass.
+        // Outside a runtime it simply passes.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let store = self.store.clone();
+            let timeout = self.timeout;
+            rt.spawn(async move {
+                match tokio::time::timeout(timeout, store.sweep_lease_release(token, false)).await
+                {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => tracing::warn!(error = %e, "sweep lease release failed; it passes on its own"),
+                    Err(_) => tracing::warn!("sweep lease release timed out; it passes on its own"),
+                }
+            });
+        }
+    }
+}
+
+/// How a guarded step went wrong.
+#[derive(Debug)]
+enum StepError {
+    /// It returned an error.
+    Failed(Error),
+    /// It panicked, with this message.
+    Panicked(String),
+    /// It overran the step timeout and was abandoned.
+    TimedOut(Duration),
+    /// Its run from an earlier pass is still going.
+    Lingering,
+    /// Its task was cancelled from outside.
+    Cancelled,
+}
+
+impl std::fmt::Display for StepError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StepError::Failed(e) => write!(f, "{e}"),
+            StepError::Panicked(m) => write!(f, "panicked: {m}"),
+            StepError::TimedOut(d) => write!(f, "timed out after {d:?}"),
+            StepError::Lingering => f.write_str(
+                "skipped: its run from an earlier pass is still going (it blocks its thread?)",
+            ),
+            StepError::Cancelled => f.write_str("cancelled"),
+        }
+    }
+}
+
+/// The message of a panic payload, when it carries one.
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".to_owned()
     }
 }
 
@@ -104,7 +287,8 @@ impl Sweeper {
     /// A sweeper over `queue`.
     ///
     /// # Errors
-    /// [`Error::Config`] for a zero interval or stale limit.
+    /// [`Error::Config`] for a zero interval, stale limit or step timeout,
+    /// or a lease that does not exceed the step timeout.
     pub fn new(queue: Queue, config: SweepConfig) -> Result<Self> {
         if config.interval.is_zero() {
             return Err(Error::Config(
@@ -114,32 +298,142 @@ impl Sweeper {
         if config.stale_limit == 0 {
             return Err(Error::Config("the stale limit must be at least 1".into()));
         }
+        if config.step_timeout.is_zero() {
+            return Err(Error::Config(
+                "the sweep step timeout must be longer than zero".into(),
+            ));
+        }
+        if config.lease <= config.step_timeout {
+            return Err(Error::Config(format!(
+                "the sweep lease ({:?}) must exceed the sweep step timeout ({:?}), so a step \
+                 that runs to its limit ends with the lease still held",
+                config.lease, config.step_timeout
+            )));
+        }
+        let holder = format!(
+            "sweeper:{}:{}",
+            std::process::id(),
+            &Uuid::new_v4().simple().to_string()[..8]
+        );
         Ok(Sweeper {
             queue,
             config,
             steps: Vec::new(),
+            holder,
+            lingering: Mutex::new(HashMap::new()),
+            lanes: Mutex::new(BTreeSet::new()),
         })
     }
 
     /// Adds a host step, run after the built-in ones.
     pub fn with_step(mut self, step: Box<dyn SweepStep>) -> Self {
-        self.steps.push(step);
+        self.steps.push(Arc::from(step));
         self
     }
 
-    /// Runs every step once if this process gets the sweep lock.
+    /// The name this sweeper holds the lease under
+    /// (`sweeper:<pid>:<random>`).
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    /// Runs `fut` as its own task under the step timeout: its error, panic
+    /// or overrun becomes the `Err` message, never the caller's.
+    async fn guarded<T: Send + 'static>(
+        &self,
+        name: &str,
+        fut: impl Future<Output = Result<T>> + Send + 'static,
+    ) -> std::result::Result<T, StepError> {
+        {
+            let mut lingering = self.lingering.lock().unwrap_or_else(|p| p.into_inner());
+            match lingering.get(name) {
+                Some(h) if !h.is_finished() => return Err(StepError::Lingering),
+                Some(_) => {
+                    lingering.remove(name);
+                }
+                None => {}
+            }
+        }
+        // Aborted if this pass is dropped, so a step never outlives its pass
+        // unnoticed.
+        let mut task = AbortOnDropHandle::new(tokio::spawn(fut));
+        match tokio::time::timeout(self.config.step_timeout, &mut task).await {
+            Ok(Ok(Ok(v))) => Ok(v),
+            Ok(Ok(Err(e))) => Err(StepError::Failed(e)),
+            Ok(Err(e)) if e.is_panic() => Err(StepError::Panicked(panic_message(e.into_panic()))),
+            Ok(Err(_)) => Err(StepError::Cancelled),
+            Err(_) => {
+                task.abort();
+                self.lingering
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(name.to_owned(), task.abort_handle());
+                Err(StepError::TimedOut(self.config.step_timeout))
+            }
+        }
+    }
+
+    /// Runs one tick: a pass if this process gets the sweep lease, then the
+    /// gauges whether or not it did.
     ///
     /// # Errors
-    /// Only when the lock itself cannot be asked for; step failures are in
-    /// the report.
+    /// Only when the lease itself cannot be asked for (the gauges are still
+    /// read); step failures are in the report.
+    ///
+    /// # Cancel safety
+    /// Dropping the future aborts the running step and releases the lease
+    /// from a task of its own.
     pub async fn run_once(&self) -> Result<SweepReport> {
         let mut report = SweepReport::default();
-        let store = self.queue.store();
-        if !store.sweep_try_lock().await? {
-            return Ok(report);
+        let store = self.queue.store().clone();
+        let taken = match tokio::time::timeout(
+            self.config.step_timeout,
+            store.sweep_lease_take(&self.holder, self.config.lease),
+        )
+        .await
+        {
+            Ok(r) => r,
+            Err(elapsed) => Err(Error::Unavailable(crate::error::Opaque::new(elapsed))),
+        };
+        let token = match taken {
+            Ok(t) => t,
+            Err(e) => {
+                self.refresh(&mut report).await;
+                self.log_errors(&report);
+                return Err(e);
+            }
+        };
+        if let Some(token) = token {
+            report.swept = true;
+            let lease = LeaseGuard {
+                store: store.clone(),
+                token: Some(token),
+                timeout: self.config.step_timeout,
+            };
+            let completed = self.pass(token, &mut report).await;
+            if !lease.release(completed).await && !report.lease_lost {
+                // It passed during the last step: another worker may have
+                // swept meanwhile (harmless: every step is idempotent).
+                report.lease_lost = true;
+                report.errors.push((
+                    "sweep_lease".into(),
+                    "the sweep lease is no longer held: it passed before the pass ended".into(),
+                ));
+            }
         }
-        report.swept = true;
-        match self.queue.requeue_stale(self.config.stale_limit).await {
+        self.refresh(&mut report).await;
+        self.log_errors(&report);
+        Ok(report)
+    }
+
+    /// The holder's pass; false when it lost the lease and stopped early.
+    async fn pass(&self, token: Uuid, report: &mut SweepReport) -> bool {
+        let q = self.queue.clone();
+        let limit = self.config.stale_limit;
+        match self
+            .guarded("requeue_stale", async move { q.requeue_stale(limit).await })
+            .await
+        {
             Ok(r) => {
                 report.requeued = r.requeued;
                 report.dead_lettered = r.dead_lettered;
@@ -153,47 +447,145 @@ impl Sweeper {
             }
             Err(e) => report.errors.push(("requeue_stale".into(), e.to_string())),
         }
-        match self.queue.purge(self.config.retention).await {
+        if !self.renew(token, report).await {
+            return false;
+        }
+        let q = self.queue.clone();
+        let retention = self.config.retention;
+        match self
+            .guarded("purge", async move { q.purge(retention).await })
+            .await
+        {
             Ok(n) => report.purged = n,
             Err(e) => report.errors.push(("purge".into(), e.to_string())),
         }
-        match self.queue.gauges().await {
-            Ok(g) => {
-                for (lane, age) in &g.oldest_age_seconds {
-                    metrics::gauge!("drover_queue_oldest_age_seconds", "lane" => lane.clone())
-                        .set(*age);
-                }
-                metrics::gauge!("drover_work_failed").set(g.failed as f64);
-                report.gauges = Some(g);
-            }
-            Err(e) => report.errors.push(("gauges".into(), e.to_string())),
-        }
         for step in &self.steps {
-            match step.run(&self.queue).await {
+            if !self.renew(token, report).await {
+                return false;
+            }
+            let (s, q) = (step.clone(), self.queue.clone());
+            match self
+                .guarded(step.name(), async move { s.run(&q).await })
+                .await
+            {
                 Ok(n) => report.steps.push((step.name().to_owned(), n)),
                 Err(e) => report.errors.push((step.name().to_owned(), e.to_string())),
             }
         }
-        for (step, err) in &report.errors {
-            tracing::warn!(step, error = err, "sweep step failed");
-        }
-        if let Err(e) = store.sweep_unlock().await {
-            tracing::warn!(error = %e, "sweep unlock failed");
-        }
-        Ok(report)
+        true
     }
 
-    /// Runs on a jittered interval until `stop`.
+    /// Renews the lease before a step; false when it is lost (the pass
+    /// stops: another worker may hold it now). A renewal that fails for
+    /// another reason is reported and the pass goes on: at worst the lease
+    /// passes and a second sweeper duplicates idempotent work.
+    async fn renew(&self, token: Uuid, report: &mut SweepReport) -> bool {
+        let store = self.queue.store().clone();
+        let lease = self.config.lease;
+        match self
+            .guarded("sweep_lease", async move {
+                store.sweep_lease_renew(token, lease).await
+            })
+            .await
+        {
+            Ok(()) => true,
+            Err(StepError::Failed(e)) if e.kind() == ErrorKind::Conflict => {
+                report.lease_lost = true;
+                report.errors.push(("sweep_lease".into(), e.to_string()));
+                false
+            }
+            Err(e) => {
+                report.errors.push(("sweep_lease".into(), e.to_string()));
+                true
+            }
+        }
+    }
+
+    /// Reads and publishes the gauges and the last completed pass.
+    async fn refresh(&self, report: &mut SweepReport) {
+        let q = self.queue.clone();
+        match self
+            .guarded("gauges", async move { q.gauges().await })
+            .await
+        {
+            Ok(g) => {
+                self.publish(&g);
+                report.gauges = Some(g);
+            }
+            Err(e) => report.errors.push(("gauges".into(), e.to_string())),
+        }
+        let store = self.queue.store().clone();
+        match self
+            .guarded(
+                "sweep_last_pass",
+                async move { store.sweep_last_pass().await },
+            )
+            .await
+        {
+            Ok(Some(at)) => {
+                metrics::gauge!("drover_sweep_last_run_timestamp_seconds")
+                    .set(at.timestamp_micros() as f64 / 1e6);
+                report.last_pass = Some(at);
+            }
+            Ok(None) => {}
+            Err(e) => report
+                .errors
+                .push(("sweep_last_pass".into(), e.to_string())),
+        }
+    }
+
+    /// Sets the gauges; a lane published before and absent now (nothing
+    /// pending in it) reads 0 rather than its last value.
+    fn publish(&self, g: &Gauges) {
+        let mut lanes = self.lanes.lock().unwrap_or_else(|p| p.into_inner());
+        let now: BTreeSet<&str> = g
+            .oldest_age_seconds
+            .iter()
+            .map(|(l, _)| l.as_str())
+            .collect();
+        for lane in lanes.iter().filter(|l| !now.contains(l.as_str())) {
+            metrics::gauge!("drover_queue_oldest_age_seconds", "lane" => lane.clone()).set(0.0);
+        }
+        for (lane, age) in &g.oldest_age_seconds {
+            metrics::gauge!("drover_queue_oldest_age_seconds", "lane" => lane.clone()).set(*age);
+            lanes.insert(lane.clone());
+        }
+        metrics::gauge!("drover_work_failed").set(g.failed as f64);
+    }
+
+    fn log_errors(&self, report: &SweepReport) {
+        for (step, err) in &report.errors {
+            tracing::warn!(step, error = err, "sweep step failed");
+            metrics::counter!("drover_sweep_step_failures_total", "step" => step.clone())
+                .increment(1);
+        }
+    }
+
+    /// Runs a tick every jittered interval (from one tick's start to the
+    /// next: a pass that overran starts the next tick at once) until `stop`.
+    ///
+    /// # Cancel safety
+    /// `stop` ends a pass in flight: its step is aborted and the lease
+    /// released.
     pub async fn run(&self, stop: CancellationToken) {
-        loop {
+        let jittered = |d: Duration| {
             let jitter = 1.0 + SWEEP_JITTER * (2.0 * rand::random::<f64>() - 1.0);
-            let wait = self.config.interval.mul_f64(jitter);
+            d.mul_f64(jitter)
+        };
+        let mut next = tokio::time::Instant::now() + jittered(self.config.interval);
+        loop {
             tokio::select! {
                 () = stop.cancelled() => return,
-                () = tokio::time::sleep(wait) => {}
+                () = tokio::time::sleep_until(next) => {}
             }
-            if let Err(e) = self.run_once().await {
-                tracing::warn!(error = %e, "sweep skipped");
+            next = tokio::time::Instant::now() + jittered(self.config.interval);
+            tokio::select! {
+                () = stop.cancelled() => return,
+                r = self.run_once() => {
+                    if let Err(e) = r {
+                        tracing::warn!(error = %e, "sweep skipped");
+                    }
+                }
             }
         }
     }

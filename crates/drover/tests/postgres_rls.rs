@@ -148,7 +148,16 @@ async fn every_table_forces_rls_and_runtime_role_is_unprivileged() {
     .await
     .unwrap();
     let names: Vec<&str> = tables.iter().map(|t| t.0.as_str()).collect();
-    assert_eq!(names, ["_sqlx_migrations", "audit", "items", "workers"]);
+    assert_eq!(
+        names,
+        [
+            "_sqlx_migrations",
+            "audit",
+            "items",
+            "sweep_lease",
+            "workers"
+        ]
+    );
     for (name, rls, force) in &tables {
         if name == "_sqlx_migrations" {
             // The migrator's bookkeeping: no tenant data, and neither drover
@@ -177,6 +186,14 @@ async fn every_table_forces_rls_and_runtime_role_is_unprivileged() {
             .unwrap();
         assert!(!can, "{role} must not read the migrations table");
     }
+    // The sweep lease is the system role's alone.
+    let can: bool =
+        sqlx::query_scalar("SELECT has_table_privilege('drover_runtime', $1, 'SELECT')")
+            .bind(format!("\"{schema}\".sweep_lease"))
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+    assert!(!can, "drover_runtime must not read the sweep lease");
     pg_drop_schema(&url, &schema).await;
 }
 

@@ -574,8 +574,9 @@ async fn wakeups_cross_stores_and_filter_schema() {
 }
 
 #[tokio::test]
-async fn sweep_lock_is_exclusive_per_schema() {
+async fn sweep_lease_is_shared_per_schema_and_outlives_no_session() {
     let (s, schema) = pg_fresh_store().await;
+    let (other, other_schema) = pg_fresh_store().await;
     let url = pg_url().await;
     let peer = PgStore::connect(
         &url,
@@ -586,15 +587,42 @@ async fn sweep_lock_is_exclusive_per_schema() {
     )
     .await
     .unwrap();
-    assert!(s.sweep_try_lock().await.unwrap());
-    assert!(
-        !s.sweep_try_lock().await.unwrap(),
-        "not re-entrant, even for the holder"
+    let held = s
+        .sweep_lease_take("s", Duration::from_secs(60))
+        .await
+        .unwrap()
+        .expect("taken");
+    assert_eq!(
+        peer.sweep_lease_take("peer", Duration::from_secs(60))
+            .await
+            .unwrap(),
+        None,
+        "another store on the same schema is refused"
     );
-    assert!(!peer.sweep_try_lock().await.unwrap());
-    s.sweep_unlock().await.unwrap();
-    assert!(peer.sweep_try_lock().await.unwrap());
-    peer.sweep_unlock().await.unwrap();
+    let theirs = other
+        .sweep_lease_take("other", Duration::from_secs(60))
+        .await
+        .unwrap()
+        .expect("another schema has its own lease");
+    // The lease is a row, not a session: closing the holder's pool (the
+    // connections a stalled process would keep) neither frees nor keeps
+    // it; the release does, from any store.
+    s.pool().close().await;
+    assert_eq!(
+        peer.sweep_lease_take("peer", Duration::from_secs(60))
+            .await
+            .unwrap(),
+        None
+    );
+    peer.sweep_lease_release(held, false).await.unwrap();
+    assert!(
+        peer.sweep_lease_take("peer", Duration::from_secs(60))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    other.sweep_lease_release(theirs, false).await.unwrap();
+    done(other_schema).await;
     done(schema).await;
 }
 
@@ -676,5 +704,83 @@ async fn throughput_probe() {
         total as f64 / ins.as_secs_f64(),
         total as f64 / dr.as_secs_f64()
     );
+    done(schema).await;
+}
+
+/// A release, a zero-delay defer, an operator retry and a stale requeue due
+/// at once reach another process's listener: the NOTIFY is sent by the
+/// transition's own statement, not only in process.
+#[tokio::test]
+async fn transitions_that_make_work_available_notify_other_processes() {
+    let (s, schema) = pg_fresh_store().await;
+    let peer = PgStore::connect(
+        &pg_url().await,
+        drover::store::postgres::PgOptions {
+            schema: schema.clone(),
+            max_connections: 2,
+        },
+    )
+    .await
+    .unwrap();
+    let mut rx = peer.wakeups().await.unwrap();
+    async fn heard(rx: &mut tokio::sync::broadcast::Receiver<String>, lane: &str) {
+        tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                match rx.recv().await {
+                    Ok(l) if l == lane => return,
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no NOTIFY for {lane} reached the other process"));
+    }
+    async fn claimed(s: &PgStore, lane: &str, lease: Duration) -> ClaimRef {
+        let got = s
+            .item_claim(&ClaimParams {
+                lane: lane.into(),
+                kinds: vec![],
+                worker_id: "w".into(),
+                lease,
+                limit: 1,
+            })
+            .await
+            .unwrap();
+        ClaimRef::of(&got[0]).unwrap()
+    }
+    let put = |lane: &str| NewItem::new("n", json!({})).with_lane(lane);
+
+    s.item_insert(&put("p-release")).await.unwrap();
+    let c = claimed(&s, "p-release", Duration::from_secs(60)).await;
+    s.item_release(&c, None).await.unwrap();
+    heard(&mut rx, "p-release").await;
+
+    s.item_insert(&put("p-defer")).await.unwrap();
+    let c = claimed(&s, "p-defer", Duration::from_secs(60)).await;
+    s.item_defer(&c, Duration::ZERO).await.unwrap();
+    heard(&mut rx, "p-defer").await;
+
+    let it = s.item_insert(&put("p-retry")).await.unwrap().item;
+    let c = claimed(&s, "p-retry", Duration::from_secs(60)).await;
+    s.item_complete(&c).await.unwrap();
+    s.item_retry(it.tenant_id, it.id, uuid::Uuid::nil())
+        .await
+        .unwrap();
+    heard(&mut rx, "p-retry").await;
+
+    s.item_insert(&put("p-stale")).await.unwrap();
+    claimed(&s, "p-stale", Duration::from_millis(200)).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let zero = RetryPolicy {
+        base: Duration::ZERO,
+        ..RetryPolicy::default()
+    };
+    let r = s
+        .item_requeue_stale(uuid::Uuid::nil(), 10, &zero)
+        .await
+        .unwrap();
+    assert_eq!(r.requeued, 1);
+    heard(&mut rx, "p-stale").await;
     done(schema).await;
 }

@@ -600,12 +600,36 @@ async fn worker_beat_inserts_then_updates() {
 }
 
 #[tokio::test]
-async fn sweep_lock_is_exclusive_until_unlocked() {
+async fn sweep_lease_is_shared_by_every_store_on_the_file() {
     let db = db().await;
-    assert!(db.store.sweep_try_lock().await.unwrap());
-    assert!(!db.store.clone().sweep_try_lock().await.unwrap());
-    db.store.sweep_unlock().await.unwrap();
-    assert!(db.store.sweep_try_lock().await.unwrap());
+    // A second store on the same file stands for a second process.
+    let other = SqliteStore::open(db.path.to_str().unwrap(), SqliteOptions::default())
+        .await
+        .unwrap();
+    other.migrate().await.unwrap();
+    let held = db
+        .store
+        .sweep_lease_take("one", Duration::from_secs(60))
+        .await
+        .unwrap()
+        .expect("taken");
+    assert_eq!(
+        other
+            .sweep_lease_take("two", Duration::from_secs(60))
+            .await
+            .unwrap(),
+        None,
+        "another process on the file is refused"
+    );
+    db.store.sweep_lease_release(held, true).await.unwrap();
+    assert!(
+        other
+            .sweep_lease_take("two", Duration::from_secs(60))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(other.sweep_last_pass().await.unwrap().is_some());
 }
 
 #[tokio::test]

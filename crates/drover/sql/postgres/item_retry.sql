@@ -1,6 +1,7 @@
 -- Operator retry of a final item: pending now with a fresh budget (the last
 -- error is kept for the record), audited with actor $2, who also signs
--- updated_by (an operator's write, not the system's).
+-- updated_by (an operator's write, not the system's). Wakes the lane's
+-- workers in the same statement, delivered at commit.
 WITH upd AS (
     UPDATE items
     SET status = 'pending', claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL,
@@ -13,4 +14,8 @@ WITH upd AS (
     INSERT INTO audit (tenant_id, item_id, action, actor, detail)
     SELECT tenant_id, id, 'retry', $2, NULL FROM upd
 )
-SELECT * FROM upd
+SELECT upd.*,
+       -- The notification is counted from a subquery of its own: an aggregate of
+       -- only outer columns would belong to the outer query.
+       (SELECT count(n.sent) FROM (SELECT pg_notify('drover_wake', current_schema() || ':' || upd.lane) AS sent) AS n) AS woken
+FROM upd

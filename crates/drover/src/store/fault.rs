@@ -209,10 +209,16 @@ impl Store for FaultStore {
     async fn wakeups(&self) -> Result<tokio::sync::broadcast::Receiver<String>> {
         self.inner.wakeups().await
     }
-    async fn sweep_try_lock(&self) -> Result<bool> {
-        self.inner.sweep_try_lock().await
+    async fn sweep_lease_take(&self, holder: &str, lease: Duration) -> Result<Option<Uuid>> {
+        self.inner.sweep_lease_take(holder, lease).await
     }
-    async fn sweep_unlock(&self) -> Result<()> {
-        self.inner.sweep_unlock().await
+    async fn sweep_lease_renew(&self, token: Uuid, lease: Duration) -> Result<()> {
+        self.inner.sweep_lease_renew(token, lease).await
+    }
+    async fn sweep_lease_release(&self, token: Uuid, completed: bool) -> Result<bool> {
+        self.inner.sweep_lease_release(token, completed).await
+    }
+    async fn sweep_last_pass(&self) -> Result<Option<DateTime<Utc>>> {
+        self.inner.sweep_last_pass().await
     }
 }

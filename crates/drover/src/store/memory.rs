@@ -32,7 +32,10 @@ struct State {
     keys: HashMap<(Uuid, String), Uuid>,
     audit: Vec<AuditEntry>,
     workers: HashMap<String, WorkerRow>,
-    sweep_locked: bool,
+    /// The sweep lease: its token and expiry, while held.
+    sweep_lease: Option<(Uuid, DateTime<Utc>)>,
+    /// When the last completed sweep pass ended.
+    sweep_last_pass: Option<DateTime<Utc>>,
 }
 
 /// The in-memory store.
@@ -305,35 +308,47 @@ impl Store for MemoryStore {
 
     async fn item_fail(&self, claim: &ClaimRef, p: &FailParams) -> Result<FailOutcome> {
         let now = self.now();
-        let mut st = self.lock();
-        let item = st.fenced(claim, now)?;
-        item.attempts += 1;
-        item.last_error = Some(bound_error(&p.error));
-        clear_claim(item);
-        item.updated_at = now;
-        item.updated_by = Uuid::nil();
-        if p.fatal || rules::is_exhausted(item.attempts, item.max_attempts) {
-            st.dead_letter(claim.id, now);
-            Ok(FailOutcome::DeadLettered)
-        } else {
-            item.status = Status::Pending;
-            item.available_at = now + to_chrono(p.retry_delay);
-            Ok(FailOutcome::Requeued {
-                available_at: item.available_at,
-            })
+        let (outcome, lane) = {
+            let mut st = self.lock();
+            let item = st.fenced(claim, now)?;
+            item.attempts += 1;
+            item.last_error = Some(bound_error(&p.error));
+            clear_claim(item);
+            item.updated_at = now;
+            item.updated_by = Uuid::nil();
+            let lane = item.lane.clone();
+            if p.fatal || rules::is_exhausted(item.attempts, item.max_attempts) {
+                st.dead_letter(claim.id, now);
+                (FailOutcome::DeadLettered, lane)
+            } else {
+                item.status = Status::Pending;
+                item.available_at = now + to_chrono(p.retry_delay);
+                let available_at = item.available_at;
+                (FailOutcome::Requeued { available_at }, lane)
+            }
+        };
+        if matches!(outcome, FailOutcome::Requeued { available_at } if available_at <= now) {
+            let _ = self.wake.send(lane);
         }
+        Ok(outcome)
     }
 
     async fn item_defer(&self, claim: &ClaimRef, delay: Duration) -> Result<DateTime<Utc>> {
         let now = self.now();
-        let mut st = self.lock();
-        let item = st.fenced(claim, now)?;
-        item.status = Status::Pending;
-        clear_claim(item);
-        item.available_at = now + to_chrono(delay);
-        item.updated_at = now;
-        item.updated_by = Uuid::nil();
-        Ok(item.available_at)
+        let (at, lane) = {
+            let mut st = self.lock();
+            let item = st.fenced(claim, now)?;
+            item.status = Status::Pending;
+            clear_claim(item);
+            item.available_at = now + to_chrono(delay);
+            item.updated_at = now;
+            item.updated_by = Uuid::nil();
+            (item.available_at, item.lane.clone())
+        };
+        if at <= now {
+            let _ = self.wake.send(lane);
+        }
+        Ok(at)
     }
 
     async fn item_release(&self, claim: &ClaimRef, note: Option<&str>) -> Result<()> {
@@ -429,6 +444,7 @@ impl Store for MemoryStore {
         stale.sort_unstable();
         stale.truncate(limit as usize);
         let mut report = StaleReport::default();
+        let mut woke = std::collections::BTreeSet::new();
         for (_, id) in stale {
             let exhausted = {
                 let Some(item) = st.items.get_mut(&id) else {
@@ -444,6 +460,9 @@ impl Store for MemoryStore {
                 } else {
                     item.status = Status::Pending;
                     item.available_at = now + to_chrono(policy.nominal_delay(item.attempts));
+                    if item.available_at <= now {
+                        woke.insert(item.lane.clone());
+                    }
                     false
                 }
             };
@@ -453,6 +472,10 @@ impl Store for MemoryStore {
             } else {
                 report.requeued += 1;
             }
+        }
+        drop(st);
+        for lane in woke {
+            let _ = self.wake.send(lane);
         }
         Ok(report)
     }
@@ -631,18 +654,43 @@ impl Store for MemoryStore {
         Ok(self.wake.subscribe())
     }
 
-    async fn sweep_try_lock(&self) -> Result<bool> {
+    async fn sweep_lease_take(&self, _holder: &str, lease: Duration) -> Result<Option<Uuid>> {
+        let now = self.now();
         let mut st = self.lock();
-        if st.sweep_locked {
-            Ok(false)
-        } else {
-            st.sweep_locked = true;
-            Ok(true)
+        if st.sweep_lease.is_some_and(|(_, until)| until > now) {
+            return Ok(None);
+        }
+        let token = Uuid::new_v4();
+        st.sweep_lease = Some((token, now + to_chrono(lease)));
+        Ok(Some(token))
+    }
+
+    async fn sweep_lease_renew(&self, token: Uuid, lease: Duration) -> Result<()> {
+        let now = self.now();
+        let mut st = self.lock();
+        match &mut st.sweep_lease {
+            Some((t, until)) if *t == token && *until > now => {
+                *until = now + to_chrono(lease);
+                Ok(())
+            }
+            _ => Err(Error::Conflict("the sweep lease is no longer held".into())),
         }
     }
 
-    async fn sweep_unlock(&self) -> Result<()> {
-        self.lock().sweep_locked = false;
-        Ok(())
+    async fn sweep_lease_release(&self, token: Uuid, completed: bool) -> Result<bool> {
+        let now = self.now();
+        let mut st = self.lock();
+        if st.sweep_lease.is_none_or(|(t, _)| t != token) {
+            return Ok(false);
+        }
+        st.sweep_lease = None;
+        if completed {
+            st.sweep_last_pass = Some(now);
+        }
+        Ok(true)
+    }
+
+    async fn sweep_last_pass(&self) -> Result<Option<DateTime<Utc>>> {
+        Ok(self.lock().sweep_last_pass)
     }
 }

@@ -15,7 +15,8 @@
 //! - Every per-tenant call reads and writes only that tenant's rows. The
 //!   cross-tenant calls (`item_claim`, `item_fail_orphaned`,
 //!   `item_stale_tenants`, `item_purge`, `gauges`, `counts`, `item_list` without
-//!   a tenant, and the workers table) are the system operations: on
+//!   a tenant, the workers table and the sweep lease) are the system
+//!   operations: on
 //!   PostgreSQL they run under the system role, every other call under the
 //!   runtime role with the tenant set for its transaction only.
 
@@ -433,11 +434,28 @@ pub trait Store: Send + Sync + 'static {
     /// A wake-up is a hint; a lagged receiver should simply claim.
     async fn wakeups(&self) -> Result<tokio::sync::broadcast::Receiver<String>>;
 
-    /// Tries to become the one sweeper (an advisory lock on PostgreSQL).
-    /// Returns false if another holds it. The lock is held until
-    /// [`Store::sweep_unlock`] or the process ends.
-    async fn sweep_try_lock(&self) -> Result<bool>;
+    /// Takes the sweep lease for `holder` when nobody holds it or its
+    /// holder's lease has passed (on the store's clock: the database clock
+    /// on PostgreSQL), for `lease` from now. `Some(token)` when taken, `None`
+    /// when another holder's lease still runs. Not re-entrant: a holder
+    /// asking again while its lease runs gets `None`.
+    ///
+    /// The lease is a row, not a session: a holder that stalls (paused,
+    /// hung, partitioned) loses it when its lease passes, and any worker may
+    /// take it then.
+    async fn sweep_lease_take(&self, holder: &str, lease: Duration) -> Result<Option<Uuid>>;
 
-    /// Gives up the sweep lock if held.
-    async fn sweep_unlock(&self) -> Result<()>;
+    /// Extends the sweep lease held under `token` to `lease` from now.
+    /// Fenced: [`Error::Conflict`](crate::Error::Conflict) when `token` no
+    /// longer holds it (released, or passed, whether or not taken since).
+    async fn sweep_lease_renew(&self, token: Uuid, lease: Duration) -> Result<()>;
+
+    /// Gives up the sweep lease held under `token`, so the next sweeper need
+    /// not wait for it to pass; `completed` records now as the end of the
+    /// last completed sweep pass. Fenced on `token`: when it no longer holds
+    /// nothing changes and the answer is `false` (not an error).
+    async fn sweep_lease_release(&self, token: Uuid, completed: bool) -> Result<bool>;
+
+    /// When the last completed sweep pass of any process ended, if one has.
+    async fn sweep_last_pass(&self) -> Result<Option<DateTime<Utc>>>;
 }

@@ -106,12 +106,6 @@ impl WorkerBuilder {
         self
     }
 
-    /// Adds the built-in diagnostic kinds (`drover.noop`, `drover.sleep`,
-    /// `drover.fail`, `drover.panic`).
-    pub fn builtins(self) -> Self {
-        crate::builtin::register(self)
-    }
-
     /// Adds a host step to the sweep.
     pub fn sweep_step(mut self, step: Box<dyn SweepStep>) -> Self {
         self.steps.push(step);
@@ -142,9 +136,8 @@ impl WorkerBuilder {
         let sweeper = Sweeper::new(
             self.queue.clone(),
             SweepConfig {
-                interval: self.settings.sweep_interval,
                 retention: self.settings.item_retention,
-                ..SweepConfig::default()
+                ..SweepConfig::every(self.settings.sweep_interval)
             },
         )?;
         let sweeper = self

@@ -20,10 +20,10 @@ pub const RENEW_TIMEOUT_DEFAULT: Duration = Duration::from_secs(2);
 pub const HEARTBEAT_INTERVAL_DEFAULT: Duration = Duration::from_secs(5);
 /// `DROVER_POLL_INTERVAL`: the claim poll when no wake-up arrives.
 pub const POLL_INTERVAL_DEFAULT: Duration = Duration::from_secs(1);
-/// `DROVER_SWEEP_INTERVAL`: how often the sweep runs (jittered ±20 %).
-pub const SWEEP_INTERVAL_DEFAULT: Duration = Duration::from_secs(15);
-/// `DROVER_ITEM_RETENTION`: how long final items are kept before purge.
-pub const ITEM_RETENTION_DEFAULT: Duration = Duration::from_secs(7 * 24 * 3600);
+// `DROVER_SWEEP_INTERVAL` and `DROVER_ITEM_RETENTION` default to the
+// sweep's own constants: the worker runs the sweep, so the arrow runs from
+// here to `maintenance`, never back.
+pub use crate::maintenance::{ITEM_RETENTION_DEFAULT, SWEEP_INTERVAL_DEFAULT};
 /// `DROVER_SHUTDOWN_GRACE`: how long in-flight items may finish on shutdown.
 pub const SHUTDOWN_GRACE_DEFAULT: Duration = Duration::from_secs(30);
 /// `DROVER_HANDLER_TIMEOUT`: a run's time limit when its handler names none.

@@ -97,7 +97,10 @@ macro_rules! contract_suite {
             list_filters,
             worker_beat_upserts,
             wakeup_after_insert,
-            sweep_lock_is_exclusive,
+            wakeup_after_every_transition_that_makes_work_available,
+            sweep_lease_is_exclusive,
+            sweep_lease_passes_from_a_stalled_holder,
+            sweep_last_pass_is_recorded_by_a_completed_release,
         );
     };
 }
@@ -194,8 +197,12 @@ fn approx(a: DateTime<Utc>, b: DateTime<Utc>, tol_ms: i64) -> bool {
 
 mod claims;
 mod operations;
+mod sweep;
+mod wakeups;
 mod writes;
 
 pub use claims::*;
 pub use operations::*;
+pub use sweep::*;
+pub use wakeups::*;
 pub use writes::*;

@@ -1,6 +1,6 @@
 //! Contract cases for the system's and the operator's operations: the
 //! sweep's stale requeue, purge, gauges and counts, the operator's cancel
-//! and retry, listing, the workers table, wake-ups and the sweep lock.
+//! and retry, listing, the workers table, and wake-ups.
 
 // Test code shipped for backends to run: a failed expectation is the report.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
@@ -395,13 +395,4 @@ pub async fn wakeup_after_insert(h: &Harness) {
     .await
     .expect("a wake-up within 5 s");
     assert_eq!(lane, "mail");
-}
-
-/// One sweeper at a time.
-pub async fn sweep_lock_is_exclusive(h: &Harness) {
-    assert!(h.store.sweep_try_lock().await.expect("lock"));
-    assert!(!h.store.sweep_try_lock().await.expect("lock again"));
-    h.store.sweep_unlock().await.expect("unlock");
-    assert!(h.store.sweep_try_lock().await.expect("relock"));
-    h.store.sweep_unlock().await.expect("unlock");
 }

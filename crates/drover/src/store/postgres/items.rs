@@ -375,6 +375,10 @@ pub(super) async fn fail(store: &PgStore, c: &ClaimRef, p: &FailParams) -> Resul
     };
     tx.commit().await?;
     let status: String = r.try_get("status")?;
+    let woken: Option<i64> = r.try_get("woken")?;
+    if woken.unwrap_or(0) > 0 {
+        store.wake_local(&r.try_get::<String, _>("lane")?);
+    }
     if status == "failed" {
         tracing::info!(item = %c.id, tenant = %c.tenant_id, "item dead-lettered");
         Ok(FailOutcome::DeadLettered)
@@ -388,33 +392,41 @@ pub(super) async fn fail(store: &PgStore, c: &ClaimRef, p: &FailParams) -> Resul
 /// Pending again after `delay`, no attempt spent. Fenced.
 pub(super) async fn defer(store: &PgStore, c: &ClaimRef, delay: Duration) -> Result<DateTime<Utc>> {
     let mut tx = store.begin_tenant(c.tenant_id).await?;
-    let at: Option<DateTime<Utc>> = sqlx::query_scalar(sql::ITEM_DEFER)
+    let r = sqlx::query(sql::ITEM_DEFER)
         .bind(c.id)
         .bind(c.token)
         .bind(secs(delay))
         .fetch_optional(&mut *tx)
         .await?;
-    let Some(at) = at else {
+    let Some(r) = r else {
         return Err(miss(&mut tx, c.id, "deferral").await);
     };
     tx.commit().await?;
-    Ok(at)
+    // The NOTIFY (sent at the commit) reaches other processes; this wakes
+    // this one's workers without the round trip through the listener.
+    let woken: Option<i64> = r.try_get("woken")?;
+    if woken.unwrap_or(0) > 0 {
+        store.wake_local(&r.try_get::<String, _>("lane")?);
+    }
+    Ok(r.try_get("available_at")?)
 }
 
 /// Pending again now, no attempt spent. Fenced.
 pub(super) async fn release(store: &PgStore, c: &ClaimRef, note: Option<&str>) -> Result<()> {
     let mut tx = store.begin_tenant(c.tenant_id).await?;
-    let n = sqlx::query(sql::ITEM_RELEASE)
+    let lane: Option<String> = sqlx::query_scalar(sql::ITEM_RELEASE)
         .bind(c.id)
         .bind(c.token)
         .bind(note.map(bound_error))
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-    if n == 0 {
+        .fetch_optional(&mut *tx)
+        .await?;
+    let Some(lane) = lane else {
         return Err(miss(&mut tx, c.id, "release").await);
-    }
+    };
     tx.commit().await?;
+    // The NOTIFY (sent at the commit) reaches other processes; this wakes
+    // this one's workers without the round trip through the listener.
+    store.wake_local(&lane);
     Ok(())
 }
 

@@ -19,15 +19,21 @@
 //! - **Every write after a claim is fenced in its own statement** on the
 //!   claim token, `status = 'claimed'` and `lease_expires_at > now()`; leases
 //!   come from the database clock.
-//! - **Wake-ups are sent by PostgreSQL at commit**: a statement-level trigger
-//!   on `items` issues one `NOTIFY drover_wake, '<schema>:<lane>'` per distinct
-//!   lane per inserting statement, so a rolled-back insert wakes no one. Same
-//!   process workers are also woken in process after each committed insert.
+//! - **Wake-ups are sent by PostgreSQL at commit** on every transition that
+//!   makes work available now: a statement-level trigger on `items` issues
+//!   one `NOTIFY drover_wake, '<schema>:<lane>'` per distinct lane per
+//!   inserting statement, and the release, operator retry, zero-delay defer
+//!   or failure and the stale requeue (of items available at once) each
+//!   call `pg_notify` in their own statement; a rolled-back transition wakes
+//!   no one, and PostgreSQL folds a transaction's identical notifications
+//!   into one. Same-process workers are also woken in process after each
+//!   commit.
 
 mod items;
 mod ops;
 mod row;
 mod sql;
+mod sweep;
 mod wake;
 
 use std::str::FromStr;
@@ -115,8 +121,8 @@ pub fn validate_schema(schema: &str) -> Result<()> {
 /// The PostgreSQL [`Store`].
 ///
 /// Owns a pool whose connections start with `search_path` set to the schema,
-/// a lazily started listener for wake-ups, and the sweep lock's connection
-/// while held. Dropping the store stops the listener.
+/// and a lazily started listener for wake-ups. Dropping the store stops the
+/// listener.
 #[derive(Debug)]
 pub struct PgStore {
     pool: PgPool,
@@ -124,7 +130,6 @@ pub struct PgStore {
     wake: broadcast::Sender<String>,
     listening: AtomicBool,
     shutdown: CancellationToken,
-    sweep_conn: tokio::sync::Mutex<Option<PgConnection>>,
     /// The hot-path statements with the schema spliced in (validated), so
     /// they need no per-transaction search_path.
     claim_sql: String,
@@ -180,7 +185,6 @@ impl PgStore {
             wake,
             listening: AtomicBool::new(false),
             shutdown: CancellationToken::new(),
-            sweep_conn: tokio::sync::Mutex::new(None),
             listen_ready: tokio::sync::watch::channel(false).0,
             claim_sql: sql::ITEM_CLAIM.replace("{schema}", schema),
             complete_many_sql: sql::ITEM_COMPLETE_MANY.replace("{schema}", schema),
@@ -371,7 +375,10 @@ impl Store for PgStore {
     }
 
     async fn item_retry(&self, tenant: Uuid, id: Uuid, actor: Uuid) -> Result<Item> {
-        ops::operator_write(self, sql::ITEM_RETRY, "retry", tenant, id, actor).await
+        let item = ops::operator_write(self, sql::ITEM_RETRY, "retry", tenant, id, actor).await?;
+        // The statement's NOTIFY reaches other processes at commit.
+        self.wake_local(&item.lane);
+        Ok(item)
     }
 
     async fn item_list(&self, filter: &ListFilter) -> Result<Vec<Item>> {
@@ -418,12 +425,20 @@ impl Store for PgStore {
         Ok(rx)
     }
 
-    async fn sweep_try_lock(&self) -> Result<bool> {
-        wake::sweep_try_lock(self).await
+    async fn sweep_lease_take(&self, holder: &str, lease: Duration) -> Result<Option<Uuid>> {
+        sweep::take(self, holder, lease).await
     }
 
-    async fn sweep_unlock(&self) -> Result<()> {
-        wake::sweep_unlock(self).await
+    async fn sweep_lease_renew(&self, token: Uuid, lease: Duration) -> Result<()> {
+        sweep::renew(self, token, lease).await
+    }
+
+    async fn sweep_lease_release(&self, token: Uuid, completed: bool) -> Result<bool> {
+        sweep::release(self, token, completed).await
+    }
+
+    async fn sweep_last_pass(&self) -> Result<Option<DateTime<Utc>>> {
+        sweep::last_pass(self).await
     }
 }
 

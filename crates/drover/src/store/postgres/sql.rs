@@ -67,10 +67,17 @@ pub(super) const ITEM_STALE_TENANTS: &str =
     include_str!("../../../sql/postgres/item_stale_tenants.sql");
 /// `sql/postgres/item_status.sql`.
 pub(super) const ITEM_STATUS: &str = include_str!("../../../sql/postgres/item_status.sql");
-/// `sql/postgres/sweep_try_lock.sql`.
-pub(super) const SWEEP_TRY_LOCK: &str = include_str!("../../../sql/postgres/sweep_try_lock.sql");
-/// `sql/postgres/sweep_unlock.sql`.
-pub(super) const SWEEP_UNLOCK: &str = include_str!("../../../sql/postgres/sweep_unlock.sql");
+/// `sql/postgres/sweep_lease_take.sql`.
+pub(super) const SWEEP_LEASE_TAKE: &str =
+    include_str!("../../../sql/postgres/sweep_lease_take.sql");
+/// `sql/postgres/sweep_lease_renew.sql`.
+pub(super) const SWEEP_LEASE_RENEW: &str =
+    include_str!("../../../sql/postgres/sweep_lease_renew.sql");
+/// `sql/postgres/sweep_lease_release.sql`.
+pub(super) const SWEEP_LEASE_RELEASE: &str =
+    include_str!("../../../sql/postgres/sweep_lease_release.sql");
+/// `sql/postgres/sweep_last_pass.sql`.
+pub(super) const SWEEP_LAST_PASS: &str = include_str!("../../../sql/postgres/sweep_last_pass.sql");
 /// `sql/postgres/worker_beat.sql`.
 pub(super) const WORKER_BEAT: &str = include_str!("../../../sql/postgres/worker_beat.sql");
 /// `sql/postgres/worker_list.sql`.

@@ -1,13 +1,11 @@
-//! Wake-ups and the sweep lock on PostgreSQL.
+//! Wake-ups on PostgreSQL.
 //!
 //! The listener owns one dedicated connection (a `PgListener`, outside the
 //! pool's accounting) that `LISTEN`s on [`WAKE_CHANNEL`], keeps the
 //! notifications of its own schema and forwards their lanes into the store's
 //! broadcast. When the connection drops it reconnects with capped
 //! exponential backoff; wake-ups lost meanwhile only delay work until the
-//! workers' poll. The sweep lock is a session advisory lock, so its
-//! connection is detached from the pool and kept for as long as the lock is
-//! held.
+//! workers' poll.
 
 use std::time::Duration;
 
@@ -16,7 +14,7 @@ use sqlx::postgres::PgListener;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use super::{PgStore, WAKE_CHANNEL, sql};
+use super::WAKE_CHANNEL;
 use crate::error::Result;
 
 /// The first reconnect waits this long.
@@ -88,42 +86,4 @@ async fn connect(pool: &PgPool) -> Result<PgListener> {
     let mut listener = PgListener::connect_with(pool).await?;
     listener.listen(WAKE_CHANNEL).await?;
     Ok(listener)
-}
-
-/// Takes the schema's sweep lock on a dedicated connection, or reports that
-/// another session (or this store, already) holds it.
-pub(super) async fn sweep_try_lock(store: &PgStore) -> Result<bool> {
-    let mut held = store.sweep_conn.lock().await;
-    if held.is_some() {
-        // Not re-entrant: one sweeper at a time, even within one store.
-        return Ok(false);
-    }
-    // Detached: a session lock must outlive this call, and a pooled
-    // connection would carry it to whoever acquires the connection next.
-    let mut conn = store.pool.acquire().await?.detach();
-    let got: bool = sqlx::query_scalar(sql::SWEEP_TRY_LOCK)
-        .bind(&store.schema)
-        .fetch_one(&mut conn)
-        .await?;
-    if got {
-        *held = Some(conn);
-    } else {
-        let _ = sqlx::Connection::close(conn).await;
-    }
-    Ok(got)
-}
-
-/// Gives up the sweep lock if held, closing its connection.
-pub(super) async fn sweep_unlock(store: &PgStore) -> Result<()> {
-    let Some(mut conn) = store.sweep_conn.lock().await.take() else {
-        return Ok(());
-    };
-    let unlocked = sqlx::query_scalar::<_, bool>(sql::SWEEP_UNLOCK)
-        .bind(&store.schema)
-        .fetch_one(&mut conn)
-        .await;
-    // Closing the session releases the lock even if the unlock failed.
-    let _ = sqlx::Connection::close(conn).await;
-    unlocked?;
-    Ok(())
 }

@@ -102,6 +102,7 @@ impl SqliteStore {
             .bind(i64::from(limit))
             .fetch_all(&mut *tx)
             .await?;
+        let mut woke = Vec::new();
         for r in &stale {
             let id: Uuid = r.try_get("id")?;
             let token: Uuid = r.try_get("claim_token")?;
@@ -135,9 +136,13 @@ impl SqliteStore {
                 report.dead_lettered += 1;
             } else {
                 report.requeued += 1;
+                if retry_at <= now {
+                    woke.push(u.try_get::<String, _>("lane")?);
+                }
             }
         }
         tx.commit().await?;
+        self.wake_lanes(woke.iter().map(String::as_str));
         if report != StaleReport::default() {
             tracing::info!(target: "drover::sqlite", tenant = %tenant,
                 requeued = report.requeued, dead_lettered = report.dead_lettered,

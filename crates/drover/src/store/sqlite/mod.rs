@@ -40,17 +40,17 @@
 //! corrupts the file. `FULL` would sync on every commit at a large cost to
 //! throughput; [`SqliteOptions::synchronous_full`] turns it on.
 //!
-//! # The sweep lock
+//! # The sweep lease
 //!
-//! [`Store::sweep_try_lock`] is an in-process flag: in practice one process
-//! owns an SQLite file. Two processes sweeping the same file are still
-//! safe, since every sweep step is a conditional, idempotent statement; they
-//! only duplicate work.
+//! [`Store::sweep_lease_take`] takes a row of the file (`sweep_lease`) on
+//! the store's clock, so one process sweeps at a time however many share
+//! the file, and a stalled holder loses the lease when it passes. Were two
+//! to sweep at once it would still be safe, since every sweep step is a
+//! conditional, idempotent statement; they would only duplicate work.
 
 use std::collections::BTreeSet;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -76,6 +76,7 @@ mod maint;
 mod read;
 mod row;
 mod sql;
+mod sweep;
 #[cfg(feature = "test-util")]
 mod testing;
 
@@ -131,7 +132,6 @@ pub struct SqliteStore {
     reader: SqlitePool,
     clock: Arc<dyn Clock>,
     wake: broadcast::Sender<String>,
-    sweep_held: Arc<AtomicBool>,
 }
 
 /// Parses what a user may pass: `sqlite://path.db`, `sqlite:path.db`, a bare
@@ -233,7 +233,6 @@ impl SqliteStore {
             reader,
             clock: opts.clock,
             wake,
-            sweep_held: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -484,15 +483,19 @@ impl Store for SqliteStore {
         Ok(self.wake.subscribe())
     }
 
-    async fn sweep_try_lock(&self) -> Result<bool> {
-        Ok(self
-            .sweep_held
-            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok())
+    async fn sweep_lease_take(&self, holder: &str, lease: Duration) -> Result<Option<Uuid>> {
+        self.sweep_take(holder, lease).await
     }
 
-    async fn sweep_unlock(&self) -> Result<()> {
-        self.sweep_held.store(false, Ordering::Release);
-        Ok(())
+    async fn sweep_lease_renew(&self, token: Uuid, lease: Duration) -> Result<()> {
+        self.sweep_renew(token, lease).await
+    }
+
+    async fn sweep_lease_release(&self, token: Uuid, completed: bool) -> Result<bool> {
+        self.sweep_release(token, completed).await
+    }
+
+    async fn sweep_last_pass(&self) -> Result<Option<DateTime<Utc>>> {
+        self.sweep_last().await
     }
 }

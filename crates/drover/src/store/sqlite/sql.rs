@@ -45,3 +45,7 @@ sql!(GAUGES_OLDEST, "gauges_oldest.sql");
 sql!(GAUGES_FAILED, "gauges_failed.sql");
 sql!(WORKER_BEAT, "worker_beat.sql");
 sql!(WORKER_LIST, "worker_list.sql");
+sql!(SWEEP_LEASE_TAKE, "sweep_lease_take.sql");
+sql!(SWEEP_LEASE_RENEW, "sweep_lease_renew.sql");
+sql!(SWEEP_LEASE_RELEASE, "sweep_lease_release.sql");
+sql!(SWEEP_LAST_PASS, "sweep_last_pass.sql");

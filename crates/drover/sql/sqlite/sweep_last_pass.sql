@@ -1,0 +1,2 @@
+-- When the last completed sweep pass ended (NULL: none yet).
+SELECT last_pass_at FROM sweep_lease WHERE name = 'sweep'
