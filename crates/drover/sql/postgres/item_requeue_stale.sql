@@ -2,7 +2,7 @@
 -- ('lease expired'), requeued after the policy's nominal delay
 -- least(cap $2, base $3 * factor $4 ^ attempts-before) (RetryPolicy::nominal_delay;
 -- $5 caps the exponent so power() cannot overflow), or dead-lettered with an
--- audit entry when the budget is spent. Runs as drover_runtime for the tenant.
+-- audit entry when the budget is spent. Runs as the runtime role for the tenant.
 WITH stale AS (
     SELECT id
     FROM items

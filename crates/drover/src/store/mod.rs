@@ -60,6 +60,13 @@ pub struct ConnectOptions {
     pub pool_size: u32,
     /// The PostgreSQL schema. Default [`postgres::SCHEMA_DEFAULT`].
     pub schema: String,
+    /// PostgreSQL only: the login for the documented cross-tenant operations
+    /// (`DROVER_SYSTEM_DATABASE_URL` in the CLI), granted only the
+    /// installation's system role, while the main URL's login holds only
+    /// the runtime role. Default `None`: the main login runs both (it must
+    /// hold both roles, as the owner that migrated does). Ignored by SQLite
+    /// and memory.
+    pub system_url: Option<String>,
 }
 
 impl Default for ConnectOptions {
@@ -67,6 +74,7 @@ impl Default for ConnectOptions {
         ConnectOptions {
             pool_size: postgres::MAX_CONNECTIONS_DEFAULT,
             schema: postgres::SCHEMA_DEFAULT.to_owned(),
+            system_url: None,
         }
     }
 }
@@ -85,6 +93,7 @@ pub async fn connect_with(url: &str, opts: &ConnectOptions) -> Result<std::sync:
             postgres::PgOptions {
                 schema: opts.schema.clone(),
                 max_connections: opts.pool_size,
+                system_url: opts.system_url.clone(),
             },
         )
         .await?;

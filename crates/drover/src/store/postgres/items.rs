@@ -23,7 +23,8 @@ use crate::store::{ClaimParams, ClaimRef, FailOutcome, FailParams};
 /// The item exists if and only if the caller's transaction commits, and its
 /// wake-up is delivered by PostgreSQL at that commit. The call switches to
 /// the runtime role, the item's tenant and `schema` only for its own
-/// statements (inside a savepoint) and puts the caller's role, `search_path`
+/// statements (inside a savepoint; the role's name comes from the schema's
+/// `drover_roles()`, so the caller's login must hold it) and puts the caller's role, `search_path`
 /// and tenant setting back before it returns, so the caller's next statement
 /// runs exactly as before. Called outside a transaction, it runs in one of its
 /// own.
@@ -45,7 +46,8 @@ pub async fn insert_in(conn: &mut PgConnection, schema: &str, item: &NewItem) ->
     // A savepoint inside the caller's transaction (a transaction of its own
     // otherwise), so a failure here leaves the caller's transaction usable.
     let mut sp = conn.begin().await?;
-    let saved = sqlx::query(sql::INSERT_IN_ENTER)
+    let enter = sql::INSERT_IN_ENTER.replace("{schema}", schema);
+    let saved = sqlx::query(&enter)
         .bind(schema)
         .bind(item.tenant_id.to_string())
         .fetch_one(&mut *sp)
@@ -291,7 +293,7 @@ pub(super) async fn claim(store: &PgStore, p: &ClaimParams) -> Result<Vec<Item>>
         .bind(&p.worker_id)
         .bind(secs(p.lease))
         .bind(i64::from(p.limit))
-        .fetch_all(&store.pool)
+        .fetch_all(&store.system_pool)
         .await?;
     let mut items = rows.iter().map(row::item).collect::<Result<Vec<_>>>()?;
     // RETURNING has no order; hand items out in the order they were picked.
