@@ -269,8 +269,19 @@ pub async fn pg_drop_schema(url: &str, schema: &str) {
 pub async fn pg_harness() -> Harness {
     let (store, schema) = pg_fresh_store().await;
     let url = pg_url().await;
+    let tx_store = store.clone();
+    let insert_in: crate::store::contract::InsertIn = Arc::new(move |item| {
+        let store = tx_store.clone();
+        Box::pin(async move {
+            let mut tx = store.pool().begin().await?;
+            let out = crate::store::postgres::insert_in(&mut tx, store.schema(), &item).await?;
+            tx.commit().await?;
+            Ok(out)
+        })
+    });
     let store: Arc<dyn Store> = store;
     Harness {
+        insert_in: Some(insert_in),
         store,
         clock: None,
         cleanup: Some(Box::new(move || {

@@ -109,8 +109,9 @@ pub(super) async fn insert_one(conn: &mut PgConnection, item: &NewItem) -> Resul
                 item: existing,
             })
         }
-        // The id is taken by an item of another tenant, which this tenant
-        // must not see: refuse without revealing it.
+        // Neither the tenant's own id nor its key: the id is taken by an
+        // item of another tenant, which this tenant must not see. Refuse
+        // without revealing it (the rule of every backend, store docs).
         None => Err(Error::Conflict(format!(
             "item id {} is already in use",
             item.id
@@ -265,8 +266,9 @@ pub(super) async fn insert_many(store: &PgStore, items: &[NewItem]) -> Result<Ve
             {
                 InsertResult::KeyExists
             } else {
-                // Neither visible: the id belongs to another tenant's item.
-                InsertResult::IdExists
+                // Neither visible: the id belongs to another tenant's item,
+                // which this tenant must not see.
+                InsertResult::IdTaken
             };
         }
     }
