@@ -23,6 +23,12 @@
 -- Every step below is written against the catalog rather than a list of
 -- objects, so it also moves whatever an earlier migration granted to the
 -- shared pair.
+--
+-- Left as they were: 0001 still creates the shared pair and grants it to
+-- the migrating login, and 0002/0003 still name it (rewriting an applied
+-- migration would change its recorded checksum). On PostgreSQL 16+ that
+-- grant fails for a non-superuser owner when another owner created the
+-- pair; the cure is a baseline rewrite of 0001-0003 without it.
 
 DO $$
 DECLARE
