@@ -264,6 +264,44 @@ pub async fn pg_drop_schema(url: &str, schema: &str) {
     }
 }
 
+/// The roles of the installation in `schema` of the database at `url`
+/// (empty when it never reached migration 0005): read them before dropping a
+/// test database, whose installation roles would outlive it, being
+/// cluster-wide.
+pub async fn pg_installation_roles(url: &str, schema: &str) -> Vec<String> {
+    if validate_schema(schema).is_err() {
+        return Vec::new();
+    }
+    let Ok(mut conn) = sqlx::PgConnection::connect(url).await else {
+        return Vec::new();
+    };
+    let sql = format!("SELECT runtime_role, system_role FROM \"{schema}\".drover_roles()");
+    let roles: Option<(String, String)> = sqlx::query_as(&sql)
+        .fetch_optional(&mut conn)
+        .await
+        .ok()
+        .flatten();
+    let _ = conn.close().await;
+    roles.map(|(r, s)| vec![r, s]).unwrap_or_default()
+}
+
+/// Drops `roles` (as [`pg_installation_roles`] named them) on the server of
+/// the superuser `admin_url`, after their database is gone. Logs, never
+/// panics.
+pub async fn pg_drop_roles(admin_url: &str, roles: &[String]) {
+    let Ok(mut conn) = sqlx::PgConnection::connect(admin_url).await else {
+        tracing::warn!("cannot connect to drop test roles");
+        return;
+    };
+    for role in roles {
+        let sql = format!("DROP ROLE IF EXISTS \"{}\"", role.replace('"', "\"\""));
+        if let Err(e) = sqlx::Executor::execute(&mut conn, sql.as_str()).await {
+            tracing::warn!(%role, error = %e, "dropping a test role failed");
+        }
+    }
+    let _ = conn.close().await;
+}
+
 /// A contract-suite [`Harness`] over a fresh PostgreSQL schema, dropped by
 /// the harness's cleanup. Time passes by sleeping (the database clock rules).
 pub async fn pg_harness() -> Harness {
