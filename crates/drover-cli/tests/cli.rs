@@ -574,12 +574,7 @@ fn migrate_grants_the_two_logins_and_the_runtime_login_alone_cannot_cross_tenant
 
     let rt_url = drover::testing::url_as(&db.bin.url, &rt);
     let sys_url = drover::testing::url_as(&db.bin.url, &sys);
-    run_split(
-        &rt_url,
-        None,
-        &["enqueue", "--kind", "k", "--payload", "{}"],
-    )
-    .ok();
+    run_split(&rt_url, None, &["enqueue", "k", "--payload", "{}"]).ok();
     let alone = run_split(&rt_url, None, &["stats"]);
     assert_eq!(alone.code, 1, "{alone:?}");
     assert!(alone.stderr.contains("permission denied"), "{alone:?}");

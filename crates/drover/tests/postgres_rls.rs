@@ -25,7 +25,7 @@ async fn roles(s: &PgStore) -> InstallationRoles {
     s.roles().await.unwrap().clone()
 }
 
-/// A connection as the owner acting as `schema`'s runtime role `role`,
+/// A connection as the owner acting as `schema`'s runtime role,
 /// inside a transaction (so every setting ends with it).
 async fn as_runtime(url: &str, schema: &str, tenant: Option<Uuid>) -> PgConnection {
     let mut conn = PgConnection::connect(url).await.unwrap();

@@ -162,9 +162,10 @@ pub fn validate_schema(schema: &str) -> Result<()> {
 
 /// The PostgreSQL [`Store`].
 ///
-/// Owns a pool whose connections start with `search_path` set to the schema,
-/// a lazily started listener for wake-ups, and the sweep lock's connection
-/// while held. Dropping the store stops the listener.
+/// Owns a pool whose connections start with `search_path` set to the schema
+/// (and a second one for the system login, when configured), a lazily
+/// started listener for wake-ups, and the sweep lock's connection while
+/// held. Dropping the store stops the listener.
 #[derive(Debug)]
 pub struct PgStore {
     pool: PgPool,
