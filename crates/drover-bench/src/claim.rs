@@ -190,7 +190,9 @@ async fn explain_inner(target: &Target) -> Result<String, BenchError> {
     {
         let mut tx = Connection::begin(&mut conn).await?;
         let c = tx.acquire().await?;
-        c.execute("SET LOCAL ROLE drover_system").await?;
+        // The installation's system role (migration 0005 names it).
+        c.execute("SELECT set_config('role', (SELECT system_role FROM drover_roles()), true)")
+            .await?;
         c.execute(format!("PREPARE bench_claim AS {CLAIM_SQL}").as_str())
             .await?;
         c.execute(format!("PREPARE bench_complete AS {COMPLETE_SQL}").as_str())

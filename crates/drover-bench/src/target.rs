@@ -107,7 +107,15 @@ impl Target {
             return Ok(q.clone());
         }
         let schema = self.schema.clone().unwrap_or_default();
-        let store = connect_with(&self.url, &ConnectOptions { pool_size, schema }).await?;
+        let store = connect_with(
+            &self.url,
+            &ConnectOptions {
+                pool_size,
+                schema,
+                ..ConnectOptions::default()
+            },
+        )
+        .await?;
         Ok(Queue::new(store))
     }
 
@@ -145,10 +153,11 @@ impl Target {
     /// Drops the schema or deletes the file.
     pub async fn drop_sandbox(self) -> Result<(), BenchError> {
         if let (Some(admin), Some(schema)) = (&self.admin, &self.schema) {
-            // The schema name is ours (validated characters only).
-            sqlx::query(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
-                .execute(admin)
-                .await?;
+            // The schema and its installation's roles (cluster-wide, so they
+            // would outlive the sandbox).
+            let mut conn = admin.acquire().await?;
+            drover::store::postgres::drop_installation(&mut conn, schema).await?;
+            drop(conn);
             admin.close().await;
         }
         if let Some(q) = self.shared {

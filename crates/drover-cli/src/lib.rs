@@ -113,6 +113,17 @@ pub struct GlobalArgs {
         hide_env_values = true
     )]
     pub database_url: Option<String>,
+    /// PostgreSQL: a second login for the cross-tenant operations (claim,
+    /// sweep, counts, gauges, unscoped listing, workers), granted only the
+    /// installation's system role, while --database-url's login holds only
+    /// the runtime role. Unset: the one login runs both.
+    #[arg(
+        long,
+        global = true,
+        env = "DROVER_SYSTEM_DATABASE_URL",
+        hide_env_values = true
+    )]
+    pub system_database_url: Option<String>,
 }
 
 impl GlobalArgs {
@@ -175,6 +186,7 @@ impl Command {
 /// its output goes.
 pub struct Context<'a> {
     database_url: String,
+    system_url: Option<String>,
     queue: Option<Queue>,
     setup: WorkerSetup,
     /// The command's own output (stdout for the binary).
@@ -202,6 +214,7 @@ impl<'a> Context<'a> {
     ) -> Self {
         Context {
             database_url: database_url.into(),
+            system_url: None,
             queue: None,
             setup: Arc::new(|b| b),
             out,
@@ -218,11 +231,24 @@ impl<'a> Context<'a> {
     ) -> Self {
         Context {
             database_url: String::new(),
+            system_url: None,
             queue: Some(queue),
             setup: Arc::new(|b| b),
             out,
             err,
         }
+    }
+
+    /// Runs the cross-tenant operations on the login of `system_url`
+    /// (PostgreSQL; `None` or empty: the main URL's login runs them).
+    pub fn with_system_url(mut self, system_url: Option<String>) -> Self {
+        self.system_url = system_url.filter(|u| !u.is_empty());
+        self
+    }
+
+    /// The system login's URL, if one was given.
+    pub fn system_url(&self) -> Option<&str> {
+        self.system_url.as_deref()
     }
 
     /// Adds the host's handlers (or any other builder step) to every
@@ -259,7 +285,8 @@ impl<'a> Context<'a> {
     }
 
     /// The queue, connecting on first use with `options` (the pool size a
-    /// worker needs). A queue the context already holds is returned as is.
+    /// worker needs; the context's system URL unless `options` names one).
+    /// A queue the context already holds is returned as is.
     ///
     /// # Errors
     /// As [`Context::queue`].
@@ -270,8 +297,18 @@ impl<'a> Context<'a> {
         if let Some(q) = &self.queue {
             return Ok(q.clone());
         }
-        tracing::debug!(scheme = scheme(&self.database_url), ?options, "connecting");
-        let store = drover::store::connect_with(&self.database_url, options).await?;
+        let mut options = options.clone();
+        if options.system_url.is_none() {
+            options.system_url.clone_from(&self.system_url);
+        }
+        tracing::debug!(
+            scheme = scheme(&self.database_url),
+            pool_size = options.pool_size,
+            schema = %options.schema,
+            system_login = options.system_url.is_some(),
+            "connecting"
+        );
+        let store = drover::store::connect_with(&self.database_url, &options).await?;
         let q = Queue::new(store);
         self.queue = Some(q.clone());
         Ok(q)
@@ -361,7 +398,9 @@ where
     let mut out = std::io::stdout();
     let mut err = std::io::stderr();
     let code = {
-        let mut cx = Context::connect_lazily(url, &mut out, &mut err).with_worker_setup(setup);
+        let mut cx = Context::connect_lazily(url, &mut out, &mut err)
+            .with_system_url(cli.global.system_database_url.clone())
+            .with_worker_setup(setup);
         match execute(&cli.command, &mut cx).await {
             Ok(()) => EXIT_OK,
             Err(e) => {

@@ -185,13 +185,17 @@ impl PgDb {
 impl Drop for PgDb {
     fn drop(&mut self) {
         use sqlx::Connection;
-        let (admin, name) = (self.admin.clone(), self.name.clone());
+        let (admin, name, url) = (self.admin.clone(), self.name.clone(), self.bin.url.clone());
         block_on(async move {
+            // The installation's roles are cluster-wide: read them before the
+            // database goes, drop them after.
+            let roles = drover::testing::pg_installation_roles(&url, "drover").await;
             if let Ok(mut c) = sqlx::PgConnection::connect(&admin).await {
                 let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
                     .execute(&mut c)
                     .await;
             }
+            drover::testing::pg_drop_roles(&admin, &roles).await;
         });
     }
 }
@@ -520,6 +524,79 @@ scenarios!(
 scenarios!(sqlite_e2e, SqliteDb::new(), bin);
 // Need the PostgreSQL backend (merged separately) and a server at DATABASE_URL.
 scenarios!(postgres_e2e, PgDb::new(), bin);
+
+// ------------------------------------- PostgreSQL: the two logins
+
+/// The binary on `url` with `system_url` as its system login.
+fn run_split(url: &str, system_url: Option<&str>, args: &[&str]) -> Run {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_drover"));
+    c.args(args)
+        .env("DROVER_DATABASE_URL", url)
+        .env_remove("DATABASE_URL")
+        .env_remove("DROVER_SYSTEM_DATABASE_URL")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null());
+    if let Some(s) = system_url {
+        c.env("DROVER_SYSTEM_DATABASE_URL", s);
+    }
+    from_output(c.output().expect("spawn drover"))
+}
+
+/// `drover migrate --runtime-login/--system-login` grants the roles it
+/// names; the runtime login alone can enqueue but not read across tenants
+/// (`stats`), and with DROVER_SYSTEM_DATABASE_URL it can.
+#[test]
+fn migrate_grants_the_two_logins_and_the_runtime_login_alone_cannot_cross_tenants() {
+    use sqlx::Connection;
+    let db = PgDb::new();
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    let (rt, sys) = (
+        format!("drover_cli_rt_{tag}"),
+        format!("drover_cli_sys_{tag}"),
+    );
+    let admin = db.admin.clone();
+    block_on(async {
+        let mut c = sqlx::PgConnection::connect(&admin).await.expect("connect");
+        for l in [&rt, &sys] {
+            sqlx::query(&format!("CREATE ROLE {l} LOGIN"))
+                .execute(&mut c)
+                .await
+                .expect("create login");
+        }
+    });
+    let m = db
+        .bin
+        .run(&["migrate", "--runtime-login", &rt, "--system-login", &sys])
+        .ok();
+    assert!(m.stdout.contains("roles: runtime drover_"), "{m:?}");
+    assert!(m.stdout.contains(&format!("_runtime to {rt}")), "{m:?}");
+    assert!(m.stdout.contains(&format!("_system to {sys}")), "{m:?}");
+
+    let rt_url = drover::testing::url_as(&db.bin.url, &rt);
+    let sys_url = drover::testing::url_as(&db.bin.url, &sys);
+    run_split(&rt_url, None, &["enqueue", "k", "--payload", "{}"]).ok();
+    let alone = run_split(&rt_url, None, &["stats"]);
+    assert_eq!(alone.code, 1, "{alone:?}");
+    assert!(alone.stderr.contains("permission denied"), "{alone:?}");
+    run_split(&rt_url, Some(&sys_url), &["stats", "--json"]).ok();
+
+    drop(db);
+    block_on(async {
+        let mut c = sqlx::PgConnection::connect(&admin).await.expect("connect");
+        for l in [&rt, &sys] {
+            let _ = sqlx::query(&format!("DROP ROLE IF EXISTS {l}"))
+                .execute(&mut c)
+                .await;
+        }
+    });
+}
+
+#[test]
+fn migrate_refuses_logins_without_postgres() {
+    let r = run_split("memory:", None, &["migrate", "--runtime-login", "x"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("runtime_login"), "{r:?}");
+}
 
 // ------------------------------------------- the binary on memory: (today)
 

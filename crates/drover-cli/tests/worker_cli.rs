@@ -485,13 +485,17 @@ mod postgres {
 
     impl Drop for PgDb {
         fn drop(&mut self) {
-            let (admin, name) = (self.admin.clone(), self.name.clone());
+            let (admin, name, url) = (self.admin.clone(), self.name.clone(), self.url.clone());
             block_on(async move {
+                // The installation's roles are cluster-wide: read them before the
+                // database goes, drop them after.
+                let roles = drover::testing::pg_installation_roles(&url, "drover").await;
                 if let Ok(mut c) = sqlx::PgConnection::connect(&admin).await {
                     let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
                         .execute(&mut c)
                         .await;
                 }
+                drover::testing::pg_drop_roles(&admin, &roles).await;
             });
         }
     }

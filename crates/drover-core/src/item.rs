@@ -415,15 +415,24 @@ pub fn bound_error(msg: &str) -> String {
 }
 
 /// Which key an insert collided on, if any.
+///
+/// The caller's own tenant is looked at first: its item with the id
+/// (`IdExists`), then its item with the key (`KeyExists`). Only when neither
+/// exists and the id is held by another tenant's item is the answer
+/// `IdTaken`, which carries nothing of that item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum InsertResult {
     /// A new row was written.
     Inserted,
-    /// An item with that id already exists; nothing changed.
+    /// An item of the same tenant with that id already exists; nothing changed.
     IdExists,
     /// An item with that `(tenant, idempotency_key)` already exists; nothing changed.
     KeyExists,
+    /// The id is held by an item of another tenant: nothing changed, and
+    /// there is nothing this tenant may read back. Bulk enqueue reports it
+    /// per row; a single enqueue answers `Conflict` instead.
+    IdTaken,
 }
 
 /// The answer to an insert: which case, and the row as it now stands (the new

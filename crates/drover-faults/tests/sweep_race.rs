@@ -37,7 +37,8 @@ async fn session(url: &str, schema: &str, tenant: Uuid) -> PgConnection {
 
 async fn begin_tenant(c: &mut PgConnection, schema: &str, tenant: Uuid) {
     sqlx::raw_sql(&format!(
-        "BEGIN; SET LOCAL ROLE drover_runtime; SET LOCAL search_path TO \"{schema}\"; SET LOCAL drover.tenant_id = '{tenant}'"
+        "BEGIN; SET LOCAL search_path TO \"{schema}\"; SET LOCAL drover.tenant_id = '{tenant}'; \
+         SELECT set_config('role', (SELECT runtime_role FROM drover_roles()), true)"
     ))
     .execute(&mut *c)
     .await

@@ -23,6 +23,12 @@ pub const DATABASE_URL_DEFAULT: &str = "postgres://postgres@127.0.0.1:5432/test"
 pub const TEST_MAX_CONNECTIONS: u32 = 8;
 
 static URL: OnceCell<String> = OnceCell::const_new();
+static OWNER_URL: OnceCell<String> = OnceCell::const_new();
+
+/// The login test installations are migrated and run by: not a superuser,
+/// with `CREATEROLE` (to create each installation's roles) and `CREATE` on
+/// the test database (to create schemas), as a production owner would be.
+pub const TEST_OWNER: &str = "drover_test_owner";
 
 /// The URL of a PostgreSQL server for tests.
 ///
@@ -57,6 +63,59 @@ pub async fn pg_url() -> String {
     })
     .await
     .clone()
+}
+
+/// The URL of [`pg_url`]'s server and database as the login `user`
+/// (trust authentication in tests: no password).
+pub fn url_as(url: &str, user: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    format!("{scheme}://{user}@{host}{tail}")
+}
+
+/// The URL of [`pg_url`]'s server as [`TEST_OWNER`], created on first use
+/// (by the server's superuser login, so the test server's `DATABASE_URL`
+/// must name one).
+///
+/// # Panics
+/// When the login cannot be created or granted.
+pub async fn pg_owner_url() -> String {
+    OWNER_URL
+        .get_or_init(|| async {
+            let url = pg_url().await;
+            let mut conn = sqlx::PgConnection::connect(&url)
+                .await
+                .unwrap_or_else(|e| panic!("connecting to {url}: {e}"));
+            // Test processes race to create it; either outcome leaves it.
+            let create = format!(
+                "DO $$ BEGIN \
+                 IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{TEST_OWNER}') THEN \
+                 CREATE ROLE {TEST_OWNER} LOGIN NOSUPERUSER CREATEROLE NOBYPASSRLS; END IF; \
+                 EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
+            );
+            sqlx::Executor::execute(&mut conn, create.as_str())
+                .await
+                .unwrap_or_else(|e| panic!("creating the test owner login: {e}"));
+            // CREATE for the schemas; SET on drover.tenant_id because
+            // migration 0002's function sets it in its SET clause, which
+            // PostgreSQL lets only a superuser or a grantee create (the one
+            // superuser step a non-superuser owner needs, README).
+            let grant = format!(
+                "DO $$ BEGIN EXECUTE format('GRANT CREATE ON DATABASE %I TO {TEST_OWNER}', current_database()); \
+                 GRANT SET ON PARAMETER drover.tenant_id TO {TEST_OWNER}; END $$"
+            );
+            sqlx::Executor::execute(&mut conn, grant.as_str())
+                .await
+                .unwrap_or_else(|e| panic!("granting the test owner CREATE: {e}"));
+            let _ = conn.close().await;
+            url_as(&url, TEST_OWNER)
+        })
+        .await
+        .clone()
 }
 
 /// The port of the shared throwaway cluster.
@@ -163,16 +222,18 @@ fn run(cmd: &mut Command) -> Result<(), String> {
 }
 
 /// A fresh store in a new schema `drover_t_<random>`, migrated and empty,
-/// and the schema's name (for [`pg_drop_schema`]).
+/// and the schema's name (for [`pg_drop_schema`]). Connected, and migrated,
+/// as [`TEST_OWNER`] (one login holding both roles, the simple default).
 ///
 /// # Panics
 /// When the server is unavailable or the migration fails.
 pub async fn pg_fresh_store() -> (Arc<PgStore>, String) {
-    let url = pg_url().await;
+    let url = pg_owner_url().await;
     let schema = format!("drover_t_{}", uuid::Uuid::new_v4().simple());
     let opts = PgOptions {
         schema: schema.clone(),
         max_connections: TEST_MAX_CONNECTIONS,
+        system_url: None,
     };
     let store = PgStore::connect(&url, opts)
         .await
@@ -184,7 +245,7 @@ pub async fn pg_fresh_store() -> (Arc<PgStore>, String) {
     (Arc::new(store), schema)
 }
 
-/// Drops a test schema and everything in it. Logs, never panics: it runs
+/// Drops a test schema, everything in it and its installation's roles. Logs, never panics: it runs
 /// as cleanup after the assertions that matter.
 pub async fn pg_drop_schema(url: &str, schema: &str) {
     if validate_schema(schema).is_err() {
@@ -193,12 +254,9 @@ pub async fn pg_drop_schema(url: &str, schema: &str) {
     }
     let dropped = async {
         let mut conn = sqlx::PgConnection::connect(url).await?;
-        sqlx::Executor::execute(
-            &mut conn,
-            format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE").as_str(),
-        )
-        .await?;
-        conn.close().await
+        crate::store::postgres::drop_installation(&mut conn, schema).await?;
+        conn.close().await?;
+        Ok::<(), crate::Error>(())
     }
     .await;
     if let Err(e) = dropped {
@@ -206,13 +264,62 @@ pub async fn pg_drop_schema(url: &str, schema: &str) {
     }
 }
 
+/// The roles of the installation in `schema` of the database at `url`
+/// (empty when it never reached migration 0005): read them before dropping a
+/// test database, whose installation roles would outlive it, being
+/// cluster-wide.
+pub async fn pg_installation_roles(url: &str, schema: &str) -> Vec<String> {
+    if validate_schema(schema).is_err() {
+        return Vec::new();
+    }
+    let Ok(mut conn) = sqlx::PgConnection::connect(url).await else {
+        return Vec::new();
+    };
+    let sql = format!("SELECT runtime_role, system_role FROM \"{schema}\".drover_roles()");
+    let roles: Option<(String, String)> = sqlx::query_as(&sql)
+        .fetch_optional(&mut conn)
+        .await
+        .ok()
+        .flatten();
+    let _ = conn.close().await;
+    roles.map(|(r, s)| vec![r, s]).unwrap_or_default()
+}
+
+/// Drops `roles` (as [`pg_installation_roles`] named them) on the server of
+/// the superuser `admin_url`, after their database is gone. Logs, never
+/// panics.
+pub async fn pg_drop_roles(admin_url: &str, roles: &[String]) {
+    let Ok(mut conn) = sqlx::PgConnection::connect(admin_url).await else {
+        tracing::warn!("cannot connect to drop test roles");
+        return;
+    };
+    for role in roles {
+        let sql = format!("DROP ROLE IF EXISTS \"{}\"", role.replace('"', "\"\""));
+        if let Err(e) = sqlx::Executor::execute(&mut conn, sql.as_str()).await {
+            tracing::warn!(%role, error = %e, "dropping a test role failed");
+        }
+    }
+    let _ = conn.close().await;
+}
+
 /// A contract-suite [`Harness`] over a fresh PostgreSQL schema, dropped by
 /// the harness's cleanup. Time passes by sleeping (the database clock rules).
 pub async fn pg_harness() -> Harness {
     let (store, schema) = pg_fresh_store().await;
     let url = pg_url().await;
+    let tx_store = store.clone();
+    let insert_in: crate::store::contract::InsertIn = Arc::new(move |item| {
+        let store = tx_store.clone();
+        Box::pin(async move {
+            let mut tx = store.pool().begin().await?;
+            let out = crate::store::postgres::insert_in(&mut tx, store.schema(), &item).await?;
+            tx.commit().await?;
+            Ok(out)
+        })
+    });
     let store: Arc<dyn Store> = store;
     Harness {
+        insert_in: Some(insert_in),
         store,
         clock: None,
         cleanup: Some(Box::new(move || {

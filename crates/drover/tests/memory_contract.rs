@@ -14,6 +14,7 @@ async fn memory_harness() -> Harness {
         store: Arc::new(MemoryStore::with_clock(clock.clone())),
         clock: Some(clock),
         cleanup: None,
+        insert_in: None,
     }
 }
 

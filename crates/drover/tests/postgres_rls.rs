@@ -1,29 +1,77 @@
-//! Row-level security of the PostgreSQL schema, checked from the database
-//! side: acting as `drover_runtime` directly, a tenant cannot read, change,
-//! delete or create another tenant's rows, and with no tenant set it sees
-//! and writes nothing.
+//! Row-level security and least privilege of the PostgreSQL schema, checked
+//! from the database side with raw SQL: acting as the installation's runtime
+//! role, a tenant cannot read, change, delete or create another tenant's
+//! rows, and with no tenant set it sees and writes nothing; a runtime login
+//! cannot become the system role nor reach another installation's rows; the
+//! cluster-wide roles of old migrations hold nothing. Every installation here
+//! is migrated by the non-superuser owner [`TEST_OWNER`].
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests state their expectations by panicking
 
+use std::sync::Arc;
+
 use drover::item::NewItem;
-use drover::store::Store;
-use drover::testing::{pg_drop_schema, pg_fresh_store, pg_url};
+use drover::store::postgres::{
+    InstallationRoles, LEGACY_RUNTIME_ROLE, LEGACY_SYSTEM_ROLE, LoginGrants, PgOptions, PgStore,
+};
+use drover::store::{ClaimParams, Store};
+use drover::testing::{TEST_OWNER, pg_drop_schema, pg_fresh_store, pg_owner_url, pg_url, url_as};
 use serde_json::json;
 use sqlx::{Connection, Executor, PgConnection};
 use uuid::Uuid;
 
-/// A connection acting as the runtime role in `schema`, inside a transaction
-/// (so every setting ends with it).
+/// The installation's roles.
+async fn roles(s: &PgStore) -> InstallationRoles {
+    s.roles().await.unwrap().clone()
+}
+
+/// A connection as the owner acting as `schema`'s runtime role,
+/// inside a transaction (so every setting ends with it).
 async fn as_runtime(url: &str, schema: &str, tenant: Option<Uuid>) -> PgConnection {
     let mut conn = PgConnection::connect(url).await.unwrap();
     let tenant_sql = tenant
         .map(|t| format!("SET LOCAL drover.tenant_id = '{t}';"))
         .unwrap_or_default();
     conn.execute(
-        format!("BEGIN; SET LOCAL search_path TO \"{schema}\"; SET LOCAL ROLE drover_runtime; {tenant_sql}").as_str(),
+        format!(
+            "BEGIN; SET LOCAL search_path TO \"{schema}\"; {tenant_sql} \
+             SELECT set_config('role', (SELECT runtime_role FROM drover_roles()), true)"
+        )
+        .as_str(),
     )
     .await
     .unwrap();
+    conn
+}
+
+/// A fresh login (no password: the test server trusts), dropped by
+/// [`drop_login`]. Created by the owner, which CREATEROLE allows.
+async fn new_login(tag: &str) -> String {
+    let name = format!("drover_l_{tag}_{}", Uuid::new_v4().simple());
+    let mut owner = PgConnection::connect(&pg_owner_url().await).await.unwrap();
+    owner
+        .execute(format!("CREATE ROLE \"{name}\" LOGIN").as_str())
+        .await
+        .unwrap();
+    name
+}
+
+async fn drop_login(name: &str) {
+    let mut admin = PgConnection::connect(&pg_url().await).await.unwrap();
+    admin
+        .execute(format!("DROP ROLE IF EXISTS \"{name}\"").as_str())
+        .await
+        .unwrap();
+}
+
+/// A raw connection as `login` with `schema` on its search_path.
+async fn connect_as(login: &str, schema: &str) -> PgConnection {
+    let mut conn = PgConnection::connect(&url_as(&pg_url().await, login))
+        .await
+        .unwrap();
+    conn.execute(format!("SET search_path TO \"{schema}\"").as_str())
+        .await
+        .unwrap();
     conn
 }
 
@@ -34,7 +82,7 @@ const INSERT_AS: &str = "INSERT INTO items (id, tenant_id, kind, lane, payload, 
 #[tokio::test]
 async fn runtime_role_cannot_touch_another_tenants_rows() {
     let (s, schema) = pg_fresh_store().await;
-    let url = pg_url().await;
+    let url = pg_owner_url().await;
     let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
     let item_a = NewItem::new("k", json!({})).with_tenant(a);
     let item_b = NewItem::new("k", json!({})).with_tenant(b);
@@ -93,7 +141,7 @@ async fn runtime_role_cannot_touch_another_tenants_rows() {
 #[tokio::test]
 async fn runtime_role_without_tenant_sees_and_writes_nothing() {
     let (s, schema) = pg_fresh_store().await;
-    let url = pg_url().await;
+    let url = pg_owner_url().await;
     let t = Uuid::new_v4();
     s.item_insert(&NewItem::new("k", json!({})).with_tenant(t))
         .await
@@ -120,7 +168,7 @@ async fn runtime_role_without_tenant_sees_and_writes_nothing() {
 #[tokio::test]
 async fn runtime_role_cannot_truncate() {
     let (_s, schema) = pg_fresh_store().await;
-    let url = pg_url().await;
+    let url = pg_owner_url().await;
     for table in ["items", "audit", "workers"] {
         let mut conn = as_runtime(&url, &schema, Some(Uuid::new_v4())).await;
         let r = conn.execute(format!("TRUNCATE {table}").as_str()).await;
@@ -135,7 +183,8 @@ async fn runtime_role_cannot_truncate() {
 
 #[tokio::test]
 async fn every_table_forces_rls_and_runtime_role_is_unprivileged() {
-    let (_s, schema) = pg_fresh_store().await;
+    let (s, schema) = pg_fresh_store().await;
+    let r = roles(&s).await;
     let url = pg_url().await;
     let mut conn = PgConnection::connect(&url).await.unwrap();
     let tables: Vec<(String, bool, bool)> = sqlx::query_as(
@@ -167,7 +216,8 @@ async fn every_table_forces_rls_and_runtime_role_is_unprivileged() {
         assert!(rls, "{name}: row security not enabled");
         assert!(force, "{name}: row security not forced");
     }
-    for role in ["drover_runtime", "drover_system"] {
+    for role in [r.runtime.as_str(), r.system.as_str()] {
+        assert!(role.len() <= 63, "{role}: longer than an identifier");
         let (sup, bypass): (bool, bool) =
             sqlx::query_as("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = $1")
                 .bind(role)
@@ -202,19 +252,19 @@ async fn every_table_forces_rls_and_runtime_role_is_unprivileged() {
 #[tokio::test]
 async fn hot_path_functions_leave_no_role_or_tenant_behind() {
     let (s, schema) = pg_fresh_store().await;
-    let url = pg_url().await;
+    let url = pg_owner_url().await;
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(1)
         .connect(&url)
         .await
         .unwrap();
-    let one = drover::store::postgres::PgStore::from_pool(pool.clone(), &schema).unwrap();
+    let one = PgStore::from_pool(pool.clone(), &schema).unwrap();
     let tenant = Uuid::from_u128(0xA);
     s.item_insert(&NewItem::new("a", json!({})).with_tenant(tenant))
         .await
         .unwrap();
     let got = one
-        .item_claim(&drover::store::ClaimParams {
+        .item_claim(&ClaimParams {
             lane: "default".into(),
             kinds: vec![],
             worker_id: "w".into(),
@@ -234,7 +284,7 @@ async fn hot_path_functions_leave_no_role_or_tenant_behind() {
             .fetch_one(&pool)
             .await
             .unwrap();
-    assert_eq!(user, "postgres");
+    assert_eq!(user, TEST_OWNER);
     assert!(
         t.unwrap_or_default().is_empty(),
         "tenant leaked to the session"
@@ -250,4 +300,261 @@ async fn hot_path_functions_leave_no_role_or_tenant_behind() {
     assert!(denied.is_err(), "runtime role claimed across tenants");
     drop(rt);
     pg_drop_schema(&url, &schema).await;
+}
+
+fn claim_all() -> ClaimParams {
+    ClaimParams {
+        lane: "default".into(),
+        kinds: vec![],
+        worker_id: "w".into(),
+        lease: std::time::Duration::from_secs(30),
+        limit: 100,
+    }
+}
+
+/// Two installations on one cluster have roles of their own, and the
+/// cluster-wide pair the first migrations created holds nothing on either.
+#[tokio::test]
+async fn installations_share_no_role_and_the_shared_pair_holds_nothing() {
+    let (a, schema_a) = pg_fresh_store().await;
+    let (b, schema_b) = pg_fresh_store().await;
+    let (ra, rb) = (roles(&a).await, roles(&b).await);
+    assert_ne!(ra.runtime, rb.runtime);
+    assert_ne!(ra.system, rb.system);
+    assert_ne!(ra.runtime, ra.system);
+    for r in [&ra, &rb] {
+        assert_ne!(r.runtime, LEGACY_RUNTIME_ROLE);
+        assert_ne!(r.system, LEGACY_SYSTEM_ROLE);
+    }
+    let mut admin = PgConnection::connect(&pg_url().await).await.unwrap();
+    for schema in [&schema_a, &schema_b] {
+        for legacy in [LEGACY_RUNTIME_ROLE, LEGACY_SYSTEM_ROLE] {
+            let (usage, items, audit, workers, claim): (bool, bool, bool, bool, bool) =
+                sqlx::query_as(
+                    "SELECT has_schema_privilege($1, $2, 'USAGE'), \
+                            has_table_privilege($1, $2 || '.items', 'SELECT, INSERT, UPDATE, DELETE'), \
+                            has_table_privilege($1, $2 || '.audit', 'SELECT, INSERT'), \
+                            has_table_privilege($1, $2 || '.workers', 'SELECT, INSERT, UPDATE, DELETE'), \
+                            has_function_privilege($1, $2 || '.claim_items(text, text[], text, float8, bigint)', 'EXECUTE')",
+                )
+                .bind(legacy)
+                .bind(schema)
+                .fetch_one(&mut admin)
+                .await
+                .unwrap();
+            assert!(
+                !(usage || items || audit || workers || claim),
+                "{legacy} still holds a privilege on {schema}"
+            );
+        }
+        let policies: Vec<String> = sqlx::query_scalar(
+            "SELECT r::text FROM pg_policies, unnest(roles) AS r WHERE schemaname = $1",
+        )
+        .bind(schema)
+        .fetch_all(&mut admin)
+        .await
+        .unwrap();
+        let own = if schema == &schema_a { &ra } else { &rb };
+        assert_eq!(policies.len(), 6, "{policies:?}");
+        assert!(
+            policies
+                .iter()
+                .all(|p| p == &own.runtime || p == &own.system),
+            "{schema}: policies name {policies:?}"
+        );
+    }
+    // Even the owner, a member of the shared pair since 0001, reads nothing
+    // through it.
+    let mut owner = PgConnection::connect(&pg_owner_url().await).await.unwrap();
+    owner
+        .execute(format!("BEGIN; SET LOCAL search_path TO \"{schema_a}\"; SET LOCAL ROLE {LEGACY_SYSTEM_ROLE}").as_str())
+        .await
+        .unwrap();
+    let err = sqlx::query(&format!("SELECT count(*) FROM \"{schema_a}\".items"))
+        .fetch_one(&mut owner)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("permission denied"), "{err}");
+    drop(owner);
+    let url = pg_url().await;
+    pg_drop_schema(&url, &schema_a).await;
+    pg_drop_schema(&url, &schema_b).await;
+}
+
+/// A login granted only the runtime role: `SET ROLE` to the system role (its
+/// own installation's, another's, or the old shared one) is refused, the
+/// claim function is refused, and it sees one tenant's rows of its own
+/// installation and nothing of another installation.
+#[tokio::test]
+async fn runtime_login_cannot_become_system_nor_see_other_tenants_or_installations() {
+    let (a, schema_a) = pg_fresh_store().await;
+    let (b, schema_b) = pg_fresh_store().await;
+    let (ra, rb) = (roles(&a).await, roles(&b).await);
+    let (t, u) = (Uuid::new_v4(), Uuid::new_v4());
+    let a_t = NewItem::new("k", json!({})).with_tenant(t);
+    let a_u = NewItem::new("k", json!({})).with_tenant(u);
+    let b_t = NewItem::new("k", json!({})).with_tenant(t);
+    a.item_insert(&a_t).await.unwrap();
+    a.item_insert(&a_u).await.unwrap();
+    b.item_insert(&b_t).await.unwrap();
+    let login = new_login("rt").await;
+    a.grant_logins(&LoginGrants {
+        runtime: vec![login.clone()],
+        system: vec![],
+    })
+    .await
+    .unwrap();
+
+    let mut c = connect_as(&login, &schema_a).await;
+    for role in [
+        ra.system.as_str(),
+        rb.system.as_str(),
+        rb.runtime.as_str(),
+        LEGACY_SYSTEM_ROLE,
+        LEGACY_RUNTIME_ROLE,
+    ] {
+        let err = c
+            .execute(format!("SET ROLE \"{role}\"").as_str())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("permission denied"), "SET ROLE {role}: {err}");
+    }
+    let err = c
+        .execute("SELECT * FROM claim_items('default', '{}', 'x', 30, 10)")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("permission denied"), "claim: {err}");
+
+    // As itself, with no tenant set: nothing.
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM items")
+        .fetch_one(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(n, 0, "rows visible with no tenant set");
+    // Under tenant t: only t's row of its own installation.
+    c.execute(format!("BEGIN; SET LOCAL drover.tenant_id = '{t}'").as_str())
+        .await
+        .unwrap();
+    let ids: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM items")
+        .fetch_all(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(ids, vec![a_t.id]);
+    // The other installation's rows, even the same tenant's, are out of reach.
+    let err = sqlx::query(&format!("SELECT id FROM \"{schema_b}\".items"))
+        .fetch_all(&mut c)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("permission denied"), "{err}");
+    c.execute("ROLLBACK").await.unwrap();
+    drop(c);
+
+    drop_login(&login).await;
+    let url = pg_url().await;
+    pg_drop_schema(&url, &schema_a).await;
+    pg_drop_schema(&url, &schema_b).await;
+}
+
+/// The two-login configuration runs the queue end to end: per-tenant calls
+/// on the runtime login, the cross-tenant ones on the system login; the
+/// runtime login alone can enqueue but not claim.
+#[tokio::test]
+async fn split_logins_run_the_queue_and_the_runtime_login_alone_cannot_claim() {
+    let (owner, schema) = pg_fresh_store().await;
+    let rt = new_login("rt").await;
+    let sys = new_login("sys").await;
+    owner
+        .grant_logins(&LoginGrants {
+            runtime: vec![rt.clone()],
+            system: vec![sys.clone()],
+        })
+        .await
+        .unwrap();
+    let base = pg_url().await;
+    let split = PgStore::connect(
+        &url_as(&base, &rt),
+        PgOptions {
+            schema: schema.clone(),
+            max_connections: 2,
+            system_url: Some(url_as(&base, &sys)),
+        },
+    )
+    .await
+    .unwrap();
+    let item = NewItem::new("k", json!({})).with_tenant(Uuid::new_v4());
+    split.item_insert(&item).await.unwrap();
+    let got = split.item_claim(&claim_all()).await.unwrap();
+    assert_eq!(got.len(), 1);
+    split
+        .item_complete(&drover::ClaimRef::of(&got[0]).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(split.counts().await.unwrap().len(), 1);
+    assert_eq!(split.gauges().await.unwrap().failed, 0);
+
+    let runtime_only = Arc::new(
+        PgStore::connect(
+            &url_as(&base, &rt),
+            PgOptions {
+                schema: schema.clone(),
+                max_connections: 2,
+                system_url: None,
+            },
+        )
+        .await
+        .unwrap(),
+    );
+    runtime_only
+        .item_insert(&NewItem::new("k", json!({})).with_tenant(Uuid::new_v4()))
+        .await
+        .unwrap();
+    let err = runtime_only
+        .item_claim(&claim_all())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("permission denied"), "{err}");
+    assert!(
+        runtime_only.counts().await.is_err(),
+        "counts are cross-tenant"
+    );
+    drop((split, runtime_only));
+    drop_login(&rt).await;
+    drop_login(&sys).await;
+    pg_drop_schema(&base, &schema).await;
+}
+
+#[tokio::test]
+async fn grant_logins_refuses_a_runtime_login_holding_the_system_role() {
+    let (s, schema) = pg_fresh_store().await;
+    let login = new_login("both").await;
+    s.grant_logins(&LoginGrants {
+        runtime: vec![],
+        system: vec![login.clone()],
+    })
+    .await
+    .unwrap();
+    let err = s
+        .grant_logins(&LoginGrants {
+            runtime: vec![login.clone()],
+            system: vec![],
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            drover::Error::InvalidInput {
+                field: "runtime_login",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    drop_login(&login).await;
+    pg_drop_schema(&pg_url().await, &schema).await;
 }

@@ -550,6 +550,7 @@ async fn wakeups_cross_stores_and_filter_schema() {
         drover::store::postgres::PgOptions {
             schema: schema.clone(),
             max_connections: 2,
+            ..Default::default()
         },
     )
     .await
@@ -583,6 +584,7 @@ async fn sweep_lease_is_shared_per_schema_and_outlives_no_session() {
         drover::store::postgres::PgOptions {
             schema: schema.clone(),
             max_connections: 2,
+            ..Default::default()
         },
     )
     .await
@@ -718,6 +720,7 @@ async fn transitions_that_make_work_available_notify_other_processes() {
         drover::store::postgres::PgOptions {
             schema: schema.clone(),
             max_connections: 2,
+            ..Default::default()
         },
     )
     .await

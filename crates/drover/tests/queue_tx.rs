@@ -39,7 +39,7 @@ async fn postgres_enqueue_in_commits_or_vanishes_with_the_callers_write() {
         .fetch_one(&mut *tx)
         .await
         .unwrap();
-    assert_eq!(role, "postgres");
+    assert_eq!(role, drover::testing::TEST_OWNER);
     tx.commit().await.unwrap();
 
     let mut tx = pool.begin().await.unwrap();

@@ -69,6 +69,7 @@ async fn stores(backend: &str) -> (Arc<dyn Store>, Arc<dyn Store>, Option<String
                 PgOptions {
                     schema: schema.clone(),
                     max_connections: 2,
+                    ..PgOptions::default()
                 },
             )
             .await

@@ -88,6 +88,12 @@ pub async fn run(args: &EnqueueArgs, cx: &mut Context<'_>) -> Result<(), CliErro
             "note: an item with this id already exists ({}); nothing was enqueued",
             out.item.status
         )?,
+        // A single enqueue answers Conflict for an id another tenant holds;
+        // kept for completeness.
+        InsertResult::IdTaken => writeln!(
+            cx.err,
+            "note: this id is already in use; nothing was enqueued"
+        )?,
     }
     if args.json {
         let v = serde_json::to_string(&out.item).map_err(super::show::json_err)?;

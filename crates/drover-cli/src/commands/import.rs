@@ -164,7 +164,9 @@ async fn write_batch(
         summary.lines += 1;
         match r {
             InsertResult::Inserted => summary.inserted += 1,
-            InsertResult::IdExists => summary.id_exists += 1,
+            // An id held by another tenant is an id collision too; which
+            // tenant holds it is not this tenant's to know.
+            InsertResult::IdExists | InsertResult::IdTaken => summary.id_exists += 1,
             InsertResult::KeyExists => summary.key_exists += 1,
         }
     }

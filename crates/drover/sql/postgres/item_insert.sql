@@ -1,5 +1,5 @@
 -- One item, never overwriting: a collision on the id or on (tenant, key)
--- inserts nothing and returns no row. Runs as drover_runtime for $2's tenant.
+-- inserts nothing and returns no row. Runs as the runtime role for $2's tenant.
 -- The store stamps status, attempts, claim fields and updated_by itself.
 INSERT INTO items (
     id, tenant_id, kind, lane, payload, priority, status, available_at,

@@ -4,7 +4,7 @@
 -- $5 caps the exponent so power() cannot overflow), or dead-lettered with an
 -- audit entry when the budget is spent. Each lane with a requeued item
 -- available at once (a zero delay) is woken once, in the same statement,
--- delivered at commit. Runs as drover_runtime for the tenant.
+-- delivered at commit. Runs as the runtime role for the tenant.
 WITH stale AS (
     SELECT id
     FROM items

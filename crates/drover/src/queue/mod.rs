@@ -141,6 +141,17 @@ impl Queue {
         Ok(Self::new(store))
     }
 
+    /// As [`Queue::connect`], with the pool size, schema and (PostgreSQL)
+    /// system login of `options`.
+    ///
+    /// # Errors
+    /// As [`Queue::connect`]; [`Error::InvalidInput`] on `system_url` for a
+    /// URL that is not PostgreSQL's.
+    pub async fn connect_with(url: &str, options: crate::store::ConnectOptions) -> Result<Self> {
+        let store = crate::store::connect_with(url, &options).await?;
+        Ok(Self::new(store))
+    }
+
     /// A queue over a fresh in-memory store, for tests.
     pub fn memory() -> Self {
         Self::new(Arc::new(crate::store::memory::MemoryStore::new()))

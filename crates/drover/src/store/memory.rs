@@ -112,6 +112,11 @@ fn stamp(new: &NewItem, now: DateTime<Utc>) -> Item {
     }
 }
 
+/// The single enqueue's answer for an id held by another tenant.
+fn id_taken(id: Uuid) -> Error {
+    Error::Conflict(format!("item id {id} is already in use"))
+}
+
 fn clear_claim(item: &mut Item) {
     item.claimed_by = None;
     item.claim_token = None;
@@ -119,23 +124,31 @@ fn clear_claim(item: &mut Item) {
 }
 
 impl State {
-    fn insert(&mut self, new: &NewItem, now: DateTime<Utc>) -> (InsertResult, Item) {
-        if let Some(existing) = self.items.get(&new.id) {
-            return (InsertResult::IdExists, existing.clone());
+    /// The store's collision rule: the tenant's own item with the id, then
+    /// its own item with the key, then (`None`: [`InsertResult::IdTaken`])
+    /// an id held by another tenant, whose item never leaves here.
+    fn insert(&mut self, new: &NewItem, now: DateTime<Utc>) -> (InsertResult, Option<Item>) {
+        let id_holder = self.items.get(&new.id);
+        if let Some(existing) = id_holder.filter(|i| i.tenant_id == new.tenant_id) {
+            return (InsertResult::IdExists, Some(existing.clone()));
         }
-        if let Some(key) = &new.idempotency_key {
-            if let Some(existing) = self
+        if let Some(key) = &new.idempotency_key
+            && let Some(existing) = self
                 .keys
                 .get(&(new.tenant_id, key.clone()))
                 .and_then(|id| self.items.get(id))
-            {
-                return (InsertResult::KeyExists, existing.clone());
-            }
+        {
+            return (InsertResult::KeyExists, Some(existing.clone()));
+        }
+        if id_holder.is_some() {
+            return (InsertResult::IdTaken, None);
+        }
+        if let Some(key) = &new.idempotency_key {
             self.keys.insert((new.tenant_id, key.clone()), new.id);
         }
         let item = stamp(new, now);
         self.items.insert(item.id, item.clone());
-        (InsertResult::Inserted, item)
+        (InsertResult::Inserted, Some(item))
     }
 
     /// The fenced lookup: the item if `claim` still holds it at `now`, else
@@ -199,7 +212,11 @@ impl Store for MemoryStore {
 
     async fn item_insert(&self, item: &NewItem) -> Result<Inserted> {
         let now = self.now();
+        let id = item.id;
         let (result, item) = self.lock().insert(item, now);
+        let Some(item) = item else {
+            return Err(id_taken(id));
+        };
         if result == InsertResult::Inserted {
             let _ = self.wake.send(item.lane.clone());
         }

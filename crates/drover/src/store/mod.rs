@@ -6,6 +6,15 @@
 //!
 //! - An insert never overwrites; a collision changes nothing and reports which
 //!   key collided (`IdExists` before `KeyExists`).
+//! - **A cross-tenant id collision reveals nothing** (one rule on the single,
+//!   bulk and transactional paths of every backend): the inserting tenant's
+//!   own item with the id answers `IdExists`, else its own item with the key
+//!   answers `KeyExists` (each with that own item); only when neither exists
+//!   and the id is held by another tenant's item does the insert answer
+//!   [`Error::Conflict`](crate::Error::Conflict) (single, transactional) or
+//!   [`InsertResult::IdTaken`] for that row (bulk), never that item or any
+//!   field of it. The own key wins over a foreign id so that the answer to a
+//!   keyed retry does not depend on what another tenant holds.
 //! - A claim hands each item to exactly one claimer, stamps a fresh random
 //!   token, increments `claim_seq`, and sets the lease from the store's clock
 //!   (the database clock on PostgreSQL).
@@ -16,9 +25,10 @@
 //!   cross-tenant calls (`item_claim`, `item_fail_orphaned`,
 //!   `item_stale_tenants`, `item_purge`, `gauges`, `counts`, `item_list` without
 //!   a tenant, the workers table and the sweep lease) are the system
-//!   operations: on
-//!   PostgreSQL they run under the system role, every other call under the
-//!   runtime role with the tenant set for its transaction only.
+//!   operations: on PostgreSQL they run under the installation's system
+//!   role (on the system login's pool when [`ConnectOptions::system_url`]
+//!   names one), every other call under its runtime role with the tenant
+//!   set for its transaction only.
 
 use std::time::Duration;
 
@@ -70,6 +80,13 @@ pub struct ConnectOptions {
     pub pool_size: u32,
     /// The PostgreSQL schema. Default [`SCHEMA_DEFAULT`].
     pub schema: String,
+    /// PostgreSQL only: the login for the documented cross-tenant operations
+    /// (`DROVER_SYSTEM_DATABASE_URL` in the CLI), granted only the
+    /// installation's system role, while the main URL's login holds only
+    /// the runtime role. Default `None`: the main login runs both (it must
+    /// hold both roles, as the owner that migrated does). Ignored by SQLite
+    /// and memory.
+    pub system_url: Option<String>,
 }
 
 impl Default for ConnectOptions {
@@ -77,6 +94,7 @@ impl Default for ConnectOptions {
         ConnectOptions {
             pool_size: POOL_SIZE_DEFAULT,
             schema: SCHEMA_DEFAULT.to_owned(),
+            system_url: None,
         }
     }
 }
@@ -109,6 +127,7 @@ async fn connect_postgres(url: &str, opts: &ConnectOptions) -> Result<std::sync:
             postgres::PgOptions {
                 schema: opts.schema.clone(),
                 max_connections: opts.pool_size,
+                system_url: opts.system_url.clone(),
             },
         )
         .await?;
@@ -338,13 +357,15 @@ pub trait Store: Send + Sync + 'static {
     /// Applies the embedded migrations; idempotent.
     async fn migrate(&self) -> Result<()>;
 
-    /// Inserts one item, never overwriting.
+    /// Inserts one item, never overwriting; an id held by another tenant is
+    /// `Conflict` (see the module docs for the collision rule).
     ///
     /// `item` must already be validated; the store stamps `status = pending`,
     /// `attempts = 0`, no claim, `updated_by = created_by`.
     async fn item_insert(&self, item: &NewItem) -> Result<Inserted>;
 
-    /// Inserts many items in one statement; one result per input, in order.
+    /// Inserts many items in one statement; one result per input, in order
+    /// (`IdTaken` for an id held by another tenant).
     async fn item_insert_many(&self, items: &[NewItem]) -> Result<Vec<InsertResult>>;
 
     /// Reads an item of `tenant` by id.

@@ -362,3 +362,121 @@ pub async fn complete_with_earlier_token_refused(h: &Harness) {
         .expect("current token completes");
     assert_eq!(get(h, Uuid::nil(), first.id).await.status, Status::Done);
 }
+
+/// The cross-tenant id rule, single enqueue: an id held by another tenant's
+/// item is `Conflict`, and nothing of that item comes back or changes.
+pub async fn other_tenants_id_single_is_conflict(h: &Harness) {
+    let a = put(h, new("a").with_tenant(tenant_a())).await;
+    let r = h
+        .store
+        .item_insert(&new("b").with_id(a.id).with_tenant(tenant_b()))
+        .await;
+    assert_kind(r, ErrorKind::Conflict, "single insert of A's id under B");
+    let r = h
+        .store
+        .item_insert(
+            &new("b")
+                .with_id(a.id)
+                .with_tenant(tenant_b())
+                .with_key("fresh"),
+        )
+        .await;
+    assert_kind(r, ErrorKind::Conflict, "with a key B does not hold");
+    assert!(
+        h.store
+            .item_get(tenant_b(), a.id)
+            .await
+            .expect("get")
+            .is_none()
+    );
+    assert!(
+        h.store
+            .item_get_by_key(tenant_b(), "fresh")
+            .await
+            .expect("by key")
+            .is_none()
+    );
+    assert_eq!(get(h, tenant_a(), a.id).await, a, "A's item unchanged");
+}
+
+/// The cross-tenant id rule, bulk enqueue: that input is `IdTaken` (nothing
+/// to read back), the others of the batch land, A's item is unchanged.
+pub async fn other_tenants_id_bulk_is_id_taken(h: &Harness) {
+    let a = put(h, new("a").with_tenant(tenant_a())).await;
+    let own = put(h, new("b").with_tenant(tenant_b())).await;
+    let batch = vec![
+        new("b").with_id(a.id).with_tenant(tenant_b()),
+        new("b").with_tenant(tenant_b()),
+        new("b").with_id(own.id).with_tenant(tenant_b()),
+        new("a").with_id(a.id).with_tenant(tenant_a()),
+    ];
+    let res = h.store.item_insert_many(&batch).await.expect("bulk");
+    assert_eq!(
+        res,
+        vec![
+            InsertResult::IdTaken,
+            InsertResult::Inserted,
+            InsertResult::IdExists,
+            InsertResult::IdExists,
+        ]
+    );
+    assert!(
+        h.store
+            .item_get(tenant_b(), a.id)
+            .await
+            .expect("get")
+            .is_none()
+    );
+    assert_eq!(get(h, tenant_a(), a.id).await, a, "A's item unchanged");
+}
+
+/// When both collide, the tenant's own key wins over another tenant's id:
+/// `KeyExists` with the tenant's own item, on the single, bulk and
+/// transactional paths alike, so the answer does not depend on what another
+/// tenant holds.
+pub async fn own_key_wins_over_other_tenants_id(h: &Harness) {
+    let a = put(h, new("a").with_tenant(tenant_a())).await;
+    let own = put(h, new("b").with_tenant(tenant_b()).with_key("k")).await;
+    let both = || new("b").with_id(a.id).with_tenant(tenant_b()).with_key("k");
+    let single = h.store.item_insert(&both()).await.expect("single");
+    assert_eq!(single.result, InsertResult::KeyExists);
+    assert_eq!(single.item, own);
+    let bulk = h.store.item_insert_many(&[both()]).await.expect("bulk");
+    assert_eq!(bulk, vec![InsertResult::KeyExists]);
+    let tx = h.insert_in(both()).await.expect("transactional");
+    assert_eq!(tx.result, InsertResult::KeyExists);
+    assert_eq!(tx.item, own);
+    assert_eq!(get(h, tenant_a(), a.id).await, a, "A's item unchanged");
+}
+
+/// The cross-tenant id rule, transactional enqueue: `Conflict`, as single.
+pub async fn other_tenants_id_in_transaction_is_conflict(h: &Harness) {
+    let a = put(h, new("a").with_tenant(tenant_a())).await;
+    let r = h
+        .insert_in(new("b").with_id(a.id).with_tenant(tenant_b()))
+        .await;
+    assert_kind(
+        r,
+        ErrorKind::Conflict,
+        "transactional insert of A's id under B",
+    );
+    let own = h
+        .insert_in(new("b").with_tenant(tenant_b()))
+        .await
+        .expect("transactional insert");
+    assert_eq!(own.result, InsertResult::Inserted);
+    let again = h
+        .insert_in(new("b").with_id(own.item.id).with_tenant(tenant_b()))
+        .await
+        .expect("own id again");
+    assert_eq!(again.result, InsertResult::IdExists);
+    assert_eq!(again.item.id, own.item.id);
+    assert!(
+        h.store
+            .item_get(tenant_b(), a.id)
+            .await
+            .expect("get")
+            .is_none()
+    );
+    assert_eq!(get(h, tenant_a(), a.id).await, a, "A's item unchanged");
+}

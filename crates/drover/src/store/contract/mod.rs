@@ -20,6 +20,13 @@ use crate::store::{ManualClock, Store};
 /// Work run after a case, such as dropping its schema.
 pub type Cleanup = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
 
+/// Enqueues one item inside a transaction of the harness's own, on a
+/// connection of the store's database, and commits: the backend's
+/// transactional enqueue (`insert_in`), as `Queue::enqueue_in` runs it.
+pub type InsertIn = Arc<
+    dyn Fn(NewItem) -> Pin<Box<dyn Future<Output = crate::Result<Inserted>> + Send>> + Send + Sync,
+>;
+
 /// A fresh store for one case, and a way to let time pass.
 pub struct Harness {
     /// The store under test: migrated and empty.
@@ -30,6 +37,9 @@ pub struct Harness {
     pub clock: Option<Arc<ManualClock>>,
     /// Runs after the case (drops the schema or file).
     pub cleanup: Option<Cleanup>,
+    /// The backend's transactional enqueue; `None` for a store without
+    /// caller transactions (memory), whose cases use `item_insert` instead.
+    pub insert_in: Option<InsertIn>,
 }
 
 impl Harness {
@@ -38,6 +48,15 @@ impl Harness {
         match &self.clock {
             Some(c) => c.advance(d),
             None => tokio::time::sleep(d).await,
+        }
+    }
+
+    /// Enqueues through the transactional path ([`Harness::insert_in`]), or
+    /// the single insert where the store has none.
+    pub async fn insert_in(&self, item: NewItem) -> crate::Result<Inserted> {
+        match &self.insert_in {
+            Some(f) => f(item).await,
+            None => self.store.item_insert(&item).await,
         }
     }
 
@@ -54,7 +73,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use crate::error::ErrorKind;
-use crate::item::{InsertResult, Item, NewItem, Status};
+use crate::item::{InsertResult, Inserted, Item, NewItem, Status};
 use crate::rules::RetryPolicy;
 use crate::store::{ClaimParams, ClaimRef, FailOutcome, FailParams, ListFilter, WorkerRow};
 
@@ -69,6 +88,10 @@ macro_rules! contract_suite {
             insert_key_exists_found_by_key,
             same_key_other_tenant_inserted,
             insert_many_reports_each,
+            other_tenants_id_single_is_conflict,
+            other_tenants_id_bulk_is_id_taken,
+            own_key_wins_over_other_tenants_id,
+            other_tenants_id_in_transaction_is_conflict,
             claim_exclusive_under_concurrency,
             claim_order_priority_then_available_at,
             claim_respects_limit,

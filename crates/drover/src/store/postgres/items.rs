@@ -23,7 +23,8 @@ use crate::store::{ClaimParams, ClaimRef, FailOutcome, FailParams};
 /// The item exists if and only if the caller's transaction commits, and its
 /// wake-up is delivered by PostgreSQL at that commit. The call switches to
 /// the runtime role, the item's tenant and `schema` only for its own
-/// statements (inside a savepoint) and puts the caller's role, `search_path`
+/// statements (inside a savepoint; the role's name comes from the schema's
+/// `drover_roles()`, so the caller's login must hold it) and puts the caller's role, `search_path`
 /// and tenant setting back before it returns, so the caller's next statement
 /// runs exactly as before. Called outside a transaction, it runs in one of its
 /// own.
@@ -45,7 +46,8 @@ pub async fn insert_in(conn: &mut PgConnection, schema: &str, item: &NewItem) ->
     // A savepoint inside the caller's transaction (a transaction of its own
     // otherwise), so a failure here leaves the caller's transaction usable.
     let mut sp = conn.begin().await?;
-    let saved = sqlx::query(sql::INSERT_IN_ENTER)
+    let enter = sql::INSERT_IN_ENTER.replace("{schema}", schema);
+    let saved = sqlx::query(&enter)
         .bind(schema)
         .bind(item.tenant_id.to_string())
         .fetch_one(&mut *sp)
@@ -107,8 +109,9 @@ pub(super) async fn insert_one(conn: &mut PgConnection, item: &NewItem) -> Resul
                 item: existing,
             })
         }
-        // The id is taken by an item of another tenant, which this tenant
-        // must not see: refuse without revealing it.
+        // Neither the tenant's own id nor its key: the id is taken by an
+        // item of another tenant, which this tenant must not see. Refuse
+        // without revealing it (the rule of every backend, store docs).
         None => Err(Error::Conflict(format!(
             "item id {} is already in use",
             item.id
@@ -263,8 +266,9 @@ pub(super) async fn insert_many(store: &PgStore, items: &[NewItem]) -> Result<Ve
             {
                 InsertResult::KeyExists
             } else {
-                // Neither visible: the id belongs to another tenant's item.
-                InsertResult::IdExists
+                // Neither visible: the id belongs to another tenant's item,
+                // which this tenant must not see.
+                InsertResult::IdTaken
             };
         }
     }
@@ -291,7 +295,7 @@ pub(super) async fn claim(store: &PgStore, p: &ClaimParams) -> Result<Vec<Item>>
         .bind(&p.worker_id)
         .bind(secs(p.lease))
         .bind(i64::from(p.limit))
-        .fetch_all(&store.pool)
+        .fetch_all(&store.system_pool)
         .await?;
     let mut items = rows.iter().map(row::item).collect::<Result<Vec<_>>>()?;
     // RETURNING has no order; hand items out in the order they were picked.

@@ -6,12 +6,21 @@
 //! and the per-transaction role discipline. Invariants it keeps, beyond those
 //! of the [`Store`] trait:
 //!
-//! - **Every query runs as one of two roles, chosen per transaction.** A
-//!   per-tenant call opens `BEGIN; SET LOCAL ROLE drover_runtime; SET LOCAL
-//!   drover.tenant_id = '<uuid>'` (one round trip), so row-level security
-//!   scopes every statement to that tenant; the documented cross-tenant calls
-//!   run under `drover_system`. Nothing is ever `SET` session-wide on a pooled
-//!   connection, so nothing leaks to the next user of the connection.
+//! - **Every query runs as one of the installation's two roles, chosen per
+//!   transaction.** A per-tenant call opens `BEGIN; SET LOCAL ROLE
+//!   <runtime role>; SET LOCAL drover.tenant_id = '<uuid>'` (one round trip),
+//!   so row-level security scopes every statement to that tenant; the
+//!   documented cross-tenant calls run under the system role. Nothing is ever
+//!   `SET` session-wide on a pooled connection, so nothing leaks to the next
+//!   user of the connection.
+//! - **The roles belong to one installation** (database + schema; migration
+//!   0005 names them, [`InstallationRoles`]), and the store learns their names
+//!   from the schema's `drover_roles()` once, on first use.
+//! - **The system operations go through the system pool**: the pool of
+//!   [`PgOptions::system_url`]'s login when one is configured (a login granted
+//!   only the system role), else the one pool. A runtime login granted only the
+//!   runtime role then cannot reach another tenant's rows, nor `SET ROLE` to
+//!   the system role.
 //! - **Lane, kind and every other caller value are bound parameters.** The
 //!   only text spliced into SQL is the schema name (validated against
 //!   `[a-z_][a-z0-9_]{0,62}` at construction) and a tenant [`Uuid`] (whose
@@ -64,10 +73,13 @@ pub const SCHEMA_DEFAULT: &str = super::SCHEMA_DEFAULT;
 pub const MAX_CONNECTIONS_DEFAULT: u32 = super::POOL_SIZE_DEFAULT;
 /// The channel wake-ups are sent on; payloads are `<schema>:<lane>`.
 pub const WAKE_CHANNEL: &str = "drover_wake";
-/// The role per-tenant transactions run as.
-pub const RUNTIME_ROLE: &str = "drover_runtime";
-/// The role the documented cross-tenant operations run as.
-pub const SYSTEM_ROLE: &str = "drover_system";
+/// The cluster-wide runtime role migrations before 0005 created, shared by
+/// every installation on the cluster; since 0005 it holds no privilege on
+/// an installation (see [`InstallationRoles`]).
+pub const LEGACY_RUNTIME_ROLE: &str = "drover_runtime";
+/// The cluster-wide system role migrations before 0005 created; since 0005
+/// it holds no privilege on an installation.
+pub const LEGACY_SYSTEM_ROLE: &str = "drover_system";
 
 /// How long [`Store::wakeups`] waits for the listener's first LISTEN.
 const LISTEN_READY_WAIT: Duration = Duration::from_secs(5);
@@ -82,8 +94,16 @@ pub struct PgOptions {
     /// The schema holding drover's tables ([`SCHEMA_DEFAULT`]); must match
     /// `[a-z_][a-z0-9_]{0,62}`.
     pub schema: String,
-    /// The pool's connection limit ([`MAX_CONNECTIONS_DEFAULT`]).
+    /// The pool's connection limit ([`MAX_CONNECTIONS_DEFAULT`]); the system
+    /// pool, when there is one, has the same limit and opens connections only
+    /// as the system operations need them.
     pub max_connections: u32,
+    /// The login for the documented cross-tenant operations (claim, orphan
+    /// failure, stale-tenant discovery, purge, counts, gauges, unscoped
+    /// listing, the workers table), granted only the installation's system
+    /// role. `None` (the default): the one login of the main URL runs them,
+    /// so it must hold both roles (the owner that migrated does).
+    pub system_url: Option<String>,
 }
 
 impl Default for PgOptions {
@@ -91,8 +111,36 @@ impl Default for PgOptions {
         PgOptions {
             schema: SCHEMA_DEFAULT.to_owned(),
             max_connections: MAX_CONNECTIONS_DEFAULT,
+            system_url: None,
         }
     }
+}
+
+/// The two roles of one installation (one schema of one database), as
+/// migration 0005 creates them and the schema's `drover_roles()` answers.
+///
+/// Named `<base>_runtime` and `<base>_system` with `<base> = left(schema,
+/// 42) || '_' || left(md5(database || '/' || schema), 12)`: at most 63
+/// bytes, stable for the installation's life, and distinct for two schemas
+/// of one database or one schema name in two databases.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstallationRoles {
+    /// Sees only the tenant set for its transaction; what a runtime login is
+    /// granted.
+    pub runtime: String,
+    /// Runs the documented cross-tenant operations; what a system login is
+    /// granted.
+    pub system: String,
+}
+
+/// Logins [`PgStore::grant_logins`] gives the installation's roles to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoginGrants {
+    /// Logins granted the runtime role only. Each must not hold the system
+    /// role (that would defeat the split); use one login for both instead.
+    pub runtime: Vec<String>,
+    /// Logins granted the system role.
+    pub system: Vec<String>,
 }
 
 /// Checks a schema name before it is spliced into DDL and `search_path`.
@@ -120,13 +168,18 @@ pub fn validate_schema(schema: &str) -> Result<()> {
 
 /// The PostgreSQL [`Store`].
 ///
-/// Owns a pool whose connections start with `search_path` set to the schema,
-/// and a lazily started listener for wake-ups. Dropping the store stops the
-/// listener.
+/// Owns a pool whose connections start with `search_path` set to the schema
+/// (and a second one for the system login, when configured) and a lazily
+/// started listener for wake-ups. Dropping the store stops the listener.
 #[derive(Debug)]
 pub struct PgStore {
     pool: PgPool,
+    /// The pool the system operations use: `pool` itself unless a system
+    /// login was configured.
+    system_pool: PgPool,
     schema: String,
+    /// Read from the schema's `drover_roles()` on first use.
+    roles: tokio::sync::OnceCell<InstallationRoles>,
     wake: broadcast::Sender<String>,
     listening: AtomicBool,
     shutdown: CancellationToken,
@@ -145,12 +198,13 @@ impl Drop for PgStore {
 }
 
 impl PgStore {
-    /// Connects a pool to `url` for `opts.schema`. Does not migrate.
+    /// Connects a pool to `url` for `opts.schema` (and a second pool to
+    /// `opts.system_url` when given). Does not migrate.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] for a bad schema name or URL, [`Error::Config`]
-    /// for a zero pool size, [`Error::Unavailable`] when the server does not
-    /// answer.
+    /// [`Error::InvalidInput`] for a bad schema name or URL (`url` or
+    /// `system_url`), [`Error::Config`] for a zero pool size,
+    /// [`Error::Unavailable`] when the server does not answer.
     ///
     /// # Cancel safety
     /// Cancel safe: nothing is written.
@@ -159,28 +213,37 @@ impl PgStore {
         if opts.max_connections == 0 {
             return Err(Error::Config("max_connections must be at least 1".into()));
         }
-        let connect = PgConnectOptions::from_str(url)
-            .map_err(|_| Error::invalid("url", "is not a PostgreSQL connection URL"))?
-            // A startup parameter rather than an after-connect SET: same
-            // effect on every pooled connection, no extra round trip.
-            .options([("search_path", opts.schema.as_str())]);
-        let pool = PgPoolOptions::new()
-            .max_connections(opts.max_connections)
-            .connect_with(connect)
-            .await?;
-        PgStore::from_pool(pool, &opts.schema)
+        let pool = open_pool(url, "url", &opts).await?;
+        let system_pool = match &opts.system_url {
+            Some(system_url) => Some(open_pool(system_url, "system_url", &opts).await?),
+            None => None,
+        };
+        PgStore::from_pools(pool, system_pool, &opts.schema)
     }
 
-    /// Wraps an existing pool. The pool's own `search_path` does not matter:
-    /// every transaction drover opens sets it locally.
+    /// Wraps an existing pool, which runs both the per-tenant and the system
+    /// operations. The pool's own `search_path` does not matter: every
+    /// transaction drover opens sets it locally.
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for a bad schema name.
     pub fn from_pool(pool: PgPool, schema: &str) -> Result<PgStore> {
+        PgStore::from_pools(pool, None, schema)
+    }
+
+    /// Wraps existing pools: `pool` for the per-tenant operations (a runtime
+    /// login), `system_pool` for the documented cross-tenant ones (a system
+    /// login; `None`: `pool` runs them too).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a bad schema name.
+    pub fn from_pools(pool: PgPool, system_pool: Option<PgPool>, schema: &str) -> Result<PgStore> {
         validate_schema(schema)?;
         let (wake, _) = broadcast::channel(WAKE_BUFFER);
         Ok(PgStore {
+            system_pool: system_pool.unwrap_or_else(|| pool.clone()),
             pool,
+            roles: tokio::sync::OnceCell::new(),
             schema: schema.to_owned(),
             wake,
             listening: AtomicBool::new(false),
@@ -201,27 +264,120 @@ impl PgStore {
         &self.schema
     }
 
-    /// Opens a transaction as [`RUNTIME_ROLE`] scoped to `tenant`, in one
+    /// The pool the documented cross-tenant operations use (the system
+    /// login's, or [`PgStore::pool`] when none was configured).
+    pub fn system_pool(&self) -> &PgPool {
+        &self.system_pool
+    }
+
+    /// The installation's two roles, read from the schema's `drover_roles()`
+    /// on first use and kept.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the schema is not migrated (to 0005 or later);
+    /// database errors otherwise. A failed read is tried again next call.
+    pub async fn roles(&self) -> Result<&InstallationRoles> {
+        self.roles
+            .get_or_try_init(|| async {
+                let sql = format!(
+                    "SELECT runtime_role, system_role FROM \"{}\".drover_roles()",
+                    self.schema
+                );
+                let row: std::result::Result<(String, String), sqlx::Error> =
+                    sqlx::query_as(&sql).fetch_one(&self.pool).await;
+                match row {
+                    Ok((runtime, system)) => Ok(InstallationRoles { runtime, system }),
+                    // undefined_function, invalid_schema_name.
+                    Err(sqlx::Error::Database(e))
+                        if matches!(e.code().as_deref(), Some("42883" | "3F000")) =>
+                    {
+                        Err(Error::Config(format!(
+                            "schema {} has no drover roles: run `drover migrate` (migration 0005 names them)",
+                            self.schema
+                        )))
+                    }
+                    Err(e) => Err(e.into()),
+                }
+            })
+            .await
+    }
+
+    /// Grants the installation's roles to existing logins, so a process can
+    /// connect as a runtime login granted only the runtime role and a system
+    /// login granted only the system role. Run by the owner that migrated
+    /// (it holds the right to grant both). Idempotent.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] on `runtime_login` for a runtime login that
+    /// holds the system role (nothing is granted then), or for an empty
+    /// name; [`Error::Config`] when the schema is not migrated; database
+    /// errors (a login that does not exist, an owner without the right to
+    /// grant) otherwise.
+    pub async fn grant_logins(&self, grants: &LoginGrants) -> Result<()> {
+        let roles = self.roles().await?.clone();
+        for login in grants.runtime.iter().chain(&grants.system) {
+            if login.is_empty() {
+                return Err(Error::invalid("login", "must not be empty"));
+            }
+        }
+        for login in &grants.runtime {
+            let holds: Option<bool> = sqlx::query_scalar(
+                "SELECT pg_has_role(r.oid, $2, 'MEMBER') FROM pg_roles r WHERE r.rolname = $1",
+            )
+            .bind(login)
+            .bind(&roles.system)
+            .fetch_optional(&self.pool)
+            .await?;
+            if holds == Some(true) && !grants.system.contains(login) {
+                return Err(Error::invalid(
+                    "runtime_login",
+                    format!(
+                        "{login} holds the system role {}: a runtime login must not \
+                         (revoke it, or run with one login for both)",
+                        roles.system
+                    ),
+                ));
+            }
+        }
+        let mut conn = self.pool.acquire().await?;
+        for (logins, role) in [
+            (&grants.runtime, &roles.runtime),
+            (&grants.system, &roles.system),
+        ] {
+            for login in logins {
+                let sql = format!("GRANT {} TO {}", quote_ident(role), quote_ident(login));
+                conn.execute(sql.as_str()).await?;
+                tracing::info!(%login, %role, "granted");
+            }
+        }
+        Ok(())
+    }
+
+    /// Opens a transaction as the runtime role scoped to `tenant`, in one
     /// round trip. The settings end with the transaction.
     async fn begin_tenant(&self, tenant: Uuid) -> Result<Transaction<'static, Postgres>> {
-        // Both spliced values are safe: the schema is validated, a Uuid
-        // displays as hex and dashes.
+        let roles = self.roles().await?;
+        // Every spliced value is safe: the role is quoted, the schema is
+        // validated, a Uuid displays as hex and dashes.
         let sql = format!(
-            "BEGIN; SET LOCAL ROLE {RUNTIME_ROLE}; SET LOCAL search_path TO \"{}\"; \
+            "BEGIN; SET LOCAL ROLE {}; SET LOCAL search_path TO \"{}\"; \
              SET LOCAL drover.tenant_id = '{tenant}'",
+            quote_ident(&roles.runtime),
             self.schema
         );
         super::begin::begin(&self.pool, sql).await
     }
 
-    /// Opens a transaction as [`SYSTEM_ROLE`] for a documented cross-tenant
-    /// operation.
+    /// Opens a transaction as the system role, on the system pool, for a
+    /// documented cross-tenant operation.
     async fn begin_system(&self) -> Result<Transaction<'static, Postgres>> {
+        let roles = self.roles().await?;
         let sql = format!(
-            "BEGIN; SET LOCAL ROLE {SYSTEM_ROLE}; SET LOCAL search_path TO \"{}\"",
+            "BEGIN; SET LOCAL ROLE {}; SET LOCAL search_path TO \"{}\"",
+            quote_ident(&roles.system),
             self.schema
         );
-        super::begin::begin(&self.pool, sql).await
+        super::begin::begin(&self.system_pool, sql).await
     }
 
     /// Wakes same-process subscribers for `lane` (the NOTIFY reaches other
@@ -229,6 +385,62 @@ impl PgStore {
     fn wake_local(&self, lane: &str) {
         let _ = self.wake.send(lane.to_owned());
     }
+}
+
+/// Drops an installation: `schema` with everything in it, then its two roles
+/// (which would otherwise outlive it, being cluster-wide). For sandboxes and
+/// tests; run by the owner or a superuser. A schema that never reached
+/// migration 0005 just loses its tables.
+///
+/// # Errors
+/// [`Error::InvalidInput`] for a bad schema name; database errors.
+pub async fn drop_installation(conn: &mut PgConnection, schema: &str) -> Result<()> {
+    validate_schema(schema)?;
+    let migrated: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
+         WHERE n.nspname = $1 AND p.proname = 'drover_roles')",
+    )
+    .bind(schema)
+    .fetch_one(&mut *conn)
+    .await?;
+    let roles = if migrated {
+        let sql = format!("SELECT runtime_role, system_role FROM \"{schema}\".drover_roles()");
+        Some(
+            sqlx::query_as::<_, (String, String)>(&sql)
+                .fetch_one(&mut *conn)
+                .await?,
+        )
+    } else {
+        None
+    };
+    conn.execute(format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE").as_str())
+        .await?;
+    for role in roles.iter().flat_map(|(r, s)| [r, s]) {
+        // Memberships go with the role; its privileges went with the schema.
+        conn.execute(format!("DROP ROLE IF EXISTS {}", quote_ident(role)).as_str())
+            .await?;
+    }
+    Ok(())
+}
+
+/// Opens a pool to `url` (named `field` in errors) with `search_path` set to
+/// the schema on every connection.
+async fn open_pool(url: &str, field: &'static str, opts: &PgOptions) -> Result<PgPool> {
+    let connect = PgConnectOptions::from_str(url)
+        .map_err(|_| Error::invalid(field, "is not a PostgreSQL connection URL"))?
+        // A startup parameter rather than an after-connect SET: same
+        // effect on every pooled connection, no extra round trip.
+        .options([("search_path", opts.schema.as_str())]);
+    Ok(PgPoolOptions::new()
+        .max_connections(opts.max_connections)
+        .connect_with(connect)
+        .await?)
+}
+
+/// An identifier quoted for splicing into SQL (PostgreSQL's `quote_ident`
+/// rule: double quotes, inner ones doubled).
+fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
 }
 
 /// Switches the tenant of an open runtime-role transaction.

@@ -1,11 +1,12 @@
 //! Enqueue: one item, many items, and one item inside a caller's transaction.
 //!
 //! An insert never overwrites (`ON CONFLICT DO NOTHING`); on a collision the
-//! existing row is read back in the same transaction and reported as
-//! `IdExists` (checked first) or `KeyExists`. The stored copy is stamped
+//! tenant's own row is read back in the same transaction and reported as
+//! `IdExists` (checked first) or `KeyExists`; an id held only by another
+//! tenant's item is `Conflict` (single) or `IdTaken` (bulk), never that row. The stored copy is stamped
 //! pending, unclaimed, with no attempt spent, whatever the caller sent.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use sqlx::{Row, SqliteConnection};
@@ -69,14 +70,6 @@ pub(super) async fn insert_on(
             item: row::item(&r)?,
         });
     }
-    if id_exists(conn, item.id).await? {
-        // The id belongs to another tenant's item: say so without handing
-        // that item across the tenant boundary.
-        return Err(Error::Conflict(format!(
-            "an item with id {} already exists",
-            item.id
-        )));
-    }
     if let Some(key) = &item.idempotency_key
         && let Some(r) = sqlx::query(sql::ITEM_GET_BY_KEY)
             .bind(item.tenant_id)
@@ -89,6 +82,15 @@ pub(super) async fn insert_on(
             item: row::item(&r)?,
         });
     }
+    if id_exists(conn, item.id).await? {
+        // Neither the tenant's own id nor its key: the id belongs to another
+        // tenant's item. Say so without handing that item across the tenant
+        // boundary (the rule of every backend, store module docs).
+        return Err(Error::Conflict(format!(
+            "item id {} is already in use",
+            item.id
+        )));
+    }
     Err(Error::Storage(Opaque::msg(format!(
         "insert of item {} wrote nothing and no colliding row was found",
         item.id
@@ -100,6 +102,36 @@ async fn id_exists(conn: &mut SqliteConnection, id: Uuid) -> Result<bool> {
         .bind(id)
         .fetch_one(&mut *conn)
         .await?)
+}
+
+/// Why a bulk input did not land, by the rule of every backend: the
+/// tenant's own id, then its own key, then an id of another tenant. Reads
+/// the open transaction, so rows an earlier input of the batch wrote count.
+async fn collision(conn: &mut SqliteConnection, item: &NewItem) -> Result<InsertResult> {
+    let holder: Option<Uuid> = sqlx::query_scalar(sql::ITEM_ID_TENANT)
+        .bind(item.id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    if holder == Some(item.tenant_id) {
+        return Ok(InsertResult::IdExists);
+    }
+    if let Some(key) = &item.idempotency_key {
+        let own_key: Option<Uuid> = sqlx::query_scalar(sql::ITEM_EXISTS_KEY)
+            .bind(item.tenant_id)
+            .bind(key)
+            .fetch_optional(&mut *conn)
+            .await?;
+        if own_key.is_some() {
+            return Ok(InsertResult::KeyExists);
+        }
+    }
+    match holder {
+        Some(_) => Ok(InsertResult::IdTaken),
+        None => Err(Error::Storage(Opaque::msg(format!(
+            "bulk insert of item {} wrote nothing and no colliding row was found",
+            item.id
+        )))),
+    }
 }
 
 /// The multi-row statement for `n` rows, returning the landed rows'
@@ -195,7 +227,6 @@ async fn insert_chunk(
             (r.try_get("tenant_id")?, r.try_get("idempotency_key")?),
         );
     }
-    let mut taken: HashSet<Uuid> = HashSet::new();
     let mut out = Vec::with_capacity(items.len());
     for item in items {
         let mine = written
@@ -203,12 +234,9 @@ async fn insert_chunk(
             .is_some_and(|(t, k)| *t == item.tenant_id && *k == item.idempotency_key);
         if mine {
             written.remove(&item.id);
-            taken.insert(item.id);
             out.push(InsertResult::Inserted);
-        } else if taken.contains(&item.id) || id_exists(conn, item.id).await? {
-            out.push(InsertResult::IdExists);
         } else {
-            out.push(InsertResult::KeyExists);
+            out.push(collision(conn, item).await?);
         }
     }
     Ok(out)

@@ -21,6 +21,8 @@ sql!(ITEM_GET, "item_get.sql");
 sql!(ITEM_GET_BY_KEY, "item_get_by_key.sql");
 sql!(ITEM_EXISTS, "item_exists.sql");
 sql!(ITEM_ID_EXISTS, "item_id_exists.sql");
+sql!(ITEM_ID_TENANT, "item_id_tenant.sql");
+sql!(ITEM_EXISTS_KEY, "item_exists_key.sql");
 sql!(ITEM_CLAIM, "item_claim.sql");
 sql!(ITEM_COMPLETE, "item_complete.sql");
 sql!(ITEM_COMPLETE_MANY, "item_complete_many.sql");

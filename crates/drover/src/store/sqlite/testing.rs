@@ -32,7 +32,18 @@ pub async fn sqlite_harness() -> Harness {
         panic!("migrating the test database {}: {e}", path.display());
     }
     let closing = store.clone();
+    let tx_store = store.clone();
+    let insert_in: crate::store::contract::InsertIn = Arc::new(move |item| {
+        let store = tx_store.clone();
+        Box::pin(async move {
+            let mut tx = store.writer().begin_with("BEGIN IMMEDIATE").await?;
+            let out = super::insert_in(&mut tx, &item, store.now()).await?;
+            tx.commit().await?;
+            Ok(out)
+        })
+    });
     Harness {
+        insert_in: Some(insert_in),
         store: Arc::new(store),
         clock: Some(clock),
         cleanup: Some(Box::new(move || {
