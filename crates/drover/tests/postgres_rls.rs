@@ -355,7 +355,9 @@ async fn installations_share_no_role_and_the_shared_pair_holds_nothing() {
         .await
         .unwrap();
         let own = if schema == &schema_a { &ra } else { &rb };
-        assert_eq!(policies.len(), 6, "{policies:?}");
+        // Every table's policies (items, audit, workers, the sweep lease, and
+        // whatever later migrations add) name this installation's roles only.
+        assert!(policies.len() >= 6, "{policies:?}");
         assert!(
             policies
                 .iter()
