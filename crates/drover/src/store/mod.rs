@@ -71,6 +71,31 @@ impl Default for ConnectOptions {
     }
 }
 
+impl ConnectOptions {
+    /// The defaults with `DROVER_POOL_SIZE` applied when set (what
+    /// [`Queue::connect`](crate::Queue::connect) opens, so the variable the
+    /// worker's pool-vs-capacity error names is honoured by the library too).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) on
+    /// `DROVER_POOL_SIZE` when it is not a number of at least 1.
+    pub fn from_env() -> Result<Self> {
+        let mut opts = ConnectOptions::default();
+        if let Ok(v) = std::env::var("DROVER_POOL_SIZE") {
+            opts.pool_size = match v.trim().parse::<u32>() {
+                Ok(n) if n >= 1 => n,
+                _ => {
+                    return Err(crate::Error::invalid(
+                        "DROVER_POOL_SIZE",
+                        format!("{v:?} is not a number of at least 1"),
+                    ));
+                }
+            };
+        }
+        Ok(opts)
+    }
+}
+
 /// Opens the store a URL names with explicit options.
 ///
 /// # Errors
