@@ -14,7 +14,7 @@
 //!   changes nothing and returns [`Error::Conflict`](crate::Error::Conflict).
 //! - Every per-tenant call reads and writes only that tenant's rows. The
 //!   cross-tenant calls (`item_claim`, `item_fail_orphaned`,
-//!   `item_stale_tenants`, `item_purge`, `gauges`, `counts`, `item_list` without
+//!   `item_stale_tenants`, `item_purge`, `gauges`, `counts`, `counts_lane`, `item_list` without
 //!   a tenant, and the workers table) are the system operations: on
 //!   PostgreSQL they run under the system role, every other call under the
 //!   runtime role with the tenant set for its transaction only.
@@ -408,6 +408,15 @@ pub trait Store: Send + Sync + 'static {
 
     /// Counts per lane, kind and status (system operation).
     async fn counts(&self) -> Result<Vec<CountRow>>;
+
+    /// Counts per kind and status of one lane (system operation), from the
+    /// lane's index entries rather than the whole table on PostgreSQL and
+    /// SQLite. The default filters [`Store::counts`], for custom stores.
+    async fn counts_lane(&self, lane: &str) -> Result<Vec<CountRow>> {
+        let mut rows = self.counts().await?;
+        rows.retain(|r| r.lane == lane);
+        Ok(rows)
+    }
 
     /// The health gauges (system operation).
     async fn gauges(&self) -> Result<Gauges>;
