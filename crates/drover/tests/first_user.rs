@@ -67,7 +67,7 @@ async fn typed_batch_takes_each_kinds_lane_budget_and_permission() {
         .enqueue_batch()
         .principal(p)
         .extend((0..3).map(|user_id| SendWelcome { user_id }))
-        .add_with(BuildReport { id: 7 }, |i| i.with_key("report:7"))
+        .job_with(BuildReport { id: 7 }, |i| i.with_key("report:7"))
         .await
         .unwrap();
     assert_eq!(out, vec![InsertResult::Inserted; 4]);
@@ -237,6 +237,8 @@ async fn a_malformed_traceparent_is_refused_at_enqueue_naming_the_field() {
 }
 
 #[tokio::test]
+// `..Default` keeps this compiling as ConnectOptions grows fields.
+#[allow(clippy::needless_update)]
 async fn connect_with_opens_the_pool_at_the_size_asked() {
     let url = pg_url().await;
     let schema = format!("drover_t_{}", Uuid::new_v4().simple());

@@ -131,7 +131,7 @@ impl Queue {
     /// let results = queue
     ///     .enqueue_batch()
     ///     .extend((0..100).map(|n| Ping { n }))
-    ///     .add_with(Ping { n: 100 }, |item| item.with_key("ping:100"))
+    ///     .job_with(Ping { n: 100 }, |item| item.with_key("ping:100"))
     ///     .await?;
     /// assert_eq!(results.len(), 101);
     /// # Ok(()) }
@@ -283,13 +283,13 @@ pub struct EnqueueBatch<'q> {
 
 impl EnqueueBatch<'_> {
     /// Adds `job` with its kind's lane and budget.
-    pub fn add<K: Kind>(self, job: K) -> Self {
-        self.add_with(job, |i| i)
+    pub fn job<K: Kind>(self, job: K) -> Self {
+        self.job_with(job, |i| i)
     }
 
     /// Adds `job` with its kind's lane and budget, then `f`'s changes to
     /// the item (`with_key`, `with_priority`, `with_available_at` …).
-    pub fn add_with<K: Kind>(mut self, job: K, f: impl FnOnce(NewItem) -> NewItem) -> Self {
+    pub fn job_with<K: Kind>(mut self, job: K, f: impl FnOnce(NewItem) -> NewItem) -> Self {
         self.push_with(job, f);
         self
     }
