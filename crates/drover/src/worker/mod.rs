@@ -14,7 +14,9 @@
 //! permit is taken before an item is claimed); claiming stops at once on
 //! shutdown; an item claimed ahead into the buffer never waits there past
 //! half its lease (it is released, spending no attempt); a burst of
-//! wake-ups costs one claim round; liveness never pauses claiming.
+//! wake-ups costs one claim round; liveness never pauses claiming; a
+//! dropped `RunningWorker` (or a start that fails part-way) stops every
+//! task it started, through one root cancellation token.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -292,6 +294,9 @@ impl Worker {
         let background = root.child_token();
         let fetch = root.child_token();
         let work = root.child_token();
+        // Armed before anything starts, so a start that fails part-way (the
+        // wake-up subscription after the listener bound) stops what it began.
+        let stop_on_drop = root.drop_guard();
         let store = self.queue.store().clone();
 
         let metrics_addr = match s.metrics_addr {
@@ -359,7 +364,7 @@ impl Worker {
             heartbeat,
             sweep,
             row,
-            _stop_on_drop: root.drop_guard(),
+            _stop_on_drop: stop_on_drop,
         })
     }
 }
