@@ -339,7 +339,7 @@ mod memory {
         );
         assert_eq!(r.code, 1, "{r:?}");
         assert!(r.stderr.contains("capacity 100"), "{}", r.stderr);
-        assert!(r.stderr.contains("--pool-size to 29"), "{}", r.stderr);
+        assert!(r.stderr.contains("pool size to 30 (--pool-size"), "{}", r.stderr);
         assert_eq!(r.stderr.trim().lines().count(), 1, "one line: {}", r.stderr);
 
         // … and from the environment, the same refusal.
@@ -350,7 +350,7 @@ mod memory {
                 .expect("spawn"),
         );
         assert_eq!(r.code, 1, "{r:?}");
-        assert!(r.stderr.contains("--pool-size to 29"), "{}", r.stderr);
+        assert!(r.stderr.contains("pool size to 30 (--pool-size"), "{}", r.stderr);
 
         // A bad flag is a usage error naming it.
         let r = drover(Some("memory:"), &["worker", "--lease", "soon"]);
