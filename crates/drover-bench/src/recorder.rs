@@ -184,6 +184,7 @@ impl Handler for BenchHandler {
     const STRATEGY: Strategy = Strategy {
         idempotency: "bookkeeping only: a second run is counted as a duplicate, never hidden",
         retry: "default backoff, 5 attempts (it never fails)",
+        checkpoint: "none: one step, a rerun starts over (and is counted)",
         recovery: "a crashed run is swept after its lease and run again (and counted)",
     };
 

@@ -24,6 +24,7 @@
 //!     const STRATEGY: Strategy = Strategy {
 //!         idempotency: "the provider dedupes on the item id",
 //!         retry: "default backoff, 5 attempts",
+//!         checkpoint: "none: one send, a rerun sends again (deduped)",
 //!         recovery: "a crashed send is swept and sent again (deduped)",
 //!     };
 //!     async fn handle(&self, _cx: &JobContext, _job: SendEmail) -> Outcome {
@@ -457,14 +458,46 @@ pub fn init_tracing() {
 /// Sends `tracing` output to stderr, filtered by `RUST_LOG`, else by
 /// `default_filter` (an `EnvFilter` directive such as
 /// `warn,drover=info`). Does nothing if a subscriber is already installed.
+///
+/// Built with feature `otel`, spans are also exported over OTLP as the
+/// `OTEL_*` variables say ([`drover::otel::init`]); an exporter that cannot
+/// be built is reported on stderr and logging goes on without it.
 pub fn init_tracing_with(default_filter: &str) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(std::io::stderr);
+    let registry = tracing_subscriber::registry().with(filter).with(fmt);
+    #[cfg(feature = "otel")]
+    if OTEL.get().is_none() {
+        match drover::otel::init() {
+            Ok(otel) => {
+                let layer = otel.layer();
+                let _ = OTEL.set(otel);
+                let _ = registry.with(layer).try_init();
+                return;
+            }
+            Err(e) => eprintln!("warning: {e}; traces are not exported"),
+        }
+    }
+    let _ = registry.try_init();
+}
+
+/// The OTLP exporter [`init_tracing_with`] installed, flushed by
+/// [`shutdown_tracing`].
+#[cfg(feature = "otel")]
+static OTEL: std::sync::OnceLock<drover::otel::Otel> = std::sync::OnceLock::new();
+
+/// Flushes spans not yet exported (feature `otel`; otherwise nothing to do).
+pub fn shutdown_tracing() {
+    #[cfg(feature = "otel")]
+    if let Some(otel) = OTEL.get() {
+        let _ = otel.provider().shutdown();
+    }
 }
 
 /// The whole binary: a Tokio runtime, [`run`] over the process arguments
@@ -480,5 +513,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(EXIT_FAILURE);
         }
     };
-    runtime.block_on(run(std::env::args_os()))
+    let code = runtime.block_on(run(std::env::args_os()));
+    shutdown_tracing();
+    code
 }

@@ -280,7 +280,15 @@ mod memory {
     fn handlers_lists_builtin_strategies() {
         let r = drover(None, &["handlers"]).ok();
         let header = r.stdout.lines().next().expect("header");
-        for col in ["KIND", "IDEMPOTENCY", "RETRY", "RECOVERY", "REQUIRES"] {
+        for col in [
+            "KIND",
+            "IDEMPOTENCY",
+            "RETRY",
+            "CHECKPOINT",
+            "RECOVERY",
+            "PERMISSION",
+            "REQUIRES",
+        ] {
             assert!(header.contains(col), "{header}");
         }
         for kind in ["drover.noop", "drover.sleep", "drover.fail", "drover.panic"] {
@@ -291,13 +299,23 @@ mod memory {
                 .unwrap_or_else(|| panic!("{kind} missing: {}", r.stdout));
             assert!(line.contains("running twice is harmless"), "{line}");
             assert!(line.contains("swept after its lease"), "{line}");
+            assert!(line.contains("a rerun starts over"), "{line}");
+            assert!(line.contains("drover.enqueue"), "{line}");
         }
 
         let v = drover(None, &["handlers", "--json"]).ok().json();
         let rows = v.as_array().expect("array");
         assert_eq!(rows.len(), 4);
         for row in rows {
-            for field in ["kind", "idempotency", "retry", "recovery", "requires"] {
+            for field in [
+                "kind",
+                "idempotency",
+                "retry",
+                "checkpoint",
+                "recovery",
+                "permission",
+                "requires",
+            ] {
                 assert!(row.get(field).is_some(), "{field} missing: {row}");
             }
             assert!(!row["retry"].as_str().unwrap_or("").is_empty());
@@ -321,7 +339,11 @@ mod memory {
         );
         assert_eq!(r.code, 1, "{r:?}");
         assert!(r.stderr.contains("capacity 100"), "{}", r.stderr);
-        assert!(r.stderr.contains("--pool-size to 29"), "{}", r.stderr);
+        assert!(
+            r.stderr.contains("pool size to 30 (--pool-size"),
+            "{}",
+            r.stderr
+        );
         assert_eq!(r.stderr.trim().lines().count(), 1, "one line: {}", r.stderr);
 
         // … and from the environment, the same refusal.
@@ -332,7 +354,11 @@ mod memory {
                 .expect("spawn"),
         );
         assert_eq!(r.code, 1, "{r:?}");
-        assert!(r.stderr.contains("--pool-size to 29"), "{}", r.stderr);
+        assert!(
+            r.stderr.contains("pool size to 30 (--pool-size"),
+            "{}",
+            r.stderr
+        );
 
         // A bad flag is a usage error naming it.
         let r = drover(Some("memory:"), &["worker", "--lease", "soon"]);

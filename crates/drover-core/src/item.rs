@@ -263,7 +263,7 @@ impl NewItem {
             validate_text("request_id", r, 256)?;
         }
         if let Some(t) = &self.traceparent {
-            validate_text("traceparent", t, 256)?;
+            crate::trace::validate_traceparent(t)?;
         }
         Ok(())
     }

@@ -5,6 +5,7 @@
 //! | [`item`] | the work item, its statuses and input validation |
 //! | [`rules`] | the pure rules: retry delay, budget, stale filter, fence |
 //! | [`jsonl`] | one line of JSON Lines import to one checked item |
+//! | [`trace`] | the W3C `traceparent` an item carries: format and parts |
 //! | [`error`] | the one public error type |
 //!
 //! The `drover` crate re-exports every module here under the same names
@@ -18,6 +19,7 @@ pub mod error;
 pub mod item;
 pub mod jsonl;
 pub mod rules;
+pub mod trace;
 
 pub use error::{Error, ErrorKind, Result};
 pub use item::{InsertResult, Inserted, Item, NewItem, Status};

@@ -72,6 +72,7 @@ fault_kind!(EffectsAbort, "effects.abort");
 const STRATEGY: Strategy = Strategy {
     idempotency: "effects are keyed on op_id and fenced on the claim and its fencing number",
     retry: "200 ms doubling, capped at 10 s, ±10 %; the item's budget",
+    checkpoint: "the effects table is the checkpoint: a rerun replays by op_id and skips what is written",
     recovery: "a crashed run is swept after its lease and run again under a higher fencing number",
 };
 

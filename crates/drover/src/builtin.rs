@@ -53,6 +53,7 @@ impl Kind for Panic {
 const STRATEGY: Strategy = Strategy {
     idempotency: "no side effects: running twice is harmless",
     retry: "default backoff (1 s doubling, capped at 1 h, ±10 %), 5 attempts",
+    checkpoint: "none: one step, a rerun starts over",
     recovery: "a crashed run is swept after its lease and run again",
 };
 

@@ -16,8 +16,10 @@
 //! | [`builtin`] | diagnostic kinds for exercising a deployment |
 //! | [`error`] | the one public error type |
 //! | [`jsonl`] | one line of JSON Lines import to one checked item |
+//! | [`trace`] | the W3C `traceparent` an item carries |
+//! | `otel` | (feature `otel`) trace links and the OTLP exporter |
 //!
-//! `item`, `rules`, `jsonl` and `error` live in the `drover-core` crate
+//! `item`, `rules`, `jsonl`, `trace` and `error` live in the `drover-core` crate
 //! (no runtime, no database driver) and are re-exported here unchanged.
 //!
 //! Features:
@@ -27,6 +29,7 @@
 //! | `postgres` | on | the PostgreSQL store ([`store::postgres`]) and transactional enqueue on a `PgConnection` |
 //! | `sqlite` | on | the SQLite store ([`store::sqlite`]) and transactional enqueue on a `SqliteConnection` |
 //! | `test-util` | off | the backend contract suite (`store::contract`), and with `postgres` the database helpers for tests (`testing`) |
+//! | `otel` | off | each run's span linked (never parented) to the item's `traceparent`, exported over OTLP as the `OTEL_*` variables say; off, nothing of it is compiled |
 //!
 //! Build only the backend you use with `default-features = false,
 //! features = ["postgres"]` (or `["sqlite"]`); the memory store is always
@@ -35,13 +38,15 @@
 
 pub mod builtin;
 pub mod maintenance;
+#[cfg(feature = "otel")]
+pub mod otel;
 pub mod queue;
 pub mod store;
 #[cfg(all(feature = "test-util", feature = "postgres"))]
 pub mod testing;
 pub mod worker;
 
-pub use drover_core::{error, item, jsonl, rules};
+pub use drover_core::{error, item, jsonl, rules, trace};
 
 pub use error::{Error, ErrorKind, Result};
 pub use item::{InsertResult, Inserted, Item, NewItem, Status};

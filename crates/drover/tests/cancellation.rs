@@ -44,6 +44,7 @@ impl Handler for Exporter {
         idempotency: "test handler: the cleanup record is keyed by item",
         retry: "queue default",
         recovery: "released on shutdown, retried on timeout",
+        checkpoint: "none: one short call, a rerun starts over",
     };
     fn timeout(&self) -> Option<Duration> {
         self.limit
@@ -187,6 +188,7 @@ async fn a_handler_ignoring_its_token_is_dropped_after_the_cancel_grace() {
             idempotency: "test handler: no side effects",
             retry: "queue default",
             recovery: "released on shutdown",
+            checkpoint: "none: one short call, a rerun starts over",
         };
         async fn handle(&self, _cx: &JobContext, _job: Export) -> Outcome {
             self.0.fetch_add(1, Ordering::SeqCst);

@@ -43,6 +43,7 @@ impl Handler for Sayer {
         idempotency: "test handler: no side effects",
         retry: "queue default",
         recovery: "swept after the lease",
+        checkpoint: "none: one short call, a rerun starts over",
     };
     async fn handle(&self, cx: &JobContext, job: Say) -> Outcome {
         self.0.fetch_add(1, Ordering::SeqCst);

@@ -39,6 +39,7 @@ impl Handler for Started {
         idempotency: "no side effects",
         retry: "default",
         recovery: "swept after its lease",
+        checkpoint: "none: one short call, a rerun starts over",
     };
     async fn handle(&self, cx: &JobContext, _job: Ping) -> Outcome {
         let _ = self.0.send((cx.id(), Instant::now()));

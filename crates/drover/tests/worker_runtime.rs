@@ -43,6 +43,7 @@ struct Probe(Arc<Counters>);
 const STRATEGY: Strategy = Strategy {
     idempotency: "test handler: no side effects",
     retry: "queue default",
+    checkpoint: "none: one step, a rerun starts over",
     recovery: "swept after the lease",
 };
 
@@ -237,7 +238,9 @@ async fn renewal_refused_with_conflict_cancels_the_handler_at_once() {
     })
     .await;
     // An operator cancels the item: the holder's next renewal is refused.
-    q.cancel(Uuid::nil(), ids[0], Uuid::nil()).await.unwrap();
+    q.cancel(&Principal::system(), Uuid::nil(), ids[0])
+        .await
+        .unwrap();
     wait_until("handler cancelled", Duration::from_secs(2), async || {
         probe.0.cancelled.load(Ordering::SeqCst) == 1
     })
@@ -522,6 +525,7 @@ async fn handler_without_a_strategy_is_refused_and_pool_is_checked() {
         const STRATEGY: Strategy = Strategy {
             idempotency: "",
             retry: "x",
+            checkpoint: "x",
             recovery: "x",
         };
         async fn handle(&self, _cx: &JobContext, _job: Work) -> Outcome {
@@ -547,6 +551,7 @@ impl Handler for Ledger {
     const STRATEGY: Strategy = Strategy {
         idempotency: "one ledger row per item id, written with the fencing token",
         retry: "queue default",
+        checkpoint: "none: one step, a rerun starts over",
         recovery: "swept and run again; the row makes the rerun a no-op",
     };
     async fn handle(&self, cx: &JobContext, _job: Work) -> Outcome {

@@ -28,7 +28,7 @@ pub async fn run(args: &CancelArgs, cx: &mut Context<'_>) -> Result<(), CliError
     let tenant = parse::tenant(args.tenant.as_deref())?;
     let queue = cx.queue().await?;
     let item = queue
-        .cancel(tenant, id, Principal::system().actor)
+        .cancel(&Principal::system(), tenant, id)
         .await
         .map_err(|e| super::show::hint_tenant(e, tenant))?;
     writeln!(cx.out, "cancelled {}", item.id)?;

@@ -13,8 +13,8 @@ use crate::{CliError, Context, table};
 /// Arguments of `drover handlers`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct HandlersArgs {
-    /// Print a JSON array of `{kind, idempotency, retry, recovery,
-    /// requires}` instead of the table.
+    /// Print a JSON array of `{kind, idempotency, retry, checkpoint,
+    /// recovery, permission, requires}` instead of the table.
     #[arg(long)]
     pub json: bool,
 }
@@ -22,8 +22,9 @@ pub struct HandlersArgs {
 /// The handlers this binary registers, sorted by kind.
 ///
 /// # Errors
-/// [`CliError::Drover`] (exit 1) when a handler declares no strategy or
-/// two handlers claim one kind.
+/// [`CliError::Drover`] (exit 1) when a handler declares no strategy, its
+/// `REQUIRES` is not covered by its kind's permission, or two handlers
+/// claim one kind.
 pub fn describe(cx: &Context<'_>) -> Result<Vec<HandlerInfo>, CliError> {
     let worker = cx.worker_builder(Queue::memory()).build()?;
     Ok(worker.registry().describe())
@@ -51,12 +52,28 @@ pub async fn run(args: &HandlersArgs, cx: &mut Context<'_>) -> Result<(), CliErr
             } else {
                 h.requires.join(",")
             };
-            vec![h.kind, h.idempotency, h.retry, h.recovery, requires]
+            vec![
+                h.kind,
+                h.idempotency,
+                h.retry,
+                h.checkpoint,
+                h.recovery,
+                h.permission,
+                requires,
+            ]
         })
         .collect();
     table::write(
         cx.out,
-        &["KIND", "IDEMPOTENCY", "RETRY", "RECOVERY", "REQUIRES"],
+        &[
+            "KIND",
+            "IDEMPOTENCY",
+            "RETRY",
+            "CHECKPOINT",
+            "RECOVERY",
+            "PERMISSION",
+            "REQUIRES",
+        ],
         &rows,
     )?;
     Ok(())

@@ -28,7 +28,7 @@ pub async fn run(args: &RetryArgs, cx: &mut Context<'_>) -> Result<(), CliError>
     let tenant = parse::tenant(args.tenant.as_deref())?;
     let queue = cx.queue().await?;
     let item = queue
-        .retry(tenant, id, Principal::system().actor)
+        .retry(&Principal::system(), tenant, id)
         .await
         .map_err(|e| super::show::hint_tenant(e, tenant))?;
     writeln!(cx.out, "retried {} (pending, attempts reset)", item.id)?;

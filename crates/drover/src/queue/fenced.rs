@@ -258,8 +258,6 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::Ordering;
 
-    use uuid::Uuid;
-
     use super::*;
     use crate::item::NewItem;
     use crate::queue::Principal;
@@ -314,8 +312,8 @@ mod tests {
         // retries, and another worker claims the item (a new claim_seq).
         store.faults.write_fails.store(1, Ordering::SeqCst);
         let (tenant, id) = (cx.tenant(), cx.id());
-        q.cancel(tenant, id, Uuid::nil()).await.unwrap();
-        q.retry(tenant, id, Uuid::nil()).await.unwrap();
+        q.cancel(&Principal::system(), tenant, id).await.unwrap();
+        q.retry(&Principal::system(), tenant, id).await.unwrap();
         let again = q
             .claim("default", &[], "other", Duration::from_secs(30), 1)
             .await

@@ -17,6 +17,27 @@ use crate::rules::RetryPolicy;
 
 /// The permission a kind requires when it names none.
 pub const DEFAULT_PERMISSION: &str = "drover.enqueue";
+/// The permission an operator needs to cancel or retry items
+/// ([`Queue::cancel`](crate::queue::Queue::cancel),
+/// [`Queue::retry`](crate::queue::Queue::retry)).
+pub const OPERATE_PERMISSION: &str = "drover.operate";
+
+/// True when holding `granted` allows what `required` names: the same
+/// permission, `"*"` (every permission), or a wildcard `"a.b.*"` covering
+/// every permission under `a.b.` (`"billing.*"` covers `"billing.refund"`
+/// and `"billing.refund.partial"`, not `"billing"` itself). The one rule for
+/// both a principal's enqueue check and a handler's `REQUIRES` check.
+pub fn permission_covers(granted: &str, required: &str) -> bool {
+    if granted == "*" || granted == required {
+        return true;
+    }
+    match granted.strip_suffix('*') {
+        Some(prefix) if prefix.ends_with('.') => {
+            required.len() > prefix.len() && required.starts_with(prefix)
+        }
+        _ => false,
+    }
+}
 
 /// A kind of work: the payload type and the rules for items of it.
 ///
@@ -39,7 +60,8 @@ pub trait Kind: Serialize + DeserializeOwned + Send + Sync + 'static {
     const LANE: &'static str = DEFAULT_LANE;
     /// The attempt budget.
     const MAX_ATTEMPTS: i32 = DEFAULT_MAX_ATTEMPTS;
-    /// The permission a producer needs to enqueue it.
+    /// The permission a producer needs to enqueue it. It must cover every
+    /// permission the kind's handler declares in `REQUIRES`.
     const PERMISSION: &'static str = DEFAULT_PERMISSION;
 
     /// The retry policy for failures of this kind; `None` follows the
@@ -104,8 +126,39 @@ impl Principal {
         self
     }
 
-    /// True when the principal holds `permission`.
+    /// True when the principal holds a permission covering `permission`
+    /// (see [`permission_covers`]).
     pub fn holds(&self, permission: &str) -> bool {
-        self.permissions.contains("*") || self.permissions.contains(permission)
+        self.permissions.contains("*")
+            || self.permissions.contains(permission)
+            || self
+                .permissions
+                .iter()
+                .any(|g| permission_covers(g, permission))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permission_covers_itself_star_and_wildcards_below_it() {
+        assert!(permission_covers("mail.send", "mail.send"));
+        assert!(permission_covers("*", "billing.refund"));
+        assert!(permission_covers("billing.*", "billing.refund"));
+        assert!(permission_covers("billing.*", "billing.refund.partial"));
+        assert!(!permission_covers("billing.*", "billing"));
+        assert!(!permission_covers("billing.*", "billingx.refund"));
+        assert!(!permission_covers("mail.send", "billing.refund"));
+        assert!(!permission_covers("billing", "billing.refund"));
+        assert!(!permission_covers("billing*", "billingx"));
+    }
+
+    #[test]
+    fn principal_holds_through_a_wildcard() {
+        let p = Principal::new(Uuid::nil(), Uuid::nil(), ["billing.*"]);
+        assert!(p.holds("billing.refund"));
+        assert!(!p.holds("mail.send"));
     }
 }

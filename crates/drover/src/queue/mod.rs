@@ -9,8 +9,6 @@
 //! retried outcome writes the worker settles items with (`fenced`).
 
 use std::collections::HashMap;
-use std::future::{Future, IntoFuture};
-use std::pin::Pin;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -21,18 +19,20 @@ use crate::error::{Error, Result};
 use crate::item::{DEFAULT_MAX_PAYLOAD_BYTES, InsertResult, Inserted, Item, NewItem};
 use crate::rules::{self, RetryPolicy};
 use crate::store::{
-    AuditEntry, ClaimParams, CountRow, FailOutcome, FailParams, Gauges, ListFilter, StaleReport,
-    Store, WorkerRow,
+    AuditEntry, ClaimParams, ConnectOptions, CountRow, FailOutcome, FailParams, Gauges, ListFilter,
+    StaleReport, Store, WorkerRow,
 };
 
 mod context;
+mod enqueue;
 mod fenced;
 mod kind;
 mod tenant;
 mod tx;
 
 pub use context::JobContext;
-pub use kind::{DEFAULT_PERMISSION, Kind, Principal};
+pub use enqueue::{Enqueue, EnqueueBatch, OnConnection, ToStore};
+pub use kind::{DEFAULT_PERMISSION, Kind, OPERATE_PERMISSION, Principal, permission_covers};
 pub use tenant::{AllLive, TenantDirectory};
 pub use tx::Transactional;
 
@@ -61,7 +61,7 @@ impl Default for QueueConfig {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 struct KindRules {
     permission: String,
     retry: RetryPolicy,
@@ -133,22 +133,38 @@ impl Queue {
     /// / `sqlite:path` / `sqlite::memory:`, or `memory:` (a fresh in-process
     /// store). Does not migrate: call [`Queue::migrate`].
     ///
+    /// The pool is opened at `DROVER_POOL_SIZE` when it is set (the
+    /// variable the worker's pool-vs-capacity error names), else at
+    /// [`POOL_SIZE_DEFAULT`](crate::worker::POOL_SIZE_DEFAULT); use
+    /// [`Queue::connect_with`] to set it in code.
+    ///
     /// # Errors
-    /// [`Error::InvalidInput`] on `database_url` for an unknown scheme;
+    /// [`Error::InvalidInput`] on `database_url` for an unknown scheme, or
+    /// on `DROVER_POOL_SIZE` when it is not a number of at least 1;
     /// [`Error::Unavailable`] when the database cannot be reached.
     pub async fn connect(url: &str) -> Result<Self> {
-        let store = crate::store::connect(url).await?;
-        Ok(Self::new(store))
+        Self::connect_with(url, &ConnectOptions::from_env()?).await
     }
 
-    /// As [`Queue::connect`], with the pool size, schema and (PostgreSQL)
-    /// system login of `options`.
+    /// Connects as [`Queue::connect`] does, with explicit options (the pool
+    /// size, the PostgreSQL schema and system login, the pooler mode);
+    /// `DROVER_POOL_SIZE` is not read.
+    ///
+    /// ```no_run
+    /// # async fn f() -> drover::Result<()> {
+    /// use drover::queue::Queue;
+    /// use drover::store::ConnectOptions;
+    ///
+    /// let options = ConnectOptions { pool_size: 30, ..ConnectOptions::default() };
+    /// let queue = Queue::connect_with("postgres://localhost/app", &options).await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`Queue::connect`]; [`Error::InvalidInput`] on `system_url` for a
     /// URL that is not PostgreSQL's.
-    pub async fn connect_with(url: &str, options: crate::store::ConnectOptions) -> Result<Self> {
-        let store = crate::store::connect_with(url, &options).await?;
+    pub async fn connect_with(url: &str, options: &ConnectOptions) -> Result<Self> {
+        let store = crate::store::connect_with(url, options).await?;
         Ok(Self::new(store))
     }
 
@@ -189,13 +205,27 @@ impl Queue {
 
     /// Records a kind's permission and retry policy so untyped enqueues
     /// (CLI, HTTP) and failures of it follow the same rules as typed ones.
+    ///
+    /// A kind already registered with the same rules (every typed enqueue
+    /// after the first) costs a read lock only: producers on many threads
+    /// never queue behind each other on the registry.
     pub fn register_kind<K: Kind>(&self) {
+        let retry = K::retry_policy().unwrap_or(self.config.retry);
+        {
+            let kinds = self.kinds.read().unwrap_or_else(|p| p.into_inner());
+            if kinds
+                .get(K::NAME)
+                .is_some_and(|r| r.permission == K::PERMISSION && r.retry == retry)
+            {
+                return;
+            }
+        }
         let mut kinds = self.kinds.write().unwrap_or_else(|p| p.into_inner());
         kinds.insert(
             K::NAME.to_owned(),
             KindRules {
                 permission: K::PERMISSION.to_owned(),
-                retry: K::retry_policy().unwrap_or(self.config.retry),
+                retry,
             },
         );
     }
@@ -206,35 +236,6 @@ impl Queue {
             permission: kind::DEFAULT_PERMISSION.to_owned(),
             retry: self.config.retry,
         })
-    }
-
-    /// Starts a typed enqueue of `job` as the system principal; await it, or
-    /// set options first (`.key(..)`, `.delay(..)`, `.principal(..)`).
-    ///
-    /// ```
-    /// # use drover::queue::{Kind, Queue};
-    /// # #[derive(serde::Serialize, serde::Deserialize)] struct Ping { n: u32 }
-    /// # impl Kind for Ping { const NAME: &'static str = "ping"; }
-    /// # async fn f() -> drover::Result<()> {
-    /// let queue = Queue::memory();
-    /// let out = queue.enqueue(Ping { n: 1 }).key("ping:1").await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn enqueue<K: Kind>(&self, job: K) -> Enqueue<'_> {
-        self.register_kind::<K>();
-        let payload = serde_json::to_value(&job)
-            .map_err(|e| Error::invalid("payload", format!("does not serialize: {e}")));
-        let item = payload.map(|p| {
-            NewItem::new(K::NAME, p)
-                .with_lane(K::LANE)
-                .with_max_attempts(K::MAX_ATTEMPTS)
-        });
-        Enqueue {
-            queue: self,
-            item,
-            principal: Principal::system(),
-            tenant_override: None,
-        }
     }
 
     /// Builds the stored copy of `item` for `principal`: stamps the actor,
@@ -265,6 +266,10 @@ impl Queue {
             item.request_id = principal.request_id.clone();
         }
         if item.traceparent.is_none() {
+            // The principal's trace context is checked as the item's own is.
+            if let Some(t) = &principal.traceparent {
+                crate::trace::validate_traceparent(t)?;
+            }
             item.traceparent = principal.traceparent.clone();
         }
         Ok(item)
@@ -583,6 +588,16 @@ impl Queue {
         self.store.counts().await
     }
 
+    /// Counts per kind and status of one lane, read through the lane's
+    /// index entries (never the whole table) on PostgreSQL and SQLite.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] on a malformed lane; storage errors.
+    pub async fn counts_lane(&self, lane: &str) -> Result<Vec<CountRow>> {
+        crate::item::validate_lane(lane)?;
+        self.store.counts_lane(lane).await
+    }
+
     /// Reads an item of `tenant`.
     ///
     /// # Errors
@@ -619,20 +634,45 @@ impl Queue {
         self.store.item_list(filter).await
     }
 
-    /// Cancels a pending or claimed item (operator).
-    ///
-    /// # Errors
-    /// [`Error::NotFound`]; [`Error::Conflict`] when already final.
-    pub async fn cancel(&self, tenant: Uuid, id: Uuid, actor: Uuid) -> Result<Item> {
-        self.store.item_cancel(tenant, id, actor).await
+    /// Checks that `principal` may operate on `tenant`'s items: it holds
+    /// [`OPERATE_PERMISSION`] and is of that tenant (or holds `"*"`, as the
+    /// system principal does).
+    fn check_operator(&self, principal: &Principal, tenant: Uuid, what: &str) -> Result<()> {
+        if !principal.holds(OPERATE_PERMISSION) {
+            return Err(Error::Forbidden(format!(
+                "{what} requires the permission {OPERATE_PERMISSION:?}"
+            )));
+        }
+        if tenant != principal.tenant && !principal.holds("*") {
+            return Err(Error::Forbidden(format!(
+                "the principal may not {what} items of tenant {tenant}"
+            )));
+        }
+        Ok(())
     }
 
-    /// Retries a final item now with a fresh budget (operator).
+    /// Cancels a pending or claimed item of `tenant` as `principal` (an
+    /// operator: it needs [`OPERATE_PERMISSION`]; its actor signs the audit
+    /// entry).
     ///
     /// # Errors
-    /// [`Error::NotFound`]; [`Error::Conflict`] when pending or claimed.
-    pub async fn retry(&self, tenant: Uuid, id: Uuid, actor: Uuid) -> Result<Item> {
-        self.store.item_retry(tenant, id, actor).await
+    /// [`Error::Forbidden`] when the principal may not operate on the
+    /// tenant's items; [`Error::NotFound`]; [`Error::Conflict`] when
+    /// already final.
+    pub async fn cancel(&self, principal: &Principal, tenant: Uuid, id: Uuid) -> Result<Item> {
+        self.check_operator(principal, tenant, "cancel")?;
+        self.store.item_cancel(tenant, id, principal.actor).await
+    }
+
+    /// Retries a final item of `tenant` now with a fresh budget, as
+    /// `principal` (an operator, as for [`Queue::cancel`]).
+    ///
+    /// # Errors
+    /// [`Error::Forbidden`] as for [`Queue::cancel`]; [`Error::NotFound`];
+    /// [`Error::Conflict`] when pending or claimed.
+    pub async fn retry(&self, principal: &Principal, tenant: Uuid, id: Uuid) -> Result<Item> {
+        self.check_operator(principal, tenant, "retry")?;
+        self.store.item_retry(tenant, id, principal.actor).await
     }
 
     /// The audit entries of an item.
@@ -652,97 +692,35 @@ impl Queue {
     }
 }
 
-/// A typed enqueue being built; await it to write.
-#[must_use = "an enqueue does nothing until awaited"]
-pub struct Enqueue<'q> {
-    queue: &'q Queue,
-    item: Result<NewItem>,
-    principal: Principal,
-    tenant_override: Option<Uuid>,
-}
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-impl Enqueue<'_> {
-    fn map(mut self, f: impl FnOnce(NewItem) -> NewItem) -> Self {
-        self.item = self.item.map(f);
-        self
+    use super::*;
+
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct Ping {
+        n: u32,
     }
 
-    /// Sets the idempotency key.
-    pub fn key(self, key: impl Into<String>) -> Self {
-        let key = key.into();
-        self.map(|i| i.with_key(key))
+    impl Kind for Ping {
+        const NAME: &'static str = "ping";
     }
 
-    /// Runs no earlier than `delay` from now.
-    pub fn delay(self, delay: Duration) -> Self {
-        let at = Utc::now() + rules::to_chrono(delay);
-        self.map(|i| i.with_available_at(at))
-    }
-
-    /// Runs no earlier than `at`.
-    pub fn run_at(self, at: DateTime<Utc>) -> Self {
-        self.map(|i| i.with_available_at(at))
-    }
-
-    /// Sets the priority (lower runs first).
-    pub fn priority(self, p: i16) -> Self {
-        self.map(|i| i.with_priority(p))
-    }
-
-    /// Overrides the kind's lane.
-    pub fn lane(self, lane: impl Into<String>) -> Self {
-        let lane = lane.into();
-        self.map(|i| i.with_lane(lane))
-    }
-
-    /// Overrides the kind's attempt budget.
-    pub fn max_attempts(self, n: i32) -> Self {
-        self.map(|i| i.with_max_attempts(n))
-    }
-
-    /// Sets the id (for producers that mint their own).
-    pub fn id(self, id: Uuid) -> Self {
-        self.map(|i| i.with_id(id))
-    }
-
-    /// Enqueues as `principal` (its actor, tenant and permissions).
-    pub fn principal(mut self, principal: Principal) -> Self {
-        self.principal = principal;
-        self
-    }
-
-    /// Enqueues into `tenant` (a system principal only).
-    pub fn tenant(mut self, tenant: Uuid) -> Self {
-        self.tenant_override = Some(tenant);
-        self
-    }
-
-    /// The item as it would be written, after stamping and checks.
-    ///
-    /// # Errors
-    /// As [`Queue::prepare`].
-    pub fn build(self) -> Result<NewItem> {
-        let mut item = self.item?;
-        if let Some(t) = self.tenant_override {
-            item.tenant_id = t;
-        }
-        self.queue.prepare(&self.principal, item)
-    }
-}
-
-impl<'q> IntoFuture for Enqueue<'q> {
-    type Output = Result<Inserted>;
-    type IntoFuture = Pin<Box<dyn Future<Output = Result<Inserted>> + Send + 'q>>;
-
-    fn into_future(self) -> Self::IntoFuture {
-        let queue = self.queue;
-        Box::pin(async move {
-            let item = self.build()?;
-            let out = queue.store.item_insert(&item).await?;
-            if out.result == InsertResult::Inserted {
-                metrics::counter!("drover_enqueued_total").increment(1);
-            }
-            Ok(out)
-        })
+    #[test]
+    fn typed_enqueue_of_a_registered_kind_takes_no_write_lock() {
+        let q = Queue::memory();
+        q.register_kind::<Ping>();
+        // A reader holds the registry: a write lock per enqueue would wait
+        // for it; a read lock goes through.
+        let held = q.kinds.read().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let q2 = q.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(q2.enqueue(Ping { n: 1 }).build().is_ok());
+        });
+        let built = rx.recv_timeout(Duration::from_secs(10));
+        drop(held);
+        assert_eq!(built, Ok(true), "the enqueue waited on the registry lock");
     }
 }

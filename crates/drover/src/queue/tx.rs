@@ -15,7 +15,7 @@ use sqlx::SqliteConnection;
 
 use crate::error::{Error, Result};
 use crate::item::{Inserted, NewItem};
-use crate::queue::{Kind, Principal, Queue};
+use crate::queue::{Principal, Queue};
 
 /// A connection drover can enqueue on inside the caller's transaction:
 /// `sqlx::PgConnection` (for a queue on PostgreSQL) and
@@ -53,47 +53,17 @@ impl Transactional for SqliteConnection {
 }
 
 impl Queue {
-    /// Enqueues `job` as the system principal on the caller's connection,
-    /// inside the caller's transaction.
-    ///
-    /// ```no_run
-    /// # use drover::queue::{Kind, Queue};
-    /// # #[derive(serde::Serialize, serde::Deserialize)] struct SendReceipt { order: u64 }
-    /// # impl Kind for SendReceipt { const NAME: &'static str = "send_receipt"; }
-    /// # async fn f(queue: Queue, pool: sqlx::PgPool) -> drover::Result<()> {
-    /// let mut tx = pool.begin().await?;
-    /// // ... the caller's own writes on &mut *tx ...
-    /// queue.enqueue_in(&mut *tx, SendReceipt { order: 7 }).await?;
-    /// tx.commit().await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// As [`Queue::prepare`]; [`Error::Config`] when the connection is of
-    /// another backend than the queue; database errors (the caller's
-    /// transaction stays usable on PostgreSQL: the insert runs in a savepoint).
-    ///
-    /// # Cancel safety
-    /// Not cancel safe: drop the caller's transaction if this is dropped.
-    pub async fn enqueue_in<C, K>(&self, conn: &mut C, job: K) -> Result<Inserted>
-    where
-        C: Transactional + ?Sized,
-        K: Kind,
-    {
-        self.register_kind::<K>();
-        let payload = serde_json::to_value(&job)
-            .map_err(|e| Error::invalid("payload", format!("does not serialize: {e}")))?;
-        let item = NewItem::new(K::NAME, payload)
-            .with_lane(K::LANE)
-            .with_max_attempts(K::MAX_ATTEMPTS);
-        self.enqueue_item_in(conn, &Principal::system(), item).await
-    }
-
     /// Enqueues an untyped item as `principal` on the caller's connection,
     /// inside the caller's transaction.
     ///
     /// # Errors
-    /// As [`Queue::enqueue_in`].
+    /// As [`Queue::prepare`]; [`Error::Config`] when the connection is of
+    /// another backend than the queue; database errors (the caller's
+    /// transaction stays usable on PostgreSQL: the insert runs in a
+    /// savepoint).
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: drop the caller's transaction if this is dropped.
     pub async fn enqueue_item_in<C>(
         &self,
         conn: &mut C,

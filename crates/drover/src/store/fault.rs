@@ -190,6 +190,9 @@ impl Store for FaultStore {
     async fn counts(&self) -> Result<Vec<CountRow>> {
         self.inner.counts().await
     }
+    async fn counts_lane(&self, lane: &str) -> Result<Vec<CountRow>> {
+        self.inner.counts_lane(lane).await
+    }
     async fn gauges(&self) -> Result<Gauges> {
         self.inner.gauges().await
     }

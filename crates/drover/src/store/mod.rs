@@ -23,7 +23,8 @@
 //!   changes nothing and returns [`Error::Conflict`](crate::Error::Conflict).
 //! - Every per-tenant call reads and writes only that tenant's rows. The
 //!   cross-tenant calls (`item_claim`, `item_fail_orphaned`,
-//!   `item_stale_tenants`, `item_purge`, `gauges`, `counts`, `item_list` without
+//!   `item_stale_tenants`, `item_purge`, `gauges`, `counts`, `counts_lane`, `item_list`
+//!   without
 //!   a tenant, the workers table and the sweep lease) are the system
 //!   operations: on PostgreSQL they run under the installation's system
 //!   role (on the system login's pool when [`ConnectOptions::system_url`]
@@ -96,6 +97,31 @@ impl Default for ConnectOptions {
             schema: SCHEMA_DEFAULT.to_owned(),
             system_url: None,
         }
+    }
+}
+
+impl ConnectOptions {
+    /// The defaults with `DROVER_POOL_SIZE` applied when set (what
+    /// [`Queue::connect`](crate::Queue::connect) opens, so the variable the
+    /// worker's pool-vs-capacity error names is honoured by the library too).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) on
+    /// `DROVER_POOL_SIZE` when it is not a number of at least 1.
+    pub fn from_env() -> Result<Self> {
+        let mut opts = ConnectOptions::default();
+        if let Ok(v) = std::env::var("DROVER_POOL_SIZE") {
+            opts.pool_size = match v.trim().parse::<u32>() {
+                Ok(n) if n >= 1 => n,
+                _ => {
+                    return Err(crate::Error::invalid(
+                        "DROVER_POOL_SIZE",
+                        format!("{v:?} is not a number of at least 1"),
+                    ));
+                }
+            };
+        }
+        Ok(opts)
     }
 }
 
@@ -438,6 +464,15 @@ pub trait Store: Send + Sync + 'static {
 
     /// Counts per lane, kind and status (system operation).
     async fn counts(&self) -> Result<Vec<CountRow>>;
+
+    /// Counts per kind and status of one lane (system operation), from the
+    /// lane's index entries rather than the whole table on PostgreSQL and
+    /// SQLite. The default filters [`Store::counts`], for custom stores.
+    async fn counts_lane(&self, lane: &str) -> Result<Vec<CountRow>> {
+        let mut rows = self.counts().await?;
+        rows.retain(|r| r.lane == lane);
+        Ok(rows)
+    }
 
     /// The health gauges (system operation).
     async fn gauges(&self) -> Result<Gauges>;

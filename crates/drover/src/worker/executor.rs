@@ -123,17 +123,9 @@ impl Executor {
     /// run occupies; it is freed as soon as the handler stops, before the
     /// outcome is written, so writes never hold capacity.
     pub(crate) async fn run(&self, cx: JobContext, permit: OwnedSemaphorePermit) {
-        let span = tracing::info_span!(
-            "drover.item",
-            item = %cx.id(),
-            kind = cx.kind(),
-            tenant = %cx.tenant(),
-            attempt = cx.attempt(),
-            fencing = cx.fencing_token(),
-            // The run outlives the request that caused it, so the trace is
-            // linked, not parented.
-            link.traceparent = cx.traceparent().unwrap_or(""),
-        );
+        // A root span linked to the item's trace, never its child: see
+        // `worker::span`.
+        let span = crate::worker::span::run_span(&cx);
         async {
             let end = self.execute(&cx).await;
             // A completion first takes its place in the completer's queue,

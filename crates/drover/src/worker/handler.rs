@@ -82,16 +82,20 @@ impl<T, E: fmt::Display> ResultExt<T> for std::result::Result<T, E> {
     }
 }
 
-/// The recovery story a handler declares: how it stays correct when it runs
-/// twice, how it retries, how it recovers after a crash. `drover handlers`
-/// prints these; the worker refuses to start a handler whose strategy is
-/// blank.
+/// The recovery story a handler declares (DESIGN §9): how it stays correct
+/// when it runs twice, how it retries, where it keeps its progress and how
+/// a rerun replays from it, how it recovers after a crash. `drover
+/// handlers` prints these; the worker refuses to start a handler whose
+/// strategy has a blank field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Strategy {
     /// Why running twice is harmless (an idempotency key, a fenced write …).
     pub idempotency: &'static str,
     /// What a failure does (backoff, budget).
     pub retry: &'static str,
+    /// Where a run keeps its progress and what a rerun replays from it
+    /// ("none: one step, rerun from the start" is a fine answer).
+    pub checkpoint: &'static str,
     /// What happens after a crash mid-run.
     pub recovery: &'static str,
 }
@@ -101,6 +105,7 @@ impl Strategy {
         for (name, v) in [
             ("idempotency", self.idempotency),
             ("retry", self.retry),
+            ("checkpoint", self.checkpoint),
             ("recovery", self.recovery),
         ] {
             if v.trim().is_empty() {
@@ -126,6 +131,7 @@ impl Strategy {
 ///     const STRATEGY: Strategy = Strategy {
 ///         idempotency: "pings are harmless to repeat",
 ///         retry: "default backoff, 5 attempts",
+///         checkpoint: "none: one step, a rerun starts over",
 ///         recovery: "a crashed ping is swept and run again",
 ///     };
 ///     async fn handle(&self, _cx: &JobContext, _job: Ping) -> Outcome {
@@ -138,9 +144,11 @@ pub trait Handler: Send + Sync + 'static {
     type Job: Kind;
     /// Its declared strategy.
     const STRATEGY: Strategy;
-    /// The permissions the handler's own calls take. A test should hold
-    /// these against the kind's enqueue permission, so nobody reaches
-    /// through the queue what they could not do directly.
+    /// The permissions the handler's own calls take. Each must be covered
+    /// by the kind's enqueue permission ([`Kind::PERMISSION`], see
+    /// [`permission_covers`](crate::queue::permission_covers)), so nobody
+    /// reaches through the queue what they could not do directly: the worker
+    /// refuses to start a handler whose requirement is not covered.
     const REQUIRES: &'static [&'static str] = &[];
 
     /// The longest a run may take before it is cancelled and counted as a
@@ -160,6 +168,7 @@ pub(crate) type BoxOutcome<'a> = Pin<Box<dyn Future<Output = Outcome> + Send + '
 pub(crate) trait ErasedHandler: Send + Sync {
     fn run<'a>(&'a self, cx: &'a JobContext) -> BoxOutcome<'a>;
     fn strategy(&self) -> Strategy;
+    fn permission(&self) -> &'static str;
     fn requires(&self) -> &'static [&'static str];
     fn timeout(&self) -> Option<Duration>;
 }
@@ -182,6 +191,10 @@ impl<H: Handler> ErasedHandler for Typed<H> {
         H::STRATEGY
     }
 
+    fn permission(&self) -> &'static str {
+        <H::Job as Kind>::PERMISSION
+    }
+
     fn requires(&self) -> &'static [&'static str] {
         H::REQUIRES
     }
@@ -200,10 +213,30 @@ pub struct HandlerInfo {
     pub idempotency: String,
     /// Its declared retry strategy.
     pub retry: String,
+    /// Its declared checkpoint/replay strategy.
+    pub checkpoint: String,
     /// Its declared recovery strategy.
     pub recovery: String,
-    /// The permissions its own calls take.
+    /// The permission a producer needs to enqueue the kind.
+    pub permission: String,
+    /// The permissions its own calls take (each covered by `permission`).
     pub requires: Vec<String>,
+}
+
+/// Checks that the kind's enqueue permission covers every permission its
+/// handler's own calls take.
+fn check_requires(kind: &str, permission: &str, requires: &[&str]) -> Result<()> {
+    for r in requires {
+        if !crate::queue::permission_covers(permission, r) {
+            return Err(Error::Config(format!(
+                "the handler of {kind} requires the permission {r:?}, which the kind's \
+                 enqueue permission {permission:?} does not cover: a producer could reach \
+                 through the queue what it cannot do directly (set Kind::PERMISSION to {r:?} \
+                 or to a wildcard covering it)"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The kinds a worker runs and their handlers. Built by one builder call per
@@ -228,12 +261,14 @@ impl Registry {
     /// Adds a handler for its kind.
     ///
     /// # Errors
-    /// [`Error::Config`] when the kind already has a handler or the
-    /// handler's strategy is blank.
+    /// [`Error::Config`] when the kind already has a handler, the
+    /// handler's strategy is blank, or the kind's enqueue permission does
+    /// not cover what the handler's `REQUIRES` names (the message names both).
     pub fn add<H: Handler>(&mut self, handler: H) -> Result<()> {
         let kind = <H::Job as Kind>::NAME;
         crate::item::validate_kind(kind)?;
         H::STRATEGY.check(kind)?;
+        check_requires(kind, <H::Job as Kind>::PERMISSION, H::REQUIRES)?;
         if self.handlers.contains_key(kind) {
             return Err(Error::Config(format!("{kind} has two handlers")));
         }
@@ -266,20 +301,25 @@ impl Registry {
                     kind: kind.clone(),
                     idempotency: s.idempotency.to_owned(),
                     retry: s.retry.to_owned(),
+                    checkpoint: s.checkpoint.to_owned(),
                     recovery: s.recovery.to_owned(),
+                    permission: h.permission().to_owned(),
                     requires: h.requires().iter().map(|r| (*r).to_owned()).collect(),
                 }
             })
             .collect()
     }
 
-    /// Checks every handler's strategy again (the worker calls this at start).
+    /// Checks every handler's strategy and permissions again (the worker
+    /// calls this at start).
     ///
     /// # Errors
-    /// [`Error::Config`] naming the first handler with a blank strategy.
+    /// [`Error::Config`] naming the first handler with a blank strategy or
+    /// a requirement its kind's permission does not cover.
     pub fn validate(&self) -> Result<()> {
         for (kind, h) in &self.handlers {
             h.strategy().check(kind)?;
+            check_requires(kind, h.permission(), h.requires())?;
         }
         Ok(())
     }

@@ -137,9 +137,13 @@ pub(crate) async fn serve(
     stop: CancellationToken,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let _ = prometheus();
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| Error::Config(format!("cannot listen on {addr} for /metrics: {e}")))?;
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        Error::Config(format!(
+            "cannot listen on {addr} for /healthz and /metrics (the metrics address: \
+                 --metrics-addr or DROVER_METRICS_ADDR, WorkerBuilder::metrics_addr in code; \
+                 `off` / None serves none): {e}"
+        ))
+    })?;
     let bound = listener
         .local_addr()
         .map_err(|e| Error::Unavailable(Opaque::new(e)))?;

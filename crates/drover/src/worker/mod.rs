@@ -7,13 +7,16 @@
 //! | `executor` | one item's run: renewal, timeout, panic capture, outcome write |
 //! | `completer` | batched, per-row fenced completion |
 //! | `liveness` | the in-memory beat, the workers row, `/healthz` and `/metrics` |
+//! | `span` | the span of one run: a root, linked to the item's trace |
 //! | [`WorkerSettings`] | every knob, its default, and their validation |
 //!
 //! Invariants: never more than `capacity` handlers run at once (a semaphore
 //! permit is taken before an item is claimed); claiming stops at once on
 //! shutdown; an item claimed ahead into the buffer never waits there past
 //! half its lease (it is released, spending no attempt); a burst of
-//! wake-ups costs one claim round; liveness never pauses claiming.
+//! wake-ups costs one claim round; liveness never pauses claiming; a
+//! dropped `RunningWorker` (or a start that fails part-way) stops every
+//! task it started, through one root cancellation token.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -35,6 +38,7 @@ mod executor;
 mod handler;
 mod liveness;
 mod settings;
+mod span;
 pub mod testkit;
 
 pub use handler::{Done, Handler, HandlerInfo, JobError, Outcome, Registry, ResultExt, Strategy};
@@ -45,10 +49,20 @@ use completer::Completer;
 use executor::Executor;
 
 /// Builds a [`Worker`]: one call per lane, handler and knob.
+///
+/// Order does not matter: [`settings`](WorkerBuilder::settings) sets the
+/// base every knob starts from, and each explicit call (`lane`,
+/// `capacity`, `lease`, `metrics_addr`) overrides its field of that base
+/// whether it comes before or after. So
+/// `.settings(WorkerSettings::from_env()?).lane("mail")` drains `mail`
+/// only, and a later `.settings(..)` keeps the explicit calls made before.
 pub struct WorkerBuilder {
     queue: Queue,
-    settings: WorkerSettings,
-    lanes_named: bool,
+    base: WorkerSettings,
+    lanes: Vec<String>,
+    capacity: Option<usize>,
+    lease: Option<Duration>,
+    metrics_addr: Option<Option<SocketAddr>>,
     registry: Registry,
     errors: Vec<Error>,
     steps: Vec<Box<dyn SweepStep>>,
@@ -58,43 +72,69 @@ pub struct WorkerBuilder {
 impl std::fmt::Debug for WorkerBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WorkerBuilder")
-            .field("settings", &self.settings)
+            .field("settings", &self.effective_settings())
             .field("registry", &self.registry)
             .finish_non_exhaustive()
     }
 }
 
 impl WorkerBuilder {
-    /// Replaces every setting (lanes and capacity included).
+    /// Sets the base settings every knob starts from (lanes and capacity
+    /// included). Explicit calls, before or after, override their field.
     pub fn settings(mut self, settings: WorkerSettings) -> Self {
-        self.settings = settings;
-        self.lanes_named = true;
+        self.base = settings;
         self
     }
 
-    /// Adds a lane to drain (the first call replaces the default lane).
+    /// Adds a lane to drain. The lanes named this way replace the base
+    /// settings' lanes (the default `default` included), in call order.
     pub fn lane(mut self, lane: impl Into<String>) -> Self {
-        if !self.lanes_named {
-            self.settings.lanes.clear();
-            self.lanes_named = true;
-        }
-        self.settings.lanes.push(lane.into());
+        self.lanes.push(lane.into());
         self
     }
 
     /// Sets how many handlers run at once.
     pub fn capacity(mut self, capacity: usize) -> Self {
-        self.settings.capacity = capacity;
+        self.capacity = Some(capacity);
         self
     }
 
     /// Sets the lease (the renewal interval to a third of it, the renewal
     /// timeout to a fifteenth).
     pub fn lease(mut self, lease: Duration) -> Self {
-        self.settings.lease = lease;
-        self.settings.renew_interval = lease / 3;
-        self.settings.renew_timeout = lease / 15;
+        self.lease = Some(lease);
         self
+    }
+
+    /// Where `/healthz` and `/metrics` listen: an address, or `None` for no
+    /// listener (the default is [`METRICS_ADDR_DEFAULT`], or
+    /// `DROVER_METRICS_ADDR` through [`WorkerSettings::from_env`]). A
+    /// library worker inside a service that serves its own metrics
+    /// usually wants `None`.
+    pub fn metrics_addr(mut self, addr: impl Into<Option<SocketAddr>>) -> Self {
+        self.metrics_addr = Some(addr.into());
+        self
+    }
+
+    /// The settings [`build`](WorkerBuilder::build) will check and use: the
+    /// base with every explicit call applied.
+    pub fn effective_settings(&self) -> WorkerSettings {
+        let mut s = self.base.clone();
+        if !self.lanes.is_empty() {
+            s.lanes.clone_from(&self.lanes);
+        }
+        if let Some(c) = self.capacity {
+            s.capacity = c;
+        }
+        if let Some(lease) = self.lease {
+            s.lease = lease;
+            s.renew_interval = lease / 3;
+            s.renew_timeout = lease / 15;
+        }
+        if let Some(addr) = self.metrics_addr {
+            s.metrics_addr = addr;
+        }
+        s
     }
 
     /// Adds a handler for its kind.
@@ -125,6 +165,7 @@ impl WorkerBuilder {
     /// strategy, two handlers for a kind, no handler at all, settings that
     /// contradict each other, or a capacity the store's pool cannot serve.
     pub fn build(self) -> Result<Worker> {
+        let settings = self.effective_settings();
         if let Some(e) = self.errors.into_iter().next() {
             return Err(e);
         }
@@ -132,12 +173,12 @@ impl WorkerBuilder {
             return Err(Error::Config("the worker has no handlers".into()));
         }
         self.registry.validate()?;
-        self.settings.validate(self.queue.store().pool_size())?;
+        settings.validate(self.queue.store().pool_size())?;
         let sweeper = Sweeper::new(
             self.queue.clone(),
             SweepConfig {
-                retention: self.settings.item_retention,
-                ..SweepConfig::every(self.settings.sweep_interval)
+                retention: settings.item_retention,
+                ..SweepConfig::every(settings.sweep_interval)
             },
         )?;
         let sweeper = self
@@ -146,7 +187,7 @@ impl WorkerBuilder {
             .fold(sweeper, |s, step| s.with_step(step));
         Ok(Worker {
             queue: self.queue,
-            settings: Arc::new(self.settings),
+            settings: Arc::new(settings),
             registry: Arc::new(self.registry),
             sweeper: self.sweep.then_some(sweeper),
         })
@@ -187,8 +228,11 @@ impl Worker {
     pub fn builder(queue: Queue) -> WorkerBuilder {
         WorkerBuilder {
             queue,
-            settings: WorkerSettings::default(),
-            lanes_named: false,
+            base: WorkerSettings::default(),
+            lanes: Vec::new(),
+            capacity: None,
+            lease: None,
+            metrics_addr: None,
             registry: Registry::new(),
             errors: Vec::new(),
             steps: Vec::new(),
@@ -201,14 +245,21 @@ impl Worker {
         &self.registry
     }
 
+    /// The settings it runs with (the builder's base with its explicit
+    /// calls applied).
+    pub fn settings(&self) -> &WorkerSettings {
+        &self.settings
+    }
+
     /// Runs until `signal` resolves, then shuts down drain-first.
     ///
     /// # Errors
     /// As [`Worker::start`].
     ///
     /// # Cancel safety
-    /// Dropping the future abandons in-flight items to the sweep; resolve
-    /// `signal` instead.
+    /// Dropping the future once the worker has started drops its
+    /// [`RunningWorker`], which stops it without a grace period (see there);
+    /// resolve `signal` instead for a drain-first shutdown.
     pub async fn run_until(self, signal: impl Future<Output = ()>) -> Result<ShutdownReport> {
         let running = self.start().await?;
         signal.await;
@@ -232,9 +283,15 @@ impl Worker {
             .max(s.poll_interval * 3)
             .max(Duration::from_secs(10));
         let health = Arc::new(liveness::Health::new(stale_after));
-        let background = CancellationToken::new();
-        let fetch = CancellationToken::new();
-        let work = CancellationToken::new();
+        // Every token is a child of `root`, which the RunningWorker cancels
+        // when dropped: a worker nobody shuts down still stops.
+        let root = CancellationToken::new();
+        let background = root.child_token();
+        let fetch = root.child_token();
+        let work = root.child_token();
+        // Armed before anything starts, so a start that fails part-way (the
+        // wake-up subscription after the listener bound) stops what it began.
+        let stop_on_drop = root.drop_guard();
         let store = self.queue.store().clone();
 
         let metrics_addr = match s.metrics_addr {
@@ -302,11 +359,22 @@ impl Worker {
             heartbeat,
             sweep,
             row,
+            _stop_on_drop: stop_on_drop,
         })
     }
 }
 
-/// A running worker.
+/// A running worker. Stop it with [`RunningWorker::shutdown`] (drain
+/// first: in-flight items get the grace period to finish).
+///
+/// **Dropped** without `shutdown`, it stops abruptly and without waiting:
+/// claiming stops at once, running handlers are cancelled with no grace
+/// period and their items, like any claimed but not started, are released
+/// with a fenced write that spends no attempt; the heartbeat, sweep and
+/// metrics listener stop. Those last writes run on the Tokio runtime after
+/// the drop returns (if the runtime is gone too, the sweep hands the items
+/// back once their lease passes). The workers row is not marked offline:
+/// it ages out by its heartbeat.
 pub struct RunningWorker {
     id: String,
     queue: Queue,
@@ -324,6 +392,9 @@ pub struct RunningWorker {
     heartbeat: tokio::task::JoinHandle<()>,
     sweep: Option<tokio::task::JoinHandle<()>>,
     row: WorkerRow,
+    /// Cancels every token above when the worker is dropped (and, harmlessly,
+    /// at the very end of a shutdown, when all of it has stopped already).
+    _stop_on_drop: tokio_util::sync::DropGuard,
 }
 
 impl std::fmt::Debug for RunningWorker {

@@ -55,6 +55,9 @@ pub const CANCEL_GRACE_DEFAULT: Duration = Duration::from_secs(1);
 /// one completing, one for liveness and the sweep (each claim in flight
 /// takes one more).
 pub const RUNTIME_CONNECTIONS: u32 = 2;
+/// Connections the wake-up listener holds for the worker's life (on
+/// PostgreSQL its `LISTEN` session is taken from the pool and kept).
+pub const LISTENER_CONNECTIONS: u32 = 1;
 /// Running items that share one connection for their renewals and
 /// failure writes (each is a short statement every few seconds).
 pub const ITEMS_PER_CONNECTION: u32 = 4;
@@ -196,11 +199,14 @@ impl WorkerSettings {
         Ok(s)
     }
 
-    /// The pool size that serves `capacity` running items.
+    /// The pool size that serves `capacity` running items: the runtime's
+    /// own connections, the wake-up listener's, one per claimer, and one
+    /// per [`ITEMS_PER_CONNECTION`] running items.
     pub fn pool_needed(capacity: usize, claimers: usize) -> u32 {
         let cap = u32::try_from(capacity).unwrap_or(u32::MAX);
         let claimers = u32::try_from(claimers).unwrap_or(u32::MAX);
         RUNTIME_CONNECTIONS
+            .saturating_add(LISTENER_CONNECTIONS)
             .saturating_add(claimers)
             .saturating_add(cap.div_ceil(ITEMS_PER_CONNECTION))
     }
@@ -269,8 +275,10 @@ impl WorkerSettings {
             if pool < need {
                 return Err(Error::Config(format!(
                     "capacity {} needs a pool of at least {need} connections \
-                     ({RUNTIME_CONNECTIONS} for the runtime, 1 per claimer, 1 per {ITEMS_PER_CONNECTION} items); \
-                     the pool has {pool}: raise --pool-size to {need} or lower --capacity",
+                     ({RUNTIME_CONNECTIONS} for the runtime, {LISTENER_CONNECTIONS} for the wake-up listener, \
+                     1 per claimer, 1 per {ITEMS_PER_CONNECTION} items); the pool has {pool}: raise \
+                     the pool size to {need} (--pool-size or DROVER_POOL_SIZE, which Queue::connect \
+                     reads; ConnectOptions::pool_size in Queue::connect_with) or lower --capacity",
                     self.capacity
                 )));
             }
@@ -308,7 +316,24 @@ mod tests {
             ..Default::default()
         };
         let e = s.validate(Some(10)).expect_err("refused");
-        assert!(e.to_string().contains("at least 29"), "{e}");
-        s.validate(Some(29)).expect("fits");
+        assert!(e.to_string().contains("at least 30"), "{e}");
+        assert!(e.to_string().contains("DROVER_POOL_SIZE"), "{e}");
+        s.validate(Some(30)).expect("fits");
+    }
+
+    #[test]
+    fn pool_rule_counts_the_listen_connection() {
+        // 2 runtime + 1 listener + 2 claimers + 20 / 4 items: the default
+        // capacity still fits the default pool, with the listener counted.
+        assert_eq!(WorkerSettings::pool_needed(20, 2), 10);
+        assert_eq!(WorkerSettings::pool_needed(1, 1), 5);
+        let s = WorkerSettings {
+            capacity: 24,
+            ..Default::default()
+        };
+        // 2 + 1 + 2 + 6 = 11: a pool of 10 would leave the last running
+        // item's writes waiting on the connection LISTEN holds.
+        s.validate(Some(10))
+            .expect_err("the listener's connection counted");
     }
 }

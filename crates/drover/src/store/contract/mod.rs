@@ -114,6 +114,7 @@ macro_rules! contract_suite {
             purge_leaves_pending_claimed_and_newer,
             gauges_report_oldest_age_and_failed,
             counts_per_lane_kind_status,
+            counts_of_one_lane,
             complete_many_refuses_stale_lands_others,
             fail_orphaned_is_fenced,
             cancel_and_retry_by_operator,

@@ -244,6 +244,37 @@ pub async fn counts_per_lane_kind_status(h: &Harness) {
     assert_eq!(rows.iter().map(|r| r.count).sum::<i64>(), 3);
 }
 
+/// Counts of one lane: the same rows as the lane's share of `counts`,
+/// every status, and nothing of other lanes.
+pub async fn counts_of_one_lane(h: &Harness) {
+    put(h, new("a")).await;
+    put(h, new("a")).await;
+    put(h, new("b")).await;
+    put(h, new("a").with_lane("l2")).await;
+    let (_, r) = claim_one(h, LONG).await;
+    h.store.item_complete(&r).await.expect("complete");
+    claim_one(h, LONG).await;
+    let rows = h.store.counts_lane("default").await.expect("counts_lane");
+    assert!(rows.iter().all(|r| r.lane == "default"), "{rows:?}");
+    assert_eq!(rows.iter().map(|r| r.count).sum::<i64>(), 3, "{rows:?}");
+    let all = h.store.counts().await.expect("counts");
+    let mut of_lane: Vec<_> = all.into_iter().filter(|r| r.lane == "default").collect();
+    let mut rows = rows;
+    let key = |r: &crate::store::CountRow| (r.kind.clone(), r.status);
+    of_lane.sort_by_key(key);
+    rows.sort_by_key(key);
+    assert_eq!(rows, of_lane);
+    assert!(rows.iter().any(|r| r.status == Status::Done), "{rows:?}");
+    assert!(rows.iter().any(|r| r.status == Status::Claimed), "{rows:?}");
+    assert!(
+        h.store
+            .counts_lane("nowhere")
+            .await
+            .expect("empty")
+            .is_empty()
+    );
+}
+
 /// An operator cancels a pending or claimed item, and retries a final one
 /// with a fresh budget; both audited; wrong states are `Conflict`.
 pub async fn cancel_and_retry_by_operator(h: &Harness) {

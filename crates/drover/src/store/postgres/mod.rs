@@ -598,7 +598,11 @@ impl Store for PgStore {
     }
 
     async fn counts(&self) -> Result<Vec<CountRow>> {
-        ops::counts(self).await
+        ops::counts(self, None).await
+    }
+
+    async fn counts_lane(&self, lane: &str) -> Result<Vec<CountRow>> {
+        ops::counts(self, Some(lane)).await
     }
 
     async fn gauges(&self) -> Result<Gauges> {

@@ -195,10 +195,18 @@ pub(super) async fn list(store: &PgStore, f: &ListFilter) -> Result<Vec<Item>> {
     rows.iter().map(row::item).collect()
 }
 
-/// Items per lane, kind and status (system role).
-pub(super) async fn counts(store: &PgStore) -> Result<Vec<CountRow>> {
+/// Items per lane, kind and status, of every lane or of one (system role).
+pub(super) async fn counts(store: &PgStore, lane: Option<&str>) -> Result<Vec<CountRow>> {
     let mut tx = store.begin_system().await?;
-    let rows = sqlx::query(sql::COUNTS).fetch_all(&mut *tx).await?;
+    let rows = match lane {
+        None => sqlx::query(sql::COUNTS).fetch_all(&mut *tx).await?,
+        Some(lane) => {
+            sqlx::query(sql::COUNTS_LANE)
+                .bind(lane)
+                .fetch_all(&mut *tx)
+                .await?
+        }
+    };
     tx.commit().await?;
     rows.iter()
         .map(|r| {

@@ -460,7 +460,11 @@ impl Store for SqliteStore {
     }
 
     async fn counts(&self) -> Result<Vec<CountRow>> {
-        self.read_counts().await
+        self.read_counts(None).await
+    }
+
+    async fn counts_lane(&self, lane: &str) -> Result<Vec<CountRow>> {
+        self.read_counts(Some(lane)).await
     }
 
     async fn gauges(&self) -> Result<Gauges> {

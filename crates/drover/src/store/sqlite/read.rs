@@ -56,8 +56,16 @@ impl SqliteStore {
         rows.iter().map(row::item).collect()
     }
 
-    pub(super) async fn read_counts(&self) -> Result<Vec<CountRow>> {
-        let rows = sqlx::query(sql::COUNTS).fetch_all(&self.reader).await?;
+    pub(super) async fn read_counts(&self, lane: Option<&str>) -> Result<Vec<CountRow>> {
+        let rows = match lane {
+            None => sqlx::query(sql::COUNTS).fetch_all(&self.reader).await?,
+            Some(lane) => {
+                sqlx::query(sql::COUNTS_LANE)
+                    .bind(lane)
+                    .fetch_all(&self.reader)
+                    .await?
+            }
+        };
         rows.iter()
             .map(|r| {
                 Ok(CountRow {

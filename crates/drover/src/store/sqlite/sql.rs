@@ -43,6 +43,7 @@ sql!(ITEM_LIST_TENANT, "item_list_tenant.sql");
 sql!(AUDIT_INSERT, "audit_insert.sql");
 sql!(AUDIT_LIST, "audit_list.sql");
 sql!(COUNTS, "counts.sql");
+sql!(COUNTS_LANE, "counts_lane.sql");
 sql!(GAUGES_OLDEST, "gauges_oldest.sql");
 sql!(GAUGES_FAILED, "gauges_failed.sql");
 sql!(WORKER_BEAT, "worker_beat.sql");

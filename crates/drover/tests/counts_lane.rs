@@ -1,0 +1,72 @@
+//! Counts for one lane are read through indexes, never by scanning the
+//! whole items table, on PostgreSQL and on SQLite (the plans are checked;
+//! the rows themselves are held by the contract case `counts_of_one_lane`).
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use drover::store::Store;
+use drover::store::sqlite::{SqliteOptions, SqliteStore};
+use drover::testing::{pg_drop_schema, pg_fresh_store, pg_url};
+use sqlx::Row;
+use uuid::Uuid;
+
+const PG_SQL: &str = include_str!("../sql/postgres/counts_lane.sql");
+const SQLITE_SQL: &str = include_str!("../sql/sqlite/counts_lane.sql");
+
+#[tokio::test]
+async fn postgres_counts_lane_plan_uses_indexes_not_a_table_scan() {
+    let (store, schema) = pg_fresh_store().await;
+    let mut tx = store.pool().begin().await.unwrap();
+    sqlx::query(&format!("SET LOCAL search_path = \"{schema}\""))
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    // An empty table is cheapest to scan: forbid the scan wherever an index
+    // can answer, so the plan shows a scan only where no index can.
+    sqlx::query("SET LOCAL enable_seqscan = off")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let sql = PG_SQL.replace("$1", "'default'");
+    let plan: Vec<String> = sqlx::query(&format!("EXPLAIN {sql}"))
+        .fetch_all(&mut *tx)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<String, _>(0))
+        .collect();
+    tx.rollback().await.unwrap();
+    let plan = plan.join("\n");
+    assert!(!plan.contains("Seq Scan"), "{plan}");
+    assert!(plan.contains("items_claim"), "{plan}");
+    assert!(plan.contains("items_lane_status"), "{plan}");
+    pg_drop_schema(&pg_url().await, &schema).await;
+}
+
+#[tokio::test]
+async fn sqlite_counts_lane_plan_uses_indexes_not_a_table_scan() {
+    let path = std::env::temp_dir().join(format!("drover-counts-{}.db", Uuid::new_v4()));
+    let url = format!("sqlite://{}", path.display());
+    let store = SqliteStore::open(&url, SqliteOptions::default())
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let plan: Vec<String> = sqlx::query(&format!("EXPLAIN QUERY PLAN {SQLITE_SQL}"))
+        .bind("default")
+        .fetch_all(store.writer())
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<String, _>("detail"))
+        .collect();
+    let plan = plan.join("\n");
+    assert!(
+        !plan.lines().any(|l| l.trim() == "SCAN items"),
+        "a full scan of items: {plan}"
+    );
+    assert!(plan.contains("items_lane_status"), "{plan}");
+    store.close().await;
+    for ext in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{ext}", path.display()));
+    }
+}
