@@ -295,6 +295,17 @@ impl Kind for Hold {
 /// Runs until cancelled (or dropped).
 struct Holder;
 
+/// Never returns, not even when its token fires: only a drop ends it.
+struct Stuck;
+
+impl Handler for Stuck {
+    type Job = Hold;
+    const STRATEGY: Strategy = STRATEGY;
+    async fn handle(&self, _cx: &JobContext, _job: Hold) -> Outcome {
+        std::future::pending().await
+    }
+}
+
 impl Handler for Holder {
     type Job = Hold;
     const STRATEGY: Strategy = STRATEGY;
@@ -376,7 +387,7 @@ async fn dropping_a_running_worker_stops_it_and_releases_its_in_flight_item() {
         })
         .metrics_addr(None)
         .without_sweep()
-        .handler(Holder)
+        .handler(Stuck)
         .build()
         .unwrap()
         .start()

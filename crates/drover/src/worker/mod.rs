@@ -368,9 +368,10 @@ impl Worker {
 /// first: in-flight items get the grace period to finish).
 ///
 /// **Dropped** without `shutdown`, it stops abruptly and without waiting:
-/// claiming stops at once, running handlers are cancelled with no grace
-/// period and their items, like any claimed but not started, are released
-/// with a fenced write that spends no attempt; the heartbeat, sweep and
+/// claiming stops at once, running handlers see their cancellation token
+/// fire and get `cancel_grace` to return (an outcome they return is kept);
+/// the rest are dropped and their items, like any claimed but not started,
+/// are released with a fenced write that spends no attempt; the heartbeat, sweep and
 /// metrics listener stop. Those last writes run on the Tokio runtime after
 /// the drop returns (if the runtime is gone too, the sweep hands the items
 /// back once their lease passes). The workers row is not marked offline:
