@@ -4,7 +4,9 @@
 //! Every step is idempotent and wrapped: one failing step is logged and
 //! reported, and the others still run. Steps: requeue stale items (tenant by
 //! tenant, each one bounded conditional statement), purge final items past
-//! retention, set the gauges, then the steps the host registers.
+//! retention, purge the rows of workers dead for longer than
+//! [`WORKER_RETENTION_DEFAULT`], set the gauges, then the steps the host
+//! registers.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -20,6 +22,9 @@ use crate::store::Gauges;
 pub const SWEEP_INTERVAL_DEFAULT: Duration = crate::worker::SWEEP_INTERVAL_DEFAULT;
 /// How long final items are kept by default.
 pub const ITEM_RETENTION_DEFAULT: Duration = crate::worker::ITEM_RETENTION_DEFAULT;
+/// How long the row of a worker that stopped beating (offline or lost) is
+/// kept by default before the sweep deletes it.
+pub const WORKER_RETENTION_DEFAULT: Duration = crate::worker::WORKER_RETENTION_DEFAULT;
 /// How many stale items one tenant's requeue takes per run by default.
 pub const STALE_LIMIT_DEFAULT: u32 = STALE_BATCH_DEFAULT;
 /// The sweep interval varies by this fraction either way, so workers
@@ -46,6 +51,9 @@ pub struct SweepConfig {
     pub retention: Duration,
     /// Stale items per tenant per run. Default [`STALE_LIMIT_DEFAULT`].
     pub stale_limit: u32,
+    /// Rows of workers silent for longer than this are purged. Default
+    /// [`WORKER_RETENTION_DEFAULT`].
+    pub worker_retention: Duration,
 }
 
 impl Default for SweepConfig {
@@ -54,6 +62,7 @@ impl Default for SweepConfig {
             interval: SWEEP_INTERVAL_DEFAULT,
             retention: ITEM_RETENTION_DEFAULT,
             stale_limit: STALE_LIMIT_DEFAULT,
+            worker_retention: WORKER_RETENTION_DEFAULT,
         }
     }
 }
@@ -69,6 +78,8 @@ pub struct SweepReport {
     pub dead_lettered: u64,
     /// Final items purged.
     pub purged: u64,
+    /// Rows of long-dead workers purged.
+    pub workers_purged: u64,
     /// The gauges read.
     pub gauges: Option<Gauges>,
     /// Each step that failed, with its error.
@@ -156,6 +167,12 @@ impl Sweeper {
         match self.queue.purge(self.config.retention).await {
             Ok(n) => report.purged = n,
             Err(e) => report.errors.push(("purge".into(), e.to_string())),
+        }
+        match crate::worker::liveness::purge_dead_workers(&self.queue, self.config.worker_retention)
+            .await
+        {
+            Ok(n) => report.workers_purged = n,
+            Err(e) => report.errors.push(("purge_workers".into(), e.to_string())),
         }
         match self.queue.gauges().await {
             Ok(g) => {

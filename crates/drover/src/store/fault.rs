@@ -168,6 +168,10 @@ impl Store for FaultStore {
     async fn worker_list(&self) -> Result<Vec<WorkerRow>> {
         self.inner.worker_list().await
     }
+
+    async fn worker_purge(&self, older_than: Duration) -> Result<u64> {
+        self.inner.worker_purge(older_than).await
+    }
     async fn wakeups(&self) -> Result<tokio::sync::broadcast::Receiver<String>> {
         self.inner.wakeups().await
     }

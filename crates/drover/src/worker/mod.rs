@@ -33,7 +33,7 @@ use crate::store::WorkerRow;
 mod completer;
 mod executor;
 mod handler;
-mod liveness;
+pub(crate) mod liveness;
 mod settings;
 pub mod testkit;
 
@@ -265,6 +265,9 @@ impl Worker {
             started_at: Utc::now(),
             last_beat_at: Utc::now(),
             state: "running".into(),
+            beat_interval_ms: i32::try_from(s.heartbeat_interval.as_millis())
+                .unwrap_or(i32::MAX)
+                .max(1),
         };
         let heartbeat = tokio::spawn(liveness::heartbeat(
             store.clone(),

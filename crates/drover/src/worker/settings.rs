@@ -24,6 +24,9 @@ pub const POLL_INTERVAL_DEFAULT: Duration = Duration::from_secs(1);
 pub const SWEEP_INTERVAL_DEFAULT: Duration = Duration::from_secs(15);
 /// `DROVER_ITEM_RETENTION`: how long final items are kept before purge.
 pub const ITEM_RETENTION_DEFAULT: Duration = Duration::from_secs(7 * 24 * 3600);
+/// How long the row of a worker that stopped beating stays in the workers
+/// table before the sweep purges it.
+pub const WORKER_RETENTION_DEFAULT: Duration = Duration::from_secs(24 * 3600);
 /// `DROVER_SHUTDOWN_GRACE`: how long in-flight items may finish on shutdown.
 pub const SHUTDOWN_GRACE_DEFAULT: Duration = Duration::from_secs(30);
 /// `DROVER_HANDLER_TIMEOUT`: a run's time limit when its handler names none.

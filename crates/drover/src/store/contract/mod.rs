@@ -96,6 +96,8 @@ macro_rules! contract_suite {
             cancel_and_retry_by_operator,
             list_filters,
             worker_beat_upserts,
+            worker_silent_two_intervals_is_lost,
+            worker_purge_removes_only_long_silent,
             wakeup_after_insert,
             sweep_lock_is_exclusive,
         );

@@ -398,6 +398,10 @@ impl Store for PgStore {
         ops::worker_list(self).await
     }
 
+    async fn worker_purge(&self, older_than: Duration) -> Result<u64> {
+        ops::worker_purge(self, older_than).await
+    }
+
     async fn wakeups(&self) -> Result<broadcast::Receiver<String>> {
         // Subscribe before starting the listener so no forwarded lane is missed.
         let rx = self.wake.subscribe();

@@ -75,3 +75,5 @@ pub(super) const SWEEP_UNLOCK: &str = include_str!("../../../sql/postgres/sweep_
 pub(super) const WORKER_BEAT: &str = include_str!("../../../sql/postgres/worker_beat.sql");
 /// `sql/postgres/worker_list.sql`.
 pub(super) const WORKER_LIST: &str = include_str!("../../../sql/postgres/worker_list.sql");
+/// Deletes long-dead workers' rows.
+pub(super) const WORKER_PURGE: &str = include_str!("../../../sql/postgres/worker_purge.sql");
