@@ -121,16 +121,7 @@ pub fn soak_chart(
             .light_line_style(RGBColor(238, 238, 238))
             .draw()
             .map_err(|e| e.to_string())?;
-        for (i, (name, pts)) in series.iter().enumerate() {
-            let color = COLORS[i % COLORS.len()];
-            chart
-                .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
-                .map_err(|e| e.to_string())?
-                .label(name.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                });
-        }
+        // The band first, so the lines are drawn over it.
         if let Some((a, b)) = held {
             let band = RGBColor(200, 200, 200).mix(0.4);
             let b = if b.is_finite() { b } else { x1 };
@@ -142,6 +133,16 @@ pub fn soak_chart(
                 .map_err(|e| e.to_string())?
                 .label("snapshot held")
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 20, y + 5)], band.filled()));
+        }
+        for (i, (name, pts)) in series.iter().enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            chart
+                .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
+                .map_err(|e| e.to_string())?
+                .label(name.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
         }
         chart
             .configure_series_labels()

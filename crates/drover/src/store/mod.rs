@@ -60,13 +60,23 @@ pub struct ConnectOptions {
     pub pool_size: u32,
     /// The PostgreSQL schema. Default [`postgres::SCHEMA_DEFAULT`].
     pub schema: String,
+    /// The longest a call waits for a pooled connection, connecting
+    /// included (PostgreSQL): past it the call fails with
+    /// [`Error::Unavailable`](crate::Error::Unavailable) instead of waiting
+    /// out an outage. Default [`DB_TIMEOUT_DEFAULT`].
+    pub db_timeout: Duration,
 }
+
+/// `DROVER_DB_TIMEOUT`: how long a call waits for a database connection
+/// before it fails fast (a server that is down or restarting).
+pub const DB_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
 
 impl Default for ConnectOptions {
     fn default() -> Self {
         ConnectOptions {
             pool_size: postgres::MAX_CONNECTIONS_DEFAULT,
             schema: postgres::SCHEMA_DEFAULT.to_owned(),
+            db_timeout: DB_TIMEOUT_DEFAULT,
         }
     }
 }
@@ -85,6 +95,7 @@ pub async fn connect_with(url: &str, opts: &ConnectOptions) -> Result<std::sync:
             postgres::PgOptions {
                 schema: opts.schema.clone(),
                 max_connections: opts.pool_size,
+                acquire_timeout: opts.db_timeout,
             },
         )
         .await?;

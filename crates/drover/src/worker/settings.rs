@@ -99,6 +99,10 @@ pub struct WorkerSettings {
     pub prefetch: Option<usize>,
     /// Claims in flight at once. Default [`CLAIMERS_DEFAULT`].
     pub claimers: usize,
+    /// The longest a database call waits for a connection before it fails
+    /// fast (`DROVER_DB_TIMEOUT`). Default
+    /// [`DB_TIMEOUT_DEFAULT`](crate::store::DB_TIMEOUT_DEFAULT).
+    pub db_timeout: Duration,
 }
 
 impl Default for WorkerSettings {
@@ -121,6 +125,7 @@ impl Default for WorkerSettings {
             complete_window: COMPLETE_WINDOW_DEFAULT,
             prefetch: PREFETCH_DEFAULT,
             claimers: CLAIMERS_DEFAULT,
+            db_timeout: crate::store::DB_TIMEOUT_DEFAULT,
         }
     }
 }
@@ -173,6 +178,7 @@ impl WorkerSettings {
             })?);
         }
         env_num("DROVER_CLAIMERS", &mut s.claimers)?;
+        env_duration("DROVER_DB_TIMEOUT", &mut s.db_timeout)?;
         env_num("DROVER_COMPLETE_BATCH", &mut s.complete_batch)?;
         env_duration("DROVER_COMPLETE_WINDOW", &mut s.complete_window)?;
         if let Ok(v) = std::env::var("DROVER_METRICS_ADDR") {
@@ -225,6 +231,11 @@ impl WorkerSettings {
         if self.renew_timeout.is_zero() {
             return Err(Error::Config(
                 "the renewal timeout must be longer than zero".into(),
+            ));
+        }
+        if self.db_timeout.is_zero() {
+            return Err(Error::Config(
+                "the database timeout must be longer than zero".into(),
             ));
         }
         if self.renew_interval + self.renew_timeout * 2 >= self.lease / 2 {

@@ -78,6 +78,9 @@ pub struct PgOptions {
     pub schema: String,
     /// The pool's connection limit ([`MAX_CONNECTIONS_DEFAULT`]).
     pub max_connections: u32,
+    /// The longest a call waits for a connection, connecting included
+    /// ([`crate::store::DB_TIMEOUT_DEFAULT`]).
+    pub acquire_timeout: Duration,
 }
 
 impl Default for PgOptions {
@@ -85,6 +88,7 @@ impl Default for PgOptions {
         PgOptions {
             schema: SCHEMA_DEFAULT.to_owned(),
             max_connections: MAX_CONNECTIONS_DEFAULT,
+            acquire_timeout: crate::store::DB_TIMEOUT_DEFAULT,
         }
     }
 }
@@ -154,6 +158,11 @@ impl PgStore {
         if opts.max_connections == 0 {
             return Err(Error::Config("max_connections must be at least 1".into()));
         }
+        if opts.acquire_timeout.is_zero() {
+            return Err(Error::Config(
+                "the database timeout must be longer than zero".into(),
+            ));
+        }
         let connect = PgConnectOptions::from_str(url)
             .map_err(|_| Error::invalid("url", "is not a PostgreSQL connection URL"))?
             // A startup parameter rather than an after-connect SET: same
@@ -161,6 +170,10 @@ impl PgStore {
             .options([("search_path", opts.schema.as_str())]);
         let pool = PgPoolOptions::new()
             .max_connections(opts.max_connections)
+            // Bounds every acquire, a new connection's handshake included:
+            // with the server down a call fails after this instead of
+            // waiting out the outage (sqlx's default is 30 s).
+            .acquire_timeout(opts.acquire_timeout)
             .connect_with(connect)
             .await?;
         PgStore::from_pool(pool, &opts.schema)
