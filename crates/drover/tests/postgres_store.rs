@@ -550,7 +550,7 @@ async fn wakeups_cross_stores_and_filter_schema() {
         drover::store::postgres::PgOptions {
             schema: schema.clone(),
             max_connections: 2,
-            ..PgOptions::default()
+            ..drover::store::postgres::PgOptions::default()
         },
     )
     .await
@@ -583,7 +583,7 @@ async fn sweep_lock_is_exclusive_per_schema() {
         drover::store::postgres::PgOptions {
             schema: schema.clone(),
             max_connections: 2,
-            ..PgOptions::default()
+            ..drover::store::postgres::PgOptions::default()
         },
     )
     .await
