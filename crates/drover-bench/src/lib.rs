@@ -9,6 +9,7 @@
 //! | [`Mode::Standard`] | the workload of `BENCH.md`: bulk enqueue, drain, latency |
 //! | [`Mode::Sustained`] | a fixed offered rate for a duration: achieved rate and end-to-end latency per 5 s window |
 //! | [`Mode::ClaimLatency`] | the claim statement itself with a large backlog waiting, optionally while another session holds a transaction open |
+//! | [`Mode::Soak`] | a fixed offered rate for a long duration on a throwaway stock-settings cluster, sampled every 5 s (rates, claim and end-to-end p50/p99, ready depth, live and dead tuples and size of every table) into CSV and PNG |
 //!
 //! Workers run in this process ([`BenchConfig::workers`], sharing the
 //! capacity) or as child processes ([`BenchConfig::processes`], PostgreSQL
@@ -24,11 +25,14 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub mod chart;
 pub mod child;
 mod claim;
+pub mod cluster;
 pub mod progress;
 pub mod recorder;
 pub mod report;
+pub mod soak;
 mod standard;
 mod sustained;
 mod target;
@@ -36,6 +40,7 @@ mod workers;
 
 pub use progress::Progress;
 pub use report::Report;
+pub use soak::{HoldXmin, SoakSpec};
 
 /// The kind every bench item has.
 pub const KIND: &str = "drover_bench.noop";
@@ -94,6 +99,10 @@ pub enum Mode {
         /// txid_current();`) from before the churn until the end.
         hold_xact: bool,
     },
+    /// A soak: [`SoakSpec`] on a throwaway cluster the run starts and
+    /// removes itself ([`cluster::StockCluster`]); the database URL is not
+    /// used.
+    Soak(SoakSpec),
 }
 
 /// How to re-execute the current program as a child worker.
@@ -130,6 +139,12 @@ pub struct BenchConfig {
     pub timeout: Duration,
     /// What to run.
     pub mode: Mode,
+    /// The workers' `item_retention` (`None`: from `DROVER_*` or the
+    /// default). Soak mode sets it from [`SoakSpec::retention`].
+    pub item_retention: Option<Duration>,
+    /// The workers' `sweep_interval` (`None`: from `DROVER_*` or the
+    /// default).
+    pub sweep_interval: Option<Duration>,
 }
 
 impl Default for BenchConfig {
@@ -145,6 +160,8 @@ impl Default for BenchConfig {
             latency_jobs: LATENCY_JOBS_DEFAULT,
             timeout: TIMEOUT_DEFAULT,
             mode: Mode::Standard,
+            item_retention: None,
+            sweep_interval: None,
         }
     }
 }
@@ -177,7 +194,7 @@ impl BenchConfig {
         if self.processes > 0 && self.child.is_none() {
             return bad("processes", "needs a program to re-execute");
         }
-        let pg = target::is_postgres(&self.database_url);
+        let pg = target::is_postgres(&self.database_url) || matches!(self.mode, Mode::Soak(_));
         if self.processes > 0 && !pg {
             return bad("processes", "child processes need PostgreSQL");
         }
@@ -187,6 +204,25 @@ impl BenchConfig {
             }
             if duration.is_zero() {
                 return bad("duration", "must be longer than zero");
+            }
+        }
+        if let Mode::Soak(spec) = &self.mode {
+            if !(spec.rate.is_finite() && spec.rate > 0.0) {
+                return bad("rate", "must be a positive number of items/s");
+            }
+            if spec.duration < WINDOW {
+                return bad("duration", "must be at least one 5 s sample window");
+            }
+            if spec.retention.is_zero() {
+                return bad("retention", "must be longer than zero");
+            }
+            if let Some(h) = spec.hold_xmin {
+                if h.hold.is_zero() {
+                    return bad("hold_xmin_for", "must be longer than zero");
+                }
+                if h.at >= spec.duration {
+                    return bad("hold_xmin_at", "must fall inside --duration");
+                }
             }
         }
         if let Mode::ClaimLatency {
@@ -260,6 +296,11 @@ impl BenchError {
 /// `drover_bench_*`; safe to drop by hand).
 pub async fn run(config: &BenchConfig, progress: &Progress) -> Result<Report, BenchError> {
     config.validate()?;
+    if let Mode::Soak(spec) = &config.mode {
+        let mut report = soak::run(config, progress, spec).await?;
+        report.git_commit = git_commit();
+        return Ok(report);
+    }
     let target = target::Target::create(&config.database_url).await?;
     progress.note(&format!("sandbox: {}", target.describe()));
     let result = match &config.mode {
@@ -268,6 +309,7 @@ pub async fn run(config: &BenchConfig, progress: &Progress) -> Result<Report, Be
             sustained::run(config, &target, progress, *rate, *duration).await
         }
         Mode::ClaimLatency { .. } => claim::run(config, &target, progress).await,
+        Mode::Soak(_) => Err(drover::Error::invalid("mode", "soak runs on its own cluster").into()),
     };
     let dropped = target.drop_sandbox().await;
     let mut report = result?;

@@ -82,6 +82,37 @@ pub struct Probe {
     pub claim_ms: f64,
 }
 
+/// What a soak run found, besides its CSV rows.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SoakSummary {
+    /// The CSV file written.
+    pub csv: String,
+    /// The PNG chart written, if it could be drawn.
+    pub png: Option<String>,
+    /// Why the chart was not drawn.
+    pub chart_error: Option<String>,
+    /// Rows (5 s samples) in the CSV.
+    pub samples: usize,
+    /// The workers' item retention, s.
+    pub retention_s: f64,
+    /// The held snapshot: start and length, s.
+    pub hold_xmin: Option<(f64, f64)>,
+    /// Largest `n_dead_tup` of the items table over the samples.
+    pub items_dead_peak: i64,
+    /// Largest sum of `n_dead_tup` over every drover table.
+    pub dead_total_peak: i64,
+    /// `pg_total_relation_size` of the items table at the last sample.
+    pub items_bytes_last: i64,
+    /// Its largest value over the samples.
+    pub items_bytes_peak: i64,
+    /// Largest per-window claim p99 of the probe, ms.
+    pub claim_p99_max_ms: f64,
+    /// Largest per-window end-to-end p99, ms.
+    pub e2e_p99_max_ms: f64,
+    /// Smallest per-window handled rate, items/s.
+    pub throughput_min_per_s: f64,
+}
+
 /// What one bench run measured. Fields a mode does not measure are `null`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Report {
@@ -156,6 +187,8 @@ pub struct Report {
     /// Claim latency: `EXPLAIN (ANALYZE, BUFFERS)` of a claim of 20 and its
     /// batched completion, before and after the churn.
     pub plans: Option<Vec<String>>,
+    /// Soak: the summary of the samples (the rows are in the CSV).
+    pub soak: Option<SoakSummary>,
     /// Why the run did not finish, if it did not (its counts are then
     /// partial and the rates absent).
     pub error: Option<String>,
@@ -172,7 +205,7 @@ impl Report {
             "standard" => {
                 dups && self.executed == Some(self.jobs) && self.distinct == Some(self.jobs)
             }
-            "sustained" => dups && self.executed == self.enqueued,
+            "sustained" | "soak" => dups && self.executed == self.enqueued,
             _ => dups,
         }
     }
@@ -266,6 +299,68 @@ impl Report {
                         out,
                         "  {:>8.0} {:>12.0} {:>12.0} {:>10.2} {:>10.2}",
                         w.start_s, w.enqueued_rate, w.achieved_rate, w.lat_p50, w.lat_p99
+                    )?;
+                }
+            }
+            "soak" => {
+                row(out, "offered items/s", f(self.offered_rate, 0))?;
+                row(out, "achieved items/s", f(self.achieved_rate, 0))?;
+                row(
+                    out,
+                    "enqueued / executed",
+                    format!("{} / {}", n(self.enqueued), n(self.executed)),
+                )?;
+                row(out, "duplicates", n(self.duplicates))?;
+                row(
+                    out,
+                    "e2e p50/p99/max",
+                    format!(
+                        "{} / {} / {} ms",
+                        f(self.lat_p50, 2),
+                        f(self.lat_p99, 2),
+                        f(self.lat_max, 2)
+                    ),
+                )?;
+                if let Some(s) = &self.soak {
+                    row(out, "samples (5 s)", s.samples.to_string())?;
+                    row(out, "retention", format!("{:.0} s", s.retention_s))?;
+                    if let Some((a, d)) = s.hold_xmin {
+                        row(out, "snapshot held", format!("from {a:.0} s for {d:.0} s"))?;
+                    }
+                    row(out, "items dead tuples peak", s.items_dead_peak.to_string())?;
+                    row(out, "all tables dead peak", s.dead_total_peak.to_string())?;
+                    row(
+                        out,
+                        "items size last / peak",
+                        format!(
+                            "{:.1} / {:.1} MiB",
+                            s.items_bytes_last as f64 / 1_048_576.0,
+                            s.items_bytes_peak as f64 / 1_048_576.0
+                        ),
+                    )?;
+                    row(
+                        out,
+                        "claim p99 worst window",
+                        format!("{:.2} ms", s.claim_p99_max_ms),
+                    )?;
+                    row(
+                        out,
+                        "e2e p99 worst window",
+                        format!("{:.2} ms", s.e2e_p99_max_ms),
+                    )?;
+                    row(
+                        out,
+                        "handled/s worst window",
+                        format!("{:.0}", s.throughput_min_per_s),
+                    )?;
+                    row(out, "csv", s.csv.clone())?;
+                    row(
+                        out,
+                        "chart",
+                        s.png
+                            .clone()
+                            .or_else(|| s.chart_error.as_ref().map(|e| format!("not drawn: {e}")))
+                            .unwrap_or_default(),
                     )?;
                 }
             }

@@ -57,13 +57,26 @@ pub(crate) fn settings(capacity: usize) -> WorkerSettings {
     }
 }
 
+/// [`settings`] with the run's overrides (retention, sweep interval).
+fn settings_for(config: &BenchConfig, capacity: usize) -> WorkerSettings {
+    let mut s = settings(capacity);
+    if let Some(r) = config.item_retention {
+        s.item_retention = r;
+    }
+    if let Some(i) = config.sweep_interval {
+        s.sweep_interval = i;
+    }
+    s
+}
+
 /// Builds and starts one in-process worker of `capacity` over `target`.
 pub(crate) async fn start_one(
+    config: &BenchConfig,
     target: &Target,
     capacity: usize,
     recorder: &Arc<Recorder>,
 ) -> Result<RunningWorker, BenchError> {
-    let s = settings(capacity);
+    let s = settings_for(config, capacity);
     let queue = target.queue(s.pool_size).await?;
     Ok(Worker::builder(queue)
         .settings(s)
@@ -110,7 +123,7 @@ impl Fleet {
         } else {
             for i in 0..config.workers {
                 let cap = config.share(i, config.workers);
-                match start_one(target, cap, recorder).await {
+                match start_one(config, target, cap, recorder).await {
                     Ok(w) => fleet.inproc.push(w),
                     Err(e) => {
                         fleet.stop().await;
@@ -166,7 +179,15 @@ fn spawn_child(
         .as_ref()
         .ok_or_else(|| drover::Error::invalid("processes", "needs a program to re-execute"))?;
     let schema = target.schema.clone().unwrap_or_default();
-    let mut child = tokio::process::Command::new(&cmd.program)
+    let mut command = tokio::process::Command::new(&cmd.program);
+    // The child reads its settings from `DROVER_*`, as every worker does.
+    if let Some(r) = config.item_retention {
+        command.env("DROVER_ITEM_RETENTION", format!("{}ms", r.as_millis()));
+    }
+    if let Some(i) = config.sweep_interval {
+        command.env("DROVER_SWEEP_INTERVAL", format!("{}ms", i.as_millis()));
+    }
+    let mut child = command
         .args(&cmd.args)
         .args([
             "--child-schema",

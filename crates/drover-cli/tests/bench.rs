@@ -94,3 +94,90 @@ fn postgres_bench_with_two_processes_counts_across_them() {
     assert_eq!(v["worker_mode"], "processes");
     assert_eq!(v["workers"], 2);
 }
+
+/// The soak, reduced (15 s at 200/s, a 5 s retention, a 5 s held
+/// snapshot): it starts its own stock-settings cluster, writes a CSV with
+/// every column and one row per 5 s window, the dead-tuple columns hold
+/// numbers (and the updates of a drained queue leave some), and a chart.
+#[test]
+fn soak_writes_csv_rows_with_dead_tuples_and_a_chart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_drover"))
+        .args([
+            "bench",
+            "--soak",
+            "--rate",
+            "200",
+            "--duration",
+            "15s",
+            "--retention",
+            "5s",
+            "--hold-xmin-at",
+            "5s",
+            "--hold-xmin-for",
+            "5s",
+            "--json",
+            "--quiet",
+            "--out",
+        ])
+        .arg(dir.path())
+        .env_remove("DROVER_DATABASE_URL")
+        .env_remove("DATABASE_URL")
+        .stdin(Stdio::null())
+        .output()
+        .expect("spawn drover");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "drover bench --soak failed: {:?}\nstdout: {stdout}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(stdout.trim()).expect("JSON report");
+    assert_eq!(v["mode"], "soak");
+    assert_eq!(v["duplicates"], 0);
+    assert_eq!(v["executed"], v["enqueued"]);
+
+    let text = std::fs::read_to_string(dir.path().join("soak.csv")).expect("soak.csv");
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    for col in [
+        "t_s",
+        "enqueued_per_s",
+        "throughput_per_s",
+        "e2e_p50_ms",
+        "e2e_p99_ms",
+        "claim_p50_ms",
+        "claim_p99_ms",
+        "ready",
+        "xmin_held",
+        "dead_total",
+        "items_live",
+        "items_dead",
+        "items_bytes",
+        "audit_dead",
+        "workers_dead",
+    ] {
+        assert!(header.contains(&col), "missing column {col}: {header:?}");
+    }
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 3, "one row per 5 s window of 15 s:\n{text}");
+    let at = |name: &str| header.iter().position(|c| *c == name).unwrap();
+    let dead: Vec<i64> = rows
+        .iter()
+        .map(|r| {
+            assert_eq!(r.len(), header.len(), "a row with every column: {r:?}");
+            r[at("items_dead")].parse().expect("items_dead is a number")
+        })
+        .collect();
+    assert!(
+        dead.iter().any(|d| *d > 0),
+        "claims and completions update rows in place, so dead tuples appear: {dead:?}"
+    );
+    assert!(
+        rows.iter().any(|r| r[at("xmin_held")] == "1"),
+        "the held snapshot shows in its window:\n{text}"
+    );
+    let png = std::fs::read(dir.path().join("soak.png")).expect("soak.png");
+    assert!(png.starts_with(b"\x89PNG"), "a PNG chart");
+}

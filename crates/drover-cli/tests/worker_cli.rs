@@ -661,4 +661,57 @@ mod postgres {
         );
         survivor.terminate();
     }
+
+    /// The state `drover stats` lists for the worker of process `pid`.
+    fn listed_state(url: &str, pid: i32) -> Option<String> {
+        let v = drover(Some(url), &["stats", "--json"]).ok().json();
+        v["workers"]
+            .as_array()?
+            .iter()
+            .find(|w| w["pid"] == pid)
+            .and_then(|w| w["state"].as_str().map(str::to_owned))
+    }
+
+    #[test]
+    fn sigkilled_worker_is_listed_lost_within_two_beat_intervals() {
+        const BEAT: Duration = Duration::from_secs(1);
+        let db = PgDb::new();
+        let mut victim = WorkerProc::spawn(Some(&db.url), &["--heartbeat-interval", "1s"]);
+        victim.wait_healthy();
+        wait_until(Duration::from_secs(30), "the victim listed running", || {
+            listed_state(&db.url, victim.pid()).as_deref() == Some("running")
+        });
+        victim.signal(nix::sys::signal::Signal::SIGKILL);
+        let killed_at = Instant::now();
+        let status = victim.wait_exit(Duration::from_secs(10));
+        assert_eq!(status.code(), None, "killed by a signal");
+        wait_until(Duration::from_secs(30), "the victim listed lost", || {
+            listed_state(&db.url, victim.pid()).as_deref() == Some("lost")
+        });
+        let took = killed_at.elapsed();
+        // Two intervals by the database clock, plus the time one `drover
+        // stats` run takes to observe it on a loaded machine.
+        let bound = BEAT * 2 + Duration::from_secs(3);
+        eprintln!(
+            "SIGKILLed worker listed lost {:.2} s after the kill (beat {BEAT:?}, bound {bound:?})",
+            took.as_secs_f64()
+        );
+        assert!(took <= bound, "listed lost after {took:?} > {bound:?}");
+    }
+
+    #[test]
+    fn sigtermed_worker_is_listed_offline_not_lost() {
+        let db = PgDb::new();
+        let mut w = WorkerProc::spawn(Some(&db.url), &["--heartbeat-interval", "1s"]);
+        w.wait_healthy();
+        wait_until(Duration::from_secs(30), "the worker listed running", || {
+            listed_state(&db.url, w.pid()).as_deref() == Some("running")
+        });
+        let pid = w.pid();
+        w.terminate();
+        // A clean shutdown stays offline however long ago its last beat
+        // (the contract case worker_silent_two_intervals_is_lost moves a
+        // clock past two intervals to show it).
+        assert_eq!(listed_state(&db.url, pid).as_deref(), Some("offline"));
+    }
 }

@@ -151,6 +151,24 @@ impl Cluster {
     pub fn restart_immediate(&self) -> Result<(), String> {
         self.ctl("restart", &["-m", "immediate"])
     }
+
+    /// `pg_ctl stop -m immediate`: the server is down until
+    /// [`Cluster::start_again`] (an outage of the test's chosen length).
+    ///
+    /// # Errors
+    /// What `pg_ctl` said.
+    pub fn stop_immediate(&self) -> Result<(), String> {
+        self.ctl("stop", &["-m", "immediate"])
+    }
+
+    /// Starts the server stopped by [`Cluster::stop_immediate`]; returns
+    /// when it accepts connections.
+    ///
+    /// # Errors
+    /// What `pg_ctl` said.
+    pub fn start_again(&self) -> Result<(), String> {
+        self.ctl("start", &[])
+    }
 }
 
 impl Drop for Cluster {

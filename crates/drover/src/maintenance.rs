@@ -4,10 +4,11 @@
 //! Each tick a worker asks for the **sweep lease** (a row on the store's
 //! clock, see [`Store::sweep_lease_take`](crate::Store::sweep_lease_take)).
 //! The holder runs one pass: requeue stale items (tenant by tenant, each one
-//! bounded conditional statement), purge final items past retention, then
-//! the steps the host registers. Every worker, holder or not, then reads the
-//! gauges and publishes them, so a scrape of any worker is as fresh as its
-//! last tick.
+//! bounded conditional statement), purge final items past retention, purge
+//! the rows of workers silent for longer than
+//! [`SweepConfig::worker_retention`], then the steps the host registers.
+//! Every worker, holder or not, then reads the gauges and publishes them, so
+//! a scrape of any worker is as fresh as its last tick.
 //!
 //! Invariants:
 //!
@@ -50,6 +51,9 @@ pub const SWEEP_INTERVAL_DEFAULT: Duration = Duration::from_secs(15);
 /// How long final items are kept before purge by default
 /// (`DROVER_ITEM_RETENTION`).
 pub const ITEM_RETENTION_DEFAULT: Duration = Duration::from_secs(7 * 24 * 3600);
+/// How long the row of a worker that stopped beating (offline or lost) is
+/// kept by default before the sweep deletes it.
+pub const WORKER_RETENTION_DEFAULT: Duration = Duration::from_secs(24 * 3600);
 /// How many stale items one tenant's requeue takes per run by default.
 pub const STALE_LIMIT_DEFAULT: u32 = STALE_BATCH_DEFAULT;
 /// The sweep interval varies by this fraction either way, so workers
@@ -98,6 +102,9 @@ pub struct SweepConfig {
     /// each step, so it must exceed `step_timeout`. Default
     /// [`SWEEP_LEASE_DEFAULT`].
     pub lease: Duration,
+    /// Rows of workers silent for longer than this are purged. Default
+    /// [`WORKER_RETENTION_DEFAULT`].
+    pub worker_retention: Duration,
 }
 
 impl Default for SweepConfig {
@@ -108,6 +115,7 @@ impl Default for SweepConfig {
             stale_limit: STALE_LIMIT_DEFAULT,
             step_timeout: SWEEP_STEP_TIMEOUT_DEFAULT,
             lease: SWEEP_LEASE_DEFAULT,
+            worker_retention: WORKER_RETENTION_DEFAULT,
         }
     }
 }
@@ -144,6 +152,8 @@ pub struct SweepReport {
     pub dead_lettered: u64,
     /// Final items purged.
     pub purged: u64,
+    /// Rows of long-dead workers purged.
+    pub workers_purged: u64,
     /// The gauges read.
     pub gauges: Option<Gauges>,
     /// When the last completed pass (of any process) ended, as read.
@@ -297,6 +307,12 @@ impl Sweeper {
         }
         if config.stale_limit == 0 {
             return Err(Error::Config("the stale limit must be at least 1".into()));
+        }
+        if config.worker_retention.is_zero() {
+            // Zero would delete live workers' rows between their beats.
+            return Err(Error::Config(
+                "the worker retention must be longer than zero".into(),
+            ));
         }
         if config.step_timeout.is_zero() {
             return Err(Error::Config(
@@ -458,6 +474,20 @@ impl Sweeper {
         {
             Ok(n) => report.purged = n,
             Err(e) => report.errors.push(("purge".into(), e.to_string())),
+        }
+        if !self.renew(token, report).await {
+            return false;
+        }
+        let store = self.queue.store().clone();
+        let worker_retention = self.config.worker_retention;
+        match self
+            .guarded("purge_workers", async move {
+                store.worker_purge(worker_retention).await
+            })
+            .await
+        {
+            Ok(n) => report.workers_purged = n,
+            Err(e) => report.errors.push(("purge_workers".into(), e.to_string())),
         }
         for step in &self.steps {
             if !self.renew(token, report).await {

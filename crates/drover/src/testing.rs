@@ -233,7 +233,7 @@ pub async fn pg_fresh_store() -> (Arc<PgStore>, String) {
     let opts = PgOptions {
         schema: schema.clone(),
         max_connections: TEST_MAX_CONNECTIONS,
-        system_url: None,
+        ..PgOptions::default()
     };
     let store = PgStore::connect(&url, opts)
         .await

@@ -483,6 +483,7 @@ async fn split_logins_run_the_queue_and_the_runtime_login_alone_cannot_claim() {
             schema: schema.clone(),
             max_connections: 2,
             system_url: Some(url_as(&base, &sys)),
+            ..PgOptions::default()
         },
     )
     .await
@@ -504,7 +505,7 @@ async fn split_logins_run_the_queue_and_the_runtime_login_alone_cannot_claim() {
             PgOptions {
                 schema: schema.clone(),
                 max_connections: 2,
-                system_url: None,
+                ..PgOptions::default()
             },
         )
         .await

@@ -584,10 +584,13 @@ async fn worker_beat_inserts_then_updates() {
         started_at: now,
         last_beat_at: now,
         state: "running".into(),
+        beat_interval_ms: 5000,
     };
     db.store.worker_beat(&row).await.unwrap();
     row.state = "draining".into();
-    row.last_beat_at = now + chrono::Duration::seconds(5);
+    // The store stamps the beat with its own clock, not the row's.
+    db.clock.advance(std::time::Duration::from_secs(5));
+    row.last_beat_at = now + chrono::Duration::seconds(3600);
     db.store.worker_beat(&row).await.unwrap();
     let rows = db.store.worker_list().await.unwrap();
     assert_eq!(rows.len(), 1);
@@ -595,7 +598,7 @@ async fn worker_beat_inserts_then_updates() {
     assert_eq!(rows[0].lanes, row.lanes);
     assert_eq!(
         rows[0].last_beat_at.timestamp_micros(),
-        row.last_beat_at.timestamp_micros()
+        (now + chrono::Duration::seconds(5)).timestamp_micros()
     );
 }
 

@@ -366,6 +366,40 @@ async fn failed_liveness_publish_leaves_claiming_running_and_healthz_up() {
     assert!(q.workers().await.unwrap().is_empty(), "no beat ever landed");
 }
 
+/// A liveness publish that outlasts the beat interval (a database that
+/// hangs) is left to finish and the next beats skip theirs: timed-out
+/// writes never stack up on the pool. Fails with the publish re-spawned
+/// on every beat (about one hung write per interval).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hung_liveness_publishes_never_stack() {
+    let fault = Arc::new(FaultStore::new(Arc::new(MemoryStore::new())));
+    let faults = fault.faults.clone();
+    // Each publish hangs for ten beat intervals (fast_settings: 100 ms).
+    faults.beat_hang_ms.store(1000, Ordering::SeqCst);
+    let q = fast_queue(fault);
+    let w = Worker::builder(q.clone())
+        .settings(fast_settings())
+        .handler(Probe::default())
+        .build()
+        .unwrap()
+        .start()
+        .await
+        .unwrap();
+    // Three hung publishes one after another: thirty beats went by.
+    wait_until("three publishes", Duration::from_secs(20), async || {
+        faults.beat_calls.load(Ordering::SeqCst) >= 3
+    })
+    .await;
+    assert_eq!(
+        faults.beats_in_flight_max.load(Ordering::SeqCst),
+        1,
+        "at most one liveness write in flight"
+    );
+    assert!(w.health().is_healthy(), "the in-memory beat goes on");
+    faults.beat_hang_ms.store(0, Ordering::SeqCst);
+    w.shutdown().await;
+}
+
 async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();

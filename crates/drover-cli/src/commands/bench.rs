@@ -1,14 +1,16 @@
 //! `drover bench`: the benchmark workload of `BENCH.md` (bulk enqueue,
 //! drain, latency), a sustained-rate mode, and claim-latency probes, each in
 //! a sandbox it creates and drops (a fresh schema on PostgreSQL, a temporary
-//! file on SQLite). The engine is the `drover-bench` crate.
+//! file on SQLite); and a soak (`--soak`) on a throwaway stock-settings
+//! cluster it starts and removes itself. The engine is the `drover-bench`
+//! crate.
 //!
 //! Exit code 1 when any item did not run or ran twice (the report is still
 //! printed first).
 
 use std::time::Duration;
 
-use drover_bench::{BenchConfig, BenchError, ChildCommand, Mode, Progress};
+use drover_bench::{BenchConfig, BenchError, ChildCommand, HoldXmin, Mode, Progress, SoakSpec};
 
 use crate::{CliError, Context};
 
@@ -37,9 +39,32 @@ pub struct BenchArgs {
     /// for --duration while the workers drain.
     #[arg(long, value_name = "RATE")]
     pub sustained: Option<f64>,
-    /// How long sustained mode offers items.
+    /// How long sustained and soak modes offer items.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     pub duration: Duration,
+    /// Soak mode: offer --rate items/s for --duration on a throwaway
+    /// PostgreSQL cluster with stock settings (autovacuum on), sampling
+    /// every 5 s into <--out>/soak.csv and <--out>/soak.png. Needs the
+    /// PostgreSQL server binaries (initdb, pg_ctl); ignores the database URL.
+    #[arg(long)]
+    pub soak: bool,
+    /// Soak mode: offered items/s.
+    #[arg(long, default_value_t = 800.0)]
+    pub rate: f64,
+    /// Soak mode: the workers' item retention (short, so the purge runs
+    /// during the soak).
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub retention: Duration,
+    /// Soak mode: a second session holds a snapshot (`BEGIN ISOLATION
+    /// LEVEL REPEATABLE READ; SELECT 1;`) from this far into the run...
+    #[arg(long, value_parser = humantime::parse_duration, requires = "hold_xmin_for")]
+    pub hold_xmin_at: Option<Duration>,
+    /// ...for this long.
+    #[arg(long, value_parser = humantime::parse_duration, requires = "hold_xmin_at")]
+    pub hold_xmin_for: Option<Duration>,
+    /// Soak mode: the directory the CSV and the chart are written to.
+    #[arg(long, default_value = "drover-soak")]
+    pub out: std::path::PathBuf,
     /// Claim-latency mode (PostgreSQL): time the claim statement with
     /// --backlog items waiting.
     #[arg(long)]
@@ -86,7 +111,7 @@ pub struct BenchArgs {
 /// Not cancel safe: a dropped run leaves its `drover_bench_*` schema or
 /// temporary file behind.
 pub async fn run(args: &BenchArgs, cx: &mut Context<'_>) -> Result<(), CliError> {
-    if cx.database_url.is_empty() {
+    if cx.database_url.is_empty() && !args.soak {
         return Err(CliError::invalid(
             "database_url",
             "drover bench needs a database URL",
@@ -97,7 +122,18 @@ pub async fn run(args: &BenchArgs, cx: &mut Context<'_>) -> Result<(), CliError>
             .await
             .map_err(into_cli);
     }
-    let mode = if let Some(rate) = args.sustained {
+    let mode = if args.soak {
+        Mode::Soak(SoakSpec {
+            rate: args.rate,
+            duration: args.duration,
+            retention: args.retention,
+            hold_xmin: args
+                .hold_xmin_at
+                .zip(args.hold_xmin_for)
+                .map(|(at, hold)| HoldXmin { at, hold }),
+            out_dir: args.out.clone(),
+        })
+    } else if let Some(rate) = args.sustained {
         Mode::Sustained {
             rate,
             duration: args.duration,
@@ -134,6 +170,8 @@ pub async fn run(args: &BenchArgs, cx: &mut Context<'_>) -> Result<(), CliError>
         latency_jobs: args.latency_jobs,
         timeout: args.timeout,
         mode,
+        item_retention: None,
+        sweep_interval: None,
     };
     let report = drover_bench::run(&config, &Progress::new(!args.quiet))
         .await

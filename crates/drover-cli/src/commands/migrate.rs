@@ -61,7 +61,7 @@ pub async fn run(args: &MigrateArgs, cx: &mut Context<'_>) -> Result<(), CliErro
                     .unwrap_or(drover::store::postgres::SCHEMA_DEFAULT)
                     .to_owned(),
                 max_connections: 1,
-                system_url: None,
+                ..PgOptions::default()
             },
         )
         .await?;

@@ -1,10 +1,12 @@
 //! `drover stats`: counts per lane and status, per lane, kind and status,
-//! and the health gauges (oldest waiting age per lane, dead-letter size).
+//! the health gauges (oldest waiting age per lane, dead-letter size), and
+//! the workers table (a worker that died without shutting down is listed
+//! `lost`, judged by the store from its last beat).
 
 use std::collections::BTreeMap;
 
 use drover::Status;
-use drover::store::{CountRow, Gauges};
+use drover::store::{CountRow, Gauges, WorkerRow};
 use serde::Serialize;
 
 use crate::{CliError, Context, table};
@@ -12,7 +14,8 @@ use crate::{CliError, Context, table};
 /// Arguments of `drover stats`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct StatsArgs {
-    /// Print one JSON object (`total`, `lanes`, `kinds`, `rows`, `gauges`).
+    /// Print one JSON object (`total`, `lanes`, `kinds`, `rows`, `gauges`,
+    /// `workers`).
     #[arg(long)]
     pub json: bool,
 }
@@ -27,6 +30,7 @@ struct StatsJson {
     kinds: BTreeMap<String, StatusCounts>,
     rows: Vec<CountRow>,
     gauges: GaugesJson,
+    workers: Vec<WorkerRow>,
 }
 
 #[derive(Serialize)]
@@ -46,7 +50,7 @@ fn add(m: &mut StatusCounts, status: Status, n: i64) {
     *m.entry("total").or_default() += n;
 }
 
-fn summarize(rows: Vec<CountRow>, gauges: Gauges) -> StatsJson {
+fn summarize(rows: Vec<CountRow>, gauges: Gauges, workers: Vec<WorkerRow>) -> StatsJson {
     let mut total = zeroes();
     let mut lanes: BTreeMap<String, StatusCounts> = BTreeMap::new();
     let mut kinds: BTreeMap<String, StatusCounts> = BTreeMap::new();
@@ -72,6 +76,7 @@ fn summarize(rows: Vec<CountRow>, gauges: Gauges) -> StatsJson {
             oldest_age_seconds: gauges.oldest_age_seconds.into_iter().collect(),
             failed: gauges.failed,
         },
+        workers,
     }
 }
 
@@ -84,7 +89,11 @@ fn summarize(rows: Vec<CountRow>, gauges: Gauges) -> StatsJson {
 /// Read only.
 pub async fn run(args: &StatsArgs, cx: &mut Context<'_>) -> Result<(), CliError> {
     let queue = cx.queue().await?;
-    let stats = summarize(queue.counts().await?, queue.gauges().await?);
+    let stats = summarize(
+        queue.counts().await?,
+        queue.gauges().await?,
+        queue.workers().await?,
+    );
     if args.json {
         let v = serde_json::to_string(&stats).map_err(super::show::json_err)?;
         writeln!(cx.out, "{v}")?;
@@ -136,5 +145,34 @@ pub async fn run(args: &StatsArgs, cx: &mut Context<'_>) -> Result<(), CliError>
     table::write(cx.out, &header, &rows)?;
     writeln!(cx.out)?;
     writeln!(cx.out, "dead letter (failed): {}", stats.gauges.failed)?;
+    writeln!(cx.out)?;
+    let rows: Vec<Vec<String>> = stats
+        .workers
+        .iter()
+        .map(|w| {
+            vec![
+                w.id.clone(),
+                w.state.clone(),
+                w.host.clone(),
+                w.pid.to_string(),
+                w.lanes.join(","),
+                w.capacity.to_string(),
+                w.last_beat_at.format("%Y-%m-%d %H:%M:%S%.3f").to_string(),
+            ]
+        })
+        .collect();
+    table::write(
+        cx.out,
+        &[
+            "WORKER",
+            "state",
+            "host",
+            "pid",
+            "lanes",
+            "capacity",
+            "last_beat",
+        ],
+        &rows,
+    )?;
     Ok(())
 }

@@ -55,6 +55,10 @@ pub struct WorkerArgs {
     /// Database connections the process opens [default: 10].
     #[arg(long, env = "DROVER_POOL_SIZE", value_name = "N")]
     pub pool_size: Option<String>,
+    /// The longest a database call waits for a connection before it fails
+    /// fast, e.g. while the server restarts [default: 5s].
+    #[arg(long, env = "DROVER_DB_TIMEOUT", value_name = "DURATION")]
+    pub db_timeout: Option<String>,
     /// Where /healthz and /metrics listen, or `off` [default:
     /// 127.0.0.1:9464].
     #[arg(long, env = "DROVER_METRICS_ADDR", value_name = "HOST:PORT|off")]
@@ -108,6 +112,9 @@ impl WorkerArgs {
         if let Some(v) = &self.pool_size {
             s.pool_size = parse::int("pool_size", v, 1u32, u32::MAX)?;
         }
+        if let Some(v) = &self.db_timeout {
+            s.db_timeout = duration("db_timeout", v)?;
+        }
         if let Some(v) = &self.metrics_addr {
             let v = v.trim();
             s.metrics_addr = if v.is_empty() || v.eq_ignore_ascii_case("off") {
@@ -155,6 +162,7 @@ pub async fn run(args: &WorkerArgs, cx: &mut Context<'_>) -> Result<(), CliError
     let queue = cx
         .queue_with(&ConnectOptions {
             pool_size: settings.pool_size,
+            db_timeout: settings.db_timeout,
             ..ConnectOptions::default()
         })
         .await?;

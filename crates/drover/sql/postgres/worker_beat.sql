@@ -1,6 +1,10 @@
 -- Insert or refresh a worker's liveness row. System role.
-INSERT INTO workers (id, host, pid, lanes, capacity, started_at, last_beat_at, state)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+-- last_beat_at is the database clock, never the worker's: readers judge
+-- liveness against the same clock (worker_list.sql).
+-- $1 id, $2 host, $3 pid, $4 lanes, $5 capacity, $6 started_at, $7 state,
+-- $8 beat_interval_ms.
+INSERT INTO workers (id, host, pid, lanes, capacity, started_at, last_beat_at, state, beat_interval_ms)
+VALUES ($1, $2, $3, $4, $5, $6, now(), $7, $8)
 ON CONFLICT (id) DO UPDATE
 SET host = EXCLUDED.host,
     pid = EXCLUDED.pid,
@@ -8,4 +12,5 @@ SET host = EXCLUDED.host,
     capacity = EXCLUDED.capacity,
     started_at = EXCLUDED.started_at,
     last_beat_at = EXCLUDED.last_beat_at,
-    state = EXCLUDED.state
+    state = EXCLUDED.state,
+    beat_interval_ms = EXCLUDED.beat_interval_ms

@@ -683,7 +683,10 @@ impl Queue {
         self.store.audit_list(tenant, id).await
     }
 
-    /// The workers' liveness rows.
+    /// The workers' liveness rows, most recent beat first. A worker that
+    /// died without shutting down is listed with state `lost` once two of
+    /// its heartbeat intervals passed without a beat (by the store's clock;
+    /// see [`crate::store::LOST_AFTER_BEATS`]).
     ///
     /// # Errors
     /// Storage errors.

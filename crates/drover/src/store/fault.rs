@@ -46,6 +46,12 @@ pub struct Faults {
     pub write_replies_lost: AtomicU32,
     /// Calls of the outcome writes seen.
     pub write_calls: AtomicU64,
+    /// Every `worker_beat` hangs this many milliseconds first (0: none).
+    pub beat_hang_ms: AtomicU64,
+    /// `worker_beat` calls running now.
+    pub beats_in_flight: AtomicU64,
+    /// The most `worker_beat` calls ever running at once.
+    pub beats_in_flight_max: AtomicU64,
 }
 
 fn take(n: &AtomicU32) -> bool {
@@ -201,13 +207,28 @@ impl Store for FaultStore {
     }
     async fn worker_beat(&self, row: &WorkerRow) -> Result<()> {
         self.faults.beat_calls.fetch_add(1, Ordering::SeqCst);
-        if self.faults.beat_fails.load(Ordering::SeqCst) {
-            return Err(injected("worker_beat"));
+        let now = self.faults.beats_in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.faults
+            .beats_in_flight_max
+            .fetch_max(now, Ordering::SeqCst);
+        let hang = self.faults.beat_hang_ms.load(Ordering::SeqCst);
+        if hang > 0 {
+            tokio::time::sleep(Duration::from_millis(hang)).await;
         }
-        self.inner.worker_beat(row).await
+        let r = if self.faults.beat_fails.load(Ordering::SeqCst) {
+            Err(injected("worker_beat"))
+        } else {
+            self.inner.worker_beat(row).await
+        };
+        self.faults.beats_in_flight.fetch_sub(1, Ordering::SeqCst);
+        r
     }
     async fn worker_list(&self) -> Result<Vec<WorkerRow>> {
         self.inner.worker_list().await
+    }
+
+    async fn worker_purge(&self, older_than: Duration) -> Result<u64> {
+        self.inner.worker_purge(older_than).await
     }
     async fn wakeups(&self) -> Result<tokio::sync::broadcast::Receiver<String>> {
         self.inner.wakeups().await

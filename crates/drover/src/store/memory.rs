@@ -657,14 +657,34 @@ impl Store for MemoryStore {
     }
 
     async fn worker_beat(&self, row: &WorkerRow) -> Result<()> {
-        self.lock().workers.insert(row.id.clone(), row.clone());
+        let mut row = row.clone();
+        row.last_beat_at = self.clock.now();
+        row.beat_interval_ms = row.beat_interval_ms.max(1);
+        self.lock().workers.insert(row.id.clone(), row);
         Ok(())
     }
 
     async fn worker_list(&self) -> Result<Vec<WorkerRow>> {
+        let now = self.clock.now();
         let mut rows: Vec<WorkerRow> = self.lock().workers.values().cloned().collect();
-        rows.sort_by_key(|r| std::cmp::Reverse(r.last_beat_at));
+        for r in &mut rows {
+            let silent = chrono::Duration::milliseconds(
+                i64::from(r.beat_interval_ms) * i64::from(crate::store::LOST_AFTER_BEATS),
+            );
+            if r.state != "offline" && r.last_beat_at < now - silent {
+                r.state = "lost".into();
+            }
+        }
+        rows.sort_by(|a, b| b.last_beat_at.cmp(&a.last_beat_at).then(a.id.cmp(&b.id)));
         Ok(rows)
+    }
+
+    async fn worker_purge(&self, older_than: Duration) -> Result<u64> {
+        let before = self.clock.now() - crate::rules::to_chrono(older_than);
+        let mut st = self.lock();
+        let n = st.workers.len();
+        st.workers.retain(|_, r| r.last_beat_at >= before);
+        Ok((n - st.workers.len()) as u64)
     }
 
     async fn wakeups(&self) -> Result<broadcast::Receiver<String>> {

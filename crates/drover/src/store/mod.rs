@@ -88,7 +88,16 @@ pub struct ConnectOptions {
     /// hold both roles, as the owner that migrated does). Ignored by SQLite
     /// and memory.
     pub system_url: Option<String>,
+    /// The longest a call waits for a pooled connection, connecting
+    /// included (PostgreSQL): past it the call fails with
+    /// [`Error::Unavailable`](crate::Error::Unavailable) instead of waiting
+    /// out an outage. Default [`DB_TIMEOUT_DEFAULT`].
+    pub db_timeout: Duration,
 }
+
+/// `DROVER_DB_TIMEOUT`: how long a call waits for a database connection
+/// before it fails fast (a server that is down or restarting).
+pub const DB_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
 
 impl Default for ConnectOptions {
     fn default() -> Self {
@@ -96,6 +105,7 @@ impl Default for ConnectOptions {
             pool_size: POOL_SIZE_DEFAULT,
             schema: SCHEMA_DEFAULT.to_owned(),
             system_url: None,
+            db_timeout: DB_TIMEOUT_DEFAULT,
         }
     }
 }
@@ -154,6 +164,7 @@ async fn connect_postgres(url: &str, opts: &ConnectOptions) -> Result<std::sync:
                 schema: opts.schema.clone(),
                 max_connections: opts.pool_size,
                 system_url: opts.system_url.clone(),
+                acquire_timeout: opts.db_timeout,
             },
         )
         .await?;
@@ -327,6 +338,12 @@ pub struct AuditEntry {
     pub at: DateTime<Utc>,
 }
 
+/// A worker not offline whose last beat is older than this many of its own
+/// beat intervals, by the store's clock, is listed as `lost`: it died
+/// without shutting down. Two, so one late or failed publish never makes a
+/// live worker look lost, while a dead one shows within two intervals.
+pub const LOST_AFTER_BEATS: u32 = 2;
+
 /// A worker's liveness row, as the dashboard reads it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkerRow {
@@ -342,10 +359,16 @@ pub struct WorkerRow {
     pub capacity: i32,
     /// When it started.
     pub started_at: DateTime<Utc>,
-    /// Its last published beat.
+    /// Its last published beat. The store stamps it with its own clock
+    /// (the database clock on PostgreSQL) whatever the row carries, so
+    /// liveness is judged against one clock.
     pub last_beat_at: DateTime<Utc>,
-    /// `running`, `draining` or `offline`.
+    /// `running`, `draining` or `offline` as the worker published it; on
+    /// read, `lost` when not offline and no beat landed for
+    /// [`LOST_AFTER_BEATS`] intervals.
     pub state: String,
+    /// How often the worker beats, in milliseconds (at least 1).
+    pub beat_interval_ms: i32,
 }
 
 /// The storage seam. See the module docs for the invariants.
@@ -480,11 +503,18 @@ pub trait Store: Send + Sync + 'static {
     /// The audit entries of one item, oldest first.
     async fn audit_list(&self, tenant: Uuid, item_id: Uuid) -> Result<Vec<AuditEntry>>;
 
-    /// Publishes a worker's liveness row (insert or update).
+    /// Publishes a worker's liveness row (insert or update), stamping
+    /// `last_beat_at` with the store's clock (system operation).
     async fn worker_beat(&self, row: &WorkerRow) -> Result<()>;
 
-    /// Lists worker rows, most recent beat first.
+    /// Lists worker rows, most recent beat first, reporting `lost` for a
+    /// worker that stopped beating (see [`LOST_AFTER_BEATS`]).
     async fn worker_list(&self) -> Result<Vec<WorkerRow>>;
+
+    /// Deletes the rows of workers whose last beat is older than
+    /// `older_than` by the store's clock (system operation). Returns how
+    /// many.
+    async fn worker_purge(&self, older_than: Duration) -> Result<u64>;
 
     /// Subscribes to wake-ups: each message names a lane that got work.
     /// A wake-up is a hint; a lagged receiver should simply claim.

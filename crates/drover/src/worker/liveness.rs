@@ -163,6 +163,12 @@ pub(crate) async fn serve(
 }
 
 /// Beats in memory every `interval` and publishes the row, best effort.
+///
+/// At most one publish is in flight: a write still running when the next
+/// beat is due (a database that is down or slow) is left to finish and
+/// that beat's publish is skipped, so timed-out writes never stack up on
+/// the pool. A failing publication is logged once when it starts failing
+/// and once when it recovers, not on every beat.
 pub(crate) async fn heartbeat(
     store: Arc<dyn Store>,
     health: Arc<Health>,
@@ -173,12 +179,18 @@ pub(crate) async fn heartbeat(
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut row = row;
+    let mut in_flight: Option<tokio::task::JoinHandle<Result<()>>> = None;
+    let mut outage = Outage::default();
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
             _ = tick.tick() => {}
         }
         health.beat();
+        if in_flight.as_ref().is_some_and(|h| !h.is_finished()) {
+            outage.failed("the previous publish is still running");
+            continue;
+        }
         row.last_beat_at = Utc::now();
         row.state = if health.is_draining() {
             "draining"
@@ -186,19 +198,46 @@ pub(crate) async fn heartbeat(
             "running"
         }
         .to_owned();
-        // Bounded by the interval so a slow database never stacks beats;
-        // the write itself runs as its own task, so the bound stops the
+        // The write runs as its own task, so the bound below stops the
         // waiting, never the write mid-transaction.
-        let publish = {
+        let mut publish = {
             let (store, row) = (store.clone(), row.clone());
             tokio::spawn(async move { store.worker_beat(&row).await })
         };
-        match tokio::time::timeout(interval, publish).await {
-            Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "liveness publish failed"),
-            Ok(Err(e)) => tracing::warn!(error = %e, "liveness publish task failed"),
-            Err(_) => tracing::warn!("liveness publish timed out"),
+        match tokio::time::timeout(interval, &mut publish).await {
+            Ok(Ok(Ok(()))) => outage.recovered(),
+            Ok(Ok(Err(e))) => outage.failed(&e.to_string()),
+            Ok(Err(e)) => outage.failed(&format!("publish task failed: {e}")),
+            Err(_) => {
+                outage.failed("timed out");
+                in_flight = Some(publish);
+            }
         }
+    }
+}
+
+/// Logs a run of failures once: a warning when the first one happens, an
+/// info line with the count when a publish lands again.
+#[derive(Debug, Default)]
+struct Outage {
+    failures: u64,
+}
+
+impl Outage {
+    fn failed(&mut self, why: &str) {
+        if self.failures == 0 {
+            tracing::warn!(error = %why, "liveness publish failing; retrying every beat, logged once");
+        } else {
+            tracing::debug!(error = %why, failures = self.failures + 1, "liveness publish still failing");
+        }
+        self.failures += 1;
+    }
+
+    fn recovered(&mut self) {
+        if self.failures > 0 {
+            tracing::info!(failures = self.failures, "liveness publish recovered");
+        }
+        self.failures = 0;
     }
 }
 

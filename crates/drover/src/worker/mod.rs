@@ -36,7 +36,7 @@ use crate::store::WorkerRow;
 mod completer;
 mod executor;
 mod handler;
-mod liveness;
+pub(crate) mod liveness;
 mod settings;
 mod span;
 pub mod testkit;
@@ -317,6 +317,9 @@ impl Worker {
             started_at: Utc::now(),
             last_beat_at: Utc::now(),
             state: "running".into(),
+            beat_interval_ms: i32::try_from(s.heartbeat_interval.as_millis())
+                .unwrap_or(i32::MAX)
+                .max(1),
         };
         let heartbeat = tokio::spawn(liveness::heartbeat(
             store.clone(),
@@ -553,6 +556,8 @@ async fn claim_loop(l: ClaimLoop) {
     let mut idle = vec![false; lanes.len()];
     let mut next_lane = 0usize;
     let mut backoff = Duration::from_millis(50);
+    // Consecutive failed claims: the outage is logged when it begins and ends.
+    let mut claim_failures: u64 = 0;
     let mut failing_until: Option<tokio::time::Instant> = None;
     let jittered_poll = || {
         let jitter = 1.0 + 0.1 * (2.0 * rand::random::<f64>() - 1.0);
@@ -659,6 +664,10 @@ async fn claim_loop(l: ClaimLoop) {
                 requested -= asked;
                 match r {
                     Ok(batch) => {
+                        if claim_failures > 0 {
+                            tracing::info!(failures = claim_failures, "claims succeed again");
+                            claim_failures = 0;
+                        }
                         backoff = Duration::from_millis(50);
                         if batch.items.len() < asked {
                             idle[li] = true;
@@ -666,7 +675,13 @@ async fn claim_loop(l: ClaimLoop) {
                         buffer.extend(batch.items);
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, lane = %lanes[li], "claim failed");
+                        // Once per outage, not once per retry.
+                        if claim_failures == 0 {
+                            tracing::warn!(error = %e, lane = %lanes[li], "claim failed; retrying with backoff, logged once until a claim succeeds");
+                        } else {
+                            tracing::debug!(error = %e, lane = %lanes[li], failures = claim_failures + 1, "claim still failing");
+                        }
+                        claim_failures += 1;
                         failing_until = Some(tokio::time::Instant::now() + backoff);
                         backoff = (backoff * 2).min(s.poll_interval.max(Duration::from_millis(100)));
                     }

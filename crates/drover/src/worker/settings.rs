@@ -23,7 +23,9 @@ pub const POLL_INTERVAL_DEFAULT: Duration = Duration::from_secs(1);
 // `DROVER_SWEEP_INTERVAL` and `DROVER_ITEM_RETENTION` default to the
 // sweep's own constants: the worker runs the sweep, so the arrow runs from
 // here to `maintenance`, never back.
-pub use crate::maintenance::{ITEM_RETENTION_DEFAULT, SWEEP_INTERVAL_DEFAULT};
+pub use crate::maintenance::{
+    ITEM_RETENTION_DEFAULT, SWEEP_INTERVAL_DEFAULT, WORKER_RETENTION_DEFAULT,
+};
 /// `DROVER_SHUTDOWN_GRACE`: how long in-flight items may finish on shutdown.
 pub const SHUTDOWN_GRACE_DEFAULT: Duration = Duration::from_secs(30);
 /// `DROVER_HANDLER_TIMEOUT`: a run's time limit when its handler names none.
@@ -109,6 +111,10 @@ pub struct WorkerSettings {
     /// lease gets none: the token fires and the run is dropped at once.
     /// Default [`CANCEL_GRACE_DEFAULT`].
     pub cancel_grace: Duration,
+    /// The longest a database call waits for a connection before it fails
+    /// fast (`DROVER_DB_TIMEOUT`). Default
+    /// [`DB_TIMEOUT_DEFAULT`](crate::store::DB_TIMEOUT_DEFAULT).
+    pub db_timeout: Duration,
 }
 
 impl Default for WorkerSettings {
@@ -132,6 +138,7 @@ impl Default for WorkerSettings {
             prefetch: PREFETCH_DEFAULT,
             claimers: CLAIMERS_DEFAULT,
             cancel_grace: CANCEL_GRACE_DEFAULT,
+            db_timeout: crate::store::DB_TIMEOUT_DEFAULT,
         }
     }
 }
@@ -184,6 +191,7 @@ impl WorkerSettings {
             })?);
         }
         env_num("DROVER_CLAIMERS", &mut s.claimers)?;
+        env_duration("DROVER_DB_TIMEOUT", &mut s.db_timeout)?;
         env_num("DROVER_COMPLETE_BATCH", &mut s.complete_batch)?;
         env_duration("DROVER_COMPLETE_WINDOW", &mut s.complete_window)?;
         env_duration("DROVER_CANCEL_GRACE", &mut s.cancel_grace)?;
@@ -240,6 +248,11 @@ impl WorkerSettings {
         if self.renew_timeout.is_zero() {
             return Err(Error::Config(
                 "the renewal timeout must be longer than zero".into(),
+            ));
+        }
+        if self.db_timeout.is_zero() {
+            return Err(Error::Config(
+                "the database timeout must be longer than zero".into(),
             ));
         }
         if self.renew_interval + self.renew_timeout * 2 >= self.lease / 2 {

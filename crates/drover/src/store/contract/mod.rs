@@ -120,6 +120,8 @@ macro_rules! contract_suite {
             cancel_and_retry_by_operator,
             list_filters,
             worker_beat_upserts,
+            worker_silent_two_intervals_is_lost,
+            worker_purge_removes_only_long_silent,
             wakeup_after_insert,
             wakeup_after_every_transition_that_makes_work_available,
             sweep_lease_is_exclusive,

@@ -383,11 +383,10 @@ pub async fn list_filters(h: &Harness) {
     assert_eq!(one.len(), 1);
 }
 
-/// A worker's beat inserts then updates its row.
-pub async fn worker_beat_upserts(h: &Harness) {
+fn worker_row(id: &str, beat_interval_ms: i32) -> WorkerRow {
     let now = Utc::now();
-    let mut row = WorkerRow {
-        id: "w-1".into(),
+    WorkerRow {
+        id: id.into(),
         host: "host".into(),
         pid: 42,
         lanes: vec!["default".into(), "mail".into()],
@@ -395,19 +394,91 @@ pub async fn worker_beat_upserts(h: &Harness) {
         started_at: now,
         last_beat_at: now,
         state: "running".into(),
-    };
+        beat_interval_ms,
+    }
+}
+
+/// A worker's beat inserts then updates its row, stamped with the store's
+/// clock whatever the row carries.
+pub async fn worker_beat_upserts(h: &Harness) {
+    let mut row = worker_row("w-1", 5000);
     h.store.worker_beat(&row).await.expect("beat");
     row.state = "offline".into();
-    row.last_beat_at = now + chrono::Duration::seconds(5);
+    row.last_beat_at = Utc::now() + chrono::Duration::hours(1);
     h.store.worker_beat(&row).await.expect("beat");
     let rows = h.store.worker_list().await.expect("list");
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].state, "offline");
+    assert_eq!(rows[0].beat_interval_ms, 5000);
     assert_eq!(
         rows[0].lanes,
         vec!["default".to_string(), "mail".to_string()]
     );
-    assert!(approx(rows[0].last_beat_at, row.last_beat_at, 1));
+    assert!(
+        approx(rows[0].last_beat_at, h.store.now(), 5_000),
+        "the beat is the store's time, not the worker's: {:?}",
+        rows[0].last_beat_at
+    );
+}
+
+/// A worker that stops beating is listed `lost` once two of its intervals
+/// passed by the store's clock; one that keeps beating, or shut down
+/// (offline), is listed as it said.
+pub async fn worker_silent_two_intervals_is_lost(h: &Harness) {
+    let dead = worker_row("w-dead", 1000);
+    let live = worker_row("w-live", 1000);
+    let mut gone = worker_row("w-gone", 1000);
+    gone.state = "offline".into();
+    for w in [&dead, &live, &gone] {
+        h.store.worker_beat(w).await.expect("beat");
+    }
+    let state = |rows: &[WorkerRow], id: &str| {
+        rows.iter()
+            .find(|r| r.id == id)
+            .map(|r| r.state.clone())
+            .expect("listed")
+    };
+    let rows = h.store.worker_list().await.expect("list");
+    assert_eq!(state(&rows, "w-dead"), "running", "one beat ago: alive");
+    // Well past two intervals (2 s) for the dead one, while the live one
+    // keeps beating.
+    for _ in 0..4 {
+        h.pass(Duration::from_millis(700)).await;
+        h.store.worker_beat(&live).await.expect("beat");
+    }
+    let rows = h.store.worker_list().await.expect("list");
+    assert_eq!(state(&rows, "w-dead"), "lost");
+    assert_eq!(state(&rows, "w-live"), "running");
+    assert_eq!(
+        state(&rows, "w-gone"),
+        "offline",
+        "a clean shutdown is not lost"
+    );
+    // A lost worker that beats again is running again.
+    h.store.worker_beat(&dead).await.expect("beat");
+    let rows = h.store.worker_list().await.expect("list");
+    assert_eq!(state(&rows, "w-dead"), "running");
+}
+
+/// The purge deletes the rows of workers silent for longer than the
+/// retention and keeps the others.
+pub async fn worker_purge_removes_only_long_silent(h: &Harness) {
+    let old = worker_row("w-old", 100);
+    h.store.worker_beat(&old).await.expect("beat");
+    h.pass(Duration::from_millis(2500)).await;
+    let fresh = worker_row("w-fresh", 100);
+    h.store.worker_beat(&fresh).await.expect("beat");
+    let n = h
+        .store
+        .worker_purge(Duration::from_millis(1500))
+        .await
+        .expect("purge");
+    assert_eq!(n, 1);
+    let rows = h.store.worker_list().await.expect("list");
+    assert_eq!(
+        rows.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        vec!["w-fresh"]
+    );
 }
 
 /// An insert publishes a wake-up naming its lane.

@@ -104,6 +104,9 @@ pub struct PgOptions {
     /// role. `None` (the default): the one login of the main URL runs them,
     /// so it must hold both roles (the owner that migrated does).
     pub system_url: Option<String>,
+    /// The longest a call waits for a connection, connecting included
+    /// ([`crate::store::DB_TIMEOUT_DEFAULT`]).
+    pub acquire_timeout: Duration,
 }
 
 impl Default for PgOptions {
@@ -112,6 +115,7 @@ impl Default for PgOptions {
             schema: SCHEMA_DEFAULT.to_owned(),
             max_connections: MAX_CONNECTIONS_DEFAULT,
             system_url: None,
+            acquire_timeout: crate::store::DB_TIMEOUT_DEFAULT,
         }
     }
 }
@@ -212,6 +216,11 @@ impl PgStore {
         validate_schema(&opts.schema)?;
         if opts.max_connections == 0 {
             return Err(Error::Config("max_connections must be at least 1".into()));
+        }
+        if opts.acquire_timeout.is_zero() {
+            return Err(Error::Config(
+                "the database timeout must be longer than zero".into(),
+            ));
         }
         let pool = open_pool(url, "url", &opts).await?;
         let system_pool = match &opts.system_url {
@@ -433,6 +442,10 @@ async fn open_pool(url: &str, field: &'static str, opts: &PgOptions) -> Result<P
         .options([("search_path", opts.schema.as_str())]);
     Ok(PgPoolOptions::new()
         .max_connections(opts.max_connections)
+        // Bounds every acquire, a new connection's handshake included: with
+        // the server down a call fails after this instead of waiting out the
+        // outage (sqlx's default is 30 s).
+        .acquire_timeout(opts.acquire_timeout)
         .connect_with(connect)
         .await?)
 }
@@ -619,6 +632,10 @@ impl Store for PgStore {
 
     async fn worker_list(&self) -> Result<Vec<WorkerRow>> {
         ops::worker_list(self).await
+    }
+
+    async fn worker_purge(&self, older_than: Duration) -> Result<u64> {
+        ops::worker_purge(self, older_than).await
     }
 
     async fn wakeups(&self) -> Result<broadcast::Receiver<String>> {

@@ -263,8 +263,8 @@ pub(super) async fn worker_beat(store: &PgStore, w: &WorkerRow) -> Result<()> {
         .bind(&w.lanes)
         .bind(w.capacity)
         .bind(w.started_at)
-        .bind(w.last_beat_at)
         .bind(&w.state)
+        .bind(w.beat_interval_ms.max(1))
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;
@@ -274,7 +274,25 @@ pub(super) async fn worker_beat(store: &PgStore, w: &WorkerRow) -> Result<()> {
 /// Worker rows, most recent beat first (system role).
 pub(super) async fn worker_list(store: &PgStore) -> Result<Vec<WorkerRow>> {
     let mut tx = store.begin_system().await?;
-    let rows = sqlx::query(sql::WORKER_LIST).fetch_all(&mut *tx).await?;
+    let rows = sqlx::query(sql::WORKER_LIST)
+        .bind(i32::try_from(crate::store::LOST_AFTER_BEATS).unwrap_or(i32::MAX))
+        .fetch_all(&mut *tx)
+        .await?;
     tx.commit().await?;
     rows.iter().map(row::worker).collect()
+}
+
+/// Deletes long-dead workers' rows (system role).
+pub(super) async fn worker_purge(store: &PgStore, older_than: std::time::Duration) -> Result<u64> {
+    let mut tx = store.begin_system().await?;
+    let n = sqlx::query(sql::WORKER_PURGE)
+        .bind(older_than.as_secs_f64())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    tx.commit().await?;
+    if n > 0 {
+        tracing::info!(purged = n, "long-dead worker rows purged");
+    }
+    Ok(n)
 }

@@ -68,5 +68,6 @@ pub(super) fn worker(r: &PgRow) -> Result<WorkerRow> {
         started_at: r.try_get("started_at")?,
         last_beat_at: r.try_get("last_beat_at")?,
         state: r.try_get("state")?,
+        beat_interval_ms: r.try_get("beat_interval_ms")?,
     })
 }

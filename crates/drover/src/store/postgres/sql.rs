@@ -84,3 +84,5 @@ pub(super) const SWEEP_LAST_PASS: &str = include_str!("../../../sql/postgres/swe
 pub(super) const WORKER_BEAT: &str = include_str!("../../../sql/postgres/worker_beat.sql");
 /// `sql/postgres/worker_list.sql`.
 pub(super) const WORKER_LIST: &str = include_str!("../../../sql/postgres/worker_list.sql");
+/// Deletes long-dead workers' rows.
+pub(super) const WORKER_PURGE: &str = include_str!("../../../sql/postgres/worker_purge.sql");

@@ -483,6 +483,10 @@ impl Store for SqliteStore {
         self.read_workers().await
     }
 
+    async fn worker_purge(&self, older_than: Duration) -> Result<u64> {
+        self.purge_workers(older_than).await
+    }
+
     async fn wakeups(&self) -> Result<broadcast::Receiver<String>> {
         Ok(self.wake.subscribe())
     }

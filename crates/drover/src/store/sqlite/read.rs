@@ -113,6 +113,9 @@ impl SqliteStore {
         let lanes = serde_json::to_string(&w.lanes)
             .map_err(|e| Error::Storage(Opaque::msg(format!("lanes do not serialize: {e}"))))?;
         let mut tx = self.begin().await?;
+        // The store's clock, read once the write lock is held, as every
+        // write here does: readers judge liveness against the same clock.
+        let now = to_micros(self.now());
         sqlx::query(sql::WORKER_BEAT)
             .bind(&w.id)
             .bind(&w.host)
@@ -120,8 +123,9 @@ impl SqliteStore {
             .bind(lanes)
             .bind(w.capacity)
             .bind(to_micros(w.started_at))
-            .bind(to_micros(w.last_beat_at))
+            .bind(now)
             .bind(&w.state)
+            .bind(w.beat_interval_ms.max(1))
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
@@ -130,8 +134,22 @@ impl SqliteStore {
 
     pub(super) async fn read_workers(&self) -> Result<Vec<WorkerRow>> {
         let rows = sqlx::query(sql::WORKER_LIST)
+            .bind(to_micros(self.now()))
+            .bind(i64::from(crate::store::LOST_AFTER_BEATS))
             .fetch_all(&self.reader)
             .await?;
         rows.iter().map(row::worker).collect()
+    }
+
+    pub(super) async fn purge_workers(&self, older_than: std::time::Duration) -> Result<u64> {
+        let mut tx = self.begin().await?;
+        let before = self.now() - crate::rules::to_chrono(older_than);
+        let n = sqlx::query(sql::WORKER_PURGE)
+            .bind(to_micros(before))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(n)
     }
 }

@@ -98,5 +98,6 @@ pub(super) fn worker(row: &SqliteRow) -> Result<WorkerRow> {
         started_at: from_micros(row.try_get("started_at")?)?,
         last_beat_at: from_micros(row.try_get("last_beat_at")?)?,
         state: row.try_get("state")?,
+        beat_interval_ms: row.try_get("beat_interval_ms")?,
     })
 }
