@@ -26,6 +26,7 @@
 
 mod items;
 mod ops;
+mod orchestration;
 mod row;
 mod sql;
 mod wake;

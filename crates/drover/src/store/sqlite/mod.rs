@@ -73,6 +73,7 @@ use crate::store::{
 mod claim;
 mod insert;
 mod maint;
+mod orchestration;
 mod read;
 mod row;
 mod sql;

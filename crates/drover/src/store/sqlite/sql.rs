@@ -45,3 +45,24 @@ sql!(GAUGES_OLDEST, "gauges_oldest.sql");
 sql!(GAUGES_FAILED, "gauges_failed.sql");
 sql!(WORKER_BEAT, "worker_beat.sql");
 sql!(WORKER_LIST, "worker_list.sql");
+sql!(ORCHESTRATION_INSERT, "orchestration_insert.sql");
+sql!(ORCHESTRATION_GET, "orchestration_get.sql");
+sql!(ORCHESTRATION_GET_ANY, "orchestration_get_any.sql");
+sql!(ORCHESTRATION_GET_BY_KEY, "orchestration_get_by_key.sql");
+sql!(ORCHESTRATION_LIST, "orchestration_list.sql");
+sql!(ORCHESTRATION_UPDATE, "orchestration_update.sql");
+sql!(ORCHESTRATION_DUE, "orchestration_due.sql");
+sql!(ORCHESTRATION_PARKED_COUNT, "orchestration_parked_count.sql");
+sql!(
+    ORCHESTRATION_SIGNAL_INSERT,
+    "orchestration_signal_insert.sql"
+);
+sql!(
+    ORCHESTRATION_SIGNAL_PENDING,
+    "orchestration_signal_pending.sql"
+);
+sql!(
+    ORCHESTRATION_SIGNAL_CONSUME,
+    "orchestration_signal_consume.sql"
+);
+sql!(ORCHESTRATION_SIGNAL_LIST, "orchestration_signal_list.sql");
