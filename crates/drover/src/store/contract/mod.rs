@@ -194,6 +194,7 @@ fn approx(a: DateTime<Utc>, b: DateTime<Utc>, tol_ms: i64) -> bool {
 
 mod claims;
 mod operations;
+pub mod orchestration;
 mod writes;
 
 pub use claims::*;
