@@ -653,3 +653,155 @@ fn blank_strategy_refused() {
         .unwrap_err();
     assert!(err.to_string().contains("compensation"), "{err}");
 }
+
+/// A step that panics on every attempt fails the orchestration into
+/// compensation once its attempts are spent (not a silent dead letter).
+async fn panicking_step_fails_into_compensation(store: Arc<dyn Store>) {
+    let q = queue(store);
+    let plan = Arc::new(Plan::default());
+    let make = |plan: &Arc<Plan>| {
+        let p = plan.clone();
+        let p2 = plan.clone();
+        Workflow::<St>::new("panics", STRATEGY)
+            .max_attempts(2)
+            .step("s1", move |cx, s| step(p.clone(), cx, s, "s1", Some("s2")))
+            .step("s2", |_cx, _s: St| async move {
+                if true {
+                    panic!("s2 always panics");
+                }
+                Ok(Next::step("s2", St::default()))
+            })
+            .compensate("s1", move |cx, _s| undo(p2.clone(), cx, "s1"))
+    };
+    let w = worker(
+        &q,
+        Workflows::new().with(make(&plan)),
+        Duration::from_millis(50),
+    )
+    .await;
+    let id = start(&q, &make(&plan)).await;
+    let r = wait_status(
+        &q,
+        id,
+        &[OrchestrationStatus::Compensated],
+        Duration::from_secs(30),
+    )
+    .await;
+    w.shutdown().await;
+    assert_eq!(plan.log(), vec!["s1", "undo:s1"]);
+    assert!(
+        r.error.as_deref().unwrap().contains("panicked"),
+        "{:?}",
+        r.error
+    );
+}
+on_every_backend!(panicking_step, panicking_step_fails_into_compensation);
+
+/// Started in the caller's transaction: exists if and only if it commits;
+/// a retried start with the key meets its own orchestration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_in_the_callers_transaction_sqlite() {
+    let path = std::env::temp_dir().join(format!("drover-orch-tx-{}.db", Uuid::now_v7()));
+    let store = drover::store::sqlite::SqliteStore::open(
+        path.to_str().unwrap(),
+        drover::store::sqlite::SqliteOptions::default(),
+    )
+    .await
+    .unwrap();
+    store.migrate().await.unwrap();
+    let writer = store.writer().clone();
+    let q = queue(Arc::new(store));
+    let plan = Arc::new(Plan::default());
+    let wf = five(&plan);
+    let mut tx = writer.begin_with("BEGIN IMMEDIATE").await.unwrap();
+    let rolled = q
+        .start_in(&mut *tx, &Start::of(&wf, &St::default()).unwrap().key("k"))
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+    assert_eq!(
+        q.orchestration(Uuid::nil(), rolled.record.id)
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::NotFound
+    );
+    let mut tx = writer.begin_with("BEGIN IMMEDIATE").await.unwrap();
+    let first = q
+        .start_in(&mut *tx, &Start::of(&wf, &St::default()).unwrap().key("k"))
+        .await
+        .unwrap();
+    let again = q
+        .start_in(&mut *tx, &Start::of(&wf, &St::default()).unwrap().key("k"))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(first.result, drover::InsertResult::Inserted);
+    assert_eq!(again.result, drover::InsertResult::KeyExists);
+    assert_eq!(again.record.id, first.record.id);
+    let w = worker(
+        &q,
+        Workflows::new().with(five(&plan)),
+        Duration::from_millis(50),
+    )
+    .await;
+    wait_status(
+        &q,
+        first.record.id,
+        &[OrchestrationStatus::Completed],
+        Duration::from_secs(30),
+    )
+    .await;
+    w.shutdown().await;
+    assert_eq!(plan.log(), vec!["s1", "s2", "s3", "s4", "s5"]);
+    let _ = std::fs::remove_file(&path);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_in_the_callers_transaction_postgres() {
+    let (store, schema) = drover::testing::pg_fresh_store().await;
+    let pool = store.pool().clone();
+    let q = queue(store);
+    let plan = Arc::new(Plan::default());
+    let wf = five(&plan);
+    let mut tx = pool.begin().await.unwrap();
+    let rolled = q
+        .start_in(&mut *tx, &Start::of(&wf, &St::default()).unwrap().key("k"))
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+    assert_eq!(
+        q.orchestration(Uuid::nil(), rolled.record.id)
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::NotFound
+    );
+    let mut tx = pool.begin().await.unwrap();
+    let first = q
+        .start_in(&mut *tx, &Start::of(&wf, &St::default()).unwrap().key("k"))
+        .await
+        .unwrap();
+    let again = q
+        .start_in(&mut *tx, &Start::of(&wf, &St::default()).unwrap().key("k"))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(first.result, drover::InsertResult::Inserted);
+    assert_eq!(again.result, drover::InsertResult::KeyExists);
+    let w = worker(
+        &q,
+        Workflows::new().with(five(&plan)),
+        Duration::from_millis(50),
+    )
+    .await;
+    wait_status(
+        &q,
+        first.record.id,
+        &[OrchestrationStatus::Completed],
+        Duration::from_secs(30),
+    )
+    .await;
+    w.shutdown().await;
+    drover::testing::pg_drop_schema(&drover::testing::pg_url().await, &schema).await;
+}

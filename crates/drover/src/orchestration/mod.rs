@@ -154,6 +154,31 @@ impl Queue {
         Ok(out)
     }
 
+    /// Starts an orchestration on the caller's connection, inside the
+    /// caller's transaction (as [`Queue::enqueue_in`]): the record and its
+    /// first step item exist if and only if the caller commits. With a key,
+    /// a retried start meets its own orchestration. On SQLite call
+    /// [`Queue::wake`] with the workflow's lane after committing for an
+    /// instant pickup.
+    ///
+    /// # Errors
+    /// As [`Queue::start`]; [`Error::Config`] when the connection is of
+    /// another backend than the queue.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: drop the caller's transaction if this is dropped.
+    pub async fn start_in<C>(&self, conn: &mut C, start: &Start) -> Result<OrchestrationInserted>
+    where
+        C: crate::queue::Transactional + ?Sized,
+    {
+        let (new, first) = start.build()?;
+        let out = conn.start_prepared(self, &new, &first).await?;
+        if out.result == InsertResult::Inserted {
+            metrics::counter!("drover_orchestrations_started_total").increment(1);
+        }
+        Ok(out)
+    }
+
     /// Reads an orchestration.
     ///
     /// # Errors

@@ -164,7 +164,7 @@ async fn run_step(r: &StepRunner, cx: &JobContext, job: StepJob) -> Outcome {
         let Some(step) = def.steps.get(&rec.step).cloned() else {
             return settle(r, cx, &rec, stuck(&rec, cx, started)).await;
         };
-        match step(scx, rec.state.clone()).await {
+        match guarded(step(scx, rec.state.clone())).await {
             Ok(next) => forward(&rec, cx, started, next),
             Err(StepError::Retry(m)) if !last_attempt => return Err(JobError::Retry(m)),
             Err(e) => start_compensation(&rec, &def, cx, started, e.message(), false),
@@ -174,7 +174,7 @@ async fn run_step(r: &StepRunner, cx: &JobContext, job: StepJob) -> Outcome {
             return settle(r, cx, &rec, stuck(&rec, cx, started)).await;
         }
         match def.compensations.get(&rec.step).cloned() {
-            Some(comp) => match comp(scx, rec.state.clone()).await {
+            Some(comp) => match guarded(comp(scx, rec.state.clone())).await {
                 Ok(()) => compensated_one(&rec, &def, cx, started),
                 Err(StepError::Retry(m)) if !last_attempt => return Err(JobError::Retry(m)),
                 Err(e) => compensation_failed(&rec, cx, started, e.message()),
@@ -185,6 +185,27 @@ async fn run_step(r: &StepRunner, cx: &JobContext, job: StepJob) -> Outcome {
         }
     };
     settle(r, cx, &rec, t).await
+}
+
+/// Runs a step or compensation, turning a panic into a retryable error: a
+/// panic on the last attempt then fails the orchestration into
+/// compensation instead of dead-lettering its item behind its back.
+async fn guarded<T>(
+    f: impl std::future::Future<Output = std::result::Result<T, StepError>>,
+) -> std::result::Result<T, StepError> {
+    use futures::FutureExt;
+    match std::panic::AssertUnwindSafe(f).catch_unwind().await {
+        Ok(r) => r,
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "non-string panic payload".into());
+            tracing::error!(panic = %msg, "orchestration step panicked");
+            Err(StepError::Retry(format!("step panicked: {msg}")))
+        }
+    }
 }
 
 /// Writes `t` with the item's completion; a lost race completes nothing more.

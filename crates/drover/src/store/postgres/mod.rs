@@ -52,6 +52,7 @@ use crate::store::{
 };
 
 pub use items::insert_in;
+pub use orchestration::start_in;
 
 /// The schema drover's tables live in unless told otherwise.
 pub const SCHEMA_DEFAULT: &str = "drover";

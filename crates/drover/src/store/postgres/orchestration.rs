@@ -146,6 +146,97 @@ async fn apply_and_match(conn: &mut PgConnection, t: &Transition) -> Result<Orch
     Ok(r)
 }
 
+/// Inserts a record and its first item on a connection already under the
+/// record's tenant and the runtime role; resolves a collision to the
+/// existing record and then inserts nothing.
+async fn insert_on(
+    conn: &mut PgConnection,
+    new: &NewOrchestration,
+    first: &NewItem,
+) -> Result<OrchestrationInserted> {
+    let row = sqlx::query(sql::ORCHESTRATION_INSERT)
+        .bind(new.id)
+        .bind(new.tenant_id)
+        .bind(&new.kind)
+        .bind(&new.lane)
+        .bind(new.max_attempts)
+        .bind(&new.step)
+        .bind(&new.state)
+        .bind(new.idempotency_key.as_deref())
+        .fetch_optional(&mut *conn)
+        .await?;
+    if let Some(row) = row {
+        let r = record(&row)?;
+        insert_one(conn, first).await?;
+        return Ok(OrchestrationInserted {
+            result: InsertResult::Inserted,
+            record: r,
+        });
+    }
+    let existing = sqlx::query(sql::ORCHESTRATION_FIND_COLLISION)
+        .bind(new.id)
+        .bind(new.idempotency_key.as_deref())
+        .fetch_optional(&mut *conn)
+        .await?;
+    match existing {
+        Some(row) => {
+            let r = record(&row)?;
+            let result = if r.id == new.id {
+                InsertResult::IdExists
+            } else {
+                InsertResult::KeyExists
+            };
+            Ok(OrchestrationInserted { result, record: r })
+        }
+        // Another tenant's record holds the id: refuse without showing it.
+        None => Err(Error::Conflict(format!(
+            "orchestration id {} is taken",
+            new.id
+        ))),
+    }
+}
+
+/// Starts an orchestration inside the caller's transaction on `conn`, in
+/// the drover tables of `schema`: the record and its first item exist if
+/// and only if the caller commits. Role, `search_path` and tenant are
+/// switched for its own statements only (inside a savepoint) and put back,
+/// as [`insert_in`](super::insert_in) does.
+///
+/// # Errors
+/// As [`OrchestrationStore::orchestration_insert`]; on an error the
+/// savepoint is rolled back and the caller's transaction stays usable.
+///
+/// # Cancel safety
+/// Not cancel safe in the caller's transaction (see
+/// [`insert_in`](super::insert_in)).
+pub async fn start_in(
+    conn: &mut PgConnection,
+    schema: &str,
+    new: &NewOrchestration,
+    first: &NewItem,
+) -> Result<OrchestrationInserted> {
+    use sqlx::Connection;
+    super::validate_schema(schema)?;
+    let mut sp = conn.begin().await?;
+    let saved = sqlx::query(sql::INSERT_IN_ENTER)
+        .bind(schema)
+        .bind(new.tenant_id.to_string())
+        .fetch_one(&mut *sp)
+        .await?;
+    let prev_role: String = saved.try_get("prev_role")?;
+    let prev_path: String = saved.try_get("prev_search_path")?;
+    let prev_tenant: String = saved.try_get("prev_tenant")?;
+    let out = insert_on(&mut sp, new, first).await?;
+    sqlx::query(sql::INSERT_IN_LEAVE)
+        .bind(prev_role)
+        .bind(prev_path)
+        .bind(prev_tenant)
+        .execute(&mut *sp)
+        .await?;
+    sp.commit().await?;
+    Ok(out)
+}
+
 #[async_trait]
 impl OrchestrationStore for PgStore {
     async fn orchestration_insert(
@@ -154,49 +245,12 @@ impl OrchestrationStore for PgStore {
         first: &NewItem,
     ) -> Result<OrchestrationInserted> {
         let mut tx = self.begin_tenant(new.tenant_id).await?;
-        let row = sqlx::query(sql::ORCHESTRATION_INSERT)
-            .bind(new.id)
-            .bind(new.tenant_id)
-            .bind(&new.kind)
-            .bind(&new.lane)
-            .bind(new.max_attempts)
-            .bind(&new.step)
-            .bind(&new.state)
-            .bind(new.idempotency_key.as_deref())
-            .fetch_optional(&mut *tx)
-            .await?;
-        if let Some(row) = row {
-            let r = record(&row)?;
-            insert_one(&mut tx, first).await?;
-            tx.commit().await?;
-            self.wake_local(&first.lane);
-            return Ok(OrchestrationInserted {
-                result: InsertResult::Inserted,
-                record: r,
-            });
-        }
-        let existing = sqlx::query(sql::ORCHESTRATION_FIND_COLLISION)
-            .bind(new.id)
-            .bind(new.idempotency_key.as_deref())
-            .fetch_optional(&mut *tx)
-            .await?;
+        let out = insert_on(&mut tx, new, first).await?;
         tx.commit().await?;
-        match existing {
-            Some(row) => {
-                let r = record(&row)?;
-                let result = if r.id == new.id {
-                    InsertResult::IdExists
-                } else {
-                    InsertResult::KeyExists
-                };
-                Ok(OrchestrationInserted { result, record: r })
-            }
-            // Another tenant's record holds the id: refuse without showing it.
-            None => Err(Error::Conflict(format!(
-                "orchestration id {} is taken",
-                new.id
-            ))),
+        if out.result == InsertResult::Inserted {
+            self.wake_local(&first.lane);
         }
+        Ok(out)
     }
 
     async fn orchestration_get(&self, tenant: Uuid, id: Uuid) -> Result<Option<Orchestration>> {

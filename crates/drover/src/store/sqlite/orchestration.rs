@@ -181,6 +181,74 @@ async fn apply_and_match(
     Ok(r)
 }
 
+/// Starts an orchestration on `conn` (the store's writer in its own
+/// transaction, or the caller's transaction): the record and its first
+/// item, or on a collision the existing record and nothing written. In the
+/// caller's transaction they exist if and only if the caller commits; call
+/// [`SqliteStore::notify`] with the lane after committing.
+///
+/// # Errors
+/// As [`OrchestrationStore::orchestration_insert`].
+///
+/// # Cancel safety
+/// Runs inside the given transaction: a dropped call leaves it to the
+/// caller to roll back or commit.
+pub async fn start_in(
+    conn: &mut SqliteConnection,
+    new: &NewOrchestration,
+    first: &NewItem,
+    now: DateTime<Utc>,
+) -> Result<OrchestrationInserted> {
+    if let Some(row) = sqlx::query(sql::ORCHESTRATION_GET_ANY)
+        .bind(new.id)
+        .fetch_optional(&mut *conn)
+        .await?
+    {
+        let r = record(&row)?;
+        if r.tenant_id != new.tenant_id {
+            return Err(Error::Conflict(format!(
+                "orchestration id {} is taken",
+                new.id
+            )));
+        }
+        return Ok(OrchestrationInserted {
+            result: InsertResult::IdExists,
+            record: r,
+        });
+    }
+    if let Some(key) = &new.idempotency_key {
+        if let Some(row) = sqlx::query(sql::ORCHESTRATION_GET_BY_KEY)
+            .bind(new.tenant_id)
+            .bind(key)
+            .fetch_optional(&mut *conn)
+            .await?
+        {
+            return Ok(OrchestrationInserted {
+                result: InsertResult::KeyExists,
+                record: record(&row)?,
+            });
+        }
+    }
+    let row = sqlx::query(sql::ORCHESTRATION_INSERT)
+        .bind(new.id)
+        .bind(new.tenant_id)
+        .bind(&new.kind)
+        .bind(&new.lane)
+        .bind(new.max_attempts)
+        .bind(&new.step)
+        .bind(to_json("state", &new.state)?)
+        .bind(new.idempotency_key.as_deref())
+        .bind(to_micros(now))
+        .fetch_one(&mut *conn)
+        .await?;
+    let r = record(&row)?;
+    insert::insert_on(conn, first, now).await?;
+    Ok(OrchestrationInserted {
+        result: InsertResult::Inserted,
+        record: r,
+    })
+}
+
 #[async_trait]
 impl OrchestrationStore for SqliteStore {
     async fn orchestration_insert(
@@ -190,59 +258,12 @@ impl OrchestrationStore for SqliteStore {
     ) -> Result<OrchestrationInserted> {
         let mut tx = self.begin().await?;
         let now = self.now();
-        if let Some(row) = sqlx::query(sql::ORCHESTRATION_GET_ANY)
-            .bind(new.id)
-            .fetch_optional(&mut *tx)
-            .await?
-        {
-            let r = record(&row)?;
-            tx.commit().await?;
-            if r.tenant_id != new.tenant_id {
-                return Err(Error::Conflict(format!(
-                    "orchestration id {} is taken",
-                    new.id
-                )));
-            }
-            return Ok(OrchestrationInserted {
-                result: InsertResult::IdExists,
-                record: r,
-            });
-        }
-        if let Some(key) = &new.idempotency_key {
-            if let Some(row) = sqlx::query(sql::ORCHESTRATION_GET_BY_KEY)
-                .bind(new.tenant_id)
-                .bind(key)
-                .fetch_optional(&mut *tx)
-                .await?
-            {
-                let r = record(&row)?;
-                tx.commit().await?;
-                return Ok(OrchestrationInserted {
-                    result: InsertResult::KeyExists,
-                    record: r,
-                });
-            }
-        }
-        let row = sqlx::query(sql::ORCHESTRATION_INSERT)
-            .bind(new.id)
-            .bind(new.tenant_id)
-            .bind(&new.kind)
-            .bind(&new.lane)
-            .bind(new.max_attempts)
-            .bind(&new.step)
-            .bind(to_json("state", &new.state)?)
-            .bind(new.idempotency_key.as_deref())
-            .bind(to_micros(now))
-            .fetch_one(&mut *tx)
-            .await?;
-        let r = record(&row)?;
-        insert::insert_on(&mut tx, first, now).await?;
+        let out = start_in(&mut tx, new, first, now).await?;
         tx.commit().await?;
-        self.notify(&first.lane);
-        Ok(OrchestrationInserted {
-            result: InsertResult::Inserted,
-            record: r,
-        })
+        if out.result == InsertResult::Inserted {
+            self.notify(&first.lane);
+        }
+        Ok(out)
     }
 
     async fn orchestration_get(&self, tenant: Uuid, id: Uuid) -> Result<Option<Orchestration>> {
