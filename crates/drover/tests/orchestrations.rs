@@ -79,10 +79,11 @@ async fn step(
     if plan.fail == Some(name) {
         return Err(StepError::Fatal(format!("{name} refused")));
     }
-    if let Some((f, n)) = plan.flaky {
-        if f == name && cx.attempt() <= n {
-            return Err(StepError::Retry(format!("{name} flaked")));
-        }
+    if let Some((f, n)) = plan.flaky
+        && f == name
+        && cx.attempt() <= n
+    {
+        return Err(StepError::Retry(format!("{name} flaked")));
     }
     let what = match cx.signal() {
         Some(sig) => format!("{name}+{sig}"),

@@ -61,15 +61,14 @@ impl State {
         r.resume_as = w.resume_as;
         r.version += 1;
         r.updated_at = now;
-        if let Some(sid) = t.consume_signal {
-            if let Some(s) = self
+        if let Some(sid) = t.consume_signal
+            && let Some(s) = self
                 .orchestrations
                 .signals
                 .iter_mut()
                 .find(|s| s.id == sid && s.consumed_at.is_none())
-            {
-                s.consumed_at = Some(now);
-            }
+        {
+            s.consumed_at = Some(now);
         }
         if let Some(item) = &t.enqueue {
             self.insert(item, now);
@@ -81,10 +80,10 @@ impl State {
     /// `apply`, then a park for a signal already waiting becomes its wake-up.
     fn apply_and_match(&mut self, t: &Transition, now: DateTime<Utc>) -> Result<Orchestration> {
         let r = self.apply(t, now)?;
-        if let Some(name) = parks_for_signal(t) {
-            if let Some(sig) = self.pending_signal(&r, name) {
-                return self.apply(&wake_on_signal(&r, &sig, now), now);
-            }
+        if let Some(name) = parks_for_signal(t)
+            && let Some(sig) = self.pending_signal(&r, name)
+        {
+            return self.apply(&wake_on_signal(&r, &sig, now), now);
         }
         Ok(r)
     }
@@ -150,18 +149,17 @@ impl OrchestrationStore for MemoryStore {
                 record: r.clone(),
             });
         }
-        if let Some(key) = &new.idempotency_key {
-            if let Some(r) = st
+        if let Some(key) = &new.idempotency_key
+            && let Some(r) = st
                 .orchestrations
                 .keys
                 .get(&(new.tenant_id, key.clone()))
                 .and_then(|id| st.orchestrations.records.get(id))
-            {
-                return Ok(OrchestrationInserted {
-                    result: InsertResult::KeyExists,
-                    record: r.clone(),
-                });
-            }
+        {
+            return Ok(OrchestrationInserted {
+                result: InsertResult::KeyExists,
+                record: r.clone(),
+            });
         }
         let record = stamp(new, now);
         if let Some(key) = &new.idempotency_key {
@@ -194,7 +192,7 @@ impl OrchestrationStore for MemoryStore {
             .filter(|r| f.kind.as_ref().is_none_or(|k| &r.kind == k))
             .cloned()
             .collect();
-        out.sort_by(|a, b| (b.created_at, b.id).cmp(&(a.created_at, a.id)));
+        out.sort_by_key(|r| std::cmp::Reverse((r.created_at, r.id)));
         out.truncate(f.limit as usize);
         Ok(out)
     }
@@ -287,14 +285,14 @@ impl OrchestrationStore for MemoryStore {
                 r.id, r.status
             )));
         }
-        if let Some(key) = &signal.idempotency_key {
-            if st.orchestrations.signals.iter().any(|s| {
+        if let Some(key) = &signal.idempotency_key
+            && st.orchestrations.signals.iter().any(|s| {
                 s.tenant_id == signal.tenant_id
                     && s.orchestration_id == signal.orchestration_id
                     && s.idempotency_key.as_ref() == Some(key)
-            }) {
-                return Ok(SignalOutcome::Duplicate);
-            }
+            })
+        {
+            return Ok(SignalOutcome::Duplicate);
         }
         let mut stored = signal.clone();
         stored.consumed_at = None;
@@ -302,13 +300,12 @@ impl OrchestrationStore for MemoryStore {
         st.orchestrations.signals.push(stored.clone());
         if r.status == OrchestrationStatus::Parked
             && r.waiting_for.as_deref() == Some(signal.name.as_str())
+            && let Some(sig) = st.pending_signal(&r, &signal.name)
         {
-            if let Some(sig) = st.pending_signal(&r, &signal.name) {
-                let woke = st.apply(&wake_on_signal(&r, &sig, now), now)?;
-                drop(st);
-                let _ = self.wake.send(woke.lane);
-                return Ok(SignalOutcome::Woke);
-            }
+            let woke = st.apply(&wake_on_signal(&r, &sig, now), now)?;
+            drop(st);
+            let _ = self.wake.send(woke.lane);
+            return Ok(SignalOutcome::Woke);
         }
         Ok(SignalOutcome::Kept)
     }

@@ -138,10 +138,10 @@ async fn pending(conn: &mut PgConnection, r: &Orchestration, name: &str) -> Resu
 /// `apply`, then a park for a signal already waiting becomes its wake-up.
 async fn apply_and_match(conn: &mut PgConnection, t: &Transition) -> Result<Orchestration> {
     let r = apply(conn, t).await?;
-    if let Some(name) = parks_for_signal(t) {
-        if let Some(sig) = pending(conn, &r, name).await? {
-            return apply(conn, &wake_on_signal(&r, &sig, chrono::Utc::now())).await;
-        }
+    if let Some(name) = parks_for_signal(t)
+        && let Some(sig) = pending(conn, &r, name).await?
+    {
+        return apply(conn, &wake_on_signal(&r, &sig, chrono::Utc::now())).await;
     }
     Ok(r)
 }
@@ -363,11 +363,10 @@ impl OrchestrationStore for PgStore {
         let mut outcome = SignalOutcome::Kept;
         if r.status == OrchestrationStatus::Parked
             && r.waiting_for.as_deref() == Some(s.name.as_str())
+            && let Some(sig) = pending(&mut tx, &r, &s.name).await?
         {
-            if let Some(sig) = pending(&mut tx, &r, &s.name).await? {
-                apply(&mut tx, &wake_on_signal(&r, &sig, chrono::Utc::now())).await?;
-                outcome = SignalOutcome::Woke;
-            }
+            apply(&mut tx, &wake_on_signal(&r, &sig, chrono::Utc::now())).await?;
+            outcome = SignalOutcome::Woke;
         }
         tx.commit().await?;
         if outcome == SignalOutcome::Woke {

@@ -173,10 +173,10 @@ async fn apply_and_match(
     now: DateTime<Utc>,
 ) -> Result<Orchestration> {
     let r = apply(conn, t, now).await?;
-    if let Some(name) = parks_for_signal(t) {
-        if let Some(sig) = pending(conn, &r, name).await? {
-            return apply(conn, &wake_on_signal(&r, &sig, now), now).await;
-        }
+    if let Some(name) = parks_for_signal(t)
+        && let Some(sig) = pending(conn, &r, name).await?
+    {
+        return apply(conn, &wake_on_signal(&r, &sig, now), now).await;
     }
     Ok(r)
 }
@@ -216,18 +216,17 @@ pub async fn start_in(
             record: r,
         });
     }
-    if let Some(key) = &new.idempotency_key {
-        if let Some(row) = sqlx::query(sql::ORCHESTRATION_GET_BY_KEY)
+    if let Some(key) = &new.idempotency_key
+        && let Some(row) = sqlx::query(sql::ORCHESTRATION_GET_BY_KEY)
             .bind(new.tenant_id)
             .bind(key)
             .fetch_optional(&mut *conn)
             .await?
-        {
-            return Ok(OrchestrationInserted {
-                result: InsertResult::KeyExists,
-                record: record(&row)?,
-            });
-        }
+    {
+        return Ok(OrchestrationInserted {
+            result: InsertResult::KeyExists,
+            record: record(&row)?,
+        });
     }
     let row = sqlx::query(sql::ORCHESTRATION_INSERT)
         .bind(new.id)
@@ -365,11 +364,10 @@ impl OrchestrationStore for SqliteStore {
         let mut outcome = SignalOutcome::Kept;
         if r.status == OrchestrationStatus::Parked
             && r.waiting_for.as_deref() == Some(s.name.as_str())
+            && let Some(sig) = pending(&mut tx, &r, &s.name).await?
         {
-            if let Some(sig) = pending(&mut tx, &r, &s.name).await? {
-                apply(&mut tx, &wake_on_signal(&r, &sig, now), now).await?;
-                outcome = SignalOutcome::Woke;
-            }
+            apply(&mut tx, &wake_on_signal(&r, &sig, now), now).await?;
+            outcome = SignalOutcome::Woke;
         }
         tx.commit().await?;
         if outcome == SignalOutcome::Woke {
