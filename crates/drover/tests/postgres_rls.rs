@@ -121,7 +121,13 @@ async fn runtime_role_without_tenant_sees_and_writes_nothing() {
 async fn runtime_role_cannot_truncate() {
     let (_s, schema) = pg_fresh_store().await;
     let url = pg_url().await;
-    for table in ["items", "audit", "workers"] {
+    for table in [
+        "items",
+        "audit",
+        "workers",
+        "orchestrations",
+        "orchestration_signals",
+    ] {
         let mut conn = as_runtime(&url, &schema, Some(Uuid::new_v4())).await;
         let r = conn.execute(format!("TRUNCATE {table}").as_str()).await;
         let err = r.unwrap_err().to_string();
@@ -148,7 +154,17 @@ async fn every_table_forces_rls_and_runtime_role_is_unprivileged() {
     .await
     .unwrap();
     let names: Vec<&str> = tables.iter().map(|t| t.0.as_str()).collect();
-    assert_eq!(names, ["_sqlx_migrations", "audit", "items", "workers"]);
+    assert_eq!(
+        names,
+        [
+            "_sqlx_migrations",
+            "audit",
+            "items",
+            "orchestration_signals",
+            "orchestrations",
+            "workers"
+        ]
+    );
     for (name, rls, force) in &tables {
         if name == "_sqlx_migrations" {
             // The migrator's bookkeeping: no tenant data, and neither drover
