@@ -158,6 +158,10 @@ pub enum Command {
     Retry(commands::retry::RetryArgs),
     /// Cancel a pending or claimed item.
     Cancel(commands::cancel::CancelArgs),
+    /// List, show, cancel or resume orchestrations.
+    Orchestrations(commands::orchestrations::OrchestrationsArgs),
+    /// Send a signal to an orchestration.
+    Signal(commands::signal::SignalArgs),
     /// Run a worker: drain lanes until SIGTERM or SIGINT, then drain-first
     /// shutdown.
     Worker(commands::worker::WorkerArgs),
@@ -339,6 +343,8 @@ pub async fn execute(command: &Command, cx: &mut Context<'_>) -> Result<(), CliE
         Command::Stats(a) => commands::stats::run(a, cx).await,
         Command::Retry(a) => commands::retry::run(a, cx).await,
         Command::Cancel(a) => commands::cancel::run(a, cx).await,
+        Command::Orchestrations(a) => commands::orchestrations::run(a, cx).await,
+        Command::Signal(a) => commands::signal::run(a, cx).await,
         Command::Worker(a) => commands::worker::run(a, cx).await,
         Command::Handlers(a) => commands::handlers::run(a, cx).await,
         Command::Demo(a) => commands::demo::run(a, cx).await,

@@ -5,6 +5,7 @@
 //! | `starts` | the handler, unfenced, first thing | every handler start: `(op_id, item_id, fencing_token, attempt, pid)` |
 //! | `effects` | the handler, fenced | one row per `op_id`: the token of the last accepted write |
 //! | `effect_log` | the handler, in the same statement as the fenced write | every write attempt: did the claim hold, did a row change |
+//! | `saga_effects` | the `effects.saga` workflow's steps | one row per (orchestration, step, version) the step's effect was applied at |
 //! | `transitions` | a trigger on `items` | every update of a queue row: old/new status, claim number, holder, lease, and (PostgreSQL) which process wrote it |
 //!
 //! The fenced write changes a row only when both fences hold, checked in
@@ -47,6 +48,9 @@ CREATE TABLE transitions (
     attempts int, available_at timestamptz, updated_at timestamptz, last_error text,
     writer text, tx_now timestamptz, at timestamptz NOT NULL DEFAULT clock_timestamp());
 CREATE INDEX transitions_item ON transitions (item_id);
+CREATE TABLE saga_effects (
+    orchestration_id uuid NOT NULL, step text NOT NULL, version bigint NOT NULL, pid int NOT NULL,
+    PRIMARY KEY (orchestration_id, step, version));
 CREATE FUNCTION log_transition() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = "{schema}" AS $$
 BEGIN
@@ -84,6 +88,9 @@ CREATE TABLE IF NOT EXISTS transitions (
     attempts INTEGER, available_at INTEGER, updated_at INTEGER, last_error TEXT,
     writer TEXT, tx_now INTEGER, at INTEGER NOT NULL DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)));
 CREATE INDEX IF NOT EXISTS transitions_item ON transitions (item_id);
+CREATE TABLE IF NOT EXISTS saga_effects (
+    orchestration_id BLOB NOT NULL, step TEXT NOT NULL, version INTEGER NOT NULL, pid INTEGER NOT NULL,
+    PRIMARY KEY (orchestration_id, step, version));
 CREATE TRIGGER IF NOT EXISTS items_transitions AFTER UPDATE ON items FOR EACH ROW BEGIN
     INSERT INTO transitions (item_id, old_status, new_status, old_seq, new_seq, old_holder,
         new_holder, old_lease, new_lease, attempts, available_at, updated_at, last_error, tx_now)
@@ -134,6 +141,48 @@ fn now_us() -> i64 {
 }
 
 impl EffectsDb {
+    /// A saga step's effect, keyed on the record's version the step ran
+    /// against: a re-run of the same step (after a kill) meets its own row
+    /// and changes nothing; a step run at two versions would leave two.
+    /// Returns whether a row was written.
+    ///
+    /// # Errors
+    /// The database's; the write is idempotent, so the caller may retry.
+    pub async fn saga_effect(
+        &self,
+        orchestration: Uuid,
+        step: &str,
+        version: i64,
+    ) -> Result<bool, sqlx::Error> {
+        let pid = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
+        let n = match self {
+            EffectsDb::Pg { pool, schema } => {
+                let sql = format!(
+                    r#"INSERT INTO "{schema}".saga_effects (orchestration_id, step, version, pid) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING"#
+                );
+                sqlx::query(&sql)
+                    .bind(orchestration)
+                    .bind(step)
+                    .bind(version)
+                    .bind(pid)
+                    .execute(pool)
+                    .await?
+                    .rows_affected()
+            }
+            EffectsDb::Sqlite(pool) => sqlx::query(
+                "INSERT INTO saga_effects (orchestration_id, step, version, pid) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
+            )
+            .bind(orchestration.as_bytes().to_vec())
+            .bind(step)
+            .bind(version)
+            .bind(pid)
+            .execute(pool)
+            .await?
+            .rows_affected(),
+        };
+        Ok(n == 1)
+    }
+
     /// Records a handler start (unfenced).
     ///
     /// # Errors

@@ -13,6 +13,9 @@
 //! | `effects.fail` | logs its start, fails (retryable) every time |
 //! | `effects.panic` | logs its start, panics every time |
 //! | `effects.abort` | logs its start, aborts the whole process |
+//!
+//! And the workflow `effects.saga` ([`saga`]): five steps that each log their
+//! start, sleep, and write an effect keyed on the record's version.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -21,6 +24,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use drover::maintenance::{SweepConfig, SweepStep, Sweeper};
+use drover::orchestration::{Next, StepContext, StepError, Workflow, WorkflowStrategy, Workflows};
 use drover::queue::{JobContext, Kind, QueueConfig};
 use drover::rules::RetryPolicy;
 use drover::store::ConnectOptions;
@@ -237,6 +241,56 @@ impl Handler for Effects<EffectsAbort> {
 
 /// Adds `application_name=fw-<pid>` so the `transitions` trigger knows
 /// which process wrote each queue row.
+/// The state of `effects.saga`: how long each step works before its effect.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SagaState {
+    /// Milliseconds each step sleeps (where the kills inside steps land).
+    pub ms: u64,
+}
+
+/// The workflow `effects.saga` runs: the names of its five steps, in order.
+pub const SAGA_STEPS: [&str; 5] = ["s1", "s2", "s3", "s4", "s5"];
+
+/// `effects.saga`: five steps, each logging its start (unfenced), working
+/// `ms`, then writing its effect keyed on the record's version.
+pub fn saga(db: EffectsDb) -> Workflow<SagaState> {
+    let mut w = Workflow::<SagaState>::new(
+        "effects.saga",
+        WorkflowStrategy {
+            compensation: "none needed: the steps only record effects",
+            resume: "a killed step's item is swept after its lease and runs again at the same version",
+        },
+    )
+    .max_attempts(50);
+    for (i, name) in SAGA_STEPS.iter().copied().enumerate() {
+        let next = SAGA_STEPS.get(i + 1).copied();
+        let db = db.clone();
+        w = w.step(name, move |cx: StepContext, s: SagaState| {
+            let db = db.clone();
+            async move {
+                let op_id = format!("{}:{name}", cx.orchestration_id());
+                db.log_start(Op {
+                    op_id: &op_id,
+                    item_id: cx.job().id(),
+                    token: cx.fencing_token(),
+                    attempt: cx.attempt(),
+                })
+                .await
+                .map_err(StepError::retry)?;
+                tokio::time::sleep(Duration::from_millis(s.ms)).await;
+                db.saga_effect(cx.orchestration_id(), name, cx.version())
+                    .await
+                    .map_err(StepError::retry)?;
+                Ok(match next {
+                    Some(n) => Next::step(n, s),
+                    None => Next::complete(serde_json::Value::Null, s),
+                })
+            }
+        });
+    }
+    w
+}
+
 fn tagged(url: &str, suffix: &str) -> String {
     if !url.starts_with("postgres") {
         return url.to_owned();
@@ -337,7 +391,8 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         .handler(Effects::<EffectsWrite>::new(db.clone()))
         .handler(Effects::<EffectsFail>::new(db.clone()))
         .handler(Effects::<EffectsPanic>::new(db.clone()))
-        .handler(Effects::<EffectsAbort>::new(db));
+        .handler(Effects::<EffectsAbort>::new(db.clone()))
+        .workflows(Workflows::new().with(saga(db)));
     if args.no_sweep || own_sweep.is_some() {
         builder = builder.without_sweep();
     }

@@ -13,6 +13,7 @@
 //! | [`queue`] | the API producers and workers call |
 //! | [`worker`] | the runtime that drains lanes |
 //! | [`maintenance`] | the sweep: stale requeue, purge, gauges |
+//! | [`orchestration`] | long-running work as persisted, fenced steps that park, resume and compensate |
 //! | [`builtin`] | diagnostic kinds for exercising a deployment |
 //! | [`error`] | the one public error type |
 //! | [`jsonl`] | one line of JSON Lines import to one checked item |
@@ -38,6 +39,7 @@
 
 pub mod builtin;
 pub mod maintenance;
+pub mod orchestration;
 #[cfg(feature = "otel")]
 pub mod otel;
 pub mod queue;

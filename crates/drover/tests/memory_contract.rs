@@ -19,3 +19,4 @@ async fn memory_harness() -> Harness {
 }
 
 drover::contract_suite!(memory_harness);
+drover::orchestration_contract_suite!(memory_harness);

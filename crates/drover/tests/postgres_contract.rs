@@ -2,3 +2,4 @@
 //! per case).
 
 drover::contract_suite!(drover::testing::pg_harness);
+drover::orchestration_contract_suite!(drover::testing::pg_harness);

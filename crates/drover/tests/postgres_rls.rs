@@ -169,7 +169,13 @@ async fn runtime_role_without_tenant_sees_and_writes_nothing() {
 async fn runtime_role_cannot_truncate() {
     let (_s, schema) = pg_fresh_store().await;
     let url = pg_owner_url().await;
-    for table in ["items", "audit", "workers"] {
+    for table in [
+        "items",
+        "audit",
+        "workers",
+        "orchestrations",
+        "orchestration_signals",
+    ] {
         let mut conn = as_runtime(&url, &schema, Some(Uuid::new_v4())).await;
         let r = conn.execute(format!("TRUNCATE {table}").as_str()).await;
         let err = r.unwrap_err().to_string();
@@ -204,6 +210,8 @@ async fn every_table_forces_rls_and_runtime_role_is_unprivileged() {
             "audit",
             "items",
             "sweep_lease",
+            "orchestration_signals",
+            "orchestrations",
             "workers"
         ]
     );

@@ -2,3 +2,4 @@
 //! file per case on a `ManualClock` (see `drover::store::sqlite::sqlite_harness`).
 
 drover::contract_suite!(drover::store::sqlite::sqlite_harness);
+drover::orchestration_contract_suite!(drover::store::sqlite::sqlite_harness);

@@ -30,6 +30,16 @@ pub fn describe(cx: &Context<'_>) -> Result<Vec<HandlerInfo>, CliError> {
     Ok(worker.registry().describe())
 }
 
+/// The roles this binary declares (workflow runners, reconcilers) with
+/// their strategies.
+///
+/// # Errors
+/// As [`describe`].
+pub fn roles(cx: &Context<'_>) -> Result<Vec<drover::worker::RoleInfo>, CliError> {
+    let worker = cx.worker_builder(Queue::memory()).build()?;
+    Ok(worker.registry().roles().to_vec())
+}
+
 /// Prints the handlers' declared strategies.
 ///
 /// # Errors
@@ -76,5 +86,18 @@ pub async fn run(args: &HandlersArgs, cx: &mut Context<'_>) -> Result<(), CliErr
         ],
         &rows,
     )?;
+    let roles = roles(cx)?;
+    if !roles.is_empty() {
+        writeln!(cx.out)?;
+        let rows: Vec<Vec<String>> = roles
+            .into_iter()
+            .flat_map(|r| {
+                r.strategies
+                    .into_iter()
+                    .map(move |(what, says)| vec![r.role.clone(), r.name.clone(), what, says])
+            })
+            .collect();
+        table::write(cx.out, &["ROLE", "NAME", "STRATEGY", "DECLARED"], &rows)?;
+    }
     Ok(())
 }

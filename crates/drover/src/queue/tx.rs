@@ -24,6 +24,14 @@ use crate::queue::{Principal, Queue};
 pub trait Transactional: Send {
     /// Inserts the prepared `item` on this connection.
     async fn insert_prepared(&mut self, queue: &Queue, item: &NewItem) -> Result<Inserted>;
+
+    /// Starts an orchestration (its record and first item) on this connection.
+    async fn start_prepared(
+        &mut self,
+        queue: &Queue,
+        new: &crate::orchestration::NewOrchestration,
+        first: &NewItem,
+    ) -> Result<crate::orchestration::OrchestrationInserted>;
 }
 
 #[cfg(feature = "postgres")]
@@ -37,6 +45,20 @@ impl Transactional for PgConnection {
         })?;
         crate::store::postgres::insert_in(self, schema, item).await
     }
+
+    async fn start_prepared(
+        &mut self,
+        queue: &Queue,
+        new: &crate::orchestration::NewOrchestration,
+        first: &NewItem,
+    ) -> Result<crate::orchestration::OrchestrationInserted> {
+        let schema = queue.store().pg_schema().ok_or_else(|| {
+            Error::Config(
+                "a PostgreSQL connection was given to a queue that is not on PostgreSQL".into(),
+            )
+        })?;
+        crate::store::postgres::start_in(self, schema, new, first).await
+    }
 }
 
 #[cfg(feature = "sqlite")]
@@ -49,6 +71,20 @@ impl Transactional for SqliteConnection {
             ));
         }
         crate::store::sqlite::insert_in(self, item, queue.store().now()).await
+    }
+
+    async fn start_prepared(
+        &mut self,
+        queue: &Queue,
+        new: &crate::orchestration::NewOrchestration,
+        first: &NewItem,
+    ) -> Result<crate::orchestration::OrchestrationInserted> {
+        if queue.store().backend() != crate::store::Backend::Sqlite {
+            return Err(Error::Config(
+                "a SQLite connection was given to a queue that is not on SQLite".into(),
+            ));
+        }
+        crate::store::sqlite::start_in(self, new, first, queue.store().now()).await
     }
 }
 

@@ -246,3 +246,63 @@ impl Store for FaultStore {
         self.inner.sweep_last_pass().await
     }
 }
+
+/// Orchestration calls pass through unfaulted.
+#[async_trait]
+impl crate::orchestration::OrchestrationStore for FaultStore {
+    async fn orchestration_insert(
+        &self,
+        new: &crate::orchestration::NewOrchestration,
+        first: &NewItem,
+    ) -> Result<crate::orchestration::OrchestrationInserted> {
+        self.inner.orchestration_insert(new, first).await
+    }
+    async fn orchestration_get(
+        &self,
+        tenant: Uuid,
+        id: Uuid,
+    ) -> Result<Option<crate::orchestration::Orchestration>> {
+        self.inner.orchestration_get(tenant, id).await
+    }
+    async fn orchestration_list(
+        &self,
+        filter: &crate::orchestration::OrchestrationFilter,
+    ) -> Result<Vec<crate::orchestration::Orchestration>> {
+        self.inner.orchestration_list(filter).await
+    }
+    async fn orchestration_advance(
+        &self,
+        claim: &ClaimRef,
+        t: &crate::orchestration::Transition,
+    ) -> Result<crate::orchestration::Orchestration> {
+        self.inner.orchestration_advance(claim, t).await
+    }
+    async fn orchestration_update(
+        &self,
+        t: &crate::orchestration::Transition,
+    ) -> Result<crate::orchestration::Orchestration> {
+        self.inner.orchestration_update(t).await
+    }
+    async fn orchestration_due(
+        &self,
+        limit: u32,
+    ) -> Result<Vec<crate::orchestration::Orchestration>> {
+        self.inner.orchestration_due(limit).await
+    }
+    async fn orchestration_parked_count(&self) -> Result<i64> {
+        self.inner.orchestration_parked_count().await
+    }
+    async fn orchestration_signal(
+        &self,
+        signal: &crate::orchestration::Signal,
+    ) -> Result<crate::orchestration::SignalOutcome> {
+        self.inner.orchestration_signal(signal).await
+    }
+    async fn orchestration_signal_list(
+        &self,
+        tenant: Uuid,
+        id: Uuid,
+    ) -> Result<Vec<crate::orchestration::Signal>> {
+        self.inner.orchestration_signal_list(tenant, id).await
+    }
+}

@@ -22,6 +22,8 @@ use crate::store::{
     ListFilter, StaleReport, Store, SystemClock, WorkerRow,
 };
 
+mod orchestration;
+
 /// How many wake-ups may queue for a slow subscriber before it lags (and
 /// simply claims, which is what a lagged wake-up means).
 const WAKE_CAPACITY: usize = 1024;
@@ -36,6 +38,7 @@ struct State {
     sweep_lease: Option<(Uuid, DateTime<Utc>)>,
     /// When the last completed sweep pass ended.
     sweep_last_pass: Option<DateTime<Utc>>,
+    orchestrations: orchestration::Records,
 }
 
 /// The in-memory store.

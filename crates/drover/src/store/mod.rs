@@ -377,7 +377,7 @@ pub struct WorkerRow {
 /// dropped future either committed its single statement or did not; it never
 /// leaves a half-applied transition.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: crate::orchestration::OrchestrationStore + Send + Sync + 'static {
     /// Which engine this is.
     fn backend(&self) -> Backend;
 

@@ -300,6 +300,10 @@ impl Executor {
                     }
                 }
             }
+            // The handler's own transaction completed the item, fenced.
+            RunEnd::Finished(Ok(Done::Settled)) => {
+                metrics::counter!("drover_completed_total").increment(1);
+            }
             RunEnd::Finished(Err(JobError::Retry(m))) => {
                 self.write(
                     "fail",

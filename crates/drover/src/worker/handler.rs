@@ -22,6 +22,11 @@ use crate::queue::{JobContext, Kind};
 pub enum Done {
     /// The item is done.
     Completed,
+    /// The handler already wrote the item's final state itself, fenced on
+    /// its claim token in its own transaction (the workflow runner does, so
+    /// the item's completion and its record's write land together): the
+    /// executor writes nothing more.
+    Settled,
 }
 
 /// A run that did not complete, and what should happen to the item.
@@ -244,6 +249,19 @@ fn check_requires(kind: &str, permission: &str, requires: &[&str]) -> Result<()>
 #[derive(Clone, Default)]
 pub struct Registry {
     handlers: BTreeMap<String, Arc<dyn ErasedHandler>>,
+    roles: Vec<RoleInfo>,
+}
+
+/// A worker role beyond handlers (a workflow runner, a reconciler) and the
+/// strategies it declares, as `drover handlers` prints them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RoleInfo {
+    /// The role (`workflow runner`, `sync reconciler`).
+    pub role: String,
+    /// Its name (the workflow's, the reconciler's).
+    pub name: String,
+    /// Each declared strategy: what it is for, and what it says.
+    pub strategies: Vec<(String, String)>,
 }
 
 impl fmt::Debug for Registry {
@@ -275,6 +293,26 @@ impl Registry {
         self.handlers
             .insert(kind.to_owned(), Arc::new(Typed(handler)));
         Ok(())
+    }
+
+    /// Adds a role's declared strategies.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when one is blank.
+    pub fn add_role(&mut self, role: RoleInfo) -> Result<()> {
+        if let Some((what, _)) = role.strategies.iter().find(|(_, v)| v.trim().is_empty()) {
+            return Err(Error::Config(format!(
+                "the {} {} declares no {what} strategy",
+                role.role, role.name
+            )));
+        }
+        self.roles.push(role);
+        Ok(())
+    }
+
+    /// Every role's declared strategies, in the order they were added.
+    pub fn roles(&self) -> &[RoleInfo] {
+        &self.roles
     }
 
     /// The kinds handled, sorted.

@@ -41,7 +41,9 @@ mod settings;
 mod span;
 pub mod testkit;
 
-pub use handler::{Done, Handler, HandlerInfo, JobError, Outcome, Registry, ResultExt, Strategy};
+pub use handler::{
+    Done, Handler, HandlerInfo, JobError, Outcome, Registry, ResultExt, RoleInfo, Strategy,
+};
 pub use liveness::{Health, prometheus};
 pub use settings::*;
 
@@ -143,6 +145,26 @@ impl WorkerBuilder {
         if let Err(e) = self.registry.add(handler) {
             self.errors.push(e);
         }
+        self
+    }
+
+    /// Declares a role's strategies (printed by `drover handlers`; a blank
+    /// one makes [`WorkerBuilder::build`] fail).
+    pub fn role(mut self, role: RoleInfo) -> Self {
+        if let Err(e) = self.registry.add_role(role) {
+            self.errors.push(e);
+        }
+        self
+    }
+
+    /// The queue the worker drains.
+    pub fn queue(&self) -> &Queue {
+        &self.queue
+    }
+
+    /// Records a problem `build` reports.
+    pub(crate) fn error(mut self, e: Error) -> Self {
+        self.errors.push(e);
         self
     }
 

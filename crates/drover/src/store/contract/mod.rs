@@ -223,6 +223,7 @@ fn approx(a: DateTime<Utc>, b: DateTime<Utc>, tol_ms: i64) -> bool {
 
 mod claims;
 mod operations;
+pub mod orchestration;
 mod sweep;
 mod wakeups;
 mod writes;

@@ -307,7 +307,7 @@ pub(super) async fn claim(store: &PgStore, p: &ClaimParams) -> Result<Vec<Item>>
 
 /// The error for a fenced write that changed nothing: `NotFound` when the
 /// tenant has no such item, `Conflict` otherwise.
-async fn miss(conn: &mut PgConnection, id: Uuid, what: &str) -> Error {
+pub(super) async fn miss(conn: &mut PgConnection, id: Uuid, what: &str) -> Error {
     match sqlx::query_scalar::<_, String>(sql::ITEM_STATUS)
         .bind(id)
         .fetch_optional(conn)

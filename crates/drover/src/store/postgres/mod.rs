@@ -40,6 +40,7 @@
 
 mod items;
 mod ops;
+mod orchestration;
 mod row;
 mod sql;
 mod sweep;
@@ -66,6 +67,7 @@ use crate::store::{
 };
 
 pub use items::insert_in;
+pub use orchestration::start_in;
 
 /// The schema drover's tables live in unless told otherwise.
 pub const SCHEMA_DEFAULT: &str = super::SCHEMA_DEFAULT;

@@ -86,3 +86,39 @@ pub(super) const WORKER_BEAT: &str = include_str!("../../../sql/postgres/worker_
 pub(super) const WORKER_LIST: &str = include_str!("../../../sql/postgres/worker_list.sql");
 /// Deletes long-dead workers' rows.
 pub(super) const WORKER_PURGE: &str = include_str!("../../../sql/postgres/worker_purge.sql");
+/// `sql/postgres/orchestration_insert.sql`.
+pub(super) const ORCHESTRATION_INSERT: &str =
+    include_str!("../../../sql/postgres/orchestration_insert.sql");
+/// `sql/postgres/orchestration_find_collision.sql`.
+pub(super) const ORCHESTRATION_FIND_COLLISION: &str =
+    include_str!("../../../sql/postgres/orchestration_find_collision.sql");
+/// `sql/postgres/orchestration_get.sql`.
+pub(super) const ORCHESTRATION_GET: &str =
+    include_str!("../../../sql/postgres/orchestration_get.sql");
+/// `sql/postgres/orchestration_lock.sql`.
+pub(super) const ORCHESTRATION_LOCK: &str =
+    include_str!("../../../sql/postgres/orchestration_lock.sql");
+/// `sql/postgres/orchestration_list.sql`.
+pub(super) const ORCHESTRATION_LIST: &str =
+    include_str!("../../../sql/postgres/orchestration_list.sql");
+/// `sql/postgres/orchestration_update.sql`.
+pub(super) const ORCHESTRATION_UPDATE: &str =
+    include_str!("../../../sql/postgres/orchestration_update.sql");
+/// `sql/postgres/orchestration_due.sql`.
+pub(super) const ORCHESTRATION_DUE: &str =
+    include_str!("../../../sql/postgres/orchestration_due.sql");
+/// `sql/postgres/orchestration_parked_count.sql`.
+pub(super) const ORCHESTRATION_PARKED_COUNT: &str =
+    include_str!("../../../sql/postgres/orchestration_parked_count.sql");
+/// `sql/postgres/orchestration_signal_insert.sql`.
+pub(super) const ORCHESTRATION_SIGNAL_INSERT: &str =
+    include_str!("../../../sql/postgres/orchestration_signal_insert.sql");
+/// `sql/postgres/orchestration_signal_pending.sql`.
+pub(super) const ORCHESTRATION_SIGNAL_PENDING: &str =
+    include_str!("../../../sql/postgres/orchestration_signal_pending.sql");
+/// `sql/postgres/orchestration_signal_consume.sql`.
+pub(super) const ORCHESTRATION_SIGNAL_CONSUME: &str =
+    include_str!("../../../sql/postgres/orchestration_signal_consume.sql");
+/// `sql/postgres/orchestration_signal_list.sql`.
+pub(super) const ORCHESTRATION_SIGNAL_LIST: &str =
+    include_str!("../../../sql/postgres/orchestration_signal_list.sql");

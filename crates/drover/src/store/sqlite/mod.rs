@@ -73,6 +73,8 @@ use crate::store::{
 mod claim;
 mod insert;
 mod maint;
+mod orchestration;
+pub use orchestration::start_in;
 mod read;
 mod row;
 mod sql;

@@ -53,3 +53,24 @@ sql!(SWEEP_LEASE_RENEW, "sweep_lease_renew.sql");
 sql!(SWEEP_LEASE_RELEASE, "sweep_lease_release.sql");
 sql!(SWEEP_LAST_PASS, "sweep_last_pass.sql");
 sql!(WORKER_PURGE, "worker_purge.sql");
+sql!(ORCHESTRATION_INSERT, "orchestration_insert.sql");
+sql!(ORCHESTRATION_GET, "orchestration_get.sql");
+sql!(ORCHESTRATION_GET_ANY, "orchestration_get_any.sql");
+sql!(ORCHESTRATION_GET_BY_KEY, "orchestration_get_by_key.sql");
+sql!(ORCHESTRATION_LIST, "orchestration_list.sql");
+sql!(ORCHESTRATION_UPDATE, "orchestration_update.sql");
+sql!(ORCHESTRATION_DUE, "orchestration_due.sql");
+sql!(ORCHESTRATION_PARKED_COUNT, "orchestration_parked_count.sql");
+sql!(
+    ORCHESTRATION_SIGNAL_INSERT,
+    "orchestration_signal_insert.sql"
+);
+sql!(
+    ORCHESTRATION_SIGNAL_PENDING,
+    "orchestration_signal_pending.sql"
+);
+sql!(
+    ORCHESTRATION_SIGNAL_CONSUME,
+    "orchestration_signal_consume.sql"
+);
+sql!(ORCHESTRATION_SIGNAL_LIST, "orchestration_signal_list.sql");

@@ -1,0 +1,3 @@
+-- Parked and stuck records across tenants (system operation), for the
+-- drover_records_parked gauge.
+SELECT count(*) FROM orchestrations WHERE status IN ('parked', 'stuck')

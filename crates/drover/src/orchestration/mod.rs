@@ -1,0 +1,396 @@
+//! Orchestrations: long-running work as persisted steps that park, resume,
+//! and compensate in reverse.
+//!
+//! | part | owns |
+//! |---|---|
+//! | [`record`](Orchestration) | the record, its signals, [`OrchestrationStore`] |
+//! | [`workflow`](Workflow) | orchestration types declared in code: steps, compensations, strategies |
+//! | `runner` | the `drover.step` handler that runs one step per work item |
+//! | [`transition`] | the pure transitions the backends share (wake-ups, step items) |
+//! | [`ResumeParked`] | the sweep step: resumes due parks, times out signal waits, sets `drover_records_parked` |
+//! | this module | the producer API on [`Queue`]: start, signal, cancel, resume, read |
+//!
+//! Invariants: an orchestration's record changes only by a compare-and-set
+//! on its version; a step's transition lands in the transaction that
+//! completes the step's work item, or not at all; a signal is never lost
+//! between a park and its arrival; a finished record takes no signal and no
+//! transition. The model and its state machine: `docs/orchestrations.md`.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use chrono::Utc;
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::error::{Error, Result};
+use crate::item::{InsertResult, NewItem};
+use crate::maintenance::SweepStep;
+use crate::queue::Queue;
+use crate::worker::WorkerBuilder;
+
+mod record;
+mod runner;
+pub mod transition;
+mod workflow;
+
+pub use record::{
+    HistoryEntry, NewOrchestration, Orchestration, OrchestrationFilter, OrchestrationInserted,
+    OrchestrationStatus, OrchestrationStore, RecordWrite, Signal, SignalOutcome, Transition,
+};
+pub use runner::{UNKNOWN_KIND_SNOOZE, Workflows};
+pub use transition::{STEP_KIND, StepJob};
+pub use workflow::{Next, StepContext, StepError, StepResult, Workflow, WorkflowStrategy};
+
+/// How many due parks one sweep resumes by default.
+pub const RESUME_LIMIT_DEFAULT: u32 = 1000;
+
+/// How to start an orchestration.
+#[derive(Debug, Clone)]
+pub struct Start {
+    /// The workflow's name.
+    pub kind: String,
+    /// The tenant (nil in single-tenant use).
+    pub tenant_id: Uuid,
+    /// The initial state, as JSON.
+    pub state: serde_json::Value,
+    /// The first step (the workflow's first declared step, by name).
+    pub first_step: String,
+    /// The lane its step items run in.
+    pub lane: String,
+    /// Each step item's attempt budget.
+    pub max_attempts: i32,
+    /// A retried start with the same key meets its own orchestration.
+    pub idempotency_key: Option<String>,
+}
+
+impl Start {
+    /// A start of `workflow` with `state` in the nil tenant.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] on `state` if it does not serialize.
+    pub fn of<S: Serialize + serde::de::DeserializeOwned + Send + 'static>(
+        workflow: &Workflow<S>,
+        state: &S,
+    ) -> Result<Start> {
+        let state = serde_json::to_value(state)
+            .map_err(|e| Error::invalid("state", format!("does not serialize: {e}")))?;
+        Ok(Start {
+            kind: workflow.name.clone(),
+            tenant_id: Uuid::nil(),
+            state,
+            first_step: workflow.first.clone().unwrap_or_default(),
+            lane: workflow.lane.clone(),
+            max_attempts: workflow.max_attempts,
+            idempotency_key: None,
+        })
+    }
+
+    /// Sets the idempotency key.
+    pub fn key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// Sets the tenant.
+    pub fn tenant(mut self, tenant: Uuid) -> Self {
+        self.tenant_id = tenant;
+        self
+    }
+
+    /// The record and its first step item, checked.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming a bad kind, lane, step or key.
+    pub fn build(&self) -> Result<(NewOrchestration, NewItem)> {
+        crate::item::validate_kind(&self.kind)?;
+        crate::item::validate_lane(&self.lane)?;
+        if self.first_step.trim().is_empty() {
+            return Err(Error::invalid("first_step", "must name a step"));
+        }
+        if self.max_attempts < 1 {
+            return Err(Error::invalid("max_attempts", "must be at least 1"));
+        }
+        if self
+            .idempotency_key
+            .as_ref()
+            .is_some_and(|k| k.is_empty() || k.len() > 512)
+        {
+            return Err(Error::invalid("idempotency_key", "must be 1 to 512 bytes"));
+        }
+        let id = Uuid::now_v7();
+        let new = NewOrchestration {
+            id,
+            tenant_id: self.tenant_id,
+            kind: self.kind.clone(),
+            lane: self.lane.clone(),
+            max_attempts: self.max_attempts,
+            step: self.first_step.clone(),
+            state: self.state.clone(),
+            idempotency_key: self.idempotency_key.clone(),
+        };
+        let first =
+            transition::step_item(self.tenant_id, id, &self.lane, self.max_attempts, 1, None);
+        Ok((new, first))
+    }
+}
+
+impl Queue {
+    /// Starts an orchestration: its record and first step item in one
+    /// transaction. With a key, a retried start returns the first start's
+    /// record and writes nothing.
+    ///
+    /// # Errors
+    /// As [`Start::build`]; storage errors.
+    ///
+    /// # Cancel safety
+    /// One transaction: dropped, it either committed or not.
+    pub async fn start(&self, start: &Start) -> Result<OrchestrationInserted> {
+        let (new, first) = start.build()?;
+        let out = self.store().orchestration_insert(&new, &first).await?;
+        if out.result == InsertResult::Inserted {
+            metrics::counter!("drover_orchestrations_started_total").increment(1);
+        }
+        Ok(out)
+    }
+
+    /// Starts an orchestration on the caller's connection, inside the
+    /// caller's transaction (as [`Queue::enqueue_in`]): the record and its
+    /// first step item exist if and only if the caller commits. With a key,
+    /// a retried start meets its own orchestration. On SQLite call
+    /// [`Queue::wake`] with the workflow's lane after committing for an
+    /// instant pickup.
+    ///
+    /// # Errors
+    /// As [`Queue::start`]; [`Error::Config`] when the connection is of
+    /// another backend than the queue.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: drop the caller's transaction if this is dropped.
+    pub async fn start_in<C>(&self, conn: &mut C, start: &Start) -> Result<OrchestrationInserted>
+    where
+        C: crate::queue::Transactional + ?Sized,
+    {
+        let (new, first) = start.build()?;
+        let out = conn.start_prepared(self, &new, &first).await?;
+        if out.result == InsertResult::Inserted {
+            metrics::counter!("drover_orchestrations_started_total").increment(1);
+        }
+        Ok(out)
+    }
+
+    /// Reads an orchestration.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when the tenant has none with that id.
+    pub async fn orchestration(&self, tenant: Uuid, id: Uuid) -> Result<Orchestration> {
+        self.store()
+            .orchestration_get(tenant, id)
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("orchestration {id}")))
+    }
+
+    /// Lists orchestrations, newest first.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn orchestrations(&self, filter: &OrchestrationFilter) -> Result<Vec<Orchestration>> {
+        self.store().orchestration_list(filter).await
+    }
+
+    /// Sends the signal `name` to an orchestration. Parked for it, the
+    /// orchestration runs again at once; otherwise the signal is kept and
+    /// its next park for `name` consumes it. With a key, a resent signal
+    /// changes nothing ([`SignalOutcome::Duplicate`]).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for no such orchestration; [`Error::Conflict`]
+    /// when it has finished; [`Error::InvalidInput`] on `name` when empty.
+    ///
+    /// # Cancel safety
+    /// One transaction.
+    pub async fn signal(
+        &self,
+        tenant: Uuid,
+        orchestration_id: Uuid,
+        name: &str,
+        payload: serde_json::Value,
+        key: Option<&str>,
+    ) -> Result<SignalOutcome> {
+        if name.trim().is_empty() || name.len() > 128 {
+            return Err(Error::invalid("name", "must be 1 to 128 bytes"));
+        }
+        let signal = Signal {
+            id: Uuid::now_v7(),
+            tenant_id: tenant,
+            orchestration_id,
+            name: name.to_owned(),
+            payload,
+            idempotency_key: key.map(str::to_owned),
+            consumed_at: None,
+            created_at: Utc::now(),
+        };
+        self.store().orchestration_signal(&signal).await
+    }
+
+    /// Cancels an orchestration (operator): the completed steps'
+    /// compensations run newest first, and it ends `cancelled`. A step
+    /// running meanwhile finds its version moved and changes nothing.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`]; [`Error::Conflict`] when it has finished or is
+    /// compensating already, or a transition landed meanwhile (read and
+    /// retry).
+    pub async fn cancel_orchestration(&self, tenant: Uuid, id: Uuid) -> Result<Orchestration> {
+        let rec = self.orchestration(tenant, id).await?;
+        if rec.status.is_final() || rec.status == OrchestrationStatus::Compensating {
+            return Err(Error::Conflict(format!(
+                "orchestration {id} is {}: nothing to cancel",
+                rec.status
+            )));
+        }
+        let mut w = RecordWrite::of(&rec);
+        let now = Utc::now();
+        w.history.push(HistoryEntry {
+            step: rec.step.clone(),
+            attempt: 0,
+            started: now,
+            ended: now,
+            outcome: "cancelled by an operator".into(),
+        });
+        let t = runner::begin_compensation(&rec, w, "cancelled by an operator".into(), true);
+        self.store().orchestration_update(&t).await
+    }
+
+    /// Resumes a `stuck` orchestration (operator, after the code was
+    /// fixed): its step runs again as it was when it got stuck.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`]; [`Error::Conflict`] when it is not stuck.
+    pub async fn resume_orchestration(&self, tenant: Uuid, id: Uuid) -> Result<Orchestration> {
+        let rec = self.orchestration(tenant, id).await?;
+        if rec.status != OrchestrationStatus::Stuck {
+            return Err(Error::Conflict(format!(
+                "orchestration {id} is {}, not stuck",
+                rec.status
+            )));
+        }
+        let mut w = RecordWrite::of(&rec);
+        let now = Utc::now();
+        w.status = rec.resume_as.unwrap_or(OrchestrationStatus::Running);
+        w.resume_as = None;
+        w.history.push(HistoryEntry {
+            step: rec.step.clone(),
+            attempt: 0,
+            started: now,
+            ended: now,
+            outcome: "resumed by an operator".into(),
+        });
+        let t = Transition {
+            tenant_id: rec.tenant_id,
+            id: rec.id,
+            expected_version: rec.version,
+            write: w,
+            enqueue: Some(transition::step_item(
+                rec.tenant_id,
+                rec.id,
+                &rec.lane,
+                rec.max_attempts,
+                rec.version + 1,
+                None,
+            )),
+            consume_signal: None,
+        };
+        self.store().orchestration_update(&t).await
+    }
+}
+
+/// The sweep step: resumes parked orchestrations whose time has come (a
+/// signal wait past its timeout runs its timeout step) and sets
+/// `drover_records_parked` (parked and stuck records).
+#[derive(Debug, Clone)]
+pub struct ResumeParked {
+    /// At most this many per sweep. Default [`RESUME_LIMIT_DEFAULT`].
+    pub limit: u32,
+}
+
+impl Default for ResumeParked {
+    fn default() -> Self {
+        ResumeParked {
+            limit: RESUME_LIMIT_DEFAULT,
+        }
+    }
+}
+
+impl ResumeParked {
+    /// Runs once: how many records it resumed.
+    ///
+    /// # Errors
+    /// Storage errors of the listing; a resume that lost a race (a signal
+    /// landed first) is not an error.
+    pub async fn run_once(&self, queue: &Queue) -> Result<u64> {
+        let store = queue.store();
+        let now = store.now();
+        let mut resumed = 0u64;
+        for rec in store.orchestration_due(self.limit).await? {
+            match store
+                .orchestration_update(&transition::resume_due(&rec, now))
+                .await
+            {
+                Ok(_) => resumed += 1,
+                Err(e) if e.is_conflict() => {
+                    tracing::debug!(orchestration = %rec.id, "resume lost a race; the record moved on");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let parked = store.orchestration_parked_count().await?;
+        metrics::gauge!("drover_records_parked").set(parked as f64);
+        Ok(resumed)
+    }
+}
+
+impl SweepStep for ResumeParked {
+    fn name(&self) -> &str {
+        "resume_parked"
+    }
+
+    fn run<'a>(
+        &'a self,
+        queue: &'a Queue,
+    ) -> Pin<Box<dyn Future<Output = Result<u64>> + Send + 'a>> {
+        Box::pin(self.run_once(queue))
+    }
+}
+
+impl WorkerBuilder {
+    /// Adds the workflow runner: the `drover.step` handler for `workflows`,
+    /// the sweep step that resumes parked ones, and the workflows' declared
+    /// strategies for `drover handlers`.
+    pub fn workflows(self, workflows: Workflows) -> Self {
+        let roles: Vec<crate::worker::RoleInfo> = workflows
+            .strategies()
+            .into_iter()
+            .map(|(name, s)| crate::worker::RoleInfo {
+                role: "workflow runner".into(),
+                name,
+                strategies: vec![
+                    ("compensation".into(), s.compensation.to_owned()),
+                    ("resume".into(), s.resume.to_owned()),
+                ],
+            })
+            .collect();
+        let check = workflows.check();
+        let queue = self.queue().clone();
+        let mut b = self
+            .handler(runner::StepRunner { workflows, queue })
+            .sweep_step(Box::new(ResumeParked::default()));
+        for r in roles {
+            b = b.role(r);
+        }
+        if let Err(e) = check {
+            b = b.error(e);
+        }
+        b
+    }
+}

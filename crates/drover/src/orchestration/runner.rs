@@ -1,0 +1,448 @@
+//! The workflow runner: the handler of the built-in `drover.step` kind.
+//!
+//! Each step of each orchestration runs as one work item, so claim, lease,
+//! retries, fencing and the worker's capacity apply to it. A run reads the
+//! record, checks the item is not stale (the record's version and status
+//! are the ones the item was made for), runs the step, and writes the
+//! transition with [`OrchestrationStore::orchestration_advance`]: the item's
+//! fenced completion and the record's compare-and-set in one transaction.
+//!
+//! Invariants:
+//! - A stale item (an earlier version, a finished record, a racing worker
+//!   that landed first) changes nothing but its own completion.
+//! - Only a step's last attempt (or a fatal error) fails the orchestration;
+//!   earlier failures are retried with the item's backoff.
+//! - A step the code does not declare parks the record as `stuck`; it never
+//!   crashes the worker and never guesses a step.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+
+use super::record::{HistoryEntry, Orchestration, OrchestrationStatus, RecordWrite, Transition};
+use super::transition::{StepJob, step_item};
+use super::workflow::{ErasedWorkflow, Next, StepContext, StepError, Workflow, WorkflowStrategy};
+use crate::error::{Error, Result};
+use crate::queue::JobContext;
+use crate::worker::{Done, Handler, JobError, Outcome, Strategy};
+
+/// How long an item of a workflow this worker does not know is snoozed
+/// (another worker, or the next deploy, may know it).
+pub const UNKNOWN_KIND_SNOOZE: Duration = Duration::from_secs(5);
+
+/// The workflows a worker runs: add each with [`Workflows::with`], then
+/// hand the set to [`WorkerBuilder::workflows`](crate::worker::WorkerBuilder::workflows).
+#[derive(Default, Clone)]
+pub struct Workflows {
+    pub(crate) defs: BTreeMap<String, Arc<ErasedWorkflow>>,
+    pub(crate) errors: Vec<String>,
+}
+
+impl std::fmt::Debug for Workflows {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.defs.keys()).finish()
+    }
+}
+
+impl Workflows {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a workflow (checked: a blank strategy, no steps or a duplicate
+    /// name make the worker refuse to build).
+    pub fn with<S>(mut self, w: Workflow<S>) -> Self
+    where
+        S: serde::Serialize + serde::de::DeserializeOwned + Send + 'static,
+    {
+        if let Err(e) = w.check() {
+            self.errors.push(e.to_string());
+            return self;
+        }
+        if self.defs.contains_key(&w.name) {
+            self.errors
+                .push(format!("workflow {} is added twice", w.name));
+            return self;
+        }
+        let w = w.erase();
+        self.defs.insert(w.name.clone(), Arc::new(w));
+        self
+    }
+
+    /// Each workflow's name and declared strategy, sorted by name.
+    pub fn strategies(&self) -> Vec<(String, WorkflowStrategy)> {
+        self.defs
+            .iter()
+            .map(|(n, w)| (n.clone(), w.strategy))
+            .collect()
+    }
+
+    /// The first problem found while adding workflows.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming it.
+    pub fn check(&self) -> Result<()> {
+        match self.errors.first() {
+            Some(e) => Err(Error::Config(e.clone())),
+            None => Ok(()),
+        }
+    }
+
+    pub(crate) fn get(&self, kind: &str) -> Option<&Arc<ErasedWorkflow>> {
+        self.defs.get(kind)
+    }
+}
+
+/// The handler of `drover.step`.
+pub(crate) struct StepRunner {
+    pub(crate) workflows: Workflows,
+    pub(crate) queue: crate::Queue,
+}
+
+impl Handler for StepRunner {
+    type Job = StepJob;
+    const STRATEGY: Strategy = Strategy {
+        idempotency: "each transition is a compare-and-set on the record's version, written in the transaction that completes the step's item; a stale item changes nothing",
+        retry: "a step's retryable error uses the item's backoff; only its last attempt fails the orchestration (compensation in reverse)",
+        checkpoint: "the record is the checkpoint: its current step, state and version are committed with each step's item, so a rerun resumes at the last committed step",
+        recovery: "a crashed step's item is swept and runs again against the same version; parked records are resumed by the sweep",
+    };
+
+    async fn handle(&self, cx: &JobContext, job: StepJob) -> Outcome {
+        run_step(self, cx, job).await
+    }
+}
+
+fn entry(
+    step: &str,
+    cx: &JobContext,
+    started: chrono::DateTime<Utc>,
+    outcome: String,
+) -> HistoryEntry {
+    HistoryEntry {
+        step: step.to_owned(),
+        attempt: cx.attempt(),
+        started,
+        ended: Utc::now(),
+        outcome,
+    }
+}
+
+async fn run_step(r: &StepRunner, cx: &JobContext, job: StepJob) -> Outcome {
+    let store = r.queue.store();
+    let rec = store
+        .orchestration_get(cx.tenant(), job.orchestration_id)
+        .await
+        .map_err(JobError::retry)?
+        .ok_or_else(|| JobError::Fatal(format!("no orchestration {}", job.orchestration_id)))?;
+    let live = matches!(
+        rec.status,
+        OrchestrationStatus::Running | OrchestrationStatus::Compensating
+    );
+    if rec.version != job.version || !live {
+        tracing::debug!(orchestration = %rec.id, item_version = job.version, version = rec.version,
+            status = %rec.status, "stale step item: the record has moved on");
+        return Ok(Done::Completed);
+    }
+    let Some(def) = r.workflows.get(&rec.kind).cloned() else {
+        tracing::warn!(orchestration = %rec.id, kind = %rec.kind, "no workflow of this kind on this worker; snoozed");
+        return Err(JobError::Snooze(UNKNOWN_KIND_SNOOZE));
+    };
+    let scx = StepContext {
+        job: cx.clone(),
+        orchestration_id: rec.id,
+        kind: rec.kind.clone(),
+        step: rec.step.clone(),
+        version: rec.version,
+        signal: job.signal.clone(),
+    };
+    let started = Utc::now();
+    let last_attempt = cx.attempt() >= cx.max_attempts();
+    let t = if rec.status == OrchestrationStatus::Running {
+        let Some(step) = def.steps.get(&rec.step).cloned() else {
+            return settle(r, cx, &rec, stuck(&rec, cx, started)).await;
+        };
+        match guarded(step(scx, rec.state.clone())).await {
+            Ok(next) => forward(&rec, cx, started, next),
+            Err(StepError::Retry(m)) if !last_attempt => return Err(JobError::Retry(m)),
+            Err(e) => start_compensation(&rec, &def, cx, started, e.message(), false),
+        }
+    } else {
+        if !def.steps.contains_key(&rec.step) {
+            return settle(r, cx, &rec, stuck(&rec, cx, started)).await;
+        }
+        match def.compensations.get(&rec.step).cloned() {
+            Some(comp) => match guarded(comp(scx, rec.state.clone())).await {
+                Ok(()) => compensated_one(&rec, &def, cx, started),
+                Err(StepError::Retry(m)) if !last_attempt => return Err(JobError::Retry(m)),
+                Err(e) => compensation_failed(&rec, cx, started, e.message()),
+            },
+            // Entered by an operator's cancel, which does not know the code:
+            // steps without a compensation are skipped here.
+            None => compensated_one(&rec, &def, cx, started),
+        }
+    };
+    settle(r, cx, &rec, t).await
+}
+
+/// Runs a step or compensation, turning a panic into a retryable error: a
+/// panic on the last attempt then fails the orchestration into
+/// compensation instead of dead-lettering its item behind its back.
+async fn guarded<T>(
+    f: impl std::future::Future<Output = std::result::Result<T, StepError>>,
+) -> std::result::Result<T, StepError> {
+    use futures::FutureExt;
+    match std::panic::AssertUnwindSafe(f).catch_unwind().await {
+        Ok(r) => r,
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "non-string panic payload".into());
+            tracing::error!(panic = %msg, "orchestration step panicked");
+            Err(StepError::Retry(format!("step panicked: {msg}")))
+        }
+    }
+}
+
+/// Writes `t` with the item's completion; a lost race completes nothing more.
+async fn settle(r: &StepRunner, cx: &JobContext, rec: &Orchestration, t: Transition) -> Outcome {
+    match r.queue.store().orchestration_advance(cx.claim(), &t).await {
+        Ok(after) => {
+            match after.status {
+                OrchestrationStatus::CompensationFailed => {
+                    metrics::counter!("drover_orchestrations_compensation_failed_total")
+                        .increment(1);
+                    tracing::error!(orchestration = %after.id, kind = %after.kind, error = ?after.error,
+                        "compensation failed for good: the orchestration needs an operator");
+                }
+                OrchestrationStatus::Stuck => {
+                    tracing::error!(orchestration = %after.id, kind = %after.kind, error = ?after.error,
+                        "orchestration stuck");
+                }
+                s => {
+                    tracing::debug!(orchestration = %after.id, status = %s, step = %after.step, "transition landed")
+                }
+            }
+            Ok(Done::Settled)
+        }
+        Err(e) if e.is_conflict() => {
+            // The item's claim or the record's version moved: either way
+            // this run's transition must not land, and it did not.
+            tracing::info!(orchestration = %rec.id, error = %e, "transition refused: a stale step changed nothing");
+            Ok(Done::Completed)
+        }
+        Err(e) => Err(JobError::retry(e)),
+    }
+}
+
+fn base(rec: &Orchestration) -> RecordWrite {
+    let mut w = RecordWrite::of(rec);
+    w.parked_until = None;
+    w.waiting_for = None;
+    w.timeout_step = None;
+    w
+}
+
+fn transition(rec: &Orchestration, w: RecordWrite, next_item: bool) -> Transition {
+    let enqueue = next_item.then(|| {
+        step_item(
+            rec.tenant_id,
+            rec.id,
+            &rec.lane,
+            rec.max_attempts,
+            rec.version + 1,
+            None,
+        )
+    });
+    Transition {
+        tenant_id: rec.tenant_id,
+        id: rec.id,
+        expected_version: rec.version,
+        write: w,
+        enqueue,
+        consume_signal: None,
+    }
+}
+
+fn forward(
+    rec: &Orchestration,
+    cx: &JobContext,
+    started: chrono::DateTime<Utc>,
+    next: Next<serde_json::Value>,
+) -> Transition {
+    let mut w = base(rec);
+    w.completed.push(rec.step.clone());
+    let enqueue = match next {
+        Next::Step { step, state } => {
+            w.history
+                .push(entry(&rec.step, cx, started, format!("next:{step}")));
+            w.step = step.to_owned();
+            w.state = state;
+            true
+        }
+        Next::ParkUntil { at, step, state } => {
+            w.history.push(entry(
+                &rec.step,
+                cx,
+                started,
+                format!("parked_until {at}: next {step}"),
+            ));
+            w.status = OrchestrationStatus::Parked;
+            w.parked_until = Some(at);
+            w.step = step.to_owned();
+            w.state = state;
+            false
+        }
+        Next::WaitSignal {
+            name,
+            step,
+            timeout,
+            on_timeout,
+            state,
+        } => {
+            w.history.push(entry(
+                &rec.step,
+                cx,
+                started,
+                format!("waiting_for {name}: next {step}, on timeout {on_timeout}"),
+            ));
+            w.status = OrchestrationStatus::Parked;
+            w.parked_until = Some(Utc::now() + crate::rules::to_chrono(timeout));
+            w.waiting_for = Some(name.to_owned());
+            w.timeout_step = Some(on_timeout.to_owned());
+            w.step = step.to_owned();
+            w.state = state;
+            false
+        }
+        Next::Complete { result, state } => {
+            w.history
+                .push(entry(&rec.step, cx, started, "completed".into()));
+            w.status = OrchestrationStatus::Completed;
+            w.result = Some(result);
+            w.state = state;
+            false
+        }
+    };
+    transition(rec, w, enqueue)
+}
+
+/// The write that starts compensating the completed steps (newest first),
+/// or ends the record at once when none completed. Shared with an
+/// operator's cancel.
+pub(crate) fn begin_compensation(
+    rec: &Orchestration,
+    mut w: RecordWrite,
+    error: String,
+    cancel: bool,
+) -> Transition {
+    w.error = Some(error);
+    w.cancel_requested = cancel;
+    w.parked_until = None;
+    w.waiting_for = None;
+    w.timeout_step = None;
+    w.resume_as = None;
+    match w.completed.last().cloned() {
+        Some(last) => {
+            w.status = OrchestrationStatus::Compensating;
+            w.step = last;
+            transition(rec, w, true)
+        }
+        None => {
+            w.status = if cancel {
+                OrchestrationStatus::Cancelled
+            } else {
+                OrchestrationStatus::Compensated
+            };
+            transition(rec, w, false)
+        }
+    }
+}
+
+fn start_compensation(
+    rec: &Orchestration,
+    _def: &ErasedWorkflow,
+    cx: &JobContext,
+    started: chrono::DateTime<Utc>,
+    error: &str,
+    cancel: bool,
+) -> Transition {
+    let mut w = base(rec);
+    w.history
+        .push(entry(&rec.step, cx, started, format!("failed: {error}")));
+    begin_compensation(rec, w, format!("step {} failed: {error}", rec.step), cancel)
+}
+
+fn compensated_one(
+    rec: &Orchestration,
+    def: &ErasedWorkflow,
+    cx: &JobContext,
+    started: chrono::DateTime<Utc>,
+) -> Transition {
+    let mut w = base(rec);
+    let had = def.compensations.contains_key(&rec.step);
+    w.history.push(entry(
+        &rec.step,
+        cx,
+        started,
+        if had {
+            "compensated".into()
+        } else {
+            "no compensation".into()
+        },
+    ));
+    // The step just compensated is the newest completed one.
+    if w.completed.last() == Some(&rec.step) {
+        w.completed.pop();
+    }
+    match w.completed.last().cloned() {
+        Some(prev) => {
+            w.step = prev;
+            transition(rec, w, true)
+        }
+        None => {
+            w.status = if rec.cancel_requested {
+                OrchestrationStatus::Cancelled
+            } else {
+                OrchestrationStatus::Compensated
+            };
+            transition(rec, w, false)
+        }
+    }
+}
+
+fn compensation_failed(
+    rec: &Orchestration,
+    cx: &JobContext,
+    started: chrono::DateTime<Utc>,
+    error: &str,
+) -> Transition {
+    let mut w = base(rec);
+    w.history.push(entry(
+        &rec.step,
+        cx,
+        started,
+        format!("compensation failed: {error}"),
+    ));
+    w.status = OrchestrationStatus::CompensationFailed;
+    w.error = Some(format!("compensation of {} failed: {error}", rec.step));
+    transition(rec, w, false)
+}
+
+fn stuck(rec: &Orchestration, cx: &JobContext, started: chrono::DateTime<Utc>) -> Transition {
+    let mut w = base(rec);
+    let why = format!(
+        "step {:?} is not declared by workflow {} in the deployed code; fix the code, then `drover orchestrations resume {}`",
+        rec.step, rec.kind, rec.id
+    );
+    w.history
+        .push(entry(&rec.step, cx, started, "stuck: unknown step".into()));
+    w.status = OrchestrationStatus::Stuck;
+    w.resume_as = Some(rec.status);
+    w.error = Some(why);
+    transition(rec, w, false)
+}

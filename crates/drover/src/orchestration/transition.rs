@@ -1,0 +1,140 @@
+//! The pure transitions every backend and the runner share: the step item a
+//! record's next step runs as, and the wake-ups (by a signal, by the sweep).
+//!
+//! Kept here, written once, so the three backends cannot disagree on what a
+//! wake-up writes.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::record::{
+    HistoryEntry, Orchestration, OrchestrationStatus, RecordWrite, Signal, Transition,
+};
+use crate::item::NewItem;
+use crate::queue::Kind;
+
+/// The payload of a step's work item: which record, at which version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepJob {
+    /// The orchestration.
+    pub orchestration_id: Uuid,
+    /// The record's version this step runs against; a record that has moved
+    /// on makes the item stale (completed, changing nothing).
+    pub version: i64,
+    /// The payload of the signal that woke the record, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<serde_json::Value>,
+}
+
+impl Kind for StepJob {
+    const NAME: &'static str = STEP_KIND;
+}
+
+/// The built-in kind every orchestration step runs as.
+pub const STEP_KIND: &str = "drover.step";
+
+/// The work item that runs record `id`'s step at `version`. Its key
+/// (`drover.step:<id>:<version>`) allows one item per version.
+pub fn step_item(
+    tenant: Uuid,
+    id: Uuid,
+    lane: &str,
+    max_attempts: i32,
+    version: i64,
+    signal: Option<serde_json::Value>,
+) -> NewItem {
+    let job = StepJob {
+        orchestration_id: id,
+        version,
+        signal,
+    };
+    // A struct of a Uuid, an integer and a JSON value always serializes.
+    let payload = serde_json::to_value(&job).unwrap_or(serde_json::Value::Null);
+    NewItem::new(STEP_KIND, payload)
+        .with_tenant(tenant)
+        .with_lane(lane)
+        .with_max_attempts(max_attempts)
+        .with_key(format!("{STEP_KIND}:{id}:{version}"))
+}
+
+/// The transition that wakes `r` (parked for `sig.name`) with `sig`: running
+/// its next step, the signal consumed, the step item carrying its payload.
+pub fn wake_on_signal(r: &Orchestration, sig: &Signal, now: DateTime<Utc>) -> Transition {
+    let mut w = RecordWrite::of(r);
+    w.status = OrchestrationStatus::Running;
+    w.parked_until = None;
+    w.waiting_for = None;
+    w.timeout_step = None;
+    w.history.push(HistoryEntry {
+        step: r.step.clone(),
+        attempt: 0,
+        started: now,
+        ended: now,
+        outcome: format!("signal {} received", sig.name),
+    });
+    Transition {
+        tenant_id: r.tenant_id,
+        id: r.id,
+        expected_version: r.version,
+        write: w,
+        enqueue: Some(step_item(
+            r.tenant_id,
+            r.id,
+            &r.lane,
+            r.max_attempts,
+            r.version + 1,
+            Some(sig.payload.clone()),
+        )),
+        consume_signal: Some(sig.id),
+    }
+}
+
+/// The transition the sweep writes for a parked record whose time has
+/// come: a time park resumes its step; a signal wait times out into its
+/// timeout step.
+pub fn resume_due(r: &Orchestration, now: DateTime<Utc>) -> Transition {
+    let mut w = RecordWrite::of(r);
+    w.status = OrchestrationStatus::Running;
+    w.parked_until = None;
+    let outcome = match (&r.waiting_for, &r.timeout_step) {
+        (Some(name), Some(timeout)) => {
+            w.step = timeout.clone();
+            format!("signal {name} timed out: next {timeout}")
+        }
+        _ => "park time reached".to_owned(),
+    };
+    w.waiting_for = None;
+    w.timeout_step = None;
+    w.history.push(HistoryEntry {
+        step: r.step.clone(),
+        attempt: 0,
+        started: now,
+        ended: now,
+        outcome,
+    });
+    Transition {
+        tenant_id: r.tenant_id,
+        id: r.id,
+        expected_version: r.version,
+        write: w,
+        enqueue: Some(step_item(
+            r.tenant_id,
+            r.id,
+            &r.lane,
+            r.max_attempts,
+            r.version + 1,
+            None,
+        )),
+        consume_signal: None,
+    }
+}
+
+/// True when `t` parks its record for a signal (the store then looks for
+/// one already waiting, in the same transaction).
+pub fn parks_for_signal(t: &Transition) -> Option<&str> {
+    match (t.write.status, &t.write.waiting_for) {
+        (OrchestrationStatus::Parked, Some(name)) => Some(name),
+        _ => None,
+    }
+}

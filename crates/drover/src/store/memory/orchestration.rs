@@ -1,0 +1,323 @@
+//! Orchestration records and signals in memory, under the store's one lock:
+//! the step item's fenced completion and the record's compare-and-set are
+//! one critical section, exactly as one SQL transaction.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::{MemoryStore, State, clear_claim};
+use crate::error::{Error, Result};
+use crate::item::{InsertResult, NewItem, Status};
+use crate::orchestration::transition::{parks_for_signal, wake_on_signal};
+use crate::orchestration::{
+    NewOrchestration, Orchestration, OrchestrationFilter, OrchestrationInserted,
+    OrchestrationStatus, OrchestrationStore, Signal, SignalOutcome, Transition,
+};
+use crate::store::ClaimRef;
+
+/// The records and signals.
+#[derive(Default)]
+pub(super) struct Records {
+    records: HashMap<Uuid, Orchestration>,
+    keys: HashMap<(Uuid, String), Uuid>,
+    signals: Vec<Signal>,
+}
+
+impl State {
+    fn record(&self, tenant: Uuid, id: Uuid) -> Option<&Orchestration> {
+        self.orchestrations
+            .records
+            .get(&id)
+            .filter(|r| r.tenant_id == tenant)
+    }
+
+    /// The compare-and-set, the signal consumption and the next item.
+    fn apply(&mut self, t: &Transition, now: DateTime<Utc>) -> Result<Orchestration> {
+        let Some(r) = self.record(t.tenant_id, t.id) else {
+            return Err(Error::NotFound(format!("orchestration {}", t.id)));
+        };
+        if r.version != t.expected_version {
+            return Err(Error::Conflict(format!(
+                "orchestration {}: version {} expected, {} stored",
+                t.id, t.expected_version, r.version
+            )));
+        }
+        let mut r = r.clone();
+        let w = &t.write;
+        r.status = w.status;
+        r.step = w.step.clone();
+        r.state = w.state.clone();
+        r.parked_until = w.parked_until;
+        r.waiting_for = w.waiting_for.clone();
+        r.timeout_step = w.timeout_step.clone();
+        r.completed = w.completed.clone();
+        r.history = w.history.clone();
+        r.result = w.result.clone();
+        r.error = w.error.clone();
+        r.cancel_requested = w.cancel_requested;
+        r.resume_as = w.resume_as;
+        r.version += 1;
+        r.updated_at = now;
+        if let Some(sid) = t.consume_signal
+            && let Some(s) = self
+                .orchestrations
+                .signals
+                .iter_mut()
+                .find(|s| s.id == sid && s.consumed_at.is_none())
+        {
+            s.consumed_at = Some(now);
+        }
+        if let Some(item) = &t.enqueue {
+            self.insert(item, now);
+        }
+        self.orchestrations.records.insert(r.id, r.clone());
+        Ok(r)
+    }
+
+    /// `apply`, then a park for a signal already waiting becomes its wake-up.
+    fn apply_and_match(&mut self, t: &Transition, now: DateTime<Utc>) -> Result<Orchestration> {
+        let r = self.apply(t, now)?;
+        if let Some(name) = parks_for_signal(t)
+            && let Some(sig) = self.pending_signal(&r, name)
+        {
+            return self.apply(&wake_on_signal(&r, &sig, now), now);
+        }
+        Ok(r)
+    }
+
+    fn pending_signal(&self, r: &Orchestration, name: &str) -> Option<Signal> {
+        self.orchestrations
+            .signals
+            .iter()
+            .find(|s| {
+                s.tenant_id == r.tenant_id
+                    && s.orchestration_id == r.id
+                    && s.name == name
+                    && s.consumed_at.is_none()
+            })
+            .cloned()
+    }
+}
+
+fn stamp(new: &NewOrchestration, now: DateTime<Utc>) -> Orchestration {
+    Orchestration {
+        id: new.id,
+        tenant_id: new.tenant_id,
+        kind: new.kind.clone(),
+        lane: new.lane.clone(),
+        max_attempts: new.max_attempts,
+        status: OrchestrationStatus::Running,
+        step: new.step.clone(),
+        state: new.state.clone(),
+        version: 1,
+        parked_until: None,
+        waiting_for: None,
+        timeout_step: None,
+        completed: Vec::new(),
+        history: Vec::new(),
+        result: None,
+        error: None,
+        cancel_requested: false,
+        resume_as: None,
+        idempotency_key: new.idempotency_key.clone(),
+        created_at: now,
+        updated_at: now,
+    }
+}
+
+#[async_trait]
+impl OrchestrationStore for MemoryStore {
+    async fn orchestration_insert(
+        &self,
+        new: &NewOrchestration,
+        first: &NewItem,
+    ) -> Result<OrchestrationInserted> {
+        let now = self.now();
+        let mut st = self.lock();
+        if let Some(r) = st.orchestrations.records.get(&new.id) {
+            if r.tenant_id != new.tenant_id {
+                return Err(Error::Conflict(format!(
+                    "orchestration id {} is taken",
+                    new.id
+                )));
+            }
+            return Ok(OrchestrationInserted {
+                result: InsertResult::IdExists,
+                record: r.clone(),
+            });
+        }
+        if let Some(key) = &new.idempotency_key
+            && let Some(r) = st
+                .orchestrations
+                .keys
+                .get(&(new.tenant_id, key.clone()))
+                .and_then(|id| st.orchestrations.records.get(id))
+        {
+            return Ok(OrchestrationInserted {
+                result: InsertResult::KeyExists,
+                record: r.clone(),
+            });
+        }
+        let record = stamp(new, now);
+        if let Some(key) = &new.idempotency_key {
+            st.orchestrations
+                .keys
+                .insert((new.tenant_id, key.clone()), new.id);
+        }
+        st.orchestrations.records.insert(new.id, record.clone());
+        st.insert(first, now);
+        drop(st);
+        let _ = self.wake.send(first.lane.clone());
+        Ok(OrchestrationInserted {
+            result: InsertResult::Inserted,
+            record,
+        })
+    }
+
+    async fn orchestration_get(&self, tenant: Uuid, id: Uuid) -> Result<Option<Orchestration>> {
+        Ok(self.lock().record(tenant, id).cloned())
+    }
+
+    async fn orchestration_list(&self, f: &OrchestrationFilter) -> Result<Vec<Orchestration>> {
+        let st = self.lock();
+        let mut out: Vec<Orchestration> = st
+            .orchestrations
+            .records
+            .values()
+            .filter(|r| f.tenant_id.is_none_or(|t| r.tenant_id == t))
+            .filter(|r| f.status.is_none_or(|s| r.status == s))
+            .filter(|r| f.kind.as_ref().is_none_or(|k| &r.kind == k))
+            .cloned()
+            .collect();
+        out.sort_by_key(|r| std::cmp::Reverse((r.created_at, r.id)));
+        out.truncate(f.limit as usize);
+        Ok(out)
+    }
+
+    async fn orchestration_advance(
+        &self,
+        claim: &ClaimRef,
+        t: &Transition,
+    ) -> Result<Orchestration> {
+        let now = self.now();
+        let mut st = self.lock();
+        // Both fences are checked before anything is written.
+        st.fenced(claim, now)?;
+        match st.record(t.tenant_id, t.id) {
+            Some(r) if r.version == t.expected_version => {}
+            Some(r) => {
+                return Err(Error::Conflict(format!(
+                    "orchestration {}: version {} expected, {} stored",
+                    t.id, t.expected_version, r.version
+                )));
+            }
+            None => return Err(Error::NotFound(format!("orchestration {}", t.id))),
+        }
+        let item = st.fenced(claim, now)?;
+        item.status = Status::Done;
+        clear_claim(item);
+        item.updated_at = now;
+        item.updated_by = Uuid::nil();
+        let r = st.apply_and_match(t, now)?;
+        let lane = r.lane.clone();
+        drop(st);
+        let _ = self.wake.send(lane);
+        Ok(r)
+    }
+
+    async fn orchestration_update(&self, t: &Transition) -> Result<Orchestration> {
+        let now = self.now();
+        let r = self.lock().apply_and_match(t, now)?;
+        let _ = self.wake.send(r.lane.clone());
+        Ok(r)
+    }
+
+    async fn orchestration_due(&self, limit: u32) -> Result<Vec<Orchestration>> {
+        let now = self.now();
+        let st = self.lock();
+        let mut due: Vec<Orchestration> = st
+            .orchestrations
+            .records
+            .values()
+            .filter(|r| r.status == OrchestrationStatus::Parked)
+            .filter(|r| r.parked_until.is_some_and(|t| t <= now))
+            .cloned()
+            .collect();
+        due.sort_by_key(|r| (r.parked_until, r.id));
+        due.truncate(limit as usize);
+        Ok(due)
+    }
+
+    async fn orchestration_parked_count(&self) -> Result<i64> {
+        let st = self.lock();
+        let n = st
+            .orchestrations
+            .records
+            .values()
+            .filter(|r| {
+                matches!(
+                    r.status,
+                    OrchestrationStatus::Parked | OrchestrationStatus::Stuck
+                )
+            })
+            .count();
+        Ok(i64::try_from(n).unwrap_or(i64::MAX))
+    }
+
+    async fn orchestration_signal(&self, signal: &Signal) -> Result<SignalOutcome> {
+        let now = self.now();
+        let mut st = self.lock();
+        let Some(r) = st
+            .record(signal.tenant_id, signal.orchestration_id)
+            .cloned()
+        else {
+            return Err(Error::NotFound(format!(
+                "orchestration {}",
+                signal.orchestration_id
+            )));
+        };
+        if r.status.is_final() {
+            return Err(Error::Conflict(format!(
+                "orchestration {} is {}: it takes no more signals",
+                r.id, r.status
+            )));
+        }
+        if let Some(key) = &signal.idempotency_key
+            && st.orchestrations.signals.iter().any(|s| {
+                s.tenant_id == signal.tenant_id
+                    && s.orchestration_id == signal.orchestration_id
+                    && s.idempotency_key.as_ref() == Some(key)
+            })
+        {
+            return Ok(SignalOutcome::Duplicate);
+        }
+        let mut stored = signal.clone();
+        stored.consumed_at = None;
+        stored.created_at = now;
+        st.orchestrations.signals.push(stored.clone());
+        if r.status == OrchestrationStatus::Parked
+            && r.waiting_for.as_deref() == Some(signal.name.as_str())
+            && let Some(sig) = st.pending_signal(&r, &signal.name)
+        {
+            let woke = st.apply(&wake_on_signal(&r, &sig, now), now)?;
+            drop(st);
+            let _ = self.wake.send(woke.lane);
+            return Ok(SignalOutcome::Woke);
+        }
+        Ok(SignalOutcome::Kept)
+    }
+
+    async fn orchestration_signal_list(&self, tenant: Uuid, id: Uuid) -> Result<Vec<Signal>> {
+        let st = self.lock();
+        Ok(st
+            .orchestrations
+            .signals
+            .iter()
+            .filter(|s| s.tenant_id == tenant && s.orchestration_id == id)
+            .cloned()
+            .collect())
+    }
+}
