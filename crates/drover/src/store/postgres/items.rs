@@ -46,24 +46,51 @@ pub async fn insert_in(conn: &mut PgConnection, schema: &str, item: &NewItem) ->
     // A savepoint inside the caller's transaction (a transaction of its own
     // otherwise), so a failure here leaves the caller's transaction usable.
     let mut sp = conn.begin().await?;
+    let saved = enter_caller_tx(&mut sp, schema, item.tenant_id).await?;
+    let inserted = insert_one(&mut sp, item).await?;
+    leave_caller_tx(&mut sp, saved).await?;
+    sp.commit().await?;
+    Ok(inserted)
+}
+
+/// The caller's role, search_path and tenant, as they were before
+/// [`enter_caller_tx`] switched them.
+pub(super) struct CallerSettings {
+    role: String,
+    search_path: String,
+    tenant: String,
+}
+
+/// Switches a savepoint in the caller's transaction to the installation's
+/// runtime role, the store's schema and `tenant` (for that savepoint only),
+/// returning what to restore. `schema` must be validated.
+pub(super) async fn enter_caller_tx(
+    conn: &mut PgConnection,
+    schema: &str,
+    tenant: Uuid,
+) -> Result<CallerSettings> {
     let enter = sql::INSERT_IN_ENTER.replace("{schema}", schema);
     let saved = sqlx::query(&enter)
         .bind(schema)
-        .bind(item.tenant_id.to_string())
-        .fetch_one(&mut *sp)
+        .bind(tenant.to_string())
+        .fetch_one(&mut *conn)
         .await?;
-    let prev_role: String = saved.try_get("prev_role")?;
-    let prev_path: String = saved.try_get("prev_search_path")?;
-    let prev_tenant: String = saved.try_get("prev_tenant")?;
-    let inserted = insert_one(&mut sp, item).await?;
+    Ok(CallerSettings {
+        role: saved.try_get("prev_role")?,
+        search_path: saved.try_get("prev_search_path")?,
+        tenant: saved.try_get("prev_tenant")?,
+    })
+}
+
+/// Restores what [`enter_caller_tx`] switched.
+pub(super) async fn leave_caller_tx(conn: &mut PgConnection, saved: CallerSettings) -> Result<()> {
     sqlx::query(sql::INSERT_IN_LEAVE)
-        .bind(prev_role)
-        .bind(prev_path)
-        .bind(prev_tenant)
-        .execute(&mut *sp)
+        .bind(saved.role)
+        .bind(saved.search_path)
+        .bind(saved.tenant)
+        .execute(&mut *conn)
         .await?;
-    sp.commit().await?;
-    Ok(inserted)
+    Ok(())
 }
 
 /// Inserts one item on a connection already under the item's tenant and the

@@ -218,21 +218,9 @@ pub async fn start_in(
     use sqlx::Connection;
     super::validate_schema(schema)?;
     let mut sp = conn.begin().await?;
-    let saved = sqlx::query(sql::INSERT_IN_ENTER)
-        .bind(schema)
-        .bind(new.tenant_id.to_string())
-        .fetch_one(&mut *sp)
-        .await?;
-    let prev_role: String = saved.try_get("prev_role")?;
-    let prev_path: String = saved.try_get("prev_search_path")?;
-    let prev_tenant: String = saved.try_get("prev_tenant")?;
+    let saved = super::items::enter_caller_tx(&mut sp, schema, new.tenant_id).await?;
     let out = insert_on(&mut sp, new, first).await?;
-    sqlx::query(sql::INSERT_IN_LEAVE)
-        .bind(prev_role)
-        .bind(prev_path)
-        .bind(prev_tenant)
-        .execute(&mut *sp)
-        .await?;
+    super::items::leave_caller_tx(&mut sp, saved).await?;
     sp.commit().await?;
     Ok(out)
 }
