@@ -209,9 +209,9 @@ async fn every_table_forces_rls_and_runtime_role_is_unprivileged() {
             "_sqlx_migrations",
             "audit",
             "items",
-            "sweep_lease",
             "orchestration_signals",
             "orchestrations",
+            "sweep_lease",
             "workers"
         ]
     );
