@@ -13,6 +13,7 @@
 //! | [`queue`] | the API producers and workers call |
 //! | [`worker`] | the runtime that drains lanes |
 //! | [`maintenance`] | the sweep: stale requeue, purge, gauges |
+//! | [`periodic`] | cron schedules, the scheduler, the heartbeat job |
 //! | [`builtin`] | diagnostic kinds for exercising a deployment |
 //! | [`error`] | the one public error type |
 //! | [`jsonl`] | one line of JSON Lines import to one checked item |
@@ -25,6 +26,7 @@
 
 pub mod builtin;
 pub mod maintenance;
+pub mod periodic;
 pub mod queue;
 pub mod store;
 #[cfg(feature = "test-util")]

@@ -71,6 +71,9 @@ impl Store for FaultStore {
     async fn migrate(&self) -> Result<()> {
         self.inner.migrate().await
     }
+    async fn db_now(&self) -> Result<DateTime<Utc>> {
+        self.inner.db_now().await
+    }
     async fn item_insert(&self, item: &NewItem) -> Result<Inserted> {
         self.inner.item_insert(item).await
     }
@@ -176,5 +179,28 @@ impl Store for FaultStore {
     }
     async fn sweep_unlock(&self) -> Result<()> {
         self.inner.sweep_unlock().await
+    }
+}
+
+/// Schedules pass straight through: no faults are injected there yet.
+#[async_trait]
+impl crate::periodic::ScheduleStore for FaultStore {
+    async fn schedule_upsert(
+        &self,
+        decl: &crate::periodic::ScheduleDecl,
+    ) -> Result<crate::periodic::ScheduleRow> {
+        self.inner.schedule_upsert(decl).await
+    }
+    async fn schedule_list(&self) -> Result<Vec<crate::periodic::ScheduleRow>> {
+        self.inner.schedule_list().await
+    }
+    async fn schedule_advance(
+        &self,
+        params: &crate::periodic::AdvanceParams,
+    ) -> Result<crate::periodic::AdvanceOutcome> {
+        self.inner.schedule_advance(params).await
+    }
+    async fn schedule_purge(&self, before: DateTime<Utc>) -> Result<u64> {
+        self.inner.schedule_purge(before).await
     }
 }

@@ -22,6 +22,8 @@ use crate::store::{
     ListFilter, StaleReport, Store, SystemClock, WorkerRow,
 };
 
+mod schedule;
+
 /// How many wake-ups may queue for a slow subscriber before it lags (and
 /// simply claims, which is what a lagged wake-up means).
 const WAKE_CAPACITY: usize = 1024;
@@ -33,6 +35,7 @@ struct State {
     audit: Vec<AuditEntry>,
     workers: HashMap<String, WorkerRow>,
     sweep_locked: bool,
+    schedules: std::collections::BTreeMap<String, crate::periodic::ScheduleRow>,
 }
 
 /// The in-memory store.

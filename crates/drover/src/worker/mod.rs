@@ -53,6 +53,7 @@ pub struct WorkerBuilder {
     errors: Vec<Error>,
     steps: Vec<Box<dyn SweepStep>>,
     sweep: bool,
+    schedules: Vec<crate::periodic::Schedule>,
 }
 
 impl std::fmt::Debug for WorkerBuilder {
@@ -118,6 +119,14 @@ impl WorkerBuilder {
         self
     }
 
+    /// Adds a periodic schedule; this worker's scheduler enqueues its ticks
+    /// (one item per tick across every worker declaring it). Checked by
+    /// [`WorkerBuilder::build`].
+    pub fn schedule(mut self, schedule: crate::periodic::Schedule) -> Self {
+        self.schedules.push(schedule);
+        self
+    }
+
     /// Turns this worker's sweep off (another process sweeps).
     pub fn without_sweep(mut self) -> Self {
         self.sweep = false;
@@ -129,8 +138,10 @@ impl WorkerBuilder {
     /// # Errors
     /// [`Error::Config`] naming the first problem: a handler without a
     /// strategy, two handlers for a kind, no handler at all, settings that
-    /// contradict each other, or a capacity the store's pool cannot serve.
-    pub fn build(self) -> Result<Worker> {
+    /// contradict each other, or a capacity the store's pool cannot serve;
+    /// [`Error::InvalidInput`] naming the schedule and field for a schedule
+    /// that does not compile (a bad cron expression, an unknown zone).
+    pub fn build(mut self) -> Result<Worker> {
         if let Some(e) = self.errors.into_iter().next() {
             return Err(e);
         }
@@ -139,6 +150,12 @@ impl WorkerBuilder {
         }
         self.registry.validate()?;
         self.settings.validate(self.queue.store().pool_size())?;
+        let scheduler = crate::periodic::worker_scheduler(
+            &self.queue,
+            std::mem::take(&mut self.schedules),
+            &self.settings,
+            &mut self.registry,
+        )?;
         let sweeper = Sweeper::new(
             self.queue.clone(),
             SweepConfig {
@@ -156,6 +173,7 @@ impl WorkerBuilder {
             settings: Arc::new(self.settings),
             registry: Arc::new(self.registry),
             sweeper: self.sweep.then_some(sweeper),
+            scheduler,
         })
     }
 }
@@ -166,6 +184,7 @@ pub struct Worker {
     settings: Arc<WorkerSettings>,
     registry: Arc<Registry>,
     sweeper: Option<Sweeper>,
+    scheduler: Option<Arc<crate::periodic::Scheduler>>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -189,8 +208,9 @@ pub struct ShutdownReport {
 
 impl Worker {
     /// Starts building a worker over `queue`.
+    /// Every [`register!`](crate::register)ed setup of the binary is applied.
     pub fn builder(queue: Queue) -> WorkerBuilder {
-        WorkerBuilder {
+        crate::periodic::apply_registrations(WorkerBuilder {
             queue,
             settings: WorkerSettings::default(),
             lanes_named: false,
@@ -198,7 +218,14 @@ impl Worker {
             errors: Vec::new(),
             steps: Vec::new(),
             sweep: true,
-        }
+            schedules: Vec::new(),
+        })
+    }
+
+    /// The scheduler this worker runs beside its claim loop, if it has
+    /// schedules.
+    pub fn scheduler(&self) -> Option<&Arc<crate::periodic::Scheduler>> {
+        self.scheduler.as_ref()
     }
 
     /// The handlers' declared strategies.
@@ -277,6 +304,10 @@ impl Worker {
             let stop = background.clone();
             tokio::spawn(async move { sw.run(stop).await })
         });
+        let scheduler = self.scheduler.map(|sc| {
+            let stop = background.clone();
+            tokio::spawn(async move { sc.run(stop).await })
+        });
         let slots = Arc::new(Semaphore::new(s.capacity));
         let tracker = TaskTracker::new();
         let claim_loop = tokio::spawn(claim_loop(ClaimLoop {
@@ -306,6 +337,7 @@ impl Worker {
             completer_task,
             heartbeat,
             sweep,
+            scheduler,
             row,
         })
     }
@@ -328,6 +360,7 @@ pub struct RunningWorker {
     completer_task: tokio::task::JoinHandle<()>,
     heartbeat: tokio::task::JoinHandle<()>,
     sweep: Option<tokio::task::JoinHandle<()>>,
+    scheduler: Option<tokio::task::JoinHandle<()>>,
     row: WorkerRow,
 }
 
@@ -391,6 +424,9 @@ impl RunningWorker {
         self.background.cancel();
         let _ = self.heartbeat.await;
         if let Some(s) = self.sweep {
+            let _ = s.await;
+        }
+        if let Some(s) = self.scheduler {
             let _ = s.await;
         }
         if let Some(h) = self.http {

@@ -27,6 +27,7 @@
 mod items;
 mod ops;
 mod row;
+mod schedule;
 mod sql;
 mod wake;
 
@@ -273,6 +274,10 @@ impl Store for PgStore {
 
     fn wake(&self, lane: &str) {
         let _ = self.wake.send(lane.to_owned());
+    }
+
+    async fn db_now(&self) -> Result<DateTime<Utc>> {
+        schedule::db_now(self).await
     }
 
     async fn migrate(&self) -> Result<()> {

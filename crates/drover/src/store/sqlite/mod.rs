@@ -75,6 +75,7 @@ mod insert;
 mod maint;
 mod read;
 mod row;
+mod schedule;
 mod sql;
 #[cfg(feature = "test-util")]
 mod testing;
