@@ -101,3 +101,12 @@ pub trait ScheduleStore: Send + Sync {
     /// Deletes rows not seen since `before`; returns how many.
     async fn schedule_purge(&self, before: DateTime<Utc>) -> Result<u64>;
 }
+
+impl ScheduleRow {
+    /// True when a scheduler declared or advanced the row within
+    /// `inactive_after` of `now`; a row that stays unseen belongs to a
+    /// schedule removed from code.
+    pub fn is_active(&self, now: DateTime<Utc>, inactive_after: std::time::Duration) -> bool {
+        now - self.seen_at < crate::rules::to_chrono(inactive_after)
+    }
+}

@@ -98,6 +98,12 @@ macro_rules! contract_suite {
             worker_beat_upserts,
             wakeup_after_insert,
             sweep_lock_is_exclusive,
+            schedule_upsert_never_moves_last_tick,
+            schedule_advance_is_compare_and_set,
+            schedule_advance_never_overwrites_an_item,
+            schedule_advance_one_winner_under_concurrency,
+            schedule_purge_removes_only_unseen_rows,
+            db_now_is_the_stores_clock,
         );
     };
 }
@@ -194,8 +200,10 @@ fn approx(a: DateTime<Utc>, b: DateTime<Utc>, tol_ms: i64) -> bool {
 
 mod claims;
 mod operations;
+mod schedule;
 mod writes;
 
 pub use claims::*;
 pub use operations::*;
+pub use schedule::*;
 pub use writes::*;
