@@ -12,6 +12,7 @@ pub mod import;
 pub mod list;
 pub mod migrate;
 pub mod retry;
+pub mod schedules;
 pub mod show;
 pub mod stats;
 pub mod worker;

@@ -55,6 +55,10 @@ pub struct WorkerArgs {
     /// Database connections the process opens [default: 10].
     #[arg(long, env = "DROVER_POOL_SIZE", value_name = "N")]
     pub pool_size: Option<String>,
+    /// When the built-in drover.heartbeat job fires: a cron expression
+    /// (seconds optional), or `off` [default: * * * * *, every minute].
+    #[arg(long, env = "DROVER_HEARTBEAT_CRON", value_name = "CRON|off")]
+    pub heartbeat_cron: Option<String>,
     /// Where /healthz and /metrics listen, or `off` [default:
     /// 127.0.0.1:9464].
     #[arg(long, env = "DROVER_METRICS_ADDR", value_name = "HOST:PORT|off")]
@@ -107,6 +111,9 @@ impl WorkerArgs {
         }
         if let Some(v) = &self.pool_size {
             s.pool_size = parse::int("pool_size", v, 1u32, u32::MAX)?;
+        }
+        if let Some(v) = &self.heartbeat_cron {
+            s.heartbeat_cron = drover::worker::parse_heartbeat_cron(v);
         }
         if let Some(v) = &self.metrics_addr {
             let v = v.trim();
