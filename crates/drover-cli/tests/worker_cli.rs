@@ -328,7 +328,7 @@ fn one_item_per_tick_through_a_kill(
     workers[0] = WorkerProc::spawn(Some(url), &args);
     workers[0].wait_healthy();
     wait_until(Duration::from_secs(90), "ticks past the window", || {
-        latest(&keys()) >= t0 + WINDOW + 1
+        latest(&keys()) > t0 + WINDOW
     });
     for w in &mut workers {
         w.terminate();

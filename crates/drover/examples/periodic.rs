@@ -9,13 +9,21 @@ use drover::{JobContext, Kind, Queue};
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct NightlyReport {}
-impl Kind for NightlyReport { const NAME: &'static str = "report.nightly"; }
+impl Kind for NightlyReport {
+    const NAME: &'static str = "report.nightly";
+}
 
 struct Reporter;
 impl Handler for Reporter {
     type Job = NightlyReport;
-    const STRATEGY: Strategy = Strategy { idempotency: "one item per tick", retry: "default backoff", recovery: "re-run" };
-    async fn handle(&self, _cx: &JobContext, _job: NightlyReport) -> Outcome { Ok(Done::Completed) }
+    const STRATEGY: Strategy = Strategy {
+        idempotency: "one item per tick",
+        retry: "default backoff",
+        recovery: "re-run",
+    };
+    async fn handle(&self, _cx: &JobContext, _job: NightlyReport) -> Outcome {
+        Ok(Done::Completed)
+    }
 }
 
 drover::register!(|b| b.handler(Reporter).schedule(
@@ -32,8 +40,13 @@ async fn main() -> drover::Result<()> {
     let worker = Worker::builder(queue).build()?;
     let scheduler = worker.scheduler().expect("schedules declared");
     for s in scheduler.schedules() {
-        println!("{} {:?} in {}: next {:?}", s.name(), s.cron(), s.zone_name(),
-            s.next_ticks(chrono::Utc::now(), 3));
+        println!(
+            "{} {:?} in {}: next {:?}",
+            s.name(),
+            s.cron(),
+            s.zone_name(),
+            s.next_ticks(chrono::Utc::now(), 3)
+        );
     }
     Ok(())
 }

@@ -4,10 +4,10 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, missing_docs)]
 
+use drover::Queue;
 use drover::periodic::Schedule;
 use drover::queue::{JobContext, Kind};
 use drover::worker::{Done, Handler, Outcome, Strategy, Worker};
-use drover::Queue;
 
 mod reports {
     use super::*;
@@ -51,7 +51,10 @@ fn a_registered_module_adds_its_handler_and_schedule_to_every_worker() {
         .map(|s| s.name())
         .collect();
     assert!(names.contains(&"report"), "{names:?}");
-    assert!(names.contains(&"drover.heartbeat"), "the heartbeat too: {names:?}");
+    assert!(
+        names.contains(&"drover.heartbeat"),
+        "the heartbeat too: {names:?}"
+    );
 }
 
 #[test]

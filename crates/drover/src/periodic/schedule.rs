@@ -26,7 +26,7 @@ pub const MAX_BACKFILL_DEFAULT: u32 = 100;
 
 /// What a scheduler does with ticks that passed while no worker ran
 /// (ticks later than the scheduler's misfire grace).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "policy")]
 pub enum MisfirePolicy {
     /// Drop every missed tick; only ticks within the grace (and the future
@@ -34,6 +34,7 @@ pub enum MisfirePolicy {
     Skip,
     /// One catch-up item for all missed ticks, keyed by the latest of them.
     /// The default: a nightly report runs once after an outage.
+    #[default]
     Once,
     /// Every missed tick, oldest first, but at most `max_backfill` of the
     /// latest ones (older ones are dropped and counted).
@@ -41,12 +42,6 @@ pub enum MisfirePolicy {
         /// The most missed ticks enqueued after one outage.
         max_backfill: u32,
     },
-}
-
-impl Default for MisfirePolicy {
-    fn default() -> Self {
-        MisfirePolicy::Once
-    }
 }
 
 impl MisfirePolicy {
@@ -373,10 +368,7 @@ fn jitter_offset(name: &str, tick: DateTime<Utc>, jitter: Duration) -> chrono::D
     }
     // FNV-1a: stable across processes and releases, unlike std's hasher.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in name
-        .bytes()
-        .chain(tick.timestamp().to_le_bytes().into_iter())
-    {
+    for b in name.bytes().chain(tick.timestamp().to_le_bytes()) {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
