@@ -8,7 +8,7 @@
 //! (its first occurrence), and wildcard fields fire for every instant that
 //! exists.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SubsecRound, Utc};
 
 use super::schedule::{Compiled, MisfirePolicy};
 
@@ -17,21 +17,49 @@ use super::schedule::{Compiled, MisfirePolicy};
 /// schedule that fires every second.
 pub const MISSED_COUNT_CAP: u64 = 100_000;
 
+/// `t` rounded down to the whole second. Ticks are whole seconds, so
+/// every comparison with a tick can be made on the floor, and croner's
+/// searches are only ever handed whole seconds.
+fn floor_sec(t: DateTime<Utc>) -> DateTime<Utc> {
+    t.trunc_subsecs(0)
+}
+
 /// Ticks strictly after `after`, ascending, in UTC.
 pub(crate) fn ticks_after(
     s: &Compiled,
     after: DateTime<Utc>,
 ) -> impl Iterator<Item = DateTime<Utc>> + '_ {
     s.cron
-        .iter_after(after.with_timezone(&s.zone))
+        .iter_after(floor_sec(after).with_timezone(&s.zone))
+        .map(|t| t.with_timezone(&Utc))
+}
+
+/// Ticks at or before `at`, descending, in UTC.
+fn ticks_at_or_before(s: &Compiled, at: DateTime<Utc>) -> impl Iterator<Item = DateTime<Utc>> + '_ {
+    s.cron
+        .iter_from(
+            floor_sec(at).with_timezone(&s.zone),
+            croner::Direction::Backward,
+        )
         .map(|t| t.with_timezone(&Utc))
 }
 
 /// Ticks strictly before `before`, descending, in UTC.
-fn ticks_before(s: &Compiled, before: DateTime<Utc>) -> impl Iterator<Item = DateTime<Utc>> + '_ {
-    s.cron
-        .iter_before(before.with_timezone(&s.zone))
-        .map(|t| t.with_timezone(&Utc))
+fn ticks_before(
+    s: &Compiled,
+    before: DateTime<Utc>,
+) -> Box<dyn Iterator<Item = DateTime<Utc>> + '_> {
+    let floor = floor_sec(before);
+    if floor == before {
+        Box::new(
+            s.cron
+                .iter_before(floor.with_timezone(&s.zone))
+                .map(|t| t.with_timezone(&Utc)),
+        )
+    } else {
+        // A tick at the floor is before a fractional `before`.
+        Box::new(ticks_at_or_before(s, floor))
+    }
 }
 
 /// What one run should do for one schedule.
@@ -56,8 +84,7 @@ pub fn plan(
     grace: chrono::Duration,
 ) -> Plan {
     let mut out = Plan::default();
-    // The latest due tick: one backwards step from just after now.
-    let Some(latest) = ticks_before(s, now + chrono::Duration::microseconds(1)).next() else {
+    let Some(latest) = ticks_at_or_before(s, now).next() else {
         return out;
     };
     if latest <= start {
@@ -65,23 +92,17 @@ pub fn plan(
     }
     out.advance_to = Some(latest);
     let boundary = now - grace;
-    let on_time: Vec<DateTime<Utc>> =
-        ticks_after(s, start.max(boundary - chrono::Duration::microseconds(1)))
-            .take_while(|t| *t <= now)
-            .filter(|t| *t > start)
-            .collect();
+    let mut on_time: Vec<DateTime<Utc>> = ticks_at_or_before(s, now)
+        .take_while(|t| *t >= boundary && *t > start)
+        .collect();
+    on_time.reverse();
     let missed: Vec<DateTime<Utc>> = if start < boundary {
+        let before = ticks_before(s, boundary).take_while(|t| *t > start);
         match s.misfire() {
             MisfirePolicy::Skip => Vec::new(),
-            MisfirePolicy::Once => ticks_before(s, boundary)
-                .take_while(|t| *t > start)
-                .take(1)
-                .collect(),
+            MisfirePolicy::Once => before.take(1).collect(),
             MisfirePolicy::All { max_backfill } => {
-                let mut v: Vec<_> = ticks_before(s, boundary)
-                    .take_while(|t| *t > start)
-                    .take(max_backfill as usize)
-                    .collect();
+                let mut v: Vec<_> = before.take(max_backfill as usize).collect();
                 v.reverse();
                 v
             }
@@ -150,6 +171,27 @@ mod tests {
             chrono::Duration::seconds(60),
         );
         assert_eq!(p, Plan::default());
+    }
+
+    /// A run at a fractional instant: the tick just past the grace is
+    /// missed (and is the one `once` catches up), not lost between the
+    /// on-time and missed sets.
+    #[test]
+    fn a_tick_just_past_the_grace_at_a_fractional_now_is_caught_up() {
+        let s = minutely(MisfirePolicy::Once);
+        let start = utc(2026, 1, 1, 0, 0, 0);
+        let now = utc(2026, 1, 1, 0, 12, 0) + chrono::Duration::milliseconds(500);
+        let p = plan(&s, start, now, chrono::Duration::seconds(60));
+        // 00:11 is 60.5 s late: missed; 00:12 on time; 00:01..00:11 missed.
+        assert_eq!(
+            p.fire,
+            vec![utc(2026, 1, 1, 0, 11, 0), utc(2026, 1, 1, 0, 12, 0)]
+        );
+        assert_eq!((p.missed, p.dropped), (11, 10));
+        let all = minutely(MisfirePolicy::All { max_backfill: 100 });
+        let p = plan(&all, start, now, chrono::Duration::seconds(60));
+        assert_eq!(p.fire.len(), 12, "{:?}", p.fire);
+        assert_eq!(p.fire.first(), Some(&utc(2026, 1, 1, 0, 1, 0)));
     }
 
     #[test]
