@@ -121,7 +121,7 @@ async fn runtime_role_without_tenant_sees_and_writes_nothing() {
 async fn runtime_role_cannot_truncate() {
     let (_s, schema) = pg_fresh_store().await;
     let url = pg_url().await;
-    for table in ["items", "audit", "workers"] {
+    for table in ["items", "audit", "workers", "schedules"] {
         let mut conn = as_runtime(&url, &schema, Some(Uuid::new_v4())).await;
         let r = conn.execute(format!("TRUNCATE {table}").as_str()).await;
         let err = r.unwrap_err().to_string();
@@ -148,7 +148,10 @@ async fn every_table_forces_rls_and_runtime_role_is_unprivileged() {
     .await
     .unwrap();
     let names: Vec<&str> = tables.iter().map(|t| t.0.as_str()).collect();
-    assert_eq!(names, ["_sqlx_migrations", "audit", "items", "workers"]);
+    assert_eq!(
+        names,
+        ["_sqlx_migrations", "audit", "items", "schedules", "workers"]
+    );
     for (name, rls, force) in &tables {
         if name == "_sqlx_migrations" {
             // The migrator's bookkeeping: no tenant data, and neither drover
@@ -232,5 +235,44 @@ async fn hot_path_functions_leave_no_role_or_tenant_behind() {
         .await;
     assert!(denied.is_err(), "runtime role claimed across tenants");
     drop(rt);
+    pg_drop_schema(&url, &schema).await;
+}
+
+/// The schedule rows belong to the nil tenant: a runtime transaction under
+/// another tenant sees none and cannot move one.
+#[tokio::test]
+async fn schedule_rows_are_invisible_to_other_tenants() {
+    use drover::periodic::{MisfirePolicy, ScheduleDecl, ScheduleStore};
+    let (store, schema) = pg_fresh_store().await;
+    let url = pg_url().await;
+    store
+        .schedule_upsert(&ScheduleDecl {
+            name: "nightly".into(),
+            cron: "0 3 * * *".into(),
+            zone: "UTC".into(),
+            kind: "report".into(),
+            lane: "default".into(),
+            misfire: MisfirePolicy::Once,
+        })
+        .await
+        .unwrap();
+    let mut other = as_runtime(&url, &schema, Some(Uuid::new_v4())).await;
+    let seen: i64 = sqlx::query_scalar("SELECT count(*) FROM schedules")
+        .fetch_one(&mut other)
+        .await
+        .unwrap();
+    assert_eq!(seen, 0, "another tenant sees no schedule row");
+    let moved = other
+        .execute("UPDATE schedules SET last_tick = now()")
+        .await
+        .unwrap()
+        .rows_affected();
+    assert_eq!(moved, 0, "nor moves one");
+    let mut nil = as_runtime(&url, &schema, Some(Uuid::nil())).await;
+    let seen: i64 = sqlx::query_scalar("SELECT count(*) FROM schedules")
+        .fetch_one(&mut nil)
+        .await
+        .unwrap();
+    assert_eq!(seen, 1, "the nil tenant, the scheduler's, sees it");
     pg_drop_schema(&url, &schema).await;
 }

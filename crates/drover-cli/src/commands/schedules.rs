@@ -218,3 +218,65 @@ pub async fn run(args: &SchedulesArgs, cx: &mut Context<'_>) -> Result<(), CliEr
     )?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used, clippy::unwrap_used)]
+
+    use super::*;
+    use chrono::TimeZone;
+    use drover::periodic::{MisfirePolicy, Schedule, ScheduleDecl};
+
+    #[test]
+    fn declared_and_removed_schedules_are_listed_with_their_state() {
+        let now = Utc.with_ymd_and_hms(2026, 5, 1, 10, 0, 20).unwrap();
+        let declared = vec![
+            Schedule::new("beat", "* * * * *", drover::periodic::Heartbeat {})
+                .compile()
+                .expect("compiles"),
+        ];
+        let row = |name: &str, seen_min_ago: i64, last: Option<DateTime<Utc>>| ScheduleRow {
+            decl: ScheduleDecl {
+                name: name.into(),
+                cron: "0 3 * * *".into(),
+                zone: "Europe/Berlin".into(),
+                kind: "report".into(),
+                lane: "default".into(),
+                misfire: MisfirePolicy::All { max_backfill: 9 },
+            },
+            last_tick: last,
+            created_at: now - chrono::Duration::days(3),
+            seen_at: now - chrono::Duration::minutes(seen_min_ago),
+        };
+        let last = Utc.with_ymd_and_hms(2026, 5, 1, 10, 0, 0).unwrap();
+        let list = merge(
+            &declared,
+            vec![row("beat", 0, Some(last)), row("removed", 60, None)],
+            now,
+            &SchedulerConfig::default(),
+        );
+        assert_eq!(list.len(), 2);
+        let beat = &list[0];
+        assert_eq!(
+            (beat.name.as_str(), beat.active, beat.declared),
+            ("beat", true, true)
+        );
+        assert_eq!(beat.last_tick, Some(last));
+        assert_eq!(beat.next.len(), NEXT_TIMES);
+        assert_eq!(
+            beat.next[0],
+            Utc.with_ymd_and_hms(2026, 5, 1, 10, 1, 0).unwrap()
+        );
+        let removed = &list[1];
+        assert_eq!(
+            (removed.name.as_str(), removed.active, removed.declared),
+            ("removed", false, false),
+            "unseen for an hour: inactive"
+        );
+        assert!(
+            removed.next.is_empty(),
+            "a removed schedule has no next time"
+        );
+        assert_eq!((removed.policy.as_str(), removed.max_backfill), ("all", 9));
+    }
+}
