@@ -274,5 +274,8 @@ async fn schedule_rows_are_invisible_to_other_tenants() {
         .await
         .unwrap();
     assert_eq!(seen, 1, "the nil tenant, the scheduler's, sees it");
+    // End both transactions, or the schema's drop waits on their locks.
+    other.execute("ROLLBACK").await.unwrap();
+    nil.execute("ROLLBACK").await.unwrap();
     pg_drop_schema(&url, &schema).await;
 }
