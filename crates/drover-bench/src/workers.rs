@@ -52,6 +52,8 @@ pub(crate) fn settings(capacity: usize) -> WorkerSettings {
     WorkerSettings {
         capacity,
         metrics_addr: None,
+        // A benchmark counts its own items only.
+        heartbeat_cron: None,
         pool_size: WorkerSettings::pool_needed(capacity, base.claimers),
         ..base
     }

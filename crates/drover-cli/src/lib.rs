@@ -167,6 +167,8 @@ pub enum Command {
     Worker(commands::worker::WorkerArgs),
     /// Print every registered handler's declared strategies.
     Handlers(commands::handlers::HandlersArgs),
+    /// List the periodic schedules (or trigger one now).
+    Schedules(commands::schedules::SchedulesArgs),
     /// Run a self-contained demo end to end on the embedded default (no
     /// server): enqueue a mix, drain it with an in-process worker, summarize.
     Demo(commands::demo::DemoArgs),
@@ -347,6 +349,7 @@ pub async fn execute(command: &Command, cx: &mut Context<'_>) -> Result<(), CliE
         Command::Signal(a) => commands::signal::run(a, cx).await,
         Command::Worker(a) => commands::worker::run(a, cx).await,
         Command::Handlers(a) => commands::handlers::run(a, cx).await,
+        Command::Schedules(a) => commands::schedules::run(a, cx).await,
         Command::Demo(a) => commands::demo::run(a, cx).await,
         Command::Bench(a) => commands::bench::run(a, cx).await,
     }

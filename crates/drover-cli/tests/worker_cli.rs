@@ -41,6 +41,9 @@ fn command(url: Option<&str>, args: &[&str]) -> Command {
     if let Some(url) = url {
         c.env("DROVER_DATABASE_URL", url);
     }
+    // Tests that count items count their own; the periodic tests turn the
+    // heartbeat back on.
+    c.env("DROVER_HEARTBEAT_CRON", "off");
     c
 }
 
@@ -260,6 +263,105 @@ fn assert_demo_summary(r: &Run) {
     assert_eq!(&cells[1..4], ["228", "226", "2"], "{totals}");
 }
 
+// ---------------------------------------------------------------- periodic
+
+/// Each tick (Unix seconds) of `drover.heartbeat` items with its number of
+/// items, from their keys `periodic:drover.heartbeat:<RFC 3339 UTC tick>`.
+fn heartbeat_ticks(keys: &[String]) -> std::collections::BTreeMap<i64, usize> {
+    let mut out = std::collections::BTreeMap::new();
+    for key in keys {
+        let tick = key
+            .strip_prefix("periodic:drover.heartbeat:")
+            .unwrap_or_else(|| panic!("not a heartbeat tick key: {key}"));
+        let t = chrono::DateTime::parse_from_rfc3339(tick)
+            .unwrap_or_else(|e| panic!("{key}: {e}"))
+            .timestamp();
+        *out.entry(t).or_insert(0) += 1;
+    }
+    out
+}
+
+/// The 1-second heartbeat through `n` worker processes, one SIGKILLed and
+/// restarted mid-way: every tick of the 30 s window has exactly one item.
+/// `now` reads the database clock (Unix seconds), `keys` every heartbeat
+/// item's key.
+fn one_item_per_tick_through_a_kill(
+    url: &str,
+    n: usize,
+    now: impl Fn() -> i64,
+    keys: impl Fn() -> Vec<String>,
+) {
+    const WINDOW: i64 = 30;
+    let args = [
+        "--heartbeat-cron",
+        "* * * * * *",
+        "--lease",
+        "3s",
+        "--sweep-interval",
+        "1s",
+        "--poll-interval",
+        "200ms",
+    ];
+    let mut workers: Vec<WorkerProc> = (0..n)
+        .map(|_| WorkerProc::spawn(Some(url), &args))
+        .collect();
+    for w in &mut workers {
+        w.wait_healthy();
+    }
+    let t0 = now();
+    let latest = |keys: &[String]| {
+        heartbeat_ticks(keys)
+            .keys()
+            .next_back()
+            .copied()
+            .unwrap_or(0)
+    };
+    wait_until(
+        Duration::from_secs(60),
+        "ticks a third into the window",
+        || latest(&keys()) >= t0 + WINDOW / 3,
+    );
+    workers[0].signal(nix::sys::signal::Signal::SIGKILL);
+    let status = workers[0].wait_exit(Duration::from_secs(10));
+    assert_eq!(status.code(), None, "killed by a signal");
+    let killed_at = now();
+    workers[0] = WorkerProc::spawn(Some(url), &args);
+    workers[0].wait_healthy();
+    wait_until(Duration::from_secs(90), "ticks past the window", || {
+        latest(&keys()) > t0 + WINDOW
+    });
+    for w in &mut workers {
+        w.terminate();
+    }
+    let ticks = heartbeat_ticks(&keys());
+    let window: Vec<(i64, usize)> = ((t0 + 1)..=(t0 + WINDOW))
+        .map(|t| (t, ticks.get(&t).copied().unwrap_or(0)))
+        .collect();
+    let missing: Vec<i64> = window
+        .iter()
+        .filter(|(_, c)| *c == 0)
+        .map(|(t, _)| t - t0)
+        .collect();
+    let doubled: Vec<i64> = window
+        .iter()
+        .filter(|(_, c)| *c > 1)
+        .map(|(t, _)| t - t0)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "ticks with no item (s after start): {missing:?}"
+    );
+    assert!(doubled.is_empty(), "ticks with two items: {doubled:?}");
+    let all_keys = keys();
+    let distinct: std::collections::BTreeSet<&String> = all_keys.iter().collect();
+    assert_eq!(distinct.len(), all_keys.len(), "no key twice");
+    eprintln!(
+        "{n} workers, one killed {} s into the window and restarted: {} ticks, one item each",
+        killed_at - t0,
+        window.len()
+    );
+}
+
 // ---------------------------------------------------------------- memory
 
 mod memory {
@@ -305,7 +407,20 @@ mod memory {
 
         let v = drover(None, &["handlers", "--json"]).ok().json();
         let rows = v.as_array().expect("array");
-        assert_eq!(rows.len(), 4);
+        // The four diagnostic kinds, the heartbeat, and the scheduler's row.
+        assert_eq!(rows.len(), 6, "{v}");
+        assert!(rows.iter().any(|r| r["kind"] == "drover.heartbeat"), "{v}");
+        let sched = rows
+            .iter()
+            .find(|r| r["kind"] == "drover.scheduler")
+            .unwrap_or_else(|| panic!("the scheduler declares its strategies: {v}"));
+        assert!(
+            sched["idempotency"]
+                .as_str()
+                .unwrap_or("")
+                .contains("periodic:<name>:<tick>"),
+            "{sched}"
+        );
         for row in rows {
             for field in [
                 "kind",
@@ -396,6 +511,75 @@ mod memory {
 
 mod sqlite {
     use super::*;
+
+    fn sqlite_keys(path: &Path) -> Vec<String> {
+        let url = format!("sqlite://{}?mode=ro", path.display());
+        block_on(async {
+            use sqlx::Connection;
+            let mut c = sqlx::SqliteConnection::connect(&url).await.expect("open");
+            sqlx::query_scalar::<_, String>(
+                "SELECT idempotency_key FROM items WHERE kind = 'drover.heartbeat'",
+            )
+            .fetch_all(&mut c)
+            .await
+            .unwrap_or_default()
+        })
+    }
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+            .block_on(f)
+    }
+
+    #[test]
+    fn two_workers_enqueue_one_item_per_tick_of_a_1s_schedule_through_a_kill() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("periodic.db");
+        let url = format!("sqlite://{}", path.display());
+        drover(Some(&url), &["migrate"]).ok();
+        one_item_per_tick_through_a_kill(
+            &url,
+            2,
+            || chrono::Utc::now().timestamp(),
+            || sqlite_keys(&path),
+        );
+    }
+
+    #[test]
+    fn a_fresh_worker_logs_a_heartbeat_within_the_first_minute() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("beat.db").display());
+        drover(Some(&url), &["migrate"]).ok();
+        let mut w = WorkerProc::spawn(Some(&url), &["--heartbeat-cron", "*/2 * * * * *"]);
+        w.wait_healthy();
+        wait_until(Duration::from_secs(60), "a heartbeat in the log", || {
+            w.log().lines().any(|l| l.contains(": heartbeat worker="))
+        });
+        let log = w.log();
+        let line = log
+            .lines()
+            .find(|l| l.contains(": heartbeat worker="))
+            .expect("the line");
+        assert!(
+            line.contains(&format!(":{}:", w.pid())),
+            "the beat names this worker (host:pid:run): {line}"
+        );
+        assert!(line.contains("tick="), "{line}");
+        let list = drover(Some(&url), &["schedules", "--json"]).ok().json();
+        let beat = list
+            .as_array()
+            .and_then(|a| a.iter().find(|s| s["name"] == "drover.heartbeat"))
+            .cloned()
+            .expect("the heartbeat is listed");
+        assert!(
+            beat["last_tick"].is_string(),
+            "its last tick is recorded: {beat}"
+        );
+        w.terminate();
+    }
 
     #[test]
     fn demo_runs_end_to_end_on_sqlite() {
@@ -713,5 +897,27 @@ mod postgres {
         // (the contract case worker_silent_two_intervals_is_lost moves a
         // clock past two intervals to show it).
         assert_eq!(listed_state(&db.url, pid).as_deref(), Some("offline"));
+    }
+
+    #[test]
+    fn three_workers_enqueue_one_item_per_tick_of_a_1s_schedule_through_a_kill() {
+        let db = PgDb::new();
+        let url = db.url.clone();
+        let query = |sql: &'static str| {
+            let url = url.clone();
+            move || {
+                block_on(async {
+                    let mut c = sqlx::PgConnection::connect(&url).await.expect("connect");
+                    sqlx::query_scalar::<_, String>(sql)
+                        .fetch_all(&mut c)
+                        .await
+                        .expect("query")
+                })
+            }
+        };
+        let now = query("SELECT extract(epoch FROM now())::bigint::text");
+        let keys =
+            query("SELECT idempotency_key FROM drover.items WHERE kind = 'drover.heartbeat'");
+        one_item_per_tick_through_a_kill(&db.url, 3, || now()[0].parse().expect("epoch"), keys);
     }
 }

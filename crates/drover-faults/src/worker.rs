@@ -364,6 +364,8 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         shutdown_grace: args.shutdown_grace,
         heartbeat_interval: Duration::from_secs(1),
         metrics_addr: None,
+        // The checker accounts for the scenario's items only.
+        heartbeat_cron: None,
         ..WorkerSettings::default()
     };
     // A sweep with its own timeouts or a host step runs beside the worker,

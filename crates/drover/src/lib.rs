@@ -14,6 +14,7 @@
 //! | [`worker`] | the runtime that drains lanes |
 //! | [`maintenance`] | the sweep: stale requeue, purge, gauges |
 //! | [`orchestration`] | long-running work as persisted, fenced steps that park, resume and compensate |
+//! | [`periodic`] | cron schedules, the scheduler, the heartbeat job |
 //! | [`builtin`] | diagnostic kinds for exercising a deployment |
 //! | [`error`] | the one public error type |
 //! | [`jsonl`] | one line of JSON Lines import to one checked item |
@@ -42,6 +43,7 @@ pub mod maintenance;
 pub mod orchestration;
 #[cfg(feature = "otel")]
 pub mod otel;
+pub mod periodic;
 pub mod queue;
 pub mod store;
 #[cfg(all(feature = "test-util", feature = "postgres"))]

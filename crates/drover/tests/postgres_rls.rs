@@ -175,6 +175,7 @@ async fn runtime_role_cannot_truncate() {
         "workers",
         "orchestrations",
         "orchestration_signals",
+        "schedules",
     ] {
         let mut conn = as_runtime(&url, &schema, Some(Uuid::new_v4())).await;
         let r = conn.execute(format!("TRUNCATE {table}").as_str()).await;
@@ -211,6 +212,7 @@ async fn every_table_forces_rls_and_runtime_role_is_unprivileged() {
             "items",
             "orchestration_signals",
             "orchestrations",
+            "schedules",
             "sweep_lease",
             "workers"
         ]
@@ -568,4 +570,46 @@ async fn grant_logins_refuses_a_runtime_login_holding_the_system_role() {
     );
     drop_login(&login).await;
     pg_drop_schema(&pg_url().await, &schema).await;
+}
+
+/// The schedule rows belong to the nil tenant: a runtime transaction under
+/// another tenant sees none and cannot move one.
+#[tokio::test]
+async fn schedule_rows_are_invisible_to_other_tenants() {
+    use drover::periodic::{MisfirePolicy, ScheduleDecl, ScheduleStore};
+    let (store, schema) = pg_fresh_store().await;
+    let url = pg_url().await;
+    store
+        .schedule_upsert(&ScheduleDecl {
+            name: "nightly".into(),
+            cron: "0 3 * * *".into(),
+            zone: "UTC".into(),
+            kind: "report".into(),
+            lane: "default".into(),
+            misfire: MisfirePolicy::Once,
+        })
+        .await
+        .unwrap();
+    let mut other = as_runtime(&url, &schema, Some(Uuid::new_v4())).await;
+    let seen: i64 = sqlx::query_scalar("SELECT count(*) FROM schedules")
+        .fetch_one(&mut other)
+        .await
+        .unwrap();
+    assert_eq!(seen, 0, "another tenant sees no schedule row");
+    let moved = other
+        .execute("UPDATE schedules SET last_tick = now()")
+        .await
+        .unwrap()
+        .rows_affected();
+    assert_eq!(moved, 0, "nor moves one");
+    let mut nil = as_runtime(&url, &schema, Some(Uuid::nil())).await;
+    let seen: i64 = sqlx::query_scalar("SELECT count(*) FROM schedules")
+        .fetch_one(&mut nil)
+        .await
+        .unwrap();
+    assert_eq!(seen, 1, "the nil tenant, the scheduler's, sees it");
+    // End both transactions, or the schema's drop waits on their locks.
+    other.execute("ROLLBACK").await.unwrap();
+    nil.execute("ROLLBACK").await.unwrap();
+    pg_drop_schema(&url, &schema).await;
 }

@@ -13,6 +13,11 @@
 //! keyed `drover.noop` enqueued twice (the second is refused with
 //! `KeyExists`). Retries back off from 100 ms instead of the default 1 s,
 //! and the worker polls every 100 ms, so the whole run takes seconds.
+//!
+//! A schedule fires during the demo: the built-in `drover.heartbeat` job,
+//! declared every second ([`DEMO_HEARTBEAT_CRON`]) on the demo's lane. The
+//! demo waits for at least one beat and reports the beats apart from the
+//! mix (one item per tick, each keyed `periodic:drover.heartbeat:<tick>`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -32,6 +37,9 @@ pub const DEMO_RETRY_BASE: Duration = Duration::from_millis(100);
 /// The claim poll the demo's worker uses (the default is 1 s), so retried
 /// items are picked up as soon as their backoff ends.
 pub const DEMO_POLL_INTERVAL: Duration = Duration::from_millis(100);
+/// The heartbeat schedule of the demo: every second, so it fires during
+/// the run.
+pub const DEMO_HEARTBEAT_CRON: &str = "* * * * * *";
 /// The demo worker's capacity.
 pub const DEMO_CAPACITY: usize = 20;
 
@@ -96,6 +104,7 @@ pub async fn run(args: &DemoArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
         poll_interval: DEMO_POLL_INTERVAL,
         pool_size: POOL_SIZE_DEFAULT,
         metrics_addr: None,
+        heartbeat_cron: Some(DEMO_HEARTBEAT_CRON.to_owned()),
         ..WorkerSettings::default()
     };
     // Registers the kinds (and their retry policy) on the queue before the
@@ -143,10 +152,10 @@ pub async fn run(args: &DemoArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
     let bar = progress(total);
     let deadline = started + timeout;
     let finished = loop {
-        let (final_count, failed) = final_counts(&queue, &lane).await?;
+        let (final_count, failed, beats) = final_counts(&queue, &lane).await?;
         bar.set_position(final_count);
-        bar.set_message(format!("{failed} dead-lettered"));
-        if final_count >= total {
+        bar.set_message(format!("{failed} dead-lettered, {beats} heartbeats"));
+        if final_count >= total && beats >= 1 {
             break true;
         }
         if Instant::now() >= deadline {
@@ -158,7 +167,7 @@ pub async fn run(args: &DemoArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
     bar.finish_and_clear();
     running.shutdown().await;
     if !finished {
-        let (final_count, _) = final_counts(&queue, &lane).await?;
+        let (final_count, _, _) = final_counts(&queue, &lane).await?;
         return Err(CliError::Drover(drover::Error::Config(format!(
             "the demo did not finish within {}: {} of {total} items are not final",
             humantime::format_duration(timeout),
@@ -169,11 +178,17 @@ pub async fn run(args: &DemoArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
     let items = queue
         .list(&ListFilter {
             lane: Some(lane.clone()),
-            limit: u32::try_from(total).unwrap_or(u32::MAX).saturating_add(10),
+            limit: u32::try_from(total)
+                .unwrap_or(u32::MAX)
+                .saturating_add(10_000),
             ..ListFilter::default()
         })
         .await?;
+    let (beats, items): (Vec<Item>, Vec<Item>) = items
+        .into_iter()
+        .partition(|i| i.kind == drover::periodic::HEARTBEAT_NAME);
     write_summary(cx, &items, elapsed)?;
+    write_beats(cx, &beats)?;
     Ok(())
 }
 
@@ -189,12 +204,18 @@ fn mix(lane: &str, noop: u32) -> Vec<NewItem> {
     items
 }
 
-/// How many of the lane's items are final, and how many of those failed.
-async fn final_counts(queue: &drover::Queue, lane: &str) -> Result<(u64, u64), CliError> {
+/// How many of the lane's mix items are final, how many of those failed,
+/// and how many heartbeats are done.
+async fn final_counts(queue: &drover::Queue, lane: &str) -> Result<(u64, u64, u64), CliError> {
     let mut fin = 0u64;
     let mut failed = 0u64;
+    let mut beats = 0u64;
     for r in queue.counts().await? {
-        if r.lane == lane && r.status.is_final() {
+        if r.lane == lane && r.kind == drover::periodic::HEARTBEAT_NAME {
+            if r.status == Status::Done {
+                beats += u64::try_from(r.count).unwrap_or(0);
+            }
+        } else if r.lane == lane && r.status.is_final() {
             let n = u64::try_from(r.count).unwrap_or(0);
             fin += n;
             if r.status == Status::Failed {
@@ -202,7 +223,26 @@ async fn final_counts(queue: &drover::Queue, lane: &str) -> Result<(u64, u64), C
             }
         }
     }
-    Ok((fin, failed))
+    Ok((fin, failed, beats))
+}
+
+/// The schedule's line: how many ticks fired, each one item.
+fn write_beats(cx: &mut Context<'_>, beats: &[Item]) -> Result<(), CliError> {
+    let done = beats.iter().filter(|i| i.status == Status::Done).count();
+    let mut keys: Vec<&str> = beats
+        .iter()
+        .filter_map(|i| i.idempotency_key.as_deref())
+        .collect();
+    keys.sort_unstable();
+    writeln!(
+        cx.out,
+        "periodic: {} fired {} times during the demo (schedule {:?}), {done} done, one item per tick; last key {}",
+        drover::periodic::HEARTBEAT_NAME,
+        beats.len(),
+        DEMO_HEARTBEAT_CRON,
+        keys.last().copied().unwrap_or("-"),
+    )?;
+    Ok(())
 }
 
 fn progress(total: u64) -> indicatif::ProgressBar {

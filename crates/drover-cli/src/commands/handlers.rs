@@ -19,15 +19,37 @@ pub struct HandlersArgs {
     pub json: bool,
 }
 
-/// The handlers this binary registers, sorted by kind.
+/// The name the scheduler's row carries: it is not a kind, but it declares
+/// its strategies as a handler does.
+pub const SCHEDULER_ROW: &str = "drover.scheduler";
+
+/// The handlers this binary registers, sorted by kind, then the
+/// scheduler's declared strategies (as [`SCHEDULER_ROW`]) when the worker
+/// runs schedules.
 ///
 /// # Errors
 /// [`CliError::Drover`] (exit 1) when a handler declares no strategy, its
-/// `REQUIRES` is not covered by its kind's permission, or two handlers
-/// claim one kind.
+/// `REQUIRES` is not covered by its kind's permission, two handlers claim
+/// one kind, or a schedule does not compile.
 pub fn describe(cx: &Context<'_>) -> Result<Vec<HandlerInfo>, CliError> {
     let worker = cx.worker_builder(Queue::memory()).build()?;
-    Ok(worker.registry().describe())
+    let mut rows = worker.registry().describe();
+    if let Some(s) = worker.scheduler() {
+        let names: Vec<&str> = s.schedules().iter().map(|c| c.name()).collect();
+        let st = drover::periodic::SCHEDULER_STRATEGY;
+        rows.push(HandlerInfo {
+            kind: SCHEDULER_ROW.to_owned(),
+            idempotency: st.idempotency.to_owned(),
+            retry: st.retry.to_owned(),
+            checkpoint: st.checkpoint.to_owned(),
+            recovery: format!("{} (schedules: {})", st.recovery, names.join(", ")),
+            // Not a kind: nobody enqueues the scheduler; its ticks are
+            // enqueued as the system principal.
+            permission: "-".to_owned(),
+            requires: Vec::new(),
+        });
+    }
+    Ok(rows)
 }
 
 /// The roles this binary declares (workflow runners, reconcilers) with

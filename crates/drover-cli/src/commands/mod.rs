@@ -13,6 +13,7 @@ pub mod list;
 pub mod migrate;
 pub mod orchestrations;
 pub mod retry;
+pub mod schedules;
 pub mod show;
 pub mod signal;
 pub mod stats;

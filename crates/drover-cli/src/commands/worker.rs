@@ -59,6 +59,11 @@ pub struct WorkerArgs {
     /// fast, e.g. while the server restarts [default: 5s].
     #[arg(long, env = "DROVER_DB_TIMEOUT", value_name = "DURATION")]
     pub db_timeout: Option<String>,
+
+    /// When the built-in drover.heartbeat job fires: a cron expression
+    /// (seconds optional), or `off` [default: * * * * *, every minute].
+    #[arg(long, env = "DROVER_HEARTBEAT_CRON", value_name = "CRON|off")]
+    pub heartbeat_cron: Option<String>,
     /// Where /healthz and /metrics listen, or `off` [default:
     /// 127.0.0.1:9464].
     #[arg(long, env = "DROVER_METRICS_ADDR", value_name = "HOST:PORT|off")]
@@ -114,6 +119,9 @@ impl WorkerArgs {
         }
         if let Some(v) = &self.db_timeout {
             s.db_timeout = duration("db_timeout", v)?;
+        }
+        if let Some(v) = &self.heartbeat_cron {
+            s.heartbeat_cron = drover::worker::parse_heartbeat_cron(v);
         }
         if let Some(v) = &self.metrics_addr {
             let v = v.trim();

@@ -110,6 +110,9 @@ impl Store for FaultStore {
     async fn migrate(&self) -> Result<()> {
         self.inner.migrate().await
     }
+    async fn db_now(&self) -> Result<DateTime<Utc>> {
+        self.inner.db_now().await
+    }
     async fn item_insert(&self, item: &NewItem) -> Result<Inserted> {
         self.inner.item_insert(item).await
     }
@@ -304,5 +307,28 @@ impl crate::orchestration::OrchestrationStore for FaultStore {
         id: Uuid,
     ) -> Result<Vec<crate::orchestration::Signal>> {
         self.inner.orchestration_signal_list(tenant, id).await
+    }
+}
+
+/// Schedules pass straight through: no faults are injected there yet.
+#[async_trait]
+impl crate::periodic::ScheduleStore for FaultStore {
+    async fn schedule_upsert(
+        &self,
+        decl: &crate::periodic::ScheduleDecl,
+    ) -> Result<crate::periodic::ScheduleRow> {
+        self.inner.schedule_upsert(decl).await
+    }
+    async fn schedule_list(&self) -> Result<Vec<crate::periodic::ScheduleRow>> {
+        self.inner.schedule_list().await
+    }
+    async fn schedule_advance(
+        &self,
+        params: &crate::periodic::AdvanceParams,
+    ) -> Result<crate::periodic::AdvanceOutcome> {
+        self.inner.schedule_advance(params).await
+    }
+    async fn schedule_purge(&self, before: DateTime<Utc>) -> Result<u64> {
+        self.inner.schedule_purge(before).await
     }
 }

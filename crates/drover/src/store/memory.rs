@@ -23,6 +23,7 @@ use crate::store::{
 };
 
 mod orchestration;
+mod schedule;
 
 /// How many wake-ups may queue for a slow subscriber before it lags (and
 /// simply claims, which is what a lagged wake-up means).
@@ -39,6 +40,7 @@ struct State {
     /// When the last completed sweep pass ended.
     sweep_last_pass: Option<DateTime<Utc>>,
     orchestrations: orchestration::Records,
+    schedules: std::collections::BTreeMap<String, crate::periodic::ScheduleRow>,
 }
 
 /// The in-memory store.

@@ -377,7 +377,9 @@ pub struct WorkerRow {
 /// dropped future either committed its single statement or did not; it never
 /// leaves a half-applied transition.
 #[async_trait]
-pub trait Store: crate::orchestration::OrchestrationStore + Send + Sync + 'static {
+pub trait Store:
+    crate::orchestration::OrchestrationStore + crate::periodic::ScheduleStore + Send + Sync + 'static
+{
     /// Which engine this is.
     fn backend(&self) -> Backend;
 
@@ -397,6 +399,14 @@ pub trait Store: crate::orchestration::OrchestrationStore + Send + Sync + 'stati
     /// default). PostgreSQL's own statements use the database clock.
     fn now(&self) -> DateTime<Utc> {
         Utc::now()
+    }
+
+    /// The database's clock (PostgreSQL's `now()`; the injected clock on
+    /// SQLite and memory, whose "database" is this process). The scheduler
+    /// computes ticks from it, so workers whose clocks disagree still agree
+    /// on the ticks.
+    async fn db_now(&self) -> Result<DateTime<Utc>> {
+        Ok(self.now())
     }
 
     /// Publishes an in-process wake-up for `lane` (after a caller's own

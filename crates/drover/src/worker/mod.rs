@@ -69,6 +69,7 @@ pub struct WorkerBuilder {
     errors: Vec<Error>,
     steps: Vec<Box<dyn SweepStep>>,
     sweep: bool,
+    schedules: Vec<crate::periodic::Schedule>,
 }
 
 impl std::fmt::Debug for WorkerBuilder {
@@ -174,6 +175,14 @@ impl WorkerBuilder {
         self
     }
 
+    /// Adds a periodic schedule; this worker's scheduler enqueues its ticks
+    /// (one item per tick across every worker declaring it). Checked by
+    /// [`WorkerBuilder::build`].
+    pub fn schedule(mut self, schedule: crate::periodic::Schedule) -> Self {
+        self.schedules.push(schedule);
+        self
+    }
+
     /// Turns this worker's sweep off (another process sweeps).
     pub fn without_sweep(mut self) -> Self {
         self.sweep = false;
@@ -185,8 +194,10 @@ impl WorkerBuilder {
     /// # Errors
     /// [`Error::Config`] naming the first problem: a handler without a
     /// strategy, two handlers for a kind, no handler at all, settings that
-    /// contradict each other, or a capacity the store's pool cannot serve.
-    pub fn build(self) -> Result<Worker> {
+    /// contradict each other, or a capacity the store's pool cannot serve;
+    /// [`Error::InvalidInput`] naming the schedule and field for a schedule
+    /// that does not compile (a bad cron expression, an unknown zone).
+    pub fn build(mut self) -> Result<Worker> {
         let settings = self.effective_settings();
         if let Some(e) = self.errors.into_iter().next() {
             return Err(e);
@@ -196,6 +207,12 @@ impl WorkerBuilder {
         }
         self.registry.validate()?;
         settings.validate(self.queue.store().pool_size())?;
+        let scheduler = crate::periodic::worker_scheduler(
+            &self.queue,
+            std::mem::take(&mut self.schedules),
+            &settings,
+            &mut self.registry,
+        )?;
         let sweeper = Sweeper::new(
             self.queue.clone(),
             SweepConfig {
@@ -212,6 +229,7 @@ impl WorkerBuilder {
             settings: Arc::new(settings),
             registry: Arc::new(self.registry),
             sweeper: self.sweep.then_some(sweeper),
+            scheduler,
         })
     }
 }
@@ -222,6 +240,7 @@ pub struct Worker {
     settings: Arc<WorkerSettings>,
     registry: Arc<Registry>,
     sweeper: Option<Sweeper>,
+    scheduler: Option<Arc<crate::periodic::Scheduler>>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -247,8 +266,9 @@ pub struct ShutdownReport {
 
 impl Worker {
     /// Starts building a worker over `queue`.
+    /// Every [`register!`](crate::register)ed setup of the binary is applied.
     pub fn builder(queue: Queue) -> WorkerBuilder {
-        WorkerBuilder {
+        crate::periodic::apply_registrations(WorkerBuilder {
             queue,
             base: WorkerSettings::default(),
             lanes: Vec::new(),
@@ -259,7 +279,14 @@ impl Worker {
             errors: Vec::new(),
             steps: Vec::new(),
             sweep: true,
-        }
+            schedules: Vec::new(),
+        })
+    }
+
+    /// The scheduler this worker runs beside its claim loop, if it has
+    /// schedules.
+    pub fn scheduler(&self) -> Option<&Arc<crate::periodic::Scheduler>> {
+        self.scheduler.as_ref()
     }
 
     /// The handlers' declared strategies.
@@ -354,6 +381,10 @@ impl Worker {
             let stop = background.clone();
             tokio::spawn(async move { sw.run(stop).await })
         });
+        let scheduler = self.scheduler.map(|sc| {
+            let stop = background.clone();
+            tokio::spawn(async move { sc.run(stop).await })
+        });
         let slots = Arc::new(Semaphore::new(s.capacity));
         let tracker = TaskTracker::new();
         let claim_loop = tokio::spawn(claim_loop(ClaimLoop {
@@ -383,6 +414,7 @@ impl Worker {
             completer_task,
             heartbeat,
             sweep,
+            scheduler,
             row,
             _stop_on_drop: stop_on_drop,
         })
@@ -417,6 +449,7 @@ pub struct RunningWorker {
     completer_task: tokio::task::JoinHandle<()>,
     heartbeat: tokio::task::JoinHandle<()>,
     sweep: Option<tokio::task::JoinHandle<()>>,
+    scheduler: Option<tokio::task::JoinHandle<()>>,
     row: WorkerRow,
     /// Cancels every token above when the worker is dropped (and, harmlessly,
     /// at the very end of a shutdown, when all of it has stopped already).
@@ -484,6 +517,9 @@ impl RunningWorker {
         self.background.cancel();
         let _ = self.heartbeat.await;
         if let Some(s) = self.sweep {
+            let _ = s.await;
+        }
+        if let Some(s) = self.scheduler {
             let _ = s.await;
         }
         if let Some(h) = self.http {

@@ -53,6 +53,13 @@ pub const CLAIMERS_DEFAULT: usize = 2;
 /// future is dropped.
 pub const CANCEL_GRACE_DEFAULT: Duration = Duration::from_secs(1);
 
+/// `DROVER_HEARTBEAT_CRON`: when the built-in `drover.heartbeat` job fires
+/// (a cron expression, seconds optional); `off` disables it.
+pub const HEARTBEAT_CRON_DEFAULT: &str = crate::periodic::HEARTBEAT_CRON_DEFAULT;
+/// `DROVER_SCHEDULER_INTERVAL`: the longest the scheduler waits between
+/// runs (it also wakes for each schedule's next tick).
+pub const SCHEDULER_INTERVAL_DEFAULT: Duration = crate::periodic::SCHEDULER_INTERVAL_DEFAULT;
+
 /// Connections the runtime itself keeps busy at worst besides its claims:
 /// one completing, one for liveness and the sweep (each claim in flight
 /// takes one more).
@@ -115,6 +122,13 @@ pub struct WorkerSettings {
     /// fast (`DROVER_DB_TIMEOUT`). Default
     /// [`DB_TIMEOUT_DEFAULT`](crate::store::DB_TIMEOUT_DEFAULT).
     pub db_timeout: Duration,
+
+    // Periodic work.
+    /// The heartbeat job's cron expression; `None` turns it off. Default
+    /// [`HEARTBEAT_CRON_DEFAULT`] (every minute).
+    pub heartbeat_cron: Option<String>,
+    /// The scheduler's longest wait. Default [`SCHEDULER_INTERVAL_DEFAULT`].
+    pub scheduler_interval: Duration,
 }
 
 impl Default for WorkerSettings {
@@ -139,6 +153,8 @@ impl Default for WorkerSettings {
             claimers: CLAIMERS_DEFAULT,
             cancel_grace: CANCEL_GRACE_DEFAULT,
             db_timeout: crate::store::DB_TIMEOUT_DEFAULT,
+            heartbeat_cron: Some(HEARTBEAT_CRON_DEFAULT.to_owned()),
+            scheduler_interval: SCHEDULER_INTERVAL_DEFAULT,
         }
     }
 }
@@ -204,6 +220,10 @@ impl WorkerSettings {
                 })?)
             };
         }
+        if let Ok(v) = std::env::var("DROVER_HEARTBEAT_CRON") {
+            s.heartbeat_cron = parse_heartbeat_cron(&v);
+        }
+        env_duration("DROVER_SCHEDULER_INTERVAL", &mut s.scheduler_interval)?;
         Ok(s)
     }
 
@@ -278,6 +298,11 @@ impl WorkerSettings {
         if self.claimers == 0 {
             return Err(Error::Config("claimers must be at least 1".into()));
         }
+        if self.scheduler_interval.is_zero() {
+            return Err(Error::Config(
+                "the scheduler interval must be longer than zero".into(),
+            ));
+        }
         if self.complete_batch == 0 {
             return Err(Error::Config(
                 "the completion batch must be at least 1".into(),
@@ -298,6 +323,12 @@ impl WorkerSettings {
         }
         Ok(())
     }
+}
+
+/// A heartbeat cron setting: `off` (or empty) turns the job off.
+pub fn parse_heartbeat_cron(v: &str) -> Option<String> {
+    let v = v.trim();
+    (!v.is_empty() && !v.eq_ignore_ascii_case("off")).then(|| v.to_owned())
 }
 
 #[cfg(test)]

@@ -127,6 +127,12 @@ macro_rules! contract_suite {
             sweep_lease_is_exclusive,
             sweep_lease_passes_from_a_stalled_holder,
             sweep_last_pass_is_recorded_by_a_completed_release,
+            schedule_upsert_never_moves_last_tick,
+            schedule_advance_is_compare_and_set,
+            schedule_advance_never_overwrites_an_item,
+            schedule_advance_one_winner_under_concurrency,
+            schedule_purge_removes_only_unseen_rows,
+            db_now_is_the_stores_clock,
         );
     };
 }
@@ -224,12 +230,14 @@ fn approx(a: DateTime<Utc>, b: DateTime<Utc>, tol_ms: i64) -> bool {
 mod claims;
 mod operations;
 pub mod orchestration;
+mod schedule;
 mod sweep;
 mod wakeups;
 mod writes;
 
 pub use claims::*;
 pub use operations::*;
+pub use schedule::*;
 pub use sweep::*;
 pub use wakeups::*;
 pub use writes::*;

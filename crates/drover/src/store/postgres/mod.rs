@@ -42,6 +42,7 @@ mod items;
 mod ops;
 mod orchestration;
 mod row;
+mod schedule;
 mod sql;
 mod sweep;
 mod wake;
@@ -504,6 +505,10 @@ impl Store for PgStore {
 
     fn wake(&self, lane: &str) {
         let _ = self.wake.send(lane.to_owned());
+    }
+
+    async fn db_now(&self) -> Result<DateTime<Utc>> {
+        schedule::db_now(self).await
     }
 
     async fn migrate(&self) -> Result<()> {

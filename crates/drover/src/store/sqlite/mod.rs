@@ -77,6 +77,7 @@ mod orchestration;
 pub use orchestration::start_in;
 mod read;
 mod row;
+mod schedule;
 mod sql;
 mod sweep;
 #[cfg(feature = "test-util")]

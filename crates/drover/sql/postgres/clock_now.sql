@@ -1,0 +1,2 @@
+-- The database clock: the authority for ticks, as for leases.
+SELECT now()
