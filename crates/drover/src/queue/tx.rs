@@ -13,7 +13,9 @@ use sqlx::PgConnection;
 #[cfg(feature = "sqlite")]
 use sqlx::SqliteConnection;
 
-use crate::error::{Error, Result};
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+use crate::error::Error;
+use crate::error::Result;
 use crate::item::{Inserted, NewItem};
 use crate::queue::{Principal, Queue};
 
