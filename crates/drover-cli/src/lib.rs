@@ -156,6 +156,9 @@ pub enum Command {
     Demo(commands::demo::DemoArgs),
     /// Measure enqueue, drain and latency in a sandbox schema or file.
     Bench(commands::bench::BenchArgs),
+    /// Probe a worker's /healthz (or /readyz with --ready): exit 0 on 200,
+    /// 1 otherwise. The container image's HEALTHCHECK; opens no database.
+    Healthcheck(commands::healthcheck::HealthcheckArgs),
 }
 
 impl Command {
@@ -305,6 +308,7 @@ pub async fn execute(command: &Command, cx: &mut Context<'_>) -> Result<(), CliE
         Command::Handlers(a) => commands::handlers::run(a, cx).await,
         Command::Demo(a) => commands::demo::run(a, cx).await,
         Command::Bench(a) => commands::bench::run(a, cx).await,
+        Command::Healthcheck(a) => commands::healthcheck::run(a, cx).await,
     }
 }
 

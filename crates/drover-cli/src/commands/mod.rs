@@ -8,6 +8,7 @@ pub mod cancel;
 pub mod demo;
 pub mod enqueue;
 pub mod handlers;
+pub mod healthcheck;
 pub mod import;
 pub mod list;
 pub mod migrate;

@@ -71,6 +71,9 @@ impl Store for FaultStore {
     async fn migrate(&self) -> Result<()> {
         self.inner.migrate().await
     }
+    async fn migration_status(&self) -> Result<super::MigrationStatus> {
+        self.inner.migration_status().await
+    }
     async fn item_insert(&self, item: &NewItem) -> Result<Inserted> {
         self.inner.item_insert(item).await
     }

@@ -33,6 +33,7 @@ use crate::rules::RetryPolicy;
 mod begin;
 pub mod clock;
 pub mod memory;
+mod migrations;
 pub mod postgres;
 pub mod sqlite;
 
@@ -42,6 +43,7 @@ pub mod contract;
 pub mod fault;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use migrations::MigrationStatus;
 
 /// Opens the store a URL names (see [`crate::Queue::connect`]).
 ///
@@ -303,6 +305,16 @@ pub trait Store: Send + Sync + 'static {
 
     /// Applies the embedded migrations; idempotent.
     async fn migrate(&self) -> Result<()>;
+
+    /// Where the database's migrations stand against the ones this binary
+    /// embeds (`/readyz` refuses while one is missing). A store without
+    /// migrations reports [`MigrationStatus::NONE`].
+    ///
+    /// # Errors
+    /// [`crate::Error::Unavailable`] when the database does not answer.
+    async fn migration_status(&self) -> Result<MigrationStatus> {
+        Ok(MigrationStatus::NONE)
+    }
 
     /// Inserts one item, never overwriting.
     ///

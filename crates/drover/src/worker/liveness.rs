@@ -1,10 +1,14 @@
-//! Liveness: the in-memory beat `/healthz` answers from, the best-effort
-//! publication of the worker row, and the HTTP listener for `/healthz` and
-//! `/metrics`.
+//! Liveness and readiness: the in-memory beat `/healthz` answers from, the
+//! best-effort publication of the worker row, and the HTTP listener for
+//! `/healthz`, `/readyz` and `/metrics`.
 //!
-//! Invariant: claiming never waits on liveness. The beat is an atomic store;
-//! the publication runs in its own task, bounded by the beat interval, and a
-//! failed publish is logged and forgotten.
+//! Invariants: claiming never waits on liveness. The beat is an atomic
+//! store; the publication runs in its own task, bounded by the beat
+//! interval, and a failed publish is logged and forgotten. `/healthz` never
+//! touches the database (a slow database must not get a live worker
+//! restarted); `/readyz` does (reachable, migrations current), bounded by
+//! [`READY_CHECK_TIMEOUT`], and answers 503 without asking the database
+//! once draining has begun.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -21,6 +25,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Opaque, Result};
 use crate::store::{Store, WorkerRow};
+
+/// The longest `/readyz` waits for the database before answering 503.
+pub const READY_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The worker's health as `/healthz` reports it.
 #[derive(Debug)]
@@ -116,6 +123,47 @@ async fn healthz(State(health): State<Arc<Health>>) -> (StatusCode, &'static str
     }
 }
 
+/// What `/readyz` needs: the health (draining, stale) and the store.
+#[derive(Clone)]
+struct Probe {
+    health: Arc<Health>,
+    store: Arc<dyn Store>,
+}
+
+/// Why a worker is not ready, or `None` when it is: draining, stale, the
+/// database unreachable within [`READY_CHECK_TIMEOUT`], or migrations behind
+/// this binary. Draining is checked first and without the database, so the
+/// answer turns 503 the moment shutdown begins.
+pub(crate) async fn not_ready(health: &Health, store: &dyn Store) -> Option<String> {
+    if health.is_draining() {
+        return Some("draining".to_owned());
+    }
+    if !health.is_healthy() {
+        return Some("stale".to_owned());
+    }
+    match tokio::time::timeout(READY_CHECK_TIMEOUT, store.migration_status()).await {
+        Err(_) => Some(format!(
+            "database unreachable: no answer within {READY_CHECK_TIMEOUT:?}"
+        )),
+        Ok(Err(e)) => Some(format!("database unreachable: {e}")),
+        Ok(Ok(m)) if !m.is_current() => Some(m.to_string()),
+        Ok(Ok(_)) => None,
+    }
+}
+
+async fn readyz(State(probe): State<Probe>) -> (StatusCode, String) {
+    match not_ready(&probe.health, probe.store.as_ref()).await {
+        None => (StatusCode::OK, "ready\n".to_owned()),
+        Some(why) => {
+            tracing::debug!(why, "not ready");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("not ready: {why}\n"),
+            )
+        }
+    }
+}
+
 async fn metrics_text() -> (StatusCode, String) {
     match prometheus() {
         Some(h) => (StatusCode::OK, h.render()),
@@ -126,14 +174,15 @@ async fn metrics_text() -> (StatusCode, String) {
     }
 }
 
-/// Binds the listener and serves `/healthz` and `/metrics` until `stop`.
-/// Returns the bound address (useful with port 0).
+/// Binds the listener and serves `/healthz`, `/readyz` and `/metrics`
+/// until `stop`. Returns the bound address (useful with port 0).
 ///
 /// # Errors
 /// [`Error::Config`] when the address cannot be bound.
 pub(crate) async fn serve(
     addr: SocketAddr,
     health: Arc<Health>,
+    store: Arc<dyn Store>,
     stop: CancellationToken,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let _ = prometheus();
@@ -143,10 +192,19 @@ pub(crate) async fn serve(
     let bound = listener
         .local_addr()
         .map_err(|e| Error::Unavailable(Opaque::new(e)))?;
+    let probe = Probe {
+        health: health.clone(),
+        store,
+    };
     let app = Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_text))
-        .with_state(health);
+        .with_state(health)
+        .merge(
+            Router::new()
+                .route("/readyz", get(readyz))
+                .with_state(probe),
+        );
     let task = tokio::spawn(async move {
         let r = axum::serve(listener, app)
             .with_graceful_shutdown(async move { stop.cancelled().await })

@@ -279,6 +279,10 @@ impl Store for PgStore {
         ops::migrate(self).await
     }
 
+    async fn migration_status(&self) -> Result<crate::store::MigrationStatus> {
+        ops::migration_status(self).await
+    }
+
     async fn item_insert(&self, item: &NewItem) -> Result<Inserted> {
         let mut tx = self.begin_tenant(item.tenant_id).await?;
         let inserted = items::insert_one(&mut tx, item).await?;

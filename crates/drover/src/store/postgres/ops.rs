@@ -49,6 +49,32 @@ pub(super) async fn migrate(store: &PgStore) -> Result<()> {
     Ok(())
 }
 
+/// Where the schema's migrations stand. Runs as the login (which owns the
+/// migrations table), outside any role switch, over the simple protocol.
+pub(super) async fn migration_status(store: &PgStore) -> Result<crate::store::MigrationStatus> {
+    let expected = crate::store::MigrationStatus::expected_by(&MIGRATOR);
+    let sql = sql::MIGRATIONS_STATUS.replace("{schema}", &store.schema);
+    let row = match store.pool.fetch_one(sql.as_str()).await {
+        Ok(row) => row,
+        // undefined_table: the schema was never migrated.
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42P01") => {
+            return Ok(crate::store::MigrationStatus {
+                applied: 0,
+                expected,
+                dirty: false,
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let applied: i64 = row.try_get("applied")?;
+    let clean: bool = row.try_get("clean")?;
+    Ok(crate::store::MigrationStatus {
+        applied,
+        expected,
+        dirty: !clean,
+    })
+}
+
 /// Fails an orphaned item (system role), conditioned on its token.
 pub(super) async fn fail_orphaned(store: &PgStore, id: Uuid, token: Uuid) -> Result<()> {
     let mut tx = store.begin_system().await?;

@@ -75,3 +75,6 @@ pub(super) const SWEEP_UNLOCK: &str = include_str!("../../../sql/postgres/sweep_
 pub(super) const WORKER_BEAT: &str = include_str!("../../../sql/postgres/worker_beat.sql");
 /// `sql/postgres/worker_list.sql`.
 pub(super) const WORKER_LIST: &str = include_str!("../../../sql/postgres/worker_list.sql");
+/// `sql/postgres/migrations_status.sql` (`{schema}` spliced in).
+pub(super) const MIGRATIONS_STATUS: &str =
+    include_str!("../../../sql/postgres/migrations_status.sql");

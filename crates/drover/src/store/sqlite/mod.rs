@@ -379,6 +379,33 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    async fn migration_status(&self) -> Result<crate::store::MigrationStatus> {
+        use sqlx::Row;
+        let expected = crate::store::MigrationStatus::expected_by(&MIGRATOR);
+        let row = match sqlx::query(sql::MIGRATIONS_STATUS)
+            .fetch_one(&self.reader)
+            .await
+        {
+            Ok(row) => row,
+            // No migrations table yet: nothing is applied.
+            Err(sqlx::Error::Database(e)) if e.message().contains("no such table") => {
+                return Ok(crate::store::MigrationStatus {
+                    applied: 0,
+                    expected,
+                    dirty: false,
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let applied: i64 = row.try_get("applied")?;
+        let clean: i64 = row.try_get("clean")?;
+        Ok(crate::store::MigrationStatus {
+            applied,
+            expected,
+            dirty: clean == 0,
+        })
+    }
+
     async fn item_insert(&self, item: &NewItem) -> Result<Inserted> {
         self.insert_one(item).await
     }

@@ -45,3 +45,4 @@ sql!(GAUGES_OLDEST, "gauges_oldest.sql");
 sql!(GAUGES_FAILED, "gauges_failed.sql");
 sql!(WORKER_BEAT, "worker_beat.sql");
 sql!(WORKER_LIST, "worker_list.sql");
+sql!(MIGRATIONS_STATUS, "migrations_status.sql");
