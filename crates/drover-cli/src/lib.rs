@@ -159,6 +159,8 @@ pub enum Command {
     /// Probe a worker's /healthz (or /readyz with --ready): exit 0 on 200,
     /// 1 otherwise. The container image's HEALTHCHECK; opens no database.
     Healthcheck(commands::healthcheck::HealthcheckArgs),
+    /// Print .env.example: every setting with its default and meaning.
+    EnvExample(commands::env_example::EnvExampleArgs),
 }
 
 impl Command {
@@ -309,6 +311,7 @@ pub async fn execute(command: &Command, cx: &mut Context<'_>) -> Result<(), CliE
         Command::Demo(a) => commands::demo::run(a, cx).await,
         Command::Bench(a) => commands::bench::run(a, cx).await,
         Command::Healthcheck(a) => commands::healthcheck::run(a, cx).await,
+        Command::EnvExample(a) => commands::env_example::run(a, cx).await,
     }
 }
 

@@ -7,6 +7,7 @@ pub mod bench;
 pub mod cancel;
 pub mod demo;
 pub mod enqueue;
+pub mod env_example;
 pub mod handlers;
 pub mod healthcheck;
 pub mod import;
