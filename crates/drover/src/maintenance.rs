@@ -168,6 +168,11 @@ impl Sweeper {
             }
             Err(e) => report.errors.push(("gauges".into(), e.to_string())),
         }
+        if let Err(e) = record_operations_gauges(&self.queue).await {
+            report
+                .errors
+                .push(("operations_gauges".into(), e.to_string()));
+        }
         for step in &self.steps {
             match step.run(&self.queue).await {
                 Ok(n) => report.steps.push((step.name().to_owned(), n)),
@@ -197,4 +202,22 @@ impl Sweeper {
             }
         }
     }
+}
+
+/// The gauges the alert rules need beyond the queue's own
+/// (`deploy/prometheus/drover-rules.yaml`): when this worker last swept
+/// (`drover_sweep_last_run_timestamp_seconds`, Unix seconds) and, on
+/// PostgreSQL, the age of the oldest open transaction in the database
+/// (`drover_db_oldest_xact_age_seconds`: a held xmin blocks vacuum and
+/// bloats the hot table). Set only by the worker holding the sweep lock.
+async fn record_operations_gauges(queue: &Queue) -> Result<()> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0);
+    metrics::gauge!("drover_sweep_last_run_timestamp_seconds").set(now);
+    if let Some(age) = queue.store().db_oldest_xact_age().await? {
+        metrics::gauge!("drover_db_oldest_xact_age_seconds").set(age.as_secs_f64());
+    }
+    Ok(())
 }

@@ -316,6 +316,16 @@ pub trait Store: Send + Sync + 'static {
         Ok(MigrationStatus::NONE)
     }
 
+    /// The age of the oldest transaction open in the database, for the
+    /// `drover_db_oldest_xact_age_seconds` gauge; `None` where the engine
+    /// has no such thing to watch (SQLite, memory).
+    ///
+    /// # Errors
+    /// [`crate::Error::Unavailable`] when the database does not answer.
+    async fn db_oldest_xact_age(&self) -> Result<Option<Duration>> {
+        Ok(None)
+    }
+
     /// Inserts one item, never overwriting.
     ///
     /// `item` must already be validated; the store stamps `status = pending`,

@@ -113,6 +113,67 @@ pub fn prometheus() -> Option<&'static PrometheusHandle> {
         .as_ref()
 }
 
+/// Every counter drover exports, with its help text. Each is registered at
+/// 0 when the listener starts, so a rule's `increase()` sees the first
+/// event and the dashboard shows 0 rather than "no data".
+pub const COUNTERS: &[(&str, &str)] = &[
+    ("drover_enqueued_total", "items enqueued by this process"),
+    ("drover_claimed_total", "items claimed by this process"),
+    ("drover_completed_total", "items completed by this process"),
+    (
+        "drover_retried_total",
+        "failed runs requeued with a retry delay",
+    ),
+    (
+        "drover_dead_lettered_total",
+        "items failed into the dead letter",
+    ),
+    (
+        "drover_orphaned_total",
+        "items failed because their tenant is gone",
+    ),
+    (
+        "drover_lease_lost_total",
+        "runs that lost their claim (renewal or completion refused)",
+    ),
+    (
+        "drover_lease_expired_total",
+        "lease-expired items the sweep handed back",
+    ),
+];
+
+/// Registers and describes drover's metrics in the installed recorder.
+fn register_metrics() {
+    for (name, help) in COUNTERS {
+        metrics::describe_counter!(*name, *help);
+        metrics::counter!(*name).increment(0);
+    }
+    metrics::describe_histogram!(
+        "drover_handler_duration_seconds",
+        metrics::Unit::Seconds,
+        "handler run time per kind"
+    );
+    metrics::describe_gauge!(
+        "drover_queue_oldest_age_seconds",
+        metrics::Unit::Seconds,
+        "per lane, the age of the oldest available pending item (set by the sweeper)"
+    );
+    metrics::describe_gauge!(
+        "drover_work_failed",
+        "items in the dead letter (set by the sweeper)"
+    );
+    metrics::describe_gauge!(
+        "drover_sweep_last_run_timestamp_seconds",
+        metrics::Unit::Seconds,
+        "when this process last swept (Unix time)"
+    );
+    metrics::describe_gauge!(
+        "drover_db_oldest_xact_age_seconds",
+        metrics::Unit::Seconds,
+        "PostgreSQL: the age of the oldest open transaction in the database (set by the sweeper)"
+    );
+}
+
 async fn healthz(State(health): State<Arc<Health>>) -> (StatusCode, &'static str) {
     if health.is_healthy() {
         (StatusCode::OK, "ok\n")
@@ -185,7 +246,9 @@ pub(crate) async fn serve(
     store: Arc<dyn Store>,
     stop: CancellationToken,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    let _ = prometheus();
+    if prometheus().is_some() {
+        register_metrics();
+    }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| Error::Config(format!("cannot listen on {addr} for /metrics: {e}")))?;

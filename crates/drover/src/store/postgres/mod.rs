@@ -283,6 +283,14 @@ impl Store for PgStore {
         ops::migration_status(self).await
     }
 
+    async fn db_oldest_xact_age(&self) -> Result<Option<Duration>> {
+        use sqlx::Row;
+        // The simple protocol: nothing prepared, pooler-safe.
+        let row = self.pool.fetch_one(sql::DB_OLDEST_XACT_AGE).await?;
+        let age: f64 = row.try_get("age")?;
+        Ok(Some(Duration::from_secs_f64(age.max(0.0))))
+    }
+
     async fn item_insert(&self, item: &NewItem) -> Result<Inserted> {
         let mut tx = self.begin_tenant(item.tenant_id).await?;
         let inserted = items::insert_one(&mut tx, item).await?;

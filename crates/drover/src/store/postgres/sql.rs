@@ -78,3 +78,6 @@ pub(super) const WORKER_LIST: &str = include_str!("../../../sql/postgres/worker_
 /// `sql/postgres/migrations_status.sql` (`{schema}` spliced in).
 pub(super) const MIGRATIONS_STATUS: &str =
     include_str!("../../../sql/postgres/migrations_status.sql");
+/// `sql/postgres/db_oldest_xact_age.sql`.
+pub(super) const DB_OLDEST_XACT_AGE: &str =
+    include_str!("../../../sql/postgres/db_oldest_xact_age.sql");
