@@ -29,6 +29,7 @@ pub async fn run(database_url: &str, schema: &str, capacity: usize) -> Result<()
         &drover::store::ConnectOptions {
             pool_size: s.pool_size,
             schema: schema.to_owned(),
+            ..Default::default()
         },
     )
     .await?;

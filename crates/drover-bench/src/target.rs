@@ -107,7 +107,15 @@ impl Target {
             return Ok(q.clone());
         }
         let schema = self.schema.clone().unwrap_or_default();
-        let store = connect_with(&self.url, &ConnectOptions { pool_size, schema }).await?;
+        let store = connect_with(
+            &self.url,
+            &ConnectOptions {
+                pool_size,
+                schema,
+                ..ConnectOptions::default()
+            },
+        )
+        .await?;
         Ok(Queue::new(store))
     }
 

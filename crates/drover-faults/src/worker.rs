@@ -255,6 +255,7 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         &ConnectOptions {
             pool_size: pool,
             schema: args.schema.clone(),
+            ..Default::default()
         },
     )
     .await?;

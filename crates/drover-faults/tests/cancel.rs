@@ -71,6 +71,7 @@ async fn a_call_cancelled_while_its_transaction_opens_leaves_no_open_transaction
         PgOptions {
             schema: schema.clone(),
             max_connections: 2,
+            ..PgOptions::default()
         },
     )
     .await

@@ -173,6 +173,7 @@ pub async fn pg_fresh_store() -> (Arc<PgStore>, String) {
     let opts = PgOptions {
         schema: schema.clone(),
         max_connections: TEST_MAX_CONNECTIONS,
+        ..PgOptions::default()
     };
     let store = PgStore::connect(&url, opts)
         .await

@@ -550,6 +550,7 @@ async fn wakeups_cross_stores_and_filter_schema() {
         drover::store::postgres::PgOptions {
             schema: schema.clone(),
             max_connections: 2,
+            ..drover::store::postgres::PgOptions::default()
         },
     )
     .await
@@ -582,6 +583,7 @@ async fn sweep_lock_is_exclusive_per_schema() {
         drover::store::postgres::PgOptions {
             schema: schema.clone(),
             max_connections: 2,
+            ..drover::store::postgres::PgOptions::default()
         },
     )
     .await

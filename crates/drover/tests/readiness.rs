@@ -78,6 +78,7 @@ async fn readyz_refuses_an_unmigrated_schema_then_answers_and_fails_at_once_on_s
         PgOptions {
             schema: schema.clone(),
             max_connections: 8,
+            ..PgOptions::default()
         },
     )
     .await
@@ -174,6 +175,7 @@ async fn migration_status_is_behind_before_migrate_and_current_after_on_every_ba
         PgOptions {
             schema: schema.clone(),
             max_connections: 2,
+            ..PgOptions::default()
         },
     )
     .await

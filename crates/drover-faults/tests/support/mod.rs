@@ -58,6 +58,7 @@ impl Run {
             PgOptions {
                 schema: SCHEMA.into(),
                 max_connections: 8,
+                ..PgOptions::default()
             },
         )
         .await

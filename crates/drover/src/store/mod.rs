@@ -62,6 +62,9 @@ pub struct ConnectOptions {
     pub pool_size: u32,
     /// The PostgreSQL schema. Default [`postgres::SCHEMA_DEFAULT`].
     pub schema: String,
+    /// PostgreSQL: whether the URL goes through a transaction pooler, and
+    /// the direct URL for session work. Default: a direct connection.
+    pub pooler: postgres::PoolerOptions,
 }
 
 impl Default for ConnectOptions {
@@ -69,6 +72,7 @@ impl Default for ConnectOptions {
         ConnectOptions {
             pool_size: postgres::MAX_CONNECTIONS_DEFAULT,
             schema: postgres::SCHEMA_DEFAULT.to_owned(),
+            pooler: postgres::PoolerOptions::default(),
         }
     }
 }
@@ -87,6 +91,7 @@ pub async fn connect_with(url: &str, opts: &ConnectOptions) -> Result<std::sync:
             postgres::PgOptions {
                 schema: opts.schema.clone(),
                 max_connections: opts.pool_size,
+                pooler: opts.pooler.clone(),
             },
         )
         .await?;

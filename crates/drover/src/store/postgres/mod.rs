@@ -26,6 +26,7 @@
 
 mod items;
 mod ops;
+mod pooler;
 mod row;
 mod sql;
 mod wake;
@@ -51,6 +52,7 @@ use crate::store::{
 };
 
 pub use items::insert_in;
+pub use pooler::{DIRECT_URL_VAR, POOLER_VAR, PoolMode, PoolerOptions};
 
 /// The schema drover's tables live in unless told otherwise.
 pub const SCHEMA_DEFAULT: &str = "drover";
@@ -78,6 +80,10 @@ pub struct PgOptions {
     pub schema: String,
     /// The pool's connection limit ([`MAX_CONNECTIONS_DEFAULT`]).
     pub max_connections: u32,
+    /// Whether the URL goes through a transaction-pooling PgBouncer, and
+    /// the direct URL for session work (see [`PoolerOptions`]). Default: a
+    /// direct connection.
+    pub pooler: PoolerOptions,
 }
 
 impl Default for PgOptions {
@@ -85,9 +91,14 @@ impl Default for PgOptions {
         PgOptions {
             schema: SCHEMA_DEFAULT.to_owned(),
             max_connections: MAX_CONNECTIONS_DEFAULT,
+            pooler: PoolerOptions::default(),
         }
     }
 }
+
+/// The most connections the direct (session) pool opens: the listener, the
+/// sweep lock, a migration.
+const DIRECT_MAX_CONNECTIONS: u32 = 3;
 
 /// Checks a schema name before it is spliced into DDL and `search_path`.
 ///
@@ -131,6 +142,16 @@ pub struct PgStore {
     complete_many_sql: String,
     /// Becomes true once the listener's first LISTEN is in place.
     listen_ready: tokio::sync::watch::Sender<bool>,
+    /// How the pool reaches PostgreSQL.
+    mode: PoolMode,
+    /// False behind a transaction pooler: statements are unnamed and run
+    /// inside explicit transactions (see `pooler`).
+    persistent: bool,
+    /// Connections straight to PostgreSQL for LISTEN, the sweep lock and
+    /// migrations, when a direct URL was given.
+    direct: Option<PgPool>,
+    /// Set once the "no session for the sweep lock" warning was logged.
+    sweep_warned: AtomicBool,
 }
 
 impl Drop for PgStore {
@@ -155,15 +176,50 @@ impl PgStore {
             return Err(Error::Config("max_connections must be at least 1".into()));
         }
         let connect = PgConnectOptions::from_str(url)
-            .map_err(|_| Error::invalid("url", "is not a PostgreSQL connection URL"))?
+            .map_err(|_| Error::invalid("url", "is not a PostgreSQL connection URL"))?;
+        let connect = match opts.pooler.mode {
             // A startup parameter rather than an after-connect SET: same
             // effect on every pooled connection, no extra round trip.
-            .options([("search_path", opts.schema.as_str())]);
+            PoolMode::Session => connect.options([("search_path", opts.schema.as_str())]),
+            // PgBouncer refuses both startup parameters; every transaction
+            // sets its search_path locally anyway. No statement is named
+            // (each query is non-persistent), so the cache stays empty.
+            PoolMode::Transaction => connect.extra_float_digits(None).statement_cache_capacity(0),
+        };
+        let direct = match &opts.pooler.direct_url {
+            Some(direct_url) => {
+                let direct = PgConnectOptions::from_str(direct_url).map_err(|_| {
+                    Error::invalid(pooler::DIRECT_URL_VAR, "is not a PostgreSQL connection URL")
+                })?;
+                // Lazy: a worker without wake-ups or a sweep to run opens none.
+                Some(
+                    PgPoolOptions::new()
+                        .max_connections(DIRECT_MAX_CONNECTIONS)
+                        .connect_lazy_with(direct),
+                )
+            }
+            None => None,
+        };
         let pool = PgPoolOptions::new()
             .max_connections(opts.max_connections)
             .connect_with(connect)
             .await?;
-        PgStore::from_pool(pool, &opts.schema)
+        let mut store = PgStore::from_pool(pool, &opts.schema)?;
+        store.mode = opts.pooler.mode;
+        store.persistent = opts.pooler.mode == PoolMode::Session;
+        store.direct = direct;
+        Ok(store)
+    }
+
+    /// The pool for work that needs a session (LISTEN, the sweep lock,
+    /// migrations): the direct pool when configured, else the main pool
+    /// unless it goes through a transaction pooler.
+    fn session_pool(&self) -> Option<&PgPool> {
+        match (&self.direct, self.mode) {
+            (Some(direct), _) => Some(direct),
+            (None, PoolMode::Session) => Some(&self.pool),
+            (None, PoolMode::Transaction) => None,
+        }
     }
 
     /// Wraps an existing pool. The pool's own `search_path` does not matter:
@@ -184,6 +240,10 @@ impl PgStore {
             listen_ready: tokio::sync::watch::channel(false).0,
             claim_sql: sql::ITEM_CLAIM.replace("{schema}", schema),
             complete_many_sql: sql::ITEM_COMPLETE_MANY.replace("{schema}", schema),
+            mode: PoolMode::Session,
+            persistent: true,
+            direct: None,
+            sweep_warned: AtomicBool::new(false),
         })
     }
 
@@ -293,7 +353,7 @@ impl Store for PgStore {
 
     async fn item_insert(&self, item: &NewItem) -> Result<Inserted> {
         let mut tx = self.begin_tenant(item.tenant_id).await?;
-        let inserted = items::insert_one(&mut tx, item).await?;
+        let inserted = items::insert_one(&mut tx, item, self.persistent).await?;
         tx.commit().await?;
         if inserted.result == InsertResult::Inserted {
             self.wake_local(&item.lane);
@@ -308,6 +368,7 @@ impl Store for PgStore {
     async fn item_get(&self, tenant: Uuid, id: Uuid) -> Result<Option<Item>> {
         let mut tx = self.begin_tenant(tenant).await?;
         let row = sqlx::query(sql::ITEM_GET)
+            .persistent(self.persistent)
             .bind(id)
             .fetch_optional(&mut *tx)
             .await?;
@@ -318,6 +379,7 @@ impl Store for PgStore {
     async fn item_get_by_key(&self, tenant: Uuid, key: &str) -> Result<Option<Item>> {
         let mut tx = self.begin_tenant(tenant).await?;
         let row = sqlx::query(sql::ITEM_GET_BY_KEY)
+            .persistent(self.persistent)
             .bind(key)
             .fetch_optional(&mut *tx)
             .await?;
@@ -413,9 +475,19 @@ impl Store for PgStore {
     async fn wakeups(&self) -> Result<broadcast::Receiver<String>> {
         // Subscribe before starting the listener so no forwarded lane is missed.
         let rx = self.wake.subscribe();
+        let Some(session) = self.session_pool() else {
+            if !self.listening.swap(true, Ordering::AcqRel) {
+                tracing::warn!(
+                    "the database URL goes through a transaction pooler and {} is not set: \
+                     no LISTEN, workers poll for work (every poll interval)",
+                    pooler::DIRECT_URL_VAR
+                );
+            }
+            return Ok(rx);
+        };
         if !self.listening.swap(true, Ordering::AcqRel) {
             wake::spawn_listener(
-                self.pool.clone(),
+                session.clone(),
                 self.schema.clone(),
                 self.wake.clone(),
                 self.shutdown.clone(),

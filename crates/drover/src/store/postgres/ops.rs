@@ -25,7 +25,16 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres
 /// migrator's advisory lock.
 pub(super) async fn migrate(store: &PgStore) -> Result<()> {
     let schema = &store.schema;
-    let mut conn = store.pool.acquire().await?;
+    // The migrator sets a session search_path and takes a session advisory
+    // lock: never through a transaction pooler.
+    let Some(session) = store.session_pool() else {
+        return Err(Error::Config(format!(
+            "migrations need a session, and the database URL goes through a transaction \
+             pooler: set {} to a direct URL",
+            super::pooler::DIRECT_URL_VAR
+        )));
+    };
+    let mut conn = session.acquire().await?;
     // Two processes creating the same schema at once race on the catalog's
     // unique index; either outcome leaves the schema in place.
     let create = format!(
@@ -79,6 +88,7 @@ pub(super) async fn migration_status(store: &PgStore) -> Result<crate::store::Mi
 pub(super) async fn fail_orphaned(store: &PgStore, id: Uuid, token: Uuid) -> Result<()> {
     let mut tx = store.begin_system().await?;
     let n = sqlx::query(sql::ITEM_FAIL_ORPHANED)
+        .persistent(store.persistent)
         .bind(id)
         .bind(token)
         .execute(&mut *tx)
@@ -86,6 +96,7 @@ pub(super) async fn fail_orphaned(store: &PgStore, id: Uuid, token: Uuid) -> Res
         .rows_affected();
     if n == 0 {
         let status: Option<String> = sqlx::query_scalar(sql::ITEM_STATUS)
+            .persistent(store.persistent)
             .bind(id)
             .fetch_optional(&mut *tx)
             .await?;
@@ -105,6 +116,7 @@ pub(super) async fn fail_orphaned(store: &PgStore, id: Uuid, token: Uuid) -> Res
 pub(super) async fn stale_tenants(store: &PgStore, limit: u32) -> Result<Vec<Uuid>> {
     let mut tx = store.begin_system().await?;
     let tenants = sqlx::query_scalar(sql::ITEM_STALE_TENANTS)
+        .persistent(store.persistent)
         .bind(i64::from(limit))
         .fetch_all(&mut *tx)
         .await?;
@@ -125,6 +137,7 @@ pub(super) async fn requeue_stale(
     }
     let mut tx = store.begin_tenant(tenant).await?;
     let r = sqlx::query(sql::ITEM_REQUEUE_STALE)
+        .persistent(store.persistent)
         .bind(i64::from(limit))
         .bind(secs(policy.cap))
         .bind(secs(policy.base))
@@ -156,6 +169,7 @@ pub(super) async fn purge(store: &PgStore, before: DateTime<Utc>, batch: u32) ->
     loop {
         let mut tx = store.begin_system().await?;
         let n = sqlx::query(sql::ITEM_PURGE)
+            .persistent(store.persistent)
             .bind(before)
             .bind(i64::from(batch))
             .execute(&mut *tx)
@@ -185,12 +199,14 @@ pub(super) async fn operator_write(
 ) -> Result<Item> {
     let mut tx = store.begin_tenant(tenant).await?;
     let r = sqlx::query(statement)
+        .persistent(store.persistent)
         .bind(id)
         .bind(actor)
         .fetch_optional(&mut *tx)
         .await?;
     let Some(r) = r else {
         let status: Option<String> = sqlx::query_scalar(sql::ITEM_STATUS)
+            .persistent(store.persistent)
             .bind(id)
             .fetch_optional(&mut *tx)
             .await?;
@@ -211,6 +227,7 @@ pub(super) async fn list(store: &PgStore, f: &ListFilter) -> Result<Vec<Item>> {
         None => store.begin_system().await?,
     };
     let rows = sqlx::query(sql::ITEM_LIST)
+        .persistent(store.persistent)
         .bind(f.status.map(|s| s.as_str()))
         .bind(f.lane.as_deref())
         .bind(f.kind.as_deref())
@@ -224,7 +241,10 @@ pub(super) async fn list(store: &PgStore, f: &ListFilter) -> Result<Vec<Item>> {
 /// Items per lane, kind and status (system role).
 pub(super) async fn counts(store: &PgStore) -> Result<Vec<CountRow>> {
     let mut tx = store.begin_system().await?;
-    let rows = sqlx::query(sql::COUNTS).fetch_all(&mut *tx).await?;
+    let rows = sqlx::query(sql::COUNTS)
+        .persistent(store.persistent)
+        .fetch_all(&mut *tx)
+        .await?;
     tx.commit().await?;
     rows.iter()
         .map(|r| {
@@ -241,8 +261,12 @@ pub(super) async fn counts(store: &PgStore) -> Result<Vec<CountRow>> {
 /// The health gauges (system role), both read in one transaction.
 pub(super) async fn gauges(store: &PgStore) -> Result<Gauges> {
     let mut tx = store.begin_system().await?;
-    let rows = sqlx::query(sql::GAUGES_OLDEST).fetch_all(&mut *tx).await?;
+    let rows = sqlx::query(sql::GAUGES_OLDEST)
+        .persistent(store.persistent)
+        .fetch_all(&mut *tx)
+        .await?;
     let failed: i64 = sqlx::query_scalar(sql::GAUGES_FAILED)
+        .persistent(store.persistent)
         .fetch_one(&mut *tx)
         .await?;
     tx.commit().await?;
@@ -264,6 +288,7 @@ pub(super) async fn audit_list(
 ) -> Result<Vec<AuditEntry>> {
     let mut tx = store.begin_tenant(tenant).await?;
     let rows = sqlx::query(sql::AUDIT_LIST)
+        .persistent(store.persistent)
         .bind(item)
         .fetch_all(&mut *tx)
         .await?;
@@ -275,6 +300,7 @@ pub(super) async fn audit_list(
 pub(super) async fn worker_beat(store: &PgStore, w: &WorkerRow) -> Result<()> {
     let mut tx = store.begin_system().await?;
     sqlx::query(sql::WORKER_BEAT)
+        .persistent(store.persistent)
         .bind(&w.id)
         .bind(&w.host)
         .bind(w.pid)
@@ -292,7 +318,10 @@ pub(super) async fn worker_beat(store: &PgStore, w: &WorkerRow) -> Result<()> {
 /// Worker rows, most recent beat first (system role).
 pub(super) async fn worker_list(store: &PgStore) -> Result<Vec<WorkerRow>> {
     let mut tx = store.begin_system().await?;
-    let rows = sqlx::query(sql::WORKER_LIST).fetch_all(&mut *tx).await?;
+    let rows = sqlx::query(sql::WORKER_LIST)
+        .persistent(store.persistent)
+        .fetch_all(&mut *tx)
+        .await?;
     tx.commit().await?;
     rows.iter().map(row::worker).collect()
 }

@@ -98,9 +98,25 @@ pub(super) async fn sweep_try_lock(store: &PgStore) -> Result<bool> {
         // Not re-entrant: one sweeper at a time, even within one store.
         return Ok(false);
     }
+    let Some(session) = store.session_pool() else {
+        // No session to hold the lock in: sweep without it. Every step is
+        // idempotent and conditional, so concurrent sweeps repeat work but
+        // never double an effect.
+        if !store
+            .sweep_warned
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            tracing::warn!(
+                "the database URL goes through a transaction pooler and {} is not set: \
+                 every worker sweeps, without the sweep lock",
+                super::pooler::DIRECT_URL_VAR
+            );
+        }
+        return Ok(true);
+    };
     // Detached: a session lock must outlive this call, and a pooled
     // connection would carry it to whoever acquires the connection next.
-    let mut conn = store.pool.acquire().await?.detach();
+    let mut conn = session.acquire().await?.detach();
     let got: bool = sqlx::query_scalar(sql::SWEEP_TRY_LOCK)
         .bind(&store.schema)
         .fetch_one(&mut conn)
