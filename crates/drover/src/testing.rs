@@ -207,6 +207,49 @@ pub async fn pg_drop_schema(url: &str, schema: &str) {
     }
 }
 
+/// As [`pg_fresh_store`], with the store in transaction-pooler mode
+/// ([`PoolMode::Transaction`](crate::store::postgres::PoolMode)): unnamed
+/// statements, every statement in an explicit transaction, no startup
+/// options; session work over the same URL given as the direct one.
+///
+/// # Panics
+/// As [`pg_fresh_store`].
+pub async fn pg_fresh_pooled_store() -> (Arc<PgStore>, String) {
+    let url = pg_url().await;
+    let schema = format!("drover_t_{}", uuid::Uuid::new_v4().simple());
+    let opts = PgOptions {
+        schema: schema.clone(),
+        max_connections: TEST_MAX_CONNECTIONS,
+        pooler: crate::store::postgres::PoolerOptions {
+            mode: crate::store::postgres::PoolMode::Transaction,
+            direct_url: Some(url.clone()),
+        },
+    };
+    let store = PgStore::connect(&url, opts)
+        .await
+        .unwrap_or_else(|e| panic!("connecting a test store to {url}: {e}"));
+    store
+        .migrate()
+        .await
+        .unwrap_or_else(|e| panic!("migrating test schema {schema}: {e}"));
+    (Arc::new(store), schema)
+}
+
+/// A contract-suite [`Harness`] over a fresh PostgreSQL schema with the
+/// store in transaction-pooler mode, dropped by the harness's cleanup.
+pub async fn pg_pooled_harness() -> Harness {
+    let (store, schema) = pg_fresh_pooled_store().await;
+    let url = pg_url().await;
+    let store: Arc<dyn Store> = store;
+    Harness {
+        store,
+        clock: None,
+        cleanup: Some(Box::new(move || {
+            Box::pin(async move { pg_drop_schema(&url, &schema).await })
+        })),
+    }
+}
+
 /// A contract-suite [`Harness`] over a fresh PostgreSQL schema, dropped by
 /// the harness's cleanup. Time passes by sleeping (the database clock rules).
 pub async fn pg_harness() -> Harness {
