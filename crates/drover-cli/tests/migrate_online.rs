@@ -168,7 +168,7 @@ fn drover_migrate_to_the_newest_version_while_workers_drain_loses_nothing() {
     }
     let failed_claims =
         a.log().matches("claim failed").count() + b.log().matches("claim failed").count();
-    println!(
+    eprintln!(
         "migrated with {left} items waiting; claim errors during the migration: {failed_claims}"
     );
 }
