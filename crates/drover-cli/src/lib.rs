@@ -278,8 +278,8 @@ impl<'a> Context<'a> {
         // DROVER_DATABASE_POOLER and DROVER_DIRECT_DATABASE_URL, unless the
         // command set the pooler itself.
         let mut options = options.clone();
-        if options.pooler == drover::store::postgres::PoolerOptions::default() {
-            options.pooler = drover::store::postgres::PoolerOptions::from_env()?;
+        if options.pooler == drover::store::pooler::PoolerOptions::default() {
+            options.pooler = drover::store::pooler::PoolerOptions::from_env()?;
         }
         tracing::debug!(scheme = scheme(&self.database_url), pool_size = options.pool_size, pooler = ?options.pooler.mode, "connecting");
         let store = drover::store::connect_with(&self.database_url, &options).await?;

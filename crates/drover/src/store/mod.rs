@@ -34,6 +34,7 @@ mod begin;
 pub mod clock;
 pub mod memory;
 mod migrations;
+pub mod pooler;
 pub mod postgres;
 pub mod sqlite;
 
@@ -64,7 +65,7 @@ pub struct ConnectOptions {
     pub schema: String,
     /// PostgreSQL: whether the URL goes through a transaction pooler, and
     /// the direct URL for session work. Default: a direct connection.
-    pub pooler: postgres::PoolerOptions,
+    pub pooler: pooler::PoolerOptions,
 }
 
 impl Default for ConnectOptions {
@@ -72,7 +73,7 @@ impl Default for ConnectOptions {
         ConnectOptions {
             pool_size: postgres::MAX_CONNECTIONS_DEFAULT,
             schema: postgres::SCHEMA_DEFAULT.to_owned(),
-            pooler: postgres::PoolerOptions::default(),
+            pooler: pooler::PoolerOptions::default(),
         }
     }
 }

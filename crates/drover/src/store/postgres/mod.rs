@@ -26,7 +26,6 @@
 
 mod items;
 mod ops;
-mod pooler;
 mod row;
 mod sql;
 mod wake;
@@ -51,8 +50,8 @@ use crate::store::{
     ListFilter, StaleReport, Store, WorkerRow,
 };
 
+pub use crate::store::pooler::{DIRECT_URL_VAR, POOLER_VAR, PoolMode, PoolerOptions};
 pub use items::insert_in;
-pub use pooler::{DIRECT_URL_VAR, POOLER_VAR, PoolMode, PoolerOptions};
 
 /// The schema drover's tables live in unless told otherwise.
 pub const SCHEMA_DEFAULT: &str = "drover";
@@ -189,7 +188,7 @@ impl PgStore {
         let direct = match &opts.pooler.direct_url {
             Some(direct_url) => {
                 let direct = PgConnectOptions::from_str(direct_url).map_err(|_| {
-                    Error::invalid(pooler::DIRECT_URL_VAR, "is not a PostgreSQL connection URL")
+                    Error::invalid(DIRECT_URL_VAR, "is not a PostgreSQL connection URL")
                 })?;
                 // Lazy: a worker without wake-ups or a sweep to run opens none.
                 Some(
@@ -480,7 +479,7 @@ impl Store for PgStore {
                 tracing::warn!(
                     "the database URL goes through a transaction pooler and {} is not set: \
                      no LISTEN, workers poll for work (every poll interval)",
-                    pooler::DIRECT_URL_VAR
+                    DIRECT_URL_VAR
                 );
             }
             return Ok(rx);

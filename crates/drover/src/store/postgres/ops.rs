@@ -31,7 +31,7 @@ pub(super) async fn migrate(store: &PgStore) -> Result<()> {
         return Err(Error::Config(format!(
             "migrations need a session, and the database URL goes through a transaction \
              pooler: set {} to a direct URL",
-            super::pooler::DIRECT_URL_VAR
+            super::DIRECT_URL_VAR
         )));
     };
     let mut conn = session.acquire().await?;

@@ -109,7 +109,7 @@ pub(super) async fn sweep_try_lock(store: &PgStore) -> Result<bool> {
             tracing::warn!(
                 "the database URL goes through a transaction pooler and {} is not set: \
                  every worker sweeps, without the sweep lock",
-                super::pooler::DIRECT_URL_VAR
+                super::DIRECT_URL_VAR
             );
         }
         return Ok(true);

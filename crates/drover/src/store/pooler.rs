@@ -1,5 +1,8 @@
-//! Running behind a connection pooler (PgBouncer in transaction pooling
-//! mode) and the direct connection for what needs a session.
+//! PostgreSQL behind a connection pooler (PgBouncer in transaction pooling
+//! mode) and the direct connection for what needs a session. The options
+//! live beside [`ConnectOptions`](super::ConnectOptions), outside the
+//! PostgreSQL store, so the connect options are one type whatever the
+//! backends built.
 //!
 //! In [`PoolMode::Transaction`] the pooler hands each *transaction* a
 //! possibly different server connection, so nothing may outlive one:
