@@ -86,3 +86,9 @@ pub(super) const WORKER_BEAT: &str = include_str!("../../../sql/postgres/worker_
 pub(super) const WORKER_LIST: &str = include_str!("../../../sql/postgres/worker_list.sql");
 /// Deletes long-dead workers' rows.
 pub(super) const WORKER_PURGE: &str = include_str!("../../../sql/postgres/worker_purge.sql");
+/// `sql/postgres/migrations_status.sql` (`{schema}` spliced in).
+pub(super) const MIGRATIONS_STATUS: &str =
+    include_str!("../../../sql/postgres/migrations_status.sql");
+/// `sql/postgres/db_oldest_xact_age.sql`.
+pub(super) const DB_OLDEST_XACT_AGE: &str =
+    include_str!("../../../sql/postgres/db_oldest_xact_age.sql");

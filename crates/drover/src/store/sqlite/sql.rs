@@ -53,3 +53,4 @@ sql!(SWEEP_LEASE_RENEW, "sweep_lease_renew.sql");
 sql!(SWEEP_LEASE_RELEASE, "sweep_lease_release.sql");
 sql!(SWEEP_LAST_PASS, "sweep_last_pass.sql");
 sql!(WORKER_PURGE, "worker_purge.sql");
+sql!(MIGRATIONS_STATUS, "migrations_status.sql");
