@@ -7,7 +7,8 @@
 //!   needs a session); through the pooler alone it is refused by name;
 //! - 10,000 items enqueued through the pooler are drained exactly once by
 //!   two workers through the pooler: one with a direct URL (LISTEN there),
-//!   one without (polling, one warning); both take turns at the sweep lease,
+//!   one without (polling, one warning) whose system pool (claims, sweep)
+//!   also goes through the pooler; both take turns at the sweep lease,
 //!   a row taken through the pooler like any other statement;
 //! - SIGTERM drains: the worker exits 0, nothing it held is lost or charged;
 //! - a SIGKILLed worker's items are handed back by the other worker's sweep.
@@ -156,6 +157,10 @@ struct Worker {
 
 impl Worker {
     fn spawn(env: &Env, with_direct: bool, args: &[&str]) -> Self {
+        Worker::spawn_with(env, with_direct, &[], args)
+    }
+
+    fn spawn_with(env: &Env, with_direct: bool, vars: &[(&str, &str)], args: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("worker.log");
         let port = free_port().to_string();
@@ -163,8 +168,11 @@ impl Worker {
         let addr = format!("127.0.0.1:{port}");
         all.push(&addr);
         all.extend_from_slice(args);
-        let child = env
-            .command(with_direct, &all)
+        let mut cmd = env.command(with_direct, &all);
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        let child = cmd
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .process_group(0)
@@ -269,7 +277,14 @@ fn through_pgbouncer_transaction_pooling_drains_10000_exactly_once_drains_on_sig
 
     let fast = ["--poll-interval", "100ms", "--sweep-interval", "500ms"];
     let mut a = Worker::spawn(&env, true, &fast);
-    let mut b = Worker::spawn(&env, false, &fast);
+    // `b` also runs its cross-tenant operations (claims, the sweep, gauges)
+    // over a system pool of its own, through the same pooler.
+    let mut b = Worker::spawn_with(
+        &env,
+        false,
+        &[("DROVER_SYSTEM_DATABASE_URL", env.pooled.as_str())],
+        &fast,
+    );
     wait_until(Duration::from_secs(180), "10,000 items done", || {
         assert!(a.child.try_wait().unwrap().is_none(), "{}", a.log());
         assert!(b.child.try_wait().unwrap().is_none(), "{}", b.log());
