@@ -29,6 +29,8 @@ pub enum CliError {
     },
     /// The command line itself could not be parsed (clap's message).
     Usage(String),
+    /// A probe (`drover healthcheck`) got no answer or not 200.
+    Unhealthy(String),
     /// Reading input or writing output failed.
     Io {
         /// What the CLI was doing.
@@ -51,7 +53,7 @@ impl CliError {
                 }
             }
             CliError::Usage(_) => EXIT_INVALID,
-            CliError::Io { .. } => EXIT_FAILURE,
+            CliError::Unhealthy(_) | CliError::Io { .. } => EXIT_FAILURE,
         }
     }
 
@@ -74,6 +76,7 @@ impl fmt::Display for CliError {
             CliError::Drover(e) => write!(f, "{e}"),
             CliError::AtLine { line, error } => write!(f, "line {line}: {error}"),
             CliError::Usage(m) => f.write_str(m),
+            CliError::Unhealthy(m) => write!(f, "unhealthy: {m}"),
             CliError::Io { context, error } => write!(f, "{context}: {error}"),
         }
     }
@@ -84,7 +87,7 @@ impl std::error::Error for CliError {
         match self {
             CliError::Drover(e) | CliError::AtLine { error: e, .. } => Some(e),
             CliError::Io { error, .. } => Some(error),
-            CliError::Usage(_) => None,
+            CliError::Usage(_) | CliError::Unhealthy(_) => None,
         }
     }
 }

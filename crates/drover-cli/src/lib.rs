@@ -174,6 +174,11 @@ pub enum Command {
     Demo(commands::demo::DemoArgs),
     /// Measure enqueue, drain and latency in a sandbox schema or file.
     Bench(commands::bench::BenchArgs),
+    /// Probe a worker's /healthz (or /readyz with --ready): exit 0 on 200,
+    /// 1 otherwise. The container image's HEALTHCHECK; opens no database.
+    Healthcheck(commands::healthcheck::HealthcheckArgs),
+    /// Print .env.example: every setting with its default and meaning.
+    EnvExample(commands::env_example::EnvExampleArgs),
 }
 
 impl Command {
@@ -308,11 +313,17 @@ impl<'a> Context<'a> {
         if options.system_url.is_none() {
             options.system_url.clone_from(&self.system_url);
         }
+        // DROVER_DATABASE_POOLER and DROVER_DIRECT_DATABASE_URL, unless the
+        // command set the pooler itself.
+        if options.pooler == drover::store::pooler::PoolerOptions::default() {
+            options.pooler = drover::store::pooler::PoolerOptions::from_env()?;
+        }
         tracing::debug!(
             scheme = scheme(&self.database_url),
             pool_size = options.pool_size,
             schema = %options.schema,
             system_login = options.system_url.is_some(),
+            pooler = ?options.pooler.mode,
             "connecting"
         );
         let store = drover::store::connect_with(&self.database_url, &options).await?;
@@ -352,6 +363,8 @@ pub async fn execute(command: &Command, cx: &mut Context<'_>) -> Result<(), CliE
         Command::Schedules(a) => commands::schedules::run(a, cx).await,
         Command::Demo(a) => commands::demo::run(a, cx).await,
         Command::Bench(a) => commands::bench::run(a, cx).await,
+        Command::Healthcheck(a) => commands::healthcheck::run(a, cx).await,
+        Command::EnvExample(a) => commands::env_example::run(a, cx).await,
     }
 }
 

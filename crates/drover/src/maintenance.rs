@@ -562,6 +562,23 @@ impl Sweeper {
                 .errors
                 .push(("sweep_last_pass".into(), e.to_string())),
         }
+        // For the alert rules (deploy/prometheus/drover-rules.yaml): a held
+        // xmin blocks vacuum and bloats the hot table. PostgreSQL only.
+        let store = self.queue.store().clone();
+        match self
+            .guarded("db_oldest_xact_age", async move {
+                store.db_oldest_xact_age().await
+            })
+            .await
+        {
+            Ok(Some(age)) => {
+                metrics::gauge!("drover_db_oldest_xact_age_seconds").set(age.as_secs_f64());
+            }
+            Ok(None) => {}
+            Err(e) => report
+                .errors
+                .push(("db_oldest_xact_age".into(), e.to_string())),
+        }
     }
 
     /// Sets the gauges; a lane published before and absent now (nothing

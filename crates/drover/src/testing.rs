@@ -302,6 +302,62 @@ pub async fn pg_drop_roles(admin_url: &str, roles: &[String]) {
     let _ = conn.close().await;
 }
 
+/// As [`pg_fresh_store`], with the store in transaction-pooler mode
+/// ([`PoolMode::Transaction`](crate::store::postgres::PoolMode)): unnamed
+/// statements, every statement in an explicit transaction, no startup
+/// options; session work over the same URL given as the direct one. Run by
+/// the test owner, as [`pg_fresh_store`].
+///
+/// # Panics
+/// As [`pg_fresh_store`].
+pub async fn pg_fresh_pooled_store() -> (Arc<PgStore>, String) {
+    let url = pg_owner_url().await;
+    let schema = format!("drover_t_{}", uuid::Uuid::new_v4().simple());
+    let opts = PgOptions {
+        schema: schema.clone(),
+        max_connections: TEST_MAX_CONNECTIONS,
+        pooler: crate::store::postgres::PoolerOptions {
+            mode: crate::store::postgres::PoolMode::Transaction,
+            direct_url: Some(url.clone()),
+        },
+        ..PgOptions::default()
+    };
+    let store = PgStore::connect(&url, opts)
+        .await
+        .unwrap_or_else(|e| panic!("connecting a test store to {url}: {e}"));
+    store
+        .migrate()
+        .await
+        .unwrap_or_else(|e| panic!("migrating test schema {schema}: {e}"));
+    (Arc::new(store), schema)
+}
+
+/// A contract-suite [`Harness`] over a fresh PostgreSQL schema with the
+/// store in transaction-pooler mode, dropped by the harness's cleanup.
+pub async fn pg_pooled_harness() -> Harness {
+    let (store, schema) = pg_fresh_pooled_store().await;
+    let url = pg_url().await;
+    let tx_store = store.clone();
+    let insert_in: crate::store::contract::InsertIn = Arc::new(move |item| {
+        let store = tx_store.clone();
+        Box::pin(async move {
+            let mut tx = store.pool().begin().await?;
+            let out = crate::store::postgres::insert_in(&mut tx, store.schema(), &item).await?;
+            tx.commit().await?;
+            Ok(out)
+        })
+    });
+    let store: Arc<dyn Store> = store;
+    Harness {
+        insert_in: Some(insert_in),
+        store,
+        clock: None,
+        cleanup: Some(Box::new(move || {
+            Box::pin(async move { pg_drop_schema(&url, &schema).await })
+        })),
+    }
+}
+
 /// A contract-suite [`Harness`] over a fresh PostgreSQL schema, dropped by
 /// the harness's cleanup. Time passes by sleeping (the database clock rules).
 pub async fn pg_harness() -> Harness {

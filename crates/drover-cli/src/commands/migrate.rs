@@ -51,7 +51,9 @@ pub async fn run(args: &MigrateArgs, cx: &mut Context<'_>) -> Result<(), CliErro
     writeln!(cx.out, "migrated ({})", backend_name(backend))?;
     if backend == drover::Backend::Postgres && !cx.database_url().is_empty() {
         // The owner's own connection, outside the queue's pools: the
-        // grants are the owner's to make.
+        // grants are the owner's to make. It reaches the server the way the
+        // URL says (through a transaction pooler when DROVER_DATABASE_POOLER
+        // says so: the grants run in one explicit transaction).
         let owner = PgStore::connect(
             cx.database_url(),
             PgOptions {
@@ -61,6 +63,7 @@ pub async fn run(args: &MigrateArgs, cx: &mut Context<'_>) -> Result<(), CliErro
                     .unwrap_or(drover::store::postgres::SCHEMA_DEFAULT)
                     .to_owned(),
                 max_connections: 1,
+                pooler: drover::store::pooler::PoolerOptions::from_env()?,
                 ..PgOptions::default()
             },
         )

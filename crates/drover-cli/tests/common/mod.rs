@@ -1,9 +1,12 @@
-//! What the CLI test files share: one invocation's result.
+//! What the CLI test files share: one invocation's result, and a fresh
+//! PostgreSQL database per test (`pg`).
 #![allow(dead_code)]
 
 use std::process::Output;
 
 use serde_json::Value;
+
+pub mod pg;
 
 /// What one CLI invocation did.
 #[derive(Debug)]

@@ -41,7 +41,7 @@ pub trait Transactional: Send {
 impl Transactional for PgConnection {
     async fn insert_prepared(&mut self, queue: &Queue, item: &NewItem) -> Result<Inserted> {
         let schema = queue.store().pg_schema().ok_or_else(|| {
-            Error::Config(
+            crate::Error::Config(
                 "a PostgreSQL connection was given to a queue that is not on PostgreSQL".into(),
             )
         })?;
@@ -68,7 +68,7 @@ impl Transactional for PgConnection {
 impl Transactional for SqliteConnection {
     async fn insert_prepared(&mut self, queue: &Queue, item: &NewItem) -> Result<Inserted> {
         if queue.store().backend() != crate::store::Backend::Sqlite {
-            return Err(Error::Config(
+            return Err(crate::Error::Config(
                 "a SQLite connection was given to a queue that is not on SQLite".into(),
             ));
         }
@@ -95,7 +95,7 @@ impl Queue {
     /// inside the caller's transaction.
     ///
     /// # Errors
-    /// As [`Queue::prepare`]; [`Error::Config`] when the connection is of
+    /// As [`Queue::prepare`]; [`Error::Config`](crate::Error::Config) when the connection is of
     /// another backend than the queue; database errors (the caller's
     /// transaction stays usable on PostgreSQL: the insert runs in a
     /// savepoint).

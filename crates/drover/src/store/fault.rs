@@ -113,6 +113,12 @@ impl Store for FaultStore {
     async fn db_now(&self) -> Result<DateTime<Utc>> {
         self.inner.db_now().await
     }
+    async fn migration_status(&self) -> Result<super::MigrationStatus> {
+        self.inner.migration_status().await
+    }
+    async fn db_oldest_xact_age(&self) -> Result<Option<std::time::Duration>> {
+        self.inner.db_oldest_xact_age().await
+    }
     async fn item_insert(&self, item: &NewItem) -> Result<Inserted> {
         self.inner.item_insert(item).await
     }

@@ -46,6 +46,8 @@ use crate::rules::RetryPolicy;
 mod begin;
 pub mod clock;
 pub mod memory;
+mod migrations;
+pub mod pooler;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "sqlite")]
@@ -57,6 +59,7 @@ pub mod contract;
 pub mod fault;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use migrations::MigrationStatus;
 
 /// The pool's connection limit when none is given (PostgreSQL connections;
 /// SQLite's readers).
@@ -86,13 +89,17 @@ pub struct ConnectOptions {
     /// installation's system role, while the main URL's login holds only
     /// the runtime role. Default `None`: the main login runs both (it must
     /// hold both roles, as the owner that migrated does). Ignored by SQLite
-    /// and memory.
+    /// and memory. Behind a transaction pooler it may be pooled too: it is
+    /// used only for single statements and explicit transactions.
     pub system_url: Option<String>,
     /// The longest a call waits for a pooled connection, connecting
     /// included (PostgreSQL): past it the call fails with
     /// [`Error::Unavailable`](crate::Error::Unavailable) instead of waiting
     /// out an outage. Default [`DB_TIMEOUT_DEFAULT`].
     pub db_timeout: Duration,
+    /// PostgreSQL: whether the URL goes through a transaction pooler, and
+    /// the direct URL for session work. Default: a direct connection.
+    pub pooler: pooler::PoolerOptions,
 }
 
 /// `DROVER_DB_TIMEOUT`: how long a call waits for a database connection
@@ -106,6 +113,7 @@ impl Default for ConnectOptions {
             schema: SCHEMA_DEFAULT.to_owned(),
             system_url: None,
             db_timeout: DB_TIMEOUT_DEFAULT,
+            pooler: pooler::PoolerOptions::default(),
         }
     }
 }
@@ -165,6 +173,7 @@ async fn connect_postgres(url: &str, opts: &ConnectOptions) -> Result<std::sync:
                 max_connections: opts.pool_size,
                 system_url: opts.system_url.clone(),
                 acquire_timeout: opts.db_timeout,
+                pooler: opts.pooler.clone(),
             },
         )
         .await?;
@@ -415,6 +424,26 @@ pub trait Store:
 
     /// Applies the embedded migrations; idempotent.
     async fn migrate(&self) -> Result<()>;
+
+    /// Where the database's migrations stand against the ones this binary
+    /// embeds (`/readyz` refuses while one is missing). A store without
+    /// migrations reports [`MigrationStatus::NONE`].
+    ///
+    /// # Errors
+    /// [`crate::Error::Unavailable`] when the database does not answer.
+    async fn migration_status(&self) -> Result<MigrationStatus> {
+        Ok(MigrationStatus::NONE)
+    }
+
+    /// The age of the oldest transaction open in the database, for the
+    /// `drover_db_oldest_xact_age_seconds` gauge; `None` where the engine
+    /// has no such thing to watch (SQLite, memory).
+    ///
+    /// # Errors
+    /// [`crate::Error::Unavailable`] when the database does not answer.
+    async fn db_oldest_xact_age(&self) -> Result<Option<Duration>> {
+        Ok(None)
+    }
 
     /// Inserts one item, never overwriting; an id held by another tenant is
     /// `Conflict` (see the module docs for the collision rule).

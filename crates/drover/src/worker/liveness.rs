@@ -1,10 +1,14 @@
-//! Liveness: the in-memory beat `/healthz` answers from, the best-effort
-//! publication of the worker row, and the HTTP listener for `/healthz` and
-//! `/metrics`.
+//! Liveness and readiness: the in-memory beat `/healthz` answers from, the
+//! best-effort publication of the worker row, and the HTTP listener for
+//! `/healthz`, `/readyz` and `/metrics`.
 //!
-//! Invariant: claiming never waits on liveness. The beat is an atomic store;
-//! the publication runs in its own task, bounded by the beat interval, and a
-//! failed publish is logged and forgotten.
+//! Invariants: claiming never waits on liveness. The beat is an atomic
+//! store; the publication runs in its own task, bounded by the beat
+//! interval, and a failed publish is logged and forgotten. `/healthz` never
+//! touches the database (a slow database must not get a live worker
+//! restarted); `/readyz` does (reachable, migrations current), bounded by
+//! [`READY_CHECK_TIMEOUT`], and answers 503 without asking the database
+//! once draining has begun.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -21,6 +25,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Opaque, Result};
 use crate::store::{Store, WorkerRow};
+
+/// The longest `/readyz` waits for the database before answering 503.
+pub const READY_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The worker's health as `/healthz` reports it.
 #[derive(Debug)]
@@ -106,6 +113,67 @@ pub fn prometheus() -> Option<&'static PrometheusHandle> {
         .as_ref()
 }
 
+/// Every counter drover exports, with its help text. Each is registered at
+/// 0 when the listener starts, so a rule's `increase()` sees the first
+/// event and the dashboard shows 0 rather than "no data".
+pub const COUNTERS: &[(&str, &str)] = &[
+    ("drover_enqueued_total", "items enqueued by this process"),
+    ("drover_claimed_total", "items claimed by this process"),
+    ("drover_completed_total", "items completed by this process"),
+    (
+        "drover_retried_total",
+        "failed runs requeued with a retry delay",
+    ),
+    (
+        "drover_dead_lettered_total",
+        "items failed into the dead letter",
+    ),
+    (
+        "drover_orphaned_total",
+        "items failed because their tenant is gone",
+    ),
+    (
+        "drover_lease_lost_total",
+        "runs that lost their claim (renewal or completion refused)",
+    ),
+    (
+        "drover_lease_expired_total",
+        "lease-expired items the sweep handed back",
+    ),
+];
+
+/// Registers and describes drover's metrics in the installed recorder.
+fn register_metrics() {
+    for (name, help) in COUNTERS {
+        metrics::describe_counter!(*name, *help);
+        metrics::counter!(*name).increment(0);
+    }
+    metrics::describe_histogram!(
+        "drover_handler_duration_seconds",
+        metrics::Unit::Seconds,
+        "handler run time per kind"
+    );
+    metrics::describe_gauge!(
+        "drover_queue_oldest_age_seconds",
+        metrics::Unit::Seconds,
+        "per lane, the age of the oldest available pending item (set by the sweeper)"
+    );
+    metrics::describe_gauge!(
+        "drover_work_failed",
+        "items in the dead letter (set by the sweeper)"
+    );
+    metrics::describe_gauge!(
+        "drover_sweep_last_run_timestamp_seconds",
+        metrics::Unit::Seconds,
+        "when the last completed sweep pass of any worker ended (Unix time, from the sweep lease row)"
+    );
+    metrics::describe_gauge!(
+        "drover_db_oldest_xact_age_seconds",
+        metrics::Unit::Seconds,
+        "PostgreSQL: the age of the oldest open transaction in the database (read on every sweep tick)"
+    );
+}
+
 async fn healthz(State(health): State<Arc<Health>>) -> (StatusCode, &'static str) {
     if health.is_healthy() {
         (StatusCode::OK, "ok\n")
@@ -113,6 +181,47 @@ async fn healthz(State(health): State<Arc<Health>>) -> (StatusCode, &'static str
         (StatusCode::SERVICE_UNAVAILABLE, "draining\n")
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "stale\n")
+    }
+}
+
+/// What `/readyz` needs: the health (draining, stale) and the store.
+#[derive(Clone)]
+struct Probe {
+    health: Arc<Health>,
+    store: Arc<dyn Store>,
+}
+
+/// Why a worker is not ready, or `None` when it is: draining, stale, the
+/// database unreachable within [`READY_CHECK_TIMEOUT`], or migrations behind
+/// this binary. Draining is checked first and without the database, so the
+/// answer turns 503 the moment shutdown begins.
+pub(crate) async fn not_ready(health: &Health, store: &dyn Store) -> Option<String> {
+    if health.is_draining() {
+        return Some("draining".to_owned());
+    }
+    if !health.is_healthy() {
+        return Some("stale".to_owned());
+    }
+    match tokio::time::timeout(READY_CHECK_TIMEOUT, store.migration_status()).await {
+        Err(_) => Some(format!(
+            "database unreachable: no answer within {READY_CHECK_TIMEOUT:?}"
+        )),
+        Ok(Err(e)) => Some(format!("database unreachable: {e}")),
+        Ok(Ok(m)) if !m.is_current() => Some(m.to_string()),
+        Ok(Ok(_)) => None,
+    }
+}
+
+async fn readyz(State(probe): State<Probe>) -> (StatusCode, String) {
+    match not_ready(&probe.health, probe.store.as_ref()).await {
+        None => (StatusCode::OK, "ready\n".to_owned()),
+        Some(why) => {
+            tracing::debug!(why, "not ready");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("not ready: {why}\n"),
+            )
+        }
     }
 }
 
@@ -126,20 +235,23 @@ async fn metrics_text() -> (StatusCode, String) {
     }
 }
 
-/// Binds the listener and serves `/healthz` and `/metrics` until `stop`.
-/// Returns the bound address (useful with port 0).
+/// Binds the listener and serves `/healthz`, `/readyz` and `/metrics`
+/// until `stop`. Returns the bound address (useful with port 0).
 ///
 /// # Errors
 /// [`Error::Config`] when the address cannot be bound.
 pub(crate) async fn serve(
     addr: SocketAddr,
     health: Arc<Health>,
+    store: Arc<dyn Store>,
     stop: CancellationToken,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    let _ = prometheus();
+    if prometheus().is_some() {
+        register_metrics();
+    }
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
         Error::Config(format!(
-            "cannot listen on {addr} for /healthz and /metrics (the metrics address: \
+            "cannot listen on {addr} for /healthz, /readyz and /metrics (the metrics address: \
                  --metrics-addr or DROVER_METRICS_ADDR, WorkerBuilder::metrics_addr in code; \
                  `off` / None serves none): {e}"
         ))
@@ -147,10 +259,19 @@ pub(crate) async fn serve(
     let bound = listener
         .local_addr()
         .map_err(|e| Error::Unavailable(Opaque::new(e)))?;
+    let probe = Probe {
+        health: health.clone(),
+        store,
+    };
     let app = Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_text))
-        .with_state(health);
+        .with_state(health)
+        .merge(
+            Router::new()
+                .route("/readyz", get(readyz))
+                .with_state(probe),
+        );
     let task = tokio::spawn(async move {
         let r = axum::serve(listener, app)
             .with_graceful_shutdown(async move { stop.cancelled().await })

@@ -6,7 +6,7 @@
 //! | [`handler`](self::Handler) | handlers, outcomes, strategies, the registry |
 //! | `executor` | one item's run: renewal, timeout, panic capture, outcome write |
 //! | `completer` | batched, per-row fenced completion |
-//! | `liveness` | the in-memory beat, the workers row, `/healthz` and `/metrics` |
+//! | `liveness` | the in-memory beat, the workers row, `/healthz`, `/readyz` and `/metrics` |
 //! | `span` | the span of one run: a root, linked to the item's trace |
 //! | [`WorkerSettings`] | every knob, its default, and their validation |
 //!
@@ -44,7 +44,7 @@ pub mod testkit;
 pub use handler::{
     Done, Handler, HandlerInfo, JobError, Outcome, Registry, ResultExt, RoleInfo, Strategy,
 };
-pub use liveness::{Health, prometheus};
+pub use liveness::{Health, READY_CHECK_TIMEOUT, prometheus};
 pub use settings::*;
 
 use completer::Completer;
@@ -344,7 +344,9 @@ impl Worker {
         let store = self.queue.store().clone();
 
         let metrics_addr = match s.metrics_addr {
-            Some(addr) => Some(liveness::serve(addr, health.clone(), background.clone()).await?),
+            Some(addr) => Some(
+                liveness::serve(addr, health.clone(), store.clone(), background.clone()).await?,
+            ),
             None => None,
         };
         let wake = store.wakeups().await?;
@@ -492,8 +494,10 @@ impl RunningWorker {
     /// finish without spending an attempt, flush completions, stop the
     /// heartbeat, and mark the worker offline.
     pub async fn shutdown(self) -> ShutdownReport {
-        self.fetch.cancel();
+        // Draining first: `/readyz` and `/healthz` turn 503 before anything
+        // else happens.
         self.health.set_draining();
+        self.fetch.cancel();
         let _ = self.claim_loop.await;
         let in_flight = self.settings.capacity - self.slots.available_permits();
         tracing::info!(worker = %self.id, in_flight, grace = ?self.settings.shutdown_grace, "draining");

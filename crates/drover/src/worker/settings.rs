@@ -131,6 +131,23 @@ pub struct WorkerSettings {
     pub scheduler_interval: Duration,
 }
 
+/// One environment variable a worker reads: the source `.env.example` is
+/// generated from ([`WorkerSettings::variables`]), so the file lists what
+/// the code reads, with the defaults the code uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Variable {
+    /// The variable's name (`DROVER_CAPACITY`).
+    pub name: &'static str,
+    /// The default, in the form the variable takes (`20`, `30s`).
+    pub default: String,
+    /// One line of meaning.
+    pub meaning: &'static str,
+}
+
+fn text(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
 impl Default for WorkerSettings {
     fn default() -> Self {
         WorkerSettings {
@@ -178,6 +195,115 @@ fn env_num<T: std::str::FromStr>(name: &'static str, into: &mut T) -> Result<()>
 }
 
 impl WorkerSettings {
+    /// Every variable [`WorkerSettings::from_env`] reads, in the order it
+    /// reads them, with the default rendered from [`WorkerSettings::default`].
+    /// A test holds this list and `from_env` together.
+    pub fn variables() -> Vec<Variable> {
+        let d = WorkerSettings::default();
+        let v = |name, default: String, meaning| Variable {
+            name,
+            default,
+            meaning,
+        };
+        vec![
+            v(
+                "DROVER_LANES",
+                d.lanes.join(","),
+                "lanes drained, comma-separated, in claim order",
+            ),
+            v(
+                "DROVER_CAPACITY",
+                d.capacity.to_string(),
+                "handlers running at once",
+            ),
+            v(
+                "DROVER_LEASE",
+                text(d.lease),
+                "how long a claim holds without renewal",
+            ),
+            v(
+                "DROVER_RENEW_INTERVAL",
+                text(d.renew_interval),
+                "how often a running item renews its lease (default: a third of the lease)",
+            ),
+            v(
+                "DROVER_RENEW_TIMEOUT",
+                text(d.lease / 15),
+                "the longest one renewal may take (default: a fifteenth of the lease)",
+            ),
+            v(
+                "DROVER_HEARTBEAT_INTERVAL",
+                text(d.heartbeat_interval),
+                "how often liveness is beaten in memory and published to the workers table",
+            ),
+            v(
+                "DROVER_POLL_INTERVAL",
+                text(d.poll_interval),
+                "the claim poll when no wake-up arrives",
+            ),
+            v(
+                "DROVER_SWEEP_INTERVAL",
+                text(d.sweep_interval),
+                "how often the sweep runs (stale requeue, purge, gauges), jittered +-20 %",
+            ),
+            v(
+                "DROVER_ITEM_RETENTION",
+                text(d.item_retention),
+                "done, failed and cancelled items are purged after this",
+            ),
+            v(
+                "DROVER_SHUTDOWN_GRACE",
+                text(d.shutdown_grace),
+                "how long in-flight items may finish on shutdown before they are released",
+            ),
+            v(
+                "DROVER_HANDLER_TIMEOUT",
+                text(d.handler_timeout),
+                "a run's time limit when its handler names none",
+            ),
+            v(
+                "DROVER_POOL_SIZE",
+                d.pool_size.to_string(),
+                "database connections the process opens (2 + claimers + capacity / 4 at least)",
+            ),
+            v(
+                "DROVER_PREFETCH",
+                String::new(),
+                "claimed items held ready beyond the free slots (unset: adaptive, about 20 ms of work)",
+            ),
+            v(
+                "DROVER_CLAIMERS",
+                d.claimers.to_string(),
+                "claim statements in flight at once",
+            ),
+            v(
+                "DROVER_DB_TIMEOUT",
+                text(d.db_timeout),
+                "the longest a database call waits for a connection before it fails fast",
+            ),
+            v(
+                "DROVER_COMPLETE_BATCH",
+                d.complete_batch.to_string(),
+                "the most completions written in one statement",
+            ),
+            v(
+                "DROVER_COMPLETE_WINDOW",
+                text(d.complete_window),
+                "how long finished items wait to share a completion write",
+            ),
+            v(
+                "DROVER_CANCEL_GRACE",
+                text(d.cancel_grace),
+                "how long a handler whose token fired may take to return before it is dropped",
+            ),
+            v(
+                "DROVER_METRICS_ADDR",
+                METRICS_ADDR_DEFAULT.to_owned(),
+                "where /healthz, /readyz and /metrics listen (host:port, or off)",
+            ),
+        ]
+    }
+
     /// The defaults overridden by any `DROVER_*` variable set. The renewal
     /// interval follows the lease unless `DROVER_RENEW_INTERVAL` is set.
     ///
@@ -334,6 +460,30 @@ pub fn parse_heartbeat_cron(v: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every `DROVER_*` name this file's `from_env` reads is listed by
+    /// `variables()`, and nothing else is: `.env.example` cannot miss one.
+    #[test]
+    fn variables_list_exactly_what_from_env_reads() {
+        let src = include_str!("settings.rs");
+        let body = src
+            .split("pub fn from_env()")
+            .nth(1)
+            .and_then(|b| b.split("pub fn pool_needed").next())
+            .unwrap_or_default();
+        let mut read: Vec<&str> = body
+            .split('"')
+            .filter(|s| {
+                s.starts_with("DROVER_") && s.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+            })
+            .collect();
+        read.sort_unstable();
+        read.dedup();
+        let mut listed: Vec<&str> = WorkerSettings::variables().iter().map(|v| v.name).collect();
+        listed.sort_unstable();
+        assert!(read.len() >= 17, "{read:?}");
+        assert_eq!(read, listed);
+    }
 
     #[test]
     fn defaults_validate() {

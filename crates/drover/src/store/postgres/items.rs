@@ -47,7 +47,7 @@ pub async fn insert_in(conn: &mut PgConnection, schema: &str, item: &NewItem) ->
     // otherwise), so a failure here leaves the caller's transaction usable.
     let mut sp = conn.begin().await?;
     let saved = enter_caller_tx(&mut sp, schema, item.tenant_id).await?;
-    let inserted = insert_one(&mut sp, item).await?;
+    let inserted = insert_one(&mut sp, item, false).await?;
     leave_caller_tx(&mut sp, saved).await?;
     sp.commit().await?;
     Ok(inserted)
@@ -70,7 +70,9 @@ pub(super) async fn enter_caller_tx(
     tenant: Uuid,
 ) -> Result<CallerSettings> {
     let enter = sql::INSERT_IN_ENTER.replace("{schema}", schema);
+    // Unnamed: the caller's connection may go through a transaction pooler.
     let saved = sqlx::query(&enter)
+        .persistent(false)
         .bind(schema)
         .bind(tenant.to_string())
         .fetch_one(&mut *conn)
@@ -85,6 +87,7 @@ pub(super) async fn enter_caller_tx(
 /// Restores what [`enter_caller_tx`] switched.
 pub(super) async fn leave_caller_tx(conn: &mut PgConnection, saved: CallerSettings) -> Result<()> {
     sqlx::query(sql::INSERT_IN_LEAVE)
+        .persistent(false)
         .bind(saved.role)
         .bind(saved.search_path)
         .bind(saved.tenant)
@@ -94,9 +97,15 @@ pub(super) async fn leave_caller_tx(conn: &mut PgConnection, saved: CallerSettin
 }
 
 /// Inserts one item on a connection already under the item's tenant and the
-/// runtime role; resolves a collision to the existing row.
-pub(super) async fn insert_one(conn: &mut PgConnection, item: &NewItem) -> Result<Inserted> {
+/// runtime role; resolves a collision to the existing row. `persistent`:
+/// whether sqlx may name (prepare and cache) the statements.
+pub(super) async fn insert_one(
+    conn: &mut PgConnection,
+    item: &NewItem,
+    persistent: bool,
+) -> Result<Inserted> {
     let inserted = sqlx::query(sql::ITEM_INSERT)
+        .persistent(persistent)
         .bind(item.id)
         .bind(item.tenant_id)
         .bind(&item.kind)
@@ -119,6 +128,7 @@ pub(super) async fn insert_one(conn: &mut PgConnection, item: &NewItem) -> Resul
         });
     }
     let existing = sqlx::query(sql::ITEM_FIND_COLLISION)
+        .persistent(persistent)
         .bind(item.id)
         .bind(item.idempotency_key.as_deref())
         .fetch_optional(&mut *conn)
@@ -235,6 +245,7 @@ pub(super) async fn insert_many(store: &PgStore, items: &[NewItem]) -> Result<Ve
         // the higher-ranked Send bound of the async trait.
         let g = Columns::of(items, &idx);
         let inserted: Vec<Uuid> = sqlx::query_scalar(sql::ITEM_INSERT_MANY)
+            .persistent(store.persistent)
             .bind(tenant)
             .bind(g.id)
             .bind(g.kind)
@@ -270,6 +281,7 @@ pub(super) async fn insert_many(store: &PgStore, items: &[NewItem]) -> Result<Ve
             .filter_map(|&i| items[i].idempotency_key.clone())
             .collect();
         let rows = sqlx::query(sql::ITEM_FIND_COLLISIONS)
+            .persistent(store.persistent)
             .bind(ids)
             .bind(keys)
             .fetch_all(&mut *tx)
@@ -316,14 +328,22 @@ pub(super) async fn claim(store: &PgStore, p: &ClaimParams) -> Result<Vec<Item>>
         return Ok(Vec::new());
     }
     // One autocommit statement: the function runs as the system role.
-    let rows = sqlx::query(&store.claim_sql)
+    // Behind a transaction pooler, inside BEGIN/COMMIT (see `pooler`).
+    let query = sqlx::query(&store.claim_sql)
+        .persistent(store.persistent)
         .bind(&p.lane)
         .bind(&p.kinds)
         .bind(&p.worker_id)
         .bind(secs(p.lease))
-        .bind(i64::from(p.limit))
-        .fetch_all(&store.system_pool)
-        .await?;
+        .bind(i64::from(p.limit));
+    let rows = if store.persistent {
+        query.fetch_all(&store.system_pool).await?
+    } else {
+        let mut tx = super::super::begin::begin(&store.system_pool, "BEGIN").await?;
+        let rows = query.fetch_all(&mut *tx).await?;
+        tx.commit().await?;
+        rows
+    };
     let mut items = rows.iter().map(row::item).collect::<Result<Vec<_>>>()?;
     // RETURNING has no order; hand items out in the order they were picked.
     items.sort_by(|a, b| {
@@ -336,6 +356,7 @@ pub(super) async fn claim(store: &PgStore, p: &ClaimParams) -> Result<Vec<Item>>
 /// tenant has no such item, `Conflict` otherwise.
 pub(super) async fn miss(conn: &mut PgConnection, id: Uuid, what: &str) -> Error {
     match sqlx::query_scalar::<_, String>(sql::ITEM_STATUS)
+        .persistent(false)
         .bind(id)
         .fetch_optional(conn)
         .await
@@ -352,6 +373,7 @@ pub(super) async fn miss(conn: &mut PgConnection, id: Uuid, what: &str) -> Error
 pub(super) async fn complete(store: &PgStore, c: &ClaimRef) -> Result<()> {
     let mut tx = store.begin_tenant(c.tenant_id).await?;
     let n = sqlx::query(sql::ITEM_COMPLETE)
+        .persistent(store.persistent)
         .bind(c.id)
         .bind(c.token)
         .execute(&mut *tx)
@@ -372,12 +394,19 @@ pub(super) async fn complete_many(store: &PgStore, claims: &[ClaimRef]) -> Resul
     for (tenant, idx) in group_by_tenant(claims, |c| c.tenant_id) {
         // One autocommit statement: the function runs as the runtime role
         // with the tenant set for its run only.
-        let ids: Vec<Uuid> = sqlx::query_scalar(&store.complete_many_sql)
+        let query = sqlx::query_scalar(&store.complete_many_sql)
+            .persistent(store.persistent)
             .bind(tenant)
             .bind(idx.iter().map(|&i| claims[i].id).collect::<Vec<_>>())
-            .bind(idx.iter().map(|&i| claims[i].token).collect::<Vec<_>>())
-            .fetch_all(&store.pool)
-            .await?;
+            .bind(idx.iter().map(|&i| claims[i].token).collect::<Vec<_>>());
+        let ids: Vec<Uuid> = if store.persistent {
+            query.fetch_all(&store.pool).await?
+        } else {
+            let mut tx = super::super::begin::begin(&store.pool, "BEGIN").await?;
+            let ids = query.fetch_all(&mut *tx).await?;
+            tx.commit().await?;
+            ids
+        };
         landed.extend(ids);
     }
     let mut out = Vec::with_capacity(landed.len());
@@ -394,6 +423,7 @@ pub(super) async fn complete_many(store: &PgStore, claims: &[ClaimRef]) -> Resul
 pub(super) async fn fail(store: &PgStore, c: &ClaimRef, p: &FailParams) -> Result<FailOutcome> {
     let mut tx = store.begin_tenant(c.tenant_id).await?;
     let r = sqlx::query(sql::ITEM_FAIL)
+        .persistent(store.persistent)
         .bind(c.id)
         .bind(c.token)
         .bind(bound_error(&p.error))
@@ -424,6 +454,7 @@ pub(super) async fn fail(store: &PgStore, c: &ClaimRef, p: &FailParams) -> Resul
 pub(super) async fn defer(store: &PgStore, c: &ClaimRef, delay: Duration) -> Result<DateTime<Utc>> {
     let mut tx = store.begin_tenant(c.tenant_id).await?;
     let r = sqlx::query(sql::ITEM_DEFER)
+        .persistent(store.persistent)
         .bind(c.id)
         .bind(c.token)
         .bind(secs(delay))
@@ -446,6 +477,7 @@ pub(super) async fn defer(store: &PgStore, c: &ClaimRef, delay: Duration) -> Res
 pub(super) async fn release(store: &PgStore, c: &ClaimRef, note: Option<&str>) -> Result<()> {
     let mut tx = store.begin_tenant(c.tenant_id).await?;
     let lane: Option<String> = sqlx::query_scalar(sql::ITEM_RELEASE)
+        .persistent(store.persistent)
         .bind(c.id)
         .bind(c.token)
         .bind(note.map(bound_error))
@@ -469,6 +501,7 @@ pub(super) async fn extend_lease(
 ) -> Result<DateTime<Utc>> {
     let mut tx = store.begin_tenant(c.tenant_id).await?;
     let at: Option<DateTime<Utc>> = sqlx::query_scalar(sql::ITEM_EXTEND_LEASE)
+        .persistent(store.persistent)
         .bind(c.id)
         .bind(c.token)
         .bind(secs(lease))
@@ -486,6 +519,7 @@ pub(super) async fn extend_lease(
 pub(super) async fn cancel_claimed(store: &PgStore, c: &ClaimRef, note: &str) -> Result<()> {
     let mut tx = store.begin_tenant(c.tenant_id).await?;
     let n = sqlx::query(sql::ITEM_CANCEL_CLAIMED)
+        .persistent(store.persistent)
         .bind(c.id)
         .bind(c.token)
         .bind(bound_error(note))

@@ -53,8 +53,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{Executor, PgConnection, PgPool, Postgres, Transaction};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
+use sqlx::{Executor, PgConnection, PgPool, Postgres, Row, Transaction};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -67,6 +67,7 @@ use crate::store::{
     ListFilter, StaleReport, Store, WorkerRow,
 };
 
+pub use crate::store::pooler::{DIRECT_URL_VAR, POOLER_VAR, PoolMode, PoolerOptions};
 pub use items::insert_in;
 pub use orchestration::start_in;
 
@@ -110,6 +111,10 @@ pub struct PgOptions {
     /// The longest a call waits for a connection, connecting included
     /// ([`crate::store::DB_TIMEOUT_DEFAULT`]).
     pub acquire_timeout: Duration,
+    /// Whether the URL goes through a transaction-pooling PgBouncer, and
+    /// the direct URL for session work (see [`PoolerOptions`]). Default: a
+    /// direct connection.
+    pub pooler: PoolerOptions,
 }
 
 impl Default for PgOptions {
@@ -119,6 +124,7 @@ impl Default for PgOptions {
             max_connections: MAX_CONNECTIONS_DEFAULT,
             system_url: None,
             acquire_timeout: crate::store::DB_TIMEOUT_DEFAULT,
+            pooler: PoolerOptions::default(),
         }
     }
 }
@@ -149,6 +155,10 @@ pub struct LoginGrants {
     /// Logins granted the system role.
     pub system: Vec<String>,
 }
+
+/// The most connections the direct (session) pool opens: the listener and
+/// a migration.
+const DIRECT_MAX_CONNECTIONS: u32 = 2;
 
 /// Checks a schema name before it is spliced into DDL and `search_path`.
 ///
@@ -196,6 +206,14 @@ pub struct PgStore {
     complete_many_sql: String,
     /// Becomes true once the listener's first LISTEN is in place.
     listen_ready: tokio::sync::watch::Sender<bool>,
+    /// How the pool reaches PostgreSQL.
+    mode: PoolMode,
+    /// False behind a transaction pooler: statements are unnamed and run
+    /// inside explicit transactions (see `pooler`).
+    persistent: bool,
+    /// Connections straight to PostgreSQL for LISTEN and migrations, when a
+    /// direct URL was given.
+    direct: Option<PgPool>,
 }
 
 impl Drop for PgStore {
@@ -225,12 +243,45 @@ impl PgStore {
                 "the database timeout must be longer than zero".into(),
             ));
         }
+        let direct = match &opts.pooler.direct_url {
+            Some(direct_url) => {
+                let direct = PgConnectOptions::from_str(direct_url).map_err(|_| {
+                    Error::invalid(DIRECT_URL_VAR, "is not a PostgreSQL connection URL")
+                })?;
+                // Lazy: a worker without wake-ups or a migration to run opens none.
+                Some(
+                    PgPoolOptions::new()
+                        .max_connections(DIRECT_MAX_CONNECTIONS)
+                        .acquire_timeout(opts.acquire_timeout)
+                        .connect_lazy_with(direct),
+                )
+            }
+            None => None,
+        };
         let pool = open_pool(url, "url", &opts).await?;
+        // The system login goes through the same pooler as the main URL (it
+        // runs only single statements and explicit transactions), so it
+        // gets the same connect options.
         let system_pool = match &opts.system_url {
             Some(system_url) => Some(open_pool(system_url, "system_url", &opts).await?),
             None => None,
         };
-        PgStore::from_pools(pool, system_pool, &opts.schema)
+        let mut store = PgStore::from_pools(pool, system_pool, &opts.schema)?;
+        store.mode = opts.pooler.mode;
+        store.persistent = opts.pooler.mode == PoolMode::Session;
+        store.direct = direct;
+        Ok(store)
+    }
+
+    /// The pool for work that needs a session (LISTEN, migrations): the
+    /// direct pool when configured, else the main pool unless it goes
+    /// through a transaction pooler.
+    fn session_pool(&self) -> Option<&PgPool> {
+        match (&self.direct, self.mode) {
+            (Some(direct), _) => Some(direct),
+            (None, PoolMode::Session) => Some(&self.pool),
+            (None, PoolMode::Transaction) => None,
+        }
     }
 
     /// Wraps an existing pool, which runs both the per-tenant and the system
@@ -263,6 +314,9 @@ impl PgStore {
             listen_ready: tokio::sync::watch::channel(false).0,
             claim_sql: sql::ITEM_CLAIM.replace("{schema}", schema),
             complete_many_sql: sql::ITEM_COMPLETE_MANY.replace("{schema}", schema),
+            mode: PoolMode::Session,
+            persistent: true,
+            direct: None,
         })
     }
 
@@ -295,10 +349,15 @@ impl PgStore {
                     "SELECT runtime_role, system_role FROM \"{}\".drover_roles()",
                     self.schema
                 );
-                let row: std::result::Result<(String, String), sqlx::Error> =
-                    sqlx::query_as(&sql).fetch_one(&self.pool).await;
+                // No arguments: the simple protocol, nothing prepared, so it
+                // is safe behind a transaction pooler without a transaction.
+                let row: std::result::Result<PgRow, sqlx::Error> =
+                    (&self.pool).fetch_one(sql.as_str()).await;
                 match row {
-                    Ok((runtime, system)) => Ok(InstallationRoles { runtime, system }),
+                    Ok(row) => Ok(InstallationRoles {
+                        runtime: row.try_get(0)?,
+                        system: row.try_get(1)?,
+                    }),
                     // undefined_function, invalid_schema_name.
                     Err(sqlx::Error::Database(e))
                         if matches!(e.code().as_deref(), Some("42883" | "3F000")) =>
@@ -332,13 +391,17 @@ impl PgStore {
                 return Err(Error::invalid("login", "must not be empty"));
             }
         }
+        // One explicit transaction: the grants land together, and behind a
+        // transaction pooler the unnamed check stays on one server connection.
+        let mut tx = super::begin::begin(&self.pool, "BEGIN").await?;
         for login in &grants.runtime {
             let holds: Option<bool> = sqlx::query_scalar(
                 "SELECT pg_has_role(r.oid, $2, 'MEMBER') FROM pg_roles r WHERE r.rolname = $1",
             )
+            .persistent(self.persistent)
             .bind(login)
             .bind(&roles.system)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *tx)
             .await?;
             if holds == Some(true) && !grants.system.contains(login) {
                 return Err(Error::invalid(
@@ -351,17 +414,17 @@ impl PgStore {
                 ));
             }
         }
-        let mut conn = self.pool.acquire().await?;
         for (logins, role) in [
             (&grants.runtime, &roles.runtime),
             (&grants.system, &roles.system),
         ] {
             for login in logins {
                 let sql = format!("GRANT {} TO {}", quote_ident(role), quote_ident(login));
-                conn.execute(sql.as_str()).await?;
+                tx.execute(sql.as_str()).await?;
                 tracing::info!(%login, %role, "granted");
             }
         }
+        tx.commit().await?;
         Ok(())
     }
 
@@ -439,10 +502,16 @@ pub async fn drop_installation(conn: &mut PgConnection, schema: &str) -> Result<
 /// the schema on every connection.
 async fn open_pool(url: &str, field: &'static str, opts: &PgOptions) -> Result<PgPool> {
     let connect = PgConnectOptions::from_str(url)
-        .map_err(|_| Error::invalid(field, "is not a PostgreSQL connection URL"))?
+        .map_err(|_| Error::invalid(field, "is not a PostgreSQL connection URL"))?;
+    let connect = match opts.pooler.mode {
         // A startup parameter rather than an after-connect SET: same
         // effect on every pooled connection, no extra round trip.
-        .options([("search_path", opts.schema.as_str())]);
+        PoolMode::Session => connect.options([("search_path", opts.schema.as_str())]),
+        // PgBouncer refuses both startup parameters; every transaction
+        // sets its search_path locally anyway. No statement is named
+        // (each query is non-persistent), so the cache stays empty.
+        PoolMode::Transaction => connect.extra_float_digits(None).statement_cache_capacity(0),
+    };
     Ok(PgPoolOptions::new()
         .max_connections(opts.max_connections)
         // Bounds every acquire, a new connection's handshake included: with
@@ -515,9 +584,21 @@ impl Store for PgStore {
         ops::migrate(self).await
     }
 
+    async fn migration_status(&self) -> Result<crate::store::MigrationStatus> {
+        ops::migration_status(self).await
+    }
+
+    async fn db_oldest_xact_age(&self) -> Result<Option<Duration>> {
+        use sqlx::Row;
+        // The simple protocol: nothing prepared, pooler-safe.
+        let row = self.pool.fetch_one(sql::DB_OLDEST_XACT_AGE).await?;
+        let age: f64 = row.try_get("age")?;
+        Ok(Some(Duration::from_secs_f64(age.max(0.0))))
+    }
+
     async fn item_insert(&self, item: &NewItem) -> Result<Inserted> {
         let mut tx = self.begin_tenant(item.tenant_id).await?;
-        let inserted = items::insert_one(&mut tx, item).await?;
+        let inserted = items::insert_one(&mut tx, item, self.persistent).await?;
         tx.commit().await?;
         if inserted.result == InsertResult::Inserted {
             self.wake_local(&item.lane);
@@ -532,6 +613,7 @@ impl Store for PgStore {
     async fn item_get(&self, tenant: Uuid, id: Uuid) -> Result<Option<Item>> {
         let mut tx = self.begin_tenant(tenant).await?;
         let row = sqlx::query(sql::ITEM_GET)
+            .persistent(self.persistent)
             .bind(id)
             .fetch_optional(&mut *tx)
             .await?;
@@ -542,6 +624,7 @@ impl Store for PgStore {
     async fn item_get_by_key(&self, tenant: Uuid, key: &str) -> Result<Option<Item>> {
         let mut tx = self.begin_tenant(tenant).await?;
         let row = sqlx::query(sql::ITEM_GET_BY_KEY)
+            .persistent(self.persistent)
             .bind(key)
             .fetch_optional(&mut *tx)
             .await?;
@@ -648,9 +731,19 @@ impl Store for PgStore {
     async fn wakeups(&self) -> Result<broadcast::Receiver<String>> {
         // Subscribe before starting the listener so no forwarded lane is missed.
         let rx = self.wake.subscribe();
+        let Some(session) = self.session_pool() else {
+            if !self.listening.swap(true, Ordering::AcqRel) {
+                tracing::warn!(
+                    "the database URL goes through a transaction pooler and {} is not set: \
+                     no LISTEN, workers poll for work (every poll interval)",
+                    DIRECT_URL_VAR
+                );
+            }
+            return Ok(rx);
+        };
         if !self.listening.swap(true, Ordering::AcqRel) {
             wake::spawn_listener(
-                self.pool.clone(),
+                session.clone(),
                 self.schema.clone(),
                 self.wake.clone(),
                 self.shutdown.clone(),

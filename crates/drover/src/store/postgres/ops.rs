@@ -25,7 +25,16 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres
 /// migrator's advisory lock.
 pub(super) async fn migrate(store: &PgStore) -> Result<()> {
     let schema = &store.schema;
-    let mut conn = store.pool.acquire().await?;
+    // The migrator sets a session search_path and takes a session advisory
+    // lock: never through a transaction pooler.
+    let Some(session) = store.session_pool() else {
+        return Err(Error::Config(format!(
+            "migrations need a session, and the database URL goes through a transaction \
+             pooler: set {} to a direct URL",
+            super::DIRECT_URL_VAR
+        )));
+    };
+    let mut conn = session.acquire().await?;
     // Two processes creating the same schema at once race on the catalog's
     // unique index; either outcome leaves the schema in place.
     let create = format!(
@@ -49,10 +58,34 @@ pub(super) async fn migrate(store: &PgStore) -> Result<()> {
     Ok(())
 }
 
+/// Where the schema's migrations stand. Runs as the login (which owns the
+/// migrations table), outside any role switch, over the simple protocol.
+pub(super) async fn migration_status(store: &PgStore) -> Result<crate::store::MigrationStatus> {
+    let embedded = crate::store::MigrationStatus::embedded_by(&MIGRATOR);
+    let sql = sql::MIGRATIONS_STATUS.replace("{schema}", &store.schema);
+    let rows = match store.pool.fetch_all(sql.as_str()).await {
+        Ok(rows) => rows,
+        // undefined_table: the schema was never migrated.
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42P01") => Vec::new(),
+        Err(e) => return Err(e.into()),
+    };
+    let recorded = rows
+        .iter()
+        .map(|r| {
+            Ok((
+                r.try_get::<i64, _>("version")?,
+                r.try_get::<bool, _>("success")?,
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(crate::store::MigrationStatus::of(&embedded, &recorded))
+}
+
 /// Fails an orphaned item (system role), conditioned on its token.
 pub(super) async fn fail_orphaned(store: &PgStore, id: Uuid, token: Uuid) -> Result<()> {
     let mut tx = store.begin_system().await?;
     let n = sqlx::query(sql::ITEM_FAIL_ORPHANED)
+        .persistent(store.persistent)
         .bind(id)
         .bind(token)
         .execute(&mut *tx)
@@ -60,6 +93,7 @@ pub(super) async fn fail_orphaned(store: &PgStore, id: Uuid, token: Uuid) -> Res
         .rows_affected();
     if n == 0 {
         let status: Option<String> = sqlx::query_scalar(sql::ITEM_STATUS)
+            .persistent(store.persistent)
             .bind(id)
             .fetch_optional(&mut *tx)
             .await?;
@@ -79,6 +113,7 @@ pub(super) async fn fail_orphaned(store: &PgStore, id: Uuid, token: Uuid) -> Res
 pub(super) async fn stale_tenants(store: &PgStore, limit: u32) -> Result<Vec<Uuid>> {
     let mut tx = store.begin_system().await?;
     let tenants = sqlx::query_scalar(sql::ITEM_STALE_TENANTS)
+        .persistent(store.persistent)
         .bind(i64::from(limit))
         .fetch_all(&mut *tx)
         .await?;
@@ -99,6 +134,7 @@ pub(super) async fn requeue_stale(
     }
     let mut tx = store.begin_tenant(tenant).await?;
     let r = sqlx::query(sql::ITEM_REQUEUE_STALE)
+        .persistent(store.persistent)
         .bind(i64::from(limit))
         .bind(secs(policy.cap))
         .bind(secs(policy.base))
@@ -130,6 +166,7 @@ pub(super) async fn purge(store: &PgStore, before: DateTime<Utc>, batch: u32) ->
     loop {
         let mut tx = store.begin_system().await?;
         let n = sqlx::query(sql::ITEM_PURGE)
+            .persistent(store.persistent)
             .bind(before)
             .bind(i64::from(batch))
             .execute(&mut *tx)
@@ -159,12 +196,14 @@ pub(super) async fn operator_write(
 ) -> Result<Item> {
     let mut tx = store.begin_tenant(tenant).await?;
     let r = sqlx::query(statement)
+        .persistent(store.persistent)
         .bind(id)
         .bind(actor)
         .fetch_optional(&mut *tx)
         .await?;
     let Some(r) = r else {
         let status: Option<String> = sqlx::query_scalar(sql::ITEM_STATUS)
+            .persistent(store.persistent)
             .bind(id)
             .fetch_optional(&mut *tx)
             .await?;
@@ -185,6 +224,7 @@ pub(super) async fn list(store: &PgStore, f: &ListFilter) -> Result<Vec<Item>> {
         None => store.begin_system().await?,
     };
     let rows = sqlx::query(sql::ITEM_LIST)
+        .persistent(store.persistent)
         .bind(f.status.map(|s| s.as_str()))
         .bind(f.lane.as_deref())
         .bind(f.kind.as_deref())
@@ -199,9 +239,15 @@ pub(super) async fn list(store: &PgStore, f: &ListFilter) -> Result<Vec<Item>> {
 pub(super) async fn counts(store: &PgStore, lane: Option<&str>) -> Result<Vec<CountRow>> {
     let mut tx = store.begin_system().await?;
     let rows = match lane {
-        None => sqlx::query(sql::COUNTS).fetch_all(&mut *tx).await?,
+        None => {
+            sqlx::query(sql::COUNTS)
+                .persistent(store.persistent)
+                .fetch_all(&mut *tx)
+                .await?
+        }
         Some(lane) => {
             sqlx::query(sql::COUNTS_LANE)
+                .persistent(store.persistent)
                 .bind(lane)
                 .fetch_all(&mut *tx)
                 .await?
@@ -223,8 +269,12 @@ pub(super) async fn counts(store: &PgStore, lane: Option<&str>) -> Result<Vec<Co
 /// The health gauges (system role), both read in one transaction.
 pub(super) async fn gauges(store: &PgStore) -> Result<Gauges> {
     let mut tx = store.begin_system().await?;
-    let rows = sqlx::query(sql::GAUGES_OLDEST).fetch_all(&mut *tx).await?;
+    let rows = sqlx::query(sql::GAUGES_OLDEST)
+        .persistent(store.persistent)
+        .fetch_all(&mut *tx)
+        .await?;
     let failed: i64 = sqlx::query_scalar(sql::GAUGES_FAILED)
+        .persistent(store.persistent)
         .fetch_one(&mut *tx)
         .await?;
     tx.commit().await?;
@@ -246,6 +296,7 @@ pub(super) async fn audit_list(
 ) -> Result<Vec<AuditEntry>> {
     let mut tx = store.begin_tenant(tenant).await?;
     let rows = sqlx::query(sql::AUDIT_LIST)
+        .persistent(store.persistent)
         .bind(item)
         .fetch_all(&mut *tx)
         .await?;
@@ -257,6 +308,7 @@ pub(super) async fn audit_list(
 pub(super) async fn worker_beat(store: &PgStore, w: &WorkerRow) -> Result<()> {
     let mut tx = store.begin_system().await?;
     sqlx::query(sql::WORKER_BEAT)
+        .persistent(store.persistent)
         .bind(&w.id)
         .bind(&w.host)
         .bind(w.pid)
@@ -275,6 +327,7 @@ pub(super) async fn worker_beat(store: &PgStore, w: &WorkerRow) -> Result<()> {
 pub(super) async fn worker_list(store: &PgStore) -> Result<Vec<WorkerRow>> {
     let mut tx = store.begin_system().await?;
     let rows = sqlx::query(sql::WORKER_LIST)
+        .persistent(store.persistent)
         .bind(i32::try_from(crate::store::LOST_AFTER_BEATS).unwrap_or(i32::MAX))
         .fetch_all(&mut *tx)
         .await?;
@@ -286,6 +339,7 @@ pub(super) async fn worker_list(store: &PgStore) -> Result<Vec<WorkerRow>> {
 pub(super) async fn worker_purge(store: &PgStore, older_than: std::time::Duration) -> Result<u64> {
     let mut tx = store.begin_system().await?;
     let n = sqlx::query(sql::WORKER_PURGE)
+        .persistent(store.persistent)
         .bind(older_than.as_secs_f64())
         .execute(&mut *tx)
         .await?

@@ -121,7 +121,7 @@ async fn apply(conn: &mut PgConnection, t: &Transition) -> Result<Orchestration>
             .await?;
     }
     if let Some(item) = &t.enqueue {
-        insert_one(conn, item).await?;
+        insert_one(conn, item, false).await?;
     }
     Ok(r)
 }
@@ -167,7 +167,7 @@ async fn insert_on(
         .await?;
     if let Some(row) = row {
         let r = record(&row)?;
-        insert_one(conn, first).await?;
+        insert_one(conn, first, false).await?;
         return Ok(OrchestrationInserted {
             result: InsertResult::Inserted,
             record: r,

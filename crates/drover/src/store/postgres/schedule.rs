@@ -91,7 +91,7 @@ impl ScheduleStore for PgStore {
         }
         let mut results = Vec::with_capacity(p.items.len());
         for item in &p.items {
-            results.push(items::insert_one(&mut tx, item).await?.result);
+            results.push(items::insert_one(&mut tx, item, false).await?.result);
         }
         tx.commit().await?;
         // The insert trigger has notified other processes; wake this one.

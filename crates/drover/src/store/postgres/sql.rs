@@ -122,3 +122,9 @@ pub(super) const ORCHESTRATION_SIGNAL_CONSUME: &str =
 /// `sql/postgres/orchestration_signal_list.sql`.
 pub(super) const ORCHESTRATION_SIGNAL_LIST: &str =
     include_str!("../../../sql/postgres/orchestration_signal_list.sql");
+/// `sql/postgres/migrations_status.sql` (`{schema}` spliced in).
+pub(super) const MIGRATIONS_STATUS: &str =
+    include_str!("../../../sql/postgres/migrations_status.sql");
+/// `sql/postgres/db_oldest_xact_age.sql`.
+pub(super) const DB_OLDEST_XACT_AGE: &str =
+    include_str!("../../../sql/postgres/db_oldest_xact_age.sql");

@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 pub(super) async fn take(store: &PgStore, holder: &str, lease: Duration) -> Result<Option<Uuid>> {
     let mut tx = store.begin_system().await?;
     let got: Option<Uuid> = sqlx::query_scalar(sql::SWEEP_LEASE_TAKE)
+        .persistent(store.persistent)
         .bind(Uuid::new_v4())
         .bind(holder)
         .bind(secs(lease))
@@ -31,6 +32,7 @@ pub(super) async fn take(store: &PgStore, holder: &str, lease: Duration) -> Resu
 pub(super) async fn renew(store: &PgStore, token: Uuid, lease: Duration) -> Result<()> {
     let mut tx = store.begin_system().await?;
     let n = sqlx::query(sql::SWEEP_LEASE_RENEW)
+        .persistent(store.persistent)
         .bind(token)
         .bind(secs(lease))
         .execute(&mut *tx)
@@ -49,6 +51,7 @@ pub(super) async fn renew(store: &PgStore, token: Uuid, lease: Duration) -> Resu
 pub(super) async fn release(store: &PgStore, token: Uuid, completed: bool) -> Result<bool> {
     let mut tx = store.begin_system().await?;
     let n = sqlx::query(sql::SWEEP_LEASE_RELEASE)
+        .persistent(store.persistent)
         .bind(token)
         .bind(completed)
         .execute(&mut *tx)
@@ -62,6 +65,7 @@ pub(super) async fn release(store: &PgStore, token: Uuid, completed: bool) -> Re
 pub(super) async fn last_pass(store: &PgStore) -> Result<Option<DateTime<Utc>>> {
     let mut tx = store.begin_system().await?;
     let at: Option<Option<DateTime<Utc>>> = sqlx::query_scalar(sql::SWEEP_LAST_PASS)
+        .persistent(store.persistent)
         .fetch_optional(&mut *tx)
         .await?;
     tx.commit().await?;

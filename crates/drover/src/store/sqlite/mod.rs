@@ -381,6 +381,30 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    async fn migration_status(&self) -> Result<crate::store::MigrationStatus> {
+        use sqlx::Row;
+        let embedded = crate::store::MigrationStatus::embedded_by(&MIGRATOR);
+        let rows = match sqlx::query(sql::MIGRATIONS_STATUS)
+            .fetch_all(&self.reader)
+            .await
+        {
+            Ok(rows) => rows,
+            // No migrations table yet: nothing is applied.
+            Err(sqlx::Error::Database(e)) if e.message().contains("no such table") => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        let recorded = rows
+            .iter()
+            .map(|r| {
+                Ok((
+                    r.try_get::<i64, _>("version")?,
+                    r.try_get::<bool, _>("success")?,
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(crate::store::MigrationStatus::of(&embedded, &recorded))
+    }
+
     async fn item_insert(&self, item: &NewItem) -> Result<Inserted> {
         self.insert_one(item).await
     }

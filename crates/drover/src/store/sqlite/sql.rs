@@ -74,3 +74,4 @@ sql!(
     "orchestration_signal_consume.sql"
 );
 sql!(ORCHESTRATION_SIGNAL_LIST, "orchestration_signal_list.sql");
+sql!(MIGRATIONS_STATUS, "migrations_status.sql");

@@ -1,0 +1,174 @@
+//! An online upgrade: the database one migration behind the binary, two
+//! workers draining, `drover migrate` to the newest version in the middle
+//! of the drain, and nothing lost or run twice (docs/operations.md,
+//! "Upgrades": expand, then contract). Also: `/readyz` reports the pending
+//! migration before and turns ready after, with no restart.
+//!
+//! Needs PostgreSQL (`DATABASE_URL`): a fresh database.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, missing_docs)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sqlx::{Connection, Executor};
+
+mod common;
+use common::pg::{FreshDb, block_on};
+use common::{Run, from_output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_drover");
+const ITEMS: i64 = 3000;
+
+fn drover(url: &str, args: &[&str]) -> Run {
+    let mut c = Command::new(BIN);
+    c.args(args)
+        .env_clear()
+        .env("DROVER_DATABASE_URL", url)
+        .stdin(Stdio::null());
+    from_output(c.output().expect("spawn"))
+}
+
+fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let status = text.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, text.split_once("\r\n\r\n")?.1.trim().to_owned()))
+}
+
+fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+struct Worker(Child, SocketAddr, tempfile::NamedTempFile);
+
+impl Worker {
+    fn spawn(url: &str) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let log = tempfile::NamedTempFile::new().unwrap();
+        let child = Command::new(BIN)
+            .args(["worker", "--metrics-addr", &addr.to_string()])
+            .args(["--poll-interval", "100ms", "--capacity", "20"])
+            .env_clear()
+            .env("DROVER_DATABASE_URL", url)
+            .env("RUST_LOG", "warn,drover=info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log.reopen().unwrap())
+            .spawn()
+            .expect("spawn worker");
+        Worker(child, addr, log)
+    }
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.2.path()).unwrap_or_default()
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Applies every embedded migration but the newest, as the previous
+/// release's `drover migrate` would have.
+fn migrate_all_but_the_newest(url: &str) -> i64 {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../drover/migrations/postgres");
+    block_on(async {
+        let mut m = sqlx::migrate::Migrator::new(std::path::Path::new(dir))
+            .await
+            .expect("read migrations");
+        let n = m.migrations.len();
+        assert!(n >= 2, "an upgrade needs two migrations");
+        m.migrations = std::borrow::Cow::Owned(m.migrations[..n - 1].to_vec());
+        let previous = m.migrations[n - 2].version;
+        let mut c = sqlx::PgConnection::connect(url).await.expect("connect");
+        c.execute("CREATE SCHEMA IF NOT EXISTS drover")
+            .await
+            .unwrap();
+        c.execute("SET search_path TO drover").await.unwrap();
+        m.run_direct(&mut c).await.expect("previous migrations");
+        previous
+    })
+}
+
+#[test]
+fn drover_migrate_to_the_newest_version_while_workers_drain_loses_nothing() {
+    let db = FreshDb::new("drover_up");
+    let previous = migrate_all_but_the_newest(&db.url);
+    let file = tempfile::NamedTempFile::new().unwrap();
+    {
+        let mut f = std::io::BufWriter::new(file.reopen().unwrap());
+        for i in 0..ITEMS {
+            writeln!(
+                f,
+                r#"{{"kind":"drover.sleep","payload":{{"ms":40}},"idempotency_key":"u{i}"}}"#
+            )
+            .unwrap();
+        }
+    }
+    let r = drover(
+        &db.url,
+        &["enqueue", "--from-file", file.path().to_str().unwrap()],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+
+    let a = Worker::spawn(&db.url);
+    let b = Worker::spawn(&db.url);
+    wait_until(Duration::from_secs(30), "workers answer", || {
+        http_get(a.1, "/healthz").is_some_and(|(c, _)| c == 200)
+            && http_get(b.1, "/healthz").is_some_and(|(c, _)| c == 200)
+    });
+    let (code, body) = http_get(a.1, "/readyz").unwrap();
+    assert_eq!(code, 503, "{body}");
+    assert!(
+        body.contains(&format!("database is at {previous}")),
+        "{body}"
+    );
+
+    let done = || db.scalar_i64("SELECT count(*) FROM drover.items WHERE status = 'done'");
+    wait_until(Duration::from_secs(60), "the drain under way", || {
+        done() >= 200
+    });
+    let r = drover(&db.url, &["migrate"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let left = ITEMS - done();
+    assert!(left > 0, "the migration ran while items were still waiting");
+
+    wait_until(Duration::from_secs(120), "every item done", || {
+        done() == ITEMS
+    });
+    assert_eq!(
+        db.scalar_i64("SELECT count(*) FROM drover.items WHERE claim_seq <> 1 OR attempts <> 0"),
+        0,
+        "every item ran exactly once, no attempt spent"
+    );
+    for w in [&a, &b] {
+        let (code, body) = http_get(w.1, "/readyz").unwrap();
+        assert_eq!((code, body.as_str()), (200, "ready"), "{}", w.log());
+    }
+    let failed_claims =
+        a.log().matches("claim failed").count() + b.log().matches("claim failed").count();
+    eprintln!(
+        "migrated with {left} items waiting; claim errors during the migration: {failed_claims}"
+    );
+}
