@@ -124,6 +124,8 @@ async fn outage_fails_fast_and_resumes_without_charging_attempts() {
         metrics_addr: None,
         pool_size: 8,
         db_timeout: DB_TIMEOUT,
+        // The test counts its own items; the heartbeat job would add one.
+        heartbeat_cron: None,
         ..WorkerSettings::default()
     };
     let worker_queue = Queue::new(connect_with(&cluster.url(), &opts).await.expect("connect"));
