@@ -76,6 +76,11 @@ impl Handler for CoveredRefunder {
 #[test]
 fn a_kind_permission_covering_every_requirement_starts_and_is_described() {
     let w = Worker::builder(Queue::memory())
+        .settings(drover::worker::WorkerSettings {
+            // Only this test's handler: the heartbeat job would add its own.
+            heartbeat_cron: None,
+            ..Default::default()
+        })
         .handler(CoveredRefunder)
         .build()
         .expect("covered by the wildcard");

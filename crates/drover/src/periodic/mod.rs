@@ -34,6 +34,7 @@
 //!     const STRATEGY: Strategy = Strategy {
 //!         idempotency: "deleting what is already gone is harmless",
 //!         retry: "default backoff",
+//!         checkpoint: "none: one pass, a rerun starts over",
 //!         recovery: "the next tick cleans up too",
 //!     };
 //!     async fn handle(&self, _cx: &JobContext, _job: Cleanup) -> Outcome { Ok(Done::Completed) }

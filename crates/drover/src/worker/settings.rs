@@ -297,6 +297,16 @@ impl WorkerSettings {
                 "how long a handler whose token fired may take to return before it is dropped",
             ),
             v(
+                "DROVER_HEARTBEAT_CRON",
+                d.heartbeat_cron.clone().unwrap_or_else(|| "off".to_owned()),
+                "when the built-in drover.heartbeat job fires (cron, seconds optional), or off",
+            ),
+            v(
+                "DROVER_SCHEDULER_INTERVAL",
+                text(d.scheduler_interval),
+                "the longest the scheduler waits between two looks at its schedules",
+            ),
+            v(
                 "DROVER_METRICS_ADDR",
                 METRICS_ADDR_DEFAULT.to_owned(),
                 "where /healthz, /readyz and /metrics listen (host:port, or off)",

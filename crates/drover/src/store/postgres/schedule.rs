@@ -44,7 +44,18 @@ fn schedule_row(r: &PgRow) -> Result<ScheduleRow> {
 
 /// The database clock.
 pub(super) async fn db_now(store: &PgStore) -> Result<DateTime<Utc>> {
-    Ok(sqlx::query_scalar(CLOCK_NOW).fetch_one(&store.pool).await?)
+    if store.persistent {
+        return Ok(sqlx::query_scalar(CLOCK_NOW).fetch_one(&store.pool).await?);
+    }
+    // Behind a transaction pooler: an unnamed statement inside a
+    // transaction, so its parse and execute reach one server connection.
+    let mut tx = super::super::begin::begin(&store.pool, "BEGIN").await?;
+    let now = sqlx::query_scalar(CLOCK_NOW)
+        .persistent(false)
+        .fetch_one(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(now)
 }
 
 #[async_trait]
@@ -52,6 +63,7 @@ impl ScheduleStore for PgStore {
     async fn schedule_upsert(&self, d: &ScheduleDecl) -> Result<ScheduleRow> {
         let mut tx = self.begin_tenant(TENANT).await?;
         let r = sqlx::query(SCHEDULE_UPSERT)
+            .persistent(self.persistent)
             .bind(TENANT)
             .bind(&d.name)
             .bind(&d.cron)
@@ -68,7 +80,10 @@ impl ScheduleStore for PgStore {
 
     async fn schedule_list(&self) -> Result<Vec<ScheduleRow>> {
         let mut tx = self.begin_tenant(TENANT).await?;
-        let rows = sqlx::query(SCHEDULE_LIST).fetch_all(&mut *tx).await?;
+        let rows = sqlx::query(SCHEDULE_LIST)
+            .persistent(self.persistent)
+            .fetch_all(&mut *tx)
+            .await?;
         tx.commit().await?;
         rows.iter().map(schedule_row).collect()
     }
@@ -78,6 +93,7 @@ impl ScheduleStore for PgStore {
         // The row lock taken here serialises racing schedulers: the loser
         // waits, re-reads last_tick and matches nothing.
         let moved = sqlx::query(SCHEDULE_ADVANCE)
+            .persistent(self.persistent)
             .bind(&p.name)
             .bind(p.to)
             .bind(p.from)
@@ -91,7 +107,11 @@ impl ScheduleStore for PgStore {
         }
         let mut results = Vec::with_capacity(p.items.len());
         for item in &p.items {
-            results.push(items::insert_one(&mut tx, item, false).await?.result);
+            results.push(
+                items::insert_one(&mut tx, item, self.persistent)
+                    .await?
+                    .result,
+            );
         }
         tx.commit().await?;
         // The insert trigger has notified other processes; wake this one.
@@ -106,6 +126,7 @@ impl ScheduleStore for PgStore {
     async fn schedule_purge(&self, before: DateTime<Utc>) -> Result<u64> {
         let mut tx = self.begin_tenant(TENANT).await?;
         let n = sqlx::query(SCHEDULE_PURGE)
+            .persistent(self.persistent)
             .bind(before)
             .execute(&mut *tx)
             .await?
