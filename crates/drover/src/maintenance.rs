@@ -579,6 +579,18 @@ impl Sweeper {
                 .errors
                 .push(("db_oldest_xact_age".into(), e.to_string())),
         }
+        // Every sweeper publishes it, workflows registered here or not: the
+        // alert on parked orchestrations reads whichever instance swept.
+        let store = self.queue.store().clone();
+        match self
+            .guarded("records_parked", async move {
+                store.orchestration_parked_count().await
+            })
+            .await
+        {
+            Ok(n) => metrics::gauge!("drover_records_parked").set(n as f64),
+            Err(e) => report.errors.push(("records_parked".into(), e.to_string())),
+        }
     }
 
     /// Sets the gauges; a lane published before and absent now (nothing

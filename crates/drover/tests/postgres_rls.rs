@@ -245,6 +245,14 @@ async fn every_table_forces_rls_and_runtime_role_is_unprivileged() {
             .await
             .unwrap();
         assert!(!can, "{role} must not read the migrations table");
+        // ... but may ask which migrations ran, for `/readyz`.
+        let can: bool = sqlx::query_scalar("SELECT has_function_privilege($1, $2, 'EXECUTE')")
+            .bind(role)
+            .bind(format!("\"{schema}\".drover_migration_versions()"))
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        assert!(can, "{role} must be able to read the migration versions");
     }
     // The sweep lease is the system role's alone.
     let can: bool =
@@ -535,6 +543,10 @@ async fn split_logins_run_the_queue_and_the_runtime_login_alone_cannot_claim() {
         runtime_only.counts().await.is_err(),
         "counts are cross-tenant"
     );
+    // `/readyz` reads the migrator's table: a runtime-only fleet must see
+    // its migrations as current, not fail readiness for ever.
+    let status = runtime_only.migration_status().await.unwrap();
+    assert!(status.is_current(), "{status}");
     drop((split, runtime_only));
     drop_login(&rt).await;
     drop_login(&sys).await;

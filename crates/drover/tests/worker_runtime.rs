@@ -363,6 +363,27 @@ async fn failed_liveness_publish_leaves_claiming_running_and_healthz_up() {
     assert_eq!(status, 200);
     assert!(body.contains("drover_completed_total"), "{body}");
     assert!(body.contains("drover_handler_duration_seconds"), "{body}");
+    // Item counters carry the lane and the kind, the histogram the outcome
+    // too; no series carries a tenant (its count must not grow with them).
+    // (The recorder is per process and shared with the other tests here, so
+    // the values are not this test's alone.)
+    let completed: Vec<&str> = body
+        .lines()
+        .filter(|l| l.starts_with("drover_completed_total{"))
+        .collect();
+    assert!(
+        completed
+            .iter()
+            .any(|l| l.contains("lane=\"") && l.contains("kind=\"")),
+        "{body}"
+    );
+    assert!(
+        body.lines()
+            .any(|l| l.starts_with("drover_handler_duration_seconds_count{")
+                && l.contains("outcome=\"completed\"")),
+        "{body}"
+    );
+    assert!(!body.contains("tenant=\""), "{body}");
     let stop = tokio::spawn(w.shutdown());
     stop.await.unwrap();
     assert!(q.workers().await.unwrap().is_empty(), "no beat ever landed");

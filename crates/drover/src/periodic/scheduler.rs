@@ -259,7 +259,12 @@ impl Scheduler {
                         report.existing += results.len() as u64 - inserted;
                         report.missed += p.missed;
                         report.dropped += p.dropped;
-                        metrics::counter!("drover_enqueued_total").increment(inserted);
+                        crate::queue::counters::count(
+                            "drover_enqueued_total",
+                            &decl.lane,
+                            &decl.kind,
+                            inserted,
+                        );
                         metrics::counter!("drover_periodic_enqueued_total", "schedule" => s.name().to_owned())
                             .increment(inserted);
                         if p.missed > 0 {
@@ -276,10 +281,17 @@ impl Scheduler {
                     Ok(AdvanceOutcome::Stale) => report.raced += 1,
                     Err(e) => {
                         report.errors.push((s.name().to_owned(), e.to_string()));
+                        // Due and not enqueued: how long since the first
+                        // tick that should have been (DroverScheduleLate).
+                        let late = s.next_ticks(start, 1).first().map_or(0.0, |due| {
+                            (now - *due).num_milliseconds().max(0) as f64 / 1e3
+                        });
+                        set_late(s.name(), late);
                         continue;
                     }
                 }
             }
+            set_late(s.name(), 0.0);
             let after = p.advance_to.unwrap_or(start).max(now);
             if let Some(next) = s.next_ticks(after, 1).first() {
                 report.next_tick = Some(report.next_tick.map_or(*next, |t| t.min(*next)));
@@ -379,4 +391,11 @@ impl Scheduler {
             }
         }
     }
+}
+
+/// `drover_schedule_late_seconds{schedule}`: 0 once a schedule's due ticks
+/// are enqueued (or nothing is due), else the age of its first due tick
+/// this scheduler could not enqueue.
+fn set_late(schedule: &str, seconds: f64) {
+    metrics::gauge!("drover_schedule_late_seconds", "schedule" => schedule.to_owned()).set(seconds);
 }

@@ -246,7 +246,7 @@ impl<'q> IntoFuture for Enqueue<'q, ToStore> {
             let item = self.build()?;
             let out = queue.store().item_insert(&item).await?;
             if out.result == InsertResult::Inserted {
-                metrics::counter!("drover_enqueued_total").increment(1);
+                super::counters::count("drover_enqueued_total", &item.lane, &item.kind, 1);
             }
             Ok(out)
         })

@@ -170,11 +170,11 @@ impl Queue {
             .await?;
         match out {
             FailOutcome::DeadLettered => {
-                metrics::counter!("drover_dead_lettered_total").increment(1);
+                super::counters::count("drover_dead_lettered_total", cx.lane(), cx.kind(), 1);
                 tracing::warn!(item = %cx.id(), kind = cx.kind(), error, "item dead-lettered");
             }
             FailOutcome::Requeued { .. } => {
-                metrics::counter!("drover_retried_total").increment(1);
+                super::counters::count("drover_retried_total", cx.lane(), cx.kind(), 1);
             }
         }
         Ok(out)

@@ -24,6 +24,7 @@ use crate::store::{
 };
 
 mod context;
+pub(crate) mod counters;
 mod enqueue;
 mod fenced;
 mod kind;
@@ -287,7 +288,7 @@ impl Queue {
         let item = self.prepare(principal, item)?;
         let out = self.store.item_insert(&item).await?;
         if out.result == InsertResult::Inserted {
-            metrics::counter!("drover_enqueued_total").increment(1);
+            counters::count("drover_enqueued_total", &item.lane, &item.kind, 1);
         }
         Ok(out)
     }
@@ -316,8 +317,14 @@ impl Queue {
             }
         }
         let out = self.store.item_insert_many(&prepared).await?;
-        let n = out.iter().filter(|r| **r == InsertResult::Inserted).count();
-        metrics::counter!("drover_enqueued_total").increment(n as u64);
+        counters::count_each(
+            "drover_enqueued_total",
+            prepared
+                .iter()
+                .zip(&out)
+                .filter(|(_, r)| **r == InsertResult::Inserted)
+                .map(|(i, _)| (i.lane.as_str(), i.kind.as_str())),
+        );
         Ok(out)
     }
 
@@ -393,7 +400,7 @@ impl Queue {
                 Decided::Orphan => match self.fail_orphaned_retried(&cx).await {
                     Ok(()) => {
                         batch.orphaned += 1;
-                        metrics::counter!("drover_orphaned_total").increment(1);
+                        counters::count("drover_orphaned_total", cx.lane(), cx.kind(), 1);
                         tracing::warn!(item = %cx.id(), tenant = %cx.tenant(), "tenant gone: item failed as orphaned");
                     }
                     Err(e) => {
@@ -410,7 +417,10 @@ impl Queue {
                 }
             }
         }
-        metrics::counter!("drover_claimed_total").increment(batch.items.len() as u64);
+        counters::count_each(
+            "drover_claimed_total",
+            batch.items.iter().map(|cx| (cx.lane(), cx.kind())),
+        );
         Ok(batch)
     }
 
@@ -497,11 +507,11 @@ impl Queue {
             .await?;
         match out {
             FailOutcome::DeadLettered => {
-                metrics::counter!("drover_dead_lettered_total").increment(1);
+                counters::count("drover_dead_lettered_total", cx.lane(), cx.kind(), 1);
                 tracing::warn!(item = %cx.id(), kind = cx.kind(), error, "item dead-lettered");
             }
             FailOutcome::Requeued { .. } => {
-                metrics::counter!("drover_retried_total").increment(1);
+                counters::count("drover_retried_total", cx.lane(), cx.kind(), 1);
             }
         }
         Ok(out)

@@ -40,7 +40,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::queue::{JobContext, Queue};
+use crate::queue::{JobContext, Queue, counters};
 use crate::worker::completer::{Completer, Landed, Ticket};
 use crate::worker::handler::{Done, JobError, Outcome, Registry};
 use crate::worker::settings::WorkerSettings;
@@ -60,6 +60,24 @@ pub(crate) enum RunEnd {
     /// reach, not a rival claim): the claim may still stand.
     RenewalFailing,
     Shutdown,
+}
+
+impl RunEnd {
+    /// The `outcome` label of `drover_handler_duration_seconds`: how the
+    /// run ended, from a small fixed set.
+    fn outcome(&self) -> &'static str {
+        match self {
+            RunEnd::Finished(Ok(_)) => "completed",
+            RunEnd::Finished(Err(JobError::Retry(_))) => "retry",
+            RunEnd::Finished(Err(JobError::Fatal(_))) => "fatal",
+            RunEnd::Finished(Err(JobError::Snooze(_))) => "snoozed",
+            RunEnd::Finished(Err(JobError::Cancel(_))) => "cancelled",
+            RunEnd::Panicked(_) => "panicked",
+            RunEnd::TimedOut(_) => "timed_out",
+            RunEnd::LeaseLost(_) | RunEnd::RenewalFailing => "lease_lost",
+            RunEnd::Shutdown => "shutdown",
+        }
+    }
 }
 
 /// Why a run's token fired while its handler still runs.
@@ -260,8 +278,13 @@ impl Executor {
             // handler itself was told before it was dropped).
             cx.cancellation().cancel();
         }
-        metrics::histogram!("drover_handler_duration_seconds", "kind" => cx.kind().to_owned())
-            .record(started.elapsed().as_secs_f64());
+        metrics::histogram!(
+            "drover_handler_duration_seconds",
+            "lane" => cx.lane().to_owned(),
+            "kind" => cx.kind().to_owned(),
+            "outcome" => end.outcome(),
+        )
+        .record(started.elapsed().as_secs_f64());
         end
     }
 
@@ -270,6 +293,7 @@ impl Executor {
         if self.registry.get(cx.kind()).is_none() {
             // Not ours to fail: another worker may handle this kind.
             self.write(
+                cx,
                 "release",
                 self.queue
                     .release_retried(
@@ -291,8 +315,10 @@ impl Executor {
                     None => Landed::Unknown,
                 };
                 match landed {
-                    Landed::Yes => metrics::counter!("drover_completed_total").increment(1),
-                    Landed::Stale => self.lease_lost("completion refused"),
+                    Landed::Yes => {
+                        counters::count("drover_completed_total", cx.lane(), cx.kind(), 1)
+                    }
+                    Landed::Stale => self.lease_lost(cx, "completion refused"),
                     Landed::Unknown => {
                         tracing::error!(
                             "completion not written; the item will be swept and run again"
@@ -302,29 +328,40 @@ impl Executor {
             }
             // The handler's own transaction completed the item, fenced.
             RunEnd::Finished(Ok(Done::Settled)) => {
-                metrics::counter!("drover_completed_total").increment(1);
+                counters::count("drover_completed_total", cx.lane(), cx.kind(), 1);
             }
             RunEnd::Finished(Err(JobError::Retry(m))) => {
                 self.write(
+                    cx,
                     "fail",
                     self.queue.fail_retried(cx, &m, false).await.map(|_| ()),
                 );
             }
             RunEnd::Finished(Err(JobError::Fatal(m))) => {
                 self.write(
+                    cx,
                     "fail",
                     self.queue.fail_retried(cx, &m, true).await.map(|_| ()),
                 );
             }
             RunEnd::Finished(Err(JobError::Snooze(d))) => {
-                self.write("defer", self.queue.defer_retried(cx, d).await.map(|_| ()));
+                self.write(
+                    cx,
+                    "defer",
+                    self.queue.defer_retried(cx, d).await.map(|_| ()),
+                );
             }
             RunEnd::Finished(Err(JobError::Cancel(m))) => {
-                self.write("cancel", self.queue.cancel_claimed_retried(cx, &m).await);
+                self.write(
+                    cx,
+                    "cancel",
+                    self.queue.cancel_claimed_retried(cx, &m).await,
+                );
             }
             RunEnd::Panicked(m) => {
                 tracing::error!(panic = %m, "handler panicked");
                 self.write(
+                    cx,
                     "fail",
                     self.queue
                         .fail_retried(cx, &format!("handler panicked: {m}"), false)
@@ -335,6 +372,7 @@ impl Executor {
             RunEnd::TimedOut(limit) => {
                 tracing::warn!(?limit, "handler timed out");
                 self.write(
+                    cx,
                     "fail",
                     self.queue
                         .fail_retried(cx, &format!("handler timed out after {limit:?}"), false)
@@ -342,13 +380,13 @@ impl Executor {
                         .map(|_| ()),
                 );
             }
-            RunEnd::LeaseLost(why) => self.lease_lost(why),
+            RunEnd::LeaseLost(why) => self.lease_lost(cx, why),
             RunEnd::RenewalFailing => {
                 // The handler is dropped already. Hand the item back now if
                 // the claim still holds (the fence refuses it otherwise):
                 // left to lapse, it would wait out the lease and the sweep
                 // would charge it an attempt for our store's trouble.
-                metrics::counter!("drover_lease_lost_total").increment(1);
+                counters::count("drover_lease_lost_total", cx.lane(), cx.kind(), 1);
                 tracing::warn!(
                     reason = "renewal failing for half the lease",
                     "lease lost: run dropped; releasing the item if the claim still holds"
@@ -368,6 +406,7 @@ impl Executor {
             }
             RunEnd::Shutdown => {
                 self.write(
+                    cx,
                     "release",
                     self.queue
                         .release_retried(cx, Some("released: worker shutting down"))
@@ -377,18 +416,18 @@ impl Executor {
         }
     }
 
-    fn lease_lost(&self, why: &str) {
-        metrics::counter!("drover_lease_lost_total").increment(1);
+    fn lease_lost(&self, cx: &JobContext, why: &str) {
+        counters::count("drover_lease_lost_total", cx.lane(), cx.kind(), 1);
         tracing::warn!(
             reason = why,
             "lease lost: the item is no longer ours; nothing more is written"
         );
     }
 
-    fn write(&self, what: &'static str, r: crate::Result<()>) {
+    fn write(&self, cx: &JobContext, what: &'static str, r: crate::Result<()>) {
         match r {
             Ok(()) => {}
-            Err(e) if e.is_conflict() => self.lease_lost(what),
+            Err(e) if e.is_conflict() => self.lease_lost(cx, what),
             Err(e) => {
                 tracing::error!(error = %e, write = what, "outcome not written; the item will be swept")
             }

@@ -168,6 +168,15 @@ fn register_metrics() {
         "when the last completed sweep pass of any worker ended (Unix time, from the sweep lease row)"
     );
     metrics::describe_gauge!(
+        "drover_records_parked",
+        "orchestrations parked (waiting for a time or a signal) or stuck, read by every sweep"
+    );
+    metrics::describe_gauge!(
+        "drover_schedule_late_seconds",
+        metrics::Unit::Seconds,
+        "per schedule, how long its first due tick has waited without being enqueued (0 when on time)"
+    );
+    metrics::describe_gauge!(
         "drover_db_oldest_xact_age_seconds",
         metrics::Unit::Seconds,
         "PostgreSQL: the age of the oldest open transaction in the database (read on every sweep tick)"

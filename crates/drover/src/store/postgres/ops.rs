@@ -65,8 +65,19 @@ pub(super) async fn migration_status(store: &PgStore) -> Result<crate::store::Mi
     let sql = sql::MIGRATIONS_STATUS.replace("{schema}", &store.schema);
     let rows = match store.pool.fetch_all(sql.as_str()).await {
         Ok(rows) => rows,
-        // undefined_table: the schema was never migrated.
-        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42P01") => Vec::new(),
+        // undefined_function: migrated by a binary older than 0013 (or not
+        // at all); the table itself answers for the owner's login.
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42883") => {
+            let sql = sql::MIGRATIONS_STATUS_TABLE.replace("{schema}", &store.schema);
+            match store.pool.fetch_all(sql.as_str()).await {
+                Ok(rows) => rows,
+                // undefined_table: the schema was never migrated.
+                Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42P01") => Vec::new(),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        // invalid_schema_name: no schema yet, so nothing migrated.
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("3F000") => Vec::new(),
         Err(e) => return Err(e.into()),
     };
     let recorded = rows

@@ -125,6 +125,11 @@ pub(super) const ORCHESTRATION_SIGNAL_LIST: &str =
 /// `sql/postgres/migrations_status.sql` (`{schema}` spliced in).
 pub(super) const MIGRATIONS_STATUS: &str =
     include_str!("../../../sql/postgres/migrations_status.sql");
+
+/// The migration versions read from the table itself (schemas migrated
+/// before the function existed).
+pub(super) const MIGRATIONS_STATUS_TABLE: &str =
+    include_str!("../../../sql/postgres/migrations_status_table.sql");
 /// `sql/postgres/db_oldest_xact_age.sql`.
 pub(super) const DB_OLDEST_XACT_AGE: &str =
     include_str!("../../../sql/postgres/db_oldest_xact_age.sql");
