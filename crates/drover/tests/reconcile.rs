@@ -12,8 +12,9 @@
 //! pull counter), after a varying number of scheduler yields, so kills land
 //! before the batch's transaction, inside it, or while it commits. A
 //! process kill is the same event for the database: the transaction never
-//! commits. Memory has no transaction to cut, so there a kill lands before
-//! or after the batch's one critical section; it runs for the strategies.
+//! commits. Memory has no transaction to cut (a batch is one critical
+//! section with no await inside), so there a kill lands between batches;
+//! it runs for the strategies and the resume.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
@@ -227,18 +228,31 @@ async fn run_case(store: Arc<dyn Store>, strategy: ConflictStrategy) {
         }
         task.abort();
         let _ = task.await;
-        let upto = cursor(&store).await;
+        // A commit already sent when the task was cut still lands on the
+        // server: read until the cursor holds still around the records.
+        let (upto, recs) = loop {
+            let upto = cursor(&store).await;
+            let recs = all_records(&store).await;
+            if cursor(&store).await == upto {
+                break (upto, recs);
+            }
+        };
         let pulled_to =
             before + (src.pulls.load(Ordering::SeqCst) - pulls) as usize * BATCH as usize;
         if upto < pulled_to.min(CHANGES) {
             lost_batches += 1;
         }
-        check_prefix(&src, upto, &all_records(&store).await);
+        check_prefix(&src, upto, &recs);
     }
-    assert!(
-        lost_batches > 0,
-        "no kill cut a pulled batch before its commit; the test proved nothing"
-    );
+    // Memory applies a batch in one critical section with no await inside,
+    // so a kill lands only between batches there; on the databases at
+    // least one kill must cut a pulled batch, or the test proved nothing.
+    if store.backend() != drover::Backend::Memory {
+        assert!(
+            lost_batches > 0,
+            "no kill cut a pulled batch before its commit; the test proved nothing"
+        );
+    }
     eprintln!("{strategy}: {lost_batches} of {KILLS} kills cut a pulled batch before its commit");
 
     // Resume from the checkpoint and drain.
