@@ -162,6 +162,8 @@ pub enum Command {
     Orchestrations(commands::orchestrations::OrchestrationsArgs),
     /// Send a signal to an orchestration.
     Signal(commands::signal::SignalArgs),
+    /// Sync reconcilers: checkpoints, records parked for review, resolve one.
+    Reconcile(commands::reconcile::ReconcileArgs),
     /// Run a worker: drain lanes until SIGTERM or SIGINT, then drain-first
     /// shutdown.
     Worker(commands::worker::WorkerArgs),
@@ -358,6 +360,7 @@ pub async fn execute(command: &Command, cx: &mut Context<'_>) -> Result<(), CliE
         Command::Cancel(a) => commands::cancel::run(a, cx).await,
         Command::Orchestrations(a) => commands::orchestrations::run(a, cx).await,
         Command::Signal(a) => commands::signal::run(a, cx).await,
+        Command::Reconcile(a) => commands::reconcile::run(a, cx).await,
         Command::Worker(a) => commands::worker::run(a, cx).await,
         Command::Handlers(a) => commands::handlers::run(a, cx).await,
         Command::Schedules(a) => commands::schedules::run(a, cx).await,

@@ -377,3 +377,222 @@ fn through_pgbouncer_transaction_pooling_drains_10000_exactly_once_drains_on_sig
     drop(b);
     drop(bouncer);
 }
+
+/// Orchestrations and the sync reconciler through the same pooler, with no
+/// direct URL at all (the worker polls): a workflow parks for a signal and
+/// completes when it arrives, another fails in its third step and
+/// compensates its first two in reverse, and a reconciler applies a
+/// 1,000-change source in batches with its checkpoint. Every statement of
+/// theirs is unnamed and in an explicit transaction, or PgBouncer's
+/// transaction pooling would hand a prepared statement to the wrong
+/// session.
+#[test]
+fn orchestrations_and_the_reconciler_through_pgbouncer_transaction_pooling() {
+    use std::sync::{Arc, Mutex};
+
+    use drover::orchestration::{
+        Next, OrchestrationStatus, Start, StepError, Workflow, WorkflowStrategy, Workflows,
+    };
+    use drover::reconcile::{
+        Change, ConflictStrategy, Reconciler, ReconcilerConfig, ReconcilerStrategy, Source,
+        SourceBatch, SourceError,
+    };
+    use drover::store::pooler::{PoolMode, PoolerOptions};
+    use drover::store::{ConnectOptions, connect_with};
+
+    struct Numbers;
+    #[async_trait::async_trait]
+    impl Source for Numbers {
+        async fn pull(
+            &self,
+            _tenant: uuid::Uuid,
+            cursor: Option<&str>,
+            limit: u32,
+        ) -> Result<SourceBatch, SourceError> {
+            let from: usize = cursor.map_or(0, |c| c.parse().unwrap());
+            let to = (from + limit as usize).min(1000);
+            Ok(SourceBatch {
+                changes: (from..to)
+                    .map(|i| Change {
+                        key: format!("k{}", i % 700),
+                        version: i as i64 + 1,
+                        data: serde_json::json!(i),
+                    })
+                    .collect(),
+                cursor: (to > from).then(|| to.to_string()),
+            })
+        }
+    }
+
+    let db = FreshDb::new("drover_pgb_orch");
+    let (host, port) = server_host_port(&db.url);
+    let bouncer = Bouncer::start(&host, port);
+    let env = Env {
+        pooled: pooled_url(&db.url, bouncer.port, &db.name),
+        direct: db.url.clone(),
+    };
+    env.run(true, &["migrate"]).ok();
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = connect_with(
+            &env.pooled,
+            &ConnectOptions {
+                pooler: PoolerOptions {
+                    mode: PoolMode::Transaction,
+                    direct_url: None,
+                },
+                ..ConnectOptions::default()
+            },
+        )
+        .await
+        .expect("connect through the pooler");
+        let queue = drover::Queue::new(store.clone());
+        let strategy = WorkflowStrategy {
+            compensation: "each completed step's compensation, newest first",
+            resume: "a signal, or the sweep",
+        };
+        let log = Arc::new(Mutex::new(Vec::<String>::new()));
+        let l = log.clone();
+        let make_waits = || {
+            Workflow::<u32>::new("waits", strategy)
+                .step("ask", |_cx, n| async move {
+                    Ok(Next::WaitSignal {
+                        name: "go",
+                        step: "done",
+                        timeout: Duration::from_secs(600),
+                        on_timeout: "done",
+                        state: n + 1,
+                    })
+                })
+                .step("done", |cx, n| async move {
+                    Ok(Next::complete(cx.signal().cloned().unwrap_or_default(), n))
+                })
+        };
+        let make_fails = || {
+            let mut fails = Workflow::<u32>::new("fails", strategy).max_attempts(1);
+            for (name, next) in [("s1", Some("s2")), ("s2", Some("s3")), ("s3", None)] {
+                let l2 = l.clone();
+                fails = fails
+                    .step(name, move |_cx, n| async move {
+                        match next {
+                            Some(next) => Ok(Next::step(next, n + 1)),
+                            None => Err(StepError::Fatal("s3 refused".into())),
+                        }
+                    })
+                    .compensate(name, move |_cx, _n| {
+                        let l2 = l2.clone();
+                        async move {
+                            l2.lock().unwrap().push(format!("undo:{name}"));
+                            Ok(())
+                        }
+                    });
+            }
+            fails
+        };
+        let (waits, fails) = (make_waits(), make_fails());
+        let reconciler = Reconciler::new(
+            queue.clone(),
+            "numbers",
+            Arc::new(Numbers),
+            ReconcilerStrategy {
+                conflict: ConflictStrategy::ExternalWins,
+                conflict_reason: "the source is authoritative",
+                checkpoint: "the source index, committed with each batch",
+            },
+            ReconcilerConfig {
+                interval: Duration::from_millis(100),
+                batch_size: 150,
+                ..ReconcilerConfig::default()
+            },
+        )
+        .unwrap();
+        let worker = drover::Worker::builder(queue.clone())
+            .settings(drover::worker::WorkerSettings {
+                poll_interval: Duration::from_millis(50),
+                sweep_interval: Duration::from_millis(300),
+                metrics_addr: None,
+                ..drover::worker::WorkerSettings::default()
+            })
+            .workflows(Workflows::new().with(make_waits()).with(make_fails()))
+            .reconciler(reconciler)
+            .build()
+            .unwrap()
+            .start()
+            .await
+            .unwrap();
+
+        let read = |id| {
+            let q = queue.clone();
+            async move { q.orchestration(uuid::Uuid::nil(), id).await.unwrap() }
+        };
+        let w = queue
+            .start(&Start::of(&waits, &0).unwrap().key("pgb-waits"))
+            .await
+            .unwrap()
+            .record
+            .id;
+        let f = queue
+            .start(&Start::of(&fails, &0).unwrap())
+            .await
+            .unwrap()
+            .record
+            .id;
+        let end = Instant::now() + Duration::from_secs(60);
+        while read(w).await.status != OrchestrationStatus::Parked {
+            assert!(Instant::now() < end, "{:?}", read(w).await);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        queue
+            .signal(
+                uuid::Uuid::nil(),
+                w,
+                "go",
+                serde_json::json!("yes"),
+                Some("k1"),
+            )
+            .await
+            .unwrap();
+        for (id, want) in [
+            (w, OrchestrationStatus::Completed),
+            (f, OrchestrationStatus::Compensated),
+        ] {
+            while read(id).await.status != want {
+                assert!(Instant::now() < end, "{:?}", read(id).await);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        assert_eq!(read(w).await.result, Some(serde_json::json!("yes")));
+        assert_eq!(*log.lock().unwrap(), ["undo:s2", "undo:s1"]);
+        // The same key meets its own orchestration.
+        let again = queue
+            .start(&Start::of(&waits, &0).unwrap().key("pgb-waits"))
+            .await
+            .unwrap();
+        assert_eq!(again.record.id, w);
+        // The reconciler drains the source through the pooler.
+        loop {
+            let cp = store
+                .reconcile_checkpoint_get(uuid::Uuid::nil(), "numbers")
+                .await
+                .unwrap();
+            if cp.as_ref().is_some_and(|c| c.cursor == "1000") {
+                break;
+            }
+            assert!(Instant::now() < end, "{cp:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let r = store
+            .reconcile_record_get(uuid::Uuid::nil(), "numbers", "k5")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.data, serde_json::json!(705));
+        worker.shutdown().await;
+    });
+    drop(bouncer);
+}

@@ -45,6 +45,7 @@ pub mod orchestration;
 pub mod otel;
 pub mod periodic;
 pub mod queue;
+pub mod reconcile;
 pub mod store;
 #[cfg(all(feature = "test-util", feature = "postgres"))]
 pub mod testing;

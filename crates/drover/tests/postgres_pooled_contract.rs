@@ -6,3 +6,5 @@
 //! end-to-end test (drover-cli `tests/pgbouncer.rs`) checks the pooler.
 
 drover::contract_suite!(drover::testing::pg_pooled_harness);
+drover::orchestration_contract_suite!(drover::testing::pg_pooled_harness);
+drover::reconcile_contract_suite!(drover::testing::pg_pooled_harness);

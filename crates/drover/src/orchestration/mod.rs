@@ -35,8 +35,9 @@ pub mod transition;
 mod workflow;
 
 pub use record::{
-    HistoryEntry, NewOrchestration, Orchestration, OrchestrationFilter, OrchestrationInserted,
-    OrchestrationStatus, OrchestrationStore, RecordWrite, Signal, SignalOutcome, Transition,
+    DeadStep, HistoryEntry, NewOrchestration, Orchestration, OrchestrationFilter,
+    OrchestrationInserted, OrchestrationStatus, OrchestrationStore, RecordWrite, Signal,
+    SignalOutcome, Transition,
 };
 pub use runner::{UNKNOWN_KIND_SNOOZE, Workflows};
 pub use transition::{STEP_KIND, StepJob};
@@ -306,7 +307,9 @@ impl Queue {
 }
 
 /// The sweep step: resumes parked orchestrations whose time has come (a
-/// signal wait past its timeout runs its timeout step) and sets
+/// signal wait past its timeout runs its timeout step), takes the failure
+/// path for records whose step item was dead-lettered behind the runner's
+/// back ([`ResumeParked::fail_dead_steps`]), and sets
 /// `drover_records_parked` (parked and stuck records).
 #[derive(Debug, Clone)]
 pub struct ResumeParked {
@@ -344,9 +347,43 @@ impl ResumeParked {
                 Err(e) => return Err(e),
             }
         }
+        resumed += self.fail_dead_steps(queue).await?;
         let parked = store.orchestration_parked_count().await?;
         metrics::gauge!("drover_records_parked").set(parked as f64);
         Ok(resumed)
+    }
+}
+
+impl ResumeParked {
+    /// Takes the failure path for live records whose current step's item
+    /// was dead-lettered without a transition (a last attempt that timed
+    /// out, a lease that expired with no attempt left): compensation in
+    /// reverse, or `compensation_failed` for a compensation, exactly as a
+    /// final error returned by the step. How many records it moved.
+    ///
+    /// # Errors
+    /// Storage errors of the listing; a write that lost a race is not one.
+    pub async fn fail_dead_steps(&self, queue: &Queue) -> Result<u64> {
+        let store = queue.store();
+        let mut moved = 0u64;
+        for dead in store.orchestration_dead_steps(self.limit).await? {
+            match store.orchestration_update(&runner::dead_step(&dead)).await {
+                Ok(after) => {
+                    moved += 1;
+                    tracing::warn!(orchestration = %after.id, kind = %after.kind, status = %after.status,
+                        error = ?dead.error, "a step's item was dead-lettered: the orchestration takes the failure path");
+                    if after.status == OrchestrationStatus::CompensationFailed {
+                        metrics::counter!("drover_orchestrations_compensation_failed_total")
+                            .increment(1);
+                    }
+                }
+                Err(e) if e.is_conflict() => {
+                    tracing::debug!(orchestration = %dead.record.id, "dead step lost a race; the record moved on");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(moved)
     }
 }
 

@@ -301,6 +301,23 @@ pub enum SignalOutcome {
     Duplicate,
 }
 
+/// A live record whose current step's work item is in the dead letter: its
+/// last attempt ended by a timeout, a lease that expired with no attempt
+/// left, or a handler failure that never reached the runner. The sweep
+/// takes the failure path for it ([`OrchestrationStore::orchestration_dead_steps`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeadStep {
+    /// The record, `running` or `compensating`, at the version the dead
+    /// item was made for.
+    pub record: Orchestration,
+    /// The dead item's attempts.
+    pub attempts: i32,
+    /// The dead item's last error (`lease expired`, a timeout, …).
+    pub error: Option<String>,
+    /// When the item was dead-lettered.
+    pub failed_at: DateTime<Utc>,
+}
+
 /// A filter for [`OrchestrationStore::orchestration_list`].
 #[derive(Debug, Clone, Default)]
 pub struct OrchestrationFilter {
@@ -350,6 +367,11 @@ pub trait OrchestrationStore: Send + Sync {
     /// Parked records whose park time has come (system operation), at most
     /// `limit`, oldest park first.
     async fn orchestration_due(&self, limit: u32) -> Result<Vec<Orchestration>>;
+
+    /// Live records (`running`, `compensating`) whose current step's item
+    /// (`drover.step:<id>:<version>`, same tenant) is `failed` (system
+    /// operation), at most `limit`, oldest write first.
+    async fn orchestration_dead_steps(&self, limit: u32) -> Result<Vec<DeadStep>>;
 
     /// How many records are parked or stuck (system operation), for
     /// `drover_records_parked`.

@@ -122,9 +122,18 @@ fn entry(
     started: chrono::DateTime<Utc>,
     outcome: String,
 ) -> HistoryEntry {
+    entry_at(step, cx.attempt(), started, outcome)
+}
+
+fn entry_at(
+    step: &str,
+    attempt: i32,
+    started: chrono::DateTime<Utc>,
+    outcome: String,
+) -> HistoryEntry {
     HistoryEntry {
         step: step.to_owned(),
-        attempt: cx.attempt(),
+        attempt,
         started,
         ended: Utc::now(),
         outcome,
@@ -168,7 +177,7 @@ async fn run_step(r: &StepRunner, cx: &JobContext, job: StepJob) -> Outcome {
         match guarded(step(scx, rec.state.clone())).await {
             Ok(next) => forward(&rec, cx, started, next),
             Err(StepError::Retry(m)) if !last_attempt => return Err(JobError::Retry(m)),
-            Err(e) => start_compensation(&rec, &def, cx, started, e.message(), false),
+            Err(e) => start_compensation(&rec, cx.attempt(), started, e.message(), false),
         }
     } else {
         if !def.steps.contains_key(&rec.step) {
@@ -178,7 +187,7 @@ async fn run_step(r: &StepRunner, cx: &JobContext, job: StepJob) -> Outcome {
             Some(comp) => match guarded(comp(scx, rec.state.clone())).await {
                 Ok(()) => compensated_one(&rec, &def, cx, started),
                 Err(StepError::Retry(m)) if !last_attempt => return Err(JobError::Retry(m)),
-                Err(e) => compensation_failed(&rec, cx, started, e.message()),
+                Err(e) => compensation_failed(&rec, cx.attempt(), started, e.message()),
             },
             // Entered by an operator's cancel, which does not know the code:
             // steps without a compensation are skipped here.
@@ -365,15 +374,18 @@ pub(crate) fn begin_compensation(
 
 fn start_compensation(
     rec: &Orchestration,
-    _def: &ErasedWorkflow,
-    cx: &JobContext,
+    attempt: i32,
     started: chrono::DateTime<Utc>,
     error: &str,
     cancel: bool,
 ) -> Transition {
     let mut w = base(rec);
-    w.history
-        .push(entry(&rec.step, cx, started, format!("failed: {error}")));
+    w.history.push(entry_at(
+        &rec.step,
+        attempt,
+        started,
+        format!("failed: {error}"),
+    ));
     begin_compensation(rec, w, format!("step {} failed: {error}", rec.step), cancel)
 }
 
@@ -417,20 +429,46 @@ fn compensated_one(
 
 fn compensation_failed(
     rec: &Orchestration,
-    cx: &JobContext,
+    attempt: i32,
     started: chrono::DateTime<Utc>,
     error: &str,
 ) -> Transition {
     let mut w = base(rec);
-    w.history.push(entry(
+    w.history.push(entry_at(
         &rec.step,
-        cx,
+        attempt,
         started,
         format!("compensation failed: {error}"),
     ));
     w.status = OrchestrationStatus::CompensationFailed;
     w.error = Some(format!("compensation of {} failed: {error}", rec.step));
     transition(rec, w, false)
+}
+
+/// The failure path for a live record whose current step's item is in the
+/// dead letter without the runner having written a transition (its last
+/// attempt timed out, or its lease expired with no attempt left): exactly
+/// what a final error returned by the step would have written. A
+/// `running` record starts compensating; a `compensating` one ends
+/// `compensation_failed`.
+pub(crate) fn dead_step(dead: &super::record::DeadStep) -> Transition {
+    let rec = &dead.record;
+    let why = dead.error.as_deref().unwrap_or("dead-lettered");
+    let why = format!(
+        "its item was dead-lettered after {} attempts: {why}",
+        dead.attempts
+    );
+    if rec.status == OrchestrationStatus::Compensating {
+        compensation_failed(rec, dead.attempts, dead.failed_at, &why)
+    } else {
+        start_compensation(
+            rec,
+            dead.attempts,
+            dead.failed_at,
+            &why,
+            rec.cancel_requested,
+        )
+    }
 }
 
 fn stuck(rec: &Orchestration, cx: &JobContext, started: chrono::DateTime<Utc>) -> Transition {

@@ -298,6 +298,12 @@ impl crate::orchestration::OrchestrationStore for FaultStore {
     ) -> Result<Vec<crate::orchestration::Orchestration>> {
         self.inner.orchestration_due(limit).await
     }
+    async fn orchestration_dead_steps(
+        &self,
+        limit: u32,
+    ) -> Result<Vec<crate::orchestration::DeadStep>> {
+        self.inner.orchestration_dead_steps(limit).await
+    }
     async fn orchestration_parked_count(&self) -> Result<i64> {
         self.inner.orchestration_parked_count().await
     }
@@ -313,6 +319,68 @@ impl crate::orchestration::OrchestrationStore for FaultStore {
         id: Uuid,
     ) -> Result<Vec<crate::orchestration::Signal>> {
         self.inner.orchestration_signal_list(tenant, id).await
+    }
+}
+
+/// Reconciler calls pass through unfaulted.
+#[async_trait]
+impl crate::reconcile::ReconcileStore for FaultStore {
+    async fn reconcile_checkpoint_get(
+        &self,
+        tenant: Uuid,
+        reconciler: &str,
+    ) -> Result<Option<crate::reconcile::Checkpoint>> {
+        self.inner
+            .reconcile_checkpoint_get(tenant, reconciler)
+            .await
+    }
+    async fn reconcile_checkpoint_list(&self) -> Result<Vec<crate::reconcile::Checkpoint>> {
+        self.inner.reconcile_checkpoint_list().await
+    }
+    async fn reconcile_apply(
+        &self,
+        batch: &crate::reconcile::ApplyBatch,
+    ) -> Result<crate::reconcile::ApplyReport> {
+        self.inner.reconcile_apply(batch).await
+    }
+    async fn reconcile_local_put(
+        &self,
+        tenant: Uuid,
+        reconciler: &str,
+        key: &str,
+        data: &serde_json::Value,
+        version: i64,
+    ) -> Result<crate::reconcile::SyncRecord> {
+        self.inner
+            .reconcile_local_put(tenant, reconciler, key, data, version)
+            .await
+    }
+    async fn reconcile_record_get(
+        &self,
+        tenant: Uuid,
+        reconciler: &str,
+        key: &str,
+    ) -> Result<Option<crate::reconcile::SyncRecord>> {
+        self.inner
+            .reconcile_record_get(tenant, reconciler, key)
+            .await
+    }
+    async fn reconcile_record_list(
+        &self,
+        filter: &crate::reconcile::RecordFilter,
+    ) -> Result<Vec<crate::reconcile::SyncRecord>> {
+        self.inner.reconcile_record_list(filter).await
+    }
+    async fn reconcile_review_resolve(
+        &self,
+        tenant: Uuid,
+        reconciler: &str,
+        key: &str,
+        resolution: crate::reconcile::Resolution,
+    ) -> Result<crate::reconcile::SyncRecord> {
+        self.inner
+            .reconcile_review_resolve(tenant, reconciler, key, resolution)
+            .await
     }
 }
 

@@ -23,6 +23,7 @@ use crate::store::{
 };
 
 mod orchestration;
+mod reconcile;
 mod schedule;
 
 /// How many wake-ups may queue for a slow subscriber before it lags (and
@@ -40,6 +41,7 @@ struct State {
     /// When the last completed sweep pass ended.
     sweep_last_pass: Option<DateTime<Utc>>,
     orchestrations: orchestration::Records,
+    sync: reconcile::Sync,
     schedules: std::collections::BTreeMap<String, crate::periodic::ScheduleRow>,
 }
 

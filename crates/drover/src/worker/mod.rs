@@ -70,7 +70,13 @@ pub struct WorkerBuilder {
     steps: Vec<Box<dyn SweepStep>>,
     sweep: bool,
     schedules: Vec<crate::periodic::Schedule>,
+    services: Vec<Service>,
 }
+
+/// A background service a worker runs beside its claim loop (a sync
+/// reconciler): given the token that fires at shutdown, it runs until then.
+pub type Service =
+    Box<dyn FnOnce(CancellationToken) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
 
 impl std::fmt::Debug for WorkerBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -183,6 +189,13 @@ impl WorkerBuilder {
         self
     }
 
+    /// Adds a background service, run beside the claim loop from start to
+    /// shutdown (its token fires once in-flight work has drained).
+    pub fn service(mut self, service: Service) -> Self {
+        self.services.push(service);
+        self
+    }
+
     /// Turns this worker's sweep off (another process sweeps).
     pub fn without_sweep(mut self) -> Self {
         self.sweep = false;
@@ -230,6 +243,7 @@ impl WorkerBuilder {
             registry: Arc::new(self.registry),
             sweeper: self.sweep.then_some(sweeper),
             scheduler,
+            services: self.services,
         })
     }
 }
@@ -241,6 +255,7 @@ pub struct Worker {
     registry: Arc<Registry>,
     sweeper: Option<Sweeper>,
     scheduler: Option<Arc<crate::periodic::Scheduler>>,
+    services: Vec<Service>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -280,6 +295,7 @@ impl Worker {
             steps: Vec::new(),
             sweep: true,
             schedules: Vec::new(),
+            services: Vec::new(),
         })
     }
 
@@ -387,6 +403,11 @@ impl Worker {
             let stop = background.clone();
             tokio::spawn(async move { sc.run(stop).await })
         });
+        let services: Vec<_> = self
+            .services
+            .into_iter()
+            .map(|f| tokio::spawn(f(background.clone())))
+            .collect();
         let slots = Arc::new(Semaphore::new(s.capacity));
         let tracker = TaskTracker::new();
         let claim_loop = tokio::spawn(claim_loop(ClaimLoop {
@@ -417,6 +438,7 @@ impl Worker {
             heartbeat,
             sweep,
             scheduler,
+            services,
             row,
             _stop_on_drop: stop_on_drop,
         })
@@ -452,6 +474,7 @@ pub struct RunningWorker {
     heartbeat: tokio::task::JoinHandle<()>,
     sweep: Option<tokio::task::JoinHandle<()>>,
     scheduler: Option<tokio::task::JoinHandle<()>>,
+    services: Vec<tokio::task::JoinHandle<()>>,
     row: WorkerRow,
     /// Cancels every token above when the worker is dropped (and, harmlessly,
     /// at the very end of a shutdown, when all of it has stopped already).
@@ -524,6 +547,9 @@ impl RunningWorker {
             let _ = s.await;
         }
         if let Some(s) = self.scheduler {
+            let _ = s.await;
+        }
+        for s in self.services {
             let _ = s.await;
         }
         if let Some(h) = self.http {

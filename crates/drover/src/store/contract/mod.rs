@@ -230,6 +230,7 @@ fn approx(a: DateTime<Utc>, b: DateTime<Utc>, tol_ms: i64) -> bool {
 mod claims;
 mod operations;
 pub mod orchestration;
+pub mod reconcile;
 mod schedule;
 mod sweep;
 mod wakeups;

@@ -34,6 +34,7 @@ macro_rules! orchestration_contract_suite {
             orchestration_signal_key_is_idempotent,
             orchestration_due_lists_passed_parks_only,
             orchestration_tenants_isolated,
+            orchestration_dead_steps_lists_live_records_with_failed_items,
         );
     };
 }
@@ -481,4 +482,51 @@ pub async fn orchestration_tenants_isolated(h: &Harness) {
     t.enqueue = None;
     assert!(h.store.orchestration_update(&t).await.is_err());
     assert_eq!(record(h, tenant_a(), a.id).await, a);
+}
+
+/// A live record whose current step's item is in the dead letter is
+/// listed (with the item's attempts and error); a record whose item is
+/// still pending, or whose dead item belongs to an earlier version, is not.
+pub async fn orchestration_dead_steps_lists_live_records_with_failed_items(h: &Harness) {
+    let r = start(h, tenant_a()).await;
+    let (_, c) = claim(h, LONG).await.remove(0);
+    let p = crate::store::FailParams {
+        error: "handler timed out".into(),
+        retry_delay: std::time::Duration::ZERO,
+        fatal: true,
+    };
+    assert_eq!(
+        h.store.item_fail(&c, &p).await.expect("fail"),
+        crate::store::FailOutcome::DeadLettered
+    );
+    let pending = start(h, tenant_b()).await;
+    let dead = h.store.orchestration_dead_steps(10).await.expect("dead");
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(dead[0].record.id, r.id);
+    assert_eq!(dead[0].record.version, r.version);
+    assert_eq!(dead[0].attempts, 1);
+    assert_eq!(dead[0].error.as_deref(), Some("handler timed out"));
+    assert!(dead.iter().all(|d| d.record.id != pending.id));
+    // Once the record moves on (here to a new version), the old dead item
+    // no longer lists it.
+    let mut w = RecordWrite::of(&r);
+    w.status = OrchestrationStatus::Compensated;
+    h.store
+        .orchestration_update(&Transition {
+            tenant_id: r.tenant_id,
+            id: r.id,
+            expected_version: r.version,
+            write: w,
+            enqueue: None,
+            consume_signal: None,
+        })
+        .await
+        .expect("update");
+    assert!(
+        h.store
+            .orchestration_dead_steps(10)
+            .await
+            .expect("dead")
+            .is_empty()
+    );
 }

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::item::{InsertResult, NewItem, Status};
 use crate::orchestration::transition::{parks_for_signal, wake_on_signal};
 use crate::orchestration::{
-    NewOrchestration, Orchestration, OrchestrationFilter, OrchestrationInserted,
+    DeadStep, NewOrchestration, Orchestration, OrchestrationFilter, OrchestrationInserted,
     OrchestrationStatus, OrchestrationStore, Signal, SignalOutcome, Transition,
 };
 use crate::store::ClaimRef;
@@ -249,6 +249,35 @@ impl OrchestrationStore for MemoryStore {
         due.sort_by_key(|r| (r.parked_until, r.id));
         due.truncate(limit as usize);
         Ok(due)
+    }
+
+    async fn orchestration_dead_steps(&self, limit: u32) -> Result<Vec<DeadStep>> {
+        let st = self.lock();
+        let mut dead: Vec<DeadStep> = st
+            .orchestrations
+            .records
+            .values()
+            .filter(|r| {
+                matches!(
+                    r.status,
+                    OrchestrationStatus::Running | OrchestrationStatus::Compensating
+                )
+            })
+            .filter_map(|r| {
+                let key = format!("{}:{}:{}", crate::orchestration::STEP_KIND, r.id, r.version);
+                let id = st.keys.get(&(r.tenant_id, key))?;
+                let item = st.items.get(id).filter(|i| i.status == Status::Failed)?;
+                Some(DeadStep {
+                    record: r.clone(),
+                    attempts: item.attempts,
+                    error: item.last_error.clone(),
+                    failed_at: item.updated_at,
+                })
+            })
+            .collect();
+        dead.sort_by_key(|d| (d.record.updated_at, d.record.id));
+        dead.truncate(limit as usize);
+        Ok(dead)
     }
 
     async fn orchestration_parked_count(&self) -> Result<i64> {

@@ -41,6 +41,7 @@
 mod items;
 mod ops;
 mod orchestration;
+mod reconcile;
 mod row;
 mod schedule;
 mod sql;

@@ -23,8 +23,9 @@ use crate::error::{Error, Opaque, Result};
 use crate::item::{InsertResult, NewItem};
 use crate::orchestration::transition::{parks_for_signal, wake_on_signal};
 use crate::orchestration::{
-    HistoryEntry, NewOrchestration, Orchestration, OrchestrationFilter, OrchestrationInserted,
-    OrchestrationStatus, OrchestrationStore, Signal, SignalOutcome, Transition,
+    DeadStep, HistoryEntry, NewOrchestration, Orchestration, OrchestrationFilter,
+    OrchestrationInserted, OrchestrationStatus, OrchestrationStore, Signal, SignalOutcome,
+    Transition,
 };
 use crate::store::ClaimRef;
 
@@ -79,9 +80,10 @@ fn signal(row: &PgRow) -> Result<Signal> {
 }
 
 /// The compare-and-set with what rides along; `Conflict` on a stale version.
-async fn apply(conn: &mut PgConnection, t: &Transition) -> Result<Orchestration> {
+async fn apply(conn: &mut PgConnection, p: bool, t: &Transition) -> Result<Orchestration> {
     let w = &t.write;
     let row = sqlx::query(sql::ORCHESTRATION_UPDATE)
+        .persistent(p)
         .bind(t.id)
         .bind(t.expected_version)
         .bind(w.status.as_str())
@@ -100,6 +102,7 @@ async fn apply(conn: &mut PgConnection, t: &Transition) -> Result<Orchestration>
         .await?;
     let Some(row) = row else {
         let now = sqlx::query(sql::ORCHESTRATION_GET)
+            .persistent(p)
             .bind(t.id)
             .fetch_optional(&mut *conn)
             .await?;
@@ -116,18 +119,25 @@ async fn apply(conn: &mut PgConnection, t: &Transition) -> Result<Orchestration>
     let r = record(&row)?;
     if let Some(sid) = t.consume_signal {
         sqlx::query(sql::ORCHESTRATION_SIGNAL_CONSUME)
+            .persistent(p)
             .bind(sid)
             .execute(&mut *conn)
             .await?;
     }
     if let Some(item) = &t.enqueue {
-        insert_one(conn, item, false).await?;
+        insert_one(conn, item, p).await?;
     }
     Ok(r)
 }
 
-async fn pending(conn: &mut PgConnection, r: &Orchestration, name: &str) -> Result<Option<Signal>> {
+async fn pending(
+    conn: &mut PgConnection,
+    p: bool,
+    r: &Orchestration,
+    name: &str,
+) -> Result<Option<Signal>> {
     let row = sqlx::query(sql::ORCHESTRATION_SIGNAL_PENDING)
+        .persistent(p)
         .bind(r.id)
         .bind(name)
         .fetch_optional(&mut *conn)
@@ -136,12 +146,16 @@ async fn pending(conn: &mut PgConnection, r: &Orchestration, name: &str) -> Resu
 }
 
 /// `apply`, then a park for a signal already waiting becomes its wake-up.
-async fn apply_and_match(conn: &mut PgConnection, t: &Transition) -> Result<Orchestration> {
-    let r = apply(conn, t).await?;
+async fn apply_and_match(
+    conn: &mut PgConnection,
+    p: bool,
+    t: &Transition,
+) -> Result<Orchestration> {
+    let r = apply(conn, p, t).await?;
     if let Some(name) = parks_for_signal(t)
-        && let Some(sig) = pending(conn, &r, name).await?
+        && let Some(sig) = pending(conn, p, &r, name).await?
     {
-        return apply(conn, &wake_on_signal(&r, &sig, chrono::Utc::now())).await;
+        return apply(conn, p, &wake_on_signal(&r, &sig, chrono::Utc::now())).await;
     }
     Ok(r)
 }
@@ -151,10 +165,12 @@ async fn apply_and_match(conn: &mut PgConnection, t: &Transition) -> Result<Orch
 /// existing record and then inserts nothing.
 async fn insert_on(
     conn: &mut PgConnection,
+    p: bool,
     new: &NewOrchestration,
     first: &NewItem,
 ) -> Result<OrchestrationInserted> {
     let row = sqlx::query(sql::ORCHESTRATION_INSERT)
+        .persistent(p)
         .bind(new.id)
         .bind(new.tenant_id)
         .bind(&new.kind)
@@ -167,13 +183,14 @@ async fn insert_on(
         .await?;
     if let Some(row) = row {
         let r = record(&row)?;
-        insert_one(conn, first, false).await?;
+        insert_one(conn, first, p).await?;
         return Ok(OrchestrationInserted {
             result: InsertResult::Inserted,
             record: r,
         });
     }
     let existing = sqlx::query(sql::ORCHESTRATION_FIND_COLLISION)
+        .persistent(p)
         .bind(new.id)
         .bind(new.idempotency_key.as_deref())
         .fetch_optional(&mut *conn)
@@ -219,7 +236,8 @@ pub async fn start_in(
     super::validate_schema(schema)?;
     let mut sp = conn.begin().await?;
     let saved = super::items::enter_caller_tx(&mut sp, schema, new.tenant_id).await?;
-    let out = insert_on(&mut sp, new, first).await?;
+    // Unnamed statements: the caller's connection may be pooled.
+    let out = insert_on(&mut sp, false, new, first).await?;
     super::items::leave_caller_tx(&mut sp, saved).await?;
     sp.commit().await?;
     Ok(out)
@@ -233,7 +251,7 @@ impl OrchestrationStore for PgStore {
         first: &NewItem,
     ) -> Result<OrchestrationInserted> {
         let mut tx = self.begin_tenant(new.tenant_id).await?;
-        let out = insert_on(&mut tx, new, first).await?;
+        let out = insert_on(&mut tx, self.persistent, new, first).await?;
         tx.commit().await?;
         if out.result == InsertResult::Inserted {
             self.wake_local(&first.lane);
@@ -244,6 +262,7 @@ impl OrchestrationStore for PgStore {
     async fn orchestration_get(&self, tenant: Uuid, id: Uuid) -> Result<Option<Orchestration>> {
         let mut tx = self.begin_tenant(tenant).await?;
         let row = sqlx::query(sql::ORCHESTRATION_GET)
+            .persistent(self.persistent)
             .bind(id)
             .fetch_optional(&mut *tx)
             .await?;
@@ -257,6 +276,7 @@ impl OrchestrationStore for PgStore {
             None => self.begin_system().await?,
         };
         let rows = sqlx::query(sql::ORCHESTRATION_LIST)
+            .persistent(self.persistent)
             .bind(f.tenant_id)
             .bind(f.status.map(|s| s.as_str()))
             .bind(f.kind.as_deref())
@@ -274,6 +294,7 @@ impl OrchestrationStore for PgStore {
     ) -> Result<Orchestration> {
         let mut tx = self.begin_tenant(claim.tenant_id).await?;
         let n = sqlx::query(sql::ITEM_COMPLETE)
+            .persistent(self.persistent)
             .bind(claim.id)
             .bind(claim.token)
             .execute(&mut *tx)
@@ -283,7 +304,7 @@ impl OrchestrationStore for PgStore {
             return Err(miss(&mut tx, claim.id, "completion").await);
         }
         // Dropping `tx` on an error rolls the completion back with it.
-        let r = apply_and_match(&mut tx, t).await?;
+        let r = apply_and_match(&mut tx, self.persistent, t).await?;
         tx.commit().await?;
         self.wake_local(&r.lane);
         Ok(r)
@@ -291,7 +312,7 @@ impl OrchestrationStore for PgStore {
 
     async fn orchestration_update(&self, t: &Transition) -> Result<Orchestration> {
         let mut tx = self.begin_tenant(t.tenant_id).await?;
-        let r = apply_and_match(&mut tx, t).await?;
+        let r = apply_and_match(&mut tx, self.persistent, t).await?;
         tx.commit().await?;
         self.wake_local(&r.lane);
         Ok(r)
@@ -300,6 +321,7 @@ impl OrchestrationStore for PgStore {
     async fn orchestration_due(&self, limit: u32) -> Result<Vec<Orchestration>> {
         let mut tx = self.begin_system().await?;
         let rows = sqlx::query(sql::ORCHESTRATION_DUE)
+            .persistent(self.persistent)
             .bind(i64::from(limit))
             .fetch_all(&mut *tx)
             .await?;
@@ -307,9 +329,30 @@ impl OrchestrationStore for PgStore {
         rows.iter().map(record).collect()
     }
 
+    async fn orchestration_dead_steps(&self, limit: u32) -> Result<Vec<DeadStep>> {
+        let mut tx = self.begin_system().await?;
+        let rows = sqlx::query(sql::ORCHESTRATION_DEAD_STEPS)
+            .persistent(self.persistent)
+            .bind(i64::from(limit))
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        rows.iter()
+            .map(|row| {
+                Ok(DeadStep {
+                    record: record(row)?,
+                    attempts: row.try_get("step_attempts")?,
+                    error: row.try_get("step_error")?,
+                    failed_at: row.try_get("step_failed_at")?,
+                })
+            })
+            .collect()
+    }
+
     async fn orchestration_parked_count(&self) -> Result<i64> {
         let mut tx = self.begin_system().await?;
         let n: i64 = sqlx::query_scalar(sql::ORCHESTRATION_PARKED_COUNT)
+            .persistent(self.persistent)
             .fetch_one(&mut *tx)
             .await?;
         tx.commit().await?;
@@ -319,6 +362,7 @@ impl OrchestrationStore for PgStore {
     async fn orchestration_signal(&self, s: &Signal) -> Result<SignalOutcome> {
         let mut tx = self.begin_tenant(s.tenant_id).await?;
         let Some(row) = sqlx::query(sql::ORCHESTRATION_LOCK)
+            .persistent(self.persistent)
             .bind(s.orchestration_id)
             .fetch_optional(&mut *tx)
             .await?
@@ -336,6 +380,7 @@ impl OrchestrationStore for PgStore {
             )));
         }
         let inserted = sqlx::query(sql::ORCHESTRATION_SIGNAL_INSERT)
+            .persistent(self.persistent)
             .bind(s.id)
             .bind(s.tenant_id)
             .bind(s.orchestration_id)
@@ -351,9 +396,14 @@ impl OrchestrationStore for PgStore {
         let mut outcome = SignalOutcome::Kept;
         if r.status == OrchestrationStatus::Parked
             && r.waiting_for.as_deref() == Some(s.name.as_str())
-            && let Some(sig) = pending(&mut tx, &r, &s.name).await?
+            && let Some(sig) = pending(&mut tx, self.persistent, &r, &s.name).await?
         {
-            apply(&mut tx, &wake_on_signal(&r, &sig, chrono::Utc::now())).await?;
+            apply(
+                &mut tx,
+                self.persistent,
+                &wake_on_signal(&r, &sig, chrono::Utc::now()),
+            )
+            .await?;
             outcome = SignalOutcome::Woke;
         }
         tx.commit().await?;
@@ -366,6 +416,7 @@ impl OrchestrationStore for PgStore {
     async fn orchestration_signal_list(&self, tenant: Uuid, id: Uuid) -> Result<Vec<Signal>> {
         let mut tx = self.begin_tenant(tenant).await?;
         let rows = sqlx::query(sql::ORCHESTRATION_SIGNAL_LIST)
+            .persistent(self.persistent)
             .bind(id)
             .fetch_all(&mut *tx)
             .await?;

@@ -107,6 +107,9 @@ pub(super) const ORCHESTRATION_UPDATE: &str =
 /// `sql/postgres/orchestration_due.sql`.
 pub(super) const ORCHESTRATION_DUE: &str =
     include_str!("../../../sql/postgres/orchestration_due.sql");
+/// `sql/postgres/orchestration_dead_steps.sql`.
+pub(super) const ORCHESTRATION_DEAD_STEPS: &str =
+    include_str!("../../../sql/postgres/orchestration_dead_steps.sql");
 /// `sql/postgres/orchestration_parked_count.sql`.
 pub(super) const ORCHESTRATION_PARKED_COUNT: &str =
     include_str!("../../../sql/postgres/orchestration_parked_count.sql");

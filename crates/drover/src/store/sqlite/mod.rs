@@ -74,6 +74,7 @@ mod claim;
 mod insert;
 mod maint;
 mod orchestration;
+mod reconcile;
 pub use orchestration::start_in;
 mod read;
 mod row;

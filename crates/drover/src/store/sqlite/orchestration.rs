@@ -18,7 +18,7 @@ use crate::error::{Error, Opaque, Result};
 use crate::item::{InsertResult, NewItem};
 use crate::orchestration::transition::{parks_for_signal, wake_on_signal};
 use crate::orchestration::{
-    NewOrchestration, Orchestration, OrchestrationFilter, OrchestrationInserted,
+    DeadStep, NewOrchestration, Orchestration, OrchestrationFilter, OrchestrationInserted,
     OrchestrationStatus, OrchestrationStore, Signal, SignalOutcome, Transition,
 };
 use crate::store::ClaimRef;
@@ -324,6 +324,23 @@ impl OrchestrationStore for SqliteStore {
             .fetch_all(&self.reader)
             .await?;
         rows.iter().map(record).collect()
+    }
+
+    async fn orchestration_dead_steps(&self, limit: u32) -> Result<Vec<DeadStep>> {
+        let rows = sqlx::query(sql::ORCHESTRATION_DEAD_STEPS)
+            .bind(i64::from(limit))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(DeadStep {
+                    record: record(row)?,
+                    attempts: row.try_get("step_attempts")?,
+                    error: row.try_get("step_error")?,
+                    failed_at: from_micros(row.try_get("step_failed_at")?)?,
+                })
+            })
+            .collect()
     }
 
     async fn orchestration_parked_count(&self) -> Result<i64> {

@@ -61,6 +61,7 @@ sql!(ORCHESTRATION_LIST, "orchestration_list.sql");
 sql!(ORCHESTRATION_UPDATE, "orchestration_update.sql");
 sql!(ORCHESTRATION_DUE, "orchestration_due.sql");
 sql!(ORCHESTRATION_PARKED_COUNT, "orchestration_parked_count.sql");
+sql!(ORCHESTRATION_DEAD_STEPS, "orchestration_dead_steps.sql");
 sql!(
     ORCHESTRATION_SIGNAL_INSERT,
     "orchestration_signal_insert.sql"
@@ -75,3 +76,18 @@ sql!(
 );
 sql!(ORCHESTRATION_SIGNAL_LIST, "orchestration_signal_list.sql");
 sql!(MIGRATIONS_STATUS, "migrations_status.sql");
+sql!(RECONCILE_CHECKPOINT_GET, "reconcile_checkpoint_get.sql");
+sql!(RECONCILE_CHECKPOINT_LIST, "reconcile_checkpoint_list.sql");
+sql!(
+    RECONCILE_CHECKPOINT_INSERT,
+    "reconcile_checkpoint_insert.sql"
+);
+sql!(
+    RECONCILE_CHECKPOINT_ADVANCE,
+    "reconcile_checkpoint_advance.sql"
+);
+sql!(RECONCILE_RECORD_READ, "reconcile_record_read.sql");
+sql!(RECONCILE_RECORD_WRITE, "reconcile_record_write.sql");
+sql!(RECONCILE_RECORD_GET, "reconcile_record_get.sql");
+sql!(RECONCILE_RECORD_LIST, "reconcile_record_list.sql");
+sql!(RECONCILE_LOCAL_PUT, "reconcile_local_put.sql");
