@@ -14,6 +14,7 @@
 //! | [`worker`] | the runtime that drains lanes |
 //! | [`maintenance`] | the sweep: stale requeue, purge, gauges |
 //! | [`orchestration`] | long-running work as persisted, fenced steps that park, resume and compensate |
+//! | [`outbox`] | the transactional outbox and its relay: a producer's write and its follow-up work commit together |
 //! | [`periodic`] | cron schedules, the scheduler, the heartbeat job |
 //! | [`builtin`] | diagnostic kinds for exercising a deployment |
 //! | [`error`] | the one public error type |
@@ -41,6 +42,7 @@
 pub mod builtin;
 pub mod maintenance;
 pub mod orchestration;
+pub mod outbox;
 #[cfg(feature = "otel")]
 pub mod otel;
 pub mod periodic;

@@ -23,6 +23,7 @@ use crate::store::{
 };
 
 mod orchestration;
+mod outbox;
 mod schedule;
 
 /// How many wake-ups may queue for a slow subscriber before it lags (and
@@ -41,6 +42,7 @@ struct State {
     sweep_last_pass: Option<DateTime<Utc>>,
     orchestrations: orchestration::Records,
     schedules: std::collections::BTreeMap<String, crate::periodic::ScheduleRow>,
+    outbox: outbox::Rows,
 }
 
 /// The in-memory store.

@@ -41,6 +41,7 @@
 mod items;
 mod ops;
 mod orchestration;
+mod outbox;
 mod row;
 mod schedule;
 mod sql;
@@ -70,6 +71,7 @@ use crate::store::{
 pub use crate::store::pooler::{DIRECT_URL_VAR, POOLER_VAR, PoolMode, PoolerOptions};
 pub use items::insert_in;
 pub use orchestration::start_in;
+pub use outbox::outbox_insert_in;
 
 /// The schema drover's tables live in unless told otherwise.
 pub const SCHEMA_DEFAULT: &str = super::SCHEMA_DEFAULT;

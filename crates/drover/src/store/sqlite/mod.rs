@@ -75,6 +75,8 @@ mod insert;
 mod maint;
 mod orchestration;
 pub use orchestration::start_in;
+mod outbox;
+pub use outbox::outbox_insert_in;
 mod read;
 mod row;
 mod schedule;
