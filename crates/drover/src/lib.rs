@@ -12,6 +12,7 @@
 //! | [`store`] | the storage seam and its PostgreSQL, SQLite and memory backends |
 //! | [`queue`] | the API producers and workers call |
 //! | [`worker`] | the runtime that drains lanes |
+//! | [`events`] | the append-only, per-tenant event log projectors follow |
 //! | [`maintenance`] | the sweep: stale requeue, purge, gauges |
 //! | [`orchestration`] | long-running work as persisted, fenced steps that park, resume and compensate |
 //! | [`periodic`] | cron schedules, the scheduler, the heartbeat job |
@@ -39,6 +40,7 @@
 //! `InvalidInput` on `database_url`.
 
 pub mod builtin;
+pub mod events;
 pub mod maintenance;
 pub mod orchestration;
 #[cfg(feature = "otel")]
