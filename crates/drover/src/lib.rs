@@ -12,6 +12,7 @@
 //! | [`store`] | the storage seam and its PostgreSQL, SQLite and memory backends |
 //! | [`queue`] | the API producers and workers call |
 //! | [`worker`] | the runtime that drains lanes |
+//! | [`events`] | the append-only, per-tenant event log projectors follow |
 //! | [`maintenance`] | the sweep: stale requeue, purge, gauges |
 //! | [`orchestration`] | long-running work as persisted, fenced steps that park, resume and compensate |
 //! | [`outbox`] | the transactional outbox and its relay: a producer's write and its follow-up work commit together |
@@ -40,6 +41,7 @@
 //! `InvalidInput` on `database_url`.
 
 pub mod builtin;
+pub mod events;
 pub mod maintenance;
 pub mod orchestration;
 pub mod outbox;

@@ -338,3 +338,37 @@ impl crate::periodic::ScheduleStore for FaultStore {
         self.inner.schedule_purge(before).await
     }
 }
+
+#[async_trait]
+impl crate::events::EventStore for FaultStore {
+    async fn event_append(
+        &self,
+        event: &crate::events::NewEvent,
+    ) -> Result<crate::events::EventAppended> {
+        self.inner.event_append(event).await
+    }
+    async fn event_append_many(
+        &self,
+        events: &[crate::events::NewEvent],
+    ) -> Result<Vec<crate::events::EventAppended>> {
+        self.inner.event_append_many(events).await
+    }
+    async fn event_read(
+        &self,
+        tenant: Uuid,
+        after: i64,
+        topics: &[String],
+        limit: u32,
+    ) -> Result<Vec<crate::events::Event>> {
+        self.inner.event_read(tenant, after, topics, limit).await
+    }
+    async fn event_head(&self, tenant: Uuid) -> Result<crate::events::EventHead> {
+        self.inner.event_head(tenant).await
+    }
+    async fn event_tenants(&self, limit: u32) -> Result<Vec<Uuid>> {
+        self.inner.event_tenants(limit).await
+    }
+    async fn event_purge(&self, before: DateTime<Utc>) -> Result<crate::events::EventPurge> {
+        self.inner.event_purge(before).await
+    }
+}

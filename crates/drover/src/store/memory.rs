@@ -22,6 +22,7 @@ use crate::store::{
     ListFilter, StaleReport, Store, SystemClock, WorkerRow,
 };
 
+mod events;
 mod orchestration;
 mod outbox;
 mod schedule;
@@ -43,6 +44,7 @@ struct State {
     orchestrations: orchestration::Records,
     schedules: std::collections::BTreeMap<String, crate::periodic::ScheduleRow>,
     outbox: outbox::Rows,
+    events: events::Logs,
 }
 
 /// The in-memory store.

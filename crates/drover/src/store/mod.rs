@@ -390,6 +390,7 @@ pub trait Store:
     crate::orchestration::OrchestrationStore
     + crate::periodic::ScheduleStore
     + crate::outbox::OutboxStore
+    + crate::events::EventStore
     + Send
     + Sync
     + 'static

@@ -38,6 +38,8 @@
 //!   into one. Same-process workers are also woken in process after each
 //!   commit.
 
+mod events;
+pub use events::append_in as event_append_in;
 mod items;
 mod ops;
 mod orchestration;

@@ -71,6 +71,7 @@ use crate::store::{
 };
 
 mod claim;
+mod events;
 mod insert;
 mod maint;
 mod orchestration;
