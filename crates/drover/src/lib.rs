@@ -44,9 +44,9 @@ pub mod builtin;
 pub mod events;
 pub mod maintenance;
 pub mod orchestration;
-pub mod outbox;
 #[cfg(feature = "otel")]
 pub mod otel;
+pub mod outbox;
 pub mod periodic;
 pub mod queue;
 pub mod store;

@@ -14,6 +14,7 @@ pub mod import;
 pub mod list;
 pub mod migrate;
 pub mod orchestrations;
+pub mod outbox;
 pub mod retry;
 pub mod schedules;
 pub mod show;

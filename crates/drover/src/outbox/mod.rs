@@ -48,7 +48,7 @@ pub use relay::{
     RELAY_BACKOFF_BASE_DEFAULT, RELAY_BACKOFF_CAP_DEFAULT, RELAY_BATCH_DEFAULT,
     RELAY_CONCURRENCY_DEFAULT, RELAY_INTERVAL_DEFAULT, RELAY_JITTER, RELAY_LEASE_DEFAULT,
     RELAY_MAX_ATTEMPTS_DEFAULT, RELAY_RETENTION_DEFAULT, RELAY_STRATEGY, Relay, RelayConfig,
-    RelayReport, RelaySweep, relay_role,
+    RelayReport, RelaySweep, relay_role, relayed_event, relayed_item,
 };
 pub use write::OutboxConnection;
 
@@ -169,8 +169,9 @@ impl NewOutboxRow {
                     return Err(Error::invalid("payload", "its lane entry must be a string"));
                 }
             }
-            Some(OutboxTarget::Event(t)) => crate::item::validate_kind(t)
-                .map_err(|_| Error::invalid("kind", "an event topic must match [a-z0-9_.:-]{1,128}"))?,
+            Some(OutboxTarget::Event(t)) => crate::item::validate_kind(t).map_err(|_| {
+                Error::invalid("kind", "an event topic must match [a-z0-9_.:-]{1,128}")
+            })?,
             None => {
                 return Err(Error::invalid(
                     "kind",

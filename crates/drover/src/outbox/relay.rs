@@ -136,13 +136,19 @@ impl RelayConfig {
             return Err(Error::Config("the relay batch must be at least 1".into()));
         }
         if self.lease < Duration::from_millis(100) {
-            return Err(Error::Config("the relay lease must be at least 100 ms".into()));
+            return Err(Error::Config(
+                "the relay lease must be at least 100 ms".into(),
+            ));
         }
         if self.interval.is_zero() {
-            return Err(Error::Config("the relay interval must be longer than zero".into()));
+            return Err(Error::Config(
+                "the relay interval must be longer than zero".into(),
+            ));
         }
         if self.max_attempts < 1 {
-            return Err(Error::Config("the relay's max_attempts must be at least 1".into()));
+            return Err(Error::Config(
+                "the relay's max_attempts must be at least 1".into(),
+            ));
         }
         if self.backoff_cap < self.backoff_base {
             return Err(Error::Config(
@@ -150,7 +156,9 @@ impl RelayConfig {
             ));
         }
         if self.concurrency == 0 {
-            return Err(Error::Config("the relay concurrency must be at least 1".into()));
+            return Err(Error::Config(
+                "the relay concurrency must be at least 1".into(),
+            ));
         }
         Ok(())
     }
@@ -349,14 +357,14 @@ impl Relay {
     }
 
     async fn run_loop(&self, stop: CancellationToken) {
-        let mut wake: Option<broadcast::Receiver<String>> =
-            match self.queue.store().wakeups().await {
-                Ok(rx) => Some(rx),
-                Err(e) => {
-                    tracing::warn!(error = %e, "outbox relay: no wake-ups, polling");
-                    None
-                }
-            };
+        let mut wake: Option<broadcast::Receiver<String>> = match self.queue.store().wakeups().await
+        {
+            Ok(rx) => Some(rx),
+            Err(e) => {
+                tracing::warn!(error = %e, "outbox relay: no wake-ups, polling");
+                None
+            }
+        };
         let mut failing = Duration::ZERO;
         loop {
             if stop.is_cancelled() {
@@ -368,7 +376,8 @@ impl Relay {
                     r.claimed >= u64::from(self.config.batch)
                 }
                 Err(e) => {
-                    failing = (failing * 2).clamp(self.config.interval / 4, self.config.interval * 8);
+                    failing =
+                        (failing * 2).clamp(self.config.interval / 4, self.config.interval * 8);
                     tracing::warn!(error = %e, "outbox relay run failed; retrying");
                     false
                 }
@@ -421,13 +430,23 @@ async fn recv(wake: &mut Option<broadcast::Receiver<String>>) -> Option<String> 
 /// The item a `work.<kind>` row becomes: id and key the row's id, created
 /// by its actor, its request and trace, the lane from the payload's `lane`
 /// entry (removed from the item's payload).
-fn relayed_item(row: &OutboxRow, kind: &str, max_payload: usize) -> Result<NewItem> {
+pub fn relayed_item(row: &OutboxRow, kind: &str, max_payload: usize) -> Result<NewItem> {
     let mut payload = row.payload.clone();
     let lane = match payload.as_object_mut().map(|o| o.remove(LANE_ENTRY)) {
         Some(Some(serde_json::Value::String(lane))) => lane,
         Some(None) => DEFAULT_LANE.to_owned(),
-        Some(Some(_)) => return Err(Error::invalid("lane", "the payload's lane entry is not a string")),
-        None => return Err(Error::invalid("payload", "a work row's payload is not an object")),
+        Some(Some(_)) => {
+            return Err(Error::invalid(
+                "lane",
+                "the payload's lane entry is not a string",
+            ));
+        }
+        None => {
+            return Err(Error::invalid(
+                "payload",
+                "a work row's payload is not an object",
+            ));
+        }
     };
     let item = NewItem {
         id: row.id,
@@ -449,7 +468,7 @@ fn relayed_item(row: &OutboxRow, kind: &str, max_payload: usize) -> Result<NewIt
 }
 
 /// The event an `event.<topic>` row becomes, under the row's id.
-fn relayed_event(row: &OutboxRow, topic: &str) -> NewEvent {
+pub fn relayed_event(row: &OutboxRow, topic: &str) -> NewEvent {
     NewEvent {
         id: row.id,
         tenant: row.tenant_id,

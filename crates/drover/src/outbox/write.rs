@@ -132,7 +132,12 @@ impl Queue {
     ///
     /// # Cancel safety
     /// Not cancel safe: drop the caller's transaction if this is dropped.
-    pub async fn outbox_work_in<C, K>(&self, conn: &mut C, principal: &Principal, job: &K) -> Result<Uuid>
+    pub async fn outbox_work_in<C, K>(
+        &self,
+        conn: &mut C,
+        principal: &Principal,
+        job: &K,
+    ) -> Result<Uuid>
     where
         C: OutboxConnection + ?Sized,
         K: Kind,

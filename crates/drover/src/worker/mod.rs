@@ -70,6 +70,7 @@ pub struct WorkerBuilder {
     steps: Vec<Box<dyn SweepStep>>,
     sweep: bool,
     schedules: Vec<crate::periodic::Schedule>,
+    relay: Option<crate::outbox::RelayConfig>,
 }
 
 impl std::fmt::Debug for WorkerBuilder {
@@ -189,6 +190,20 @@ impl WorkerBuilder {
         self
     }
 
+    /// Sets the outbox relay this worker runs beside its claim loop (on by
+    /// default with [`RelayConfig::default`](crate::outbox::RelayConfig)).
+    pub fn relay(mut self, config: crate::outbox::RelayConfig) -> Self {
+        self.relay = Some(config);
+        self
+    }
+
+    /// Turns this worker's outbox relay off (another process relays); the
+    /// sweep then relays no outbox rows either.
+    pub fn without_relay(mut self) -> Self {
+        self.relay = None;
+        self
+    }
+
     /// Checks everything and builds the worker.
     ///
     /// # Errors
@@ -220,6 +235,16 @@ impl WorkerBuilder {
                 ..SweepConfig::every(settings.sweep_interval)
             },
         )?;
+        let relay = match self.relay.take() {
+            Some(config) => {
+                let relay = Arc::new(crate::outbox::Relay::new(self.queue.clone(), config)?);
+                self.registry.add_role(crate::outbox::relay_role())?;
+                self.steps
+                    .push(Box::new(crate::outbox::RelaySweep::new(relay.clone())));
+                Some(relay)
+            }
+            None => None,
+        };
         let sweeper = self
             .steps
             .into_iter()
@@ -230,6 +255,7 @@ impl WorkerBuilder {
             registry: Arc::new(self.registry),
             sweeper: self.sweep.then_some(sweeper),
             scheduler,
+            relay,
         })
     }
 }
@@ -241,6 +267,7 @@ pub struct Worker {
     registry: Arc<Registry>,
     sweeper: Option<Sweeper>,
     scheduler: Option<Arc<crate::periodic::Scheduler>>,
+    relay: Option<Arc<crate::outbox::Relay>>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -280,6 +307,7 @@ impl Worker {
             steps: Vec::new(),
             sweep: true,
             schedules: Vec::new(),
+            relay: Some(crate::outbox::RelayConfig::default()),
         })
     }
 
@@ -387,6 +415,10 @@ impl Worker {
             let stop = background.clone();
             tokio::spawn(async move { sc.run(stop).await })
         });
+        let relay = self.relay.map(|r| {
+            let stop = background.clone();
+            tokio::spawn(async move { r.run(stop).await })
+        });
         let slots = Arc::new(Semaphore::new(s.capacity));
         let tracker = TaskTracker::new();
         let claim_loop = tokio::spawn(claim_loop(ClaimLoop {
@@ -417,6 +449,7 @@ impl Worker {
             heartbeat,
             sweep,
             scheduler,
+            relay,
             row,
             _stop_on_drop: stop_on_drop,
         })
@@ -452,6 +485,7 @@ pub struct RunningWorker {
     heartbeat: tokio::task::JoinHandle<()>,
     sweep: Option<tokio::task::JoinHandle<()>>,
     scheduler: Option<tokio::task::JoinHandle<()>>,
+    relay: Option<tokio::task::JoinHandle<()>>,
     row: WorkerRow,
     /// Cancels every token above when the worker is dropped (and, harmlessly,
     /// at the very end of a shutdown, when all of it has stopped already).
@@ -525,6 +559,9 @@ impl RunningWorker {
         }
         if let Some(s) = self.scheduler {
             let _ = s.await;
+        }
+        if let Some(r) = self.relay {
+            let _ = r.await;
         }
         if let Some(h) = self.http {
             let _ = h.await;

@@ -13,8 +13,8 @@ use super::MemoryStore;
 use crate::error::{Error, Result};
 use crate::item::bound_error;
 use crate::outbox::{
-    NewOutboxRow, OUTBOX_WAKE, OutboxClaim, OutboxClaimParams, OutboxFailOutcome,
-    OutboxFailParams, OutboxFilter, OutboxRow, OutboxStats, OutboxStatus, OutboxStore,
+    NewOutboxRow, OUTBOX_WAKE, OutboxClaim, OutboxClaimParams, OutboxFailOutcome, OutboxFailParams,
+    OutboxFilter, OutboxRow, OutboxStats, OutboxStatus, OutboxStore,
 };
 use crate::rules::to_chrono;
 
@@ -33,7 +33,9 @@ fn age(now: DateTime<Utc>, rows: &Rows) -> f64 {
         .filter(|r| r.status == OutboxStatus::Pending)
         .map(|r| r.created_at)
         .min()
-        .map_or(0.0, |t| ((now - t).num_microseconds().unwrap_or(0) as f64 / 1e6).max(0.0))
+        .map_or(0.0, |t| {
+            ((now - t).num_microseconds().unwrap_or(0) as f64 / 1e6).max(0.0)
+        })
 }
 
 #[async_trait]

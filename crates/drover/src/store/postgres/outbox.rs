@@ -25,8 +25,8 @@ use super::{PgStore, secs, validate_schema};
 use crate::error::{Error, Result};
 use crate::item::bound_error;
 use crate::outbox::{
-    NewOutboxRow, OUTBOX_WAKE, OutboxClaim, OutboxClaimParams, OutboxFailOutcome,
-    OutboxFailParams, OutboxFilter, OutboxRow, OutboxStats, OutboxStatus, OutboxStore,
+    NewOutboxRow, OUTBOX_WAKE, OutboxClaim, OutboxClaimParams, OutboxFailOutcome, OutboxFailParams,
+    OutboxFilter, OutboxRow, OutboxStats, OutboxStatus, OutboxStore,
 };
 
 macro_rules! sql {
@@ -67,7 +67,11 @@ const RING: i16 = 4;
 ///
 /// # Cancel safety
 /// Not cancel safe in the caller's transaction (see [`insert_in`](super::insert_in)).
-pub async fn outbox_insert_in(conn: &mut PgConnection, schema: &str, row: &NewOutboxRow) -> Result<()> {
+pub async fn outbox_insert_in(
+    conn: &mut PgConnection,
+    schema: &str,
+    row: &NewOutboxRow,
+) -> Result<()> {
     validate_schema(schema)?;
     let mut sp = conn.begin().await?;
     let saved = enter_caller_tx(&mut sp, schema, row.tenant_id).await?;

@@ -19,8 +19,8 @@ use super::row::{after, from_micros, to_micros};
 use crate::error::{Error, Result};
 use crate::item::bound_error;
 use crate::outbox::{
-    NewOutboxRow, OUTBOX_WAKE, OutboxClaim, OutboxClaimParams, OutboxFailOutcome,
-    OutboxFailParams, OutboxFilter, OutboxRow, OutboxStats, OutboxStatus, OutboxStore,
+    NewOutboxRow, OUTBOX_WAKE, OutboxClaim, OutboxClaimParams, OutboxFailOutcome, OutboxFailParams,
+    OutboxFilter, OutboxRow, OutboxStats, OutboxStatus, OutboxStore,
 };
 
 macro_rules! sql {
@@ -54,7 +54,11 @@ const PURGE_BATCH: i64 = 5000;
 ///
 /// # Cancel safety
 /// Not cancel safe in the caller's transaction: drop the transaction.
-pub async fn outbox_insert_in(conn: &mut SqliteConnection, row: &NewOutboxRow, now: DateTime<Utc>) -> Result<()> {
+pub async fn outbox_insert_in(
+    conn: &mut SqliteConnection,
+    row: &NewOutboxRow,
+    now: DateTime<Utc>,
+) -> Result<()> {
     sqlx::query(OUTBOX_INSERT)
         .bind(row.id)
         .bind(row.tenant_id)
@@ -99,7 +103,9 @@ fn outbox_row(r: &SqliteRow) -> Result<OutboxRow> {
 
 fn lag(now: DateTime<Utc>, oldest: Option<i64>) -> Result<f64> {
     Ok(match oldest {
-        Some(us) => ((now - from_micros(us)?).num_microseconds().unwrap_or(0) as f64 / 1e6).max(0.0),
+        Some(us) => {
+            ((now - from_micros(us)?).num_microseconds().unwrap_or(0) as f64 / 1e6).max(0.0)
+        }
         None => 0.0,
     })
 }
