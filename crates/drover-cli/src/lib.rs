@@ -160,6 +160,8 @@ pub enum Command {
     Cancel(commands::cancel::CancelArgs),
     /// List, show, cancel or resume orchestrations.
     Orchestrations(commands::orchestrations::OrchestrationsArgs),
+    /// List the outbox rows or show their counts and the relay lag.
+    Outbox(commands::outbox::OutboxArgs),
     /// Send a signal to an orchestration.
     Signal(commands::signal::SignalArgs),
     /// Sync reconcilers: checkpoints, records parked for review, resolve one.
@@ -359,6 +361,7 @@ pub async fn execute(command: &Command, cx: &mut Context<'_>) -> Result<(), CliE
         Command::Retry(a) => commands::retry::run(a, cx).await,
         Command::Cancel(a) => commands::cancel::run(a, cx).await,
         Command::Orchestrations(a) => commands::orchestrations::run(a, cx).await,
+        Command::Outbox(a) => commands::outbox::run(a, cx).await,
         Command::Signal(a) => commands::signal::run(a, cx).await,
         Command::Reconcile(a) => commands::reconcile::run(a, cx).await,
         Command::Worker(a) => commands::worker::run(a, cx).await,

@@ -12,8 +12,10 @@
 //! | [`store`] | the storage seam and its PostgreSQL, SQLite and memory backends |
 //! | [`queue`] | the API producers and workers call |
 //! | [`worker`] | the runtime that drains lanes |
+//! | [`events`] | the append-only, per-tenant event log projectors follow |
 //! | [`maintenance`] | the sweep: stale requeue, purge, gauges |
 //! | [`orchestration`] | long-running work as persisted, fenced steps that park, resume and compensate |
+//! | [`outbox`] | the transactional outbox and its relay: a producer's write and its follow-up work commit together |
 //! | [`periodic`] | cron schedules, the scheduler, the heartbeat job |
 //! | [`builtin`] | diagnostic kinds for exercising a deployment |
 //! | [`error`] | the one public error type |
@@ -39,10 +41,12 @@
 //! `InvalidInput` on `database_url`.
 
 pub mod builtin;
+pub mod events;
 pub mod maintenance;
 pub mod orchestration;
 #[cfg(feature = "otel")]
 pub mod otel;
+pub mod outbox;
 pub mod periodic;
 pub mod queue;
 pub mod reconcile;

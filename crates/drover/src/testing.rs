@@ -347,9 +347,24 @@ pub async fn pg_pooled_harness() -> Harness {
             Ok(out)
         })
     });
+    let ob_store = store.clone();
+    let outbox_in: crate::store::contract::OutboxIn = Arc::new(move |row, commit| {
+        let store = ob_store.clone();
+        Box::pin(async move {
+            let mut tx = store.pool().begin().await?;
+            crate::store::postgres::outbox_insert_in(&mut tx, store.schema(), &row).await?;
+            if commit {
+                tx.commit().await?;
+            } else {
+                tx.rollback().await?;
+            }
+            Ok(())
+        })
+    });
     let store: Arc<dyn Store> = store;
     Harness {
         insert_in: Some(insert_in),
+        outbox_in: Some(outbox_in),
         store,
         clock: None,
         cleanup: Some(Box::new(move || {
@@ -373,9 +388,24 @@ pub async fn pg_harness() -> Harness {
             Ok(out)
         })
     });
+    let ob_store = store.clone();
+    let outbox_in: crate::store::contract::OutboxIn = Arc::new(move |row, commit| {
+        let store = ob_store.clone();
+        Box::pin(async move {
+            let mut tx = store.pool().begin().await?;
+            crate::store::postgres::outbox_insert_in(&mut tx, store.schema(), &row).await?;
+            if commit {
+                tx.commit().await?;
+            } else {
+                tx.rollback().await?;
+            }
+            Ok(())
+        })
+    });
     let store: Arc<dyn Store> = store;
     Harness {
         insert_in: Some(insert_in),
+        outbox_in: Some(outbox_in),
         store,
         clock: None,
         cleanup: Some(Box::new(move || {

@@ -15,9 +15,11 @@ async fn memory_harness() -> Harness {
         clock: Some(clock),
         cleanup: None,
         insert_in: None,
+        outbox_in: None,
     }
 }
 
 drover::contract_suite!(memory_harness);
 drover::orchestration_contract_suite!(memory_harness);
 drover::reconcile_contract_suite!(memory_harness);
+drover::outbox_contract_suite!(memory_harness);

@@ -15,6 +15,7 @@ pub mod list;
 pub mod migrate;
 pub mod orchestrations;
 pub mod reconcile;
+pub mod outbox;
 pub mod retry;
 pub mod schedules;
 pub mod show;

@@ -406,3 +406,78 @@ impl crate::periodic::ScheduleStore for FaultStore {
         self.inner.schedule_purge(before).await
     }
 }
+
+#[async_trait]
+impl crate::events::EventStore for FaultStore {
+    async fn event_append(
+        &self,
+        event: &crate::events::NewEvent,
+    ) -> Result<crate::events::EventAppended> {
+        self.inner.event_append(event).await
+    }
+    async fn event_append_many(
+        &self,
+        events: &[crate::events::NewEvent],
+    ) -> Result<Vec<crate::events::EventAppended>> {
+        self.inner.event_append_many(events).await
+    }
+    async fn event_read(
+        &self,
+        tenant: Uuid,
+        after: i64,
+        topics: &[String],
+        limit: u32,
+    ) -> Result<Vec<crate::events::Event>> {
+        self.inner.event_read(tenant, after, topics, limit).await
+    }
+    async fn event_head(&self, tenant: Uuid) -> Result<crate::events::EventHead> {
+        self.inner.event_head(tenant).await
+    }
+    async fn event_tenants(&self, limit: u32) -> Result<Vec<Uuid>> {
+        self.inner.event_tenants(limit).await
+    }
+    async fn event_purge(&self, before: DateTime<Utc>) -> Result<crate::events::EventPurge> {
+        self.inner.event_purge(before).await
+    }
+}
+
+#[async_trait]
+impl crate::outbox::OutboxStore for FaultStore {
+    async fn outbox_insert(&self, row: &crate::outbox::NewOutboxRow) -> Result<()> {
+        self.inner.outbox_insert(row).await
+    }
+    async fn outbox_get(&self, tenant: Uuid, id: Uuid) -> Result<Option<crate::outbox::OutboxRow>> {
+        self.inner.outbox_get(tenant, id).await
+    }
+    async fn outbox_claim(
+        &self,
+        params: &crate::outbox::OutboxClaimParams,
+    ) -> Result<Vec<crate::outbox::OutboxRow>> {
+        self.inner.outbox_claim(params).await
+    }
+    async fn outbox_complete(&self, claims: &[crate::outbox::OutboxClaim]) -> Result<Vec<Uuid>> {
+        self.inner.outbox_complete(claims).await
+    }
+    async fn outbox_fail(
+        &self,
+        claim: &crate::outbox::OutboxClaim,
+        params: &crate::outbox::OutboxFailParams,
+    ) -> Result<crate::outbox::OutboxFailOutcome> {
+        self.inner.outbox_fail(claim, params).await
+    }
+    async fn outbox_list(
+        &self,
+        filter: &crate::outbox::OutboxFilter,
+    ) -> Result<Vec<crate::outbox::OutboxRow>> {
+        self.inner.outbox_list(filter).await
+    }
+    async fn outbox_stats(&self) -> Result<crate::outbox::OutboxStats> {
+        self.inner.outbox_stats().await
+    }
+    async fn outbox_lag(&self) -> Result<f64> {
+        self.inner.outbox_lag().await
+    }
+    async fn outbox_purge(&self, before: DateTime<Utc>, rotate_after: Duration) -> Result<u64> {
+        self.inner.outbox_purge(before, rotate_after).await
+    }
+}

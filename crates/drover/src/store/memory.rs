@@ -22,8 +22,10 @@ use crate::store::{
     ListFilter, StaleReport, Store, SystemClock, WorkerRow,
 };
 
+mod events;
 mod orchestration;
 mod reconcile;
+mod outbox;
 mod schedule;
 
 /// How many wake-ups may queue for a slow subscriber before it lags (and
@@ -43,6 +45,8 @@ struct State {
     orchestrations: orchestration::Records,
     sync: reconcile::Sync,
     schedules: std::collections::BTreeMap<String, crate::periodic::ScheduleRow>,
+    outbox: outbox::Rows,
+    events: events::Logs,
 }
 
 /// The in-memory store.

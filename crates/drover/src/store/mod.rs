@@ -390,6 +390,8 @@ pub trait Store:
     crate::orchestration::OrchestrationStore
     + crate::periodic::ScheduleStore
     + crate::reconcile::ReconcileStore
+    + crate::outbox::OutboxStore
+    + crate::events::EventStore
     + Send
     + Sync
     + 'static

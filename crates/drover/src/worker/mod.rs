@@ -71,6 +71,7 @@ pub struct WorkerBuilder {
     sweep: bool,
     schedules: Vec<crate::periodic::Schedule>,
     services: Vec<Service>,
+    relay: Option<crate::outbox::RelayConfig>,
 }
 
 /// A background service a worker runs beside its claim loop (a sync
@@ -202,6 +203,20 @@ impl WorkerBuilder {
         self
     }
 
+    /// Sets the outbox relay this worker runs beside its claim loop (on by
+    /// default with [`RelayConfig::default`](crate::outbox::RelayConfig)).
+    pub fn relay(mut self, config: crate::outbox::RelayConfig) -> Self {
+        self.relay = Some(config);
+        self
+    }
+
+    /// Turns this worker's outbox relay off (another process relays); the
+    /// sweep then relays no outbox rows either.
+    pub fn without_relay(mut self) -> Self {
+        self.relay = None;
+        self
+    }
+
     /// Checks everything and builds the worker.
     ///
     /// # Errors
@@ -233,6 +248,16 @@ impl WorkerBuilder {
                 ..SweepConfig::every(settings.sweep_interval)
             },
         )?;
+        let relay = match self.relay.take() {
+            Some(config) => {
+                let relay = Arc::new(crate::outbox::Relay::new(self.queue.clone(), config)?);
+                self.registry.add_role(crate::outbox::relay_role())?;
+                self.steps
+                    .push(Box::new(crate::outbox::RelaySweep::new(relay.clone())));
+                Some(relay)
+            }
+            None => None,
+        };
         let sweeper = self
             .steps
             .into_iter()
@@ -244,6 +269,7 @@ impl WorkerBuilder {
             sweeper: self.sweep.then_some(sweeper),
             scheduler,
             services: self.services,
+            relay,
         })
     }
 }
@@ -256,6 +282,7 @@ pub struct Worker {
     sweeper: Option<Sweeper>,
     scheduler: Option<Arc<crate::periodic::Scheduler>>,
     services: Vec<Service>,
+    relay: Option<Arc<crate::outbox::Relay>>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -296,6 +323,7 @@ impl Worker {
             sweep: true,
             schedules: Vec::new(),
             services: Vec::new(),
+            relay: Some(crate::outbox::RelayConfig::default()),
         })
     }
 
@@ -408,6 +436,10 @@ impl Worker {
             .into_iter()
             .map(|f| tokio::spawn(f(background.clone())))
             .collect();
+        let relay = self.relay.map(|r| {
+            let stop = background.clone();
+            tokio::spawn(async move { r.run(stop).await })
+        });
         let slots = Arc::new(Semaphore::new(s.capacity));
         let tracker = TaskTracker::new();
         let claim_loop = tokio::spawn(claim_loop(ClaimLoop {
@@ -439,6 +471,7 @@ impl Worker {
             sweep,
             scheduler,
             services,
+            relay,
             row,
             _stop_on_drop: stop_on_drop,
         })
@@ -475,6 +508,7 @@ pub struct RunningWorker {
     sweep: Option<tokio::task::JoinHandle<()>>,
     scheduler: Option<tokio::task::JoinHandle<()>>,
     services: Vec<tokio::task::JoinHandle<()>>,
+    relay: Option<tokio::task::JoinHandle<()>>,
     row: WorkerRow,
     /// Cancels every token above when the worker is dropped (and, harmlessly,
     /// at the very end of a shutdown, when all of it has stopped already).
@@ -551,6 +585,8 @@ impl RunningWorker {
         }
         for s in self.services {
             let _ = s.await;
+        if let Some(r) = self.relay {
+            let _ = r.await;
         }
         if let Some(h) = self.http {
             let _ = h.await;

@@ -27,6 +27,19 @@ pub type InsertIn = Arc<
     dyn Fn(NewItem) -> Pin<Box<dyn Future<Output = crate::Result<Inserted>> + Send>> + Send + Sync,
 >;
 
+/// Writes one outbox row inside a transaction of the harness's own, on a
+/// connection of the store's database, then commits (`true`) or rolls back
+/// (`false`): the backend's `outbox_insert_in`, as
+/// `Queue::outbox_write_in` runs it.
+pub type OutboxIn = Arc<
+    dyn Fn(
+            crate::outbox::NewOutboxRow,
+            bool,
+        ) -> Pin<Box<dyn Future<Output = crate::Result<()>> + Send>>
+        + Send
+        + Sync,
+>;
+
 /// A fresh store for one case, and a way to let time pass.
 pub struct Harness {
     /// The store under test: migrated and empty.
@@ -40,6 +53,9 @@ pub struct Harness {
     /// The backend's transactional enqueue; `None` for a store without
     /// caller transactions (memory), whose cases use `item_insert` instead.
     pub insert_in: Option<InsertIn>,
+    /// The backend's outbox write in a caller's transaction; `None` for a
+    /// store without caller transactions (memory).
+    pub outbox_in: Option<OutboxIn>,
 }
 
 impl Harness {
@@ -231,6 +247,7 @@ mod claims;
 mod operations;
 pub mod orchestration;
 pub mod reconcile;
+pub mod outbox;
 mod schedule;
 mod sweep;
 mod wakeups;

@@ -38,10 +38,13 @@
 //!   into one. Same-process workers are also woken in process after each
 //!   commit.
 
+mod events;
+pub use events::append_in as event_append_in;
 mod items;
 mod ops;
 mod orchestration;
 mod reconcile;
+mod outbox;
 mod row;
 mod schedule;
 mod sql;
@@ -71,6 +74,7 @@ use crate::store::{
 pub use crate::store::pooler::{DIRECT_URL_VAR, POOLER_VAR, PoolMode, PoolerOptions};
 pub use items::insert_in;
 pub use orchestration::start_in;
+pub use outbox::outbox_insert_in;
 
 /// The schema drover's tables live in unless told otherwise.
 pub const SCHEMA_DEFAULT: &str = super::SCHEMA_DEFAULT;

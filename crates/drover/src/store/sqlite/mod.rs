@@ -71,11 +71,14 @@ use crate::store::{
 };
 
 mod claim;
+mod events;
 mod insert;
 mod maint;
 mod orchestration;
 mod reconcile;
 pub use orchestration::start_in;
+mod outbox;
+pub use outbox::outbox_insert_in;
 mod read;
 mod row;
 mod schedule;

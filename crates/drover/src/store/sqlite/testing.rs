@@ -42,8 +42,23 @@ pub async fn sqlite_harness() -> Harness {
             Ok(out)
         })
     });
+    let ob_store = store.clone();
+    let outbox_in: crate::store::contract::OutboxIn = Arc::new(move |row, commit| {
+        let store = ob_store.clone();
+        Box::pin(async move {
+            let mut tx = store.writer().begin_with("BEGIN IMMEDIATE").await?;
+            super::outbox_insert_in(&mut tx, &row, store.now()).await?;
+            if commit {
+                tx.commit().await?;
+            } else {
+                tx.rollback().await?;
+            }
+            Ok(())
+        })
+    });
     Harness {
         insert_in: Some(insert_in),
+        outbox_in: Some(outbox_in),
         store: Arc::new(store),
         clock: Some(clock),
         cleanup: Some(Box::new(move || {

@@ -1,0 +1,2 @@
+-- Empties child {child} (every row in it done and past retention).
+TRUNCATE {child}

@@ -1,0 +1,2 @@
+-- System: the tenants whose log holds an event.
+SELECT tenant_id FROM event_heads WHERE head > 0 ORDER BY tenant_id LIMIT ?1

@@ -1,0 +1,531 @@
+//! The relay: the service that turns committed outbox rows into work items
+//! and events.
+//!
+//! Each run claims a batch of pending rows (one token, one lease), enqueues
+//! the `work.*` rows as items in one bulk insert (the item's id and
+//! idempotency key are the row's id, `created_by` its actor, its request
+//! and trace context kept, the lane taken out of the payload's `lane`
+//! entry), appends the `event.*` rows to the event log under the row's id,
+//! then marks the rows done in one fenced statement. A row that cannot be
+//! relayed is failed with backoff and parked after its budget.
+//!
+//! Why it is safe without a transaction spanning the item and the row: the
+//! item or event carries the row's id, so a relay that dies after the
+//! insert and before the row is marked done leaves a row whose next relay
+//! meets its own item (`IdExists`) or event (already there) and changes
+//! nothing; the row is then marked done. Any number of relays run at once:
+//! the claim hands each row to one of them, and a relay whose lease passed
+//! meets the fence when it marks its rows done.
+//!
+//! It runs on two paths: the fast path (woken by the outbox insert:
+//! `NOTIFY` on PostgreSQL, the in-process signal on SQLite and memory, with
+//! a jittered poll as the fallback) and the sweep step [`RelaySweep`]
+//! (relays what a crash left, purges done rows past the retention, and
+//! publishes `drover_outbox_lag_seconds`).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    LANE_ENTRY, OUTBOX_WAKE, OutboxClaim, OutboxClaimParams, OutboxFailOutcome, OutboxFailParams,
+    OutboxRow, OutboxTarget,
+};
+use crate::error::{Error, Result};
+use crate::events::{EventAppended, NewEvent};
+use crate::item::{DEFAULT_LANE, DEFAULT_MAX_ATTEMPTS, InsertResult, NewItem};
+use crate::maintenance::SweepStep;
+use crate::queue::Queue;
+use crate::rules::RetryPolicy;
+use crate::worker::{RoleInfo, Strategy};
+
+/// Rows one relay run claims at most.
+pub const RELAY_BATCH_DEFAULT: u32 = 1000;
+/// How long a relay's claim on its batch holds: a relay that dies leaves
+/// its rows to the next one after this.
+pub const RELAY_LEASE_DEFAULT: Duration = Duration::from_secs(30);
+/// The longest wait between two runs when no wake-up arrives.
+pub const RELAY_INTERVAL_DEFAULT: Duration = Duration::from_secs(1);
+/// Each wait varies by this fraction either way.
+pub const RELAY_JITTER: f64 = 0.2;
+/// Failed relays of one row before it is parked as `failed`.
+pub const RELAY_MAX_ATTEMPTS_DEFAULT: i32 = 10;
+/// The wait after a row's first failed relay.
+pub const RELAY_BACKOFF_BASE_DEFAULT: Duration = Duration::from_secs(1);
+/// No wait between two relays of one row exceeds this.
+pub const RELAY_BACKOFF_CAP_DEFAULT: Duration = Duration::from_secs(300);
+/// Done rows are kept this long before the purge may remove them.
+pub const RELAY_RETENTION_DEFAULT: Duration = Duration::from_secs(3600);
+/// Relay loops one worker runs at once.
+pub const RELAY_CONCURRENCY_DEFAULT: usize = 1;
+
+/// What the relay declares, as `drover handlers` prints it.
+pub const RELAY_STRATEGY: Strategy = Strategy {
+    idempotency: "the item's id and idempotency key (an event's id) are the outbox row's id: a \
+                  second relay of a row meets its own item or event and inserts nothing",
+    retry: "a row that cannot be relayed is retried with exponential backoff, then parked as \
+            failed with its error (counted, listed by drover outbox stats); never dropped",
+    checkpoint: "the row's status: pending until its item or event exists, then done in a \
+                 statement fenced on the relay's claim token and lease",
+    recovery: "a relay that dies leaves its rows claimed until the lease passes; the next relay \
+               (fast path or sweep step) takes them and meets what was already inserted",
+};
+
+/// The relay's role row for `drover handlers`.
+pub fn relay_role() -> RoleInfo {
+    RoleInfo {
+        role: "outbox relay".into(),
+        name: "outbox".into(),
+        strategies: vec![
+            ("idempotency".into(), RELAY_STRATEGY.idempotency.into()),
+            ("retry".into(), RELAY_STRATEGY.retry.into()),
+            ("checkpoint".into(), RELAY_STRATEGY.checkpoint.into()),
+            ("recovery".into(), RELAY_STRATEGY.recovery.into()),
+        ],
+    }
+}
+
+/// The relay's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RelayConfig {
+    /// Rows per run. Default [`RELAY_BATCH_DEFAULT`].
+    pub batch: u32,
+    /// The claim's lease. Default [`RELAY_LEASE_DEFAULT`].
+    pub lease: Duration,
+    /// Longest wait between runs. Default [`RELAY_INTERVAL_DEFAULT`].
+    pub interval: Duration,
+    /// Failed relays before a row is parked. Default [`RELAY_MAX_ATTEMPTS_DEFAULT`].
+    pub max_attempts: i32,
+    /// First backoff. Default [`RELAY_BACKOFF_BASE_DEFAULT`].
+    pub backoff_base: Duration,
+    /// Backoff cap. Default [`RELAY_BACKOFF_CAP_DEFAULT`].
+    pub backoff_cap: Duration,
+    /// How long done rows are kept. Default [`RELAY_RETENTION_DEFAULT`].
+    pub retention: Duration,
+    /// Relay loops run at once by [`Relay::run`]. Default
+    /// [`RELAY_CONCURRENCY_DEFAULT`].
+    pub concurrency: usize,
+}
+
+impl Default for RelayConfig {
+    fn default() -> Self {
+        RelayConfig {
+            batch: RELAY_BATCH_DEFAULT,
+            lease: RELAY_LEASE_DEFAULT,
+            interval: RELAY_INTERVAL_DEFAULT,
+            max_attempts: RELAY_MAX_ATTEMPTS_DEFAULT,
+            backoff_base: RELAY_BACKOFF_BASE_DEFAULT,
+            backoff_cap: RELAY_BACKOFF_CAP_DEFAULT,
+            retention: RELAY_RETENTION_DEFAULT,
+            concurrency: RELAY_CONCURRENCY_DEFAULT,
+        }
+    }
+}
+
+impl RelayConfig {
+    /// Checks the settings together.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the field and the relation broken.
+    pub fn validate(&self) -> Result<()> {
+        if self.batch == 0 {
+            return Err(Error::Config("the relay batch must be at least 1".into()));
+        }
+        if self.lease < Duration::from_millis(100) {
+            return Err(Error::Config(
+                "the relay lease must be at least 100 ms".into(),
+            ));
+        }
+        if self.interval.is_zero() {
+            return Err(Error::Config(
+                "the relay interval must be longer than zero".into(),
+            ));
+        }
+        if self.max_attempts < 1 {
+            return Err(Error::Config(
+                "the relay's max_attempts must be at least 1".into(),
+            ));
+        }
+        if self.backoff_cap < self.backoff_base {
+            return Err(Error::Config(
+                "the relay's backoff cap must be at least its base".into(),
+            ));
+        }
+        if self.concurrency == 0 {
+            return Err(Error::Config(
+                "the relay concurrency must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What one relay run did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RelayReport {
+    /// Rows claimed.
+    pub claimed: u64,
+    /// Rows marked done (their item or event exists).
+    pub relayed: u64,
+    /// Items inserted now (the others met their own item: a second relay).
+    pub items_inserted: u64,
+    /// Events appended now (the others were already in the log).
+    pub events_appended: u64,
+    /// Rows failed and left for a later attempt.
+    pub retried: u64,
+    /// Rows parked as failed.
+    pub parked: u64,
+    /// Rows whose claim had passed to another relay when marked.
+    pub stale: u64,
+}
+
+/// The relay service.
+#[derive(Debug, Clone)]
+pub struct Relay {
+    queue: Queue,
+    config: RelayConfig,
+}
+
+impl Relay {
+    /// A relay over `queue`.
+    ///
+    /// # Errors
+    /// As [`RelayConfig::validate`].
+    pub fn new(queue: Queue, config: RelayConfig) -> Result<Self> {
+        config.validate()?;
+        Ok(Relay { queue, config })
+    }
+
+    /// Its settings.
+    pub fn config(&self) -> &RelayConfig {
+        &self.config
+    }
+
+    /// Claims one batch and relays it.
+    ///
+    /// # Errors
+    /// Storage errors from the claim, the inserts or the marking; the rows
+    /// of a run that failed part-way are relayed by a later run (once the
+    /// lease passes), meeting whatever this one inserted.
+    ///
+    /// # Cancel safety
+    /// Dropped, the claimed rows wait for their lease to pass; nothing is
+    /// relayed twice.
+    pub async fn run_once(&self) -> Result<RelayReport> {
+        let store = self.queue.store();
+        let rows = store
+            .outbox_claim(&OutboxClaimParams {
+                lease: self.config.lease,
+                limit: self.config.batch,
+            })
+            .await?;
+        let mut report = RelayReport {
+            claimed: rows.len() as u64,
+            ..RelayReport::default()
+        };
+        if rows.is_empty() {
+            return Ok(report);
+        }
+        let max_payload = self.queue.config().max_payload_bytes;
+        let mut done: Vec<OutboxClaim> = Vec::with_capacity(rows.len());
+        let mut failed: Vec<(OutboxRow, String)> = Vec::new();
+        let mut items: Vec<(usize, NewItem)> = Vec::new();
+        let mut events: Vec<(usize, NewEvent)> = Vec::new();
+        for (i, row) in rows.iter().enumerate() {
+            match row.target() {
+                Some(OutboxTarget::Work(kind)) => match relayed_item(row, kind, max_payload) {
+                    Ok(item) => items.push((i, item)),
+                    Err(e) => failed.push((row.clone(), e.to_string())),
+                },
+                Some(OutboxTarget::Event(topic)) => {
+                    let ev = relayed_event(row, topic);
+                    match ev.validate(max_payload) {
+                        Ok(()) => events.push((i, ev)),
+                        Err(e) => failed.push((row.clone(), e.to_string())),
+                    }
+                }
+                None => failed.push((row.clone(), format!("unknown outbox kind {:?}", row.kind))),
+            }
+        }
+        if !items.is_empty() {
+            let batch: Vec<NewItem> = items.iter().map(|(_, it)| it.clone()).collect();
+            let results = store.item_insert_many(&batch).await?;
+            for ((i, _), r) in items.iter().zip(results) {
+                let row = &rows[*i];
+                match r {
+                    InsertResult::Inserted => {
+                        report.items_inserted += 1;
+                        done.extend(row.claim());
+                    }
+                    // Its own item, from an earlier relay of this row.
+                    InsertResult::IdExists => done.extend(row.claim()),
+                    InsertResult::KeyExists => failed.push((
+                        row.clone(),
+                        "another item of the tenant holds the row's id as its idempotency key"
+                            .into(),
+                    )),
+                    InsertResult::IdTaken => failed.push((
+                        row.clone(),
+                        "the row's id is held by an item of another tenant".into(),
+                    )),
+                }
+            }
+        }
+        if !events.is_empty() {
+            let batch: Vec<NewEvent> = events.iter().map(|(_, e)| e.clone()).collect();
+            let answers = match store.event_append_many(&batch).await {
+                Ok(a) => a.into_iter().map(Ok).collect::<Vec<_>>(),
+                // One bad event refuses the batch: find it one by one.
+                Err(e) if e.kind() == crate::ErrorKind::InvalidInput => {
+                    let mut each = Vec::with_capacity(batch.len());
+                    for ev in &batch {
+                        each.push(match store.event_append(ev).await {
+                            Err(e) if e.kind() == crate::ErrorKind::InvalidInput => Err(e),
+                            other => Ok(other?),
+                        });
+                    }
+                    each
+                }
+                Err(e) => return Err(e),
+            };
+            for ((i, _), a) in events.iter().zip(answers) {
+                let row = &rows[*i];
+                match a {
+                    Ok(EventAppended::Appended { .. }) => {
+                        report.events_appended += 1;
+                        done.extend(row.claim());
+                    }
+                    Ok(EventAppended::AlreadyThere { .. }) => done.extend(row.claim()),
+                    Err(e) => failed.push((row.clone(), e.to_string())),
+                }
+            }
+        }
+        if !done.is_empty() {
+            let landed = store.outbox_complete(&done).await?;
+            report.relayed = landed.len() as u64;
+            report.stale += (done.len() - landed.len()) as u64;
+            metrics::counter!("drover_outbox_relayed_total").increment(report.relayed);
+        }
+        for (row, error) in failed {
+            let Some(claim) = row.claim() else { continue };
+            let params = OutboxFailParams {
+                error,
+                retry_delay: self.backoff(row.attempts + 1),
+                max_attempts: self.config.max_attempts,
+            };
+            match store.outbox_fail(&claim, &params).await {
+                Ok(OutboxFailOutcome::Retrying { .. }) => {
+                    report.retried += 1;
+                    metrics::counter!("drover_outbox_retried_total").increment(1);
+                }
+                Ok(OutboxFailOutcome::Parked) => {
+                    report.parked += 1;
+                    metrics::counter!("drover_outbox_failed_total").increment(1);
+                    tracing::warn!(row = %row.id, kind = %row.kind, error = %params.error,
+                        "outbox row parked as failed after its relay attempts ran out");
+                }
+                Err(e) if e.kind() == crate::ErrorKind::Conflict => report.stale += 1,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(report)
+    }
+
+    /// The backoff before relay attempt `attempts + 1` of a row.
+    fn backoff(&self, attempts: i32) -> Duration {
+        let policy = RetryPolicy {
+            base: self.config.backoff_base,
+            cap: self.config.backoff_cap,
+            ..RetryPolicy::default()
+        };
+        crate::rules::retry_delay(&policy, attempts, rand::random::<f64>())
+    }
+
+    /// Relays until `stop` fires: a run per wake-up (the outbox insert's)
+    /// or per jittered interval, and at once again after a full batch.
+    /// Runs [`RelayConfig::concurrency`] loops side by side.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a dropped run leaves its rows to their lease.
+    pub async fn run(&self, stop: CancellationToken) {
+        let loops = (0..self.config.concurrency).map(|_| self.run_loop(stop.clone()));
+        futures::future::join_all(loops).await;
+    }
+
+    async fn run_loop(&self, stop: CancellationToken) {
+        let mut wake: Option<broadcast::Receiver<String>> = match self.queue.store().wakeups().await
+        {
+            Ok(rx) => Some(rx),
+            Err(e) => {
+                tracing::warn!(error = %e, "outbox relay: no wake-ups, polling");
+                None
+            }
+        };
+        let mut failing = Duration::ZERO;
+        loop {
+            if stop.is_cancelled() {
+                return;
+            }
+            let full = match self.run_once().await {
+                Ok(r) => {
+                    failing = Duration::ZERO;
+                    r.claimed >= u64::from(self.config.batch)
+                }
+                Err(e) => {
+                    failing =
+                        (failing * 2).clamp(self.config.interval / 4, self.config.interval * 8);
+                    tracing::warn!(error = %e, "outbox relay run failed; retrying");
+                    false
+                }
+            };
+            if full {
+                continue;
+            }
+            let unit = 1.0 + RELAY_JITTER * (2.0 * rand::random::<f64>() - 1.0);
+            let wait = if failing.is_zero() {
+                self.config.interval.mul_f64(unit)
+            } else {
+                failing.mul_f64(unit)
+            };
+            let sleep = tokio::time::sleep(wait);
+            tokio::pin!(sleep);
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = &mut sleep => break,
+                    r = recv(&mut wake), if failing.is_zero() => match r {
+                        Some(name) if name != OUTBOX_WAKE => continue,
+                        _ => break,
+                    },
+                }
+            }
+            // Coalesce a burst of wake-ups into this one run.
+            if let Some(rx) = wake.as_mut() {
+                while rx.try_recv().is_ok() {}
+            }
+        }
+    }
+}
+
+/// The next wake-up name; `None` when it lagged (anything may be waiting)
+/// or there is no channel (then it never resolves).
+async fn recv(wake: &mut Option<broadcast::Receiver<String>>) -> Option<String> {
+    match wake {
+        Some(rx) => match rx.recv().await {
+            Ok(name) => Some(name),
+            Err(broadcast::error::RecvError::Lagged(_)) => None,
+            Err(broadcast::error::RecvError::Closed) => {
+                *wake = None;
+                std::future::pending().await
+            }
+        },
+        None => std::future::pending().await,
+    }
+}
+
+/// The item a `work.<kind>` row becomes: id and key the row's id, created
+/// by its actor, its request and trace, the lane from the payload's `lane`
+/// entry (removed from the item's payload).
+pub fn relayed_item(row: &OutboxRow, kind: &str, max_payload: usize) -> Result<NewItem> {
+    let mut payload = row.payload.clone();
+    let lane = match payload.as_object_mut().map(|o| o.remove(LANE_ENTRY)) {
+        Some(Some(serde_json::Value::String(lane))) => lane,
+        Some(None) => DEFAULT_LANE.to_owned(),
+        Some(Some(_)) => {
+            return Err(Error::invalid(
+                "lane",
+                "the payload's lane entry is not a string",
+            ));
+        }
+        None => {
+            return Err(Error::invalid(
+                "payload",
+                "a work row's payload is not an object",
+            ));
+        }
+    };
+    let item = NewItem {
+        id: row.id,
+        tenant_id: row.tenant_id,
+        kind: kind.to_owned(),
+        lane,
+        payload,
+        priority: 0,
+        available_at: None,
+        max_attempts: DEFAULT_MAX_ATTEMPTS,
+        idempotency_key: Some(row.id.to_string()),
+        created_by: row.actor,
+        request_id: row.request_id.clone(),
+        traceparent: row.traceparent.clone(),
+        created_at: row.created_at,
+    };
+    item.validate(max_payload)?;
+    Ok(item)
+}
+
+/// The event an `event.<topic>` row becomes, under the row's id.
+pub fn relayed_event(row: &OutboxRow, topic: &str) -> NewEvent {
+    NewEvent {
+        id: row.id,
+        tenant: row.tenant_id,
+        topic: topic.to_owned(),
+        payload: row.payload.clone(),
+        actor: row.actor,
+        request_id: row.request_id.clone(),
+        traceparent: row.traceparent.clone(),
+    }
+}
+
+/// The relay's sweep step: relays what a crash left (rows whose claim's
+/// lease passed), purges done rows past the retention, and publishes
+/// `drover_outbox_lag_seconds`.
+#[derive(Debug, Clone)]
+pub struct RelaySweep {
+    relay: Arc<Relay>,
+}
+
+impl RelaySweep {
+    /// The step for `relay`.
+    pub fn new(relay: Arc<Relay>) -> Self {
+        RelaySweep { relay }
+    }
+}
+
+/// How many ring children the PostgreSQL outbox has; a child is current
+/// for `retention / (N - 1)`.
+const RING_CHILDREN: u32 = 4;
+
+impl SweepStep for RelaySweep {
+    fn name(&self) -> &str {
+        "outbox"
+    }
+
+    fn run<'a>(
+        &'a self,
+        queue: &'a Queue,
+    ) -> Pin<Box<dyn Future<Output = Result<u64>> + Send + 'a>> {
+        Box::pin(async move {
+            let mut n = 0;
+            loop {
+                let r = self.relay.run_once().await?;
+                n += r.relayed + r.parked;
+                if r.claimed < u64::from(self.relay.config.batch) {
+                    break;
+                }
+            }
+            let store = queue.store();
+            let retention = self.relay.config.retention;
+            let before = store.db_now().await? - crate::rules::to_chrono(retention);
+            n += store
+                .outbox_purge(before, retention / (RING_CHILDREN - 1))
+                .await?;
+            let lag = store.outbox_lag().await?;
+            metrics::gauge!("drover_outbox_lag_seconds").set(lag);
+            Ok(n)
+        })
+    }
+}

@@ -1,0 +1,317 @@
+//! The outbox on PostgreSQL: a ring of four list partitions (migration
+//! 0011). Rows are written inside the caller's transaction (under the
+//! runtime role and the row's tenant, in a savepoint) or in one of the
+//! store's own; the relay's claim, its fenced marks of done rows, the
+//! stats and the purge are system operations; the fenced failure runs
+//! under the row's tenant.
+//!
+//! The purge is the ring's rotation: once the current child has been
+//! current for `rotate_after`, the next child (the oldest) is locked whole,
+//! checked (no pending row, every done row past the retention), its parked
+//! rows carried into the current child, and truncated; then it becomes
+//! current. A child that still holds pending or young rows pins the ring:
+//! the table grows until they are done, it never loses one.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::postgres::PgRow;
+use sqlx::{Connection, PgConnection, Row};
+use uuid::Uuid;
+
+use super::items::{enter_caller_tx, leave_caller_tx};
+use super::{PgStore, secs, validate_schema};
+use crate::error::{Error, Result};
+use crate::item::bound_error;
+use crate::outbox::{
+    NewOutboxRow, OUTBOX_WAKE, OutboxClaim, OutboxClaimParams, OutboxFailOutcome, OutboxFailParams,
+    OutboxFilter, OutboxRow, OutboxStats, OutboxStatus, OutboxStore,
+};
+
+macro_rules! sql {
+    ($name:ident, $file:literal) => {
+        const $name: &str = include_str!(concat!("../../../sql/postgres/", $file));
+    };
+}
+sql!(OUTBOX_INSERT, "outbox_insert.sql");
+sql!(OUTBOX_GET, "outbox_get.sql");
+sql!(OUTBOX_CLAIM, "outbox_claim.sql");
+sql!(OUTBOX_COMPLETE, "outbox_complete.sql");
+sql!(OUTBOX_FAIL, "outbox_fail.sql");
+sql!(OUTBOX_LIST, "outbox_list.sql");
+sql!(OUTBOX_STATS, "outbox_stats.sql");
+sql!(OUTBOX_LAG, "outbox_lag.sql");
+sql!(OUTBOX_RING_LOCK, "outbox_ring_lock.sql");
+sql!(OUTBOX_RING_SWITCH, "outbox_ring_switch.sql");
+sql!(OUTBOX_CHILD_LOCK, "outbox_child_lock.sql");
+sql!(OUTBOX_CHILD_CENSUS, "outbox_child_census.sql");
+sql!(OUTBOX_CHILD_CARRY, "outbox_child_carry.sql");
+sql!(OUTBOX_CHILD_TRUNCATE, "outbox_child_truncate.sql");
+sql!(OUTBOX_LOCK_TIMEOUT, "outbox_lock_timeout.sql");
+
+/// The ring's children (`outbox_0 … outbox_3`, migration 0011).
+const RING: i16 = 4;
+
+/// Writes `row` inside the caller's transaction on `conn`, into the outbox
+/// of `schema`: it exists if and only if the caller commits, and its
+/// `NOTIFY` is delivered at that commit. Like
+/// [`insert_in`](super::insert_in) it runs in a savepoint under the runtime
+/// role and the row's tenant and puts the caller's settings back.
+///
+/// `row` must already be validated ([`NewOutboxRow::validate`]).
+///
+/// # Errors
+/// [`Error::InvalidInput`] for a bad schema name; database errors (the
+/// savepoint is rolled back, so the caller's transaction stays usable).
+///
+/// # Cancel safety
+/// Not cancel safe in the caller's transaction (see [`insert_in`](super::insert_in)).
+pub async fn outbox_insert_in(
+    conn: &mut PgConnection,
+    schema: &str,
+    row: &NewOutboxRow,
+) -> Result<()> {
+    validate_schema(schema)?;
+    let mut sp = conn.begin().await?;
+    let saved = enter_caller_tx(&mut sp, schema, row.tenant_id).await?;
+    insert_row(&mut sp, row, false).await?;
+    leave_caller_tx(&mut sp, saved).await?;
+    sp.commit().await?;
+    Ok(())
+}
+
+async fn insert_row(conn: &mut PgConnection, row: &NewOutboxRow, persistent: bool) -> Result<()> {
+    sqlx::query(OUTBOX_INSERT)
+        .persistent(persistent)
+        .bind(row.id)
+        .bind(row.tenant_id)
+        .bind(&row.kind)
+        .bind(row.payload.to_string())
+        .bind(row.actor)
+        .bind(row.request_id.as_deref())
+        .bind(row.traceparent.as_deref())
+        .bind(row.created_at)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+fn outbox_row(r: &PgRow) -> Result<OutboxRow> {
+    let payload: String = r.try_get("payload")?;
+    let status: String = r.try_get("status")?;
+    Ok(OutboxRow {
+        id: r.try_get("id")?,
+        tenant_id: r.try_get("tenant_id")?,
+        kind: r.try_get("kind")?,
+        payload: serde_json::from_str(&payload)
+            .map_err(|e| Error::invalid("payload", format!("stored payload is not JSON: {e}")))?,
+        actor: r.try_get("actor")?,
+        request_id: r.try_get("request_id")?,
+        traceparent: r.try_get("traceparent")?,
+        created_at: r.try_get("created_at")?,
+        status: OutboxStatus::parse(&status)?,
+        attempts: r.try_get("attempts")?,
+        available_at: r.try_get("available_at")?,
+        last_error: r.try_get("last_error")?,
+        claim_token: r.try_get("claim_token")?,
+        lease_expires_at: r.try_get("lease_expires_at")?,
+        relayed_at: r.try_get("relayed_at")?,
+    })
+}
+
+fn child(slot: i16) -> String {
+    // A number 0..RING spliced into DDL: nothing else is.
+    format!("outbox_{}", slot.rem_euclid(RING))
+}
+
+impl PgStore {
+    /// One rotation step of the outbox ring (see the module docs). Returns
+    /// the done rows the truncate removed.
+    async fn outbox_rotate(&self, before: DateTime<Utc>, rotate_after: Duration) -> Result<u64> {
+        let mut tx = self.begin_system().await?;
+        sqlx::query(OUTBOX_LOCK_TIMEOUT)
+            .persistent(self.persistent)
+            .execute(&mut *tx)
+            .await?;
+        let ring = sqlx::query(OUTBOX_RING_LOCK)
+            .persistent(self.persistent)
+            .fetch_one(&mut *tx)
+            .await?;
+        let current: i16 = ring.try_get("current")?;
+        let switched_at: DateTime<Utc> = ring.try_get("switched_at")?;
+        let now: DateTime<Utc> = ring.try_get("now")?;
+        if now - switched_at < crate::rules::to_chrono(rotate_after) {
+            tx.rollback().await?;
+            return Ok(0);
+        }
+        let next = (current + 1).rem_euclid(RING);
+        let lock = OUTBOX_CHILD_LOCK.replace("{child}", &child(next));
+        sqlx::query(&lock)
+            .persistent(false)
+            .execute(&mut *tx)
+            .await?;
+        let census = sqlx::query(OUTBOX_CHILD_CENSUS)
+            .persistent(self.persistent)
+            .bind(next)
+            .bind(before)
+            .fetch_one(&mut *tx)
+            .await?;
+        let pending: i64 = census.try_get("pending")?;
+        let young: i64 = census.try_get("young")?;
+        let done: i64 = census.try_get("done")?;
+        if pending > 0 || young > 0 {
+            tracing::info!(child = %child(next), pending, young,
+                "outbox ring pinned: its oldest child still holds rows not done or not past retention");
+            tx.rollback().await?;
+            return Ok(0);
+        }
+        sqlx::query(OUTBOX_CHILD_CARRY)
+            .persistent(self.persistent)
+            .bind(next)
+            .bind(current)
+            .execute(&mut *tx)
+            .await?;
+        let truncate = OUTBOX_CHILD_TRUNCATE.replace("{child}", &child(next));
+        sqlx::query(&truncate)
+            .persistent(false)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(OUTBOX_RING_SWITCH)
+            .persistent(self.persistent)
+            .bind(next)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(u64::try_from(done).unwrap_or(0))
+    }
+}
+
+#[async_trait]
+impl OutboxStore for PgStore {
+    async fn outbox_insert(&self, row: &NewOutboxRow) -> Result<()> {
+        let mut tx = self.begin_tenant(row.tenant_id).await?;
+        insert_row(&mut tx, row, self.persistent).await?;
+        tx.commit().await?;
+        self.wake_local(OUTBOX_WAKE);
+        Ok(())
+    }
+
+    async fn outbox_get(&self, tenant: Uuid, id: Uuid) -> Result<Option<OutboxRow>> {
+        let mut tx = self.begin_tenant(tenant).await?;
+        let r = sqlx::query(OUTBOX_GET)
+            .persistent(self.persistent)
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        r.as_ref().map(outbox_row).transpose()
+    }
+
+    async fn outbox_claim(&self, p: &OutboxClaimParams) -> Result<Vec<OutboxRow>> {
+        let mut tx = self.begin_system().await?;
+        let rows = sqlx::query(OUTBOX_CLAIM)
+            .persistent(self.persistent)
+            .bind(i64::from(p.limit))
+            .bind(Uuid::new_v4())
+            .bind(secs(p.lease))
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        let mut rows = rows.iter().map(outbox_row).collect::<Result<Vec<_>>>()?;
+        rows.sort_by_key(|r| (r.created_at, r.id));
+        Ok(rows)
+    }
+
+    async fn outbox_complete(&self, claims: &[OutboxClaim]) -> Result<Vec<Uuid>> {
+        if claims.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<Uuid> = claims.iter().map(|c| c.id).collect();
+        let tokens: Vec<Uuid> = claims.iter().map(|c| c.token).collect();
+        let mut tx = self.begin_system().await?;
+        let done: Vec<Uuid> = sqlx::query_scalar(OUTBOX_COMPLETE)
+            .persistent(self.persistent)
+            .bind(ids)
+            .bind(tokens)
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(done)
+    }
+
+    async fn outbox_fail(
+        &self,
+        claim: &OutboxClaim,
+        p: &OutboxFailParams,
+    ) -> Result<OutboxFailOutcome> {
+        let mut tx = self.begin_tenant(claim.tenant_id).await?;
+        let r = sqlx::query(OUTBOX_FAIL)
+            .persistent(self.persistent)
+            .bind(claim.id)
+            .bind(claim.token)
+            .bind(bound_error(&p.error))
+            .bind(p.max_attempts)
+            .bind(secs(p.retry_delay))
+            .fetch_optional(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        let Some(r) = r else {
+            return Err(Error::Conflict(format!(
+                "outbox row {} is not held by this relay claim",
+                claim.id
+            )));
+        };
+        let status: String = r.try_get("status")?;
+        Ok(match OutboxStatus::parse(&status)? {
+            OutboxStatus::Failed => OutboxFailOutcome::Parked,
+            _ => OutboxFailOutcome::Retrying {
+                available_at: r.try_get("available_at")?,
+            },
+        })
+    }
+
+    async fn outbox_list(&self, f: &OutboxFilter) -> Result<Vec<OutboxRow>> {
+        let mut tx = match f.tenant_id {
+            Some(t) => self.begin_tenant(t).await?,
+            None => self.begin_system().await?,
+        };
+        let rows = sqlx::query(OUTBOX_LIST)
+            .persistent(self.persistent)
+            .bind(f.status.map(OutboxStatus::as_str))
+            .bind(i64::from(f.limit))
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        rows.iter().map(outbox_row).collect()
+    }
+
+    async fn outbox_stats(&self) -> Result<OutboxStats> {
+        let mut tx = self.begin_system().await?;
+        let r = sqlx::query(OUTBOX_STATS)
+            .persistent(self.persistent)
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(OutboxStats {
+            pending: r.try_get("pending")?,
+            done: r.try_get("done")?,
+            failed: r.try_get("failed")?,
+            lag_seconds: r.try_get::<f64, _>("lag_seconds")?.max(0.0),
+        })
+    }
+
+    async fn outbox_lag(&self) -> Result<f64> {
+        let mut tx = self.begin_system().await?;
+        let lag: f64 = sqlx::query_scalar(OUTBOX_LAG)
+            .persistent(self.persistent)
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(lag.max(0.0))
+    }
+
+    async fn outbox_purge(&self, before: DateTime<Utc>, rotate_after: Duration) -> Result<u64> {
+        self.outbox_rotate(before, rotate_after).await
+    }
+}
