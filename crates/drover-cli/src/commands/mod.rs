@@ -16,6 +16,7 @@ pub mod migrate;
 pub mod orchestrations;
 pub mod retry;
 pub mod schedules;
+pub mod serve;
 pub mod show;
 pub mod signal;
 pub mod stats;
