@@ -22,6 +22,7 @@ use crate::store::{
     ListFilter, StaleReport, Store, SystemClock, WorkerRow,
 };
 
+mod access;
 mod orchestration;
 mod schedule;
 
@@ -41,6 +42,8 @@ struct State {
     sweep_last_pass: Option<DateTime<Utc>>,
     orchestrations: orchestration::Records,
     schedules: std::collections::BTreeMap<String, crate::periodic::ScheduleRow>,
+    tokens: Vec<crate::access::TokenRow>,
+    markers: HashMap<crate::access::MarkerKey, access::Marker>,
 }
 
 /// The in-memory store.

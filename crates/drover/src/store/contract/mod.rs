@@ -133,6 +133,11 @@ macro_rules! contract_suite {
             schedule_advance_one_winner_under_concurrency,
             schedule_purge_removes_only_unseen_rows,
             db_now_is_the_stores_clock,
+            token_found_by_hash_until_revoked,
+            marker_begin_in_flight_mismatch_replay,
+            marker_scoped_by_tenant_principal_and_route,
+            marker_begin_one_winner_under_concurrency,
+            marker_expired_or_stale_taken_over_and_purged,
         );
     };
 }
@@ -227,6 +232,7 @@ fn approx(a: DateTime<Utc>, b: DateTime<Utc>, tol_ms: i64) -> bool {
     (a - b).num_milliseconds().abs() <= tol_ms
 }
 
+mod access;
 mod claims;
 mod operations;
 pub mod orchestration;
@@ -235,6 +241,7 @@ mod sweep;
 mod wakeups;
 mod writes;
 
+pub use access::*;
 pub use claims::*;
 pub use operations::*;
 pub use schedule::*;
