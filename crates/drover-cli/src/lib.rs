@@ -181,6 +181,8 @@ pub enum Command {
     EnvExample(commands::env_example::EnvExampleArgs),
     /// Serve the HTTP API until SIGTERM or SIGINT, default-deny.
     Serve(commands::serve::ServeArgs),
+    /// Create, list or revoke the HTTP API's bearer tokens.
+    Token(commands::token::TokenArgs),
 }
 
 impl Command {
@@ -368,6 +370,7 @@ pub async fn execute(command: &Command, cx: &mut Context<'_>) -> Result<(), CliE
         Command::Healthcheck(a) => commands::healthcheck::run(a, cx).await,
         Command::EnvExample(a) => commands::env_example::run(a, cx).await,
         Command::Serve(a) => commands::serve::run(a, cx).await,
+        Command::Token(a) => commands::token::run(a, cx).await,
     }
 }
 

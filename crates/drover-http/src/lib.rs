@@ -18,6 +18,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`auth`] | tokens, principals and roles, the default-deny middleware |
+//! | [`tokens`] | durable tokens: minting, the store-backed lookup |
 //! | [`problem`] | RFC 9457 problem details, the one error body |
 //! | [`api`] | the JSON routes under `/v1` and the health probes |
 //!
@@ -30,6 +31,7 @@
 pub mod api;
 pub mod auth;
 pub mod problem;
+pub mod tokens;
 
 use std::sync::Arc;
 

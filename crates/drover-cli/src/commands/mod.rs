@@ -20,4 +20,5 @@ pub mod serve;
 pub mod show;
 pub mod signal;
 pub mod stats;
+pub mod token;
 pub mod worker;

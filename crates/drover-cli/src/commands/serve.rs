@@ -8,7 +8,7 @@
 
 use std::net::SocketAddr;
 
-use drover_http::{ApiPrincipal, Auth, HttpConfig, Role, TokenSecret};
+use drover_http::{ApiPrincipal, HttpConfig, Role, TokenSecret};
 
 use crate::commands::worker::Signals;
 use crate::{CliError, Context};
@@ -55,7 +55,9 @@ pub async fn run(args: &ServeArgs, cx: &mut Context<'_>) -> Result<(), CliError>
     }
     let mut signals = Signals::install()?;
     let queue = cx.queue().await?;
-    let mut auth = Auth::deny_all().read_only(args.read_only);
+    let mut auth = drover_http::tokens::auth_from_store(&queue)
+        .await?
+        .read_only(args.read_only);
     if !auth.is_configured() {
         if !addr.ip().is_loopback() {
             return Err(CliError::invalid(

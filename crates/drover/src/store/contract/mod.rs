@@ -133,6 +133,7 @@ macro_rules! contract_suite {
             schedule_advance_one_winner_under_concurrency,
             schedule_purge_removes_only_unseen_rows,
             db_now_is_the_stores_clock,
+            list_filters_key_time_error_and_cursor,
             token_found_by_hash_until_revoked,
             marker_begin_in_flight_mismatch_replay,
             marker_scoped_by_tenant_principal_and_route,
@@ -234,6 +235,7 @@ fn approx(a: DateTime<Utc>, b: DateTime<Utc>, tol_ms: i64) -> bool {
 
 mod access;
 mod claims;
+mod listing;
 mod operations;
 pub mod orchestration;
 mod schedule;
@@ -243,6 +245,7 @@ mod writes;
 
 pub use access::*;
 pub use claims::*;
+pub use listing::*;
 pub use operations::*;
 pub use schedule::*;
 pub use sweep::*;
