@@ -17,6 +17,7 @@
 //! | [`orchestration`] | long-running work as persisted, fenced steps that park, resume and compensate |
 //! | [`outbox`] | the transactional outbox and its relay: a producer's write and its follow-up work commit together |
 //! | [`periodic`] | cron schedules, the scheduler, the heartbeat job |
+//! | [`access`] | the HTTP API's tokens (hashed) and idempotency markers |
 //! | [`builtin`] | diagnostic kinds for exercising a deployment |
 //! | [`error`] | the one public error type |
 //! | [`jsonl`] | one line of JSON Lines import to one checked item |
@@ -40,6 +41,7 @@
 //! there. A URL naming a backend the build lacks is refused with
 //! `InvalidInput` on `database_url`.
 
+pub mod access;
 pub mod builtin;
 pub mod events;
 pub mod maintenance;

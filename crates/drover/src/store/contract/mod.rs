@@ -149,6 +149,12 @@ macro_rules! contract_suite {
             schedule_advance_one_winner_under_concurrency,
             schedule_purge_removes_only_unseen_rows,
             db_now_is_the_stores_clock,
+            list_filters_key_time_error_and_cursor,
+            token_found_by_hash_until_revoked,
+            marker_begin_in_flight_mismatch_replay,
+            marker_scoped_by_tenant_principal_and_route,
+            marker_begin_one_winner_under_concurrency,
+            marker_expired_or_stale_taken_over_and_purged,
         );
     };
 }
@@ -243,7 +249,9 @@ fn approx(a: DateTime<Utc>, b: DateTime<Utc>, tol_ms: i64) -> bool {
     (a - b).num_milliseconds().abs() <= tol_ms
 }
 
+mod access;
 mod claims;
+mod listing;
 mod operations;
 pub mod orchestration;
 pub mod reconcile;
@@ -253,7 +261,9 @@ mod sweep;
 mod wakeups;
 mod writes;
 
+pub use access::*;
 pub use claims::*;
+pub use listing::*;
 pub use operations::*;
 pub use schedule::*;
 pub use sweep::*;

@@ -40,6 +40,7 @@
 
 mod events;
 pub use events::append_in as event_append_in;
+mod access;
 mod items;
 mod ops;
 mod orchestration;
