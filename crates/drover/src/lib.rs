@@ -39,6 +39,7 @@
 //! `InvalidInput` on `database_url`.
 
 pub mod builtin;
+pub mod lane;
 pub mod maintenance;
 pub mod orchestration;
 #[cfg(feature = "otel")]

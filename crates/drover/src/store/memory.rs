@@ -22,6 +22,7 @@ use crate::store::{
     ListFilter, StaleReport, Store, SystemClock, WorkerRow,
 };
 
+mod lanes;
 mod orchestration;
 mod schedule;
 
@@ -41,6 +42,7 @@ struct State {
     sweep_last_pass: Option<DateTime<Utc>>,
     orchestrations: orchestration::Records,
     schedules: std::collections::BTreeMap<String, crate::periodic::ScheduleRow>,
+    lanes: std::collections::BTreeMap<String, crate::lane::LaneState>,
 }
 
 /// The in-memory store.

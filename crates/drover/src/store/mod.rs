@@ -387,7 +387,12 @@ pub struct WorkerRow {
 /// leaves a half-applied transition.
 #[async_trait]
 pub trait Store:
-    crate::orchestration::OrchestrationStore + crate::periodic::ScheduleStore + Send + Sync + 'static
+    crate::orchestration::OrchestrationStore
+    + crate::periodic::ScheduleStore
+    + crate::lane::LaneStore
+    + Send
+    + Sync
+    + 'static
 {
     /// Which engine this is.
     fn backend(&self) -> Backend;

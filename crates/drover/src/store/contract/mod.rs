@@ -133,6 +133,8 @@ macro_rules! contract_suite {
             schedule_advance_one_winner_under_concurrency,
             schedule_purge_removes_only_unseen_rows,
             db_now_is_the_stores_clock,
+            lane_set_from_every_state,
+            lane_states_are_per_lane,
         );
     };
 }
@@ -228,6 +230,7 @@ fn approx(a: DateTime<Utc>, b: DateTime<Utc>, tol_ms: i64) -> bool {
 }
 
 mod claims;
+mod lanes;
 mod operations;
 pub mod orchestration;
 mod schedule;
@@ -236,6 +239,7 @@ mod wakeups;
 mod writes;
 
 pub use claims::*;
+pub use lanes::*;
 pub use operations::*;
 pub use schedule::*;
 pub use sweep::*;

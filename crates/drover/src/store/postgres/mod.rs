@@ -39,6 +39,7 @@
 //!   commit.
 
 mod items;
+mod lanes;
 mod ops;
 mod orchestration;
 mod row;

@@ -72,6 +72,7 @@ use crate::store::{
 
 mod claim;
 mod insert;
+mod lanes;
 mod maint;
 mod orchestration;
 pub use orchestration::start_in;
