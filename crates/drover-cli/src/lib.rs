@@ -181,6 +181,10 @@ pub enum Command {
     Healthcheck(commands::healthcheck::HealthcheckArgs),
     /// Print .env.example: every setting with its default and meaning.
     EnvExample(commands::env_example::EnvExampleArgs),
+    /// Serve the HTTP API until SIGTERM or SIGINT, default-deny.
+    Serve(commands::serve::ServeArgs),
+    /// Create, list or revoke the HTTP API's bearer tokens.
+    Token(commands::token::TokenArgs),
 }
 
 impl Command {
@@ -189,7 +193,7 @@ impl Command {
     /// `warn` elsewhere.
     pub fn default_log_filter(&self) -> &'static str {
         match self {
-            Command::Worker(_) => "warn,drover=info,drover_cli=info",
+            Command::Worker(_) | Command::Serve(_) => "warn,drover=info,drover_cli=info",
             Command::Demo(_) => "warn,drover::worker::executor=off,drover::queue=error",
             _ => "warn",
         }
@@ -368,6 +372,8 @@ pub async fn execute(command: &Command, cx: &mut Context<'_>) -> Result<(), CliE
         Command::Bench(a) => commands::bench::run(a, cx).await,
         Command::Healthcheck(a) => commands::healthcheck::run(a, cx).await,
         Command::EnvExample(a) => commands::env_example::run(a, cx).await,
+        Command::Serve(a) => commands::serve::run(a, cx).await,
+        Command::Token(a) => commands::token::run(a, cx).await,
     }
 }
 

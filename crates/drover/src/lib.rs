@@ -15,6 +15,7 @@
 //! | [`maintenance`] | the sweep: stale requeue, purge, gauges |
 //! | [`orchestration`] | long-running work as persisted, fenced steps that park, resume and compensate |
 //! | [`periodic`] | cron schedules, the scheduler, the heartbeat job |
+//! | [`access`] | the HTTP API's tokens (hashed) and idempotency markers |
 //! | [`builtin`] | diagnostic kinds for exercising a deployment |
 //! | [`error`] | the one public error type |
 //! | [`jsonl`] | one line of JSON Lines import to one checked item |
@@ -38,6 +39,7 @@
 //! there. A URL naming a backend the build lacks is refused with
 //! `InvalidInput` on `database_url`.
 
+pub mod access;
 pub mod builtin;
 pub mod lane;
 pub mod maintenance;

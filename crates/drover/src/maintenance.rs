@@ -6,7 +6,8 @@
 //! The holder runs one pass: requeue stale items (tenant by tenant, each one
 //! bounded conditional statement), purge final items past retention, purge
 //! the rows of workers silent for longer than
-//! [`SweepConfig::worker_retention`], then the steps the host registers.
+//! [`SweepConfig::worker_retention`], purge expired idempotency markers
+//! ([`crate::access`]), then the steps the host registers.
 //! Every worker, holder or not, then reads the gauges and publishes them, so
 //! a scrape of any worker is as fresh as its last tick.
 //!
@@ -154,6 +155,8 @@ pub struct SweepReport {
     pub purged: u64,
     /// Rows of long-dead workers purged.
     pub workers_purged: u64,
+    /// Expired idempotency markers deleted.
+    pub markers_purged: u64,
     /// The gauges read.
     pub gauges: Option<Gauges>,
     /// When the last completed pass (of any process) ended, as read.
@@ -488,6 +491,21 @@ impl Sweeper {
         {
             Ok(n) => report.workers_purged = n,
             Err(e) => report.errors.push(("purge_workers".into(), e.to_string())),
+        }
+        if !self.renew(token, report).await {
+            return false;
+        }
+        let store = self.queue.store().clone();
+        match self
+            .guarded("purge_markers", async move {
+                store
+                    .marker_purge(crate::access::MARKER_PURGE_BATCH_DEFAULT)
+                    .await
+            })
+            .await
+        {
+            Ok(n) => report.markers_purged = n,
+            Err(e) => report.errors.push(("purge_markers".into(), e.to_string())),
         }
         for step in &self.steps {
             if !self.renew(token, report).await {

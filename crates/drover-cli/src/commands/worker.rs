@@ -201,7 +201,7 @@ pub async fn run(args: &WorkerArgs, cx: &mut Context<'_>) -> Result<(), CliError
 }
 
 /// SIGTERM and SIGINT (Ctrl-C elsewhere than Unix).
-struct Signals {
+pub(crate) struct Signals {
     #[cfg(unix)]
     term: tokio::signal::unix::Signal,
     #[cfg(unix)]
@@ -210,7 +210,7 @@ struct Signals {
 
 impl Signals {
     #[cfg(unix)]
-    fn install() -> Result<Self, CliError> {
+    pub(crate) fn install() -> Result<Self, CliError> {
         use tokio::signal::unix::{SignalKind, signal};
         let term = signal(SignalKind::terminate())
             .map_err(|e| CliError::io("listening for SIGTERM", e))?;
@@ -220,13 +220,13 @@ impl Signals {
     }
 
     #[cfg(not(unix))]
-    fn install() -> Result<Self, CliError> {
+    pub(crate) fn install() -> Result<Self, CliError> {
         Ok(Signals {})
     }
 
     /// Waits for the first signal and names it.
     #[cfg(unix)]
-    async fn recv(&mut self) -> &'static str {
+    pub(crate) async fn recv(&mut self) -> &'static str {
         tokio::select! {
             _ = self.term.recv() => "SIGTERM",
             _ = self.int.recv() => "SIGINT",
@@ -234,7 +234,7 @@ impl Signals {
     }
 
     #[cfg(not(unix))]
-    async fn recv(&mut self) -> &'static str {
+    pub(crate) async fn recv(&mut self) -> &'static str {
         let _ = tokio::signal::ctrl_c().await;
         "Ctrl-C"
     }

@@ -339,6 +339,7 @@ impl crate::periodic::ScheduleStore for FaultStore {
     }
 }
 
+<<<<<<< HEAD
 /// Lane states pass straight through: no faults are injected there yet.
 #[async_trait]
 impl crate::lane::LaneStore for FaultStore {
@@ -350,5 +351,46 @@ impl crate::lane::LaneStore for FaultStore {
     }
     async fn lane_list(&self) -> Result<Vec<crate::lane::LaneState>> {
         self.inner.lane_list().await
+=======
+/// Tokens and markers pass straight through: no faults are injected there.
+#[async_trait]
+impl crate::access::AccessStore for FaultStore {
+    async fn token_insert(&self, t: &crate::access::NewToken) -> Result<crate::access::TokenRow> {
+        self.inner.token_insert(t).await
+    }
+    async fn token_by_hash(&self, hash: &str) -> Result<Option<crate::access::TokenRow>> {
+        self.inner.token_by_hash(hash).await
+    }
+    async fn token_list(&self) -> Result<Vec<crate::access::TokenRow>> {
+        self.inner.token_list().await
+    }
+    async fn token_revoke(&self, id: Uuid) -> Result<bool> {
+        self.inner.token_revoke(id).await
+    }
+    async fn marker_begin(
+        &self,
+        k: &crate::access::MarkerKey,
+        fingerprint: &str,
+        retention: std::time::Duration,
+        stale_after: std::time::Duration,
+    ) -> Result<crate::access::MarkerBegin> {
+        self.inner
+            .marker_begin(k, fingerprint, retention, stale_after)
+            .await
+    }
+    async fn marker_finish(
+        &self,
+        k: &crate::access::MarkerKey,
+        status: u16,
+        body: &str,
+    ) -> Result<()> {
+        self.inner.marker_finish(k, status, body).await
+    }
+    async fn marker_release(&self, k: &crate::access::MarkerKey) -> Result<()> {
+        self.inner.marker_release(k).await
+    }
+    async fn marker_purge(&self, batch: u32) -> Result<u64> {
+        self.inner.marker_purge(batch).await
+>>>>>>> http-api
     }
 }

@@ -22,7 +22,11 @@ use crate::store::{
     ListFilter, StaleReport, Store, SystemClock, WorkerRow,
 };
 
+<<<<<<< HEAD
 mod lanes;
+=======
+mod access;
+>>>>>>> http-api
 mod orchestration;
 mod schedule;
 
@@ -42,7 +46,12 @@ struct State {
     sweep_last_pass: Option<DateTime<Utc>>,
     orchestrations: orchestration::Records,
     schedules: std::collections::BTreeMap<String, crate::periodic::ScheduleRow>,
+<<<<<<< HEAD
     lanes: std::collections::BTreeMap<String, crate::lane::LaneState>,
+=======
+    tokens: Vec<crate::access::TokenRow>,
+    markers: HashMap<crate::access::MarkerKey, access::Marker>,
+>>>>>>> http-api
 }
 
 /// The in-memory store.
@@ -593,6 +602,21 @@ impl Store for MemoryStore {
             .filter(|i| f.status.is_none_or(|s| s == i.status))
             .filter(|i| f.lane.as_deref().is_none_or(|l| l == i.lane))
             .filter(|i| f.kind.as_deref().is_none_or(|k| k == i.kind))
+            .filter(|i| {
+                f.key
+                    .as_deref()
+                    .is_none_or(|k| i.idempotency_key.as_deref() == Some(k))
+            })
+            .filter(|i| f.created_after.is_none_or(|t| i.created_at >= t))
+            .filter(|i| f.created_before.is_none_or(|t| i.created_at < t))
+            .filter(|i| {
+                f.error_contains.as_deref().is_none_or(|e| {
+                    i.last_error
+                        .as_deref()
+                        .is_some_and(|l| l.to_lowercase().contains(&e.to_lowercase()))
+                })
+            })
+            .filter(|i| f.after.is_none_or(|c| i.id < c.id))
             .cloned()
             .collect();
         out.sort_by_key(|i| std::cmp::Reverse(i.id));

@@ -303,8 +303,31 @@ pub struct ListFilter {
     pub lane: Option<String>,
     /// Only items of this kind.
     pub kind: Option<String>,
+    /// Only the item with this idempotency key.
+    pub key: Option<String>,
+    /// Only items created at or after this.
+    pub created_after: Option<DateTime<Utc>>,
+    /// Only items created before this.
+    pub created_before: Option<DateTime<Utc>>,
+    /// Only items whose last error contains this text (case-insensitive).
+    pub error_contains: Option<String>,
+    /// A cursor: only items after this one in the listing's order (newest
+    /// first), given as the last item of the previous page.
+    pub after: Option<ListCursor>,
     /// At most this many (newest first).
     pub limit: u32,
+}
+
+/// Where a page of [`Store::item_list`] ended: the last item's creation
+/// time and id. PostgreSQL and memory order by id (time-ordered v7);
+/// SQLite by creation time then id; each backend continues after the
+/// cursor in its own order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListCursor {
+    /// The last item's `created_at`.
+    pub created_at: DateTime<Utc>,
+    /// The last item's id.
+    pub id: Uuid,
 }
 
 /// One row of [`Store::counts`].
@@ -390,6 +413,7 @@ pub trait Store:
     crate::orchestration::OrchestrationStore
     + crate::periodic::ScheduleStore
     + crate::lane::LaneStore
+    + crate::access::AccessStore
     + Send
     + Sync
     + 'static

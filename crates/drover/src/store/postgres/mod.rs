@@ -38,6 +38,7 @@
 //!   into one. Same-process workers are also woken in process after each
 //!   commit.
 
+mod access;
 mod items;
 mod lanes;
 mod ops;

@@ -229,6 +229,11 @@ pub(super) async fn list(store: &PgStore, f: &ListFilter) -> Result<Vec<Item>> {
         .bind(f.lane.as_deref())
         .bind(f.kind.as_deref())
         .bind(i64::from(f.limit))
+        .bind(f.key.as_deref())
+        .bind(f.created_after)
+        .bind(f.created_before)
+        .bind(f.error_contains.as_deref())
+        .bind(f.after.map(|c| c.id))
         .fetch_all(&mut *tx)
         .await?;
     tx.commit().await?;

@@ -70,6 +70,7 @@ use crate::store::{
     ListFilter, StaleReport, Store, SystemClock, WorkerRow,
 };
 
+mod access;
 mod claim;
 mod insert;
 mod lanes;

@@ -51,6 +51,12 @@ impl SqliteStore {
             .bind(f.lane.as_deref())
             .bind(f.kind.as_deref())
             .bind(limit)
+            .bind(f.key.as_deref())
+            .bind(f.created_after.map(to_micros))
+            .bind(f.created_before.map(to_micros))
+            .bind(f.error_contains.as_deref())
+            .bind(f.after.map(|c| to_micros(c.created_at)))
+            .bind(f.after.map(|c| c.id))
             .fetch_all(&self.reader)
             .await?;
         rows.iter().map(row::item).collect()

@@ -1,0 +1,33 @@
+//! `/healthz` and `/readyz`: the only paths open without credentials.
+//! They reveal nothing but whether the server (and its database) answer.
+
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+
+use crate::AppState;
+
+/// How long `/readyz` waits for the database.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The process answers.
+#[utoipa::path(get, path = "/healthz", tag = "health",
+    responses((status = 200, description = "the server answers", body = String, content_type = "text/plain")))]
+pub async fn healthz() -> (StatusCode, &'static str) {
+    (StatusCode::OK, "ok")
+}
+
+/// The database answers and its migrations are current.
+#[utoipa::path(get, path = "/readyz", tag = "health",
+    responses(
+        (status = 200, description = "ready", body = String, content_type = "text/plain"),
+        (status = 503, description = "database unreachable or not migrated", body = String, content_type = "text/plain")))]
+pub async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
+    let status = tokio::time::timeout(READY_TIMEOUT, state.queue.store().migration_status()).await;
+    match status {
+        Ok(Ok(s)) if s.is_current() => (StatusCode::OK, "ready"),
+        Ok(Ok(_)) => (StatusCode::SERVICE_UNAVAILABLE, "migrations pending"),
+        _ => (StatusCode::SERVICE_UNAVAILABLE, "database unavailable"),
+    }
+}

@@ -1,0 +1,4 @@
+-- The marker another request holds or finished. Runtime role, tenant $1.
+SELECT fingerprint, state, status, body
+FROM idempotency_markers
+WHERE tenant_id = $1 AND principal_id = $2 AND route = $3 AND key = $4

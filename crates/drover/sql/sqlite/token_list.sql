@@ -1,0 +1,4 @@
+-- Every token, oldest first.
+SELECT id, hash, role, scope_tenant, enqueue, label, created_at, revoked_at
+FROM api_tokens
+ORDER BY created_at, id

@@ -1,0 +1,210 @@
+//! Contract cases of API access: tokens are found by hash until revoked;
+//! an idempotency marker is a claim with exactly one winner, replays its
+//! stored answer, refuses a different payload, is scoped by tenant,
+//! principal and route, and is taken over once expired or stale, and
+//! purged once expired.
+
+use std::sync::Arc;
+
+use super::*;
+use crate::access::{MarkerBegin, MarkerKey, NewToken};
+
+fn token(hash_byte: char) -> NewToken {
+    NewToken {
+        id: Uuid::now_v7(),
+        hash: std::iter::repeat_n(hash_byte, 64).collect(),
+        role: "operator".into(),
+        scope_tenant: Some(tenant_a()),
+        enqueue: vec!["mail.*".into(), "report".into()],
+        label: "ci".into(),
+    }
+}
+
+fn key(tenant: Uuid, principal: Uuid, route: &str, k: &str) -> MarkerKey {
+    MarkerKey {
+        tenant_id: tenant,
+        principal,
+        route: route.into(),
+        key: k.into(),
+    }
+}
+
+/// A stored token is found by its hash with its grants; a revoked one is
+/// not; a second token with the same hash is a conflict.
+pub async fn token_found_by_hash_until_revoked(h: &Harness) {
+    let t = token('a');
+    let row = h.store.token_insert(&t).await.expect("insert");
+    assert_eq!(
+        (row.id, &row.role, row.scope_tenant),
+        (t.id, &t.role, t.scope_tenant)
+    );
+    let found = h
+        .store
+        .token_by_hash(&t.hash)
+        .await
+        .expect("lookup")
+        .expect("found");
+    assert_eq!(found.enqueue, t.enqueue);
+    assert_eq!(found.label, "ci");
+    assert!(
+        h.store
+            .token_by_hash(&"b".repeat(64))
+            .await
+            .expect("lookup")
+            .is_none()
+    );
+    let mut dup = token('a');
+    dup.id = Uuid::now_v7();
+    assert_kind(
+        h.store.token_insert(&dup).await,
+        ErrorKind::Conflict,
+        "same hash",
+    );
+    assert!(h.store.token_revoke(t.id).await.expect("revoke"));
+    assert!(
+        !h.store.token_revoke(t.id).await.expect("second revoke"),
+        "already revoked"
+    );
+    assert!(
+        h.store
+            .token_by_hash(&t.hash)
+            .await
+            .expect("lookup")
+            .is_none()
+    );
+    let listed = h.store.token_list().await.expect("list");
+    assert_eq!(listed.len(), 1);
+    assert!(listed[0].revoked_at.is_some());
+}
+
+/// Begin, begin again while in flight, a different payload, finish, and
+/// the replay of the stored answer.
+pub async fn marker_begin_in_flight_mismatch_replay(h: &Harness) {
+    let k = key(tenant_a(), Uuid::now_v7(), "POST /v1/items", "k1");
+    let s = h.store.as_ref();
+    assert_eq!(
+        s.marker_begin(&k, "fp1", LONG, LONG).await.unwrap(),
+        MarkerBegin::Started
+    );
+    assert_eq!(
+        s.marker_begin(&k, "fp1", LONG, LONG).await.unwrap(),
+        MarkerBegin::InFlight
+    );
+    assert_eq!(
+        s.marker_begin(&k, "fp2", LONG, LONG).await.unwrap(),
+        MarkerBegin::Mismatch
+    );
+    s.marker_finish(&k, 201, r#"{"id":"x"}"#).await.unwrap();
+    assert_eq!(
+        s.marker_begin(&k, "fp1", LONG, LONG).await.unwrap(),
+        MarkerBegin::Completed {
+            status: 201,
+            body: r#"{"id":"x"}"#.into()
+        }
+    );
+    assert_eq!(
+        s.marker_begin(&k, "fp2", LONG, LONG).await.unwrap(),
+        MarkerBegin::Mismatch
+    );
+    // A finished marker is not released.
+    s.marker_release(&k).await.unwrap();
+    assert!(matches!(
+        s.marker_begin(&k, "fp1", LONG, LONG).await.unwrap(),
+        MarkerBegin::Completed { .. }
+    ));
+}
+
+/// The same key under another tenant, principal or route is another
+/// marker; a released marker can be begun again.
+pub async fn marker_scoped_by_tenant_principal_and_route(h: &Harness) {
+    let p = Uuid::now_v7();
+    let s = h.store.as_ref();
+    let base = key(tenant_a(), p, "POST /v1/items", "k");
+    assert_eq!(
+        s.marker_begin(&base, "f", LONG, LONG).await.unwrap(),
+        MarkerBegin::Started
+    );
+    for other in [
+        key(tenant_b(), p, "POST /v1/items", "k"),
+        key(tenant_a(), Uuid::now_v7(), "POST /v1/items", "k"),
+        key(tenant_a(), p, "POST /v1/items/batch", "k"),
+    ] {
+        assert_eq!(
+            s.marker_begin(&other, "f", LONG, LONG).await.unwrap(),
+            MarkerBegin::Started,
+            "{other:?}"
+        );
+    }
+    s.marker_release(&base).await.unwrap();
+    assert_eq!(
+        s.marker_begin(&base, "g", LONG, LONG).await.unwrap(),
+        MarkerBegin::Started
+    );
+}
+
+/// Of many concurrent begins on one key exactly one starts.
+pub async fn marker_begin_one_winner_under_concurrency(h: &Harness) {
+    let k = Arc::new(key(tenant_a(), Uuid::now_v7(), "POST /v1/items", "race"));
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let (s, k) = (h.store.clone(), k.clone());
+        tasks.push(tokio::spawn(async move {
+            s.marker_begin(&k, "f", LONG, LONG).await
+        }));
+    }
+    let mut started = 0;
+    for t in tasks {
+        match t.await.unwrap().expect("begin") {
+            MarkerBegin::Started => started += 1,
+            MarkerBegin::InFlight => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(started, 1);
+}
+
+/// An expired marker is taken over (and a different payload may use the
+/// key then); one left in flight past the stale limit is taken over; the
+/// purge deletes expired markers only.
+pub async fn marker_expired_or_stale_taken_over_and_purged(h: &Harness) {
+    let p = Uuid::now_v7();
+    let s = h.store.as_ref();
+    let short = key(tenant_a(), p, "POST /v1/items", "short");
+    let stale = key(tenant_a(), p, "POST /v1/items", "stale");
+    let kept = key(tenant_b(), p, "POST /v1/items", "kept");
+    assert_eq!(
+        s.marker_begin(&short, "f", SHORT, LONG).await.unwrap(),
+        MarkerBegin::Started
+    );
+    s.marker_finish(&short, 200, "{}").await.unwrap();
+    assert_eq!(
+        s.marker_begin(&stale, "f", LONG, LONG).await.unwrap(),
+        MarkerBegin::Started
+    );
+    assert_eq!(
+        s.marker_begin(&kept, "f", LONG, LONG).await.unwrap(),
+        MarkerBegin::Started
+    );
+    h.pass(PAST_SHORT).await;
+    assert_eq!(
+        s.marker_begin(&stale, "f", LONG, SHORT).await.unwrap(),
+        MarkerBegin::Started,
+        "stale in flight"
+    );
+    assert_eq!(
+        s.marker_begin(&short, "other", SHORT, LONG).await.unwrap(),
+        MarkerBegin::Started,
+        "expired"
+    );
+    h.pass(PAST_SHORT).await;
+    assert_eq!(
+        s.marker_purge(100).await.unwrap(),
+        1,
+        "only the expired marker"
+    );
+    assert_eq!(s.marker_purge(100).await.unwrap(), 0);
+    assert_eq!(
+        s.marker_begin(&kept, "f", LONG, LONG).await.unwrap(),
+        MarkerBegin::InFlight
+    );
+}
