@@ -22,11 +22,8 @@ use crate::store::{
     ListFilter, StaleReport, Store, SystemClock, WorkerRow,
 };
 
-<<<<<<< HEAD
 mod lanes;
-=======
 mod access;
->>>>>>> http-api
 mod orchestration;
 mod schedule;
 
@@ -46,12 +43,9 @@ struct State {
     sweep_last_pass: Option<DateTime<Utc>>,
     orchestrations: orchestration::Records,
     schedules: std::collections::BTreeMap<String, crate::periodic::ScheduleRow>,
-<<<<<<< HEAD
     lanes: std::collections::BTreeMap<String, crate::lane::LaneState>,
-=======
     tokens: Vec<crate::access::TokenRow>,
     markers: HashMap<crate::access::MarkerKey, access::Marker>,
->>>>>>> http-api
 }
 
 /// The in-memory store.

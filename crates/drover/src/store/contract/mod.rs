@@ -133,17 +133,14 @@ macro_rules! contract_suite {
             schedule_advance_one_winner_under_concurrency,
             schedule_purge_removes_only_unseen_rows,
             db_now_is_the_stores_clock,
-<<<<<<< HEAD
             lane_set_from_every_state,
             lane_states_are_per_lane,
-=======
             list_filters_key_time_error_and_cursor,
             token_found_by_hash_until_revoked,
             marker_begin_in_flight_mismatch_replay,
             marker_scoped_by_tenant_principal_and_route,
             marker_begin_one_winner_under_concurrency,
             marker_expired_or_stale_taken_over_and_purged,
->>>>>>> http-api
         );
     };
 }
@@ -240,11 +237,8 @@ fn approx(a: DateTime<Utc>, b: DateTime<Utc>, tol_ms: i64) -> bool {
 
 mod access;
 mod claims;
-<<<<<<< HEAD
 mod lanes;
-=======
 mod listing;
->>>>>>> http-api
 mod operations;
 pub mod orchestration;
 mod schedule;
@@ -254,11 +248,8 @@ mod writes;
 
 pub use access::*;
 pub use claims::*;
-<<<<<<< HEAD
 pub use lanes::*;
-=======
 pub use listing::*;
->>>>>>> http-api
 pub use operations::*;
 pub use schedule::*;
 pub use sweep::*;
