@@ -339,7 +339,6 @@ impl crate::periodic::ScheduleStore for FaultStore {
     }
 }
 
-<<<<<<< HEAD
 /// Lane states pass straight through: no faults are injected there yet.
 #[async_trait]
 impl crate::lane::LaneStore for FaultStore {
@@ -351,7 +350,9 @@ impl crate::lane::LaneStore for FaultStore {
     }
     async fn lane_list(&self) -> Result<Vec<crate::lane::LaneState>> {
         self.inner.lane_list().await
-=======
+    }
+}
+
 /// Tokens and markers pass straight through: no faults are injected there.
 #[async_trait]
 impl crate::access::AccessStore for FaultStore {
@@ -391,6 +392,5 @@ impl crate::access::AccessStore for FaultStore {
     }
     async fn marker_purge(&self, batch: u32) -> Result<u64> {
         self.inner.marker_purge(batch).await
->>>>>>> http-api
     }
 }

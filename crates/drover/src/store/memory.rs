@@ -22,8 +22,8 @@ use crate::store::{
     ListFilter, StaleReport, Store, SystemClock, WorkerRow,
 };
 
-mod lanes;
 mod access;
+mod lanes;
 mod orchestration;
 mod schedule;
 
