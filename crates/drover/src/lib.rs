@@ -44,6 +44,7 @@
 pub mod access;
 pub mod builtin;
 pub mod events;
+pub mod lane;
 pub mod maintenance;
 pub mod orchestration;
 #[cfg(feature = "otel")]

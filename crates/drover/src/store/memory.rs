@@ -24,6 +24,7 @@ use crate::store::{
 
 mod events;
 mod access;
+mod lanes;
 mod orchestration;
 mod reconcile;
 mod outbox;
@@ -48,6 +49,7 @@ struct State {
     schedules: std::collections::BTreeMap<String, crate::periodic::ScheduleRow>,
     outbox: outbox::Rows,
     events: events::Logs,
+    lanes: std::collections::BTreeMap<String, crate::lane::LaneState>,
     tokens: Vec<crate::access::TokenRow>,
     markers: HashMap<crate::access::MarkerKey, access::Marker>,
 }

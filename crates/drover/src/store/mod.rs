@@ -415,6 +415,7 @@ pub trait Store:
     + crate::reconcile::ReconcileStore
     + crate::outbox::OutboxStore
     + crate::events::EventStore
+    + crate::lane::LaneStore
     + crate::access::AccessStore
     + Send
     + Sync

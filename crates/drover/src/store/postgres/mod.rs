@@ -42,6 +42,7 @@ mod events;
 pub use events::append_in as event_append_in;
 mod access;
 mod items;
+mod lanes;
 mod ops;
 mod orchestration;
 mod reconcile;

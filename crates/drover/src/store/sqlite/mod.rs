@@ -74,6 +74,7 @@ mod access;
 mod claim;
 mod events;
 mod insert;
+mod lanes;
 mod maint;
 mod orchestration;
 mod reconcile;
