@@ -176,6 +176,8 @@ async fn runtime_role_cannot_truncate() {
         "orchestrations",
         "orchestration_signals",
         "schedules",
+        "sync_checkpoints",
+        "sync_records",
     ] {
         let mut conn = as_runtime(&url, &schema, Some(Uuid::new_v4())).await;
         let r = conn.execute(format!("TRUNCATE {table}").as_str()).await;
@@ -214,6 +216,8 @@ async fn every_table_forces_rls_and_runtime_role_is_unprivileged() {
             "orchestrations",
             "schedules",
             "sweep_lease",
+            "sync_checkpoints",
+            "sync_records",
             "workers"
         ]
     );
