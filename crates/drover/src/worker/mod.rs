@@ -614,6 +614,7 @@ impl RunningWorker {
         }
         for s in self.services {
             let _ = s.await;
+        }
         if let Some(r) = self.relay {
             let _ = r.await;
         }
