@@ -145,5 +145,52 @@ impl IntoResponse for Problem {
     }
 }
 
+/// Turns an error answer that is not a problem yet (axum's own 413 for an
+/// oversized body, 405 for a method a route lacks) into one, so every
+/// error the API gives is `application/problem+json`.
+pub async fn problemize(res: Response) -> Response {
+    let status = res.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return res;
+    }
+    let is_problem = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes() == PROBLEM_JSON.as_bytes());
+    if is_problem {
+        return res;
+    }
+    let (tag, title, detail) = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => (
+            "payload-too-large",
+            "Payload too large",
+            "the request body exceeds the server's limit",
+        ),
+        StatusCode::METHOD_NOT_ALLOWED => (
+            "method-not-allowed",
+            "Method not allowed",
+            "the route does not take this method",
+        ),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => (
+            "unsupported-media-type",
+            "Unsupported media type",
+            "send application/json",
+        ),
+        _ => ("error", "Error", "the request was refused"),
+    };
+    let mut p = Problem::new(status, tag, title).detail(detail);
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        p = p.field("body");
+    }
+    let mut out = p.into_response();
+    // Keep what the original said about the resource (Allow on a 405).
+    for (name, value) in res.headers() {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            out.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    out
+}
+
 /// The result type of every handler.
 pub type ApiResult<T> = std::result::Result<T, Problem>;

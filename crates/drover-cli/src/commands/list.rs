@@ -65,6 +65,7 @@ pub async fn run(args: &ListArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
             lane: args.lane.clone(),
             kind: args.kind.clone(),
             limit,
+            ..Default::default()
         })
         .await?;
     if args.json {

@@ -2,26 +2,45 @@
 //!
 //! Each route is a handler annotated with `#[utoipa::path]` and registered
 //! through [`utoipa_axum`], so the OpenAPI document served at
-//! `/v1/openapi.json` is generated from the very handlers that answer.
+//! `/v1/openapi.json` is generated from the very handlers that answer (and
+//! `openapi.json` at the crate root is checked against it by a test).
 
+pub mod bulk;
 mod health;
+pub mod idempotency;
+pub mod items;
+pub mod ops;
+mod parse;
+pub mod views;
 
+use axum::Json;
 use axum::http::Uri;
-use utoipa::OpenApi;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::problem::Problem;
 
+struct Bearer;
+
+impl Modify for Bearer {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
 /// The OpenAPI document's fixed parts; the paths come from the handlers.
 #[derive(OpenApi)]
 #[openapi(
-    info(
-        title = "drover",
-        description = "drover's HTTP API: enqueue, inspect, retry and cancel durable work."
-    ),
-    components(schemas(Problem))
+    info(title = "drover", description = "drover's HTTP API: enqueue, inspect, retry and cancel durable work. Every route but /healthz and /readyz needs a bearer token."),
+    components(schemas(Problem)),
+    modifiers(&Bearer)
 )]
 pub struct ApiDoc;
 
@@ -30,6 +49,18 @@ pub fn routes(state: AppState) -> OpenApiRouter {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
+        .routes(routes!(items::enqueue_one, items::list_items))
+        .routes(routes!(items::enqueue_batch))
+        .routes(routes!(bulk::bulk))
+        .routes(routes!(items::get_item))
+        .routes(routes!(items::retry_item))
+        .routes(routes!(items::cancel_item))
+        .routes(routes!(ops::lanes))
+        .routes(routes!(ops::workers))
+        .routes(routes!(ops::stats))
+        .routes(routes!(ops::schedules))
+        .routes(routes!(ops::orchestrations))
+        .routes(routes!(openapi_json))
         .with_state(state)
 }
 
@@ -41,6 +72,17 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         config: std::sync::Arc::new(crate::HttpConfig::default()),
     };
     routes(state).split_for_parts().1
+}
+
+/// This API's OpenAPI 3.1 document.
+#[utoipa::path(get, path = "/v1/openapi.json", tag = "meta",
+    responses(
+        (status = 200, description = "the OpenAPI document", body = Object),
+        (status = 401, description = "no credentials", body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn openapi_json() -> Json<&'static utoipa::openapi::OpenApi> {
+    static SPEC: std::sync::OnceLock<utoipa::openapi::OpenApi> = std::sync::OnceLock::new();
+    Json(SPEC.get_or_init(openapi))
 }
 
 /// 404 for an authenticated request to no route.

@@ -238,6 +238,19 @@ impl Queue {
         })
     }
 
+    /// The permission a producer needs to enqueue `kind`: the registered
+    /// kind's, else [`DEFAULT_PERMISSION`] (an untyped kind).
+    pub fn kind_permission(&self, kind: &str) -> String {
+        self.rules_for(kind).permission
+    }
+
+    /// True when `kind` was registered on this queue (a typed kind, or a
+    /// handler's). The HTTP API flags pending kinds no registration knows.
+    pub fn kind_registered(&self, kind: &str) -> bool {
+        let kinds = self.kinds.read().unwrap_or_else(|p| p.into_inner());
+        kinds.contains_key(kind)
+    }
+
     /// Builds the stored copy of `item` for `principal`: stamps the actor,
     /// tenant, request and trace, validates, and checks the permission.
     ///

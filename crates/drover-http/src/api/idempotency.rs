@@ -1,0 +1,191 @@
+//! The `Idempotency-Key` header, as the IETF httpapi draft specifies it.
+//!
+//! A request that carries the header claims a marker scoped by tenant,
+//! principal and route ([`drover::access::MarkerKey`]) whose fingerprint is
+//! the SHA-256 of the request body. Then:
+//! - the first request runs and its answer (status and body) is stored;
+//! - a retry after completion gets that stored answer again, marked
+//!   `Idempotent-Replayed: true`;
+//! - the same key with a different body answers 422;
+//! - the same key while the first request is in flight answers 409;
+//! - an answer of 5xx (the database down) is not stored: the marker is
+//!   released so a retry runs again.
+//!
+//! Markers keep their answer for [`MARKER_RETENTION_DEFAULT`] (published
+//! in docs/http.md) and the sweep purges them after; a retry within it
+//! meets its marker even when the item itself was purged.
+
+use std::future::Future;
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use drover::access::{MARKER_RETENTION_DEFAULT, MARKER_STALE_DEFAULT, MarkerBegin, MarkerKey};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use crate::AppState;
+use crate::problem::{PROBLEM_JSON, Problem};
+
+/// The request header.
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+/// The header a replayed answer carries.
+pub const REPLAYED: &str = "idempotent-replayed";
+/// The longest key accepted, in bytes.
+pub const KEY_MAX_BYTES: usize = 255;
+
+/// An answer as it is stored and replayed: a status and a JSON body.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// The status.
+    pub status: StatusCode,
+    /// The body (JSON, or problem+json when `problem`).
+    pub body: String,
+    /// True for a problem body.
+    pub problem: bool,
+}
+
+impl Answer {
+    /// A JSON answer.
+    pub fn json<T: serde::Serialize>(status: StatusCode, value: &T) -> Answer {
+        match serde_json::to_string(value) {
+            Ok(body) => Answer {
+                status,
+                body,
+                problem: false,
+            },
+            Err(e) => {
+                tracing::warn!(error = %e, "answer did not serialise");
+                Answer::from(Problem::internal())
+            }
+        }
+    }
+}
+
+impl From<Problem> for Answer {
+    fn from(p: Problem) -> Self {
+        Answer {
+            status: p.status_code(),
+            body: serde_json::to_string(&p).unwrap_or_default(),
+            problem: true,
+        }
+    }
+}
+
+impl IntoResponse for Answer {
+    fn into_response(self) -> Response {
+        let ct = if self.problem || self.status.as_u16() >= 400 {
+            PROBLEM_JSON
+        } else {
+            "application/json"
+        };
+        let mut res = (self.status, self.body).into_response();
+        res.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+        res
+    }
+}
+
+/// The request's `Idempotency-Key`, if it sent one.
+///
+/// # Errors
+/// 400 naming the header for an empty, oversized or non-visible-ASCII key.
+pub fn key_of(headers: &HeaderMap) -> Result<Option<String>, Problem> {
+    let Some(v) = headers.get(IDEMPOTENCY_KEY) else {
+        return Ok(None);
+    };
+    let text = v
+        .to_str()
+        .map_err(|_| Problem::invalid("Idempotency-Key", "must be visible ASCII"))?;
+    // The draft makes the value a structured-field string: accept it
+    // quoted or bare.
+    let text = text
+        .strip_prefix('"')
+        .and_then(|t| t.strip_suffix('"'))
+        .unwrap_or(text);
+    if text.is_empty() || text.len() > KEY_MAX_BYTES {
+        return Err(Problem::invalid(
+            "Idempotency-Key",
+            format!("must be 1 to {KEY_MAX_BYTES} bytes"),
+        ));
+    }
+    Ok(Some(text.to_owned()))
+}
+
+/// Runs `work` at most once per key: see the module docs. Without a key it
+/// just runs.
+pub async fn once<F, Fut>(
+    state: &AppState,
+    key: Option<String>,
+    tenant: Uuid,
+    principal: Uuid,
+    route: &str,
+    body: &[u8],
+    work: F,
+) -> Response
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Answer>,
+{
+    let Some(key) = key else {
+        return work().await.into_response();
+    };
+    let marker = MarkerKey {
+        tenant_id: tenant,
+        principal,
+        route: route.to_owned(),
+        key,
+    };
+    let fingerprint = hex::encode(Sha256::digest(body));
+    let store = state.queue.store();
+    let begun = store
+        .marker_begin(
+            &marker,
+            &fingerprint,
+            MARKER_RETENTION_DEFAULT,
+            MARKER_STALE_DEFAULT,
+        )
+        .await;
+    match begun {
+        Err(e) => Problem::from(e).into_response(),
+        Ok(MarkerBegin::InFlight) => {
+            Problem::conflict("a request with this Idempotency-Key is still in flight; retry later")
+                .field("Idempotency-Key")
+                .into_response()
+        }
+        Ok(MarkerBegin::Mismatch) => Problem::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "idempotency-key-reused",
+            "Idempotency-Key reused",
+        )
+        .detail("this Idempotency-Key was used with a different request body")
+        .field("Idempotency-Key")
+        .into_response(),
+        Ok(MarkerBegin::Completed { status, body }) => {
+            let mut res = Answer {
+                status: StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
+                body,
+                problem: status >= 400,
+            }
+            .into_response();
+            res.headers_mut()
+                .insert(REPLAYED, HeaderValue::from_static("true"));
+            res
+        }
+        Ok(MarkerBegin::Started) => {
+            let answer = work().await;
+            let settled = if answer.status.is_server_error() {
+                store.marker_release(&marker).await
+            } else {
+                store
+                    .marker_finish(&marker, answer.status.as_u16(), &answer.body)
+                    .await
+            };
+            if let Err(e) = settled {
+                // The answer stands; the marker stays in flight until its
+                // stale limit, when a retry takes it over.
+                tracing::warn!(error = %e, "idempotency marker not settled");
+            }
+            answer.into_response()
+        }
+    }
+}

@@ -1,0 +1,366 @@
+//! Lanes, workers, stats and gauges, schedules and orchestrations.
+//!
+//! Counts and gauges are cross-tenant aggregates (system operations of the
+//! store): a tenant-scoped token is refused them (403) rather than shown
+//! totals that include other tenants. Workers are infrastructure, not
+//! tenant data, and are shown to every viewer.
+
+use std::collections::BTreeMap;
+
+use axum::extract::{RawQuery, State};
+use axum::{Extension, Json};
+use drover::Status;
+use drover::orchestration::OrchestrationFilter;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use super::parse;
+use crate::AppState;
+use crate::auth::ApiPrincipal;
+use crate::problem::{ApiResult, Problem};
+
+fn unscoped(who: &ApiPrincipal) -> Result<(), Problem> {
+    match who.tenant {
+        None => Ok(()),
+        Some(_) => Err(Problem::forbidden(
+            "cross-tenant counts need a token that is not scoped to a tenant",
+        )),
+    }
+}
+
+/// Items per status.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+pub struct StatusCounts {
+    /// Pending.
+    pub pending: i64,
+    /// Claimed.
+    pub claimed: i64,
+    /// Done.
+    pub done: i64,
+    /// Failed (the dead letter).
+    pub failed: i64,
+    /// Cancelled.
+    pub cancelled: i64,
+}
+
+impl StatusCounts {
+    fn add(&mut self, s: Status, n: i64) {
+        match s {
+            Status::Pending => self.pending += n,
+            Status::Claimed => self.claimed += n,
+            Status::Done => self.done += n,
+            Status::Failed => self.failed += n,
+            Status::Cancelled => self.cancelled += n,
+            #[allow(unreachable_patterns)]
+            _ => {}
+        }
+    }
+}
+
+/// A lane with its counts and the age of its oldest waiting item.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct LaneView {
+    /// The lane.
+    pub lane: String,
+    /// Items per status.
+    pub counts: StatusCounts,
+    /// Seconds the oldest available pending item has waited (0: none).
+    pub oldest_waiting_seconds: f64,
+}
+
+/// Lanes with counts and the oldest waiting age.
+#[utoipa::path(get, path = "/v1/lanes", tag = "operations",
+    responses(
+        (status = 200, description = "every lane", body = [LaneView]),
+        (status = 401, description = "no credentials", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "a tenant-scoped token", body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn lanes(
+    State(state): State<AppState>,
+    Extension(who): Extension<ApiPrincipal>,
+) -> ApiResult<Json<Vec<LaneView>>> {
+    unscoped(&who)?;
+    let counts = state.queue.counts().await?;
+    let gauges = state.queue.gauges().await?;
+    let mut by_lane: BTreeMap<String, StatusCounts> = BTreeMap::new();
+    for c in counts {
+        by_lane.entry(c.lane).or_default().add(c.status, c.count);
+    }
+    for (lane, _) in &gauges.oldest_age_seconds {
+        by_lane.entry(lane.clone()).or_default();
+    }
+    Ok(Json(
+        by_lane
+            .into_iter()
+            .map(|(lane, counts)| {
+                let oldest = gauges
+                    .oldest_age_seconds
+                    .iter()
+                    .find(|(l, _)| *l == lane)
+                    .map_or(0.0, |(_, a)| *a);
+                LaneView {
+                    lane,
+                    counts,
+                    oldest_waiting_seconds: oldest,
+                }
+            })
+            .collect(),
+    ))
+}
+
+/// A worker's liveness.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct WorkerView {
+    /// Its id.
+    pub id: String,
+    /// `running` (live), `draining`, `offline` or `lost` (stopped beating).
+    pub state: String,
+    /// Host.
+    pub host: String,
+    /// Process id.
+    pub pid: i32,
+    /// Lanes it drains.
+    pub lanes: Vec<String>,
+    /// Capacity.
+    pub capacity: i32,
+    /// When it started.
+    pub started_at: chrono::DateTime<chrono::Utc>,
+    /// Its last beat.
+    pub last_beat_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Workers: live, draining, offline or lost, with their last beat.
+#[utoipa::path(get, path = "/v1/workers", tag = "operations",
+    responses(
+        (status = 200, description = "every worker row", body = [WorkerView]),
+        (status = 401, description = "no credentials", body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn workers(State(state): State<AppState>) -> ApiResult<Json<Vec<WorkerView>>> {
+    let rows = state.queue.workers().await?;
+    Ok(Json(
+        rows.into_iter()
+            .map(|w| WorkerView {
+                id: w.id,
+                state: w.state,
+                host: w.host,
+                pid: w.pid,
+                lanes: w.lanes,
+                capacity: w.capacity,
+                started_at: w.started_at,
+                last_beat_at: w.last_beat_at,
+            })
+            .collect(),
+    ))
+}
+
+/// A kind's counts.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct KindStats {
+    /// The kind.
+    pub kind: String,
+    /// Items per status.
+    pub counts: StatusCounts,
+    /// False when no registration on this server knows the kind.
+    pub known: bool,
+}
+
+/// Counts and gauges.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct StatsView {
+    /// Items per status, every lane.
+    pub totals: StatusCounts,
+    /// Per kind.
+    pub kinds: Vec<KindStats>,
+    /// Kinds with pending items that no registration on this server
+    /// knows: they wait for a worker that handles them, never dropped.
+    pub unhandled_kinds: Vec<String>,
+    /// Items in the dead letter.
+    pub dead_letter: i64,
+    /// Per lane, seconds the oldest available pending item has waited.
+    pub oldest_waiting_seconds: BTreeMap<String, f64>,
+    /// Workers per state.
+    pub workers: BTreeMap<String, u64>,
+}
+
+/// Counts per status and kind, the gauges, and the kinds nobody handles.
+#[utoipa::path(get, path = "/v1/stats", tag = "operations",
+    responses(
+        (status = 200, description = "counts and gauges", body = StatsView),
+        (status = 401, description = "no credentials", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "a tenant-scoped token", body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn stats(
+    State(state): State<AppState>,
+    Extension(who): Extension<ApiPrincipal>,
+) -> ApiResult<Json<StatsView>> {
+    unscoped(&who)?;
+    let counts = state.queue.counts().await?;
+    let gauges = state.queue.gauges().await?;
+    let workers = state.queue.workers().await?;
+    let mut totals = StatusCounts::default();
+    let mut kinds: BTreeMap<String, StatusCounts> = BTreeMap::new();
+    for c in counts {
+        totals.add(c.status, c.count);
+        kinds.entry(c.kind).or_default().add(c.status, c.count);
+    }
+    let mut per_state: BTreeMap<String, u64> = BTreeMap::new();
+    for w in workers {
+        *per_state.entry(w.state).or_default() += 1;
+    }
+    let kinds: Vec<KindStats> = kinds
+        .into_iter()
+        .map(|(kind, counts)| KindStats {
+            known: state.queue.kind_registered(&kind),
+            kind,
+            counts,
+        })
+        .collect();
+    Ok(Json(StatsView {
+        totals,
+        unhandled_kinds: kinds
+            .iter()
+            .filter(|k| !k.known && k.counts.pending > 0)
+            .map(|k| k.kind.clone())
+            .collect(),
+        kinds,
+        dead_letter: gauges.failed,
+        oldest_waiting_seconds: gauges.oldest_age_seconds.into_iter().collect(),
+        workers: per_state,
+    }))
+}
+
+/// A periodic schedule's state.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ScheduleView {
+    /// Its name.
+    pub name: String,
+    /// Its cron expression.
+    pub cron: String,
+    /// Its zone.
+    pub zone: String,
+    /// The kind it enqueues.
+    pub kind: String,
+    /// The lane.
+    pub lane: String,
+    /// The last tick enqueued.
+    #[schema(nullable = true)]
+    pub last_tick: Option<chrono::DateTime<chrono::Utc>>,
+    /// When a scheduler last saw it.
+    pub seen_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// The periodic schedules (they belong to the nil tenant).
+#[utoipa::path(get, path = "/v1/schedules", tag = "operations",
+    responses(
+        (status = 200, description = "every schedule", body = [ScheduleView]),
+        (status = 401, description = "no credentials", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "a token of another tenant", body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn schedules(
+    State(state): State<AppState>,
+    Extension(who): Extension<ApiPrincipal>,
+) -> ApiResult<Json<Vec<ScheduleView>>> {
+    who.tenant_for(Some(Uuid::nil()))?;
+    let rows = state.queue.store().schedule_list().await?;
+    Ok(Json(
+        rows.into_iter()
+            .map(|r| ScheduleView {
+                name: r.decl.name,
+                cron: r.decl.cron,
+                zone: r.decl.zone,
+                kind: r.decl.kind,
+                lane: r.decl.lane,
+                last_tick: r.last_tick,
+                seen_at: r.seen_at,
+            })
+            .collect(),
+    ))
+}
+
+/// The filters of the orchestration listing.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct OrchestrationQuery {
+    /// The tenant (unscoped tokens; omitted: every tenant).
+    pub tenant: Option<Uuid>,
+    /// The orchestration type.
+    pub kind: Option<String>,
+    /// At most this many (1 to 500; default 50).
+    pub limit: Option<u32>,
+}
+
+/// An orchestration record, as stored (its state and history as JSON).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct OrchestrationView {
+    /// Its id.
+    pub id: Uuid,
+    /// Its tenant.
+    pub tenant_id: Uuid,
+    /// Its type.
+    pub kind: String,
+    /// Its status.
+    pub status: String,
+    /// Its current step.
+    pub step: String,
+    /// The whole record.
+    #[schema(value_type = Object)]
+    pub record: serde_json::Value,
+}
+
+/// Orchestrations, newest first.
+#[utoipa::path(get, path = "/v1/orchestrations", tag = "operations", params(OrchestrationQuery),
+    responses(
+        (status = 200, description = "orchestrations", body = [OrchestrationView]),
+        (status = 400, description = "invalid filter", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "no credentials", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "another tenant", body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn orchestrations(
+    State(state): State<AppState>,
+    Extension(who): Extension<ApiPrincipal>,
+    RawQuery(raw): RawQuery,
+) -> ApiResult<Json<Vec<OrchestrationView>>> {
+    let q: OrchestrationQuery = parse::query(raw.as_deref())?;
+    let limit = q.limit.unwrap_or(50);
+    if !(1..=500).contains(&limit) {
+        return Err(Problem::invalid("limit", "must be 1 to 500"));
+    }
+    if let Some(k) = &q.kind {
+        drover::item::validate_kind(k).map_err(|e| Problem::from(e).field("kind"))?;
+    }
+    let tenant_id = match who.tenant {
+        Some(_) => Some(who.tenant_for(q.tenant)?),
+        None => q.tenant,
+    };
+    let rows = state
+        .queue
+        .store()
+        .orchestration_list(&OrchestrationFilter {
+            tenant_id,
+            status: None,
+            kind: q.kind,
+            limit,
+        })
+        .await?;
+    Ok(Json(
+        rows.into_iter()
+            .map(|o| {
+                let record = serde_json::to_value(&o).unwrap_or(serde_json::Value::Null);
+                let status = serde_json::to_value(o.status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                OrchestrationView {
+                    id: o.id,
+                    tenant_id: o.tenant_id,
+                    kind: o.kind,
+                    status,
+                    step: o.step,
+                    record,
+                }
+            })
+            .collect(),
+    ))
+}

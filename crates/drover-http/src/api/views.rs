@@ -1,0 +1,212 @@
+//! The JSON shapes of requests and answers, with their OpenAPI schemas.
+//! Item fields that only the runtime needs (the claim token) are never
+//! shown: the token is a fence, and a caller holding it could forge a
+//! worker's write.
+
+use chrono::{DateTime, Utc};
+use drover::Item;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// An item as the API shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ItemView {
+    /// Its id.
+    pub id: Uuid,
+    /// Its tenant.
+    pub tenant_id: Uuid,
+    /// Its kind.
+    pub kind: String,
+    /// Its lane.
+    pub lane: String,
+    /// Its payload.
+    #[schema(value_type = Object)]
+    pub payload: serde_json::Value,
+    /// Lower runs first.
+    pub priority: i16,
+    /// `pending`, `claimed`, `done`, `failed` or `cancelled`.
+    pub status: String,
+    /// Not claimable before this.
+    pub available_at: DateTime<Utc>,
+    /// Attempts spent.
+    pub attempts: i32,
+    /// The attempt budget.
+    pub max_attempts: i32,
+    /// The worker holding it, while claimed.
+    #[schema(nullable = true)]
+    pub claimed_by: Option<String>,
+    /// The fencing number: grows with every claim.
+    pub claim_seq: i64,
+    /// When the current claim lapses.
+    #[schema(nullable = true)]
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    /// The last failure's message.
+    #[schema(nullable = true)]
+    pub last_error: Option<String>,
+    /// Its idempotency key.
+    #[schema(nullable = true)]
+    pub idempotency_key: Option<String>,
+    /// Who enqueued it.
+    pub created_by: Uuid,
+    /// The causing request.
+    #[schema(nullable = true)]
+    pub request_id: Option<String>,
+    /// When it was made.
+    pub created_at: DateTime<Utc>,
+    /// When it last changed.
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<Item> for ItemView {
+    fn from(i: Item) -> Self {
+        ItemView {
+            id: i.id,
+            tenant_id: i.tenant_id,
+            kind: i.kind,
+            lane: i.lane,
+            payload: i.payload,
+            priority: i.priority,
+            status: i.status.as_str().to_owned(),
+            available_at: i.available_at,
+            attempts: i.attempts,
+            max_attempts: i.max_attempts,
+            claimed_by: i.claimed_by,
+            claim_seq: i.claim_seq,
+            lease_expires_at: i.lease_expires_at,
+            last_error: i.last_error,
+            idempotency_key: i.idempotency_key,
+            created_by: i.created_by,
+            request_id: i.request_id,
+            created_at: i.created_at,
+            updated_at: i.updated_at,
+        }
+    }
+}
+
+/// One item to enqueue. A kind is a name: a kind no worker handles is
+/// accepted and waits (flagged in `/v1/stats`).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EnqueueRequest {
+    /// What to do: `[a-z0-9_.:-]{1,128}`.
+    pub kind: String,
+    /// The arguments (JSON; at most the queue's payload limit).
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub payload: serde_json::Value,
+    /// The lane (`[a-z0-9_-]{1,64}`; default `default`).
+    #[serde(default)]
+    pub lane: Option<String>,
+    /// Lower runs first (default 0).
+    #[serde(default)]
+    pub priority: Option<i16>,
+    /// The attempt budget (default 5).
+    #[serde(default)]
+    pub max_attempts: Option<i32>,
+    /// Not before this time (default now).
+    #[serde(default)]
+    pub run_at: Option<DateTime<Utc>>,
+    /// The item's own deduplication key, unique per tenant while it exists.
+    #[serde(default)]
+    pub key: Option<String>,
+    /// The item's id (default minted, UUID v7).
+    #[serde(default)]
+    pub id: Option<Uuid>,
+    /// The tenant (default the token's, else the nil tenant).
+    #[serde(default)]
+    pub tenant: Option<Uuid>,
+}
+
+/// What an enqueue did.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct EnqueueResponse {
+    /// The item's id (the existing one's on a collision).
+    pub id: Uuid,
+    /// `inserted`, `id_exists` or `key_exists`.
+    pub result: String,
+    /// False when no registration on this server knows the kind: it is
+    /// accepted and waits for a worker that handles it.
+    pub known_kind: bool,
+    /// The item as stored.
+    pub item: ItemView,
+}
+
+/// A batch to enqueue: one statement, all or nothing on bad input.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchRequest {
+    /// The items (at most the batch limit).
+    pub items: Vec<EnqueueRequest>,
+}
+
+/// One row of a batch's answer.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct BatchRow {
+    /// The item's id.
+    pub id: Uuid,
+    /// `inserted`, `id_exists`, `key_exists` or `id_taken`.
+    pub result: String,
+}
+
+/// What a batch did, in input order.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct BatchResponse {
+    /// How many were inserted.
+    pub inserted: usize,
+    /// One row per input item.
+    pub results: Vec<BatchRow>,
+}
+
+/// A page of items.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ItemPage {
+    /// The items, newest first.
+    pub items: Vec<ItemView>,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// An audit entry.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AuditView {
+    /// `dead_letter`, `cancel`, `retry`.
+    pub action: String,
+    /// Who did it (the nil UUID: the system; else a token id).
+    pub actor: Uuid,
+    /// Free text.
+    #[schema(nullable = true)]
+    pub detail: Option<String>,
+    /// When.
+    pub at: DateTime<Utc>,
+}
+
+/// One item with its history.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ItemDetail {
+    /// The item.
+    pub item: ItemView,
+    /// Attempts spent and the budget.
+    pub attempts: AttemptsView,
+    /// Its audit entries, oldest first.
+    pub audit: Vec<AuditView>,
+}
+
+/// An item's attempts as the store keeps them: the count, the budget, the
+/// last error, and the current (or last) claim's fencing number.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AttemptsView {
+    /// Attempts spent.
+    pub spent: i32,
+    /// The budget.
+    pub budget: i32,
+    /// Claims so far (the fencing number).
+    pub claims: i64,
+    /// The last failure's message.
+    #[schema(nullable = true)]
+    pub last_error: Option<String>,
+    /// The worker of the current claim.
+    #[schema(nullable = true)]
+    pub claimed_by: Option<String>,
+}
