@@ -98,6 +98,7 @@ pub fn router_with(queue: Queue, auth: Auth, config: HttpConfig) -> Router {
         .layer(axum::extract::DefaultBodyLimit::max(
             state.config.max_body_bytes,
         ))
+        .layer(axum::middleware::map_response(problem::problemize))
         .layer(axum::middleware::from_fn_with_state(
             auth,
             auth::require_auth,

@@ -65,7 +65,7 @@ pub async fn run(args: &ListArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
             lane: args.lane.clone(),
             kind: args.kind.clone(),
             limit,
-            ..ListFilter::default()
+            ..Default::default()
         })
         .await?;
     if args.json {

@@ -51,21 +51,29 @@ fn gate(
     st: &DashState,
     headers: &HeaderMap,
     form: &[(String, String)],
-) -> Result<Viewer, Response> {
+) -> Result<Viewer, Box<Response>> {
     let v = match viewer(st, headers) {
         Ok(v) => v,
-        Err(_) => return Err((StatusCode::UNAUTHORIZED, "log in first").into_response()),
+        Err(_) => {
+            return Err(Box::new(
+                (StatusCode::UNAUTHORIZED, "log in first").into_response(),
+            ));
+        }
     };
-    session::check(headers, &v.session, field(form, "csrf")).map_err(refused)?;
+    session::check(headers, &v.session, field(form, "csrf")).map_err(|r| Box::new(refused(r)))?;
     Ok(v)
 }
 
-fn operator_gate(st: &DashState, v: &Viewer) -> Result<(), Response> {
+fn operator_gate(st: &DashState, v: &Viewer) -> Result<(), Box<Response>> {
     if st.app.auth.is_read_only() {
-        return Err((StatusCode::FORBIDDEN, "the dashboard is in read-only mode").into_response());
+        return Err(Box::new(
+            (StatusCode::FORBIDDEN, "the dashboard is in read-only mode").into_response(),
+        ));
     }
     if !v.session.principal.has(Role::Operator) {
-        return Err((StatusCode::FORBIDDEN, "this needs the operator role").into_response());
+        return Err(Box::new(
+            (StatusCode::FORBIDDEN, "this needs the operator role").into_response(),
+        ));
     }
     Ok(())
 }
@@ -142,7 +150,7 @@ pub(super) async fn logout(
 ) -> Response {
     let v = match gate(&st, &headers, &form) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     st.sessions.remove(&v.id);
     let mut res = Redirect::to(&format!("{}/login", st.config.base())).into_response();
@@ -164,10 +172,10 @@ pub(super) async fn items_act(
 ) -> Response {
     let v = match gate(&st, &headers, &form) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     if let Err(r) = operator_gate(&st, &v) {
-        return r;
+        return *r;
     }
     let back = field(&form, "back");
     let action = field(&form, "action").unwrap_or("");
@@ -239,10 +247,10 @@ pub(super) async fn lanes_act(
 ) -> Response {
     let v = match gate(&st, &headers, &form) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     if let Err(r) = operator_gate(&st, &v) {
-        return r;
+        return *r;
     }
     let back = format!("{}/lanes", st.config.base());
     let lane = field(&form, "lane").unwrap_or("");

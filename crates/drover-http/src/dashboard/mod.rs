@@ -7,6 +7,7 @@
 //! | [`session`] | sessions, cookies, the CSRF check |
 //! | [`live`] | the one query set per interval every tab shares, the charts |
 //! | `pages` | the pages (GET) |
+//! | `lists` | the items and dead-letter lists (GET) |
 //! | `actions` | login, logout, retry, cancel, pause, resume (POST) |
 //!
 //! Invariants:
@@ -38,6 +39,7 @@ use axum::routing::{get, post};
 use crate::AppState;
 
 mod actions;
+mod lists;
 pub mod live;
 mod pages;
 pub mod session;
@@ -141,9 +143,9 @@ pub fn routes_with(state: DashState) -> Router {
         .route(BASE, get(|| async { Redirect::to("ui/") }))
         .route(&format!("{BASE}/"), get(pages::overview))
         .route(&format!("{BASE}/live"), get(pages::live_events))
-        .route(&format!("{BASE}/items"), get(pages::items))
+        .route(&format!("{BASE}/items"), get(lists::items))
         .route(&format!("{BASE}/items/{{tenant}}/{{id}}"), get(pages::item))
-        .route(&format!("{BASE}/dead"), get(pages::dead))
+        .route(&format!("{BASE}/dead"), get(lists::dead))
         .route(&format!("{BASE}/lanes"), get(pages::lanes))
         .route(&format!("{BASE}/workers"), get(pages::workers))
         .route(&format!("{BASE}/schedules"), get(pages::schedules))

@@ -1,0 +1,247 @@
+//! The list pages: items with every filter, and the dead letter (failed
+//! items), 50 per page with a cursor, with bulk retry and cancel.
+
+use askama::Template;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use chrono::{DateTime, Utc};
+use drover::Status;
+use drover::store::{ListCursor, ListFilter};
+use serde::Deserialize;
+use uuid::Uuid;
+
+use super::DashState;
+use super::pages::{Nav, nav, render, time, viewer};
+
+/// Items per page of a list.
+const PAGE: u32 = 50;
+
+/// The list filters as the form sends them.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub(super) struct ItemsQuery {
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    lane: String,
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    key: String,
+    #[serde(default)]
+    error: String,
+    #[serde(default)]
+    after: String,
+    #[serde(default)]
+    before: String,
+    #[serde(default)]
+    tenant: String,
+    #[serde(default)]
+    cursor: String,
+    msg: Option<String>,
+}
+
+fn non_empty(s: &str) -> Option<String> {
+    let t = s.trim();
+    (!t.is_empty()).then(|| t.to_owned())
+}
+
+fn parse_time(field: &str, s: &str) -> Result<Option<DateTime<Utc>>, String> {
+    match non_empty(s) {
+        None => Ok(None),
+        Some(t) => DateTime::parse_from_rfc3339(&t)
+            .map(|d| Some(d.with_timezone(&Utc)))
+            .map_err(|e| format!("{field}: {e} (RFC 3339, e.g. 2026-01-01T00:00:00Z)")),
+    }
+}
+
+impl ItemsQuery {
+    fn filter(&self, scoped: Option<Uuid>) -> Result<ListFilter, String> {
+        let status = match non_empty(&self.status) {
+            None => None,
+            Some(s) => Some(
+                s.parse::<Status>()
+                    .map_err(|_| format!("status: unknown {s:?}"))?,
+            ),
+        };
+        let tenant_id = match (scoped, non_empty(&self.tenant)) {
+            (Some(own), _) => Some(own),
+            (None, Some(t)) => Some(t.parse::<Uuid>().map_err(|e| format!("tenant: {e}"))?),
+            (None, None) => None,
+        };
+        let after = match non_empty(&self.cursor) {
+            None => None,
+            Some(c) => {
+                let (us, id) = c.split_once('_').ok_or("cursor: malformed")?;
+                let us: i64 = us.parse().map_err(|_| "cursor: malformed")?;
+                Some(ListCursor {
+                    created_at: DateTime::from_timestamp_micros(us).ok_or("cursor: malformed")?,
+                    id: id.parse().map_err(|_| "cursor: malformed")?,
+                })
+            }
+        };
+        Ok(ListFilter {
+            tenant_id,
+            status,
+            lane: non_empty(&self.lane),
+            kind: non_empty(&self.kind),
+            key: non_empty(&self.key),
+            created_after: parse_time("created after", &self.after)?,
+            created_before: parse_time("created before", &self.before)?,
+            error_contains: non_empty(&self.error),
+            after,
+            limit: PAGE,
+        })
+    }
+
+    fn query_string(&self, cursor: Option<&str>) -> String {
+        let pairs = [
+            ("status", self.status.as_str()),
+            ("lane", &self.lane),
+            ("kind", &self.kind),
+            ("key", &self.key),
+            ("error", &self.error),
+            ("after", &self.after),
+            ("before", &self.before),
+            ("tenant", &self.tenant),
+            ("cursor", cursor.unwrap_or("")),
+        ];
+        pairs
+            .iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, v)| format!("{k}={}", super::actions::encode(v)))
+            .collect::<Vec<_>>()
+            .join("&")
+    }
+}
+
+/// One row of an items list.
+pub(super) struct ItemRow {
+    id: Uuid,
+    tenant: Uuid,
+    kind: String,
+    lane: String,
+    status: String,
+    attempts: i32,
+    updated: String,
+    error: String,
+}
+
+/// The filter form's values, as typed.
+pub(super) struct FilterView {
+    lane: String,
+    kind: String,
+    key: String,
+    error: String,
+    after: String,
+    before: String,
+    tenant: String,
+}
+
+#[derive(Template)]
+#[template(path = "dashboard/items.html")]
+struct ItemsPage {
+    nav: Nav,
+    page: &'static str,
+    statuses: Vec<(String, bool)>,
+    f: FilterView,
+    show_tenant: bool,
+    can_operate: bool,
+    back: String,
+    rows: Vec<ItemRow>,
+    next: Option<String>,
+}
+
+async fn list_page(
+    st: DashState,
+    headers: HeaderMap,
+    mut q: ItemsQuery,
+    title: &'static str,
+    page: &'static str,
+) -> Response {
+    let v = match viewer(&st, &headers) {
+        Ok(v) => v,
+        Err(r) => return *r,
+    };
+    if page == "dead" {
+        q.status = "failed".into();
+    }
+    let scoped = v.session.principal.tenant;
+    let mut msg = q.msg.clone();
+    let mut rows = Vec::new();
+    let mut next = None;
+    match q.filter(scoped) {
+        Err(e) => msg = Some(e),
+        Ok(filter) => match st.app.queue.list(&filter).await {
+            Err(e) => msg = Some(e.to_string()),
+            Ok(items) => {
+                if items.len() == PAGE as usize
+                    && let Some(last) = items.last()
+                {
+                    let c = format!("{}_{}", last.created_at.timestamp_micros(), last.id);
+                    next = Some(format!(
+                        "{}/{page}?{}",
+                        st.config.base(),
+                        q.query_string(Some(&c))
+                    ));
+                }
+                rows = items
+                    .into_iter()
+                    .map(|i| ItemRow {
+                        id: i.id,
+                        tenant: i.tenant_id,
+                        kind: i.kind,
+                        lane: i.lane,
+                        status: i.status.as_str().to_owned(),
+                        attempts: i.attempts,
+                        updated: time(i.updated_at),
+                        error: i.last_error.unwrap_or_default(),
+                    })
+                    .collect();
+            }
+        },
+    }
+    let mut statuses = vec![(String::new(), q.status.is_empty())];
+    for s in ["pending", "claimed", "done", "failed", "cancelled"] {
+        statuses.push((s.to_owned(), q.status == s));
+    }
+    let back = format!("{}/{page}?{}", st.config.base(), q.query_string(None));
+    let t = ItemsPage {
+        nav: nav(&st, &v, title, msg),
+        page,
+        statuses,
+        f: FilterView {
+            lane: q.lane.clone(),
+            kind: q.kind.clone(),
+            key: q.key.clone(),
+            error: q.error.clone(),
+            after: q.after.clone(),
+            before: q.before.clone(),
+            tenant: q.tenant.clone(),
+        },
+        show_tenant: scoped.is_none(),
+        can_operate: v.can_operate(),
+        back,
+        rows,
+        next,
+    };
+    render(&t, StatusCode::OK)
+}
+
+/// Items, with every list filter.
+pub(super) async fn items(
+    State(st): State<DashState>,
+    headers: HeaderMap,
+    Query(q): Query<ItemsQuery>,
+) -> Response {
+    list_page(st, headers, q, "Items", "items").await
+}
+
+/// The dead letter: failed items, with bulk retry and cancel.
+pub(super) async fn dead(
+    State(st): State<DashState>,
+    headers: HeaderMap,
+    Query(q): Query<ItemsQuery>,
+) -> Response {
+    list_page(st, headers, q, "Dead letter", "dead").await
+}

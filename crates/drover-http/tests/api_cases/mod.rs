@@ -1,0 +1,768 @@
+//! The API cases every backend runs (PostgreSQL and SQLite files call
+//! [`api_suite!`]).
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use axum::http::{Method, StatusCode};
+use drover_http::Role;
+use serde_json::{Value, json};
+
+use crate::common::App;
+
+const PROBLEM: &str = "application/problem+json";
+
+fn ct(h: &axum::http::HeaderMap) -> &str {
+    h.get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+}
+
+/// Enqueue, list, read with audit, cancel, retry; the audit names the
+/// token as the actor.
+pub async fn enqueue_list_show_cancel_retry(app: &App) {
+    let op = app.token(Role::Operator, None, &["mail.*"]).await;
+    let (s, _, b) = app
+        .call(
+            Method::POST,
+            "/v1/items",
+            Some(&op),
+            Some(json!({"kind": "mail.send", "payload": {"to": "a@b"}, "lane": "mail"})),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    assert_eq!(b["result"], "inserted");
+    let id = b["id"].as_str().unwrap().to_owned();
+    assert_eq!(b["item"]["status"], "pending");
+    assert_eq!(b["item"]["lane"], "mail");
+
+    let (s, _, page) = app
+        .call(
+            Method::GET,
+            "/v1/items?lane=mail&status=pending",
+            Some(&op),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(page["items"].as_array().unwrap().len(), 1);
+    assert_eq!(page["items"][0]["id"], id.as_str());
+    assert!(page.get("next_cursor").is_none());
+
+    let (s, _, b) = app
+        .call(
+            Method::POST,
+            &format!("/v1/items/{id}/cancel"),
+            Some(&op),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["status"], "cancelled");
+    let (s, h, b) = app
+        .call(
+            Method::POST,
+            &format!("/v1/items/{id}/cancel"),
+            Some(&op),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT, "{b}");
+    assert_eq!(ct(&h), PROBLEM);
+    let (s, _, b) = app
+        .call(
+            Method::POST,
+            &format!("/v1/items/{id}/retry"),
+            Some(&op),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["status"], "pending");
+
+    let (s, _, d) = app
+        .call(
+            Method::GET,
+            &format!("/v1/items/{id}"),
+            Some(&op),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{d}");
+    let actions: Vec<&str> = d["audit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["cancel", "retry"]);
+    let actor = d["audit"][0]["actor"].as_str().unwrap();
+    assert_ne!(
+        actor,
+        uuid::Uuid::nil().to_string(),
+        "the token is the actor"
+    );
+    assert_eq!(d["attempts"]["budget"], 5);
+
+    let (s, _, b) = app
+        .call(
+            Method::GET,
+            &format!("/v1/items/{}", uuid::Uuid::now_v7()),
+            Some(&op),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{b}");
+}
+
+/// Roles and grants: a viewer reads but may not retry; a token may not
+/// enqueue a kind outside its grants; read-only refuses writes.
+pub async fn roles_grants_and_read_only(app: &App) {
+    let viewer = app.token(Role::Viewer, None, &[]).await;
+    let mailer = app.token(Role::Viewer, None, &["mail.*"]).await;
+    let (s, _, _) = app
+        .call(Method::GET, "/v1/items", Some(&viewer), None, &[])
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _, b) = app
+        .call(
+            Method::POST,
+            "/v1/items",
+            Some(&viewer),
+            Some(json!({"kind": "mail.send"})),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{b}");
+    assert_eq!(b["field"], "kind");
+    let (s, _, b) = app
+        .call(
+            Method::POST,
+            "/v1/items",
+            Some(&mailer),
+            Some(json!({"kind": "billing.refund"})),
+            &[],
+        )
+        .await;
+    assert_eq!(
+        (s, b["field"].as_str()),
+        (StatusCode::FORBIDDEN, Some("kind"))
+    );
+    let (s, _, b) = app
+        .call(
+            Method::POST,
+            "/v1/items",
+            Some(&mailer),
+            Some(json!({"kind": "mail.send"})),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let id = b["id"].as_str().unwrap();
+    let (s, _, b) = app
+        .call(
+            Method::POST,
+            &format!("/v1/items/{id}/cancel"),
+            Some(&mailer),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{b}");
+    let (s, _, _) = app
+        .call(
+            Method::POST,
+            "/v1/items/bulk",
+            Some(&viewer),
+            Some(json!({"action": "cancel", "preview": true})),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+
+    let ro = drover_http::router(
+        app.queue.clone(),
+        drover_http::tokens::auth_from_store(&app.queue)
+            .await
+            .unwrap()
+            .read_only(true),
+    );
+    let ro_app = App {
+        router: ro,
+        queue: app.queue.clone(),
+        admin: app.admin.clone(),
+        harness: empty_harness(app),
+    };
+    let (s, _, b) = ro_app
+        .call(
+            Method::POST,
+            "/v1/items",
+            Some(&app.admin),
+            Some(json!({"kind": "x"})),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{b}");
+    let (s, _, _) = ro_app
+        .call(Method::GET, "/v1/items", Some(&app.admin), None, &[])
+        .await;
+    assert_eq!(s, StatusCode::OK);
+}
+
+fn empty_harness(app: &App) -> drover::store::contract::Harness {
+    drover::store::contract::Harness {
+        store: app.queue.store().clone(),
+        clock: None,
+        cleanup: None,
+        insert_in: None,
+    }
+}
+
+/// Problems name the field; an oversized body is 413; an unknown kind is
+/// accepted, waits, and is flagged in stats.
+pub async fn problems_oversize_and_unknown_kinds(app: &App) {
+    let t = &app.admin;
+    let (s, h, b) = app
+        .call(
+            Method::POST,
+            "/v1/items",
+            Some(t),
+            Some(json!({"kind": "Bad Kind!"})),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(ct(&h), PROBLEM);
+    assert_eq!(b["field"], "kind");
+    let (s, _, b) = app
+        .call(
+            Method::POST,
+            "/v1/items",
+            Some(t),
+            Some(json!({"payload": {}})),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+    assert!(b["detail"].as_str().unwrap().contains("kind"), "{b}");
+    let (s, _, b) = app
+        .call(
+            Method::POST,
+            "/v1/items",
+            Some(t),
+            Some(json!({"kind": "k", "lane": "Nope Lane"})),
+            &[],
+        )
+        .await;
+    assert_eq!(
+        (s, b["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("lane")),
+        "{b}"
+    );
+    let (s, _, b) = app
+        .call(
+            Method::POST,
+            "/v1/items/batch",
+            Some(t),
+            Some(json!({"items": [{"kind": "ok"}, {"kind": "ok", "priority": "high"}]})),
+            &[],
+        )
+        .await;
+    assert_eq!(
+        (s, b["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("items[1].priority")),
+        "{b}"
+    );
+    let (s, _, b) = app
+        .call(Method::GET, "/v1/items?status=sleeping", Some(t), None, &[])
+        .await;
+    assert_eq!(
+        (s, b["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("status")),
+        "{b}"
+    );
+    let (s, _, b) = app
+        .call(Method::GET, "/v1/items?limit=0", Some(t), None, &[])
+        .await;
+    assert_eq!(
+        (s, b["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("limit")),
+        "{b}"
+    );
+    let (s, _, b) = app
+        .call(Method::GET, "/v1/items?cursor=garbage", Some(t), None, &[])
+        .await;
+    assert_eq!(
+        (s, b["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("cursor")),
+        "{b}"
+    );
+
+    let big = vec![b'x'; drover_http::MAX_BODY_BYTES_DEFAULT + 10];
+    let (s, h, b) = app
+        .call_raw(Method::POST, "/v1/items", Some(t), Some(big), &[])
+        .await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{b}");
+    assert_eq!(ct(&h), PROBLEM);
+    // A payload over the queue's own limit is refused naming the payload.
+    let payload = "y".repeat(drover::item::DEFAULT_MAX_PAYLOAD_BYTES + 1);
+    let (s, _, b) = app
+        .call(
+            Method::POST,
+            "/v1/items",
+            Some(t),
+            Some(json!({"kind": "k", "payload": {"p": payload}})),
+            &[],
+        )
+        .await;
+    assert_eq!(
+        (s, b["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("payload")),
+        "{b}"
+    );
+
+    let (s, _, b) = app
+        .call(
+            Method::POST,
+            "/v1/items",
+            Some(t),
+            Some(json!({"kind": "nobody.handles.this"})),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    assert_eq!(b["known_kind"], false);
+    let (s, _, stats) = app.call(Method::GET, "/v1/stats", Some(t), None, &[]).await;
+    assert_eq!(s, StatusCode::OK, "{stats}");
+    let unhandled: Vec<&str> = stats["unhandled_kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(unhandled.contains(&"nobody.handles.this"), "{stats}");
+    assert!(stats["totals"]["pending"].as_i64().unwrap() >= 1);
+    let (s, _, lanes) = app.call(Method::GET, "/v1/lanes", Some(t), None, &[]).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(
+        lanes
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["lane"] == "default" && l["counts"]["pending"].as_i64() >= Some(1)),
+        "{lanes}"
+    );
+    for path in [
+        "/v1/workers",
+        "/v1/schedules",
+        "/v1/orchestrations",
+        "/v1/openapi.json",
+    ] {
+        let (s, _, b) = app.call(Method::GET, path, Some(t), None, &[]).await;
+        assert_eq!(s, StatusCode::OK, "{path}: {b}");
+    }
+    let (s, h, _) = app
+        .call(Method::DELETE, "/v1/items", Some(t), None, &[])
+        .await;
+    assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(ct(&h), PROBLEM);
+}
+
+/// Idempotency-Key: a retry replays the stored answer; another body is
+/// 422; another route or principal is another key.
+pub async fn idempotency_replay_and_mismatch(app: &App) {
+    let t = &app.admin;
+    let body = json!({"kind": "k", "payload": {"n": 1}});
+    let key = [("idempotency-key", "order-1")];
+    let (s1, h1, b1) = app
+        .call(Method::POST, "/v1/items", Some(t), Some(body.clone()), &key)
+        .await;
+    assert_eq!(s1, StatusCode::CREATED, "{b1}");
+    assert!(h1.get("idempotent-replayed").is_none());
+    let (s2, h2, b2) = app
+        .call(Method::POST, "/v1/items", Some(t), Some(body.clone()), &key)
+        .await;
+    assert_eq!(
+        (s2, &b2),
+        (StatusCode::CREATED, &b1),
+        "the stored answer, status and body"
+    );
+    assert_eq!(h2.get("idempotent-replayed").unwrap(), "true");
+    let (s3, h3, b3) = app
+        .call(
+            Method::POST,
+            "/v1/items",
+            Some(t),
+            Some(json!({"kind": "k", "payload": {"n": 2}})),
+            &key,
+        )
+        .await;
+    assert_eq!(s3, StatusCode::UNPROCESSABLE_ENTITY, "{b3}");
+    assert_eq!(ct(&h3), PROBLEM);
+    assert_eq!(b3["field"], "Idempotency-Key");
+    // The same key on another route, or from another token, is its own.
+    let (s, _, b) = app
+        .call(
+            Method::POST,
+            "/v1/items/batch",
+            Some(t),
+            Some(json!({"items": [body.clone()]})),
+            &key,
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let other = app.token(Role::Admin, None, &["*"]).await;
+    let (s, h, b) = app
+        .call(
+            Method::POST,
+            "/v1/items",
+            Some(&other),
+            Some(body.clone()),
+            &key,
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    assert!(h.get("idempotent-replayed").is_none());
+    let (s, _, b) = app
+        .call(
+            Method::POST,
+            "/v1/items",
+            Some(t),
+            Some(body),
+            &[("idempotency-key", "")],
+        )
+        .await;
+    assert_eq!(
+        (s, b["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("Idempotency-Key"))
+    );
+    // Three items: the first request, the batch, the other token's.
+    let (_, _, page) = app
+        .call(Method::GET, "/v1/items?kind=k", Some(t), None, &[])
+        .await;
+    assert_eq!(page["items"].as_array().unwrap().len(), 3, "{page}");
+}
+
+/// 50 concurrent requests with one key: one item; every other answer a
+/// replay of the same body or a 409.
+pub async fn idempotency_fifty_concurrent_one_item(app: &App) {
+    let body = json!({"kind": "race", "payload": {"x": 1}});
+    let mut tasks = Vec::new();
+    for _ in 0..50 {
+        let router = app.router.clone();
+        let token = app.admin.clone();
+        let body = body.clone();
+        tasks.push(tokio::spawn(async move {
+            let body = serde_json::to_vec(&body).unwrap();
+            crate::common::send(
+                &router,
+                Method::POST,
+                "/v1/items",
+                Some(&token),
+                Some(body),
+                &[("idempotency-key", "fifty")],
+            )
+            .await
+        }));
+    }
+    let mut answers = Vec::new();
+    for t in tasks {
+        answers.push(t.await.unwrap());
+    }
+    let created: Vec<&Value> = answers
+        .iter()
+        .filter(|(s, h, _)| *s == StatusCode::CREATED && h.get("idempotent-replayed").is_none())
+        .map(|(_, _, b)| b)
+        .collect();
+    assert_eq!(created.len(), 1, "exactly one request ran");
+    let first = created[0];
+    let (mut replays, mut conflicts) = (0, 0);
+    for (s, h, b) in &answers {
+        if h.get("idempotent-replayed").is_some() {
+            assert_eq!((*s, b), (StatusCode::CREATED, first));
+            replays += 1;
+        } else if *s == StatusCode::CONFLICT {
+            assert_eq!(b["field"], "Idempotency-Key");
+            conflicts += 1;
+        }
+    }
+    assert_eq!(replays + conflicts, 49, "{answers:?}");
+    let (_, _, page) = app
+        .call(
+            Method::GET,
+            "/v1/items?kind=race",
+            Some(&app.admin),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(page["items"].as_array().unwrap().len(), 1);
+}
+
+/// Bulk: the preview counts and changes nothing; the apply is capped and
+/// audited; cursor pages visit every item once.
+pub async fn bulk_and_cursor_pages(app: &App) {
+    let t = &app.admin;
+    let items: Vec<Value> = (0..7)
+        .map(|i| json!({"kind": "bulk", "payload": {"i": i}}))
+        .collect();
+    let (s, _, b) = app
+        .call(
+            Method::POST,
+            "/v1/items/batch",
+            Some(t),
+            Some(json!({"items": items})),
+            &[],
+        )
+        .await;
+    assert_eq!(
+        (s, b["inserted"].as_u64()),
+        (StatusCode::CREATED, Some(7)),
+        "{b}"
+    );
+
+    let mut seen = Vec::new();
+    let mut uri = "/v1/items?kind=bulk&limit=3".to_owned();
+    loop {
+        let (s, _, page) = app.call(Method::GET, &uri, Some(t), None, &[]).await;
+        assert_eq!(s, StatusCode::OK, "{page}");
+        seen.extend(
+            page["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i["id"].as_str().unwrap().to_owned()),
+        );
+        match page["next_cursor"].as_str() {
+            Some(c) => uri = format!("/v1/items?kind=bulk&limit=3&cursor={c}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 7);
+    let mut dedup = seen.clone();
+    dedup.sort();
+    dedup.dedup();
+    assert_eq!(dedup.len(), 7, "no item twice");
+
+    let filter = json!({"kind": "bulk", "status": "pending"});
+    let (s, _, b) = app
+        .call(
+            Method::POST,
+            "/v1/items/bulk",
+            Some(t),
+            Some(json!({"action": "cancel", "filter": filter, "preview": true})),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(
+        (
+            b["matched"].as_u64(),
+            b["applied"].as_u64(),
+            b["preview"].as_bool()
+        ),
+        (Some(7), Some(0), Some(true))
+    );
+    let (s, _, b) = app
+        .call(
+            Method::POST,
+            "/v1/items/bulk",
+            Some(t),
+            Some(json!({"action": "cancel", "filter": filter, "max": 5})),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(
+        (
+            b["matched"].as_u64(),
+            b["applied"].as_u64(),
+            b["more"].as_bool()
+        ),
+        (Some(5), Some(5), Some(true))
+    );
+    let (_, _, left) = app
+        .call(
+            Method::GET,
+            "/v1/items?kind=bulk&status=pending",
+            Some(t),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(left["items"].as_array().unwrap().len(), 2);
+    let (_, _, cancelled) = app
+        .call(
+            Method::GET,
+            "/v1/items?kind=bulk&status=cancelled",
+            Some(t),
+            None,
+            &[],
+        )
+        .await;
+    let id = cancelled["items"][0]["id"].as_str().unwrap();
+    let (_, _, d) = app
+        .call(Method::GET, &format!("/v1/items/{id}"), Some(t), None, &[])
+        .await;
+    assert_eq!(d["audit"][0]["action"], "cancel");
+    let (s, _, b) = app
+        .call(
+            Method::POST,
+            "/v1/items/bulk",
+            Some(t),
+            Some(json!({"action": "retry", "filter": {"kind": "bulk", "status": "cancelled"}})),
+            &[],
+        )
+        .await;
+    assert_eq!((s, b["applied"].as_u64()), (StatusCode::OK, Some(5)), "{b}");
+    let (s, _, b) = app
+        .call(
+            Method::POST,
+            "/v1/items/bulk",
+            Some(t),
+            Some(json!({"action": "retry", "max": 0})),
+            &[],
+        )
+        .await;
+    assert_eq!(
+        (s, b["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("max"))
+    );
+}
+
+/// A tenant-scoped token sees and touches only its tenant.
+pub async fn tenant_scoped_token_sees_its_tenant_only(app: &App) {
+    let (a, b) = (uuid::Uuid::from_u128(0xA1), uuid::Uuid::from_u128(0xB1));
+    let ta = app.token(Role::Operator, Some(a), &["*"]).await;
+    let tb = app.token(Role::Operator, Some(b), &["*"]).await;
+    let (s, _, ib) = app
+        .call(
+            Method::POST,
+            "/v1/items",
+            Some(&tb),
+            Some(json!({"kind": "secret"})),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    assert_eq!(ib["item"]["tenant_id"], b.to_string());
+    let idb = ib["id"].as_str().unwrap();
+    let (s, _, ia) = app
+        .call(
+            Method::POST,
+            "/v1/items",
+            Some(&ta),
+            Some(json!({"kind": "secret"})),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    assert_eq!(ia["item"]["tenant_id"], a.to_string());
+    let (s, _, page) = app
+        .call(Method::GET, "/v1/items", Some(&ta), None, &[])
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let ids: Vec<&str> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [ia["id"].as_str().unwrap()]);
+    let (s, _, _) = app
+        .call(
+            Method::GET,
+            &format!("/v1/items/{idb}"),
+            Some(&ta),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, _, _) = app
+        .call(
+            Method::GET,
+            &format!("/v1/items/{idb}?tenant={b}"),
+            Some(&ta),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (s, _, _) = app
+        .call(
+            Method::POST,
+            &format!("/v1/items/{idb}/cancel"),
+            Some(&ta),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, _, _) = app
+        .call(
+            Method::POST,
+            "/v1/items",
+            Some(&ta),
+            Some(json!({"kind": "x", "tenant": b})),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (s, _, r) = app
+        .call(
+            Method::POST,
+            "/v1/items/bulk",
+            Some(&ta),
+            Some(json!({"action": "cancel", "filter": {"kind": "secret"}})),
+            &[],
+        )
+        .await;
+    assert_eq!((s, r["applied"].as_u64()), (StatusCode::OK, Some(1)), "{r}");
+    let (_, _, d) = app
+        .call(
+            Method::GET,
+            &format!("/v1/items/{idb}"),
+            Some(&tb),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(d["item"]["status"], "pending", "tenant B's item untouched");
+    let (s, _, _) = app
+        .call(Method::GET, "/v1/stats", Some(&ta), None, &[])
+        .await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "cross-tenant aggregates refused");
+}
+
+/// Expands to one test per API case over the app `$setup` builds.
+#[macro_export]
+macro_rules! api_suite {
+    ($setup:path) => {
+        $crate::api_suite!(@cases $setup;
+            enqueue_list_show_cancel_retry,
+            roles_grants_and_read_only,
+            problems_oversize_and_unknown_kinds,
+            idempotency_replay_and_mismatch,
+            idempotency_fifty_concurrent_one_item,
+            bulk_and_cursor_pages,
+            tenant_scoped_token_sees_its_tenant_only,
+        );
+    };
+    (@cases $setup:path; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $case() {
+                let app = $setup().await;
+                $crate::api_cases::$case(&app).await;
+                app.finish().await;
+            }
+        )*
+    };
+}
