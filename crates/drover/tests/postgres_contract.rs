@@ -3,3 +3,4 @@
 
 drover::contract_suite!(drover::testing::pg_harness);
 drover::orchestration_contract_suite!(drover::testing::pg_harness);
+drover::events_contract_suite!(drover::testing::pg_harness);

@@ -6,3 +6,4 @@
 //! end-to-end test (drover-cli `tests/pgbouncer.rs`) checks the pooler.
 
 drover::contract_suite!(drover::testing::pg_pooled_harness);
+drover::events_contract_suite!(drover::testing::pg_pooled_harness);

@@ -228,6 +228,7 @@ fn approx(a: DateTime<Utc>, b: DateTime<Utc>, tol_ms: i64) -> bool {
 }
 
 mod claims;
+pub mod events;
 mod operations;
 pub mod orchestration;
 mod schedule;
