@@ -15,6 +15,7 @@
 //! | [`events`] | the append-only, per-tenant event log projectors follow |
 //! | [`maintenance`] | the sweep: stale requeue, purge, gauges |
 //! | [`orchestration`] | long-running work as persisted, fenced steps that park, resume and compensate |
+//! | [`projector`] | projectors following the event log: checkpoints, leases, rebuilds, lag |
 //! | [`periodic`] | cron schedules, the scheduler, the heartbeat job |
 //! | [`builtin`] | diagnostic kinds for exercising a deployment |
 //! | [`error`] | the one public error type |
@@ -46,6 +47,7 @@ pub mod orchestration;
 #[cfg(feature = "otel")]
 pub mod otel;
 pub mod periodic;
+pub mod projector;
 pub mod queue;
 pub mod store;
 #[cfg(all(feature = "test-util", feature = "postgres"))]

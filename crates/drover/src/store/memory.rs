@@ -24,6 +24,7 @@ use crate::store::{
 
 mod events;
 mod orchestration;
+mod projector;
 mod schedule;
 
 /// How many wake-ups may queue for a slow subscriber before it lags (and

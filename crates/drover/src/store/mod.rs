@@ -390,6 +390,7 @@ pub trait Store:
     crate::orchestration::OrchestrationStore
     + crate::periodic::ScheduleStore
     + crate::events::EventStore
+    + crate::projector::ProjectorStore
     + Send
     + Sync
     + 'static

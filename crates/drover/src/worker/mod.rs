@@ -70,6 +70,7 @@ pub struct WorkerBuilder {
     steps: Vec<Box<dyn SweepStep>>,
     sweep: bool,
     schedules: Vec<crate::periodic::Schedule>,
+    projectors: Vec<Arc<dyn crate::projector::Projector>>,
 }
 
 impl std::fmt::Debug for WorkerBuilder {
@@ -183,6 +184,30 @@ impl WorkerBuilder {
         self
     }
 
+    /// Adds a projector: the worker runs it beside its claim loop (one runner
+    /// per projector and tenant across the fleet, by lease), and `drover
+    /// handlers` prints its declared strategies. Checked by
+    /// [`WorkerBuilder::build`] (a bad name or a blank strategy fails it).
+    pub fn projector(mut self, projector: impl crate::projector::Projector) -> Self {
+        let p: Arc<dyn crate::projector::Projector> = Arc::new(projector);
+        match crate::projector::validate(p.as_ref()) {
+            Ok(()) => {
+                if let Err(e) = self.registry.add_role(p.strategy().as_role(p.name())) {
+                    self.errors.push(e);
+                }
+                if self.projectors.iter().any(|q| q.name() == p.name()) {
+                    self.errors.push(Error::Config(format!(
+                        "two projectors are named {}",
+                        p.name()
+                    )));
+                }
+                self.projectors.push(p);
+            }
+            Err(e) => self.errors.push(e),
+        }
+        self
+    }
+
     /// Turns this worker's sweep off (another process sweeps).
     pub fn without_sweep(mut self) -> Self {
         self.sweep = false;
@@ -230,6 +255,7 @@ impl WorkerBuilder {
             registry: Arc::new(self.registry),
             sweeper: self.sweep.then_some(sweeper),
             scheduler,
+            projectors: self.projectors,
         })
     }
 }
@@ -241,6 +267,7 @@ pub struct Worker {
     registry: Arc<Registry>,
     sweeper: Option<Sweeper>,
     scheduler: Option<Arc<crate::periodic::Scheduler>>,
+    projectors: Vec<Arc<dyn crate::projector::Projector>>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -280,6 +307,7 @@ impl Worker {
             steps: Vec::new(),
             sweep: true,
             schedules: Vec::new(),
+            projectors: Vec::new(),
         })
     }
 
@@ -387,6 +415,19 @@ impl Worker {
             let stop = background.clone();
             tokio::spawn(async move { sc.run(stop).await })
         });
+        let mut projectors = Vec::with_capacity(self.projectors.len());
+        for p in self.projectors {
+            let runner = crate::projector::ProjectorRunner::new(
+                store.clone(),
+                p,
+                crate::projector::ProjectorConfig {
+                    holder: id.clone(),
+                    ..crate::projector::ProjectorConfig::default()
+                },
+            )?;
+            let stop = background.clone();
+            projectors.push(tokio::spawn(async move { runner.run(stop).await }));
+        }
         let slots = Arc::new(Semaphore::new(s.capacity));
         let tracker = TaskTracker::new();
         let claim_loop = tokio::spawn(claim_loop(ClaimLoop {
@@ -417,6 +458,7 @@ impl Worker {
             heartbeat,
             sweep,
             scheduler,
+            projectors,
             row,
             _stop_on_drop: stop_on_drop,
         })
@@ -452,6 +494,7 @@ pub struct RunningWorker {
     heartbeat: tokio::task::JoinHandle<()>,
     sweep: Option<tokio::task::JoinHandle<()>>,
     scheduler: Option<tokio::task::JoinHandle<()>>,
+    projectors: Vec<tokio::task::JoinHandle<()>>,
     row: WorkerRow,
     /// Cancels every token above when the worker is dropped (and, harmlessly,
     /// at the very end of a shutdown, when all of it has stopped already).
@@ -525,6 +568,9 @@ impl RunningWorker {
         }
         if let Some(s) = self.scheduler {
             let _ = s.await;
+        }
+        for p in self.projectors {
+            let _ = p.await;
         }
         if let Some(h) = self.http {
             let _ = h.await;

@@ -43,6 +43,7 @@ pub use events::append_in as event_append_in;
 mod items;
 mod ops;
 mod orchestration;
+mod projector;
 mod row;
 mod schedule;
 mod sql;

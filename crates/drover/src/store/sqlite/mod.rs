@@ -75,6 +75,7 @@ mod events;
 mod insert;
 mod maint;
 mod orchestration;
+mod projector;
 pub use orchestration::start_in;
 mod read;
 mod row;
