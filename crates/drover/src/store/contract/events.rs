@@ -28,6 +28,14 @@ macro_rules! events_contract_suite {
             event_invalid_append_writes_nothing,
             event_purge_removes_old_keeps_new_and_positions,
         );
+        $crate::__projector_cases!($setup;
+            projector_lease_is_exclusive_and_resumes,
+            projector_apply_is_fenced,
+            projector_runner_applies_in_order_and_never_skips,
+            projector_rebuild_resets_and_replays,
+            projector_checkpoints_per_tenant,
+            projector_checkpoint_pins_the_purge,
+        );
     };
 }
 
@@ -40,6 +48,21 @@ macro_rules! __events_cases {
             async fn $case() {
                 let h = $setup().await;
                 $crate::store::contract::events::$case(&h).await;
+                h.finish().await;
+            }
+        )*
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __projector_cases {
+    ($setup:path; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $case() {
+                let h = $setup().await;
+                $crate::store::contract::projector::$case(&h).await;
                 h.finish().await;
             }
         )*

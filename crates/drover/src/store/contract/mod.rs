@@ -231,6 +231,7 @@ mod claims;
 pub mod events;
 mod operations;
 pub mod orchestration;
+pub mod projector;
 mod schedule;
 mod sweep;
 mod wakeups;
