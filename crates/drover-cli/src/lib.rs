@@ -160,6 +160,10 @@ pub enum Command {
     Cancel(commands::cancel::CancelArgs),
     /// List, show, cancel or resume orchestrations.
     Orchestrations(commands::orchestrations::OrchestrationsArgs),
+    /// Follow a tenant's event log.
+    Events(commands::events::EventsArgs),
+    /// List projectors, show their checkpoints and lag, or rebuild one.
+    Projector(commands::projector::ProjectorArgs),
     /// Send a signal to an orchestration.
     Signal(commands::signal::SignalArgs),
     /// Run a worker: drain lanes until SIGTERM or SIGINT, then drain-first
@@ -358,6 +362,8 @@ pub async fn execute(command: &Command, cx: &mut Context<'_>) -> Result<(), CliE
         Command::Cancel(a) => commands::cancel::run(a, cx).await,
         Command::Orchestrations(a) => commands::orchestrations::run(a, cx).await,
         Command::Signal(a) => commands::signal::run(a, cx).await,
+        Command::Events(a) => commands::events::run(a, cx).await,
+        Command::Projector(a) => commands::projector::run(a, cx).await,
         Command::Worker(a) => commands::worker::run(a, cx).await,
         Command::Handlers(a) => commands::handlers::run(a, cx).await,
         Command::Schedules(a) => commands::schedules::run(a, cx).await,
