@@ -8,7 +8,7 @@
 //!
 //! Size: 2,000 events and 5 kills; 20,000 and 20 with `DROVER_FAULT_FULL=1`.
 
-#![allow(clippy::expect_used, clippy::unwrap_used)]
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::print_stdout)]
 
 mod support;
 
