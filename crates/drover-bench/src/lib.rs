@@ -30,6 +30,7 @@ pub mod child;
 mod claim;
 pub mod cluster;
 pub mod progress;
+pub mod projector;
 pub mod recorder;
 pub mod report;
 pub mod soak;
@@ -39,6 +40,7 @@ mod target;
 mod workers;
 
 pub use progress::Progress;
+pub use projector::{ProjectorFigures, projector_apply_rate};
 pub use report::Report;
 pub use soak::{HoldXmin, SoakSpec};
 

@@ -23,3 +23,4 @@ drover::contract_suite!(memory_harness);
 drover::orchestration_contract_suite!(memory_harness);
 drover::reconcile_contract_suite!(memory_harness);
 drover::outbox_contract_suite!(memory_harness);
+drover::events_contract_suite!(memory_harness);

@@ -9,3 +9,4 @@ drover::contract_suite!(drover::testing::pg_pooled_harness);
 drover::orchestration_contract_suite!(drover::testing::pg_pooled_harness);
 drover::reconcile_contract_suite!(drover::testing::pg_pooled_harness);
 drover::outbox_contract_suite!(drover::testing::pg_pooled_harness);
+drover::events_contract_suite!(drover::testing::pg_pooled_harness);

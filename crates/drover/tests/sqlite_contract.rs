@@ -5,3 +5,4 @@ drover::contract_suite!(drover::store::sqlite::sqlite_harness);
 drover::orchestration_contract_suite!(drover::store::sqlite::sqlite_harness);
 drover::reconcile_contract_suite!(drover::store::sqlite::sqlite_harness);
 drover::outbox_contract_suite!(drover::store::sqlite::sqlite_harness);
+drover::events_contract_suite!(drover::store::sqlite::sqlite_harness);

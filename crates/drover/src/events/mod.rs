@@ -42,6 +42,9 @@ use uuid::Uuid;
 
 use crate::error::{Error, Result};
 
+mod retention;
+pub use retention::{EVENT_RETENTION_MIN, EventRetention};
+
 /// The largest payload an event may carry, in bytes of JSON text, when the
 /// caller does not say otherwise (the work item's limit).
 pub const EVENT_PAYLOAD_MAX_DEFAULT: usize = crate::item::DEFAULT_MAX_PAYLOAD_BYTES;

@@ -28,6 +28,7 @@ mod lanes;
 mod orchestration;
 mod reconcile;
 mod outbox;
+mod projector;
 mod schedule;
 
 /// How many wake-ups may queue for a slow subscriber before it lags (and

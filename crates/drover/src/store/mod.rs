@@ -417,6 +417,7 @@ pub trait Store:
     + crate::events::EventStore
     + crate::lane::LaneStore
     + crate::access::AccessStore
+    + crate::projector::ProjectorStore
     + Send
     + Sync
     + 'static

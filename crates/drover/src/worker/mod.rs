@@ -75,6 +75,7 @@ pub struct WorkerBuilder {
     schedules: Vec<crate::periodic::Schedule>,
     services: Vec<Service>,
     relay: Option<crate::outbox::RelayConfig>,
+    projectors: Vec<Arc<dyn crate::projector::Projector>>,
 }
 
 /// A background service a worker runs beside its claim loop (a sync
@@ -197,6 +198,27 @@ impl WorkerBuilder {
     /// shutdown (its token fires once in-flight work has drained).
     pub fn service(mut self, service: Service) -> Self {
         self.services.push(service);
+    /// Adds a projector: the worker runs it beside its claim loop (one runner
+    /// per projector and tenant across the fleet, by lease), and `drover
+    /// handlers` prints its declared strategies. Checked by
+    /// [`WorkerBuilder::build`] (a bad name or a blank strategy fails it).
+    pub fn projector(mut self, projector: impl crate::projector::Projector) -> Self {
+        let p: Arc<dyn crate::projector::Projector> = Arc::new(projector);
+        match crate::projector::validate(p.as_ref()) {
+            Ok(()) => {
+                if let Err(e) = self.registry.add_role(p.strategy().as_role(p.name())) {
+                    self.errors.push(e);
+                }
+                if self.projectors.iter().any(|q| q.name() == p.name()) {
+                    self.errors.push(Error::Config(format!(
+                        "two projectors are named {}",
+                        p.name()
+                    )));
+                }
+                self.projectors.push(p);
+            }
+            Err(e) => self.errors.push(e),
+        }
         self
     }
 
@@ -273,6 +295,7 @@ impl WorkerBuilder {
             scheduler,
             services: self.services,
             relay,
+            projectors: self.projectors,
         })
     }
 }
@@ -286,6 +309,7 @@ pub struct Worker {
     scheduler: Option<Arc<crate::periodic::Scheduler>>,
     services: Vec<Service>,
     relay: Option<Arc<crate::outbox::Relay>>,
+    projectors: Vec<Arc<dyn crate::projector::Projector>>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -327,6 +351,7 @@ impl Worker {
             schedules: Vec::new(),
             services: Vec::new(),
             relay: Some(crate::outbox::RelayConfig::default()),
+            projectors: Vec::new(),
         })
     }
 
@@ -451,6 +476,19 @@ impl Worker {
             let stop = background.clone();
             tokio::spawn(async move { r.run(stop).await })
         });
+        let mut projectors = Vec::with_capacity(self.projectors.len());
+        for p in self.projectors {
+            let runner = crate::projector::ProjectorRunner::new(
+                store.clone(),
+                p,
+                crate::projector::ProjectorConfig {
+                    holder: id.clone(),
+                    ..crate::projector::ProjectorConfig::default()
+                },
+            )?;
+            let stop = background.clone();
+            projectors.push(tokio::spawn(async move { runner.run(stop).await }));
+        }
         let slots = Arc::new(Semaphore::new(s.capacity));
         let tracker = TaskTracker::new();
         let claim_loop = tokio::spawn(claim_loop(ClaimLoop {
@@ -484,6 +522,7 @@ impl Worker {
             scheduler,
             services,
             relay,
+            projectors,
             row,
             paused,
             _stop_on_drop: stop_on_drop,
@@ -522,6 +561,7 @@ pub struct RunningWorker {
     scheduler: Option<tokio::task::JoinHandle<()>>,
     services: Vec<tokio::task::JoinHandle<()>>,
     relay: Option<tokio::task::JoinHandle<()>>,
+    projectors: Vec<tokio::task::JoinHandle<()>>,
     row: WorkerRow,
     /// The paused lanes as the claim loop last saw them.
     paused: tokio::sync::watch::Receiver<pause::PausedLanes>,
@@ -617,6 +657,8 @@ impl RunningWorker {
         }
         if let Some(r) = self.relay {
             let _ = r.await;
+        for p in self.projectors {
+            let _ = p.await;
         }
         if let Some(h) = self.http {
             let _ = h.await;

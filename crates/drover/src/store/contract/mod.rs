@@ -259,6 +259,8 @@ mod operations;
 pub mod orchestration;
 pub mod reconcile;
 pub mod outbox;
+pub mod events;
+pub mod projector;
 mod schedule;
 mod sweep;
 mod wakeups;

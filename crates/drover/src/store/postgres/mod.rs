@@ -47,6 +47,7 @@ mod ops;
 mod orchestration;
 mod reconcile;
 mod outbox;
+mod projector;
 mod row;
 mod schedule;
 mod sql;

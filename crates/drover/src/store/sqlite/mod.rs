@@ -78,6 +78,7 @@ mod lanes;
 mod maint;
 mod orchestration;
 mod reconcile;
+mod projector;
 pub use orchestration::start_in;
 mod outbox;
 pub use outbox::outbox_insert_in;
