@@ -7,7 +7,6 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -15,12 +14,9 @@ use tokio::sync::broadcast;
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use crate::item::{InsertResult, Inserted, Item, NewItem, Status, bound_error};
-use crate::rules::{self, RetryPolicy, to_chrono};
-use crate::store::{
-    AuditEntry, Backend, ClaimParams, ClaimRef, Clock, CountRow, FailOutcome, FailParams, Gauges,
-    ListFilter, StaleReport, Store, SystemClock, WorkerRow,
-};
+use crate::item::{InsertResult, Item, NewItem, Status};
+use crate::rules;
+use crate::store::{AuditEntry, Backend, ClaimRef, Clock, Store, SystemClock, WorkerRow};
 
 mod audit;
 mod item;

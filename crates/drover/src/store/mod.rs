@@ -41,11 +41,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
 use crate::error::Result;
-use crate::item::{InsertResult, Inserted, Item, NewItem, Status};
-use crate::rules::RetryPolicy;
 
 mod audit;
 #[cfg(feature = "postgres")]

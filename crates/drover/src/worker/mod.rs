@@ -29,8 +29,8 @@ use tokio::sync::{Semaphore, broadcast};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::error::{Error, Result};
-use crate::maintenance::{SweepConfig, SweepStep, Sweeper};
+use crate::error::Result;
+use crate::maintenance::Sweeper;
 use crate::queue::Queue;
 use crate::store::WorkerRow;
 

@@ -1,14 +1,11 @@
 //! [`AuditStore`] in memory: the entries the item transitions appended
 //! under the store's lock, read for one tenant's item.
 
-use std::time::Duration;
-
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::MemoryStore;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::store::{AuditEntry, AuditStore};
 
 #[async_trait]

@@ -4,12 +4,10 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
-use uuid::Uuid;
 
 use super::MemoryStore;
-use crate::error::{Error, Result};
-use crate::store::{LOST_AFTER_BEATS, WorkerRow, WorkerStore};
+use crate::error::Result;
+use crate::store::{WorkerRow, WorkerStore};
 
 #[async_trait]
 impl WorkerStore for MemoryStore {

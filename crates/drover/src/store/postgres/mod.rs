@@ -63,12 +63,8 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use crate::item::{InsertResult, Inserted, Item, NewItem};
 use crate::rules::RetryPolicy;
-use crate::store::{
-    AuditEntry, Backend, ClaimParams, ClaimRef, CountRow, FailOutcome, FailParams, Gauges,
-    ListFilter, StaleReport, Store, WorkerRow,
-};
+use crate::store::{Backend, Store};
 
 pub use crate::store::pooler::{DIRECT_URL_VAR, POOLER_VAR, PoolMode, PoolerOptions};
 pub use items::insert_in;

@@ -60,15 +60,10 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use tokio::sync::broadcast;
-use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use crate::item::{InsertResult, Inserted, Item, NewItem};
-use crate::rules::RetryPolicy;
-use crate::store::{
-    AuditEntry, Backend, ClaimParams, ClaimRef, Clock, CountRow, FailOutcome, FailParams, Gauges,
-    ListFilter, StaleReport, Store, SystemClock, WorkerRow,
-};
+use crate::item::{Inserted, NewItem};
+use crate::store::{Backend, Clock, Store, SystemClock};
 
 mod audit;
 mod claim;
