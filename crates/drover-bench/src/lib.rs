@@ -28,7 +28,6 @@ use std::time::Duration;
 pub mod chart;
 pub mod child;
 mod claim;
-pub mod cluster;
 pub mod progress;
 pub mod projector;
 pub mod recorder;
@@ -102,7 +101,7 @@ pub enum Mode {
         hold_xact: bool,
     },
     /// A soak: [`SoakSpec`] on a throwaway cluster the run starts and
-    /// removes itself ([`cluster::StockCluster`]); the database URL is not
+    /// removes itself ([`drover::testing::cluster::Cluster`]); the database URL is not
     /// used.
     Soak(SoakSpec),
 }

@@ -1,5 +1,5 @@
 //! Soak mode: a fixed offered rate for a long duration on a throwaway
-//! PostgreSQL cluster with stock settings ([`crate::cluster`]), sampled
+//! PostgreSQL cluster with stock settings ([`drover::testing::cluster`]), sampled
 //! every [`WINDOW`](crate::WINDOW) into a CSV file and a PNG chart.
 //!
 //! What each sample holds (one CSV row per window, `t_s` its end):
@@ -30,7 +30,6 @@ use std::time::{Duration, Instant};
 use sqlx::{Executor, PgPool, Row};
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::StockCluster;
 use crate::recorder::{Exec, Recorder};
 use crate::report::{Percentiles, Report, SoakSummary};
 use crate::standard::{base_report, drain_until_empty};
@@ -38,6 +37,7 @@ use crate::sustained::produce;
 use crate::target::Target;
 use crate::workers::Fleet;
 use crate::{BenchConfig, BenchError, LANE, Progress, WINDOW};
+use drover::testing::cluster::Cluster;
 
 /// The interval between the probe's claims.
 pub const PROBE_EVERY: Duration = Duration::from_millis(50);
@@ -120,9 +120,10 @@ pub(crate) async fn run(
     std::fs::create_dir_all(&spec.out_dir)
         .map_err(|e| BenchError::io(format!("creating {}", spec.out_dir.display()), e))?;
     progress.note("starting a throwaway PostgreSQL cluster (stock settings)");
-    let cluster = tokio::task::spawn_blocking(StockCluster::start)
+    let cluster = tokio::task::spawn_blocking(Cluster::start_stock)
         .await
-        .map_err(|e| BenchError::io("initdb", std::io::Error::other(e)))??;
+        .map_err(|e| BenchError::io("initdb", std::io::Error::other(e)))?
+        .map_err(|e| BenchError::io("starting a throwaway cluster", std::io::Error::other(e)))?;
     let target = Target::create(&cluster.url()).await?;
     progress.note(&format!(
         "sandbox: {} on {}",

@@ -13,12 +13,10 @@
 //! | [`checker`] | the figures |
 //! | [`projector`] | the projector process killed by the projector scenario |
 //! | [`procs`] | spawning, killing, pausing and stopping worker processes |
-//! | [`cluster`] | a throwaway PostgreSQL cluster a test owns (and may restart) |
 //! | [`proxy`] | a TCP proxy that cuts or black-holes connections |
 //! | [`scale`] | the reduced and full sizes (`DROVER_FAULT_FULL=1`) |
 
 pub mod checker;
-pub mod cluster;
 pub mod effects;
 pub mod procs;
 pub mod projector;

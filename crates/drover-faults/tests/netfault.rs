@@ -18,7 +18,7 @@ mod support;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use drover_faults::cluster::Cluster;
+use drover::testing::cluster::Cluster;
 use drover_faults::proxy::Proxy;
 use drover_faults::scale;
 use rand::Rng;

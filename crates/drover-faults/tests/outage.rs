@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 
 use drover::queue::{JobContext, Kind, Principal};
 use drover::store::{ConnectOptions, connect_with};
+use drover::testing::cluster::Cluster;
 use drover::worker::{Done, Handler, Outcome, Strategy, WorkerSettings};
 use drover::{NewItem, Queue, Worker};
-use drover_faults::cluster::Cluster;
 use serde::{Deserialize, Serialize};
 
 const DB_TIMEOUT: Duration = Duration::from_secs(2);

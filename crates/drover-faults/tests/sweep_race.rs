@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use drover::rules::RetryPolicy;
 use drover::store::ClaimParams;
+use drover::store::ItemStore;
 use drover::testing::{pg_drop_schema, pg_fresh_store, pg_url};
 use drover::{NewItem, Store};
 use sqlx::{Connection, PgConnection, Row};

@@ -35,6 +35,7 @@
 //! | `postgres` | on | the PostgreSQL store ([`store::postgres`]) and transactional enqueue on a `PgConnection` |
 //! | `sqlite` | on | the SQLite store ([`store::sqlite`]) and transactional enqueue on a `SqliteConnection` |
 //! | `test-util` | off | the backend contract suite (`store::contract`), and with `postgres` the database helpers for tests (`testing`) |
+//! | `pg-cluster` | off | a throwaway PostgreSQL cluster for fault runs and soak benchmarks (`testing::cluster`; implied by `test-util`) |
 //! | `otel` | off | each run's span linked (never parented) to the item's `traceparent`, exported over OTLP as the `OTEL_*` variables say; off, nothing of it is compiled |
 //!
 //! Build only the backend you use with `default-features = false,
@@ -56,7 +57,10 @@ pub mod projector;
 pub mod queue;
 pub mod reconcile;
 pub mod store;
-#[cfg(all(feature = "test-util", feature = "postgres"))]
+#[cfg(any(
+    all(feature = "test-util", feature = "postgres"),
+    feature = "pg-cluster"
+))]
 pub mod testing;
 pub mod worker;
 

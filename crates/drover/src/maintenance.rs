@@ -2,7 +2,7 @@
 //! jittered timer, one sweeper at a time.
 //!
 //! Each tick a worker asks for the **sweep lease** (a row on the store's
-//! clock, see [`Store::sweep_lease_take`](crate::Store::sweep_lease_take)).
+//! clock, see [`SweepStore::sweep_lease_take`](crate::store::SweepStore::sweep_lease_take)).
 //! The holder runs one pass: requeue stale items (tenant by tenant, each one
 //! bounded conditional statement), purge final items past retention, purge
 //! the rows of workers silent for longer than
@@ -20,15 +20,21 @@
 //!   that blocks its thread, out of an abort's reach) is skipped, never
 //!   started beside itself.
 //! - **No holder keeps the lease past a bounded time.** The lease passes
-//!   [`SweepConfig::lease`] after its last renewal (before each step);
-//!   a holder that is paused, hung or cut off loses it then, and any worker
+//!   [`SweepConfig::lease`] after it was taken or last renewed; before
+//!   each step it is renewed unless it still holds past that whole step
+//!   (so a quick pass writes only its take and its release); a holder that is paused, hung or cut off loses it then, and any worker
 //!   takes it on its next tick. It is released on every exit path: at the
 //!   end of a pass, and from a task of its own when a pass is dropped.
 //! - **A second sweeper only duplicates work.** Every step is idempotent and
 //!   every item write is fenced on the item's own state in its statement, so
 //!   a holder that lost the lease mid-step and a new holder overlapping it
-//!   make no wrong write; the renewal before each step (fenced on the
-//!   lease's token) ends the stale holder's pass.
+//!   make no wrong write; a holder resumed past its lease renews before
+//!   its next step, and that renewal (fenced on the lease's token) ends
+//!   the stale pass.
+//! - **Asking costs a read.** The stores answer a take while another's
+//!   lease runs from a read where a write would take a lock claims need
+//!   (SQLite's one write lock), and a purge with nothing to delete writes
+//!   nothing.
 
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
@@ -100,7 +106,7 @@ pub struct SweepConfig {
     /// [`SWEEP_STEP_TIMEOUT_DEFAULT`].
     pub step_timeout: Duration,
     /// How long the sweep lease holds without renewal; it is renewed before
-    /// each step, so it must exceed `step_timeout`. Default
+    /// a step it might not outlast, so it must exceed `step_timeout`. Default
     /// [`SWEEP_LEASE_DEFAULT`].
     pub lease: Duration,
     /// Rows of workers silent for longer than this are purged. Default
@@ -196,6 +202,14 @@ impl std::fmt::Debug for Sweeper {
             )
             .finish_non_exhaustive()
     }
+}
+
+/// The lease a pass holds: its token, and the instant before which it
+/// certainly still holds (measured from before the take or the last
+/// renewal was sent, so never later than the store's expiry).
+struct Held {
+    token: Uuid,
+    until: tokio::time::Instant,
 }
 
 /// The sweep lease while held; released on drop from a task of its own.
@@ -405,6 +419,9 @@ impl Sweeper {
     pub async fn run_once(&self) -> Result<SweepReport> {
         let mut report = SweepReport::default();
         let store = self.queue.store().clone();
+        // Taken before the request is sent, so the local view of the lease
+        // never outlasts the store's.
+        let asked = tokio::time::Instant::now();
         let taken = match tokio::time::timeout(
             self.config.step_timeout,
             store.sweep_lease_take(&self.holder, self.config.lease),
@@ -429,7 +446,11 @@ impl Sweeper {
                 token: Some(token),
                 timeout: self.config.step_timeout,
             };
-            let completed = self.pass(token, &mut report).await;
+            let mut held = Held {
+                token,
+                until: asked + self.config.lease,
+            };
+            let completed = self.pass(&mut held, &mut report).await;
             if !lease.release(completed).await && !report.lease_lost {
                 // It passed during the last step: another worker may have
                 // swept meanwhile (harmless: every step is idempotent).
@@ -446,7 +467,7 @@ impl Sweeper {
     }
 
     /// The holder's pass; false when it lost the lease and stopped early.
-    async fn pass(&self, token: Uuid, report: &mut SweepReport) -> bool {
+    async fn pass(&self, held: &mut Held, report: &mut SweepReport) -> bool {
         let q = self.queue.clone();
         let limit = self.config.stale_limit;
         match self
@@ -466,7 +487,7 @@ impl Sweeper {
             }
             Err(e) => report.errors.push(("requeue_stale".into(), e.to_string())),
         }
-        if !self.renew(token, report).await {
+        if !self.renew(held, report).await {
             return false;
         }
         let q = self.queue.clone();
@@ -478,7 +499,7 @@ impl Sweeper {
             Ok(n) => report.purged = n,
             Err(e) => report.errors.push(("purge".into(), e.to_string())),
         }
-        if !self.renew(token, report).await {
+        if !self.renew(held, report).await {
             return false;
         }
         let store = self.queue.store().clone();
@@ -508,7 +529,7 @@ impl Sweeper {
             Err(e) => report.errors.push(("purge_markers".into(), e.to_string())),
         }
         for step in &self.steps {
-            if !self.renew(token, report).await {
+            if !self.renew(held, report).await {
                 return false;
             }
             let (s, q) = (step.clone(), self.queue.clone());
@@ -523,20 +544,36 @@ impl Sweeper {
         true
     }
 
-    /// Renews the lease before a step; false when it is lost (the pass
-    /// stops: another worker may hold it now). A renewal that fails for
-    /// another reason is reported and the pass goes on: at worst the lease
-    /// passes and a second sweeper duplicates idempotent work.
-    async fn renew(&self, token: Uuid, report: &mut SweepReport) -> bool {
+    /// Makes sure the lease outlasts the next step, renewing it when it
+    /// might not; false when it is lost (the pass stops: another worker may
+    /// hold it now). A renewal that fails for another reason is reported
+    /// and the pass goes on: at worst the lease passes and a second sweeper
+    /// duplicates idempotent work.
+    ///
+    /// No write when the lease, as last set, still holds past the whole
+    /// next step (a step never outruns the step timeout): nobody else can
+    /// take it before then, so the write would change nothing, and on
+    /// SQLite every write queues for the file's one write lock with the
+    /// claims, renewals and completions. A holder that stalled (paused,
+    /// hung) is past that point when it resumes, so it renews, is refused
+    /// and stops, as before.
+    async fn renew(&self, held: &mut Held, report: &mut SweepReport) -> bool {
+        let sent = tokio::time::Instant::now();
+        if sent + self.config.step_timeout < held.until {
+            return true;
+        }
         let store = self.queue.store().clone();
-        let lease = self.config.lease;
+        let (token, lease) = (held.token, self.config.lease);
         match self
             .guarded("sweep_lease", async move {
                 store.sweep_lease_renew(token, lease).await
             })
             .await
         {
-            Ok(()) => true,
+            Ok(()) => {
+                held.until = sent + lease;
+                true
+            }
             Err(StepError::Failed(e)) if e.kind() == ErrorKind::Conflict => {
                 report.lease_lost = true;
                 report.errors.push(("sweep_lease".into(), e.to_string()));

@@ -14,7 +14,7 @@ use drover::item::NewItem;
 use drover::store::postgres::{
     InstallationRoles, LEGACY_RUNTIME_ROLE, LEGACY_SYSTEM_ROLE, LoginGrants, PgOptions, PgStore,
 };
-use drover::store::{ClaimParams, Store};
+use drover::store::{ClaimParams, ItemStore, Store};
 use drover::testing::{TEST_OWNER, pg_drop_schema, pg_fresh_store, pg_owner_url, pg_url, url_as};
 use serde_json::json;
 use sqlx::{Connection, Executor, PgConnection};

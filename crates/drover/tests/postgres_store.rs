@@ -9,7 +9,10 @@ use std::time::Duration;
 use drover::item::{InsertResult, NewItem, Status};
 use drover::rules::RetryPolicy;
 use drover::store::postgres::{PgStore, insert_in};
-use drover::store::{ClaimParams, ClaimRef, FailOutcome, FailParams, ListFilter, Store};
+use drover::store::{
+    AuditStore, ClaimParams, ClaimRef, FailOutcome, FailParams, ItemStore, ListFilter, Store,
+    SweepStore, WorkerStore,
+};
 use drover::testing::{pg_drop_schema, pg_fresh_store, pg_url};
 use serde_json::json;
 use sqlx::Connection;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use drover::item::{InsertResult, NewItem, Status};
 use drover::store::sqlite::{SqliteOptions, SqliteStore, insert_in};
-use drover::store::{ListFilter, ManualClock, Store};
+use drover::store::{ItemStore, ListFilter, ManualClock, Store};
 use serde_json::json;
 use sqlite_common::*;
 use uuid::Uuid;

@@ -14,7 +14,10 @@ use std::time::Duration;
 use drover::item::{NewItem, Status};
 use drover::rules::RetryPolicy;
 use drover::store::sqlite::{SqliteOptions, SqliteStore};
-use drover::store::{ClaimRef, FailOutcome, FailParams, ListFilter, Store, WorkerRow};
+use drover::store::{
+    AuditStore, ClaimRef, FailOutcome, FailParams, ItemStore, ListFilter, Store, SweepStore,
+    WorkerRow, WorkerStore,
+};
 use sqlite_common::*;
 use uuid::Uuid;
 

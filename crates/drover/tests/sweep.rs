@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use drover::item::{NewItem, Status};
 use drover::maintenance::{SweepConfig, SweepStep, Sweeper};
 use drover::queue::Principal;
+use drover::store::fault::FaultStore;
 use drover::store::memory::MemoryStore;
 use drover::store::sqlite::{SqliteOptions, SqliteStore};
 use drover::store::{ManualClock, Store};
@@ -103,6 +104,7 @@ on_every_backend!(
     a_step_that_panics_stalls_no_requeue,
     a_dropped_pass_releases_the_lease,
     every_worker_publishes_gauges_and_the_last_pass,
+    a_pass_renews_only_a_lease_it_might_outlast,
 );
 
 const ITEM_LEASE: Duration = Duration::from_secs(1);
@@ -418,4 +420,57 @@ async fn a_drained_lane_reads_zero() {
     clock.advance(Duration::from_secs(30));
     sweeper.run_once().await.unwrap();
     assert_eq!(scraped(&series), Some(0.0), "a drained lane reads 0");
+}
+
+/// The lease is renewed before a step only when it might pass during that
+/// step: a quick pass writes its take and its release and renews nothing
+/// (before: three renewals a pass, each a write that on SQLite queues for
+/// the file's one write lock with the claims and completions), while a
+/// pass whose step ran to its timeout still renews before the next step
+/// and goes on to run it.
+async fn a_pass_renews_only_a_lease_it_might_outlast(backend: &str) {
+    let b = Backend::open(backend).await;
+    let fault = Arc::new(FaultStore::new(b.queue.store().clone()));
+    let q = Queue::new(fault.clone());
+    let renewals = || fault.faults.sweep_renew_calls.load(Ordering::SeqCst);
+    let roomy = SweepConfig {
+        interval: Duration::from_secs(1),
+        step_timeout: Duration::from_secs(5),
+        lease: Duration::from_secs(30),
+        ..SweepConfig::default()
+    };
+    let (quick_step, quick_runs) = step("quick", || async { Ok(1) });
+    let sweeper = Sweeper::new(q.clone(), roomy)
+        .unwrap()
+        .with_step(quick_step);
+    let report = sweeper.run_once().await.unwrap();
+    assert!(report.swept && !report.lease_lost, "{report:?}");
+    assert_eq!(quick_runs.load(Ordering::SeqCst), 1);
+    assert_eq!(renewals(), 0, "a quick pass renewed its lease");
+
+    let tight = SweepConfig {
+        interval: Duration::from_secs(1),
+        step_timeout: Duration::from_secs(1),
+        lease: Duration::from_millis(1500),
+        ..SweepConfig::default()
+    };
+    let (hang, hang_runs) = step("hangs", std::future::pending::<Result<u64>>);
+    let (after, after_runs) = step("after", || async { Ok(1) });
+    let sweeper = Sweeper::new(q.clone(), tight)
+        .unwrap()
+        .with_step(hang)
+        .with_step(after);
+    let report = sweeper.run_once().await.unwrap();
+    assert!(report.swept && !report.lease_lost, "{report:?}");
+    assert_eq!(hang_runs.load(Ordering::SeqCst), 1);
+    assert!(
+        renewals() >= 1,
+        "no renewal before the step after one that ran to its timeout"
+    );
+    assert_eq!(
+        after_runs.load(Ordering::SeqCst),
+        1,
+        "the step after the renewal ran"
+    );
+    b.finish().await;
 }

@@ -52,6 +52,8 @@ pub struct Faults {
     pub beats_in_flight: AtomicU64,
     /// The most `worker_beat` calls ever running at once.
     pub beats_in_flight_max: AtomicU64,
+    /// Calls of `sweep_lease_renew` seen.
+    pub sweep_renew_calls: AtomicU64,
 }
 
 fn take(n: &AtomicU32) -> bool {
@@ -119,42 +121,60 @@ impl Store for FaultStore {
     async fn db_oldest_xact_age(&self) -> Result<Option<std::time::Duration>> {
         self.inner.db_oldest_xact_age().await
     }
+    async fn wakeups(&self) -> Result<tokio::sync::broadcast::Receiver<String>> {
+        self.inner.wakeups().await
+    }
+}
+
+/// Orchestration calls pass through unfaulted.
+#[async_trait]
+impl super::ItemStore for FaultStore {
     async fn item_insert(&self, item: &NewItem) -> Result<Inserted> {
         self.inner.item_insert(item).await
     }
+
     async fn item_insert_many(&self, items: &[NewItem]) -> Result<Vec<InsertResult>> {
         self.inner.item_insert_many(items).await
     }
+
     async fn item_get(&self, tenant: Uuid, id: Uuid) -> Result<Option<Item>> {
         self.inner.item_get(tenant, id).await
     }
+
     async fn item_get_by_key(&self, tenant: Uuid, key: &str) -> Result<Option<Item>> {
         self.inner.item_get_by_key(tenant, key).await
     }
+
     async fn item_claim(&self, params: &ClaimParams) -> Result<Vec<Item>> {
         if self.faults.claim_fails.load(Ordering::SeqCst) {
             return Err(injected("claim"));
         }
         self.inner.item_claim(params).await
     }
+
     async fn item_complete(&self, claim: &ClaimRef) -> Result<()> {
         self.inner.item_complete(claim).await
     }
+
     async fn item_complete_many(&self, claims: &[ClaimRef]) -> Result<Vec<Uuid>> {
         self.inner.item_complete_many(claims).await
     }
+
     async fn item_fail(&self, claim: &ClaimRef, params: &FailParams) -> Result<FailOutcome> {
         self.outcome("fail", self.inner.item_fail(claim, params))
             .await
     }
+
     async fn item_defer(&self, claim: &ClaimRef, delay: Duration) -> Result<DateTime<Utc>> {
         self.outcome("defer", self.inner.item_defer(claim, delay))
             .await
     }
+
     async fn item_release(&self, claim: &ClaimRef, note: Option<&str>) -> Result<()> {
         self.outcome("release", self.inner.item_release(claim, note))
             .await
     }
+
     async fn item_extend_lease(&self, claim: &ClaimRef, lease: Duration) -> Result<DateTime<Utc>> {
         self.faults.extend_calls.fetch_add(1, Ordering::SeqCst);
         let hang = self
@@ -171,17 +191,21 @@ impl Store for FaultStore {
         }
         self.inner.item_extend_lease(claim, lease).await
     }
+
     async fn item_cancel_claimed(&self, claim: &ClaimRef, note: &str) -> Result<()> {
         self.outcome("cancel", self.inner.item_cancel_claimed(claim, note))
             .await
     }
+
     async fn item_fail_orphaned(&self, id: Uuid, token: Uuid) -> Result<()> {
         self.outcome("orphan", self.inner.item_fail_orphaned(id, token))
             .await
     }
+
     async fn item_stale_tenants(&self, limit: u32) -> Result<Vec<Uuid>> {
         self.inner.item_stale_tenants(limit).await
     }
+
     async fn item_requeue_stale(
         &self,
         tenant: Uuid,
@@ -190,30 +214,45 @@ impl Store for FaultStore {
     ) -> Result<StaleReport> {
         self.inner.item_requeue_stale(tenant, limit, policy).await
     }
+
     async fn item_purge(&self, before: DateTime<Utc>, batch: u32) -> Result<u64> {
         self.inner.item_purge(before, batch).await
     }
+
     async fn item_cancel(&self, tenant: Uuid, id: Uuid, actor: Uuid) -> Result<Item> {
         self.inner.item_cancel(tenant, id, actor).await
     }
+
     async fn item_retry(&self, tenant: Uuid, id: Uuid, actor: Uuid) -> Result<Item> {
         self.inner.item_retry(tenant, id, actor).await
     }
+
     async fn item_list(&self, filter: &ListFilter) -> Result<Vec<Item>> {
         self.inner.item_list(filter).await
     }
+
     async fn counts(&self) -> Result<Vec<CountRow>> {
         self.inner.counts().await
     }
+
     async fn counts_lane(&self, lane: &str) -> Result<Vec<CountRow>> {
         self.inner.counts_lane(lane).await
     }
+
     async fn gauges(&self) -> Result<Gauges> {
         self.inner.gauges().await
     }
+}
+
+#[async_trait]
+impl super::AuditStore for FaultStore {
     async fn audit_list(&self, tenant: Uuid, item_id: Uuid) -> Result<Vec<AuditEntry>> {
         self.inner.audit_list(tenant, item_id).await
     }
+}
+
+#[async_trait]
+impl super::WorkerStore for FaultStore {
     async fn worker_beat(&self, row: &WorkerRow) -> Result<()> {
         self.faults.beat_calls.fetch_add(1, Ordering::SeqCst);
         let now = self.faults.beats_in_flight.fetch_add(1, Ordering::SeqCst) + 1;
@@ -232,6 +271,7 @@ impl Store for FaultStore {
         self.faults.beats_in_flight.fetch_sub(1, Ordering::SeqCst);
         r
     }
+
     async fn worker_list(&self) -> Result<Vec<WorkerRow>> {
         self.inner.worker_list().await
     }
@@ -239,24 +279,28 @@ impl Store for FaultStore {
     async fn worker_purge(&self, older_than: Duration) -> Result<u64> {
         self.inner.worker_purge(older_than).await
     }
-    async fn wakeups(&self) -> Result<tokio::sync::broadcast::Receiver<String>> {
-        self.inner.wakeups().await
-    }
+}
+
+#[async_trait]
+impl super::SweepStore for FaultStore {
     async fn sweep_lease_take(&self, holder: &str, lease: Duration) -> Result<Option<Uuid>> {
         self.inner.sweep_lease_take(holder, lease).await
     }
+
     async fn sweep_lease_renew(&self, token: Uuid, lease: Duration) -> Result<()> {
+        self.faults.sweep_renew_calls.fetch_add(1, Ordering::SeqCst);
         self.inner.sweep_lease_renew(token, lease).await
     }
+
     async fn sweep_lease_release(&self, token: Uuid, completed: bool) -> Result<bool> {
         self.inner.sweep_lease_release(token, completed).await
     }
+
     async fn sweep_last_pass(&self) -> Result<Option<DateTime<Utc>>> {
         self.inner.sweep_last_pass().await
     }
 }
 
-/// Orchestration calls pass through unfaulted.
 #[async_trait]
 impl crate::orchestration::OrchestrationStore for FaultStore {
     async fn orchestration_insert(

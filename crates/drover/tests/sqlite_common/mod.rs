@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use drover::item::NewItem;
 use drover::store::sqlite::{SqliteOptions, SqliteStore};
-use drover::store::{ClaimParams, ClaimRef, FailParams, ManualClock, Store};
+use drover::store::{ClaimParams, ClaimRef, FailParams, ItemStore, ManualClock, Store};
 use serde_json::json;
 use uuid::Uuid;
 

@@ -38,21 +38,24 @@
 //!   into one. Same-process workers are also woken in process after each
 //!   commit.
 
+mod access;
+mod audit;
 mod events;
 pub use events::append_in as event_append_in;
-mod access;
+mod item;
 mod items;
 mod lanes;
 mod ops;
 mod orchestration;
-mod reconcile;
 mod outbox;
 mod projector;
+mod reconcile;
 mod row;
 mod schedule;
 mod sql;
 mod sweep;
 mod wake;
+mod worker;
 
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -67,12 +70,8 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use crate::item::{InsertResult, Inserted, Item, NewItem};
 use crate::rules::RetryPolicy;
-use crate::store::{
-    AuditEntry, Backend, ClaimParams, ClaimRef, CountRow, FailOutcome, FailParams, Gauges,
-    ListFilter, StaleReport, Store, WorkerRow,
-};
+use crate::store::{Backend, Store};
 
 pub use crate::store::pooler::{DIRECT_URL_VAR, POOLER_VAR, PoolMode, PoolerOptions};
 pub use items::insert_in;
@@ -604,138 +603,6 @@ impl Store for PgStore {
         Ok(Some(Duration::from_secs_f64(age.max(0.0))))
     }
 
-    async fn item_insert(&self, item: &NewItem) -> Result<Inserted> {
-        let mut tx = self.begin_tenant(item.tenant_id).await?;
-        let inserted = items::insert_one(&mut tx, item, self.persistent).await?;
-        tx.commit().await?;
-        if inserted.result == InsertResult::Inserted {
-            self.wake_local(&item.lane);
-        }
-        Ok(inserted)
-    }
-
-    async fn item_insert_many(&self, items: &[NewItem]) -> Result<Vec<InsertResult>> {
-        items::insert_many(self, items).await
-    }
-
-    async fn item_get(&self, tenant: Uuid, id: Uuid) -> Result<Option<Item>> {
-        let mut tx = self.begin_tenant(tenant).await?;
-        let row = sqlx::query(sql::ITEM_GET)
-            .persistent(self.persistent)
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        row.as_ref().map(row::item).transpose()
-    }
-
-    async fn item_get_by_key(&self, tenant: Uuid, key: &str) -> Result<Option<Item>> {
-        let mut tx = self.begin_tenant(tenant).await?;
-        let row = sqlx::query(sql::ITEM_GET_BY_KEY)
-            .persistent(self.persistent)
-            .bind(key)
-            .fetch_optional(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        row.as_ref().map(row::item).transpose()
-    }
-
-    async fn item_claim(&self, params: &ClaimParams) -> Result<Vec<Item>> {
-        items::claim(self, params).await
-    }
-
-    async fn item_complete(&self, claim: &ClaimRef) -> Result<()> {
-        items::complete(self, claim).await
-    }
-
-    async fn item_complete_many(&self, claims: &[ClaimRef]) -> Result<Vec<Uuid>> {
-        items::complete_many(self, claims).await
-    }
-
-    async fn item_fail(&self, claim: &ClaimRef, params: &FailParams) -> Result<FailOutcome> {
-        items::fail(self, claim, params).await
-    }
-
-    async fn item_defer(&self, claim: &ClaimRef, delay: Duration) -> Result<DateTime<Utc>> {
-        items::defer(self, claim, delay).await
-    }
-
-    async fn item_release(&self, claim: &ClaimRef, note: Option<&str>) -> Result<()> {
-        items::release(self, claim, note).await
-    }
-
-    async fn item_extend_lease(&self, claim: &ClaimRef, lease: Duration) -> Result<DateTime<Utc>> {
-        items::extend_lease(self, claim, lease).await
-    }
-
-    async fn item_cancel_claimed(&self, claim: &ClaimRef, note: &str) -> Result<()> {
-        items::cancel_claimed(self, claim, note).await
-    }
-
-    async fn item_fail_orphaned(&self, id: Uuid, token: Uuid) -> Result<()> {
-        ops::fail_orphaned(self, id, token).await
-    }
-
-    async fn item_stale_tenants(&self, limit: u32) -> Result<Vec<Uuid>> {
-        ops::stale_tenants(self, limit).await
-    }
-
-    async fn item_requeue_stale(
-        &self,
-        tenant: Uuid,
-        limit: u32,
-        policy: &RetryPolicy,
-    ) -> Result<StaleReport> {
-        ops::requeue_stale(self, tenant, limit, policy).await
-    }
-
-    async fn item_purge(&self, before: DateTime<Utc>, batch: u32) -> Result<u64> {
-        ops::purge(self, before, batch).await
-    }
-
-    async fn item_cancel(&self, tenant: Uuid, id: Uuid, actor: Uuid) -> Result<Item> {
-        ops::operator_write(self, sql::ITEM_CANCEL, "cancel", tenant, id, actor).await
-    }
-
-    async fn item_retry(&self, tenant: Uuid, id: Uuid, actor: Uuid) -> Result<Item> {
-        let item = ops::operator_write(self, sql::ITEM_RETRY, "retry", tenant, id, actor).await?;
-        // The statement's NOTIFY reaches other processes at commit.
-        self.wake_local(&item.lane);
-        Ok(item)
-    }
-
-    async fn item_list(&self, filter: &ListFilter) -> Result<Vec<Item>> {
-        ops::list(self, filter).await
-    }
-
-    async fn counts(&self) -> Result<Vec<CountRow>> {
-        ops::counts(self, None).await
-    }
-
-    async fn counts_lane(&self, lane: &str) -> Result<Vec<CountRow>> {
-        ops::counts(self, Some(lane)).await
-    }
-
-    async fn gauges(&self) -> Result<Gauges> {
-        ops::gauges(self).await
-    }
-
-    async fn audit_list(&self, tenant: Uuid, item_id: Uuid) -> Result<Vec<AuditEntry>> {
-        ops::audit_list(self, tenant, item_id).await
-    }
-
-    async fn worker_beat(&self, row: &WorkerRow) -> Result<()> {
-        ops::worker_beat(self, row).await
-    }
-
-    async fn worker_list(&self) -> Result<Vec<WorkerRow>> {
-        ops::worker_list(self).await
-    }
-
-    async fn worker_purge(&self, older_than: Duration) -> Result<u64> {
-        ops::worker_purge(self, older_than).await
-    }
-
     async fn wakeups(&self) -> Result<broadcast::Receiver<String>> {
         // Subscribe before starting the listener so no forwarded lane is missed.
         let rx = self.wake.subscribe();
@@ -764,22 +631,6 @@ impl Store for PgStore {
         let mut ready = self.listen_ready.subscribe();
         let _ = tokio::time::timeout(LISTEN_READY_WAIT, ready.wait_for(|r| *r)).await;
         Ok(rx)
-    }
-
-    async fn sweep_lease_take(&self, holder: &str, lease: Duration) -> Result<Option<Uuid>> {
-        sweep::take(self, holder, lease).await
-    }
-
-    async fn sweep_lease_renew(&self, token: Uuid, lease: Duration) -> Result<()> {
-        sweep::renew(self, token, lease).await
-    }
-
-    async fn sweep_lease_release(&self, token: Uuid, completed: bool) -> Result<bool> {
-        sweep::release(self, token, completed).await
-    }
-
-    async fn sweep_last_pass(&self) -> Result<Option<DateTime<Utc>>> {
-        sweep::last_pass(self).await
     }
 }
 

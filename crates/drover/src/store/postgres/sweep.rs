@@ -8,11 +8,13 @@
 
 use std::time::Duration;
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{PgStore, secs, sql};
 use crate::error::{Error, Result};
+use crate::store::SweepStore;
 
 /// Takes the lease when free or passed; `None` while another's runs.
 pub(super) async fn take(store: &PgStore, holder: &str, lease: Duration) -> Result<Option<Uuid>> {
@@ -70,4 +72,23 @@ pub(super) async fn last_pass(store: &PgStore) -> Result<Option<DateTime<Utc>>> 
         .await?;
     tx.commit().await?;
     Ok(at.flatten())
+}
+
+#[async_trait]
+impl SweepStore for PgStore {
+    async fn sweep_lease_take(&self, holder: &str, lease: Duration) -> Result<Option<Uuid>> {
+        take(self, holder, lease).await
+    }
+
+    async fn sweep_lease_renew(&self, token: Uuid, lease: Duration) -> Result<()> {
+        renew(self, token, lease).await
+    }
+
+    async fn sweep_lease_release(&self, token: Uuid, completed: bool) -> Result<bool> {
+        release(self, token, completed).await
+    }
+
+    async fn sweep_last_pass(&self) -> Result<Option<DateTime<Utc>>> {
+        last_pass(self).await
+    }
 }

@@ -154,6 +154,15 @@ impl SqliteStore {
     pub(super) async fn purge(&self, before: DateTime<Utc>, batch: u32) -> Result<u64> {
         let batch = u64::from(batch.max(1));
         let mut total = 0;
+        // Most passes find nothing to purge: a reader says so without the
+        // write lock.
+        let due: Option<i64> = sqlx::query_scalar(sql::ITEM_PURGE_DUE)
+            .bind(to_micros(before))
+            .fetch_optional(&self.reader)
+            .await?;
+        if due.is_none() {
+            return Ok(0);
+        }
         // One short transaction per batch, so the write lock is never held
         // for the whole purge and claims interleave.
         loop {

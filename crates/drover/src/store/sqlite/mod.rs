@@ -42,7 +42,7 @@
 //!
 //! # The sweep lease
 //!
-//! [`Store::sweep_lease_take`] takes a row of the file (`sweep_lease`) on
+//! [`SweepStore::sweep_lease_take`](crate::store::SweepStore::sweep_lease_take) takes a row of the file (`sweep_lease`) on
 //! the store's clock, so one process sweeps at a time however many share
 //! the file, and a stalled holder loses the lease when it passes. Were two
 //! to sweep at once it would still be safe, since every sweep step is a
@@ -60,28 +60,25 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use tokio::sync::broadcast;
-use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use crate::item::{InsertResult, Inserted, Item, NewItem};
-use crate::rules::RetryPolicy;
-use crate::store::{
-    AuditEntry, Backend, ClaimParams, ClaimRef, Clock, CountRow, FailOutcome, FailParams, Gauges,
-    ListFilter, StaleReport, Store, SystemClock, WorkerRow,
-};
+use crate::item::{Inserted, NewItem};
+use crate::store::{Backend, Clock, Store, SystemClock};
 
 mod access;
+mod audit;
 mod claim;
 mod events;
 mod insert;
+mod item;
 mod lanes;
 mod maint;
 mod orchestration;
-mod reconcile;
-mod projector;
 pub use orchestration::start_in;
 mod outbox;
 pub use outbox::outbox_insert_in;
+mod projector;
+mod reconcile;
 mod read;
 mod row;
 mod schedule;
@@ -89,6 +86,7 @@ mod sql;
 mod sweep;
 #[cfg(feature = "test-util")]
 mod testing;
+mod worker;
 
 #[cfg(feature = "test-util")]
 pub use testing::sqlite_harness;
@@ -340,7 +338,7 @@ async fn end_abandoned_transaction(
 /// let the workers' poll find it.
 ///
 /// # Errors
-/// As [`Store::item_insert`]; a collision is not an error but an
+/// As [`ItemStore::item_insert`](crate::store::ItemStore::item_insert); a collision is not an error but an
 /// [`InsertResult`]. An id held by another tenant's item is
 /// [`Error::Conflict`], without that item.
 ///
@@ -412,132 +410,7 @@ impl Store for SqliteStore {
         Ok(crate::store::MigrationStatus::of(&embedded, &recorded))
     }
 
-    async fn item_insert(&self, item: &NewItem) -> Result<Inserted> {
-        self.insert_one(item).await
-    }
-
-    async fn item_insert_many(&self, items: &[NewItem]) -> Result<Vec<InsertResult>> {
-        self.insert_many(items).await
-    }
-
-    async fn item_get(&self, tenant: Uuid, id: Uuid) -> Result<Option<Item>> {
-        self.get(tenant, id).await
-    }
-
-    async fn item_get_by_key(&self, tenant: Uuid, key: &str) -> Result<Option<Item>> {
-        self.get_by_key(tenant, key).await
-    }
-
-    async fn item_claim(&self, params: &ClaimParams) -> Result<Vec<Item>> {
-        self.claim(params).await
-    }
-
-    async fn item_complete(&self, claim: &ClaimRef) -> Result<()> {
-        self.complete(claim).await
-    }
-
-    async fn item_complete_many(&self, claims: &[ClaimRef]) -> Result<Vec<Uuid>> {
-        self.complete_many(claims).await
-    }
-
-    async fn item_fail(&self, claim: &ClaimRef, params: &FailParams) -> Result<FailOutcome> {
-        self.fail(claim, params).await
-    }
-
-    async fn item_defer(&self, claim: &ClaimRef, delay: Duration) -> Result<DateTime<Utc>> {
-        self.defer(claim, delay).await
-    }
-
-    async fn item_release(&self, claim: &ClaimRef, note: Option<&str>) -> Result<()> {
-        self.release(claim, note).await
-    }
-
-    async fn item_extend_lease(&self, claim: &ClaimRef, lease: Duration) -> Result<DateTime<Utc>> {
-        self.extend_lease(claim, lease).await
-    }
-
-    async fn item_cancel_claimed(&self, claim: &ClaimRef, note: &str) -> Result<()> {
-        self.cancel_claimed(claim, note).await
-    }
-
-    async fn item_fail_orphaned(&self, id: Uuid, token: Uuid) -> Result<()> {
-        self.fail_orphaned(id, token).await
-    }
-
-    async fn item_stale_tenants(&self, limit: u32) -> Result<Vec<Uuid>> {
-        self.stale_tenants(limit).await
-    }
-
-    async fn item_requeue_stale(
-        &self,
-        tenant: Uuid,
-        limit: u32,
-        policy: &RetryPolicy,
-    ) -> Result<StaleReport> {
-        self.requeue_stale(tenant, limit, policy).await
-    }
-
-    async fn item_purge(&self, before: DateTime<Utc>, batch: u32) -> Result<u64> {
-        self.purge(before, batch).await
-    }
-
-    async fn item_cancel(&self, tenant: Uuid, id: Uuid, actor: Uuid) -> Result<Item> {
-        self.cancel(tenant, id, actor).await
-    }
-
-    async fn item_retry(&self, tenant: Uuid, id: Uuid, actor: Uuid) -> Result<Item> {
-        self.retry(tenant, id, actor).await
-    }
-
-    async fn item_list(&self, filter: &ListFilter) -> Result<Vec<Item>> {
-        self.list(filter).await
-    }
-
-    async fn counts(&self) -> Result<Vec<CountRow>> {
-        self.read_counts(None).await
-    }
-
-    async fn counts_lane(&self, lane: &str) -> Result<Vec<CountRow>> {
-        self.read_counts(Some(lane)).await
-    }
-
-    async fn gauges(&self) -> Result<Gauges> {
-        self.read_gauges().await
-    }
-
-    async fn audit_list(&self, tenant: Uuid, item_id: Uuid) -> Result<Vec<AuditEntry>> {
-        self.read_audit(tenant, item_id).await
-    }
-
-    async fn worker_beat(&self, row: &WorkerRow) -> Result<()> {
-        self.beat(row).await
-    }
-
-    async fn worker_list(&self) -> Result<Vec<WorkerRow>> {
-        self.read_workers().await
-    }
-
-    async fn worker_purge(&self, older_than: Duration) -> Result<u64> {
-        self.purge_workers(older_than).await
-    }
-
     async fn wakeups(&self) -> Result<broadcast::Receiver<String>> {
         Ok(self.wake.subscribe())
-    }
-
-    async fn sweep_lease_take(&self, holder: &str, lease: Duration) -> Result<Option<Uuid>> {
-        self.sweep_take(holder, lease).await
-    }
-
-    async fn sweep_lease_renew(&self, token: Uuid, lease: Duration) -> Result<()> {
-        self.sweep_renew(token, lease).await
-    }
-
-    async fn sweep_lease_release(&self, token: Uuid, completed: bool) -> Result<bool> {
-        self.sweep_release(token, completed).await
-    }
-
-    async fn sweep_last_pass(&self) -> Result<Option<DateTime<Utc>>> {
-        self.sweep_last().await
     }
 }

@@ -148,8 +148,17 @@ impl SqliteStore {
     }
 
     pub(super) async fn purge_workers(&self, older_than: std::time::Duration) -> Result<u64> {
-        let mut tx = self.begin().await?;
         let before = self.now() - crate::rules::to_chrono(older_than);
+        // Most passes find no dead worker's row: a reader says so without
+        // the write lock.
+        let due: Option<i64> = sqlx::query_scalar(sql::WORKER_PURGE_DUE)
+            .bind(to_micros(before))
+            .fetch_optional(&self.reader)
+            .await?;
+        if due.is_none() {
+            return Ok(0);
+        }
+        let mut tx = self.begin().await?;
         let n = sqlx::query(sql::WORKER_PURGE)
             .bind(to_micros(before))
             .execute(&mut *tx)

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -12,9 +13,20 @@ use super::SqliteStore;
 use super::row::{after, from_micros, to_micros};
 use super::sql;
 use crate::error::{Error, Result};
+use crate::store::SweepStore;
 
 impl SqliteStore {
     pub(super) async fn sweep_take(&self, holder: &str, lease: Duration) -> Result<Option<Uuid>> {
+        // Every process asks every tick and at most one gets it: ask a
+        // reader first, so the others cost no write lock (claims, renewals
+        // and completions queue behind every write on the one lock).
+        let free: Option<i64> = sqlx::query_scalar(sql::SWEEP_LEASE_FREE)
+            .bind(to_micros(self.now()))
+            .fetch_optional(&self.reader)
+            .await?;
+        if free.is_none() {
+            return Ok(None);
+        }
         let mut tx = self.begin().await?;
         let now = self.now();
         let got: Option<Uuid> = sqlx::query_scalar(sql::SWEEP_LEASE_TAKE)
@@ -66,5 +78,24 @@ impl SqliteStore {
             .fetch_optional(&self.reader)
             .await?;
         at.flatten().map(from_micros).transpose()
+    }
+}
+
+#[async_trait]
+impl SweepStore for SqliteStore {
+    async fn sweep_lease_take(&self, holder: &str, lease: Duration) -> Result<Option<Uuid>> {
+        self.sweep_take(holder, lease).await
+    }
+
+    async fn sweep_lease_renew(&self, token: Uuid, lease: Duration) -> Result<()> {
+        self.sweep_renew(token, lease).await
+    }
+
+    async fn sweep_lease_release(&self, token: Uuid, completed: bool) -> Result<bool> {
+        self.sweep_release(token, completed).await
+    }
+
+    async fn sweep_last_pass(&self) -> Result<Option<DateTime<Utc>>> {
+        self.sweep_last().await
     }
 }

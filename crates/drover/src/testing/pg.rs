@@ -136,22 +136,9 @@ fn find_bin(name: &str) -> Option<PathBuf> {
     on_path.chain(versioned).find(|p| p.is_file())
 }
 
-fn is_root() -> bool {
-    // The effective uid, without a libc dependency: /proc/self/status's
-    // Uid line is "real effective saved fs".
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
-        })
-        .unwrap_or(false)
-}
-
 /// A command for a PostgreSQL binary, run as `postgres` when we are root.
 fn pg_command(bin: &PathBuf) -> Command {
-    if is_root() {
+    if super::cluster::is_root() {
         let mut c = Command::new("runuser");
         c.args(["-u", "postgres", "--"]).arg(bin);
         c
@@ -179,7 +166,7 @@ fn shared_cluster() -> Result<String, String> {
         .output()
         .is_ok_and(|o| o.status.success());
     if !running {
-        if is_root() {
+        if super::cluster::is_root() {
             run(Command::new("chown")
                 .args(["-R", "postgres:postgres"])
                 .arg(&dir))?;
@@ -211,14 +198,9 @@ fn shared_cluster() -> Result<String, String> {
     Ok(url)
 }
 
+/// Runs `cmd`; what it printed is the error when it fails.
 fn run(cmd: &mut Command) -> Result<(), String> {
-    let shown = format!("{cmd:?}");
-    let out = cmd.output().map_err(|e| format!("{shown}: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!("{shown}: {}", String::from_utf8_lossy(&out.stderr)))
-    }
+    super::cluster::run(cmd).map_err(|e| e.to_string())
 }
 
 /// A fresh store in a new schema `drover_t_<random>`, migrated and empty,

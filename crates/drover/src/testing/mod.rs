@@ -1,0 +1,13 @@
+//! Helpers for tests, benchmarks and fault runs, each behind a feature:
+//!
+//! | part | feature | what |
+//! |---|---|---|
+//! | the items re-exported here | `test-util` with `postgres` | a PostgreSQL server to test against and a fresh, migrated schema per test |
+//! | [`cluster`] | `pg-cluster` (implied by `test-util`) | a throwaway PostgreSQL cluster (`initdb` + `pg_ctl`) a test or a benchmark owns |
+
+#[cfg(feature = "pg-cluster")]
+pub mod cluster;
+#[cfg(all(feature = "test-util", feature = "postgres"))]
+mod pg;
+#[cfg(all(feature = "test-util", feature = "postgres"))]
+pub use pg::*;
