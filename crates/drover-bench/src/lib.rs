@@ -31,6 +31,7 @@ mod claim;
 pub mod cluster;
 pub mod outbox;
 pub mod progress;
+pub mod projector;
 pub mod recorder;
 pub mod report;
 pub mod soak;
@@ -40,6 +41,7 @@ mod target;
 mod workers;
 
 pub use progress::Progress;
+pub use projector::{ProjectorFigures, projector_apply_rate};
 pub use report::Report;
 pub use soak::{HoldXmin, SoakSpec};
 

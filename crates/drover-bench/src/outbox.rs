@@ -200,9 +200,11 @@ pub(crate) async fn run(
                 .await?
         }
         None => {
-            return Err(
-                drover::Error::invalid("database_url", "the outbox bench needs PostgreSQL").into(),
-            );
+            return Err(drover::Error::invalid(
+                "database_url",
+                "the outbox bench needs PostgreSQL",
+            )
+            .into());
         }
     };
 

@@ -162,6 +162,10 @@ pub enum Command {
     Orchestrations(commands::orchestrations::OrchestrationsArgs),
     /// List the outbox rows or show their counts and the relay lag.
     Outbox(commands::outbox::OutboxArgs),
+    /// Follow a tenant's event log.
+    Events(commands::events::EventsArgs),
+    /// List projectors, show their checkpoints and lag, or rebuild one.
+    Projector(commands::projector::ProjectorArgs),
     /// Send a signal to an orchestration.
     Signal(commands::signal::SignalArgs),
     /// Run a worker: drain lanes until SIGTERM or SIGINT, then drain-first
@@ -361,6 +365,8 @@ pub async fn execute(command: &Command, cx: &mut Context<'_>) -> Result<(), CliE
         Command::Orchestrations(a) => commands::orchestrations::run(a, cx).await,
         Command::Outbox(a) => commands::outbox::run(a, cx).await,
         Command::Signal(a) => commands::signal::run(a, cx).await,
+        Command::Events(a) => commands::events::run(a, cx).await,
+        Command::Projector(a) => commands::projector::run(a, cx).await,
         Command::Worker(a) => commands::worker::run(a, cx).await,
         Command::Handlers(a) => commands::handlers::run(a, cx).await,
         Command::Schedules(a) => commands::schedules::run(a, cx).await,

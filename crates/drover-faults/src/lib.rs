@@ -11,6 +11,7 @@
 //! | [`effects`] | the effect tables, the trigger, the fenced write |
 //! | [`worker`] | the fault worker binary's body |
 //! | [`checker`] | the figures |
+//! | [`projector`] | the projector process killed by the projector scenario |
 //! | [`procs`] | spawning, killing, pausing and stopping worker processes |
 //! | [`cluster`] | a throwaway PostgreSQL cluster a test owns (and may restart) |
 //! | [`proxy`] | a TCP proxy that cuts or black-holes connections |
@@ -20,6 +21,7 @@ pub mod checker;
 pub mod cluster;
 pub mod effects;
 pub mod procs;
+pub mod projector;
 pub mod proxy;
 pub mod scale;
 pub mod worker;

@@ -16,6 +16,7 @@
 //! | [`maintenance`] | the sweep: stale requeue, purge, gauges |
 //! | [`orchestration`] | long-running work as persisted, fenced steps that park, resume and compensate |
 //! | [`outbox`] | the transactional outbox and its relay: a producer's write and its follow-up work commit together |
+//! | [`projector`] | projectors following the event log: checkpoints, leases, rebuilds, lag |
 //! | [`periodic`] | cron schedules, the scheduler, the heartbeat job |
 //! | [`builtin`] | diagnostic kinds for exercising a deployment |
 //! | [`error`] | the one public error type |
@@ -48,6 +49,7 @@ pub mod orchestration;
 pub mod otel;
 pub mod outbox;
 pub mod periodic;
+pub mod projector;
 pub mod queue;
 pub mod store;
 #[cfg(all(feature = "test-util", feature = "postgres"))]

@@ -4,3 +4,4 @@
 drover::contract_suite!(drover::testing::pg_harness);
 drover::orchestration_contract_suite!(drover::testing::pg_harness);
 drover::outbox_contract_suite!(drover::testing::pg_harness);
+drover::events_contract_suite!(drover::testing::pg_harness);

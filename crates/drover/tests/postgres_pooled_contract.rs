@@ -7,3 +7,4 @@
 
 drover::contract_suite!(drover::testing::pg_pooled_harness);
 drover::outbox_contract_suite!(drover::testing::pg_pooled_harness);
+drover::events_contract_suite!(drover::testing::pg_pooled_harness);

@@ -4,3 +4,4 @@
 drover::contract_suite!(drover::store::sqlite::sqlite_harness);
 drover::orchestration_contract_suite!(drover::store::sqlite::sqlite_harness);
 drover::outbox_contract_suite!(drover::store::sqlite::sqlite_harness);
+drover::events_contract_suite!(drover::store::sqlite::sqlite_harness);

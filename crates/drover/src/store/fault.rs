@@ -413,3 +413,53 @@ impl crate::outbox::OutboxStore for FaultStore {
         self.inner.outbox_purge(before, rotate_after).await
     }
 }
+
+#[async_trait]
+impl crate::projector::ProjectorStore for FaultStore {
+    async fn projector_lease_take(
+        &self,
+        params: &crate::projector::LeaseParams,
+    ) -> Result<Option<crate::projector::ProjectorLease>> {
+        self.inner.projector_lease_take(params).await
+    }
+    async fn projector_lease_release(
+        &self,
+        lease: &crate::projector::ProjectorLease,
+    ) -> Result<()> {
+        self.inner.projector_lease_release(lease).await
+    }
+    async fn projector_apply(
+        &self,
+        lease: &crate::projector::ProjectorLease,
+        renew: Duration,
+        events: &[crate::events::Event],
+        projector: &dyn crate::projector::Projector,
+    ) -> Result<crate::projector::ProjectorLease> {
+        self.inner
+            .projector_apply(lease, renew, events, projector)
+            .await
+    }
+    async fn projector_rebuild(
+        &self,
+        lease: &crate::projector::ProjectorLease,
+        renew: Duration,
+        projector: &dyn crate::projector::Projector,
+    ) -> Result<crate::projector::ProjectorLease> {
+        self.inner.projector_rebuild(lease, renew, projector).await
+    }
+    async fn projector_request_rebuild(
+        &self,
+        projector: &str,
+        tenant: Option<Uuid>,
+    ) -> Result<u64> {
+        self.inner
+            .projector_request_rebuild(projector, tenant)
+            .await
+    }
+    async fn projector_checkpoints(
+        &self,
+        projector: Option<&str>,
+    ) -> Result<Vec<crate::projector::CheckpointRow>> {
+        self.inner.projector_checkpoints(projector).await
+    }
+}

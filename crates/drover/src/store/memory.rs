@@ -25,6 +25,7 @@ use crate::store::{
 mod events;
 mod orchestration;
 mod outbox;
+mod projector;
 mod schedule;
 
 /// How many wake-ups may queue for a slow subscriber before it lags (and

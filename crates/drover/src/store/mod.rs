@@ -391,6 +391,7 @@ pub trait Store:
     + crate::periodic::ScheduleStore
     + crate::outbox::OutboxStore
     + crate::events::EventStore
+    + crate::projector::ProjectorStore
     + Send
     + Sync
     + 'static

@@ -71,6 +71,7 @@ pub struct WorkerBuilder {
     sweep: bool,
     schedules: Vec<crate::periodic::Schedule>,
     relay: Option<crate::outbox::RelayConfig>,
+    projectors: Vec<Arc<dyn crate::projector::Projector>>,
 }
 
 impl std::fmt::Debug for WorkerBuilder {
@@ -184,6 +185,30 @@ impl WorkerBuilder {
         self
     }
 
+    /// Adds a projector: the worker runs it beside its claim loop (one runner
+    /// per projector and tenant across the fleet, by lease), and `drover
+    /// handlers` prints its declared strategies. Checked by
+    /// [`WorkerBuilder::build`] (a bad name or a blank strategy fails it).
+    pub fn projector(mut self, projector: impl crate::projector::Projector) -> Self {
+        let p: Arc<dyn crate::projector::Projector> = Arc::new(projector);
+        match crate::projector::validate(p.as_ref()) {
+            Ok(()) => {
+                if let Err(e) = self.registry.add_role(p.strategy().as_role(p.name())) {
+                    self.errors.push(e);
+                }
+                if self.projectors.iter().any(|q| q.name() == p.name()) {
+                    self.errors.push(Error::Config(format!(
+                        "two projectors are named {}",
+                        p.name()
+                    )));
+                }
+                self.projectors.push(p);
+            }
+            Err(e) => self.errors.push(e),
+        }
+        self
+    }
+
     /// Turns this worker's sweep off (another process sweeps).
     pub fn without_sweep(mut self) -> Self {
         self.sweep = false;
@@ -256,6 +281,7 @@ impl WorkerBuilder {
             sweeper: self.sweep.then_some(sweeper),
             scheduler,
             relay,
+            projectors: self.projectors,
         })
     }
 }
@@ -268,6 +294,7 @@ pub struct Worker {
     sweeper: Option<Sweeper>,
     scheduler: Option<Arc<crate::periodic::Scheduler>>,
     relay: Option<Arc<crate::outbox::Relay>>,
+    projectors: Vec<Arc<dyn crate::projector::Projector>>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -308,6 +335,7 @@ impl Worker {
             sweep: true,
             schedules: Vec::new(),
             relay: Some(crate::outbox::RelayConfig::default()),
+            projectors: Vec::new(),
         })
     }
 
@@ -419,6 +447,19 @@ impl Worker {
             let stop = background.clone();
             tokio::spawn(async move { r.run(stop).await })
         });
+        let mut projectors = Vec::with_capacity(self.projectors.len());
+        for p in self.projectors {
+            let runner = crate::projector::ProjectorRunner::new(
+                store.clone(),
+                p,
+                crate::projector::ProjectorConfig {
+                    holder: id.clone(),
+                    ..crate::projector::ProjectorConfig::default()
+                },
+            )?;
+            let stop = background.clone();
+            projectors.push(tokio::spawn(async move { runner.run(stop).await }));
+        }
         let slots = Arc::new(Semaphore::new(s.capacity));
         let tracker = TaskTracker::new();
         let claim_loop = tokio::spawn(claim_loop(ClaimLoop {
@@ -450,6 +491,7 @@ impl Worker {
             sweep,
             scheduler,
             relay,
+            projectors,
             row,
             _stop_on_drop: stop_on_drop,
         })
@@ -486,6 +528,7 @@ pub struct RunningWorker {
     sweep: Option<tokio::task::JoinHandle<()>>,
     scheduler: Option<tokio::task::JoinHandle<()>>,
     relay: Option<tokio::task::JoinHandle<()>>,
+    projectors: Vec<tokio::task::JoinHandle<()>>,
     row: WorkerRow,
     /// Cancels every token above when the worker is dropped (and, harmlessly,
     /// at the very end of a shutdown, when all of it has stopped already).
@@ -562,6 +605,8 @@ impl RunningWorker {
         }
         if let Some(r) = self.relay {
             let _ = r.await;
+        for p in self.projectors {
+            let _ = p.await;
         }
         if let Some(h) = self.http {
             let _ = h.await;

@@ -244,9 +244,11 @@ fn approx(a: DateTime<Utc>, b: DateTime<Utc>, tol_ms: i64) -> bool {
 }
 
 mod claims;
+pub mod events;
 mod operations;
 pub mod orchestration;
 pub mod outbox;
+pub mod projector;
 mod schedule;
 mod sweep;
 mod wakeups;

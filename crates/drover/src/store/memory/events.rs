@@ -13,11 +13,15 @@ use crate::events::{
     EVENT_PAYLOAD_MAX_DEFAULT, Event, EventAppended, EventHead, EventPurge, EventStore, NewEvent,
 };
 
-/// A projector's checkpoint for one tenant.
+/// A projector's checkpoint for one tenant, with its lease.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Checkpoint {
     /// The last position applied.
     pub(super) position: i64,
+    pub(super) lease: Option<(Uuid, String, DateTime<Utc>)>,
+    pub(super) rebuild_requested: bool,
+    pub(super) rebuilds: i32,
+    pub(super) applied_at: Option<DateTime<Utc>>,
 }
 
 /// One tenant's log.

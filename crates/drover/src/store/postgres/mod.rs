@@ -44,6 +44,7 @@ mod items;
 mod ops;
 mod orchestration;
 mod outbox;
+mod projector;
 mod row;
 mod schedule;
 mod sql;

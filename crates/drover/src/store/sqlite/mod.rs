@@ -75,6 +75,7 @@ mod events;
 mod insert;
 mod maint;
 mod orchestration;
+mod projector;
 pub use orchestration::start_in;
 mod outbox;
 pub use outbox::outbox_insert_in;

@@ -1,0 +1,236 @@
+//! Projectors: code that follows the event log ([`crate::events`]) in
+//! position order and keeps a projection (a read model) up to date, with a
+//! checkpoint per (projector, tenant).
+//!
+//! # What this module owns
+//!
+//! The [`Projector`] trait and its declared [`ProjectorStrategy`], the
+//! transaction handed to `apply` ([`ProjectionTx`]), the storage seam of the
+//! checkpoints and their leases ([`ProjectorStore`], in `store.rs`), and the
+//! runner the worker starts beside its claim loop ([`ProjectorRunner`], in
+//! `runner.rs`).
+//!
+//! # Invariants
+//!
+//! - **Exactly once when the projection shares the database.** On PostgreSQL
+//!   and SQLite, [`ProjectorStore::projector_apply`] moves the checkpoint
+//!   (fenced on the runner's lease token, on the lease not having passed on
+//!   the database clock, and on the checkpoint being where the runner read
+//!   it) and runs `apply` for every event of the batch **in one
+//!   transaction**: a crash rolls back both, so no event is applied twice
+//!   or skipped, and the checkpoint is never ahead of the projection.
+//! - **At least once otherwise.** A projection kept elsewhere (another
+//!   database, a search index, the memory store's [`ProjectionTx::Detached`])
+//!   is written before the checkpoint commits; a crash between the two
+//!   replays the batch, so `apply` must be idempotent there (key the writes
+//!   on `event.id` or `event.position`).
+//! - **One runner per (projector, tenant) across the fleet**: a lease row on
+//!   the database clock, taken only when free or passed, renewed by every
+//!   batch; a runner that lost it gets [`Error::Conflict`] and stops.
+//! - **Never skip**: a batch whose `apply` fails is rolled back and retried
+//!   after a backoff; the projector stalls on a poison event (its lag gauge
+//!   grows) rather than pass it.
+//! - **Rebuild** (`drover projector rebuild NAME`) sets a flag on the
+//!   checkpoint rows; the runner holding the lease then calls
+//!   [`Projector::reset`] and moves the checkpoint to 0 in one transaction,
+//!   and replays the retained log while new events keep arriving behind it.
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use crate::error::{Error, Opaque, Result};
+use crate::events::Event;
+
+mod runner;
+mod store;
+
+pub use runner::{
+    PROJECTOR_BATCH_DEFAULT, PROJECTOR_INTERVAL_DEFAULT, PROJECTOR_LEASE_DEFAULT,
+    PROJECTOR_MAX_BATCHES_DEFAULT, ProjectorConfig, ProjectorReport, ProjectorRunner, TenantStatus,
+    status,
+};
+pub use store::{CheckpointRow, LeaseParams, ProjectorLease, ProjectorStore};
+
+/// What a projector declares about itself, as `drover handlers` prints it.
+/// Every field must say something: a blank one is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProjectorStrategy {
+    /// How a replay of events it already applied behaves (same database:
+    /// "never replayed: checkpoint in the apply transaction"; elsewhere:
+    /// why applying twice is harmless).
+    pub replay: &'static str,
+    /// How its projection is rebuilt from the log (what `reset` clears) and
+    /// what is lost if the log's retention has passed.
+    pub rebuild: &'static str,
+    /// What its lag means to a reader of the projection (how stale a read
+    /// may be, what alerts on it).
+    pub lag: &'static str,
+}
+
+impl ProjectorStrategy {
+    /// Refuses a blank field, naming it.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the projector and the blank strategy.
+    pub fn check(&self, projector: &str) -> Result<()> {
+        for (name, v) in [
+            ("replay", self.replay),
+            ("rebuild", self.rebuild),
+            ("lag", self.lag),
+        ] {
+            if v.trim().is_empty() {
+                return Err(Error::Config(format!(
+                    "the projector {projector} declares no {name} strategy"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The strategies as `drover handlers` lists a role's.
+    pub fn as_role(&self, projector: &str) -> crate::worker::RoleInfo {
+        crate::worker::RoleInfo {
+            role: "projector".into(),
+            name: projector.into(),
+            strategies: vec![
+                ("replay".into(), self.replay.into()),
+                ("rebuild".into(), self.rebuild.into()),
+                ("lag".into(), self.lag.into()),
+            ],
+        }
+    }
+}
+
+/// The transaction a projector's `apply` and `reset` write in: the one the
+/// checkpoint moves in, on the store's own database.
+#[non_exhaustive]
+pub enum ProjectionTx<'c> {
+    /// A PostgreSQL transaction running as the store's login (its role and
+    /// `search_path` as the pool opened it: qualify the projection's tables
+    /// by schema). Commits with the checkpoint.
+    #[cfg(feature = "postgres")]
+    Postgres(&'c mut sqlx::PgConnection),
+    /// The SQLite writer's transaction on the store's file. Commits with the
+    /// checkpoint.
+    #[cfg(feature = "sqlite")]
+    Sqlite(&'c mut sqlx::SqliteConnection),
+    /// No shared transaction (the memory store): the projection lives
+    /// elsewhere and delivery is at least once.
+    Detached,
+}
+
+impl ProjectionTx<'_> {
+    /// The PostgreSQL connection, when the store is PostgreSQL.
+    #[cfg(feature = "postgres")]
+    pub fn postgres(&mut self) -> Option<&mut sqlx::PgConnection> {
+        match self {
+            ProjectionTx::Postgres(c) => Some(&mut **c),
+            _ => None,
+        }
+    }
+
+    /// The SQLite connection, when the store is SQLite.
+    #[cfg(feature = "sqlite")]
+    pub fn sqlite(&mut self) -> Option<&mut sqlx::SqliteConnection> {
+        match self {
+            ProjectionTx::Sqlite(c) => Some(&mut **c),
+            _ => None,
+        }
+    }
+
+    /// True when the projection's writes commit with the checkpoint
+    /// (exactly once); false for [`ProjectionTx::Detached`].
+    pub fn is_shared(&self) -> bool {
+        !matches!(self, ProjectionTx::Detached)
+    }
+}
+
+/// Follows the event log and maintains a projection.
+///
+/// ```
+/// use async_trait::async_trait;
+/// use drover::events::Event;
+/// use drover::projector::{ProjectionTx, Projector, ProjectorStrategy};
+///
+/// struct OrdersPerCustomer;
+///
+/// #[async_trait]
+/// impl Projector for OrdersPerCustomer {
+///     fn name(&self) -> &str { "orders_per_customer" }
+///     fn topics(&self) -> Vec<String> { vec!["order_placed".into()] }
+///     fn strategy(&self) -> ProjectorStrategy {
+///         ProjectorStrategy {
+///             replay: "never replayed: the count moves in the checkpoint's transaction",
+///             rebuild: "reset deletes the tenant's counts; the log is replayed",
+///             lag: "counts trail the log by the lag gauge; reads may be seconds stale",
+///         }
+///     }
+///     async fn apply(&self, event: &Event, tx: &mut ProjectionTx<'_>) -> drover::Result<()> {
+///         if let Some(conn) = tx.sqlite() {
+///             sqlx::query("INSERT INTO orders_per_customer (customer, n) VALUES (?1, 1) \
+///                          ON CONFLICT (customer) DO UPDATE SET n = n + 1")
+///                 .bind(event.payload["customer"].as_str())
+///                 .execute(conn).await?;
+///         }
+///         Ok(())
+///     }
+///     async fn reset(&self, _tenant: uuid::Uuid, tx: &mut ProjectionTx<'_>) -> drover::Result<()> {
+///         if let Some(conn) = tx.sqlite() {
+///             sqlx::query("DELETE FROM orders_per_customer").execute(conn).await?;
+///         }
+///         Ok(())
+///     }
+/// }
+/// ```
+#[async_trait]
+pub trait Projector: Send + Sync + 'static {
+    /// Its name (the checkpoint's key): `[a-z0-9_.:-]{1,128}`.
+    fn name(&self) -> &str;
+
+    /// The topics it follows; empty means every topic. The checkpoint moves
+    /// past events of other topics too.
+    fn topics(&self) -> Vec<String>;
+
+    /// What it declares (printed by `drover handlers`; refused if blank).
+    fn strategy(&self) -> ProjectorStrategy;
+
+    /// Applies one event, in position order, writing in `tx`.
+    ///
+    /// # Errors
+    /// Any error rolls the whole batch back (checkpoint included); the
+    /// runner retries it after a backoff and never skips it.
+    async fn apply(&self, event: &Event, tx: &mut ProjectionTx<'_>) -> Result<()>;
+
+    /// Clears the projection of `tenant` before a rebuild replays the log,
+    /// in the transaction that moves the checkpoint to 0.
+    ///
+    /// # Errors
+    /// As [`Projector::apply`]: the rebuild is retried.
+    async fn reset(&self, tenant: Uuid, tx: &mut ProjectionTx<'_>) -> Result<()>;
+}
+
+/// An error for `apply` or `reset` to return when the projection refuses
+/// an event for a reason of its own (the batch is rolled back and retried).
+pub fn apply_failed(reason: impl Into<String>) -> Error {
+    Error::Storage(Opaque::msg(reason.into()))
+}
+
+/// Checks a projector's name and strategy, as the worker does before
+/// starting its runner.
+///
+/// # Errors
+/// [`Error::InvalidInput`] on `projector` for a bad name; [`Error::Config`]
+/// for a blank strategy.
+pub fn validate(p: &dyn Projector) -> Result<()> {
+    crate::item::validate_kind(p.name()).map_err(|e| match e {
+        Error::InvalidInput { reason, .. } => Error::invalid("projector", reason),
+        other => other,
+    })?;
+    for t in p.topics() {
+        crate::item::validate_kind(&t).map_err(|e| match e {
+            Error::InvalidInput { reason, .. } => Error::invalid("topic", reason),
+            other => other,
+        })?;
+    }
+    p.strategy().check(p.name())
+}

@@ -1,0 +1,359 @@
+//! Contract cases of the projector checkpoints
+//! ([`ProjectorStore`](crate::projector::ProjectorStore)): one lease holder
+//! at a time, every checkpoint write fenced (stale token, passed lease,
+//! moved checkpoint), a failed apply leaves the checkpoint unmoved, a
+//! rebuild resets and replays, checkpoints are per tenant, and the purge
+//! never passes a checkpoint. Run by every backend through
+//! [`events_contract_suite!`](crate::events_contract_suite).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::json;
+use uuid::Uuid;
+
+use super::{Harness, LONG, PAST_SHORT, SHORT, assert_kind, tenant_a, tenant_b};
+use crate::error::ErrorKind;
+use crate::events::{Event, NewEvent};
+use crate::projector::{
+    LeaseParams, ProjectionTx, Projector, ProjectorConfig, ProjectorRunner, ProjectorStrategy,
+};
+
+/// Records what it applied in memory; fails on `fail_at` while it is set.
+#[derive(Default)]
+struct Recorder {
+    seen: Mutex<Vec<(Uuid, i64)>>,
+    resets: Mutex<Vec<Uuid>>,
+    fail_at: Mutex<Option<i64>>,
+}
+
+#[async_trait]
+impl Projector for Arc<Recorder> {
+    fn name(&self) -> &str {
+        "recorder"
+    }
+    fn topics(&self) -> Vec<String> {
+        vec!["kept".into()]
+    }
+    fn strategy(&self) -> ProjectorStrategy {
+        ProjectorStrategy {
+            replay: "a test double: records every call",
+            rebuild: "reset forgets nothing; it is recorded",
+            lag: "none: read by the test after each pass",
+        }
+    }
+    async fn apply(&self, e: &Event, _tx: &mut ProjectionTx<'_>) -> crate::Result<()> {
+        if *self.fail_at.lock().expect("lock") == Some(e.position) {
+            return Err(crate::projector::apply_failed("refused on purpose"));
+        }
+        self.seen.lock().expect("lock").push((e.tenant, e.position));
+        Ok(())
+    }
+    async fn reset(&self, tenant: Uuid, _tx: &mut ProjectionTx<'_>) -> crate::Result<()> {
+        self.resets.lock().expect("lock").push(tenant);
+        Ok(())
+    }
+}
+
+fn params(tenant: Uuid, holder: &str, lease: Duration) -> LeaseParams {
+    LeaseParams {
+        projector: "recorder".into(),
+        tenant,
+        holder: holder.into(),
+        lease,
+    }
+}
+
+async fn append(h: &Harness, tenant: Uuid, topics: &[&str]) {
+    let batch: Vec<NewEvent> = topics
+        .iter()
+        .map(|t| NewEvent::new(*t, json!({})).in_tenant(tenant))
+        .collect();
+    h.store.event_append_many(&batch).await.expect("append");
+}
+
+/// One holder at a time; a released or passed lease can be taken again,
+/// and the new holder resumes from the checkpoint.
+pub async fn projector_lease_is_exclusive_and_resumes(h: &Harness) {
+    append(h, tenant_a(), &["kept", "kept"]).await;
+    let p = Arc::new(Recorder::default());
+    let l1 = h
+        .store
+        .projector_lease_take(&params(tenant_a(), "w1", SHORT))
+        .await
+        .expect("take")
+        .expect("free");
+    assert_eq!(l1.position, 0);
+    assert!(
+        h.store
+            .projector_lease_take(&params(tenant_a(), "w2", LONG))
+            .await
+            .expect("take")
+            .is_none(),
+        "held"
+    );
+    let events = h
+        .store
+        .event_read(tenant_a(), 0, &[], 1)
+        .await
+        .expect("read");
+    let l1 = h
+        .store
+        .projector_apply(&l1, SHORT, &events, &p)
+        .await
+        .expect("apply");
+    assert_eq!(l1.position, 1);
+    h.pass(PAST_SHORT).await;
+    let l2 = h
+        .store
+        .projector_lease_take(&params(tenant_a(), "w2", LONG))
+        .await
+        .expect("take")
+        .expect("passed");
+    assert_eq!(l2.position, 1, "resumes from the checkpoint");
+    assert_ne!(l2.token, l1.token);
+    h.store.projector_lease_release(&l2).await.expect("release");
+    let l3 = h
+        .store
+        .projector_lease_take(&params(tenant_a(), "w3", LONG))
+        .await
+        .expect("take");
+    assert!(l3.is_some(), "a released lease is free");
+}
+
+/// A stale token, a passed lease or a checkpoint that moved: the write
+/// changes nothing and answers `Conflict`.
+pub async fn projector_apply_is_fenced(h: &Harness) {
+    append(h, tenant_a(), &["kept", "kept", "kept"]).await;
+    let p = Arc::new(Recorder::default());
+    let events = h
+        .store
+        .event_read(tenant_a(), 0, &[], 10)
+        .await
+        .expect("read");
+    let old = h
+        .store
+        .projector_lease_take(&params(tenant_a(), "w1", SHORT))
+        .await
+        .expect("take")
+        .expect("free");
+    h.pass(PAST_SHORT).await;
+    assert_kind(
+        h.store.projector_apply(&old, LONG, &events[..1], &p).await,
+        ErrorKind::Conflict,
+        "passed lease",
+    );
+    let new = h
+        .store
+        .projector_lease_take(&params(tenant_a(), "w2", LONG))
+        .await
+        .expect("take")
+        .expect("passed");
+    assert_kind(
+        h.store.projector_apply(&old, LONG, &events[..1], &p).await,
+        ErrorKind::Conflict,
+        "stale token",
+    );
+    let moved = h
+        .store
+        .projector_apply(&new, LONG, &events[..2], &p)
+        .await
+        .expect("apply");
+    assert_eq!(moved.position, 2);
+    assert_kind(
+        h.store.projector_apply(&new, LONG, &events[2..], &p).await,
+        ErrorKind::Conflict,
+        "a lease whose checkpoint moved since",
+    );
+    assert_kind(
+        h.store.projector_rebuild(&old, LONG, &p).await,
+        ErrorKind::Conflict,
+        "stale rebuild",
+    );
+    let rows = h
+        .store
+        .projector_checkpoints(Some("recorder"))
+        .await
+        .expect("rows");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].position, 2);
+    assert_eq!(rows[0].holder.as_deref(), Some("w2"));
+    let seen = p.seen.lock().expect("lock").clone();
+    assert_eq!(seen, vec![(tenant_a(), 1), (tenant_a(), 2)]);
+}
+
+/// The runner applies only its topics, in order, moves past the others,
+/// and a failing event stops it without moving the checkpoint past it;
+/// once it applies, the runner goes on from there.
+pub async fn projector_runner_applies_in_order_and_never_skips(h: &Harness) {
+    append(h, tenant_a(), &["kept", "other", "kept", "kept"]).await;
+    append(h, tenant_b(), &["kept"]).await;
+    let p = Arc::new(Recorder::default());
+    *p.fail_at.lock().expect("lock") = Some(3);
+    let runner = ProjectorRunner::new(
+        Arc::clone(&h.store),
+        Arc::new(Arc::clone(&p)),
+        ProjectorConfig {
+            batch: 2,
+            ..ProjectorConfig::default()
+        },
+    )
+    .expect("runner");
+    let r = runner.run_once().await.expect("pass");
+    assert_eq!((r.tenants, r.failed), (2, 1));
+    let rows = h
+        .store
+        .projector_checkpoints(Some("recorder"))
+        .await
+        .expect("rows");
+    let pos = |t: Uuid| rows.iter().find(|r| r.tenant == t).map(|r| r.position);
+    assert_eq!(pos(tenant_a()), Some(2), "stopped before the failing batch");
+    assert_eq!(pos(tenant_b()), Some(1));
+    assert_eq!(r.behind_events, 2);
+    *p.fail_at.lock().expect("lock") = None;
+    let r = runner.run_once().await.expect("pass");
+    assert_eq!((r.failed, r.behind_events), (0, 0));
+    let mut seen_a: Vec<i64> = p
+        .seen
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter(|(t, _)| *t == tenant_a())
+        .map(|(_, p)| *p)
+        .collect();
+    // Memory applies outside a transaction (at least once): a batch that
+    // failed half-way may have applied its first event already.
+    seen_a.dedup();
+    assert_eq!(seen_a, vec![1, 3, 4], "its topics only, in order");
+}
+
+/// A requested rebuild resets the tenant's projection and replays it from
+/// the start, while new events appended meanwhile are applied after.
+pub async fn projector_rebuild_resets_and_replays(h: &Harness) {
+    append(h, tenant_a(), &["kept", "kept"]).await;
+    let p = Arc::new(Recorder::default());
+    let runner = ProjectorRunner::new(
+        Arc::clone(&h.store),
+        Arc::new(Arc::clone(&p)),
+        ProjectorConfig::default(),
+    )
+    .expect("runner");
+    runner.run_once().await.expect("pass");
+    assert_eq!(p.seen.lock().expect("lock").len(), 2);
+    let n = h
+        .store
+        .projector_request_rebuild("recorder", Some(tenant_a()))
+        .await
+        .expect("request");
+    assert_eq!(n, 1);
+    append(h, tenant_a(), &["kept"]).await;
+    let r = runner.run_once().await.expect("pass");
+    assert_eq!(r.rebuilt, 1);
+    assert_eq!(*p.resets.lock().expect("lock"), vec![tenant_a()]);
+    let seen: Vec<i64> = p
+        .seen
+        .lock()
+        .expect("lock")
+        .iter()
+        .map(|(_, p)| *p)
+        .collect();
+    assert_eq!(
+        seen,
+        vec![1, 2, 1, 2, 3],
+        "replayed from the start, then the new one"
+    );
+    let rows = h
+        .store
+        .projector_checkpoints(Some("recorder"))
+        .await
+        .expect("rows");
+    assert_eq!((rows[0].position, rows[0].rebuilds), (3, 1));
+    assert!(!rows[0].rebuild_requested);
+    assert_eq!(
+        h.store
+            .projector_request_rebuild("recorder", None)
+            .await
+            .expect("all"),
+        1
+    );
+}
+
+/// Checkpoints are per tenant: tenant A's lease and apply never move B's.
+pub async fn projector_checkpoints_per_tenant(h: &Harness) {
+    append(h, tenant_a(), &["kept"]).await;
+    append(h, tenant_b(), &["kept", "kept"]).await;
+    let p = Arc::new(Recorder::default());
+    let la = h
+        .store
+        .projector_lease_take(&params(tenant_a(), "w1", LONG))
+        .await
+        .expect("take")
+        .expect("free");
+    let lb = h
+        .store
+        .projector_lease_take(&params(tenant_b(), "w1", LONG))
+        .await
+        .expect("take")
+        .expect("free, another tenant");
+    let b_events = h
+        .store
+        .event_read(tenant_b(), 0, &[], 10)
+        .await
+        .expect("read");
+    assert_kind(
+        h.store.projector_apply(&la, LONG, &b_events, &p).await,
+        ErrorKind::InvalidInput,
+        "another tenant's events under A's lease",
+    );
+    h.store
+        .projector_apply(&lb, LONG, &b_events, &p)
+        .await
+        .expect("apply b");
+    let rows = h
+        .store
+        .projector_checkpoints(Some("recorder"))
+        .await
+        .expect("rows");
+    let pos = |t: Uuid| rows.iter().find(|r| r.tenant == t).map(|r| r.position);
+    assert_eq!((pos(tenant_a()), pos(tenant_b())), (Some(0), Some(2)));
+}
+
+/// The purge never removes an event a checkpoint has not passed.
+pub async fn projector_checkpoint_pins_the_purge(h: &Harness) {
+    append(h, tenant_a(), &["kept", "kept", "kept"]).await;
+    let p = Arc::new(Recorder::default());
+    let l = h
+        .store
+        .projector_lease_take(&params(tenant_a(), "w1", LONG))
+        .await
+        .expect("take")
+        .expect("free");
+    let events = h
+        .store
+        .event_read(tenant_a(), 0, &[], 1)
+        .await
+        .expect("read");
+    h.store
+        .projector_apply(&l, LONG, &events, &p)
+        .await
+        .expect("apply");
+    let all = h.store.db_now().await.expect("now") + chrono::Duration::hours(1);
+    let mut pinned = false;
+    for _ in 0..8 {
+        pinned |= h.store.event_purge(all).await.expect("purge").pinned;
+    }
+    assert!(pinned, "the purge reports the pin");
+    let left: Vec<i64> = h
+        .store
+        .event_read(tenant_a(), 0, &[], 10)
+        .await
+        .expect("read")
+        .iter()
+        .map(|e| e.position)
+        .collect();
+    assert!(
+        left.ends_with(&[2, 3]),
+        "events after the checkpoint stay: {left:?}"
+    );
+}
