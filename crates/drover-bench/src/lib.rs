@@ -28,6 +28,7 @@ use std::time::Duration;
 pub mod chart;
 pub mod child;
 mod claim;
+pub mod outbox;
 pub mod progress;
 pub mod projector;
 pub mod recorder;
@@ -316,6 +317,31 @@ pub async fn run(config: &BenchConfig, progress: &Progress) -> Result<Report, Be
     let mut report = result?;
     dropped?;
     report.git_commit = git_commit();
+    Ok(report)
+}
+
+/// Runs the outbox bench ([`outbox`]) in a sandbox on `database_url`
+/// (PostgreSQL), dropping the sandbox afterwards.
+///
+/// # Errors
+/// As [`run`]; [`drover::Error::InvalidInput`] on `database_url` for a
+/// database that is not PostgreSQL.
+pub async fn run_outbox(
+    database_url: &str,
+    spec: &outbox::OutboxSpec,
+    progress: &Progress,
+) -> Result<outbox::OutboxReport, BenchError> {
+    if !target::is_postgres(database_url) {
+        return Err(
+            drover::Error::invalid("database_url", "the outbox bench runs on PostgreSQL").into(),
+        );
+    }
+    let target = target::Target::create(database_url).await?;
+    progress.note(&format!("sandbox: {}", target.describe()));
+    let result = outbox::run(spec, &target, progress).await;
+    let dropped = target.drop_sandbox().await;
+    let report = result?;
+    dropped?;
     Ok(report)
 }
 

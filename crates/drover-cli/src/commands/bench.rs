@@ -48,6 +48,17 @@ pub struct BenchArgs {
     /// PostgreSQL server binaries (initdb, pg_ctl); ignores the database URL.
     #[arg(long)]
     pub soak: bool,
+    /// The outbox path instead (PostgreSQL): producer transactions writing
+    /// a business row and an outbox row, relay rows/s, and outbox commit →
+    /// handler start latency.
+    #[arg(long)]
+    pub outbox: bool,
+    /// Producer transactions of the outbox relay phase.
+    #[arg(long, default_value_t = drover_bench::outbox::OUTBOX_ROWS_DEFAULT)]
+    pub outbox_rows: u64,
+    /// Relay loops over the outbox backlog.
+    #[arg(long, default_value_t = drover_bench::outbox::RELAY_LOOPS_DEFAULT)]
+    pub relay_loops: usize,
     /// Soak mode: offered items/s.
     #[arg(long, default_value_t = 800.0)]
     pub rate: f64,
@@ -121,6 +132,32 @@ pub async fn run(args: &BenchArgs, cx: &mut Context<'_>) -> Result<(), CliError>
         return drover_bench::child::run(&cx.database_url, schema, args.capacity)
             .await
             .map_err(into_cli);
+    }
+    if args.outbox {
+        let spec = drover_bench::outbox::OutboxSpec {
+            rows: args.outbox_rows,
+            producers: drover_bench::outbox::PRODUCERS_DEFAULT,
+            relay_loops: args.relay_loops,
+            latency_rows: args.latency_jobs,
+            relay_batch: u32::try_from(args.batch).unwrap_or(1000),
+            timeout: args.timeout,
+        };
+        let report = drover_bench::run_outbox(&cx.database_url, &spec, &Progress::new(!args.quiet))
+            .await
+            .map_err(into_cli)?;
+        if args.json {
+            let v = serde_json::to_string(&report).map_err(super::show::json_err)?;
+            writeln!(cx.out, "{v}")?;
+        } else {
+            report.write_table(cx.out)?;
+        }
+        if report.relayed_items != i64::try_from(report.rows).unwrap_or(i64::MAX) {
+            return Err(CliError::Drover(drover::Error::Conflict(format!(
+                "the relay inserted {} items for {} rows",
+                report.relayed_items, report.rows
+            ))));
+        }
+        return Ok(());
     }
     let mode = if args.soak {
         Mode::Soak(SoakSpec {

@@ -154,7 +154,7 @@ impl OutboxStore for MemoryStore {
             .filter(|r| f.status.is_none_or(|s| r.status == s))
             .cloned()
             .collect();
-        rows.sort_by(|a, b| (b.created_at, b.id).cmp(&(a.created_at, a.id)));
+        rows.sort_by_key(|r| std::cmp::Reverse((r.created_at, r.id)));
         rows.truncate(f.limit as usize);
         Ok(rows)
     }
