@@ -169,6 +169,8 @@ pub enum Command {
     Handlers(commands::handlers::HandlersArgs),
     /// List the periodic schedules (or trigger one now).
     Schedules(commands::schedules::SchedulesArgs),
+    /// Pause, resume or list lanes.
+    Lane(commands::lane::LaneArgs),
     /// Run a self-contained demo end to end on the embedded default (no
     /// server): enqueue a mix, drain it with an in-process worker, summarize.
     Demo(commands::demo::DemoArgs),
@@ -365,6 +367,7 @@ pub async fn execute(command: &Command, cx: &mut Context<'_>) -> Result<(), CliE
         Command::Worker(a) => commands::worker::run(a, cx).await,
         Command::Handlers(a) => commands::handlers::run(a, cx).await,
         Command::Schedules(a) => commands::schedules::run(a, cx).await,
+        Command::Lane(a) => commands::lane::run(a, cx).await,
         Command::Demo(a) => commands::demo::run(a, cx).await,
         Command::Bench(a) => commands::bench::run(a, cx).await,
         Command::Healthcheck(a) => commands::healthcheck::run(a, cx).await,

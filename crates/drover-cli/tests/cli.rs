@@ -475,6 +475,45 @@ fn bad_input_exits_2_names_the_field_and_writes_nothing(d: &dyn Drover) {
     assert!(list_all(d).is_empty(), "bad input wrote rows");
 }
 
+fn lane_pause_resume_list(d: &dyn Drover) {
+    d.run(&["migrate"]).ok();
+    let empty = d.run(&["lane", "list", "--json"]).ok().json();
+    assert_eq!(empty, serde_json::json!([]));
+    let r = d.run(&["lane", "pause", "mail"]).ok();
+    assert_eq!(r.stdout.trim(), "lane mail paused");
+    let v = d.run(&["lane", "pause", "bulk", "--json"]).ok().json();
+    assert_eq!(v["lane"], "bulk");
+    assert_eq!(v["paused"], true);
+    let r = d.run(&["lane", "resume", "mail"]).ok();
+    assert_eq!(r.stdout.trim(), "lane mail running");
+    let list = d.run(&["lane", "list", "--json"]).ok().json();
+    let got: Vec<(String, bool)> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["lane"].as_str().unwrap().to_owned(),
+                l["paused"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![("bulk".to_owned(), true), ("mail".to_owned(), false)]
+    );
+    let table = d.run(&["lane", "list"]).ok();
+    let lines: Vec<&str> = table.stdout.lines().collect();
+    assert!(lines[0].starts_with("LANE"), "{table:?}");
+    assert!(
+        lines[1].starts_with("bulk") && lines[1].contains("paused"),
+        "{table:?}"
+    );
+    let bad = d.run(&["lane", "pause", "Not A Lane"]);
+    assert_eq!(bad.code, 2, "{bad:?}");
+    assert!(bad.stderr.contains("invalid lane"), "{bad:?}");
+}
+
 macro_rules! scenarios {
     ($modname:ident, $make:expr, $get:ident) => {
         mod $modname {
@@ -499,6 +538,11 @@ macro_rules! scenarios {
             fn show_list_cancel_retry() {
                 let db = $make;
                 super::show_list_cancel_retry(&db.$get);
+            }
+            #[test]
+            fn lane_pause_resume_list() {
+                let db = $make;
+                super::lane_pause_resume_list(&db.$get);
             }
             #[test]
             fn bad_input_exits_2_names_the_field_and_writes_nothing() {

@@ -21,6 +21,7 @@
 //! | [`tokens`] | durable tokens: minting, the store-backed lookup |
 //! | [`problem`] | RFC 9457 problem details, the one error body |
 //! | [`api`] | the JSON routes under `/v1` and the health probes |
+//! | [`dashboard`] | the server-rendered pages under `/ui`, their sessions and CSRF check |
 //!
 //! Invariants: every route but exactly `/healthz` and `/readyz` needs a
 //! credential ([`auth`]); every error is `application/problem+json`
@@ -30,6 +31,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod dashboard;
 pub mod problem;
 pub mod tokens;
 
@@ -51,12 +53,15 @@ pub struct HttpConfig {
     /// The largest request body; larger ones answer 413. Default
     /// [`MAX_BODY_BYTES_DEFAULT`].
     pub max_body_bytes: usize,
+    /// The dashboard's settings.
+    pub dashboard: dashboard::DashboardConfig,
 }
 
 impl Default for HttpConfig {
     fn default() -> Self {
         HttpConfig {
             max_body_bytes: MAX_BODY_BYTES_DEFAULT,
+            dashboard: dashboard::DashboardConfig::default(),
         }
     }
 }
@@ -87,9 +92,8 @@ pub fn router_with(queue: Queue, auth: Auth, config: HttpConfig) -> Router {
         config: Arc::new(config),
     };
     let (api, _spec) = api::routes(state.clone()).split_for_parts();
-    Router::new()
+    let api = Router::new()
         .merge(api)
-        // DASHBOARD: .merge(dashboard::routes(state.clone()))
         .fallback(api::not_found)
         .layer(axum::extract::DefaultBodyLimit::max(
             state.config.max_body_bytes,
@@ -98,5 +102,8 @@ pub fn router_with(queue: Queue, auth: Auth, config: HttpConfig) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             auth,
             auth::require_auth,
-        ))
+        ));
+    // The dashboard has its own gate (a session cookie, the CSRF check),
+    // so it is merged outside the bearer-token layer.
+    dashboard::routes(state.clone(), state.config.dashboard.clone()).merge(api)
 }

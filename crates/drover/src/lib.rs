@@ -41,6 +41,7 @@
 
 pub mod access;
 pub mod builtin;
+pub mod lane;
 pub mod maintenance;
 pub mod orchestration;
 #[cfg(feature = "otel")]

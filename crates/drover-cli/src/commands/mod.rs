@@ -11,6 +11,7 @@ pub mod env_example;
 pub mod handlers;
 pub mod healthcheck;
 pub mod import;
+pub mod lane;
 pub mod list;
 pub mod migrate;
 pub mod orchestrations;

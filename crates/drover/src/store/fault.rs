@@ -339,6 +339,20 @@ impl crate::periodic::ScheduleStore for FaultStore {
     }
 }
 
+/// Lane states pass straight through: no faults are injected there yet.
+#[async_trait]
+impl crate::lane::LaneStore for FaultStore {
+    async fn lane_set(
+        &self,
+        params: &crate::lane::LaneSetParams,
+    ) -> Result<crate::lane::LaneState> {
+        self.inner.lane_set(params).await
+    }
+    async fn lane_list(&self) -> Result<Vec<crate::lane::LaneState>> {
+        self.inner.lane_list().await
+    }
+}
+
 /// Tokens and markers pass straight through: no faults are injected there.
 #[async_trait]
 impl crate::access::AccessStore for FaultStore {

@@ -23,6 +23,7 @@ use crate::store::{
 };
 
 mod access;
+mod lanes;
 mod orchestration;
 mod schedule;
 
@@ -42,6 +43,7 @@ struct State {
     sweep_last_pass: Option<DateTime<Utc>>,
     orchestrations: orchestration::Records,
     schedules: std::collections::BTreeMap<String, crate::periodic::ScheduleRow>,
+    lanes: std::collections::BTreeMap<String, crate::lane::LaneState>,
     tokens: Vec<crate::access::TokenRow>,
     markers: HashMap<crate::access::MarkerKey, access::Marker>,
 }

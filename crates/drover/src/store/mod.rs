@@ -412,6 +412,7 @@ pub struct WorkerRow {
 pub trait Store:
     crate::orchestration::OrchestrationStore
     + crate::periodic::ScheduleStore
+    + crate::lane::LaneStore
     + crate::access::AccessStore
     + Send
     + Sync

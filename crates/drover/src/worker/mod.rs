@@ -14,7 +14,9 @@
 //! permit is taken before an item is claimed); claiming stops at once on
 //! shutdown; an item claimed ahead into the buffer never waits there past
 //! half its lease (it is released, spending no attempt); a burst of
-//! wake-ups costs one claim round; liveness never pauses claiming; a
+//! wake-ups costs one claim round; no claim is made from a lane seen
+//! paused (the set is re-read once per poll interval, `pause`); liveness
+//! never pauses claiming; a
 //! dropped `RunningWorker` (or a start that fails part-way) stops every
 //! task it started, through one root cancellation token.
 
@@ -37,6 +39,7 @@ mod completer;
 mod executor;
 mod handler;
 pub(crate) mod liveness;
+mod pause;
 mod settings;
 mod span;
 pub mod testkit;
@@ -350,6 +353,14 @@ impl Worker {
             None => None,
         };
         let wake = store.wakeups().await?;
+        // Its task stops with `background`; it holds nothing to flush.
+        let (paused, _refresher) = pause::start(
+            store.clone(),
+            s.lanes.clone(),
+            s.poll_interval,
+            background.clone(),
+        )
+        .await;
         let (completer, completer_task) =
             Completer::start(store.clone(), s.complete_batch, s.complete_window);
         let exec = Executor {
@@ -397,6 +408,7 @@ impl Worker {
             fetch: fetch.clone(),
             health: health.clone(),
             wake,
+            paused: paused.clone(),
             kinds: self.registry.kinds(),
         }));
         tracing::info!(worker = %id, lanes = ?s.lanes, capacity = s.capacity, "worker started");
@@ -418,6 +430,7 @@ impl Worker {
             sweep,
             scheduler,
             row,
+            paused,
             _stop_on_drop: stop_on_drop,
         })
     }
@@ -453,6 +466,8 @@ pub struct RunningWorker {
     sweep: Option<tokio::task::JoinHandle<()>>,
     scheduler: Option<tokio::task::JoinHandle<()>>,
     row: WorkerRow,
+    /// The paused lanes as the claim loop last saw them.
+    paused: tokio::sync::watch::Receiver<pause::PausedLanes>,
     /// Cancels every token above when the worker is dropped (and, harmlessly,
     /// at the very end of a shutdown, when all of it has stopped already).
     _stop_on_drop: tokio_util::sync::DropGuard,
@@ -468,6 +483,20 @@ impl std::fmt::Debug for RunningWorker {
 }
 
 impl RunningWorker {
+    /// The worker's lanes it currently sees paused (and so claims nothing
+    /// from), as of its last read of the lane states (once per poll
+    /// interval).
+    pub fn paused_lanes(&self) -> Vec<String> {
+        let seen = self.paused.borrow();
+        self.settings
+            .lanes
+            .iter()
+            .zip(seen.iter())
+            .filter(|(_, p)| **p)
+            .map(|(l, _)| l.clone())
+            .collect()
+    }
+
     /// This run's worker id (stamped as `claimed_by`).
     pub fn id(&self) -> &str {
         &self.id
@@ -566,6 +595,8 @@ struct ClaimLoop {
     fetch: CancellationToken,
     health: Arc<Health>,
     wake: broadcast::Receiver<String>,
+    /// Which lanes are paused, refreshed once per poll interval.
+    paused: tokio::sync::watch::Receiver<pause::PausedLanes>,
     kinds: Vec<String>,
 }
 
@@ -594,6 +625,7 @@ async fn claim_loop(l: ClaimLoop) {
         fetch,
         health,
         mut wake,
+        mut paused,
         kinds,
     } = l;
     let s = exec.settings.clone();
@@ -616,6 +648,9 @@ async fn claim_loop(l: ClaimLoop) {
     let mut requested = 0usize;
     // Lanes whose last claim came back short: wait for a wake-up or the poll.
     let mut idle = vec![false; lanes.len()];
+    // Paused lanes are skipped, whatever their wake-ups say.
+    let mut paused_now = paused.borrow_and_update().clone();
+    let mut paused_open = true;
     let mut next_lane = 0usize;
     let mut backoff = Duration::from_millis(50);
     // Consecutive failed claims: the outage is logged when it begins and ends.
@@ -697,7 +732,7 @@ async fn claim_loop(l: ClaimLoop) {
         let want = (free + ahead).saturating_sub(buffer.len() + requested);
         let lane = (0..lanes.len())
             .map(|i| (next_lane + i) % lanes.len())
-            .find(|&i| !idle[i]);
+            .find(|&i| !idle[i] && !paused_now[i]);
         let worth = if outstanding.is_empty() {
             want > 0
         } else {
@@ -783,6 +818,20 @@ async fn claim_loop(l: ClaimLoop) {
                     if let Some(i) = lanes.iter().position(|l| *l == lane) {
                         idle[i] = false;
                     }
+                }
+            }
+            r = paused.changed(), if paused_open => {
+                if r.is_err() {
+                    paused_open = false;
+                } else {
+                    let next = paused.borrow_and_update().clone();
+                    // A resumed lane may hold work: claim at once.
+                    for (i, was) in paused_now.iter().enumerate() {
+                        if *was && !next[i] {
+                            idle[i] = false;
+                        }
+                    }
+                    paused_now = next;
                 }
             }
             () = tokio::time::sleep_until(failing_until.unwrap_or(poll_at).min(poll_at)) => {}

@@ -133,6 +133,8 @@ macro_rules! contract_suite {
             schedule_advance_one_winner_under_concurrency,
             schedule_purge_removes_only_unseen_rows,
             db_now_is_the_stores_clock,
+            lane_set_from_every_state,
+            lane_states_are_per_lane,
             list_filters_key_time_error_and_cursor,
             token_found_by_hash_until_revoked,
             marker_begin_in_flight_mismatch_replay,
@@ -235,6 +237,7 @@ fn approx(a: DateTime<Utc>, b: DateTime<Utc>, tol_ms: i64) -> bool {
 
 mod access;
 mod claims;
+mod lanes;
 mod listing;
 mod operations;
 pub mod orchestration;
@@ -245,6 +248,7 @@ mod writes;
 
 pub use access::*;
 pub use claims::*;
+pub use lanes::*;
 pub use listing::*;
 pub use operations::*;
 pub use schedule::*;

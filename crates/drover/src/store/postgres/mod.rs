@@ -40,6 +40,7 @@
 
 mod access;
 mod items;
+mod lanes;
 mod ops;
 mod orchestration;
 mod row;

@@ -73,6 +73,7 @@ use crate::store::{
 mod access;
 mod claim;
 mod insert;
+mod lanes;
 mod maint;
 mod orchestration;
 pub use orchestration::start_in;

@@ -1,0 +1,110 @@
+// The dashboard in a real browser: Debian's chromium driven by
+// playwright-core against a live `drover serve`. Run by the cargo test
+// crates/drover-cli/tests/browser.rs, which sets the environment below,
+// prepares the items and checks the worker side. Exits non-zero on the
+// first failed expectation; screenshots go to ARTIFACTS.
+import { chromium } from 'playwright-core';
+import http from 'node:http';
+import assert from 'node:assert/strict';
+
+const env = process.env;
+const BASE = env.BASE_URL;
+const NIL = '00000000-0000-0000-0000-000000000000';
+const step = (s) => console.log(`STEP ${s}`);
+
+const browser = await chromium.launch({
+  executablePath: env.CHROMIUM,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+});
+const ctx = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+const page = await ctx.newPage();
+const refused = [];
+page.on('console', (m) => {
+  if (m.type() === 'error') refused.push(m.text());
+});
+const shot = (name) => page.screenshot({ path: `${env.ARTIFACTS}/${name}.png`, fullPage: true });
+
+try {
+  // Closed by default: the overview sends us to the login form.
+  await page.goto(`${BASE}/ui/`);
+  assert.ok(page.url().endsWith('/ui/login'), page.url());
+  await page.fill('input[name=token]', env.TOKEN);
+  await Promise.all([page.waitForURL(`${BASE}/ui/`), page.click('button[type=submit]')]);
+  await page.waitForSelector('#lane-counts');
+  await shot('01-overview');
+  step('logged in');
+
+  // Filter items: failed, with "disk" in the error.
+  await page.goto(`${BASE}/ui/items`);
+  await page.selectOption('select[name=status]', 'failed');
+  await page.fill('input[name=error]', 'disk');
+  await Promise.all([page.waitForURL(/\/ui\/items\?/), page.click('#filters button[type=submit]')]);
+  const ids = await page.locator('#items tr[data-id]').evaluateAll((rs) => rs.map((r) => r.dataset.id));
+  assert.deepEqual(ids, [env.FAILED_ID]);
+  await shot('02-items-filtered');
+  step('filtered');
+
+  // Open the failed item and retry it: pending.
+  await page.click(`a[href$="${env.FAILED_ID}"]`);
+  await page.waitForSelector('#item-status');
+  assert.equal(await page.textContent('#item-status'), 'failed');
+  assert.match(await page.textContent('#item-error'), /disk full/);
+  await Promise.all([page.waitForURL(/msg=/), page.click('#retry')]);
+  assert.equal(await page.textContent('#item-status'), 'pending');
+  assert.match(await page.textContent('#msg'), /retried 1/);
+  await shot('03-item-retried');
+  step('retried');
+
+  // Cancel one.
+  await page.goto(`${BASE}/ui/items/${NIL}/${env.CANCEL_ID}`);
+  await Promise.all([page.waitForURL(/msg=/), page.click('#cancel')]);
+  assert.equal(await page.textContent('#item-status'), 'cancelled');
+  step('cancelled');
+
+  // Pause the worker's lane.
+  await page.goto(`${BASE}/ui/lanes`);
+  const row = `#lanes tr[data-lane="${env.PAUSE_LANE}"]`;
+  await Promise.all([page.waitForURL(/msg=/), page.click(`${row} button[value=pause]`)]);
+  assert.equal(await page.textContent(`${row} .paused`), 'paused');
+  await shot('04-lane-paused');
+  step('paused');
+
+  // A cross-site form POST without the CSRF token is refused, and the
+  // lane stays paused.
+  const evil = http.createServer((req, res) => {
+    res.setHeader('content-type', 'text/html');
+    res.end(`<form id="f" method="post" action="${BASE}/ui/lanes/act">
+      <input name="action" value="resume"><input name="lane" value="${env.PAUSE_LANE}">
+      <button id="go" type="submit">go</button></form>`);
+  });
+  await new Promise((r) => evil.listen(0, 'localhost', r));
+  const other = await ctx.newPage();
+  await other.goto(`http://localhost:${evil.address().port}/`);
+  const [answer] = await Promise.all([
+    other.waitForNavigation(),
+    other.click('#go'),
+  ]);
+  const status = answer ? answer.status() : 0;
+  assert.ok(status === 401 || status === 403, `cross-site POST answered ${status}`);
+  evil.close();
+  await page.goto(`${BASE}/ui/lanes`);
+  assert.equal(await page.textContent(`${row} .paused`), 'paused');
+  step(`cross-site refused ${status}`);
+
+  // The overview again, for the README.
+  await page.goto(`${BASE}/ui/`);
+  await page.waitForSelector('#lane-counts');
+  await shot('05-overview-after');
+  if (env.SCREENSHOT) {
+    await page.screenshot({ path: env.SCREENSHOT });
+  }
+  const csp = refused.filter((t) => /Content Security Policy|Refused to/.test(t));
+  assert.deepEqual(csp, [], 'no CSP violations');
+  step('done');
+} catch (e) {
+  await shot('99-failure').catch(() => {});
+  console.error(e);
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}

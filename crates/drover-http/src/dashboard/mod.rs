@@ -1,0 +1,216 @@
+//! The dashboard: server-rendered pages over the same queue as the API,
+//! closed by default.
+//!
+//! | part | owns |
+//! |---|---|
+//! | this module | the routes, the security headers, the session gate |
+//! | [`session`] | sessions, cookies, the CSRF check |
+//! | [`live`] | the one query set per interval every tab shares, the charts |
+//! | `pages` | the pages (GET) |
+//! | `actions` | login, logout, retry, cancel, pause, resume (POST) |
+//!
+//! Invariants:
+//! - Every page but the login form needs a session; without one a page
+//!   answers `303` to the login form, which itself answers `401` (so no
+//!   route answers 2xx without credentials; the static assets, which hold
+//!   no data, are the one exception).
+//! - Every state-changing request is a POST that passes the CSRF check
+//!   ([`session::check`]); a GET never changes anything.
+//! - Every response carries a strict Content-Security-Policy: scripts and
+//!   styles only from the dashboard's own embedded files, no inline
+//!   script, no framing.
+//! - A tenant-scoped token sees only its tenant's items; the
+//!   installation-wide views (counts, lanes) need a token of no tenant.
+//! - Payloads of the kinds [`DashboardConfig::redact`] names are shown
+//!   with those fields replaced.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+
+use crate::AppState;
+
+mod actions;
+pub mod live;
+mod pages;
+pub mod session;
+
+/// The dashboard's path under the router.
+pub const BASE: &str = "/ui";
+
+/// The Content-Security-Policy of every dashboard response.
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+     connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// The largest dashboard request body (forms): 64 KiB.
+const MAX_FORM_BYTES: usize = 64 * 1024;
+
+/// Settings of the dashboard.
+#[derive(Debug, Clone)]
+pub struct DashboardConfig {
+    /// The prefix the host nests the router under (`""` when it is not
+    /// nested), so the pages' links and the cookie's path are right.
+    pub mount_path: String,
+    /// Mark the session cookie `Secure`: set it when the dashboard is
+    /// served over TLS (directly or behind a TLS-terminating proxy).
+    pub secure_cookie: bool,
+    /// How long a session lasts from login. Default
+    /// [`session::SESSION_TTL_DEFAULT`].
+    pub session_ttl: Duration,
+    /// How often the live view is refreshed. Default
+    /// [`live::LIVE_INTERVAL_DEFAULT`].
+    pub live_interval: Duration,
+    /// Per kind, the top-level payload fields shown as `"[redacted]"`;
+    /// `"*"` hides the whole payload.
+    pub redact: BTreeMap<String, Vec<String>>,
+}
+
+impl Default for DashboardConfig {
+    fn default() -> Self {
+        DashboardConfig {
+            mount_path: String::new(),
+            secure_cookie: false,
+            session_ttl: session::SESSION_TTL_DEFAULT,
+            live_interval: live::LIVE_INTERVAL_DEFAULT,
+            redact: BTreeMap::new(),
+        }
+    }
+}
+
+impl DashboardConfig {
+    /// The payload as the dashboard shows it: redacted per kind.
+    pub fn redacted(&self, kind: &str, payload: &serde_json::Value) -> serde_json::Value {
+        let Some(fields) = self.redact.get(kind) else {
+            return payload.clone();
+        };
+        if fields.iter().any(|f| f == "*") {
+            return serde_json::Value::String("[redacted]".into());
+        }
+        let mut out = payload.clone();
+        if let Some(obj) = out.as_object_mut() {
+            for f in fields {
+                if let Some(v) = obj.get_mut(f) {
+                    *v = serde_json::Value::String("[redacted]".into());
+                }
+            }
+        }
+        out
+    }
+
+    /// The dashboard's absolute path prefix.
+    pub fn base(&self) -> String {
+        format!("{}{BASE}", self.mount_path.trim_end_matches('/'))
+    }
+}
+
+/// What the dashboard's handlers share.
+#[derive(Clone)]
+pub struct DashState {
+    /// The API's state (queue, auth, settings).
+    pub app: AppState,
+    /// The logged-in browsers.
+    pub sessions: session::Sessions,
+    /// The shared live view.
+    pub live: Arc<live::Live>,
+    /// The settings.
+    pub config: Arc<DashboardConfig>,
+}
+
+/// The dashboard's routes under [`BASE`], with their own session gate and
+/// security headers (the API's bearer-token gate is not in front of them).
+pub fn routes(app: AppState, config: DashboardConfig) -> Router {
+    let state = DashState {
+        live: live::Live::new(app.queue.clone(), config.live_interval),
+        sessions: session::Sessions::new(config.session_ttl),
+        app,
+        config: Arc::new(config),
+    };
+    routes_with(state)
+}
+
+/// As [`routes`], over a state the caller built (tests read its live view).
+pub fn routes_with(state: DashState) -> Router {
+    Router::new()
+        .route(BASE, get(|| async { Redirect::to("ui/") }))
+        .route(&format!("{BASE}/"), get(pages::overview))
+        .route(&format!("{BASE}/live"), get(pages::live_events))
+        .route(&format!("{BASE}/items"), get(pages::items))
+        .route(&format!("{BASE}/items/{{tenant}}/{{id}}"), get(pages::item))
+        .route(&format!("{BASE}/dead"), get(pages::dead))
+        .route(&format!("{BASE}/lanes"), get(pages::lanes))
+        .route(&format!("{BASE}/workers"), get(pages::workers))
+        .route(&format!("{BASE}/schedules"), get(pages::schedules))
+        .route(
+            &format!("{BASE}/orchestrations"),
+            get(pages::orchestrations),
+        )
+        .route(
+            &format!("{BASE}/login"),
+            get(pages::login_form).post(actions::login),
+        )
+        .route(&format!("{BASE}/logout"), post(actions::logout))
+        .route(&format!("{BASE}/items/act"), post(actions::items_act))
+        .route(&format!("{BASE}/lanes/act"), post(actions::lanes_act))
+        .route(&format!("{BASE}/assets/htmx.min.js"), get(asset_htmx))
+        .route(&format!("{BASE}/assets/dashboard.js"), get(asset_js))
+        .route(&format!("{BASE}/assets/dashboard.css"), get(asset_css))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_FORM_BYTES))
+        .layer(axum::middleware::from_fn(security_headers))
+        .with_state(state)
+}
+
+/// Adds the security headers to every dashboard response.
+async fn security_headers(req: Request, next: Next) -> Response {
+    let mut res = next.run(req).await;
+    let h = res.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    if !h.contains_key(header::CACHE_CONTROL) {
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    res
+}
+
+const HTMX: &str = include_str!("../../assets/htmx.min.js");
+const JS: &str = include_str!("../../assets/dashboard.js");
+const CSS: &str = include_str!("../../assets/dashboard.css");
+
+fn asset(body: &'static str, mime: &'static str) -> Response {
+    (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, mime),
+            (header::CACHE_CONTROL, "public, max-age=3600"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+async fn asset_htmx() -> Response {
+    asset(HTMX, "text/javascript; charset=utf-8")
+}
+async fn asset_js() -> Response {
+    asset(JS, "text/javascript; charset=utf-8")
+}
+async fn asset_css() -> Response {
+    asset(CSS, "text/css; charset=utf-8")
+}

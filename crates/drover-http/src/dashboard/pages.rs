@@ -1,0 +1,890 @@
+//! The dashboard's pages (GET): each reads, none writes. Views are built
+//! into plain strings here so the templates only lay them out (escaped).
+
+use std::collections::BTreeSet;
+use std::convert::Infallible;
+
+use askama::Template;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use chrono::{DateTime, SecondsFormat, Utc};
+use drover::Status;
+use drover::lane::LaneState;
+use drover::store::{ListCursor, ListFilter};
+use serde::Deserialize;
+use uuid::Uuid;
+
+use super::DashState;
+use super::live::{Snapshot, bars_svg};
+use super::session::{Session, cookie_id};
+use crate::auth::Role;
+
+/// Items per page of a list.
+const PAGE: u32 = 50;
+
+const LINKS: [(&str, &str); 7] = [
+    ("Overview", "/"),
+    ("Items", "/items"),
+    ("Dead letter", "/dead"),
+    ("Lanes", "/lanes"),
+    ("Workers", "/workers"),
+    ("Schedules", "/schedules"),
+    ("Orchestrations", "/orchestrations"),
+];
+
+/// The header every page shares.
+pub(super) struct Nav {
+    title: &'static str,
+    base: String,
+    csrf: String,
+    who: String,
+    links: Vec<(&'static str, &'static str, bool)>,
+    msg: Option<String>,
+}
+
+/// A request's session, with its id.
+pub(super) struct Viewer {
+    pub id: String,
+    pub session: Session,
+}
+
+impl Viewer {
+    pub fn can_operate(&self) -> bool {
+        self.session.principal.has(Role::Operator)
+    }
+}
+
+/// The request's session; without one, the answer to give (a redirect to
+/// the login form).
+pub(super) fn viewer(st: &DashState, headers: &HeaderMap) -> Result<Viewer, Response> {
+    cookie_id(headers)
+        .and_then(|id| st.sessions.get(&id).map(|session| Viewer { id, session }))
+        .ok_or_else(|| Redirect::to(&format!("{}/login", st.config.base())).into_response())
+}
+
+fn nav(st: &DashState, v: &Viewer, title: &'static str, msg: Option<String>) -> Nav {
+    let p = &v.session.principal;
+    Nav {
+        title,
+        base: st.config.base(),
+        csrf: v.session.csrf.clone(),
+        who: match p.tenant {
+            Some(t) => format!("{} · tenant {t}", p.role.as_str()),
+            None => p.role.as_str().to_owned(),
+        },
+        links: LINKS.iter().map(|(n, h)| (*n, *h, *n == title)).collect(),
+        msg: msg.filter(|m| !m.is_empty()),
+    }
+}
+
+/// Renders a template; a rendering failure is a 500 that is logged.
+pub(super) fn render<T: Template>(t: &T, status: StatusCode) -> Response {
+    match t.render() {
+        Ok(html) => (status, Html(html)).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "a dashboard template failed to render");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
+}
+
+fn time(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+fn opt_time(t: Option<DateTime<Utc>>) -> String {
+    t.map_or_else(|| "-".to_owned(), time)
+}
+
+fn age(secs: f64) -> String {
+    if secs <= 0.0 {
+        return "-".to_owned();
+    }
+    let s = secs as u64;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m {}s", s / 60, s % 60),
+        _ => format!("{}h {}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct MsgQuery {
+    msg: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "dashboard/login.html")]
+pub(super) struct LoginPage {
+    pub base: String,
+    pub error: Option<String>,
+}
+
+/// The login form. Answered with 401: it is what an unauthenticated
+/// browser gets, and no route answers 2xx without credentials.
+pub(super) async fn login_form(State(st): State<DashState>) -> Response {
+    render(
+        &LoginPage {
+            base: st.config.base(),
+            error: None,
+        },
+        StatusCode::UNAUTHORIZED,
+    )
+}
+
+/// One lane as the overview and the lanes page show it.
+pub(super) struct LaneView {
+    lane: String,
+    paused: bool,
+    pending: i64,
+    claimed: i64,
+    done: i64,
+    failed: i64,
+    cancelled: i64,
+    oldest: String,
+    since: String,
+}
+
+fn lane_views(snap: &Snapshot, states: &[LaneState]) -> Vec<LaneView> {
+    let per = snap.per_lane();
+    let mut names: BTreeSet<String> = per.keys().cloned().collect();
+    names.extend(snap.paused.iter().cloned());
+    names.extend(states.iter().map(|s| s.lane.clone()));
+    names.extend(snap.workers.iter().flat_map(|w| w.lanes.iter().cloned()));
+    names
+        .into_iter()
+        .map(|lane| {
+            let c = per.get(&lane).copied().unwrap_or_default();
+            let oldest = snap
+                .gauges
+                .oldest_age_seconds
+                .iter()
+                .find(|(l, _)| *l == lane)
+                .map_or(0.0, |(_, a)| *a);
+            let state = states.iter().find(|s| s.lane == lane);
+            LaneView {
+                paused: state.map_or_else(|| snap.paused.contains(&lane), |s| s.paused),
+                since: state.map_or_else(|| "-".to_owned(), |s| time(s.changed_at)),
+                pending: c[0],
+                claimed: c[1],
+                done: c[2],
+                failed: c[3],
+                cancelled: c[4],
+                oldest: age(oldest),
+                lane,
+            }
+        })
+        .collect()
+}
+
+#[derive(Template)]
+#[template(path = "dashboard/overview_live.html")]
+struct OverviewLive {
+    base: String,
+    at: String,
+    error: Option<String>,
+    failed: i64,
+    workers_live: usize,
+    workers_total: usize,
+    lanes: Vec<LaneView>,
+    chart_hour: String,
+    chart_day: String,
+}
+
+/// The overview's live part, rendered from a snapshot (shared by the page
+/// and every server-sent event).
+pub(super) fn overview_fragment(st: &DashState, snap: &Snapshot) -> String {
+    let now = snap.at;
+    let (dh, fh) = st.live.series(now, chrono::TimeDelta::hours(1), 60);
+    let (dd, fd) = st.live.series(now, chrono::TimeDelta::hours(24), 24);
+    let t = OverviewLive {
+        base: st.config.base(),
+        at: time(snap.at),
+        error: snap.error.clone(),
+        failed: snap.gauges.failed,
+        workers_live: snap
+            .workers
+            .iter()
+            .filter(|w| w.state == "running" || w.state == "draining")
+            .count(),
+        workers_total: snap.workers.len(),
+        lanes: lane_views(snap, &[]),
+        chart_hour: bars_svg("last hour, per minute", &dh, &fh),
+        chart_day: bars_svg("last day, per hour", &dd, &fd),
+    };
+    t.render().unwrap_or_else(|e| {
+        tracing::error!(error = %e, "the overview fragment failed to render");
+        String::new()
+    })
+}
+
+#[derive(Template)]
+#[template(path = "dashboard/overview.html")]
+struct OverviewPage {
+    nav: Nav,
+    fragment: String,
+}
+
+#[derive(Template)]
+#[template(path = "dashboard/scoped.html")]
+struct ScopedPage {
+    nav: Nav,
+    tenant: Uuid,
+}
+
+/// Overview: counts per lane and status, oldest waiting age, throughput
+/// and failures over the last hour and day. Read from the shared snapshot.
+pub(super) async fn overview(
+    State(st): State<DashState>,
+    headers: HeaderMap,
+    Query(q): Query<MsgQuery>,
+) -> Response {
+    let v = match viewer(&st, &headers) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    if let Some(tenant) = v.session.principal.tenant {
+        let nav = nav(&st, &v, "Overview", q.msg);
+        return render(&ScopedPage { nav, tenant }, StatusCode::OK);
+    }
+    let snap = st.live.latest().await;
+    let fragment = overview_fragment(&st, &snap);
+    render(
+        &OverviewPage {
+            nav: nav(&st, &v, "Overview", q.msg),
+            fragment,
+        },
+        StatusCode::OK,
+    )
+}
+
+/// Server-sent events: the overview fragment after each shared refresh.
+pub(super) async fn live_events(State(st): State<DashState>, headers: HeaderMap) -> Response {
+    let v = match viewer(&st, &headers) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    if v.session.principal.tenant.is_some() {
+        return (StatusCode::FORBIDDEN, "installation-wide view").into_response();
+    }
+    let rx = st.live.subscribe();
+    let stream = futures::stream::unfold((rx, st), |(mut rx, st)| async move {
+        loop {
+            match rx.recv().await {
+                Ok(snap) => {
+                    let html = overview_fragment(&st, &snap);
+                    let ev = Event::default().event("overview").data(html);
+                    return Some((Ok::<_, Infallible>(ev), (rx, st)));
+                }
+                // A slow tab skips to the newest snapshot.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+/// The list filters as the form sends them.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub(super) struct ItemsQuery {
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    lane: String,
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    key: String,
+    #[serde(default)]
+    error: String,
+    #[serde(default)]
+    after: String,
+    #[serde(default)]
+    before: String,
+    #[serde(default)]
+    tenant: String,
+    #[serde(default)]
+    cursor: String,
+    msg: Option<String>,
+}
+
+fn non_empty(s: &str) -> Option<String> {
+    let t = s.trim();
+    (!t.is_empty()).then(|| t.to_owned())
+}
+
+fn parse_time(field: &str, s: &str) -> Result<Option<DateTime<Utc>>, String> {
+    match non_empty(s) {
+        None => Ok(None),
+        Some(t) => DateTime::parse_from_rfc3339(&t)
+            .map(|d| Some(d.with_timezone(&Utc)))
+            .map_err(|e| format!("{field}: {e} (RFC 3339, e.g. 2026-01-01T00:00:00Z)")),
+    }
+}
+
+impl ItemsQuery {
+    fn filter(&self, scoped: Option<Uuid>) -> Result<ListFilter, String> {
+        let status = match non_empty(&self.status) {
+            None => None,
+            Some(s) => Some(
+                s.parse::<Status>()
+                    .map_err(|_| format!("status: unknown {s:?}"))?,
+            ),
+        };
+        let tenant_id = match (scoped, non_empty(&self.tenant)) {
+            (Some(own), _) => Some(own),
+            (None, Some(t)) => Some(t.parse::<Uuid>().map_err(|e| format!("tenant: {e}"))?),
+            (None, None) => None,
+        };
+        let after = match non_empty(&self.cursor) {
+            None => None,
+            Some(c) => {
+                let (us, id) = c.split_once('_').ok_or("cursor: malformed")?;
+                let us: i64 = us.parse().map_err(|_| "cursor: malformed")?;
+                Some(ListCursor {
+                    created_at: DateTime::from_timestamp_micros(us).ok_or("cursor: malformed")?,
+                    id: id.parse().map_err(|_| "cursor: malformed")?,
+                })
+            }
+        };
+        Ok(ListFilter {
+            tenant_id,
+            status,
+            lane: non_empty(&self.lane),
+            kind: non_empty(&self.kind),
+            key: non_empty(&self.key),
+            created_after: parse_time("created after", &self.after)?,
+            created_before: parse_time("created before", &self.before)?,
+            error_contains: non_empty(&self.error),
+            after,
+            limit: PAGE,
+        })
+    }
+
+    fn query_string(&self, cursor: Option<&str>) -> String {
+        let pairs = [
+            ("status", self.status.as_str()),
+            ("lane", &self.lane),
+            ("kind", &self.kind),
+            ("key", &self.key),
+            ("error", &self.error),
+            ("after", &self.after),
+            ("before", &self.before),
+            ("tenant", &self.tenant),
+            ("cursor", cursor.unwrap_or("")),
+        ];
+        pairs
+            .iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, v)| format!("{k}={}", super::actions::encode(v)))
+            .collect::<Vec<_>>()
+            .join("&")
+    }
+}
+
+/// One row of an items list.
+pub(super) struct ItemRow {
+    id: Uuid,
+    tenant: Uuid,
+    kind: String,
+    lane: String,
+    status: String,
+    attempts: i32,
+    updated: String,
+    error: String,
+}
+
+/// The filter form's values, as typed.
+pub(super) struct FilterView {
+    lane: String,
+    kind: String,
+    key: String,
+    error: String,
+    after: String,
+    before: String,
+    tenant: String,
+}
+
+#[derive(Template)]
+#[template(path = "dashboard/items.html")]
+struct ItemsPage {
+    nav: Nav,
+    page: &'static str,
+    statuses: Vec<(String, bool)>,
+    f: FilterView,
+    show_tenant: bool,
+    can_operate: bool,
+    back: String,
+    rows: Vec<ItemRow>,
+    next: Option<String>,
+}
+
+async fn list_page(
+    st: DashState,
+    headers: HeaderMap,
+    mut q: ItemsQuery,
+    title: &'static str,
+    page: &'static str,
+) -> Response {
+    let v = match viewer(&st, &headers) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    if page == "dead" {
+        q.status = "failed".into();
+    }
+    let scoped = v.session.principal.tenant;
+    let mut msg = q.msg.clone();
+    let mut rows = Vec::new();
+    let mut next = None;
+    match q.filter(scoped) {
+        Err(e) => msg = Some(e),
+        Ok(filter) => match st.app.queue.list(&filter).await {
+            Err(e) => msg = Some(e.to_string()),
+            Ok(items) => {
+                if items.len() == PAGE as usize
+                    && let Some(last) = items.last()
+                {
+                    let c = format!("{}_{}", last.created_at.timestamp_micros(), last.id);
+                    next = Some(format!(
+                        "{}/{page}?{}",
+                        st.config.base(),
+                        q.query_string(Some(&c))
+                    ));
+                }
+                rows = items
+                    .into_iter()
+                    .map(|i| ItemRow {
+                        id: i.id,
+                        tenant: i.tenant_id,
+                        kind: i.kind,
+                        lane: i.lane,
+                        status: i.status.as_str().to_owned(),
+                        attempts: i.attempts,
+                        updated: time(i.updated_at),
+                        error: i.last_error.unwrap_or_default(),
+                    })
+                    .collect();
+            }
+        },
+    }
+    let mut statuses = vec![(String::new(), q.status.is_empty())];
+    for s in ["pending", "claimed", "done", "failed", "cancelled"] {
+        statuses.push((s.to_owned(), q.status == s));
+    }
+    let back = format!("{}/{page}?{}", st.config.base(), q.query_string(None));
+    let t = ItemsPage {
+        nav: nav(&st, &v, title, msg),
+        page,
+        statuses,
+        f: FilterView {
+            lane: q.lane.clone(),
+            kind: q.kind.clone(),
+            key: q.key.clone(),
+            error: q.error.clone(),
+            after: q.after.clone(),
+            before: q.before.clone(),
+            tenant: q.tenant.clone(),
+        },
+        show_tenant: scoped.is_none(),
+        can_operate: v.can_operate(),
+        back,
+        rows,
+        next,
+    };
+    render(&t, StatusCode::OK)
+}
+
+/// Items, with every list filter.
+pub(super) async fn items(
+    State(st): State<DashState>,
+    headers: HeaderMap,
+    Query(q): Query<ItemsQuery>,
+) -> Response {
+    list_page(st, headers, q, "Items", "items").await
+}
+
+/// The dead letter: failed items, with bulk retry and cancel.
+pub(super) async fn dead(
+    State(st): State<DashState>,
+    headers: HeaderMap,
+    Query(q): Query<ItemsQuery>,
+) -> Response {
+    list_page(st, headers, q, "Dead letter", "dead").await
+}
+
+/// One item as the detail page shows it.
+pub(super) struct ItemView {
+    id: Uuid,
+    tenant: Uuid,
+    status: String,
+    kind: String,
+    lane: String,
+    attempts: i32,
+    max_attempts: i32,
+    claim_seq: i64,
+    worker: String,
+    lease: String,
+    available: String,
+    created: String,
+    created_by: Uuid,
+    updated: String,
+    updated_by: Uuid,
+    key: String,
+    request: String,
+    error: String,
+    payload: String,
+}
+
+#[derive(Template)]
+#[template(path = "dashboard/item.html")]
+struct ItemPage {
+    nav: Nav,
+    i: ItemView,
+    audit: Vec<(String, String, String, String)>,
+    can_operate: bool,
+    back: String,
+}
+
+#[derive(Template)]
+#[template(path = "dashboard/table.html")]
+pub(super) struct TablePage {
+    nav: Nav,
+    note: Option<String>,
+    header: Vec<&'static str>,
+    rows: Vec<Vec<String>>,
+}
+
+fn note_page(
+    st: &DashState,
+    v: &Viewer,
+    title: &'static str,
+    note: String,
+    status: StatusCode,
+) -> Response {
+    render(
+        &TablePage {
+            nav: nav(st, v, title, None),
+            note: Some(note),
+            header: vec![],
+            rows: vec![],
+        },
+        status,
+    )
+}
+
+/// One item: payload (redacted per kind), attempts, worker, times, error,
+/// fencing number, audit.
+pub(super) async fn item(
+    State(st): State<DashState>,
+    headers: HeaderMap,
+    Path((tenant, id)): Path<(Uuid, Uuid)>,
+    Query(q): Query<MsgQuery>,
+) -> Response {
+    let v = match viewer(&st, &headers) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let Ok(tenant) = v.session.principal.tenant_for(Some(tenant)) else {
+        return note_page(
+            &st,
+            &v,
+            "Items",
+            format!("no item {id}"),
+            StatusCode::NOT_FOUND,
+        );
+    };
+    let item = match st.app.queue.get(tenant, id).await {
+        Ok(i) => i,
+        Err(e) if e.kind() == drover::ErrorKind::NotFound => {
+            return note_page(
+                &st,
+                &v,
+                "Items",
+                format!("no item {id}"),
+                StatusCode::NOT_FOUND,
+            );
+        }
+        Err(e) => {
+            return note_page(
+                &st,
+                &v,
+                "Items",
+                e.to_string(),
+                StatusCode::SERVICE_UNAVAILABLE,
+            );
+        }
+    };
+    let audit = match st.app.queue.audit(tenant, id).await {
+        Ok(a) => a,
+        Err(e) => {
+            return note_page(
+                &st,
+                &v,
+                "Items",
+                e.to_string(),
+                StatusCode::SERVICE_UNAVAILABLE,
+            );
+        }
+    };
+    let payload = st.config.redacted(&item.kind, &item.payload);
+    let i = ItemView {
+        id: item.id,
+        tenant: item.tenant_id,
+        status: item.status.as_str().to_owned(),
+        kind: item.kind.clone(),
+        lane: item.lane.clone(),
+        attempts: item.attempts,
+        max_attempts: item.max_attempts,
+        claim_seq: item.claim_seq,
+        worker: item.claimed_by.clone().unwrap_or_else(|| "-".into()),
+        lease: opt_time(item.lease_expires_at),
+        available: time(item.available_at),
+        created: time(item.created_at),
+        created_by: item.created_by,
+        updated: time(item.updated_at),
+        updated_by: item.updated_by,
+        key: item.idempotency_key.clone().unwrap_or_else(|| "-".into()),
+        request: item.request_id.clone().unwrap_or_else(|| "-".into()),
+        error: item.last_error.clone().unwrap_or_default(),
+        payload: serde_json::to_string_pretty(&payload).unwrap_or_default(),
+    };
+    let back = format!("{}/items/{}/{}", st.config.base(), item.tenant_id, item.id);
+    render(
+        &ItemPage {
+            nav: nav(&st, &v, "Items", q.msg),
+            i,
+            audit: audit
+                .into_iter()
+                .map(|a| {
+                    (
+                        time(a.at),
+                        a.action,
+                        a.actor.to_string(),
+                        a.detail.unwrap_or_default(),
+                    )
+                })
+                .collect(),
+            can_operate: v.can_operate(),
+            back,
+        },
+        StatusCode::OK,
+    )
+}
+
+#[derive(Template)]
+#[template(path = "dashboard/lanes.html")]
+struct LanesPage {
+    nav: Nav,
+    lanes: Vec<LaneView>,
+    can_operate: bool,
+    at: String,
+}
+
+/// Lanes with their counts and state, and pause/resume.
+pub(super) async fn lanes(
+    State(st): State<DashState>,
+    headers: HeaderMap,
+    Query(q): Query<MsgQuery>,
+) -> Response {
+    let v = match viewer(&st, &headers) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    if let Some(tenant) = v.session.principal.tenant {
+        return render(
+            &ScopedPage {
+                nav: nav(&st, &v, "Lanes", q.msg),
+                tenant,
+            },
+            StatusCode::OK,
+        );
+    }
+    let snap = st.live.latest().await;
+    // The states themselves are read now, so a pause shows at once.
+    let states = match st.app.queue.lane_list().await {
+        Ok(s) => s,
+        Err(e) => {
+            return note_page(
+                &st,
+                &v,
+                "Lanes",
+                e.to_string(),
+                StatusCode::SERVICE_UNAVAILABLE,
+            );
+        }
+    };
+    render(
+        &LanesPage {
+            nav: nav(&st, &v, "Lanes", q.msg),
+            lanes: lane_views(&snap, &states),
+            can_operate: v.can_operate(),
+            at: time(snap.at),
+        },
+        StatusCode::OK,
+    )
+}
+
+/// Workers: live, draining, offline, lost; last beat.
+pub(super) async fn workers(State(st): State<DashState>, headers: HeaderMap) -> Response {
+    let v = match viewer(&st, &headers) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let rows = match st.app.queue.workers().await {
+        Ok(w) => w,
+        Err(e) => {
+            return note_page(
+                &st,
+                &v,
+                "Workers",
+                e.to_string(),
+                StatusCode::SERVICE_UNAVAILABLE,
+            );
+        }
+    };
+    render(
+        &TablePage {
+            nav: nav(&st, &v, "Workers", None),
+            note: None,
+            header: vec![
+                "id",
+                "state",
+                "host",
+                "pid",
+                "lanes",
+                "capacity",
+                "last beat",
+                "started",
+            ],
+            rows: rows
+                .into_iter()
+                .map(|w| {
+                    vec![
+                        w.id,
+                        w.state,
+                        w.host,
+                        w.pid.to_string(),
+                        w.lanes.join(", "),
+                        w.capacity.to_string(),
+                        time(w.last_beat_at),
+                        time(w.started_at),
+                    ]
+                })
+                .collect(),
+        },
+        StatusCode::OK,
+    )
+}
+
+/// Schedules: their declaration and last tick.
+pub(super) async fn schedules(State(st): State<DashState>, headers: HeaderMap) -> Response {
+    let v = match viewer(&st, &headers) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let rows = match st.app.queue.store().schedule_list().await {
+        Ok(r) => r,
+        Err(e) => {
+            return note_page(
+                &st,
+                &v,
+                "Schedules",
+                e.to_string(),
+                StatusCode::SERVICE_UNAVAILABLE,
+            );
+        }
+    };
+    render(
+        &TablePage {
+            nav: nav(&st, &v, "Schedules", None),
+            note: None,
+            header: vec![
+                "name",
+                "cron",
+                "zone",
+                "kind",
+                "lane",
+                "misfire",
+                "last tick",
+                "last seen",
+            ],
+            rows: rows
+                .into_iter()
+                .map(|r| {
+                    vec![
+                        r.decl.name,
+                        r.decl.cron,
+                        r.decl.zone,
+                        r.decl.kind,
+                        r.decl.lane,
+                        r.decl.misfire.name().to_owned(),
+                        opt_time(r.last_tick),
+                        time(r.seen_at),
+                    ]
+                })
+                .collect(),
+        },
+        StatusCode::OK,
+    )
+}
+
+/// Orchestrations: the newest, with their step and status.
+pub(super) async fn orchestrations(State(st): State<DashState>, headers: HeaderMap) -> Response {
+    let v = match viewer(&st, &headers) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let filter = drover::orchestration::OrchestrationFilter {
+        tenant_id: v.session.principal.tenant,
+        limit: 100,
+        ..Default::default()
+    };
+    let rows = match st.app.queue.store().orchestration_list(&filter).await {
+        Ok(r) => r,
+        Err(e) => {
+            return note_page(
+                &st,
+                &v,
+                "Orchestrations",
+                e.to_string(),
+                StatusCode::SERVICE_UNAVAILABLE,
+            );
+        }
+    };
+    render(
+        &TablePage {
+            nav: nav(&st, &v, "Orchestrations", None),
+            note: None,
+            header: vec![
+                "id",
+                "tenant",
+                "kind",
+                "status",
+                "step",
+                "waiting for",
+                "error",
+            ],
+            rows: rows
+                .into_iter()
+                .map(|o| {
+                    vec![
+                        o.id.to_string(),
+                        o.tenant_id.to_string(),
+                        o.kind,
+                        o.status.as_str().to_owned(),
+                        o.step,
+                        o.waiting_for.unwrap_or_default(),
+                        o.error.unwrap_or_default(),
+                    ]
+                })
+                .collect(),
+        },
+        StatusCode::OK,
+    )
+}

@@ -1,0 +1,478 @@
+//! The dashboard over a real queue (memory and PostgreSQL): closed without
+//! a session, login by token into a strict cookie, CSRF on every POST, a
+//! strict CSP, filters, the item page with its fencing number and redacted
+//! payload, retry and cancel, lane pause, and one shared refresh for every
+//! live tab.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic, missing_docs)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use drover::queue::{Principal, Queue};
+use drover::{NewItem, Status};
+use drover_http::dashboard::{
+    self, CSP, DashState, DashboardConfig, live::Live, session::Sessions,
+};
+use drover_http::{ApiPrincipal, AppState, Auth, HttpConfig, Role, TokenSecret};
+use http_body_util::BodyExt;
+use serde_json::json;
+use tower::ServiceExt;
+use uuid::Uuid;
+
+struct Fixture {
+    app: Router,
+    queue: Queue,
+    live: Arc<Live>,
+    operator: TokenSecret,
+    viewer: TokenSecret,
+}
+
+fn principal(role: Role) -> ApiPrincipal {
+    ApiPrincipal {
+        token_id: Uuid::now_v7(),
+        role,
+        tenant: None,
+        enqueue: vec!["*".into()],
+    }
+}
+
+fn fixture(queue: Queue) -> Fixture {
+    let operator = TokenSecret::generate();
+    let viewer = TokenSecret::generate();
+    let auth = Auth::deny_all()
+        .with_token(&operator, principal(Role::Operator))
+        .with_token(&viewer, principal(Role::Viewer));
+    let mut redact = BTreeMap::new();
+    redact.insert("mail.send".to_owned(), vec!["password".to_owned()]);
+    let config = DashboardConfig {
+        redact,
+        live_interval: Duration::from_secs(3600),
+        ..DashboardConfig::default()
+    };
+    let app_state = AppState {
+        queue: queue.clone(),
+        auth: auth.clone(),
+        config: Arc::new(HttpConfig::default()),
+    };
+    let live = Live::new(queue.clone(), config.live_interval);
+    let state = DashState {
+        app: app_state,
+        sessions: Sessions::new(config.session_ttl),
+        live: live.clone(),
+        config: Arc::new(config),
+    };
+    Fixture {
+        app: dashboard::routes_with(state),
+        queue,
+        live,
+        operator,
+        viewer,
+    }
+}
+
+struct Reply {
+    status: StatusCode,
+    headers: axum::http::HeaderMap,
+    body: String,
+}
+
+async fn send(app: &Router, req: Request<Body>) -> Reply {
+    let res = app.clone().oneshot(req).await.unwrap();
+    let status = res.status();
+    let headers = res.headers().clone();
+    let body = res.into_body().collect().await.unwrap().to_bytes();
+    Reply {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    }
+}
+
+fn get(path: &str, cookie: Option<&str>) -> Request<Body> {
+    let mut b = Request::get(path).header(header::HOST, "dash.test");
+    if let Some(c) = cookie {
+        b = b.header(header::COOKIE, c);
+    }
+    b.body(Body::empty()).unwrap()
+}
+
+fn post(path: &str, cookie: Option<&str>, form: &str) -> Request<Body> {
+    let mut b = Request::post(path)
+        .header(header::HOST, "dash.test")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header("sec-fetch-site", "same-origin");
+    if let Some(c) = cookie {
+        b = b.header(header::COOKIE, c);
+    }
+    b.body(Body::from(form.to_owned())).unwrap()
+}
+
+/// Logs in; returns the cookie and the session's CSRF token.
+async fn login(f: &Fixture, secret: &TokenSecret) -> (String, String) {
+    let r = send(
+        &f.app,
+        post("/ui/login", None, &format!("token={}", secret.expose())),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
+    let set = r.headers[header::SET_COOKIE].to_str().unwrap().to_owned();
+    assert!(
+        set.contains("HttpOnly") && set.contains("SameSite=Strict"),
+        "{set}"
+    );
+    let cookie = set.split(';').next().unwrap().to_owned();
+    let page = send(&f.app, get("/ui/items", Some(&cookie))).await;
+    assert_eq!(page.status, StatusCode::OK);
+    let at = page
+        .body
+        .find("name=\"csrf\" value=\"")
+        .expect("a csrf field")
+        + 19;
+    let csrf = page.body[at..at + 64].to_owned();
+    (cookie, csrf)
+}
+
+async fn put(q: &Queue, kind: &str, lane: &str, payload: serde_json::Value) -> Uuid {
+    q.enqueue_item(
+        &Principal::system(),
+        NewItem::new(kind, payload).with_lane(lane),
+    )
+    .await
+    .unwrap()
+    .item
+    .id
+}
+
+async fn put_failed(q: &Queue, lane: &str, error: &str) -> Uuid {
+    let id = put(q, "report.build", lane, json!({"n": 1})).await;
+    let batch = q
+        .claim(lane, &[], "w-test", Duration::from_secs(30), 10)
+        .await
+        .unwrap();
+    let cx = batch.items.into_iter().find(|c| c.id() == id).unwrap();
+    q.fail(&cx, error, true).await.unwrap();
+    id
+}
+
+async fn closed_by_default_and_strict(f: &Fixture) {
+    for path in [
+        "/ui/",
+        "/ui/items",
+        "/ui/dead",
+        "/ui/lanes",
+        "/ui/workers",
+        "/ui/schedules",
+        "/ui/orchestrations",
+        "/ui/live",
+    ] {
+        let r = send(&f.app, get(path, None)).await;
+        assert_eq!(r.status, StatusCode::SEE_OTHER, "{path} without a session");
+        assert!(
+            r.headers[header::LOCATION]
+                .to_str()
+                .unwrap()
+                .ends_with("/ui/login")
+        );
+    }
+    let bogus = send(&f.app, get("/ui/items", Some("drover_session=deadbeef"))).await;
+    assert_eq!(
+        bogus.status,
+        StatusCode::SEE_OTHER,
+        "an unknown session is none"
+    );
+    let form = send(&f.app, get("/ui/login", None)).await;
+    assert_eq!(
+        form.status,
+        StatusCode::UNAUTHORIZED,
+        "the login form is not a 2xx"
+    );
+    assert_eq!(form.headers[header::CONTENT_SECURITY_POLICY], CSP);
+    for path in ["/ui/items/act", "/ui/lanes/act", "/ui/logout"] {
+        let r = send(&f.app, post(path, None, "action=retry")).await;
+        assert_eq!(
+            r.status,
+            StatusCode::UNAUTHORIZED,
+            "{path} without a session"
+        );
+    }
+    let wrong = send(&f.app, post("/ui/login", None, "token=not-a-token")).await;
+    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+    assert!(wrong.headers.get(header::SET_COOKIE).is_none());
+    // A cross-site login POST is refused before the token is looked at.
+    let cross = Request::post("/ui/login")
+        .header(header::HOST, "dash.test")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header(header::ORIGIN, "http://evil.example")
+        .body(Body::from(format!("token={}", f.operator.expose())))
+        .unwrap();
+    assert_eq!(send(&f.app, cross).await.status, StatusCode::FORBIDDEN);
+}
+
+async fn pages_filters_and_operations(f: &Fixture) {
+    let q = &f.queue;
+    let failed = put_failed(q, "reports", "disk full on /var").await;
+    let other_failed = put_failed(q, "reports", "timeout talking to smtp").await;
+    let pending = put(
+        q,
+        "mail.send",
+        "mail",
+        json!({"to": "a@example.com", "password": "hunter2"}),
+    )
+    .await;
+    let (cookie, csrf) = login(f, &f.operator).await;
+
+    let overview = send(&f.app, get("/ui/", Some(&cookie))).await;
+    assert_eq!(overview.status, StatusCode::OK);
+    assert_eq!(overview.headers[header::CONTENT_SECURITY_POLICY], CSP);
+    assert!(overview.body.contains("id=\"lane-counts\"") && overview.body.contains(">reports<"));
+    assert!(overview.body.contains("<svg"), "charts are drawn");
+    for (i, chunk) in overview.body.split("<script").skip(1).enumerate() {
+        assert!(
+            chunk.trim_start().starts_with("src="),
+            "script {i} is a file, never inline"
+        );
+    }
+
+    // Filters: status and text in the last error.
+    let list = send(
+        &f.app,
+        get("/ui/items?status=failed&error=DISK", Some(&cookie)),
+    )
+    .await;
+    assert!(list.body.contains(&failed.to_string()));
+    assert!(!list.body.contains(&other_failed.to_string()));
+    assert!(!list.body.contains(&pending.to_string()));
+    let bad = send(&f.app, get("/ui/items?status=bogus", Some(&cookie))).await;
+    assert!(
+        bad.body.contains("status: unknown"),
+        "a bad filter is named"
+    );
+    let dead = send(&f.app, get("/ui/dead", Some(&cookie))).await;
+    assert!(
+        dead.body.contains(&failed.to_string()) && dead.body.contains(&other_failed.to_string())
+    );
+    assert!(!dead.body.contains(&pending.to_string()));
+
+    // The item page: fencing number, error, redacted payload.
+    let page = send(
+        &f.app,
+        get(
+            &format!("/ui/items/{}/{failed}", Uuid::nil()),
+            Some(&cookie),
+        ),
+    )
+    .await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("disk full on /var"));
+    assert!(page.body.contains("fencing number"));
+    let mail = send(
+        &f.app,
+        get(
+            &format!("/ui/items/{}/{pending}", Uuid::nil()),
+            Some(&cookie),
+        ),
+    )
+    .await;
+    assert!(mail.body.contains("[redacted]") && !mail.body.contains("hunter2"));
+    assert!(mail.body.contains("a@example.com"));
+    let missing = send(
+        &f.app,
+        get(
+            &format!("/ui/items/{}/{}", Uuid::nil(), Uuid::now_v7()),
+            Some(&cookie),
+        ),
+    )
+    .await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+
+    // Retry without the CSRF token: refused, nothing changes.
+    let item_field = format!("item={}%2F{failed}", Uuid::nil());
+    let no_token = send(
+        &f.app,
+        post(
+            "/ui/items/act",
+            Some(&cookie),
+            &format!("action=retry&{item_field}"),
+        ),
+    )
+    .await;
+    assert_eq!(no_token.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        q.get(Uuid::nil(), failed).await.unwrap().status,
+        Status::Failed
+    );
+    // Cross-site with the right token: refused too.
+    let cross = Request::post("/ui/items/act")
+        .header(header::HOST, "dash.test")
+        .header(header::COOKIE, &cookie)
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header("sec-fetch-site", "cross-site")
+        .body(Body::from(format!("csrf={csrf}&action=retry&{item_field}")))
+        .unwrap();
+    assert_eq!(send(&f.app, cross).await.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        q.get(Uuid::nil(), failed).await.unwrap().status,
+        Status::Failed
+    );
+    // With it: retried, audited with the token as actor.
+    let ok = send(
+        &f.app,
+        post(
+            "/ui/items/act",
+            Some(&cookie),
+            &format!("csrf={csrf}&action=retry&back=%2Fui%2Fdead&{item_field}"),
+        ),
+    )
+    .await;
+    assert_eq!(ok.status, StatusCode::SEE_OTHER);
+    let loc = ok.headers[header::LOCATION].to_str().unwrap();
+    assert!(loc.starts_with("/ui/dead?msg=retried%201"), "{loc}");
+    assert_eq!(
+        q.get(Uuid::nil(), failed).await.unwrap().status,
+        Status::Pending
+    );
+    let audit = q.audit(Uuid::nil(), failed).await.unwrap();
+    assert!(
+        audit
+            .iter()
+            .any(|a| a.action == "retry" && !a.actor.is_nil())
+    );
+    // Bulk cancel of two: the pending one cancels, the failed one is refused.
+    let both = format!(
+        "csrf={csrf}&action=cancel&item={n}%2F{pending}&item={n}%2F{other_failed}&back=https%3A%2F%2Fevil.example%2F",
+        n = Uuid::nil()
+    );
+    let r = send(&f.app, post("/ui/items/act", Some(&cookie), &both)).await;
+    let loc = r.headers[header::LOCATION].to_str().unwrap();
+    assert!(
+        loc.starts_with("/ui/?msg=cancelled%201%2C%201%20refused"),
+        "never an open redirect: {loc}"
+    );
+    assert_eq!(
+        q.get(Uuid::nil(), pending).await.unwrap().status,
+        Status::Cancelled
+    );
+
+    // Lanes: pause and resume through the form.
+    let r = send(
+        &f.app,
+        post(
+            "/ui/lanes/act",
+            Some(&cookie),
+            &format!("csrf={csrf}&action=pause&lane=reports"),
+        ),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    assert_eq!(q.lanes_paused().await.unwrap(), vec!["reports".to_owned()]);
+    let lanes = send(&f.app, get("/ui/lanes", Some(&cookie))).await;
+    assert!(
+        lanes.body.contains("data-lane=\"reports\"") && lanes.body.contains("class=\"paused\"")
+    );
+    assert!(lanes.body.contains("value=\"resume\""));
+    send(
+        &f.app,
+        post(
+            "/ui/lanes/act",
+            Some(&cookie),
+            &format!("csrf={csrf}&action=resume&lane=reports"),
+        ),
+    )
+    .await;
+    assert!(q.lanes_paused().await.unwrap().is_empty());
+
+    for path in ["/ui/workers", "/ui/schedules", "/ui/orchestrations"] {
+        assert_eq!(
+            send(&f.app, get(path, Some(&cookie))).await.status,
+            StatusCode::OK,
+            "{path}"
+        );
+    }
+
+    // A viewer reads but may not operate.
+    let (vcookie, vcsrf) = login(f, &f.viewer).await;
+    let r = send(
+        &f.app,
+        post(
+            "/ui/lanes/act",
+            Some(&vcookie),
+            &format!("csrf={vcsrf}&action=pause&lane=mail"),
+        ),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert!(q.lanes_paused().await.unwrap().is_empty());
+    // Another session's token does not pass.
+    let r = send(
+        &f.app,
+        post(
+            "/ui/lanes/act",
+            Some(&vcookie),
+            &format!("csrf={csrf}&action=pause&lane=mail"),
+        ),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+
+    // Logout ends the session.
+    let r = send(
+        &f.app,
+        post("/ui/logout", Some(&cookie), &format!("csrf={csrf}")),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        send(&f.app, get("/ui/", Some(&cookie))).await.status,
+        StatusCode::SEE_OTHER
+    );
+}
+
+/// Every open tab shares one query set per refresh.
+async fn live_tabs_share_one_refresh(f: &Fixture) {
+    let mut a = f.live.subscribe();
+    let mut b = f.live.subscribe();
+    let before = f.live.refreshes();
+    f.live.refresh().await;
+    let (sa, sb) = (a.recv().await.unwrap(), b.recv().await.unwrap());
+    assert!(Arc::ptr_eq(&sa, &sb), "both tabs get the same snapshot");
+    assert_eq!(f.live.refreshes(), before + 1, "one query set for two tabs");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_dashboard() {
+    let f = fixture(Queue::memory());
+    closed_by_default_and_strict(&f).await;
+    pages_filters_and_operations(&f).await;
+    live_tabs_share_one_refresh(&f).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_dashboard() {
+    let (store, schema) = drover::testing::pg_fresh_store().await;
+    let f = fixture(Queue::new(store));
+    closed_by_default_and_strict(&f).await;
+    pages_filters_and_operations(&f).await;
+    live_tabs_share_one_refresh(&f).await;
+    drover::testing::pg_drop_schema(&drover::testing::pg_owner_url().await, &schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_dashboard() {
+    use drover::store::Store;
+    use drover::store::sqlite::{SqliteOptions, SqliteStore};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dash.db");
+    let store = SqliteStore::open(&path.to_string_lossy(), SqliteOptions::default())
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let f = fixture(Queue::new(Arc::new(store)));
+    closed_by_default_and_strict(&f).await;
+    pages_filters_and_operations(&f).await;
+    live_tabs_share_one_refresh(&f).await;
+}
