@@ -21,7 +21,9 @@ fn probes() -> Vec<(Method, String)> {
     let id = uuid::Uuid::now_v7();
     let mut out = Vec::new();
     for (path, ops) in spec["paths"].as_object().unwrap() {
-        let path = path.replace("{id}", &id.to_string());
+        let path = path
+            .replace("{id}", &id.to_string())
+            .replace("{lane}", "default");
         for method in ops.as_object().unwrap().keys() {
             out.push((
                 method.to_uppercase().parse::<Method>().unwrap(),
