@@ -178,6 +178,8 @@ async fn runtime_role_cannot_truncate() {
         "schedules",
         "sync_checkpoints",
         "sync_records",
+        "idempotency_markers",
+        "api_tokens",
     ] {
         let mut conn = as_runtime(&url, &schema, Some(Uuid::new_v4())).await;
         let r = conn.execute(format!("TRUNCATE {table}").as_str()).await;
@@ -210,7 +212,9 @@ async fn every_table_forces_rls_and_runtime_role_is_unprivileged() {
         names,
         [
             "_sqlx_migrations",
+            "api_tokens",
             "audit",
+            "idempotency_markers",
             "items",
             "orchestration_signals",
             "orchestrations",

@@ -473,4 +473,50 @@ async fn a_pass_renews_only_a_lease_it_might_outlast(backend: &str) {
         "the step after the renewal ran"
     );
     b.finish().await;
+/// The sweep purges expired idempotency markers (its `purge_markers`
+/// step) and keeps the live ones.
+#[tokio::test]
+async fn the_sweep_purges_expired_idempotency_markers() {
+    use drover::access::{MarkerBegin, MarkerKey};
+    let clock = Arc::new(ManualClock::new());
+    let q = Queue::new(Arc::new(MemoryStore::with_clock(clock.clone())));
+    let key = |k: &str| MarkerKey {
+        tenant_id: Uuid::nil(),
+        principal: Uuid::nil(),
+        route: "POST /v1/items".into(),
+        key: k.into(),
+    };
+    let s = q.store();
+    let hour = Duration::from_secs(3600);
+    assert_eq!(
+        s.marker_begin(&key("short"), "f", hour, hour)
+            .await
+            .unwrap(),
+        MarkerBegin::Started
+    );
+    assert_eq!(
+        s.marker_begin(&key("long"), "f", 48 * hour, hour)
+            .await
+            .unwrap(),
+        MarkerBegin::Started
+    );
+    s.marker_finish(&key("short"), 201, "{}").await.unwrap();
+    s.marker_finish(&key("long"), 201, "{}").await.unwrap();
+    clock.advance(2 * hour);
+    let report = Sweeper::new(q.clone(), quick())
+        .unwrap()
+        .run_once()
+        .await
+        .unwrap();
+    assert_eq!(report.markers_purged, 1, "{report:?}");
+    assert!(matches!(
+        s.marker_begin(&key("long"), "f", hour, hour).await.unwrap(),
+        MarkerBegin::Completed { .. }
+    ));
+    assert_eq!(
+        s.marker_begin(&key("short"), "f", hour, hour)
+            .await
+            .unwrap(),
+        MarkerBegin::Started
+    );
 }

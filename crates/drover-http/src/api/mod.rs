@@ -56,6 +56,8 @@ pub fn routes(state: AppState) -> OpenApiRouter {
         .routes(routes!(items::retry_item))
         .routes(routes!(items::cancel_item))
         .routes(routes!(ops::lanes))
+        .routes(routes!(ops::lane_pause))
+        .routes(routes!(ops::lane_resume))
         .routes(routes!(ops::workers))
         .routes(routes!(ops::stats))
         .routes(routes!(ops::schedules))

@@ -364,3 +364,74 @@ pub async fn orchestrations(
             .collect(),
     ))
 }
+
+/// A lane's persisted state.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct LaneStateView {
+    /// The lane.
+    pub lane: String,
+    /// True while workers leave it alone.
+    pub paused: bool,
+    /// When it was last paused or resumed.
+    pub changed_at: chrono::DateTime<chrono::Utc>,
+    /// Who did it (a token id; nil for the system).
+    pub changed_by: Uuid,
+}
+
+async fn lane_set(
+    state: AppState,
+    who: ApiPrincipal,
+    lane: String,
+    paused: bool,
+) -> ApiResult<Json<LaneStateView>> {
+    who.require(crate::auth::Role::Operator)?;
+    unscoped(&who)?;
+    drover::item::validate_lane(&lane).map_err(|e| Problem::from(e).field("lane"))?;
+    let principal = who.queue_principal(Uuid::nil(), None);
+    let s = if paused {
+        state.queue.lane_pause(&principal, &lane).await?
+    } else {
+        state.queue.lane_resume(&principal, &lane).await?
+    };
+    Ok(Json(LaneStateView {
+        lane: s.lane,
+        paused: s.paused,
+        changed_at: s.changed_at,
+        changed_by: s.changed_by,
+    }))
+}
+
+/// Pause a lane: no worker claims from it within one poll interval
+/// (operator, unscoped token; persisted, idempotent).
+#[utoipa::path(post, path = "/v1/lanes/{lane}/pause", tag = "operations",
+    params(("lane" = String, Path, description = "the lane")),
+    responses(
+        (status = 200, description = "paused", body = LaneStateView),
+        (status = 400, description = "invalid lane", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "no credentials", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "not an operator, or a tenant-scoped token", body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn lane_pause(
+    State(state): State<AppState>,
+    Extension(who): Extension<ApiPrincipal>,
+    axum::extract::Path(lane): axum::extract::Path<String>,
+) -> ApiResult<Json<LaneStateView>> {
+    lane_set(state, who, lane, true).await
+}
+
+/// Resume a lane (operator, unscoped token; persisted, idempotent).
+#[utoipa::path(post, path = "/v1/lanes/{lane}/resume", tag = "operations",
+    params(("lane" = String, Path, description = "the lane")),
+    responses(
+        (status = 200, description = "resumed", body = LaneStateView),
+        (status = 400, description = "invalid lane", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "no credentials", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "not an operator, or a tenant-scoped token", body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn lane_resume(
+    State(state): State<AppState>,
+    Extension(who): Extension<ApiPrincipal>,
+    axum::extract::Path(lane): axum::extract::Path<String>,
+) -> ApiResult<Json<LaneStateView>> {
+    lane_set(state, who, lane, false).await
+}
