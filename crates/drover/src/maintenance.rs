@@ -513,7 +513,7 @@ impl Sweeper {
             Ok(n) => report.workers_purged = n,
             Err(e) => report.errors.push(("purge_workers".into(), e.to_string())),
         }
-        if !self.renew(token, report).await {
+        if !self.renew(held, report).await {
             return false;
         }
         let store = self.queue.store().clone();

@@ -14,7 +14,7 @@ use drover::periodic::{MisfirePolicy, Schedule, Scheduler, SchedulerConfig};
 use drover::queue::{JobContext, Kind};
 use drover::store::memory::MemoryStore;
 use drover::store::sqlite::{SqliteOptions, SqliteStore};
-use drover::store::{Clock, ItemStore, ListFilter, Store};
+use drover::store::{Clock, ListFilter, Store};
 use drover::worker::{Done, Handler, Outcome, Strategy, Worker};
 use drover::{ErrorKind, Queue};
 use rand::rngs::StdRng;

@@ -473,6 +473,8 @@ async fn a_pass_renews_only_a_lease_it_might_outlast(backend: &str) {
         "the step after the renewal ran"
     );
     b.finish().await;
+}
+
 /// The sweep purges expired idempotency markers (its `purge_markers`
 /// step) and keeps the live ones.
 #[tokio::test]

@@ -221,6 +221,7 @@ fn empty_harness(app: &App) -> drover::store::contract::Harness {
         clock: None,
         cleanup: None,
         insert_in: None,
+        outbox_in: None,
     }
 }
 

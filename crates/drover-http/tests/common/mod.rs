@@ -139,6 +139,7 @@ pub async fn memory() -> App {
         clock: None,
         cleanup: None,
         insert_in: None,
+        outbox_in: None,
     })
     .await
 }

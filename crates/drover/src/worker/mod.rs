@@ -398,6 +398,7 @@ impl RunningWorker {
         }
         if let Some(r) = self.relay {
             let _ = r.await;
+        }
         for p in self.projectors {
             let _ = p.await;
         }
