@@ -36,7 +36,7 @@ struct Written {
 fn rows(tx_no: usize) -> Vec<NewOutboxRow> {
     (0..PER_TX)
         .map(|i| {
-            if (tx_no + i) % 2 == 0 {
+            if (tx_no + i).is_multiple_of(2) {
                 NewOutboxRow::new(
                     "work.effects.write",
                     serde_json::json!({"op_id": format!("op-{}", Uuid::new_v4().simple()), "ms": 1}),

@@ -88,7 +88,7 @@ async fn two_idle_workers_share_a_trickle() {
         w.shutdown().await;
     }
     let (a, b) = (ran[0].load(Ordering::SeqCst), ran[1].load(Ordering::SeqCst));
-    println!("split of {ITEMS} trickled items: {a} / {b}");
+    eprintln!("split of {ITEMS} trickled items: {a} / {b}");
     assert_eq!(a + b, ITEMS);
     // Even odds per item: below 25 % for either would take a coin that
     // lands the same way far more often than chance (p < 1e-12).

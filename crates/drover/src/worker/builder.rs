@@ -7,9 +7,9 @@
 //! never dropped; nothing runs or connects until
 //! [`Worker::start`].
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::future::Future;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;

@@ -752,4 +752,3 @@ mod spread_tests {
         }
     }
 }
-

@@ -253,14 +253,14 @@ fn approx(a: DateTime<Utc>, b: DateTime<Utc>, tol_ms: i64) -> bool {
 
 mod access;
 mod claims;
+pub mod events;
 mod lanes;
 mod listing;
 mod operations;
 pub mod orchestration;
-pub mod reconcile;
 pub mod outbox;
-pub mod events;
 pub mod projector;
+pub mod reconcile;
 mod schedule;
 mod sweep;
 mod wakeups;
