@@ -117,6 +117,14 @@ pub enum ProjectionTx<'c> {
     /// No shared transaction (the memory store): the projection lives
     /// elsewhere and delivery is at least once.
     Detached,
+    /// Built without either database engine, nothing borrows the
+    /// connection; this uninhabited variant keeps the lifetime in use.
+    #[cfg(not(any(feature = "postgres", feature = "sqlite")))]
+    #[doc(hidden)]
+    Unused(
+        std::marker::PhantomData<&'c mut ()>,
+        std::convert::Infallible,
+    ),
 }
 
 impl ProjectionTx<'_> {

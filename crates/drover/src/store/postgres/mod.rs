@@ -204,6 +204,12 @@ pub struct PgStore {
     schema: String,
     /// Read from the schema's `drover_roles()` on first use.
     roles: tokio::sync::OnceCell<InstallationRoles>,
+    /// Whether the system login may become the system role, asked once: a
+    /// `BEGIN; SET LOCAL ROLE …` that fails leaves its pooled connection in
+    /// an aborted transaction nothing ends (sqlx counts no transaction it
+    /// did not see open), so a login that may not is refused before any
+    /// statement is sent.
+    system_member: tokio::sync::OnceCell<bool>,
     wake: broadcast::Sender<String>,
     listening: AtomicBool,
     shutdown: CancellationToken,
@@ -314,6 +320,7 @@ impl PgStore {
             system_pool: system_pool.unwrap_or_else(|| pool.clone()),
             pool,
             roles: tokio::sync::OnceCell::new(),
+            system_member: tokio::sync::OnceCell::new(),
             schema: schema.to_owned(),
             wake,
             listening: AtomicBool::new(false),
@@ -454,6 +461,25 @@ impl PgStore {
     /// documented cross-tenant operation.
     async fn begin_system(&self) -> Result<Transaction<'static, Postgres>> {
         let roles = self.roles().await?;
+        let member = *self
+            .system_member
+            .get_or_try_init(|| async {
+                // The simple protocol, outside any transaction: pooler-safe.
+                let sql = format!(
+                    "SELECT pg_has_role(current_user, '{}', 'MEMBER')",
+                    roles.system.replace('\'', "''")
+                );
+                let row = (&self.system_pool).fetch_one(sql.as_str()).await?;
+                Ok::<bool, Error>(row.try_get(0)?)
+            })
+            .await?;
+        if !member {
+            return Err(Error::Forbidden(format!(
+                "permission denied: this login may not act as the system role {} \
+                 (cross-tenant work needs a system login: DROVER_SYSTEM_DATABASE_URL)",
+                roles.system
+            )));
+        }
         let sql = format!(
             "BEGIN; SET LOCAL ROLE {}; SET LOCAL search_path TO \"{}\"",
             quote_ident(&roles.system),

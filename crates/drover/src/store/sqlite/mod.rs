@@ -184,7 +184,7 @@ impl SqliteStore {
     /// # Example
     /// ```no_run
     /// # async fn demo() -> drover::Result<()> {
-    /// use drover::store::Store;
+    /// use drover::store::{ItemStore, Store};
     /// use drover::store::sqlite::{SqliteOptions, SqliteStore};
     ///
     /// let store = SqliteStore::open("sqlite://drover.db", SqliteOptions::default()).await?;
