@@ -433,33 +433,6 @@ const PREFETCH_HORIZON: Duration = Duration::from_millis(20);
 const PREFETCH_WINDOW: Duration = Duration::from_millis(50);
 /// The adaptive prefetch never holds more than this many times the capacity.
 const PREFETCH_MAX_FACTOR: usize = 10;
-/// Fair spread: how long a full worker waits after a wake-up before it
-/// claims (an idle one waits nothing; in between, in proportion).
-const SPREAD_BUSY_MAX: Duration = Duration::from_millis(2);
-/// Fair spread: the random part of the wait, which breaks the tie between
-/// idle workers.
-const SPREAD_JITTER_MAX: Duration = Duration::from_millis(2);
-
-/// How long a worker holding `busy` of `capacity` slots (running or
-/// claimed and waiting) waits after a wake-up before it claims, for a
-/// uniform `roll` in `[0, 1)`.
-///
-/// The rule (fair spread at light load): every worker hears the same
-/// wake-up, and the first to claim takes everything the wake-up announced.
-/// Left to the order in which notifications arrive, one worker takes a
-/// whole trickle (two idle workers split it about 93/7). So the least
-/// loaded worker claims first, and among equally loaded ones a random one:
-/// the wait is `busy / capacity × SPREAD_BUSY_MAX` plus up to
-/// `SPREAD_JITTER_MAX` at random. Under load no lane is idle, claims do
-/// not wait for wake-ups, and this costs nothing.
-pub(crate) fn spread_delay(busy: usize, capacity: usize, roll: f64) -> Duration {
-    let load = if capacity == 0 {
-        1.0
-    } else {
-        (busy as f64 / capacity as f64).min(1.0)
-    };
-    SPREAD_BUSY_MAX.mul_f64(load) + SPREAD_JITTER_MAX.mul_f64(roll.clamp(0.0, 1.0))
-}
 
 struct ClaimLoop {
     id: String,
@@ -693,13 +666,6 @@ async fn claim_loop(l: ClaimLoop) {
                         idle[i] = false;
                     }
                 }
-                // Least loaded claims first (see `spread_delay`).
-                let busy = s.capacity - slots.available_permits() + buffer.len();
-                let delay = spread_delay(busy, s.capacity, rand::random::<f64>());
-                tokio::select! {
-                    () = fetch.cancelled() => break,
-                    () = tokio::time::sleep(delay) => {}
-                }
             }
             r = paused.changed(), if paused_open => {
                 if r.is_err() {
@@ -727,28 +693,5 @@ async fn claim_loop(l: ClaimLoop) {
     }
     for cx in buffer {
         release_unstarted(cx, "released unstarted: worker shutting down");
-    }
-}
-
-#[cfg(test)]
-mod spread_tests {
-    use super::*;
-
-    #[test]
-    fn an_idle_worker_waits_only_the_jitter_and_a_full_one_the_most() {
-        assert_eq!(spread_delay(0, 8, 0.0), Duration::ZERO);
-        assert_eq!(spread_delay(8, 8, 0.0), SPREAD_BUSY_MAX);
-        assert_eq!(spread_delay(4, 8, 0.0), SPREAD_BUSY_MAX / 2);
-        assert_eq!(spread_delay(0, 8, 0.5), SPREAD_JITTER_MAX / 2);
-        // Claimed-ahead items count as load, capped at full.
-        assert_eq!(spread_delay(80, 8, 0.0), SPREAD_BUSY_MAX);
-        assert_eq!(spread_delay(0, 0, 0.0), SPREAD_BUSY_MAX);
-    }
-
-    #[test]
-    fn a_busier_worker_never_claims_before_an_idle_one_with_the_same_roll() {
-        for roll in [0.0, 0.3, 0.99] {
-            assert!(spread_delay(1, 8, roll) > spread_delay(0, 8, roll));
-        }
     }
 }
