@@ -318,47 +318,19 @@ pub async fn pg_fresh_pooled_store() -> (Arc<PgStore>, String) {
 /// store in transaction-pooler mode, dropped by the harness's cleanup.
 pub async fn pg_pooled_harness() -> Harness {
     let (store, schema) = pg_fresh_pooled_store().await;
-    let url = pg_url().await;
-    let tx_store = store.clone();
-    let insert_in: crate::store::contract::InsertIn = Arc::new(move |item| {
-        let store = tx_store.clone();
-        Box::pin(async move {
-            let mut tx = store.pool().begin().await?;
-            let out = crate::store::postgres::insert_in(&mut tx, store.schema(), &item).await?;
-            tx.commit().await?;
-            Ok(out)
-        })
-    });
-    let ob_store = store.clone();
-    let outbox_in: crate::store::contract::OutboxIn = Arc::new(move |row, commit| {
-        let store = ob_store.clone();
-        Box::pin(async move {
-            let mut tx = store.pool().begin().await?;
-            crate::store::postgres::outbox_insert_in(&mut tx, store.schema(), &row).await?;
-            if commit {
-                tx.commit().await?;
-            } else {
-                tx.rollback().await?;
-            }
-            Ok(())
-        })
-    });
-    let store: Arc<dyn Store> = store;
-    Harness {
-        insert_in: Some(insert_in),
-        outbox_in: Some(outbox_in),
-        store,
-        clock: None,
-        cleanup: Some(Box::new(move || {
-            Box::pin(async move { pg_drop_schema(&url, &schema).await })
-        })),
-    }
+    harness_over(store, schema).await
 }
 
 /// A contract-suite [`Harness`] over a fresh PostgreSQL schema, dropped by
 /// the harness's cleanup. Time passes by sleeping (the database clock rules).
 pub async fn pg_harness() -> Harness {
     let (store, schema) = pg_fresh_store().await;
+    harness_over(store, schema).await
+}
+
+/// The harness both PostgreSQL modes share: `store` over `schema`, with the
+/// in-transaction enqueue and outbox writes, dropping the schema at cleanup.
+async fn harness_over(store: Arc<PgStore>, schema: String) -> Harness {
     let url = pg_url().await;
     let tx_store = store.clone();
     let insert_in: crate::store::contract::InsertIn = Arc::new(move |item| {
