@@ -45,12 +45,20 @@ fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     Some((status, text.split_once("\r\n\r\n")?.1.trim().to_owned()))
 }
 
-fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
+fn wait_until(limit: Duration, what: &str, f: impl FnMut() -> bool) {
+    assert!(wait_for(limit, f), "timed out waiting for {what}");
+}
+
+/// Polls `f` until it holds (true) or `limit` passes (false).
+fn wait_for(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
     while !f() {
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        if start.elapsed() >= limit {
+            return false;
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
+    true
 }
 
 struct Worker(Child, SocketAddr, tempfile::NamedTempFile);
@@ -76,6 +84,9 @@ impl Worker {
             .spawn()
             .expect("spawn worker");
         Worker(child, addr, log)
+    }
+    fn alive(&mut self) -> bool {
+        matches!(self.0.try_wait(), Ok(None))
     }
     fn log(&self) -> String {
         std::fs::read_to_string(self.2.path()).unwrap_or_default()
@@ -132,8 +143,8 @@ fn drover_migrate_to_the_newest_version_while_workers_drain_loses_nothing() {
     );
     assert_eq!(r.code, 0, "{r:?}");
 
-    let a = Worker::spawn(&db.url);
-    let b = Worker::spawn(&db.url);
+    let mut a = Worker::spawn(&db.url);
+    let mut b = Worker::spawn(&db.url);
     wait_until(Duration::from_secs(30), "workers answer", || {
         http_get(a.1, "/healthz").is_some_and(|(c, _)| c == 200)
             && http_get(b.1, "/healthz").is_some_and(|(c, _)| c == 200)
@@ -154,9 +165,21 @@ fn drover_migrate_to_the_newest_version_while_workers_drain_loses_nothing() {
     let left = ITEMS - done();
     assert!(left > 0, "the migration ran while items were still waiting");
 
-    wait_until(Duration::from_secs(120), "every item done", || {
-        done() == ITEMS
-    });
+    let all_done = wait_for(Duration::from_secs(180), || done() == ITEMS);
+    if !all_done {
+        // What a stall looks like from outside, so a failure names its cause.
+        let states = db.scalar_text(
+            "SELECT string_agg(status || ' ' || attempts || ' ' || n, ', ') FROM \
+             (SELECT status, attempts, count(*) AS n FROM drover.items GROUP BY 1, 2) s",
+        );
+        let (alive_a, alive_b) = (a.alive(), b.alive());
+        panic!(
+            "timed out waiting for every item done: items {states}; worker a alive {alive_a}, \
+             b alive {alive_b}\n--- worker a\n{}\n--- worker b\n{}",
+            a.log(),
+            b.log()
+        );
+    }
     assert_eq!(
         db.scalar_i64("SELECT count(*) FROM drover.items WHERE claim_seq <> 1 OR attempts <> 0"),
         0,

@@ -70,6 +70,22 @@ impl FreshDb {
     }
 }
 
+impl FreshDb {
+    /// One text scalar from the database ("" for NULL).
+    pub fn scalar_text(&self, sql: &str) -> String {
+        block_on(async {
+            let mut c = sqlx::PgConnection::connect(&self.url)
+                .await
+                .expect("connect");
+            sqlx::query_scalar::<_, Option<String>>(sql)
+                .fetch_one(&mut c)
+                .await
+                .unwrap_or_else(|e| panic!("{sql}: {e}"))
+                .unwrap_or_default()
+        })
+    }
+}
+
 impl Drop for FreshDb {
     fn drop(&mut self) {
         let (admin, name) = (self.admin.clone(), self.name.clone());
