@@ -5,13 +5,15 @@
 //! `counts`, `gauges`, unscoped `list`, the workers table) run as the system
 //! role; everything else under the runtime role and one tenant.
 
+use std::sync::LazyLock;
+
 use chrono::{DateTime, Utc};
 use sqlx::{Executor, Row};
 use uuid::Uuid;
 
 use super::{PgStore, exponent_cap, row, secs, sql};
 use crate::error::{Error, Result};
-use crate::item::Item;
+use crate::item::{Item, Status};
 use crate::rules::RetryPolicy;
 use crate::store::{AuditEntry, CountRow, Gauges, ListFilter, StaleReport, WorkerRow};
 
@@ -176,14 +178,14 @@ pub(super) async fn purge(store: &PgStore, before: DateTime<Utc>, batch: u32) ->
     let mut total = 0u64;
     loop {
         let mut tx = store.begin_system().await?;
-        let n = sqlx::query(sql::ITEM_PURGE)
+        let purged: i64 = sqlx::query_scalar(sql::ITEM_PURGE)
             .persistent(store.persistent)
             .bind(before)
             .bind(i64::from(batch))
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+            .fetch_one(&mut *tx)
+            .await?;
         tx.commit().await?;
+        let n = u64::try_from(purged).unwrap_or(0);
         total += n;
         if n < u64::from(batch) {
             break;
@@ -227,6 +229,35 @@ pub(super) async fn operator_write(
     row::item(&r)
 }
 
+/// The listing's status filter as item_list.sql writes it; the variants
+/// below replace it for the statuses that have an index of their own.
+const LIST_ANY_STATUS: &str = "($1::text IS NULL OR status = $1)";
+
+/// item_list.sql with the status filter written so the planner can use a
+/// partial index: a literal that implies the index's predicate, and then
+/// the bound status. Pending and claimed rows have items_claim and
+/// items_tenant_stale; failed and cancelled rows items_stopped_list, which
+/// is in id order, so the dead letter walks it backwards from the cursor.
+/// Done rows are most of the table: the primary key walk finds them at once.
+static LIST_BY_STATUS: LazyLock<[String; 3]> = LazyLock::new(|| {
+    [
+        "(status = 'pending' AND status = $1)",
+        "(status = 'claimed' AND status = $1)",
+        "(status IN ('failed', 'cancelled') AND status = $1)",
+    ]
+    .map(|filter| sql::ITEM_LIST.replace(LIST_ANY_STATUS, filter))
+});
+
+/// The listing statement for a status filter.
+fn list_sql(status: Option<Status>) -> &'static str {
+    match status {
+        Some(Status::Pending) => &LIST_BY_STATUS[0],
+        Some(Status::Claimed) => &LIST_BY_STATUS[1],
+        Some(Status::Failed | Status::Cancelled) => &LIST_BY_STATUS[2],
+        Some(Status::Done) | None => sql::ITEM_LIST,
+    }
+}
+
 /// Lists items, newest first: under the tenant when the filter names one,
 /// across tenants (system role) otherwise.
 pub(super) async fn list(store: &PgStore, f: &ListFilter) -> Result<Vec<Item>> {
@@ -234,7 +265,7 @@ pub(super) async fn list(store: &PgStore, f: &ListFilter) -> Result<Vec<Item>> {
         Some(t) => store.begin_tenant(t).await?,
         None => store.begin_system().await?,
     };
-    let rows = sqlx::query(sql::ITEM_LIST)
+    let rows = sqlx::query(list_sql(f.status))
         .persistent(store.persistent)
         .bind(f.status.map(|s| s.as_str()))
         .bind(f.lane.as_deref())
@@ -251,24 +282,38 @@ pub(super) async fn list(store: &PgStore, f: &ListFilter) -> Result<Vec<Item>> {
     rows.iter().map(row::item).collect()
 }
 
-/// Items per lane, kind and status, of every lane or of one (system role).
+/// The mark row is written by migration 0020 and never deleted.
+fn missing_mark() -> Error {
+    Error::Config("the count rollup's mark row is missing (migration 0020)".into())
+}
+
+/// The count rollup's mark, read in `tx`.
+async fn counts_mark(
+    store: &PgStore,
+    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+) -> Result<DateTime<Utc>> {
+    let mark: Option<DateTime<Utc>> = sqlx::query_scalar(sql::COUNTS_MARK)
+        .persistent(store.persistent)
+        .fetch_optional(&mut **tx)
+        .await?;
+    mark.ok_or_else(missing_mark)
+}
+
+/// Items per lane, kind and status, of every lane or of one (system role):
+/// the rollup, the final rows not settled yet, and the pending and claimed
+/// rows, in one statement (see counts.sql).
 pub(super) async fn counts(store: &PgStore, lane: Option<&str>) -> Result<Vec<CountRow>> {
     let mut tx = store.begin_system().await?;
-    let rows = match lane {
-        None => {
-            sqlx::query(sql::COUNTS)
-                .persistent(store.persistent)
-                .fetch_all(&mut *tx)
-                .await?
-        }
-        Some(lane) => {
-            sqlx::query(sql::COUNTS_LANE)
-                .persistent(store.persistent)
-                .bind(lane)
-                .fetch_all(&mut *tx)
-                .await?
-        }
-    };
+    let mark = counts_mark(store, &mut tx).await?;
+    // Unprepared: planned with the mark's value, so the planner sees how
+    // short the unsettled range is (a generic plan would guess a third of
+    // the table).
+    let rows = sqlx::query(sql::COUNTS)
+        .persistent(false)
+        .bind(mark)
+        .bind(lane)
+        .fetch_all(&mut *tx)
+        .await?;
     tx.commit().await?;
     rows.iter()
         .map(|r| {
@@ -282,15 +327,48 @@ pub(super) async fn counts(store: &PgStore, lane: Option<&str>) -> Result<Vec<Co
         .collect()
 }
 
-/// The health gauges (system role), both read in one transaction.
+/// Folds the final rows settled since the last call into the count rollup
+/// (system role; the sweep's step). Returns how many rows it folded in.
+pub(super) async fn counts_settle(store: &PgStore) -> Result<u64> {
+    let mut tx = store.begin_system().await?;
+    let r = sqlx::query(sql::COUNTS_SETTLE_BEGIN)
+        .persistent(store.persistent)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let Some(r) = r else {
+        return Err(missing_mark());
+    };
+    let from: DateTime<Utc> = r.try_get("settled_to")?;
+    let upto: DateTime<Utc> = r.try_get("upto")?;
+    if upto <= from {
+        // An open transaction older than the mark holds it back.
+        tx.commit().await?;
+        return Ok(0);
+    }
+    let r = sqlx::query(sql::COUNTS_SETTLE)
+        .persistent(false)
+        .bind(from)
+        .bind(upto)
+        .fetch_one(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    let settled: i64 = r.try_get("settled")?;
+    let unfinal: i64 = r.try_get("unfinal")?;
+    tracing::debug!(settled, unfinal, upto = %upto, "count rollup settled");
+    Ok(u64::try_from(settled).unwrap_or(0))
+}
+
+/// The health gauges (system role), read in one transaction.
 pub(super) async fn gauges(store: &PgStore) -> Result<Gauges> {
     let mut tx = store.begin_system().await?;
     let rows = sqlx::query(sql::GAUGES_OLDEST)
         .persistent(store.persistent)
         .fetch_all(&mut *tx)
         .await?;
+    let mark = counts_mark(store, &mut tx).await?;
     let failed: i64 = sqlx::query_scalar(sql::GAUGES_FAILED)
-        .persistent(store.persistent)
+        .persistent(false)
+        .bind(mark)
         .fetch_one(&mut *tx)
         .await?;
     tx.commit().await?;
