@@ -494,7 +494,6 @@ impl Sweeper {
         if !self.renew(held, report).await {
             return false;
         }
-        // Before the purge: the purge takes only settled rows.
         let store = self.queue.store().clone();
         match self
             .guarded("counts_settle", async move { store.counts_settle().await })

@@ -17,8 +17,9 @@
 -- writes a line to item_counts_unfinal instead; the next settlement
 -- subtracts the lines whose row it had counted and drops the others (a
 -- line the settlement can see was committed before it looked, so the
--- retried row was not counted as final then). The purge deletes only
--- settled rows and subtracts them in its own statement.
+-- retried row was not counted as final then). The purge, a system-role
+-- statement, subtracts the settled rows it deletes itself, holding the
+-- mark FOR SHARE so no settlement runs between its read and its commit.
 
 CREATE TABLE item_counts (
     tenant_id uuid   NOT NULL,

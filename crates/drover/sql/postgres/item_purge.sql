@@ -1,23 +1,27 @@
 -- One bounded batch of final items last updated before $1, at most $2.
--- System role. SKIP LOCKED: a concurrent purge takes other rows. Only rows
--- the count rollup has settled are taken (updated before its mark), and
--- they leave it in the same statement; a row not settled yet waits for the
--- next pass.
-WITH gone AS (
+-- System role. SKIP LOCKED: a concurrent purge takes other rows. The rows
+-- the count rollup had settled (updated before its mark) leave it in the
+-- same statement. The mark is read FOR SHARE, so a settlement in flight
+-- is waited for and its mark used (the rows it counted are subtracted),
+-- and the next one starts only after this commit, when the rows are gone.
+WITH mark AS (
+    SELECT settled_to FROM item_counts_mark
+    WHERE tenant_id = '00000000-0000-0000-0000-000000000000'::uuid
+    FOR SHARE
+), gone AS (
     DELETE FROM items
     WHERE id IN (
         SELECT id
         FROM items
         WHERE status IN ('done', 'failed', 'cancelled') AND updated_at < $1
-          AND updated_at < (SELECT settled_to FROM item_counts_mark
-                            WHERE tenant_id = '00000000-0000-0000-0000-000000000000'::uuid)
         LIMIT $2
         FOR UPDATE SKIP LOCKED
     )
-    RETURNING tenant_id, lane, kind, status
+    RETURNING tenant_id, lane, kind, status, updated_at
 ), per AS (
     SELECT tenant_id, lane, kind, status, count(*) AS n
     FROM gone
+    WHERE updated_at < (SELECT settled_to FROM mark)
     GROUP BY tenant_id, lane, kind, status
 ), subtracted AS (
     UPDATE item_counts AS c
