@@ -5,15 +5,13 @@
 //! `counts`, `gauges`, unscoped `list`, the workers table) run as the system
 //! role; everything else under the runtime role and one tenant.
 
-use std::sync::LazyLock;
-
 use chrono::{DateTime, Utc};
 use sqlx::{Executor, Row};
 use uuid::Uuid;
 
 use super::{PgStore, exponent_cap, row, secs, sql};
 use crate::error::{Error, Result};
-use crate::item::{Item, Status};
+use crate::item::Item;
 use crate::rules::RetryPolicy;
 use crate::store::{AuditEntry, CountRow, Gauges, ListFilter, StaleReport, WorkerRow};
 
@@ -229,35 +227,6 @@ pub(super) async fn operator_write(
     row::item(&r)
 }
 
-/// The listing's status filter as item_list.sql writes it; the variants
-/// below replace it for the statuses that have an index of their own.
-const LIST_ANY_STATUS: &str = "($1::text IS NULL OR status = $1)";
-
-/// item_list.sql with the status filter written so the planner can use a
-/// partial index: a literal that implies the index's predicate, and then
-/// the bound status. Pending and claimed rows have items_claim and
-/// items_tenant_stale; failed and cancelled rows items_stopped_list, which
-/// is in id order, so the dead letter walks it backwards from the cursor.
-/// Done rows are most of the table: the primary key walk finds them at once.
-static LIST_BY_STATUS: LazyLock<[String; 3]> = LazyLock::new(|| {
-    [
-        "(status = 'pending' AND status = $1)",
-        "(status = 'claimed' AND status = $1)",
-        "(status IN ('failed', 'cancelled') AND status = $1)",
-    ]
-    .map(|filter| sql::ITEM_LIST.replace(LIST_ANY_STATUS, filter))
-});
-
-/// The listing statement for a status filter.
-fn list_sql(status: Option<Status>) -> &'static str {
-    match status {
-        Some(Status::Pending) => &LIST_BY_STATUS[0],
-        Some(Status::Claimed) => &LIST_BY_STATUS[1],
-        Some(Status::Failed | Status::Cancelled) => &LIST_BY_STATUS[2],
-        Some(Status::Done) | None => sql::ITEM_LIST,
-    }
-}
-
 /// Lists items, newest first: under the tenant when the filter names one,
 /// across tenants (system role) otherwise.
 pub(super) async fn list(store: &PgStore, f: &ListFilter) -> Result<Vec<Item>> {
@@ -265,8 +234,15 @@ pub(super) async fn list(store: &PgStore, f: &ListFilter) -> Result<Vec<Item>> {
         Some(t) => store.begin_tenant(t).await?,
         None => store.begin_system().await?,
     };
-    let rows = sqlx::query(list_sql(f.status))
-        .persistent(store.persistent)
+    // Unprepared: planned with the filter's values, so the unused filters
+    // fold away, a status filter becomes `status = 'failed'` that proves a
+    // partial index's predicate (items_stopped_list for the dead letter,
+    // items_claim, items_tenant_stale), and the planner sees an ORDER BY id
+    // DESC LIMIT it can walk an index for. A generic plan of the same text
+    // guesses one row for the conjunction of "$n IS NULL OR ..." terms and
+    // sorts a full scan.
+    let rows = sqlx::query(sql::ITEM_LIST)
+        .persistent(false)
         .bind(f.status.map(|s| s.as_str()))
         .bind(f.lane.as_deref())
         .bind(f.kind.as_deref())
