@@ -3,7 +3,8 @@
 #
 # Loads ROWS items into a fresh PostgreSQL database in a few statements
 # (INSERT ... SELECT generate_series), with a realistic mix: mostly done,
-# some failed and cancelled, a pending backlog, a few claimed; four lanes,
+# some failed and cancelled, a pending backlog (the newest 2 %), a few
+# claimed (the 1,000 before it); four lanes,
 # eight kinds, three tenants; ids time-ordered like UUIDv7 over the last
 # seven days. Then VACUUM ANALYZE, one settlement of the count rollup (the
 # sweep's step, run here with the repository's own SQL), `drover serve`, and
@@ -75,8 +76,11 @@ FROM (SELECT g, md5(g::text) AS h,
              (extract(epoch FROM now() - interval '7 days') * 1000)::bigint
                  + g * ((7 * 86400000 - 60000) / $rows) AS ms,
              now() - interval '7 days' + g * ((interval '7 days' - interval '1 minute') / $rows) AS t,
-             CASE WHEN g % 10000 = 0 THEN 'claimed'
-                  WHEN g % 50 = 3 THEN 'pending'
+             -- The backlog is the newest 2 %, the claims the 1,000 just
+             -- before it (a queue drains oldest first); failures and
+             -- cancellations are spread over the whole week.
+             CASE WHEN g > $rows - $rows / 50 THEN 'pending'
+                  WHEN g > $rows - $rows / 50 - 1000 THEN 'claimed'
                   WHEN g % 100 = 7 THEN 'failed'
                   WHEN g % 200 = 11 THEN 'cancelled'
                   ELSE 'done' END AS st

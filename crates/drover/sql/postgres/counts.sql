@@ -3,8 +3,12 @@
 -- table (migration 0020):
 --   final rows settled  the rollup item_counts, less the lines of
 --                       item_counts_unfinal whose rows it counted;
---   final rows newer    an index range of items_final (updated at or after
---                       the mark: what the sweep has not folded in yet);
+--   final rows newer    an index range of items_final per status (updated
+--                       at or after the mark: what the sweep has not folded
+--                       in yet; one branch per status, so the status is the
+--                       range's leading key: `status IN (...)` is the
+--                       index's own predicate, and the planner would drop it
+--                       and read the whole index for the updated_at range);
 --   pending, claimed    their partial indexes (items_claim,
 --                       items_tenant_stale): the backlog and the claims.
 -- $1 is the mark as read just before (counts_mark.sql). It is there for
@@ -27,7 +31,25 @@ WITH mark AS (
     UNION ALL
     SELECT lane, kind, status, count(*)
     FROM items
-    WHERE status IN ('done', 'failed', 'cancelled')
+    WHERE status = 'done'
+      AND updated_at >= $1::timestamptz
+      AND updated_at >= (SELECT settled_to FROM mark)
+      AND ($2::text IS NULL OR lane = $2)
+    GROUP BY lane, kind, status
+
+    UNION ALL
+    SELECT lane, kind, status, count(*)
+    FROM items
+    WHERE status = 'failed'
+      AND updated_at >= $1::timestamptz
+      AND updated_at >= (SELECT settled_to FROM mark)
+      AND ($2::text IS NULL OR lane = $2)
+    GROUP BY lane, kind, status
+
+    UNION ALL
+    SELECT lane, kind, status, count(*)
+    FROM items
+    WHERE status = 'cancelled'
       AND updated_at >= $1::timestamptz
       AND updated_at >= (SELECT settled_to FROM mark)
       AND ($2::text IS NULL OR lane = $2)

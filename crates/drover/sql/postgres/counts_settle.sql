@@ -6,10 +6,20 @@
 -- when this snapshot (or an earlier one) looked, so it was never counted
 -- and the line is dropped.
 WITH counted AS (
+    -- One range of items_final per status (see counts.sql).
     SELECT tenant_id, lane, kind, status, count(*) AS n
     FROM items
-    WHERE status IN ('done', 'failed', 'cancelled')
-      AND updated_at >= $1::timestamptz AND updated_at < $2::timestamptz
+    WHERE status = 'done' AND updated_at >= $1::timestamptz AND updated_at < $2::timestamptz
+    GROUP BY tenant_id, lane, kind, status
+    UNION ALL
+    SELECT tenant_id, lane, kind, status, count(*) AS n
+    FROM items
+    WHERE status = 'failed' AND updated_at >= $1::timestamptz AND updated_at < $2::timestamptz
+    GROUP BY tenant_id, lane, kind, status
+    UNION ALL
+    SELECT tenant_id, lane, kind, status, count(*) AS n
+    FROM items
+    WHERE status = 'cancelled' AND updated_at >= $1::timestamptz AND updated_at < $2::timestamptz
     GROUP BY tenant_id, lane, kind, status
 ), seen AS (
     DELETE FROM item_counts_unfinal

@@ -263,11 +263,15 @@ fn missing_mark() -> Error {
     Error::Config("the count rollup's mark row is missing (migration 0020)".into())
 }
 
-/// The count rollup's mark, read in `tx`.
+/// The count rollup's mark, read in `tx`, with JIT compilation off for
+/// the rest of it: the count statements' cost estimates (a backlog of
+/// pending rows) pass `jit_above_cost`, and compiling them took a second
+/// and a half at ten million rows, for statements that run in milliseconds.
 async fn counts_mark(
     store: &PgStore,
     tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
 ) -> Result<DateTime<Utc>> {
+    (&mut **tx).execute("SET LOCAL jit = off").await?;
     let mark: Option<DateTime<Utc>> = sqlx::query_scalar(sql::COUNTS_MARK)
         .persistent(store.persistent)
         .fetch_optional(&mut **tx)
@@ -307,6 +311,7 @@ pub(super) async fn counts(store: &PgStore, lane: Option<&str>) -> Result<Vec<Co
 /// (system role; the sweep's step). Returns how many rows it folded in.
 pub(super) async fn counts_settle(store: &PgStore) -> Result<u64> {
     let mut tx = store.begin_system().await?;
+    (&mut *tx).execute("SET LOCAL jit = off").await?;
     let r = sqlx::query(sql::COUNTS_SETTLE_BEGIN)
         .persistent(store.persistent)
         .fetch_optional(&mut *tx)
@@ -337,11 +342,11 @@ pub(super) async fn counts_settle(store: &PgStore) -> Result<u64> {
 /// The health gauges (system role), read in one transaction.
 pub(super) async fn gauges(store: &PgStore) -> Result<Gauges> {
     let mut tx = store.begin_system().await?;
+    let mark = counts_mark(store, &mut tx).await?;
     let rows = sqlx::query(sql::GAUGES_OLDEST)
         .persistent(store.persistent)
         .fetch_all(&mut *tx)
         .await?;
-    let mark = counts_mark(store, &mut tx).await?;
     let failed: i64 = sqlx::query_scalar(sql::GAUGES_FAILED)
         .persistent(false)
         .bind(mark)
