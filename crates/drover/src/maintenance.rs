@@ -4,7 +4,9 @@
 //! Each tick a worker asks for the **sweep lease** (a row on the store's
 //! clock, see [`SweepStore::sweep_lease_take`](crate::store::SweepStore::sweep_lease_take)).
 //! The holder runs one pass: requeue stale items (tenant by tenant, each one
-//! bounded conditional statement), purge final items past retention, purge
+//! bounded conditional statement), fold settled final rows into the count
+//! rollup ([`ItemStore::counts_settle`](crate::store::ItemStore::counts_settle)),
+//! purge final items past retention, purge
 //! the rows of workers silent for longer than
 //! [`SweepConfig::worker_retention`], purge expired idempotency markers
 //! ([`crate::access`]), then the steps the host registers.
@@ -157,6 +159,8 @@ pub struct SweepReport {
     pub requeued: u64,
     /// Stale items dead-lettered (budget spent).
     pub dead_lettered: u64,
+    /// Final rows folded into the store's count rollup (PostgreSQL).
+    pub counts_settled: u64,
     /// Final items purged.
     pub purged: u64,
     /// Rows of long-dead workers purged.
@@ -486,6 +490,17 @@ impl Sweeper {
                 }
             }
             Err(e) => report.errors.push(("requeue_stale".into(), e.to_string())),
+        }
+        if !self.renew(held, report).await {
+            return false;
+        }
+        let store = self.queue.store().clone();
+        match self
+            .guarded("counts_settle", async move { store.counts_settle().await })
+            .await
+        {
+            Ok(n) => report.counts_settled = n,
+            Err(e) => report.errors.push(("counts_settle".into(), e.to_string())),
         }
         if !self.renew(held, report).await {
             return false;

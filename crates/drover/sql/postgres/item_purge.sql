@@ -1,10 +1,34 @@
 -- One bounded batch of final items last updated before $1, at most $2.
--- System role. SKIP LOCKED: a concurrent purge takes other rows.
-DELETE FROM items
-WHERE id IN (
-    SELECT id
-    FROM items
-    WHERE status IN ('done', 'failed', 'cancelled') AND updated_at < $1
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED
+-- System role. SKIP LOCKED: a concurrent purge takes other rows. The rows
+-- the count rollup had settled (updated before its mark) leave it in the
+-- same statement. The mark is read FOR SHARE, so a settlement in flight
+-- is waited for and its mark used (the rows it counted are subtracted),
+-- and the next one starts only after this commit, when the rows are gone.
+WITH mark AS (
+    SELECT settled_to FROM item_counts_mark
+    WHERE tenant_id = '00000000-0000-0000-0000-000000000000'::uuid
+    FOR SHARE
+), gone AS (
+    DELETE FROM items
+    WHERE id IN (
+        SELECT id
+        FROM items
+        WHERE status IN ('done', 'failed', 'cancelled') AND updated_at < $1
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING tenant_id, lane, kind, status, updated_at
+), per AS (
+    SELECT tenant_id, lane, kind, status, count(*) AS n
+    FROM gone
+    WHERE updated_at < (SELECT settled_to FROM mark)
+    GROUP BY tenant_id, lane, kind, status
+), subtracted AS (
+    UPDATE item_counts AS c
+    SET n = c.n - per.n
+    FROM per
+    WHERE c.tenant_id = per.tenant_id AND c.lane = per.lane AND c.kind = per.kind
+      AND c.status = per.status
+    RETURNING 1
 )
+SELECT (SELECT count(*) FROM gone) AS purged, (SELECT count(*) FROM subtracted) AS groups

@@ -239,6 +239,10 @@ impl super::ItemStore for FaultStore {
         self.inner.counts_lane(lane).await
     }
 
+    async fn counts_settle(&self) -> Result<u64> {
+        self.inner.counts_settle().await
+    }
+
     async fn gauges(&self) -> Result<Gauges> {
         self.inner.gauges().await
     }

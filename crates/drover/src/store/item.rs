@@ -234,8 +234,19 @@ pub trait ItemStore: Send + Sync {
     /// Lists items, newest first.
     async fn item_list(&self, filter: &ListFilter) -> Result<Vec<Item>>;
 
-    /// Counts per lane, kind and status (system operation).
+    /// Counts per lane, kind and status (system operation). Exact on every
+    /// backend; PostgreSQL answers from a rollup of the settled final rows
+    /// plus index scans (see [`ItemStore::counts_settle`]).
     async fn counts(&self) -> Result<Vec<CountRow>>;
+
+    /// Folds final rows into the store's count rollup, if it keeps one (the
+    /// sweep's step; system operation). Returns how many rows were folded
+    /// in. Counts are right whether or not it runs: it only keeps them
+    /// cheap, since rows not folded in yet are counted one by one. The
+    /// default keeps no rollup (SQLite and memory count directly).
+    async fn counts_settle(&self) -> Result<u64> {
+        Ok(0)
+    }
 
     /// Counts per kind and status of one lane (system operation), from the
     /// lane's index entries rather than the whole table on PostgreSQL and

@@ -131,6 +131,7 @@ macro_rules! contract_suite {
             gauges_report_oldest_age_and_failed,
             counts_per_lane_kind_status,
             counts_of_one_lane,
+            counts_exact_through_settle_retry_and_purge,
             complete_many_refuses_stale_lands_others,
             fail_orphaned_is_fenced,
             cancel_and_retry_by_operator,

@@ -275,6 +275,125 @@ pub async fn counts_of_one_lane(h: &Harness) {
     );
 }
 
+/// Counts per (lane, kind, status) as a map, for comparing whole answers.
+async fn count_map(h: &Harness) -> std::collections::BTreeMap<(String, String, Status), i64> {
+    let rows = h.store.counts().await.expect("counts");
+    let mut m = std::collections::BTreeMap::new();
+    for r in rows {
+        assert!(r.count > 0, "a zero row is left out: {r:?}");
+        assert!(
+            m.insert((r.lane, r.kind, r.status), r.count).is_none(),
+            "one row per lane, kind and status"
+        );
+    }
+    m
+}
+
+/// Counts stay exact across the store's rollup upkeep: before and after a
+/// settlement, after a retry takes a settled row (and an unsettled one) out
+/// of a final status, and after a purge; the dead-letter gauge agrees.
+pub async fn counts_exact_through_settle_retry_and_purge(h: &Harness) {
+    use std::collections::BTreeMap;
+    let key = |l: &str, k: &str, s: Status| (l.to_owned(), k.to_owned(), s);
+    let done1 = put(h, new("d")).await;
+    put(h, new("d")).await;
+    put(h, new("d").with_tenant(tenant_b())).await;
+    let failed = put(h, new("f")).await;
+    let cancelled = put(h, new("c").with_lane("l2")).await;
+    put(h, new("p")).await;
+    put(h, new("k")).await;
+    let mut p = claim_params("default", 3, LONG);
+    p.kinds = vec!["d".into()];
+    let got = h.store.item_claim(&p).await.expect("claim d");
+    assert_eq!(got.len(), 3);
+    for i in &got {
+        h.store
+            .item_complete(&ClaimRef::of(i).expect("t"))
+            .await
+            .expect("complete");
+    }
+    p.kinds = vec!["f".into()];
+    let got = h.store.item_claim(&p).await.expect("claim f");
+    let dead = FailParams {
+        fatal: true,
+        ..fail_params(LONG)
+    };
+    h.store
+        .item_fail(&ClaimRef::of(&got[0]).expect("t"), &dead)
+        .await
+        .expect("fail");
+    h.store
+        .item_cancel(Uuid::nil(), cancelled.id, Uuid::nil())
+        .await
+        .expect("cancel");
+    p.kinds = vec!["k".into()];
+    assert_eq!(h.store.item_claim(&p).await.expect("claim k").len(), 1);
+    let mut want: BTreeMap<_, i64> = BTreeMap::from([
+        (key("default", "d", Status::Done), 3),
+        (key("default", "f", Status::Failed), 1),
+        (key("l2", "c", Status::Cancelled), 1),
+        (key("default", "p", Status::Pending), 1),
+        (key("default", "k", Status::Claimed), 1),
+    ]);
+    assert_eq!(count_map(h).await, want, "before any settlement");
+    // Past the rollup's safety margin, so a settlement may fold them in.
+    h.pass(Duration::from_millis(1500)).await;
+    h.store.counts_settle().await.expect("settle");
+    assert_eq!(count_map(h).await, want, "after a settlement");
+    assert_eq!(h.store.gauges().await.expect("gauges").failed, 1);
+
+    // A retry of a row the settlement folded in, counted before and after
+    // the next settlement.
+    h.store
+        .item_retry(Uuid::nil(), failed.id, Uuid::nil())
+        .await
+        .expect("retry failed");
+    want.remove(&key("default", "f", Status::Failed));
+    want.insert(key("default", "f", Status::Pending), 1);
+    assert_eq!(count_map(h).await, want, "after a retry");
+    assert_eq!(h.store.gauges().await.expect("gauges").failed, 0);
+    h.store.counts_settle().await.expect("settle");
+    assert_eq!(count_map(h).await, want, "after the retry's settlement");
+
+    // A row finished and retried between two settlements.
+    p.kinds = vec!["p".into()];
+    let got = h.store.item_claim(&p).await.expect("claim p");
+    h.store
+        .item_complete(&ClaimRef::of(&got[0]).expect("t"))
+        .await
+        .expect("complete p");
+    h.store
+        .item_retry(Uuid::nil(), got[0].id, Uuid::nil())
+        .await
+        .expect("retry p");
+    h.store
+        .item_retry(Uuid::nil(), done1.id, Uuid::nil())
+        .await
+        .expect("retry done");
+    *want.get_mut(&key("default", "d", Status::Done)).expect("d") -= 1;
+    want.insert(key("default", "d", Status::Pending), 1);
+    assert_eq!(count_map(h).await, want, "after the second retries");
+    h.pass(Duration::from_millis(1500)).await;
+    h.store.counts_settle().await.expect("settle");
+    assert_eq!(count_map(h).await, want, "after their settlement");
+
+    // The purge takes every final row; the rest stays counted.
+    let cutoff = match &h.clock {
+        Some(c) => {
+            use crate::store::Clock;
+            c.now()
+        }
+        None => Utc::now(),
+    };
+    let purged = h.store.item_purge(cutoff, 2).await.expect("purge");
+    assert_eq!(purged, 3, "two done (tenants nil and B) and one cancelled");
+    want.remove(&key("default", "d", Status::Done));
+    want.remove(&key("l2", "c", Status::Cancelled));
+    assert_eq!(count_map(h).await, want, "after the purge");
+    h.store.counts_settle().await.expect("settle");
+    assert_eq!(count_map(h).await, want, "after the purge's settlement");
+}
+
 /// An operator cancels a pending or claimed item, and retries a final one
 /// with a fresh budget; both audited; wrong states are `Conflict`.
 pub async fn cancel_and_retry_by_operator(h: &Harness) {

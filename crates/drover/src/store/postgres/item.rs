@@ -134,6 +134,10 @@ impl ItemStore for PgStore {
         ops::counts(self, Some(lane)).await
     }
 
+    async fn counts_settle(&self) -> Result<u64> {
+        ops::counts_settle(self).await
+    }
+
     async fn gauges(&self) -> Result<Gauges> {
         ops::gauges(self).await
     }

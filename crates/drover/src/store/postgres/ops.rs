@@ -176,14 +176,14 @@ pub(super) async fn purge(store: &PgStore, before: DateTime<Utc>, batch: u32) ->
     let mut total = 0u64;
     loop {
         let mut tx = store.begin_system().await?;
-        let n = sqlx::query(sql::ITEM_PURGE)
+        let purged: i64 = sqlx::query_scalar(sql::ITEM_PURGE)
             .persistent(store.persistent)
             .bind(before)
             .bind(i64::from(batch))
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+            .fetch_one(&mut *tx)
+            .await?;
         tx.commit().await?;
+        let n = u64::try_from(purged).unwrap_or(0);
         total += n;
         if n < u64::from(batch) {
             break;
@@ -234,8 +234,15 @@ pub(super) async fn list(store: &PgStore, f: &ListFilter) -> Result<Vec<Item>> {
         Some(t) => store.begin_tenant(t).await?,
         None => store.begin_system().await?,
     };
+    // Unprepared: planned with the filter's values, so the unused filters
+    // fold away, a status filter becomes `status = 'failed'` that proves a
+    // partial index's predicate (items_stopped_list for the dead letter,
+    // items_claim, items_tenant_stale), and the planner sees an ORDER BY id
+    // DESC LIMIT it can walk an index for. A generic plan of the same text
+    // guesses one row for the conjunction of "$n IS NULL OR ..." terms and
+    // sorts a full scan.
     let rows = sqlx::query(sql::ITEM_LIST)
-        .persistent(store.persistent)
+        .persistent(false)
         .bind(f.status.map(|s| s.as_str()))
         .bind(f.lane.as_deref())
         .bind(f.kind.as_deref())
@@ -251,24 +258,42 @@ pub(super) async fn list(store: &PgStore, f: &ListFilter) -> Result<Vec<Item>> {
     rows.iter().map(row::item).collect()
 }
 
-/// Items per lane, kind and status, of every lane or of one (system role).
+/// The mark row is written by migration 0020 and never deleted.
+fn missing_mark() -> Error {
+    Error::Config("the count rollup's mark row is missing (migration 0020)".into())
+}
+
+/// The count rollup's mark, read in `tx`, with JIT compilation off for
+/// the rest of it: the count statements' cost estimates (a backlog of
+/// pending rows) pass `jit_above_cost`, and compiling them took a second
+/// and a half at ten million rows, for statements that run in milliseconds.
+async fn counts_mark(
+    store: &PgStore,
+    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+) -> Result<DateTime<Utc>> {
+    (&mut **tx).execute("SET LOCAL jit = off").await?;
+    let mark: Option<DateTime<Utc>> = sqlx::query_scalar(sql::COUNTS_MARK)
+        .persistent(store.persistent)
+        .fetch_optional(&mut **tx)
+        .await?;
+    mark.ok_or_else(missing_mark)
+}
+
+/// Items per lane, kind and status, of every lane or of one (system role):
+/// the rollup, the final rows not settled yet, and the pending and claimed
+/// rows, in one statement (see counts.sql).
 pub(super) async fn counts(store: &PgStore, lane: Option<&str>) -> Result<Vec<CountRow>> {
     let mut tx = store.begin_system().await?;
-    let rows = match lane {
-        None => {
-            sqlx::query(sql::COUNTS)
-                .persistent(store.persistent)
-                .fetch_all(&mut *tx)
-                .await?
-        }
-        Some(lane) => {
-            sqlx::query(sql::COUNTS_LANE)
-                .persistent(store.persistent)
-                .bind(lane)
-                .fetch_all(&mut *tx)
-                .await?
-        }
-    };
+    let mark = counts_mark(store, &mut tx).await?;
+    // Unprepared: planned with the mark's value, so the planner sees how
+    // short the unsettled range is (a generic plan would guess a third of
+    // the table).
+    let rows = sqlx::query(sql::COUNTS)
+        .persistent(false)
+        .bind(mark)
+        .bind(lane)
+        .fetch_all(&mut *tx)
+        .await?;
     tx.commit().await?;
     rows.iter()
         .map(|r| {
@@ -282,15 +307,49 @@ pub(super) async fn counts(store: &PgStore, lane: Option<&str>) -> Result<Vec<Co
         .collect()
 }
 
-/// The health gauges (system role), both read in one transaction.
+/// Folds the final rows settled since the last call into the count rollup
+/// (system role; the sweep's step). Returns how many rows it folded in.
+pub(super) async fn counts_settle(store: &PgStore) -> Result<u64> {
+    let mut tx = store.begin_system().await?;
+    (&mut *tx).execute("SET LOCAL jit = off").await?;
+    let r = sqlx::query(sql::COUNTS_SETTLE_BEGIN)
+        .persistent(store.persistent)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let Some(r) = r else {
+        return Err(missing_mark());
+    };
+    let from: DateTime<Utc> = r.try_get("settled_to")?;
+    let upto: DateTime<Utc> = r.try_get("upto")?;
+    if upto <= from {
+        // An open transaction older than the mark holds it back.
+        tx.commit().await?;
+        return Ok(0);
+    }
+    let r = sqlx::query(sql::COUNTS_SETTLE)
+        .persistent(false)
+        .bind(from)
+        .bind(upto)
+        .fetch_one(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    let settled: i64 = r.try_get("settled")?;
+    let unfinal: i64 = r.try_get("unfinal")?;
+    tracing::debug!(settled, unfinal, upto = %upto, "count rollup settled");
+    Ok(u64::try_from(settled).unwrap_or(0))
+}
+
+/// The health gauges (system role), read in one transaction.
 pub(super) async fn gauges(store: &PgStore) -> Result<Gauges> {
     let mut tx = store.begin_system().await?;
+    let mark = counts_mark(store, &mut tx).await?;
     let rows = sqlx::query(sql::GAUGES_OLDEST)
         .persistent(store.persistent)
         .fetch_all(&mut *tx)
         .await?;
     let failed: i64 = sqlx::query_scalar(sql::GAUGES_FAILED)
-        .persistent(store.persistent)
+        .persistent(false)
+        .bind(mark)
         .fetch_one(&mut *tx)
         .await?;
     tx.commit().await?;

@@ -6,8 +6,13 @@
 pub(super) const AUDIT_LIST: &str = include_str!("../../../sql/postgres/audit_list.sql");
 /// `sql/postgres/counts.sql`.
 pub(super) const COUNTS: &str = include_str!("../../../sql/postgres/counts.sql");
-/// `sql/postgres/counts_lane.sql`.
-pub(super) const COUNTS_LANE: &str = include_str!("../../../sql/postgres/counts_lane.sql");
+/// `sql/postgres/counts_mark.sql`.
+pub(super) const COUNTS_MARK: &str = include_str!("../../../sql/postgres/counts_mark.sql");
+/// `sql/postgres/counts_settle_begin.sql`.
+pub(super) const COUNTS_SETTLE_BEGIN: &str =
+    include_str!("../../../sql/postgres/counts_settle_begin.sql");
+/// `sql/postgres/counts_settle.sql`.
+pub(super) const COUNTS_SETTLE: &str = include_str!("../../../sql/postgres/counts_settle.sql");
 /// `sql/postgres/gauges_failed.sql`.
 pub(super) const GAUGES_FAILED: &str = include_str!("../../../sql/postgres/gauges_failed.sql");
 /// `sql/postgres/gauges_oldest.sql`.
