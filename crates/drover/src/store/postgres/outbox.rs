@@ -23,10 +23,12 @@ use uuid::Uuid;
 use super::items::{enter_caller_tx, leave_caller_tx};
 use super::{PgStore, secs, validate_schema};
 use crate::error::{Error, Result};
+use crate::item::NewItem;
 use crate::item::bound_error;
 use crate::outbox::{
     NewOutboxRow, OUTBOX_WAKE, OutboxClaim, OutboxClaimParams, OutboxFailOutcome, OutboxFailParams,
-    OutboxFilter, OutboxRow, OutboxStats, OutboxStatus, OutboxStore,
+    OutboxFilter, OutboxRow, OutboxStats, OutboxStatus, OutboxStore, RelayBatch, RelayPlanner,
+    RelayTally,
 };
 
 macro_rules! sql {
@@ -118,6 +120,23 @@ fn outbox_row(r: &PgRow) -> Result<OutboxRow> {
         lease_expires_at: r.try_get("lease_expires_at")?,
         relayed_at: r.try_get("relayed_at")?,
     })
+}
+
+/// Marks claimed rows done on an open system-role transaction, each fenced
+/// on its token and lease; returns the ids that landed.
+async fn complete_on(
+    conn: &mut PgConnection,
+    claims: &[OutboxClaim],
+    persistent: bool,
+) -> Result<Vec<Uuid>> {
+    let ids: Vec<Uuid> = claims.iter().map(|c| c.id).collect();
+    let tokens: Vec<Uuid> = claims.iter().map(|c| c.token).collect();
+    Ok(sqlx::query_scalar(OUTBOX_COMPLETE)
+        .persistent(persistent)
+        .bind(ids)
+        .bind(tokens)
+        .fetch_all(&mut *conn)
+        .await?)
 }
 
 fn child(slot: i16) -> String {
@@ -223,19 +242,70 @@ impl OutboxStore for PgStore {
         Ok(rows)
     }
 
+    async fn outbox_relay_atomic(
+        &self,
+        p: &OutboxClaimParams,
+        plan: &RelayPlanner,
+    ) -> Result<Option<RelayBatch>> {
+        // Claim, items, events and marks on one system-role transaction:
+        // the claimed rows stay locked (FOR UPDATE) until the commit, and a
+        // run that fails part-way (a lost connection, a restart, SIGKILL)
+        // rolls back whole, so no claim waits out its lease. Every
+        // statement names the tenant of its rows (the system role sees all
+        // tenants), so scoping is the statements' own, as in the claim.
+        let mut tx = self.begin_system().await?;
+        let rows = sqlx::query(OUTBOX_CLAIM)
+            .persistent(self.persistent)
+            .bind(i64::from(p.limit))
+            .bind(Uuid::new_v4())
+            .bind(secs(p.lease))
+            .fetch_all(&mut *tx)
+            .await?;
+        if rows.is_empty() {
+            tx.commit().await?;
+            return Ok(Some(RelayBatch::default()));
+        }
+        let mut rows = rows.iter().map(outbox_row).collect::<Result<Vec<_>>>()?;
+        rows.sort_by_key(|r| (r.created_at, r.id));
+        let plan = plan(&rows);
+        let mut tally = RelayTally::new(plan.failed);
+        let items: Vec<NewItem> = plan.items.iter().map(|(_, it)| it.clone()).collect();
+        let mut item_results = Vec::new();
+        if !items.is_empty() {
+            item_results =
+                super::items::insert_groups(&mut tx, &items, self.persistent, false).await?;
+            tally.items(&rows, &plan.items, &item_results);
+        }
+        if !plan.events.is_empty() {
+            let events: Vec<crate::events::NewEvent> =
+                plan.events.iter().map(|(_, e)| e.clone()).collect();
+            // Validated by the plan as the append validates: an error here
+            // is the database's, and fails the whole run.
+            let answers = super::events::append_system(&mut tx, &events, self.persistent).await?;
+            tally.events(&rows, &plan.events, answers.into_iter().map(Ok).collect());
+        }
+        let landed = if tally.done.is_empty() {
+            0
+        } else {
+            complete_on(&mut tx, &tally.done, self.persistent)
+                .await?
+                .len() as u64
+        };
+        tx.commit().await?;
+        super::items::wake_inserted(self, &items, &item_results);
+        Ok(Some(RelayBatch {
+            rows,
+            tally,
+            landed,
+        }))
+    }
+
     async fn outbox_complete(&self, claims: &[OutboxClaim]) -> Result<Vec<Uuid>> {
         if claims.is_empty() {
             return Ok(Vec::new());
         }
-        let ids: Vec<Uuid> = claims.iter().map(|c| c.id).collect();
-        let tokens: Vec<Uuid> = claims.iter().map(|c| c.token).collect();
         let mut tx = self.begin_system().await?;
-        let done: Vec<Uuid> = sqlx::query_scalar(OUTBOX_COMPLETE)
-            .persistent(self.persistent)
-            .bind(ids)
-            .bind(tokens)
-            .fetch_all(&mut *tx)
-            .await?;
+        let done = complete_on(&mut tx, claims, self.persistent).await?;
         tx.commit().await?;
         Ok(done)
     }
