@@ -40,6 +40,9 @@ sql!(OUTBOX_INSERT, "outbox_insert.sql");
 sql!(OUTBOX_GET, "outbox_get.sql");
 sql!(OUTBOX_CLAIM, "outbox_claim.sql");
 sql!(OUTBOX_COMPLETE, "outbox_complete.sql");
+sql!(OUTBOX_CLAIM_LOCKED, "outbox_claim_locked.sql");
+sql!(OUTBOX_COMPLETE_LOCKED, "outbox_complete_locked.sql");
+sql!(OUTBOX_HOLD_LOCKED, "outbox_hold_locked.sql");
 sql!(OUTBOX_FAIL, "outbox_fail.sql");
 sql!(OUTBOX_LIST, "outbox_list.sql");
 sql!(OUTBOX_STATS, "outbox_stats.sql");
@@ -247,17 +250,20 @@ impl OutboxStore for PgStore {
         p: &OutboxClaimParams,
         plan: &RelayPlanner,
     ) -> Result<Option<RelayBatch>> {
-        // Claim, items, events and marks on one system-role transaction:
-        // the claimed rows stay locked (FOR UPDATE) until the commit, and a
-        // run that fails part-way (a lost connection, a restart, SIGKILL)
-        // rolls back whole, so no claim waits out its lease. Every
-        // statement names the tenant of its rows (the system role sees all
-        // tenants), so scoping is the statements' own, as in the claim.
+        // Claim, items, events and marks on one system-role transaction.
+        // The claim is the rows' FOR UPDATE lock, held until the commit, so
+        // a run that fails part-way (a lost connection, a restart, SIGKILL)
+        // rolls back whole and leaves no claim to wait out its lease; and
+        // each relayed row is written once (marked done), not stamped with
+        // a claim first. Every statement names the tenant of its rows (the
+        // system role sees all tenants), so scoping is the statements' own,
+        // as in the claim.
+        let token = Uuid::new_v4();
         let mut tx = self.begin_system().await?;
-        let rows = sqlx::query(OUTBOX_CLAIM)
+        let rows = sqlx::query(OUTBOX_CLAIM_LOCKED)
             .persistent(self.persistent)
             .bind(i64::from(p.limit))
-            .bind(Uuid::new_v4())
+            .bind(token)
             .bind(secs(p.lease))
             .fetch_all(&mut *tx)
             .await?;
@@ -265,8 +271,7 @@ impl OutboxStore for PgStore {
             tx.commit().await?;
             return Ok(Some(RelayBatch::default()));
         }
-        let mut rows = rows.iter().map(outbox_row).collect::<Result<Vec<_>>>()?;
-        rows.sort_by_key(|r| (r.created_at, r.id));
+        let rows = rows.iter().map(outbox_row).collect::<Result<Vec<_>>>()?;
         let plan = plan(&rows);
         let mut tally = RelayTally::new(plan.failed);
         let items: Vec<NewItem> = plan.items.iter().map(|(_, it)| it.clone()).collect();
@@ -287,10 +292,26 @@ impl OutboxStore for PgStore {
         let landed = if tally.done.is_empty() {
             0
         } else {
-            complete_on(&mut tx, &tally.done, self.persistent)
-                .await?
-                .len() as u64
+            let ids: Vec<Uuid> = tally.done.iter().map(|c| c.id).collect();
+            let done: Vec<Uuid> = sqlx::query_scalar(OUTBOX_COMPLETE_LOCKED)
+                .persistent(self.persistent)
+                .bind(ids)
+                .fetch_all(&mut *tx)
+                .await?;
+            done.len() as u64
         };
+        if !tally.failed.is_empty() {
+            // The rows that failed keep the batch's claim past the commit,
+            // for the relay's fenced outbox_fail.
+            let ids: Vec<Uuid> = tally.failed.iter().map(|(i, _)| rows[*i].id).collect();
+            sqlx::query(OUTBOX_HOLD_LOCKED)
+                .persistent(self.persistent)
+                .bind(ids)
+                .bind(token)
+                .bind(secs(p.lease))
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
         super::items::wake_inserted(self, &items, &item_results);
         Ok(Some(RelayBatch {
