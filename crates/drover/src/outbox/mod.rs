@@ -18,8 +18,10 @@
 //!   fresh random claim token and a lease on the store's clock (the database
 //!   clock on PostgreSQL). A row whose lease passed (its relay died) is
 //!   claimable again.
-//! - **Every write after a claim is fenced in its statement** on the claim
-//!   token and the lease: a stale relay's write changes nothing.
+//! - **Every write after a claim is fenced** in its statement on the claim
+//!   token and the lease (a stale relay's write changes nothing), or, on
+//!   PostgreSQL's one-transaction batch, by the claim's row lock held until
+//!   that write commits.
 //! - **Relaying twice changes nothing**: the item's id and idempotency key
 //!   are the row's id (an event's id is the row's id), so a second relay of
 //!   the same row meets its own item (`IdExists`) and inserts nothing.

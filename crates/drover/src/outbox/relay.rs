@@ -1,21 +1,29 @@
 //! The relay: the service that turns committed outbox rows into work items
 //! and events.
 //!
-//! Each run claims a batch of pending rows (one token, one lease), enqueues
-//! the `work.*` rows as items in one bulk insert (the item's id and
-//! idempotency key are the row's id, `created_by` its actor, its request
-//! and trace context kept, the lane taken out of the payload's `lane`
-//! entry), appends the `event.*` rows to the event log under the row's id,
-//! then marks the rows done in one fenced statement. A row that cannot be
-//! relayed is failed with backoff and parked after its budget.
+//! Each run claims a batch of pending rows, enqueues the `work.*` rows as
+//! items in one bulk insert (the item's id and idempotency key are the
+//! row's id, `created_by` its actor, its request and trace context kept,
+//! the lane taken out of the payload's `lane` entry), appends the `event.*`
+//! rows to the event log under the row's id, then marks the rows done. A
+//! row that cannot be relayed is failed with backoff and parked after its
+//! budget.
 //!
-//! Why it is safe without a transaction spanning the item and the row: the
+//! On PostgreSQL the claim, the inserts and the marks are one transaction
+//! ([`OutboxStore::outbox_relay_atomic`](super::OutboxStore::outbox_relay_atomic)):
+//! the claim is the rows' lock, so a run cut off anywhere (SIGKILL, a lost
+//! connection, a server restart) leaves nothing, not even a claim, and the
+//! next run takes the rows at once.
+//!
+//! Elsewhere the steps run one by one under a claim token and a lease, and
+//! it is safe without a transaction spanning the item and the row: the
 //! item or event carries the row's id, so a relay that dies after the
 //! insert and before the row is marked done leaves a row whose next relay
-//! meets its own item (`IdExists`) or event (already there) and changes
-//! nothing; the row is then marked done. Any number of relays run at once:
-//! the claim hands each row to one of them, and a relay whose lease passed
-//! meets the fence when it marks its rows done.
+//! (once the lease passed) meets its own item (`IdExists`) or event
+//! (already there) and changes nothing; the row is then marked done. Any
+//! number of relays run at once: the claim hands each row to one of them,
+//! and a relay whose lease passed meets the fence when it marks its rows
+//! done.
 //!
 //! It runs on two paths: the fast path (woken by the outbox insert:
 //! `NOTIFY` on PostgreSQL, the in-process signal on SQLite and memory, with
@@ -72,10 +80,13 @@ pub const RELAY_STRATEGY: Strategy = Strategy {
                   second relay of a row meets its own item or event and inserts nothing",
     retry: "a row that cannot be relayed is retried with exponential backoff, then parked as \
             failed with its error (counted, listed by drover outbox stats); never dropped",
-    checkpoint: "the row's status: pending until its item or event exists, then done in a \
-                 statement fenced on the relay's claim token and lease",
-    recovery: "a relay that dies leaves its rows claimed until the lease passes; the next relay \
-               (fast path or sweep step) takes them and meets what was already inserted",
+    checkpoint: "the row's status: pending until its item or event exists, then done (on \
+                 PostgreSQL in the transaction that wrote the item or event; elsewhere in a \
+                 statement fenced on the relay's claim token and lease)",
+    recovery: "on PostgreSQL a relay that dies rolls its whole batch back and the next run takes \
+               the rows at once; elsewhere its rows stay claimed until the lease passes, then \
+               the next relay (fast path or sweep step) takes them and meets what was already \
+               inserted",
 };
 
 /// The relay's role row for `drover handlers`.
