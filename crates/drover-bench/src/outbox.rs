@@ -13,6 +13,9 @@
 //! 3. **Latency**: a worker (with its relay, as deployed) idles 2 s, then a
 //!    producer commits `latency_rows` such transactions 5 ms apart; the
 //!    handler records the time from the producer's commit to its start.
+//! 4. **Projector apply rate**: [`crate::projector_apply_rate`] appends
+//!    `projector_events` events to a tenant of its own and times one runner
+//!    applying them in batches of `projector_batch` (0 events skips it).
 //!
 //! Invariant: every phase counts its own rows only and the sandbox is
 //! dropped whether the run succeeded or not.
@@ -38,6 +41,10 @@ pub const OUTBOX_ROWS_DEFAULT: u64 = 20_000;
 pub const PRODUCERS_DEFAULT: usize = 8;
 /// Relay loops over the backlog.
 pub const RELAY_LOOPS_DEFAULT: usize = 4;
+/// `--projector-events`: events the projector phase applies.
+pub const PROJECTOR_EVENTS_DEFAULT: u64 = 20_000;
+/// `--projector-batch`: events per projector batch (one transaction each).
+pub const PROJECTOR_BATCH_DEFAULT: u32 = 500;
 
 /// What the outbox bench is told.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,6 +59,10 @@ pub struct OutboxSpec {
     pub latency_rows: u64,
     /// Rows per relay claim.
     pub relay_batch: u32,
+    /// Events the projector phase applies (0 skips the phase).
+    pub projector_events: u64,
+    /// Events per projector batch.
+    pub projector_batch: u32,
     /// The longest a phase may wait.
     pub timeout: Duration,
 }
@@ -71,6 +82,8 @@ pub struct OutboxReport {
     pub relayed_items: i64,
     /// Outbox commit → handler start, ms.
     pub commit_to_start: Percentiles,
+    /// The projector apply rate, when the phase ran.
+    pub projector: Option<crate::ProjectorFigures>,
 }
 
 impl OutboxReport {
@@ -95,7 +108,18 @@ impl OutboxReport {
             out,
             "commit → handler start  p50 {:.2} ms  p95 {:.2} ms  p99 {:.2} ms  max {:.2} ms  ({} rows)",
             p.p50, p.p95, p.p99, p.max, p.count
-        )
+        )?;
+        if let Some(f) = &self.projector {
+            writeln!(
+                out,
+                "projector   {:.0} events/s  ({} events, batches of {}, {:.2} s)",
+                f.events_per_sec,
+                f.events,
+                f.batch,
+                f.elapsed.as_secs_f64()
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -327,6 +351,21 @@ pub(crate) async fn run(
     }
     worker.shutdown().await;
     let samples = std::mem::take(&mut *samples.lock().unwrap_or_else(|p| p.into_inner()));
+
+    // 4. Projector apply rate, on the same sandbox (a tenant of its own).
+    let projector = if spec.projector_events > 0 {
+        progress.note("projector apply rate");
+        Some(
+            crate::projector_apply_rate(
+                queue.store().clone(),
+                spec.projector_events,
+                spec.projector_batch,
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
     Ok(OutboxReport {
         target: target.describe(),
         rows: spec.rows,
@@ -334,5 +373,6 @@ pub(crate) async fn run(
         relay_rows_per_sec: spec.rows as f64 / relay_secs,
         relayed_items,
         commit_to_start: Percentiles::of(samples),
+        projector,
     })
 }

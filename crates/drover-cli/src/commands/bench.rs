@@ -49,8 +49,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub soak: bool,
     /// The outbox path instead (PostgreSQL): producer transactions writing
-    /// a business row and an outbox row, relay rows/s, and outbox commit →
-    /// handler start latency.
+    /// a business row and an outbox row, relay rows/s, outbox commit →
+    /// handler start latency, and the projector apply rate.
     #[arg(long)]
     pub outbox: bool,
     /// Producer transactions of the outbox relay phase.
@@ -59,6 +59,12 @@ pub struct BenchArgs {
     /// Relay loops over the outbox backlog.
     #[arg(long, default_value_t = drover_bench::outbox::RELAY_LOOPS_DEFAULT)]
     pub relay_loops: usize,
+    /// Outbox mode: events the projector apply-rate phase applies (0 skips it).
+    #[arg(long, default_value_t = drover_bench::outbox::PROJECTOR_EVENTS_DEFAULT)]
+    pub projector_events: u64,
+    /// Outbox mode: events per projector batch (one transaction each).
+    #[arg(long, default_value_t = drover_bench::outbox::PROJECTOR_BATCH_DEFAULT)]
+    pub projector_batch: u32,
     /// Soak mode: offered items/s.
     #[arg(long, default_value_t = 800.0)]
     pub rate: f64,
@@ -140,6 +146,8 @@ pub async fn run(args: &BenchArgs, cx: &mut Context<'_>) -> Result<(), CliError>
             relay_loops: args.relay_loops,
             latency_rows: args.latency_jobs,
             relay_batch: u32::try_from(args.batch).unwrap_or(1000),
+            projector_events: args.projector_events,
+            projector_batch: args.projector_batch,
             timeout: args.timeout,
         };
         let report = drover_bench::run_outbox(&cx.database_url, &spec, &Progress::new(!args.quiet))

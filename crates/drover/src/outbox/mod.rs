@@ -18,8 +18,10 @@
 //!   fresh random claim token and a lease on the store's clock (the database
 //!   clock on PostgreSQL). A row whose lease passed (its relay died) is
 //!   claimable again.
-//! - **Every write after a claim is fenced in its statement** on the claim
-//!   token and the lease: a stale relay's write changes nothing.
+//! - **Every write after a claim is fenced** in its statement on the claim
+//!   token and the lease (a stale relay's write changes nothing), or, on
+//!   PostgreSQL's one-transaction batch, by the claim's row lock held until
+//!   that write commits.
 //! - **Relaying twice changes nothing**: the item's id and idempotency key
 //!   are the row's id (an event's id is the row's id), so a second relay of
 //!   the same row meets its own item (`IdExists`) and inserts nothing.
@@ -47,8 +49,9 @@ mod write;
 pub use relay::{
     RELAY_BACKOFF_BASE_DEFAULT, RELAY_BACKOFF_CAP_DEFAULT, RELAY_BATCH_DEFAULT,
     RELAY_CONCURRENCY_DEFAULT, RELAY_INTERVAL_DEFAULT, RELAY_JITTER, RELAY_LEASE_DEFAULT,
-    RELAY_MAX_ATTEMPTS_DEFAULT, RELAY_RETENTION_DEFAULT, RELAY_STRATEGY, Relay, RelayConfig,
-    RelayReport, RelaySweep, relay_role, relayed_event, relayed_item,
+    RELAY_MAX_ATTEMPTS_DEFAULT, RELAY_RETENTION_DEFAULT, RELAY_RETRY_MIN, RELAY_STRATEGY, Relay,
+    RelayBatch, RelayConfig, RelayPlan, RelayPlanner, RelayReport, RelaySweep, RelayTally,
+    relay_role, relayed_event, relayed_item,
 };
 pub use write::OutboxConnection;
 
@@ -344,6 +347,25 @@ pub trait OutboxStore: Send + Sync {
     /// claim, oldest first, under one fresh token and a lease from the
     /// store's clock (system operation, across tenants).
     async fn outbox_claim(&self, params: &OutboxClaimParams) -> Result<Vec<OutboxRow>>;
+
+    /// Relays one batch in a single transaction: claims up to
+    /// `params.limit` rows (as [`OutboxStore::outbox_claim`]), writes the
+    /// items and events `plan` makes of them, and marks the rows whose item
+    /// or event exists done, all in one commit. A run that dies or loses its
+    /// connection part-way rolls back whole, its claim included, so the rows
+    /// are claimable again at once. The rows `plan` or the writes refused
+    /// keep their claim (for [`OutboxStore::outbox_fail`]).
+    ///
+    /// `None` (the default) when the store cannot hold a claim and the
+    /// writes in one transaction; the relay then runs the steps one by one.
+    async fn outbox_relay_atomic(
+        &self,
+        params: &OutboxClaimParams,
+        plan: &RelayPlanner,
+    ) -> Result<Option<RelayBatch>> {
+        let _ = (params, plan);
+        Ok(None)
+    }
 
     /// Marks claimed rows done, each fenced on its token and lease in the
     /// statement. Returns the ids that landed; the others were stale.

@@ -1,21 +1,29 @@
 //! The relay: the service that turns committed outbox rows into work items
 //! and events.
 //!
-//! Each run claims a batch of pending rows (one token, one lease), enqueues
-//! the `work.*` rows as items in one bulk insert (the item's id and
-//! idempotency key are the row's id, `created_by` its actor, its request
-//! and trace context kept, the lane taken out of the payload's `lane`
-//! entry), appends the `event.*` rows to the event log under the row's id,
-//! then marks the rows done in one fenced statement. A row that cannot be
-//! relayed is failed with backoff and parked after its budget.
+//! Each run claims a batch of pending rows, enqueues the `work.*` rows as
+//! items in one bulk insert (the item's id and idempotency key are the
+//! row's id, `created_by` its actor, its request and trace context kept,
+//! the lane taken out of the payload's `lane` entry), appends the `event.*`
+//! rows to the event log under the row's id, then marks the rows done. A
+//! row that cannot be relayed is failed with backoff and parked after its
+//! budget.
 //!
-//! Why it is safe without a transaction spanning the item and the row: the
+//! On PostgreSQL the claim, the inserts and the marks are one transaction
+//! ([`OutboxStore::outbox_relay_atomic`](super::OutboxStore::outbox_relay_atomic)):
+//! the claim is the rows' lock, so a run cut off anywhere (SIGKILL, a lost
+//! connection, a server restart) leaves nothing, not even a claim, and the
+//! next run takes the rows at once.
+//!
+//! Elsewhere the steps run one by one under a claim token and a lease, and
+//! it is safe without a transaction spanning the item and the row: the
 //! item or event carries the row's id, so a relay that dies after the
 //! insert and before the row is marked done leaves a row whose next relay
-//! meets its own item (`IdExists`) or event (already there) and changes
-//! nothing; the row is then marked done. Any number of relays run at once:
-//! the claim hands each row to one of them, and a relay whose lease passed
-//! meets the fence when it marks its rows done.
+//! (once the lease passed) meets its own item (`IdExists`) or event
+//! (already there) and changes nothing; the row is then marked done. Any
+//! number of relays run at once: the claim hands each row to one of them,
+//! and a relay whose lease passed meets the fence when it marks its rows
+//! done.
 //!
 //! It runs on two paths: the fast path (woken by the outbox insert:
 //! `NOTIFY` on PostgreSQL, the in-process signal on SQLite and memory, with
@@ -50,6 +58,9 @@ pub const RELAY_BATCH_DEFAULT: u32 = 1000;
 pub const RELAY_LEASE_DEFAULT: Duration = Duration::from_secs(30);
 /// The longest wait between two runs when no wake-up arrives.
 pub const RELAY_INTERVAL_DEFAULT: Duration = Duration::from_secs(1);
+/// The wait after a failed run (a lost connection, a restarting server);
+/// it doubles per failure in a row, up to the interval.
+pub const RELAY_RETRY_MIN: Duration = Duration::from_millis(50);
 /// Each wait varies by this fraction either way.
 pub const RELAY_JITTER: f64 = 0.2;
 /// Failed relays of one row before it is parked as `failed`.
@@ -69,10 +80,13 @@ pub const RELAY_STRATEGY: Strategy = Strategy {
                   second relay of a row meets its own item or event and inserts nothing",
     retry: "a row that cannot be relayed is retried with exponential backoff, then parked as \
             failed with its error (counted, listed by drover outbox stats); never dropped",
-    checkpoint: "the row's status: pending until its item or event exists, then done in a \
-                 statement fenced on the relay's claim token and lease",
-    recovery: "a relay that dies leaves its rows claimed until the lease passes; the next relay \
-               (fast path or sweep step) takes them and meets what was already inserted",
+    checkpoint: "the row's status: pending until its item or event exists, then done (on \
+                 PostgreSQL in the transaction that wrote the item or event; elsewhere in a \
+                 statement fenced on the relay's claim token and lease)",
+    recovery: "on PostgreSQL a relay that dies rolls its whole batch back and the next run takes \
+               the rows at once; elsewhere its rows stay claimed until the lease passes, then \
+               the next relay (fast path or sweep step) takes them and meets what was already \
+               inserted",
 };
 
 /// The relay's role row for `drover handlers`.
@@ -183,6 +197,137 @@ pub struct RelayReport {
     pub stale: u64,
 }
 
+/// What turns a claimed batch into its [`RelayPlan`] (pure: no I/O), as
+/// [`crate::outbox::OutboxStore::outbox_relay_atomic`] takes it.
+pub type RelayPlanner = dyn Fn(&[OutboxRow]) -> RelayPlan + Send + Sync;
+
+/// What a relay run makes of its claimed rows, before anything is
+/// written: each `work.*` row's item, each `event.*` row's event, and the
+/// rows it cannot relay with the reason (an invalid lane, an unknown kind).
+/// Indexes are the rows' positions in the claimed batch.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RelayPlan {
+    /// The items to insert, each with its row's index.
+    pub items: Vec<(usize, NewItem)>,
+    /// The events to append, each with its row's index.
+    pub events: Vec<(usize, NewEvent)>,
+    /// The rows refused before any write, with the error.
+    pub failed: Vec<(usize, String)>,
+}
+
+impl RelayPlan {
+    /// The plan for `rows`: items and events under each row's id, payloads
+    /// checked against `max_payload` bytes.
+    pub fn of(rows: &[OutboxRow], max_payload: usize) -> RelayPlan {
+        let mut plan = RelayPlan::default();
+        for (i, row) in rows.iter().enumerate() {
+            match row.target() {
+                Some(OutboxTarget::Work(kind)) => match relayed_item(row, kind, max_payload) {
+                    Ok(item) => plan.items.push((i, item)),
+                    Err(e) => plan.failed.push((i, e.to_string())),
+                },
+                Some(OutboxTarget::Event(topic)) => {
+                    let ev = relayed_event(row, topic);
+                    match ev.validate(max_payload) {
+                        Ok(()) => plan.events.push((i, ev)),
+                        Err(e) => plan.failed.push((i, e.to_string())),
+                    }
+                }
+                None => plan
+                    .failed
+                    .push((i, format!("unknown outbox kind {:?}", row.kind))),
+            }
+        }
+        plan
+    }
+}
+
+/// What the writes of one batch came to: the claims of the rows whose item
+/// or event now exists (to be marked done), the rows that failed, and how
+/// many items and events were new.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RelayTally {
+    /// Claims of the rows to mark done.
+    pub done: Vec<OutboxClaim>,
+    /// Rows that cannot be relayed (by index in the batch), with the error.
+    pub failed: Vec<(usize, String)>,
+    /// Items inserted now (the others met their own item).
+    pub items_inserted: u64,
+    /// Events appended now (the others were already in the log).
+    pub events_appended: u64,
+}
+
+impl RelayTally {
+    /// A tally starting from the plan's refused rows.
+    pub fn new(failed: Vec<(usize, String)>) -> Self {
+        RelayTally {
+            failed,
+            ..RelayTally::default()
+        }
+    }
+
+    /// Counts the answers of the bulk item insert for `items` (in order).
+    pub fn items(
+        &mut self,
+        rows: &[OutboxRow],
+        items: &[(usize, NewItem)],
+        results: &[InsertResult],
+    ) {
+        for ((i, _), r) in items.iter().zip(results) {
+            let row = &rows[*i];
+            match r {
+                InsertResult::Inserted => {
+                    self.items_inserted += 1;
+                    self.done.extend(row.claim());
+                }
+                // Its own item, from an earlier relay of this row.
+                InsertResult::IdExists => self.done.extend(row.claim()),
+                InsertResult::KeyExists => self.failed.push((
+                    *i,
+                    "another item of the tenant holds the row's id as its idempotency key".into(),
+                )),
+                InsertResult::IdTaken => self.failed.push((
+                    *i,
+                    "the row's id is held by an item of another tenant".into(),
+                )),
+            }
+        }
+    }
+
+    /// Counts the answers of the event append for `events` (in order).
+    pub fn events(
+        &mut self,
+        rows: &[OutboxRow],
+        events: &[(usize, NewEvent)],
+        answers: Vec<Result<EventAppended>>,
+    ) {
+        for ((i, _), a) in events.iter().zip(answers) {
+            let row = &rows[*i];
+            match a {
+                Ok(EventAppended::Appended { .. }) => {
+                    self.events_appended += 1;
+                    self.done.extend(row.claim());
+                }
+                Ok(EventAppended::AlreadyThere { .. }) => self.done.extend(row.claim()),
+                Err(e) => self.failed.push((*i, e.to_string())),
+            }
+        }
+    }
+}
+
+/// One relayed batch as the store reports it: the rows claimed, the tally
+/// of the writes, and how many of `tally.done` were marked done (the rest
+/// were stale: their claim had passed to another relay).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RelayBatch {
+    /// The rows claimed, oldest first.
+    pub rows: Vec<OutboxRow>,
+    /// What the writes came to.
+    pub tally: RelayTally,
+    /// Rows marked done.
+    pub landed: u64,
+}
+
 /// The relay service.
 #[derive(Debug, Clone)]
 pub struct Relay {
@@ -217,100 +362,33 @@ impl Relay {
     /// relayed twice.
     pub async fn run_once(&self) -> Result<RelayReport> {
         let store = self.queue.store();
-        let rows = store
-            .outbox_claim(&OutboxClaimParams {
-                lease: self.config.lease,
-                limit: self.config.batch,
-            })
-            .await?;
+        let params = OutboxClaimParams {
+            lease: self.config.lease,
+            limit: self.config.batch,
+        };
+        let max_payload = self.queue.config().max_payload_bytes;
+        let plan = move |rows: &[OutboxRow]| RelayPlan::of(rows, max_payload);
+        // One transaction where the store has it (PostgreSQL): a run that
+        // dies or loses its connection part-way leaves nothing behind, not
+        // even a claim, so the next run (after a restart, too) takes the
+        // rows at once instead of after their lease.
+        let batch = match store.outbox_relay_atomic(&params, &plan).await? {
+            Some(batch) => batch,
+            None => self.relay_in_steps(&params, &plan).await?,
+        };
         let mut report = RelayReport {
-            claimed: rows.len() as u64,
+            claimed: batch.rows.len() as u64,
+            relayed: batch.landed,
+            items_inserted: batch.tally.items_inserted,
+            events_appended: batch.tally.events_appended,
+            stale: (batch.tally.done.len() as u64).saturating_sub(batch.landed),
             ..RelayReport::default()
         };
-        if rows.is_empty() {
-            return Ok(report);
-        }
-        let max_payload = self.queue.config().max_payload_bytes;
-        let mut done: Vec<OutboxClaim> = Vec::with_capacity(rows.len());
-        let mut failed: Vec<(OutboxRow, String)> = Vec::new();
-        let mut items: Vec<(usize, NewItem)> = Vec::new();
-        let mut events: Vec<(usize, NewEvent)> = Vec::new();
-        for (i, row) in rows.iter().enumerate() {
-            match row.target() {
-                Some(OutboxTarget::Work(kind)) => match relayed_item(row, kind, max_payload) {
-                    Ok(item) => items.push((i, item)),
-                    Err(e) => failed.push((row.clone(), e.to_string())),
-                },
-                Some(OutboxTarget::Event(topic)) => {
-                    let ev = relayed_event(row, topic);
-                    match ev.validate(max_payload) {
-                        Ok(()) => events.push((i, ev)),
-                        Err(e) => failed.push((row.clone(), e.to_string())),
-                    }
-                }
-                None => failed.push((row.clone(), format!("unknown outbox kind {:?}", row.kind))),
-            }
-        }
-        if !items.is_empty() {
-            let batch: Vec<NewItem> = items.iter().map(|(_, it)| it.clone()).collect();
-            let results = store.item_insert_many(&batch).await?;
-            for ((i, _), r) in items.iter().zip(results) {
-                let row = &rows[*i];
-                match r {
-                    InsertResult::Inserted => {
-                        report.items_inserted += 1;
-                        done.extend(row.claim());
-                    }
-                    // Its own item, from an earlier relay of this row.
-                    InsertResult::IdExists => done.extend(row.claim()),
-                    InsertResult::KeyExists => failed.push((
-                        row.clone(),
-                        "another item of the tenant holds the row's id as its idempotency key"
-                            .into(),
-                    )),
-                    InsertResult::IdTaken => failed.push((
-                        row.clone(),
-                        "the row's id is held by an item of another tenant".into(),
-                    )),
-                }
-            }
-        }
-        if !events.is_empty() {
-            let batch: Vec<NewEvent> = events.iter().map(|(_, e)| e.clone()).collect();
-            let answers = match store.event_append_many(&batch).await {
-                Ok(a) => a.into_iter().map(Ok).collect::<Vec<_>>(),
-                // One bad event refuses the batch: find it one by one.
-                Err(e) if e.kind() == crate::ErrorKind::InvalidInput => {
-                    let mut each = Vec::with_capacity(batch.len());
-                    for ev in &batch {
-                        each.push(match store.event_append(ev).await {
-                            Err(e) if e.kind() == crate::ErrorKind::InvalidInput => Err(e),
-                            other => Ok(other?),
-                        });
-                    }
-                    each
-                }
-                Err(e) => return Err(e),
-            };
-            for ((i, _), a) in events.iter().zip(answers) {
-                let row = &rows[*i];
-                match a {
-                    Ok(EventAppended::Appended { .. }) => {
-                        report.events_appended += 1;
-                        done.extend(row.claim());
-                    }
-                    Ok(EventAppended::AlreadyThere { .. }) => done.extend(row.claim()),
-                    Err(e) => failed.push((row.clone(), e.to_string())),
-                }
-            }
-        }
-        if !done.is_empty() {
-            let landed = store.outbox_complete(&done).await?;
-            report.relayed = landed.len() as u64;
-            report.stale += (done.len() - landed.len()) as u64;
+        if report.relayed > 0 {
             metrics::counter!("drover_outbox_relayed_total").increment(report.relayed);
         }
-        for (row, error) in failed {
+        for (i, error) in batch.tally.failed {
+            let row = &batch.rows[i];
             let Some(claim) = row.claim() else { continue };
             let params = OutboxFailParams {
                 error,
@@ -333,6 +411,58 @@ impl Relay {
             }
         }
         Ok(report)
+    }
+
+    /// One batch in separate steps (claim, inserts, appends, marks), for a
+    /// store without [`OutboxStore::outbox_relay_atomic`]: safe because the
+    /// item and the event carry the row's id (see the module docs), at the
+    /// price of a claim left to its lease when the run dies part-way.
+    async fn relay_in_steps(
+        &self,
+        params: &OutboxClaimParams,
+        plan: &RelayPlanner,
+    ) -> Result<RelayBatch> {
+        let store = self.queue.store();
+        let rows = store.outbox_claim(params).await?;
+        if rows.is_empty() {
+            return Ok(RelayBatch::default());
+        }
+        let plan = plan(&rows);
+        let mut tally = RelayTally::new(plan.failed);
+        if !plan.items.is_empty() {
+            let batch: Vec<NewItem> = plan.items.iter().map(|(_, it)| it.clone()).collect();
+            let results = store.item_insert_many(&batch).await?;
+            tally.items(&rows, &plan.items, &results);
+        }
+        if !plan.events.is_empty() {
+            let batch: Vec<NewEvent> = plan.events.iter().map(|(_, e)| e.clone()).collect();
+            let answers = match store.event_append_many(&batch).await {
+                Ok(a) => a.into_iter().map(Ok).collect::<Vec<_>>(),
+                // One bad event refuses the batch: find it one by one.
+                Err(e) if e.kind() == crate::ErrorKind::InvalidInput => {
+                    let mut each = Vec::with_capacity(batch.len());
+                    for ev in &batch {
+                        each.push(match store.event_append(ev).await {
+                            Err(e) if e.kind() == crate::ErrorKind::InvalidInput => Err(e),
+                            other => Ok(other?),
+                        });
+                    }
+                    each
+                }
+                Err(e) => return Err(e),
+            };
+            tally.events(&rows, &plan.events, answers);
+        }
+        let landed = if tally.done.is_empty() {
+            0
+        } else {
+            store.outbox_complete(&tally.done).await?.len() as u64
+        };
+        Ok(RelayBatch {
+            rows,
+            tally,
+            landed,
+        })
     }
 
     /// The backoff before relay attempt `attempts + 1` of a row.
@@ -376,8 +506,11 @@ impl Relay {
                     r.claimed >= u64::from(self.config.batch)
                 }
                 Err(e) => {
-                    failing =
-                        (failing * 2).clamp(self.config.interval / 4, self.config.interval * 8);
+                    // As the claim loop: soon after the first failure, and
+                    // never longer than the poll interval, so a relay is
+                    // back within about a poll of the database returning.
+                    failing = (failing * 2)
+                        .clamp(RELAY_RETRY_MIN, self.config.interval.max(RELAY_RETRY_MIN));
                     tracing::warn!(error = %e, "outbox relay run failed; retrying");
                     false
                 }

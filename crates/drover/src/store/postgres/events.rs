@@ -202,6 +202,49 @@ pub async fn append_in(
     Ok(out)
 }
 
+/// Appends validated `events`, grouped by [`by_tenant`] into `groups`, on
+/// an open transaction, each tenant's head locked in tenant order until the
+/// transaction ends. `switch`: the transaction runs under the runtime role,
+/// so each tenant after the first is set for it; under the system role (the
+/// relay's batch) every statement names its tenant itself.
+async fn append_groups(
+    tx: &mut PgConnection,
+    events: &[NewEvent],
+    groups: &[(Uuid, Vec<usize>)],
+    persistent: bool,
+    switch: bool,
+) -> Result<Vec<EventAppended>> {
+    let mut out = vec![EventAppended::Appended { position: 0 }; events.len()];
+    for (n, (tenant, idx)) in groups.iter().enumerate() {
+        if n > 0 && switch {
+            switch_tenant(&mut *tx, *tenant).await?;
+        }
+        let batch: Vec<&NewEvent> = idx.iter().map(|&i| &events[i]).collect();
+        let got = append_tenant(&mut *tx, *tenant, &batch, persistent).await?;
+        for (i, r) in idx.iter().zip(got) {
+            out[*i] = r;
+        }
+    }
+    Ok(out)
+}
+
+/// Appends events on the relay's system-role transaction (every statement
+/// names the event's tenant): the events exist if and only if that
+/// transaction commits.
+///
+/// # Errors
+/// [`Error::InvalidInput`] for an event that fails validation (nothing is
+/// written); database errors.
+pub(super) async fn append_system(
+    tx: &mut PgConnection,
+    events: &[NewEvent],
+    persistent: bool,
+) -> Result<Vec<EventAppended>> {
+    validate_all(events)?;
+    let groups = by_tenant(events);
+    append_groups(tx, events, &groups, persistent, false).await
+}
+
 #[async_trait]
 impl EventStore for PgStore {
     async fn event_append(&self, event: &NewEvent) -> Result<EventAppended> {
@@ -217,17 +260,7 @@ impl EventStore for PgStore {
             return Ok(vec![]);
         };
         let mut tx = self.begin_tenant(*first).await?;
-        let mut out = vec![EventAppended::Appended { position: 0 }; events.len()];
-        for (n, (tenant, idx)) in groups.iter().enumerate() {
-            if n > 0 {
-                switch_tenant(&mut tx, *tenant).await?;
-            }
-            let batch: Vec<&NewEvent> = idx.iter().map(|&i| &events[i]).collect();
-            let got = append_tenant(&mut tx, *tenant, &batch, self.persistent).await?;
-            for (i, r) in idx.iter().zip(got) {
-                out[*i] = r;
-            }
-        }
+        let out = append_groups(&mut tx, events, &groups, self.persistent, true).await?;
         tx.commit().await?;
         Ok(out)
     }

@@ -232,20 +232,49 @@ pub(super) async fn insert_many(store: &PgStore, items: &[NewItem]) -> Result<Ve
     let Some(first) = items.first() else {
         return Ok(Vec::new());
     };
-    let mut results = vec![InsertResult::IdExists; items.len()];
     let mut tx = store.begin_tenant(first.tenant_id).await?;
+    let results = insert_groups(&mut tx, items, store.persistent, true).await?;
+    tx.commit().await?;
+    wake_inserted(store, items, &results);
+    Ok(results)
+}
+
+/// Wakes this process's workers for each lane that got an item (the
+/// trigger's `NOTIFY` reaches the others at the commit).
+pub(super) fn wake_inserted(store: &PgStore, items: &[NewItem], results: &[InsertResult]) {
+    let mut woken = HashSet::new();
+    for (it, r) in items.iter().zip(results) {
+        if *r == InsertResult::Inserted && woken.insert(it.lane.as_str()) {
+            store.wake_local(&it.lane);
+        }
+    }
+}
+
+/// The bulk insert's statements on an open transaction: one `INSERT …
+/// unnest` per tenant, a collision read (scoped to the tenant in the
+/// statement) only when an input was refused. `switch`: the transaction
+/// runs under the runtime role, so each tenant after the first is set for
+/// it; under the system role (the relay's batch) every statement names its
+/// tenant itself.
+pub(super) async fn insert_groups(
+    tx: &mut PgConnection,
+    items: &[NewItem],
+    persistent: bool,
+    switch: bool,
+) -> Result<Vec<InsertResult>> {
+    let mut results = vec![InsertResult::IdExists; items.len()];
     for (n, (tenant, idx)) in group_by_tenant(items, |i| i.tenant_id)
         .into_iter()
         .enumerate()
     {
-        if n > 0 {
-            switch_tenant(&mut tx, tenant).await?;
+        if n > 0 && switch {
+            switch_tenant(&mut *tx, tenant).await?;
         }
         // Owned columns: sqlx's array encoders over borrowed elements trip
         // the higher-ranked Send bound of the async trait.
         let g = Columns::of(items, &idx);
         let inserted: Vec<Uuid> = sqlx::query_scalar(sql::ITEM_INSERT_MANY)
-            .persistent(store.persistent)
+            .persistent(persistent)
             .bind(tenant)
             .bind(g.id)
             .bind(g.kind)
@@ -281,9 +310,10 @@ pub(super) async fn insert_many(store: &PgStore, items: &[NewItem]) -> Result<Ve
             .filter_map(|&i| items[i].idempotency_key.clone())
             .collect();
         let rows = sqlx::query(sql::ITEM_FIND_COLLISIONS)
-            .persistent(store.persistent)
+            .persistent(persistent)
             .bind(ids)
             .bind(keys)
+            .bind(tenant)
             .fetch_all(&mut *tx)
             .await?;
         let mut have_ids = HashSet::new();
@@ -309,13 +339,6 @@ pub(super) async fn insert_many(store: &PgStore, items: &[NewItem]) -> Result<Ve
                 // which this tenant must not see.
                 InsertResult::IdTaken
             };
-        }
-    }
-    tx.commit().await?;
-    let mut woken = HashSet::new();
-    for (it, r) in items.iter().zip(&results) {
-        if *r == InsertResult::Inserted && woken.insert(it.lane.as_str()) {
-            store.wake_local(&it.lane);
         }
     }
     Ok(results)

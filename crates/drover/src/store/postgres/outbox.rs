@@ -23,10 +23,12 @@ use uuid::Uuid;
 use super::items::{enter_caller_tx, leave_caller_tx};
 use super::{PgStore, secs, validate_schema};
 use crate::error::{Error, Result};
+use crate::item::NewItem;
 use crate::item::bound_error;
 use crate::outbox::{
     NewOutboxRow, OUTBOX_WAKE, OutboxClaim, OutboxClaimParams, OutboxFailOutcome, OutboxFailParams,
-    OutboxFilter, OutboxRow, OutboxStats, OutboxStatus, OutboxStore,
+    OutboxFilter, OutboxRow, OutboxStats, OutboxStatus, OutboxStore, RelayBatch, RelayPlanner,
+    RelayTally,
 };
 
 macro_rules! sql {
@@ -38,6 +40,9 @@ sql!(OUTBOX_INSERT, "outbox_insert.sql");
 sql!(OUTBOX_GET, "outbox_get.sql");
 sql!(OUTBOX_CLAIM, "outbox_claim.sql");
 sql!(OUTBOX_COMPLETE, "outbox_complete.sql");
+sql!(OUTBOX_CLAIM_LOCKED, "outbox_claim_locked.sql");
+sql!(OUTBOX_COMPLETE_LOCKED, "outbox_complete_locked.sql");
+sql!(OUTBOX_HOLD_LOCKED, "outbox_hold_locked.sql");
 sql!(OUTBOX_FAIL, "outbox_fail.sql");
 sql!(OUTBOX_LIST, "outbox_list.sql");
 sql!(OUTBOX_STATS, "outbox_stats.sql");
@@ -118,6 +123,23 @@ fn outbox_row(r: &PgRow) -> Result<OutboxRow> {
         lease_expires_at: r.try_get("lease_expires_at")?,
         relayed_at: r.try_get("relayed_at")?,
     })
+}
+
+/// Marks claimed rows done on an open system-role transaction, each fenced
+/// on its token and lease; returns the ids that landed.
+async fn complete_on(
+    conn: &mut PgConnection,
+    claims: &[OutboxClaim],
+    persistent: bool,
+) -> Result<Vec<Uuid>> {
+    let ids: Vec<Uuid> = claims.iter().map(|c| c.id).collect();
+    let tokens: Vec<Uuid> = claims.iter().map(|c| c.token).collect();
+    Ok(sqlx::query_scalar(OUTBOX_COMPLETE)
+        .persistent(persistent)
+        .bind(ids)
+        .bind(tokens)
+        .fetch_all(&mut *conn)
+        .await?)
 }
 
 fn child(slot: i16) -> String {
@@ -223,19 +245,88 @@ impl OutboxStore for PgStore {
         Ok(rows)
     }
 
+    async fn outbox_relay_atomic(
+        &self,
+        p: &OutboxClaimParams,
+        plan: &RelayPlanner,
+    ) -> Result<Option<RelayBatch>> {
+        // Claim, items, events and marks on one system-role transaction.
+        // The claim is the rows' FOR UPDATE lock, held until the commit, so
+        // a run that fails part-way (a lost connection, a restart, SIGKILL)
+        // rolls back whole and leaves no claim to wait out its lease; and
+        // each relayed row is written once (marked done), not stamped with
+        // a claim first. Every statement names the tenant of its rows (the
+        // system role sees all tenants), so scoping is the statements' own,
+        // as in the claim.
+        let token = Uuid::new_v4();
+        let mut tx = self.begin_system().await?;
+        let rows = sqlx::query(OUTBOX_CLAIM_LOCKED)
+            .persistent(self.persistent)
+            .bind(i64::from(p.limit))
+            .bind(token)
+            .bind(secs(p.lease))
+            .fetch_all(&mut *tx)
+            .await?;
+        if rows.is_empty() {
+            tx.commit().await?;
+            return Ok(Some(RelayBatch::default()));
+        }
+        let rows = rows.iter().map(outbox_row).collect::<Result<Vec<_>>>()?;
+        let plan = plan(&rows);
+        let mut tally = RelayTally::new(plan.failed);
+        let items: Vec<NewItem> = plan.items.iter().map(|(_, it)| it.clone()).collect();
+        let mut item_results = Vec::new();
+        if !items.is_empty() {
+            item_results =
+                super::items::insert_groups(&mut tx, &items, self.persistent, false).await?;
+            tally.items(&rows, &plan.items, &item_results);
+        }
+        if !plan.events.is_empty() {
+            let events: Vec<crate::events::NewEvent> =
+                plan.events.iter().map(|(_, e)| e.clone()).collect();
+            // Validated by the plan as the append validates: an error here
+            // is the database's, and fails the whole run.
+            let answers = super::events::append_system(&mut tx, &events, self.persistent).await?;
+            tally.events(&rows, &plan.events, answers.into_iter().map(Ok).collect());
+        }
+        let landed = if tally.done.is_empty() {
+            0
+        } else {
+            let ids: Vec<Uuid> = tally.done.iter().map(|c| c.id).collect();
+            let done: Vec<Uuid> = sqlx::query_scalar(OUTBOX_COMPLETE_LOCKED)
+                .persistent(self.persistent)
+                .bind(ids)
+                .fetch_all(&mut *tx)
+                .await?;
+            done.len() as u64
+        };
+        if !tally.failed.is_empty() {
+            // The rows that failed keep the batch's claim past the commit,
+            // for the relay's fenced outbox_fail.
+            let ids: Vec<Uuid> = tally.failed.iter().map(|(i, _)| rows[*i].id).collect();
+            sqlx::query(OUTBOX_HOLD_LOCKED)
+                .persistent(self.persistent)
+                .bind(ids)
+                .bind(token)
+                .bind(secs(p.lease))
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        super::items::wake_inserted(self, &items, &item_results);
+        Ok(Some(RelayBatch {
+            rows,
+            tally,
+            landed,
+        }))
+    }
+
     async fn outbox_complete(&self, claims: &[OutboxClaim]) -> Result<Vec<Uuid>> {
         if claims.is_empty() {
             return Ok(Vec::new());
         }
-        let ids: Vec<Uuid> = claims.iter().map(|c| c.id).collect();
-        let tokens: Vec<Uuid> = claims.iter().map(|c| c.token).collect();
         let mut tx = self.begin_system().await?;
-        let done: Vec<Uuid> = sqlx::query_scalar(OUTBOX_COMPLETE)
-            .persistent(self.persistent)
-            .bind(ids)
-            .bind(tokens)
-            .fetch_all(&mut *tx)
-            .await?;
+        let done = complete_on(&mut tx, claims, self.persistent).await?;
         tx.commit().await?;
         Ok(done)
     }
