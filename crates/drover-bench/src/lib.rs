@@ -9,6 +9,7 @@
 //! | [`Mode::Standard`] | the workload of `BENCH.md`: bulk enqueue, drain, latency |
 //! | [`Mode::Sustained`] | a fixed offered rate for a duration: achieved rate and end-to-end latency per 5 s window |
 //! | [`Mode::ClaimLatency`] | the claim statement itself with a large backlog waiting, optionally while another session holds a transaction open |
+//! | [`run_http`] | `--http`: single-item enqueues (gathered) and the batch route over HTTP on loopback, against `pgbench -N` in the same run |
 //! | [`Mode::Soak`] | a fixed offered rate for a long duration on a throwaway stock-settings cluster, sampled every 5 s (rates, claim and end-to-end p50/p99, ready depth, live and dead tuples and size of every table) into CSV and PNG |
 //!
 //! Workers run in this process ([`BenchConfig::workers`], sharing the
@@ -28,6 +29,7 @@ use std::time::Duration;
 pub mod chart;
 pub mod child;
 mod claim;
+pub mod http;
 pub mod outbox;
 pub mod progress;
 pub mod projector;
@@ -268,6 +270,9 @@ pub enum BenchError {
     /// A phase did not finish: items never ran or never left the queue.
     #[error("{0}")]
     Incomplete(String),
+    /// The HTTP bench: a request failed or was refused, or pgbench failed.
+    #[error("{0}")]
+    Http(String),
 }
 
 impl From<sqlx::Error> for BenchError {
@@ -339,6 +344,31 @@ pub async fn run_outbox(
     let target = target::Target::create(database_url).await?;
     progress.note(&format!("sandbox: {}", target.describe()));
     let result = outbox::run(spec, &target, progress).await;
+    let dropped = target.drop_sandbox().await;
+    let report = result?;
+    dropped?;
+    Ok(report)
+}
+
+/// Runs `drover bench --http` (PostgreSQL): single-item enqueues and the
+/// batch route over HTTP on loopback, and `pgbench -N` for the ratio; see
+/// [`http`].
+///
+/// # Errors
+/// Not PostgreSQL; see [`http`] for the rest.
+pub async fn run_http(
+    database_url: &str,
+    spec: &http::HttpSpec,
+    progress: &Progress,
+) -> Result<http::HttpReport, BenchError> {
+    if !target::is_postgres(database_url) {
+        return Err(
+            drover::Error::invalid("database_url", "the HTTP bench runs on PostgreSQL").into(),
+        );
+    }
+    let target = target::Target::create(database_url).await?;
+    progress.note(&format!("sandbox: {}", target.describe()));
+    let result = http::run(spec, &target, progress).await;
     let dropped = target.drop_sandbox().await;
     let report = result?;
     dropped?;

@@ -181,3 +181,77 @@ fn soak_writes_csv_rows_with_dead_tuples_and_a_chart() {
     let png = std::fs::read(dir.path().join("soak.png")).expect("soak.png");
     assert!(png.starts_with(b"\x89PNG"), "a PNG chart");
 }
+
+/// `--http` at a tiny size (8 clients for 1 s, 2,000 batch items, pgbench
+/// at scale 1): every created answer is an item in the database, and the
+/// report carries each figure (rates, latency, gathered batches, pgbench's
+/// TPS and the ratio). The table form names them too.
+#[test]
+fn http_bench_lands_every_item_and_reports_the_figures() {
+    let v = bench_http(&["--json"]);
+    let single = v["single_requests"].as_u64().expect("single_requests");
+    assert!(single > 0, "{v}");
+    assert_eq!(v["batch_items"], 2000);
+    assert_eq!(v["items_landed"].as_u64(), Some(single + 2000), "{v}");
+    assert!(v["gathered_batches"].as_u64().unwrap() >= 1);
+    assert!(v["gathered_batches"].as_u64().unwrap() <= single);
+    for f in [
+        "single_per_sec",
+        "batch_items_per_sec",
+        "pgbench_tps",
+        "ratio",
+    ] {
+        assert!(v[f].as_f64().unwrap() > 0.0, "{f}: {v}");
+    }
+    assert_eq!(v["single_latency"]["count"].as_u64(), Some(single));
+    assert_eq!(v["pgbench_clients"], 8);
+    let out = bench_http_raw(&["--pgbench-clients", "0"]);
+    for word in [
+        "requests/s",
+        "p50",
+        "p99",
+        "items/s",
+        "landed",
+        "pgbench  not run",
+    ] {
+        assert!(out.contains(word), "{word} missing from:\n{out}");
+    }
+}
+
+fn bench_http_raw(extra: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_drover"))
+        .args([
+            "bench",
+            "--http",
+            "--http-clients",
+            "8",
+            "--http-duration",
+            "1s",
+            "--jobs",
+            "2000",
+            "--batch",
+            "500",
+            "--pgbench-scale",
+            "1",
+            "--quiet",
+        ])
+        .args(extra)
+        .env("DROVER_DATABASE_URL", pg_url())
+        .env_remove("DATABASE_URL")
+        .stdin(Stdio::null())
+        .output()
+        .expect("spawn drover");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "drover bench --http failed: {:?}\nstdout: {stdout}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn bench_http(extra: &[&str]) -> Value {
+    let stdout = bench_http_raw(extra);
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
+}

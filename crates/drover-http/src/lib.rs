@@ -55,6 +55,8 @@ pub struct HttpConfig {
     pub max_body_bytes: usize,
     /// The dashboard's settings.
     pub dashboard: dashboard::DashboardConfig,
+    /// Request gathering of single-item enqueues ([`api::gather`]).
+    pub gather: api::gather::GatherConfig,
 }
 
 impl Default for HttpConfig {
@@ -62,6 +64,7 @@ impl Default for HttpConfig {
         HttpConfig {
             max_body_bytes: MAX_BODY_BYTES_DEFAULT,
             dashboard: dashboard::DashboardConfig::default(),
+            gather: api::gather::GatherConfig::default(),
         }
     }
 }
@@ -75,6 +78,8 @@ pub struct AppState {
     pub auth: Auth,
     /// The settings.
     pub config: Arc<HttpConfig>,
+    /// The process's request gatherer.
+    pub gather: Arc<api::gather::Gatherer>,
 }
 
 /// The API's router over `queue`, authenticated by `auth`, with default
@@ -86,10 +91,27 @@ pub fn router(queue: Queue, auth: Auth) -> Router {
 
 /// As [`router`], with explicit settings.
 pub fn router_with(queue: Queue, auth: Auth, config: HttpConfig) -> Router {
+    router_and_stats(queue, auth, config).0
+}
+
+/// As [`router_with`], also handing back the request gatherer's counters
+/// (batches and requests written), which tests and `drover bench --http`
+/// read.
+pub fn router_and_stats(
+    queue: Queue,
+    auth: Auth,
+    config: HttpConfig,
+) -> (Router, Arc<api::gather::GatherStats>) {
+    let gather = Arc::new(api::gather::Gatherer::new(
+        queue.clone(),
+        config.gather.clone(),
+    ));
+    let stats = gather.stats();
     let state = AppState {
         queue,
         auth: auth.clone(),
         config: Arc::new(config),
+        gather,
     };
     let (api, _spec) = api::routes(state.clone()).split_for_parts();
     let api = Router::new()
@@ -105,5 +127,6 @@ pub fn router_with(queue: Queue, auth: Auth, config: HttpConfig) -> Router {
         ));
     // The dashboard has its own gate (a session cookie, the CSRF check),
     // so it is merged outside the bearer-token layer.
-    dashboard::routes(state.clone(), state.config.dashboard.clone()).merge(api)
+    let router = dashboard::routes(state.clone(), state.config.dashboard.clone()).merge(api);
+    (router, stats)
 }

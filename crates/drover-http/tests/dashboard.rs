@@ -58,6 +58,10 @@ fn fixture(queue: Queue) -> Fixture {
         queue: queue.clone(),
         auth: auth.clone(),
         config: Arc::new(HttpConfig::default()),
+        gather: Arc::new(drover_http::api::gather::Gatherer::new(
+            queue.clone(),
+            drover_http::api::gather::GatherConfig::default(),
+        )),
     };
     let live = Live::new(queue.clone(), config.live_interval);
     let state = DashState {

@@ -2,8 +2,8 @@
 //! drain, latency), a sustained-rate mode, and claim-latency probes, each in
 //! a sandbox it creates and drops (a fresh schema on PostgreSQL, a temporary
 //! file on SQLite); and a soak (`--soak`) on a throwaway stock-settings
-//! cluster it starts and removes itself. The engine is the `drover-bench`
-//! crate.
+//! cluster it starts and removes itself; `--http` enqueues over the HTTP
+//! API against `pgbench -N`. The engine is the `drover-bench` crate.
 //!
 //! Exit code 1 when any item did not run or ran twice (the report is still
 //! printed first).
@@ -65,6 +65,26 @@ pub struct BenchArgs {
     /// Outbox mode: events per projector batch (one transaction each).
     #[arg(long, default_value_t = drover_bench::outbox::PROJECTOR_BATCH_DEFAULT)]
     pub projector_batch: u32,
+    /// The HTTP path instead (PostgreSQL): `drover serve`'s router on
+    /// loopback in this process, --http-clients keep-alive connections
+    /// enqueueing one item per request (each with an Idempotency-Key) for
+    /// --http-duration, then the batch route (--jobs items, --batch per
+    /// request), then `pgbench -N` for the ratio.
+    #[arg(long)]
+    pub http: bool,
+    /// HTTP mode: concurrent keep-alive connections of the single phase.
+    #[arg(long, default_value_t = drover_bench::http::CLIENTS_DEFAULT)]
+    pub http_clients: usize,
+    /// HTTP mode: how long the single phase and pgbench run.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub http_duration: Duration,
+    /// HTTP mode: pgbench's clients (default: --http-clients; 0 skips
+    /// pgbench).
+    #[arg(long)]
+    pub pgbench_clients: Option<usize>,
+    /// HTTP mode: `pgbench -i -s`.
+    #[arg(long, default_value_t = drover_bench::http::PGBENCH_SCALE_DEFAULT)]
+    pub pgbench_scale: u32,
     /// Soak mode: offered items/s.
     #[arg(long, default_value_t = 800.0)]
     pub rate: f64,
@@ -138,6 +158,31 @@ pub async fn run(args: &BenchArgs, cx: &mut Context<'_>) -> Result<(), CliError>
         return drover_bench::child::run(&cx.database_url, schema, args.capacity)
             .await
             .map_err(into_cli);
+    }
+    if args.http {
+        let spec = drover_bench::http::HttpSpec {
+            clients: args.http_clients,
+            duration: args.http_duration,
+            batch_clients: drover_bench::http::BATCH_CLIENTS_DEFAULT,
+            batch: args.batch,
+            batch_items: args.jobs,
+            pgbench_clients: match args.pgbench_clients {
+                Some(0) => None,
+                Some(n) => Some(n),
+                None => Some(args.http_clients),
+            },
+            pgbench_scale: args.pgbench_scale,
+        };
+        let report = drover_bench::run_http(&cx.database_url, &spec, &Progress::new(!args.quiet))
+            .await
+            .map_err(into_cli)?;
+        if args.json {
+            let v = serde_json::to_string(&report).map_err(super::show::json_err)?;
+            writeln!(cx.out, "{v}")?;
+        } else {
+            report.write_table(cx.out)?;
+        }
+        return Ok(());
     }
     if args.outbox {
         let spec = drover_bench::outbox::OutboxSpec {

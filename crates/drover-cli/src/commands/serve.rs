@@ -30,6 +30,10 @@ pub struct ServeArgs {
     /// [default: 8 MiB].
     #[arg(long, env = "DROVER_HTTP_MAX_BODY_BYTES")]
     pub max_body_bytes: Option<usize>,
+    /// The most concurrent single-item enqueues written as one batch
+    /// (request gathering); 0 writes each request on its own [default: 256].
+    #[arg(long)]
+    pub gather_max_batch: Option<usize>,
 }
 
 /// Serves until a signal. Prints `listening on http://ADDR` on stdout once
@@ -52,6 +56,11 @@ pub async fn run(args: &ServeArgs, cx: &mut Context<'_>) -> Result<(), CliError>
             return Err(CliError::invalid("max_body_bytes", "must be at least 1"));
         }
         config.max_body_bytes = n;
+    }
+    match args.gather_max_batch {
+        Some(0) => config.gather.enabled = false,
+        Some(n) => config.gather.max_batch = n,
+        None => {}
     }
     let mut signals = Signals::install()?;
     let queue = cx.queue().await?;

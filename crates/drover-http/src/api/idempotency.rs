@@ -19,7 +19,9 @@ use std::future::Future;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use drover::access::{MARKER_RETENTION_DEFAULT, MARKER_STALE_DEFAULT, MarkerBegin, MarkerKey};
+use drover::access::{
+    MARKER_RETENTION_DEFAULT, MARKER_STALE_DEFAULT, MarkerBegin, MarkerClaim, MarkerKey,
+};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
@@ -129,30 +131,70 @@ where
     let Some(key) = key else {
         return work().await.into_response();
     };
-    let marker = MarkerKey {
-        tenant_id: tenant,
-        principal,
-        route: route.to_owned(),
-        key,
-    };
-    let fingerprint = hex::encode(Sha256::digest(body));
+    let claim = claim_of(key, tenant, principal, route, body);
     let store = state.queue.store();
     let begun = store
         .marker_begin(
-            &marker,
-            &fingerprint,
+            &claim.key,
+            &claim.fingerprint,
             MARKER_RETENTION_DEFAULT,
             MARKER_STALE_DEFAULT,
         )
         .await;
+    let marker = claim.key;
     match begun {
         Err(e) => Problem::from(e).into_response(),
-        Ok(MarkerBegin::InFlight) => {
+        Ok(MarkerBegin::Started) => {
+            let answer = work().await;
+            let stored = if answer.status.is_server_error() {
+                store.marker_release(&marker).await
+            } else {
+                store
+                    .marker_finish(&marker, answer.status.as_u16(), &answer.body)
+                    .await
+            };
+            if let Err(e) = stored {
+                // The answer stands; the marker stays in flight until its
+                // stale limit, when a retry takes it over.
+                tracing::warn!(error = %e, "idempotency marker not settled");
+            }
+            answer.into_response()
+        }
+        Ok(other) => settled(other),
+    }
+}
+
+/// The marker claim of a request: the key scoped by tenant, principal and
+/// route, the fingerprint the SHA-256 of the body.
+pub fn claim_of(
+    key: String,
+    tenant: Uuid,
+    principal: Uuid,
+    route: &str,
+    body: &[u8],
+) -> MarkerClaim {
+    MarkerClaim {
+        key: MarkerKey {
+            tenant_id: tenant,
+            principal,
+            route: route.to_owned(),
+            key,
+        },
+        fingerprint: hex::encode(Sha256::digest(body)),
+    }
+}
+
+/// The answer to a request whose marker another request holds or
+/// finished: 409 in flight, 422 for another body, the replay when done.
+/// (`Started` is not such an answer: the request runs; it answers 500.)
+pub fn settled(begun: MarkerBegin) -> Response {
+    match begun {
+        MarkerBegin::InFlight => {
             Problem::conflict("a request with this Idempotency-Key is still in flight; retry later")
                 .field("Idempotency-Key")
                 .into_response()
         }
-        Ok(MarkerBegin::Mismatch) => Problem::new(
+        MarkerBegin::Mismatch => Problem::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "idempotency-key-reused",
             "Idempotency-Key reused",
@@ -160,7 +202,7 @@ where
         .detail("this Idempotency-Key was used with a different request body")
         .field("Idempotency-Key")
         .into_response(),
-        Ok(MarkerBegin::Completed { status, body }) => {
+        MarkerBegin::Completed { status, body } => {
             let mut res = Answer {
                 status: StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
                 body,
@@ -171,21 +213,9 @@ where
                 .insert(REPLAYED, HeaderValue::from_static("true"));
             res
         }
-        Ok(MarkerBegin::Started) => {
-            let answer = work().await;
-            let settled = if answer.status.is_server_error() {
-                store.marker_release(&marker).await
-            } else {
-                store
-                    .marker_finish(&marker, answer.status.as_u16(), &answer.body)
-                    .await
-            };
-            if let Err(e) = settled {
-                // The answer stands; the marker stays in flight until its
-                // stale limit, when a retry takes it over.
-                tracing::warn!(error = %e, "idempotency marker not settled");
-            }
-            answer.into_response()
+        MarkerBegin::Started => {
+            tracing::warn!("a started marker was answered as settled");
+            Problem::internal().into_response()
         }
     }
 }

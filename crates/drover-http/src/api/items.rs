@@ -24,6 +24,9 @@ use crate::AppState;
 use crate::auth::{ApiPrincipal, Role};
 use crate::problem::{ApiResult, Problem};
 
+/// The route single-item markers are scoped by.
+const ENQUEUE_ONE_ROUTE: &str = "POST /v1/items";
+
 /// The most items one batch request may carry.
 pub const BATCH_MAX: usize = 10_000;
 /// A page's size unless `limit` says.
@@ -116,34 +119,21 @@ pub async fn enqueue_one(
         Err(p) => return p.into_response(),
     };
     let tenant = item.tenant_id;
+    let known = state.queue.kind_registered(&item.kind);
+    if state.gather.enabled() {
+        let claim =
+            key.map(|k| idempotency::claim_of(k, tenant, who.token_id, ENQUEUE_ONE_ROUTE, &body));
+        return state.gather.submit(claim, principal, item, known).await;
+    }
     idempotency::once(
         &state,
         key,
         tenant,
         who.token_id,
-        "POST /v1/items",
+        ENQUEUE_ONE_ROUTE,
         &body,
         || async {
-            let known = state.queue.kind_registered(&item.kind);
-            match state.queue.enqueue_item(&principal, item).await {
-                Ok(ins) => {
-                    let status = if ins.result == InsertResult::Inserted {
-                        StatusCode::CREATED
-                    } else {
-                        StatusCode::OK
-                    };
-                    Answer::json(
-                        status,
-                        &EnqueueResponse {
-                            id: ins.item.id,
-                            result: result_name(ins.result).to_owned(),
-                            known_kind: known,
-                            item: ins.item.into(),
-                        },
-                    )
-                }
-                Err(e) => Answer::from(Problem::from(e)),
-            }
+            super::gather::enqueue_answer(known, state.queue.enqueue_item(&principal, item).await)
         },
     )
     .await

@@ -6,6 +6,7 @@
 //! `openapi.json` at the crate root is checked against it by a test).
 
 pub mod bulk;
+pub mod gather;
 mod health;
 pub mod idempotency;
 pub mod items;
@@ -68,8 +69,13 @@ pub fn routes(state: AppState) -> OpenApiRouter {
 
 /// The OpenAPI document as generated from the handlers.
 pub fn openapi() -> utoipa::openapi::OpenApi {
+    let queue = drover::Queue::memory();
     let state = AppState {
-        queue: drover::Queue::memory(),
+        gather: std::sync::Arc::new(gather::Gatherer::new(
+            queue.clone(),
+            gather::GatherConfig::default(),
+        )),
+        queue,
         auth: crate::Auth::deny_all(),
         config: std::sync::Arc::new(crate::HttpConfig::default()),
     };

@@ -506,6 +506,226 @@ pub async fn idempotency_fifty_concurrent_one_item(app: &App) {
     assert_eq!(page["items"].as_array().unwrap().len(), 1);
 }
 
+/// A router over `app`'s store wrapped in a fault store (inserts can be
+/// held at a gate), with its own admin token and the gatherer's counters.
+async fn held_app(
+    app: &App,
+    config: drover_http::HttpConfig,
+) -> (
+    axum::Router,
+    drover_http::TokenSecret,
+    std::sync::Arc<drover::store::fault::Faults>,
+    std::sync::Arc<drover_http::api::gather::GatherStats>,
+) {
+    let store = std::sync::Arc::new(drover::store::fault::FaultStore::new(
+        app.harness.store.clone(),
+    ));
+    let faults = store.faults.clone();
+    let queue = drover::Queue::new(store);
+    let admin = crate::common::mint(&queue, Role::Admin, None, &["*"]).await;
+    let auth = drover_http::tokens::auth_from_store(&queue).await.unwrap();
+    let (router, stats) = drover_http::router_and_stats(queue, auth, config);
+    (router, admin, faults, stats)
+}
+
+/// The same key while the first request is held open mid-write answers
+/// 409 (another body 422); after the first answers, a retry replays it.
+/// Gathered and not.
+pub async fn idempotency_in_flight_conflict_then_replay(app: &App) {
+    use std::sync::atomic::Ordering::SeqCst;
+    for gathered in [true, false] {
+        let mut config = drover_http::HttpConfig::default();
+        config.gather.enabled = gathered;
+        let (router, admin, faults, stats) = held_app(app, config).await;
+        let key = format!("held-{gathered}");
+        let body =
+            serde_json::to_vec(&json!({"kind": "held", "payload": {"g": gathered}})).unwrap();
+        let headers = [("idempotency-key", key.as_str())];
+        faults.insert_hold.store(true, SeqCst);
+        let first = {
+            let (router, admin, body, key) =
+                (router.clone(), admin.clone(), body.clone(), key.clone());
+            tokio::spawn(async move {
+                crate::common::send(
+                    &router,
+                    Method::POST,
+                    "/v1/items",
+                    Some(&admin),
+                    Some(body),
+                    &[("idempotency-key", key.as_str())],
+                )
+                .await
+            })
+        };
+        // The first request's marker is claimed and its insert waits.
+        faults.insert_gate.arrived().await;
+        let (s, h, b) = crate::common::send(
+            &router,
+            Method::POST,
+            "/v1/items",
+            Some(&admin),
+            Some(body.clone()),
+            &headers,
+        )
+        .await;
+        assert_eq!(s, StatusCode::CONFLICT, "gathered {gathered}: {b}");
+        assert_eq!(ct(&h), PROBLEM);
+        assert_eq!(b["field"], "Idempotency-Key");
+        let other = serde_json::to_vec(&json!({"kind": "held", "payload": {"other": 1}})).unwrap();
+        let (s, _, b) = crate::common::send(
+            &router,
+            Method::POST,
+            "/v1/items",
+            Some(&admin),
+            Some(other),
+            &headers,
+        )
+        .await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+        faults.insert_hold.store(false, SeqCst);
+        faults.insert_gate.release(1);
+        let (s1, h1, b1) = first.await.unwrap();
+        assert_eq!(s1, StatusCode::CREATED, "{b1}");
+        assert!(h1.get("idempotent-replayed").is_none());
+        let (s3, h3, b3) = crate::common::send(
+            &router,
+            Method::POST,
+            "/v1/items",
+            Some(&admin),
+            Some(body),
+            &headers,
+        )
+        .await;
+        assert_eq!((s3, &b3), (StatusCode::CREATED, &b1), "the replay");
+        assert_eq!(h3.get("idempotent-replayed").unwrap(), "true");
+        if gathered {
+            assert_eq!(
+                stats.requests(),
+                4,
+                "all four requests went through the gatherer"
+            );
+        } else {
+            assert_eq!(stats.requests(), 0, "gathering off: nothing gathered");
+        }
+    }
+    let (_, _, page) = app
+        .call(
+            Method::GET,
+            "/v1/items?kind=held",
+            Some(&app.admin),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(
+        page["items"].as_array().unwrap().len(),
+        2,
+        "one item per key: {page}"
+    );
+}
+
+/// Concurrent single-item requests are gathered: 50 requests held behind
+/// the first batches land in at most three item transactions, each
+/// answered with its own item; one oversized payload gets its own 400 and
+/// one id of another tenant's item its own 409, the rest succeed.
+pub async fn gathering_many_requests_few_commits(app: &App) {
+    use std::sync::atomic::Ordering::SeqCst;
+    let (router, admin, faults, stats) = held_app(app, drover_http::HttpConfig::default()).await;
+    let foreign_tenant = uuid::Uuid::now_v7();
+    let foreign = app
+        .queue
+        .enqueue_item(
+            &drover::queue::Principal::system(),
+            drover::NewItem::new("foreign", json!({})).with_tenant(foreign_tenant),
+        )
+        .await
+        .unwrap()
+        .item
+        .id;
+    const OVERSIZED: usize = 7;
+    const TAKEN: usize = 13;
+    faults.insert_hold.store(true, SeqCst);
+    let mut tasks = Vec::new();
+    for i in 0..50usize {
+        let body = match i {
+            OVERSIZED => json!({"kind": "gathered", "payload": {"blob": "x".repeat(300 * 1024)}}),
+            TAKEN => json!({"kind": "gathered", "payload": {"i": i}, "id": foreign}),
+            _ => json!({"kind": "gathered", "payload": {"i": i}}),
+        };
+        let (router, admin) = (router.clone(), admin.clone());
+        tasks.push(tokio::spawn(async move {
+            let key = format!("gather-{i}");
+            crate::common::send(
+                &router,
+                Method::POST,
+                "/v1/items",
+                Some(&admin),
+                Some(serde_json::to_vec(&body).unwrap()),
+                &[("idempotency-key", key.as_str())],
+            )
+            .await
+        }));
+    }
+    // Every request is queued before the held batches are let go.
+    stats.queued_at_least(50).await;
+    faults.insert_hold.store(false, SeqCst);
+    faults.insert_gate.release(50);
+    let mut ids = std::collections::HashSet::new();
+    for (i, t) in tasks.into_iter().enumerate() {
+        let (s, h, b) = t.await.unwrap();
+        match i {
+            OVERSIZED => {
+                assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+                assert_eq!(ct(&h), PROBLEM);
+                assert_eq!(b["field"], "payload");
+            }
+            TAKEN => {
+                assert_eq!(s, StatusCode::CONFLICT, "{b}");
+                assert_eq!(ct(&h), PROBLEM);
+            }
+            _ => {
+                assert_eq!(s, StatusCode::CREATED, "request {i}: {b}");
+                assert_eq!(b["item"]["payload"]["i"], i, "its own item");
+                assert!(ids.insert(b["id"].as_str().unwrap().to_owned()));
+            }
+        }
+    }
+    assert_eq!(ids.len(), 48);
+    assert_eq!(stats.requests(), 50);
+    assert!(
+        stats.batches() <= 3,
+        "50 requests in {} item transactions",
+        stats.batches()
+    );
+    // Each kept its own marker: a retry of the oversized one replays its 400.
+    let (s, h, _) = crate::common::send(
+        &router,
+        Method::POST,
+        "/v1/items",
+        Some(&admin),
+        Some(
+            serde_json::to_vec(
+                &json!({"kind": "gathered", "payload": {"blob": "x".repeat(300 * 1024)}}),
+            )
+            .unwrap(),
+        ),
+        &[("idempotency-key", "gather-7")],
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(h.get("idempotent-replayed").unwrap(), "true");
+    let (_, _, page) = app
+        .call(
+            Method::GET,
+            "/v1/items?kind=gathered&limit=500",
+            Some(&app.admin),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(page["items"].as_array().unwrap().len(), 48);
+}
+
 /// Bulk: the preview counts and changes nothing; the apply is capped and
 /// audited; cursor pages visit every item once.
 pub async fn bulk_and_cursor_pages(app: &App) {
@@ -752,6 +972,8 @@ macro_rules! api_suite {
             problems_oversize_and_unknown_kinds,
             idempotency_replay_and_mismatch,
             idempotency_fifty_concurrent_one_item,
+            idempotency_in_flight_conflict_then_replay,
+            gathering_many_requests_few_commits,
             bulk_and_cursor_pages,
             tenant_scoped_token_sees_its_tenant_only,
         );

@@ -98,6 +98,26 @@ pub struct MarkerKey {
     pub key: String,
 }
 
+/// One request's claim in [`AccessStore::marker_begin_many`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarkerClaim {
+    /// The marker.
+    pub key: MarkerKey,
+    /// A hash of what the request asks.
+    pub fingerprint: String,
+}
+
+/// One request's answer in [`AccessStore::marker_finish_many`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarkerAnswer {
+    /// The marker the request holds.
+    pub key: MarkerKey,
+    /// The HTTP status.
+    pub status: u16,
+    /// The response body.
+    pub body: String,
+}
+
 /// What [`AccessStore::marker_begin`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MarkerBegin {
@@ -152,6 +172,39 @@ pub trait AccessStore: Send + Sync {
     /// Gives up a marker still in flight (its request failed in a way a
     /// retry may not meet again, such as the database being down).
     async fn marker_release(&self, key: &MarkerKey) -> Result<()>;
+
+    /// [`AccessStore::marker_begin`] for many requests in one short
+    /// transaction, committed before any of them runs (so another request
+    /// with one of the keys sees it in flight at once): one answer per
+    /// claim, in order. A key that appears twice is claimed once; the
+    /// later copy sees the first in flight (or a mismatch).
+    ///
+    /// The default calls [`AccessStore::marker_begin`] per claim; the SQL
+    /// backends override it with one transaction.
+    async fn marker_begin_many(
+        &self,
+        claims: &[MarkerClaim],
+        retention: Duration,
+        stale_after: Duration,
+    ) -> Result<Vec<MarkerBegin>> {
+        let mut out = Vec::with_capacity(claims.len());
+        for c in claims {
+            out.push(
+                self.marker_begin(&c.key, &c.fingerprint, retention, stale_after)
+                    .await?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// [`AccessStore::marker_finish`] for many markers in one transaction.
+    /// The default calls it per answer.
+    async fn marker_finish_many(&self, answers: &[MarkerAnswer]) -> Result<()> {
+        for a in answers {
+            self.marker_finish(&a.key, a.status, &a.body).await?;
+        }
+        Ok(())
+    }
 
     /// Deletes up to `batch` expired markers (system operation).
     async fn marker_purge(&self, batch: u32) -> Result<u64>;

@@ -54,6 +54,50 @@ pub struct Faults {
     pub beats_in_flight_max: AtomicU64,
     /// Calls of `sweep_lease_renew` seen.
     pub sweep_renew_calls: AtomicU64,
+    /// While set, every `item_insert` and `item_insert_each` waits at
+    /// [`Faults::insert_gate`] until the test lets it through: a request
+    /// held open mid-flight, deterministically.
+    pub insert_hold: AtomicBool,
+    /// Where held inserts wait.
+    pub insert_gate: Gate,
+}
+
+/// A gate held calls wait at: each announces its arrival, then waits for
+/// a pass the test hands out.
+#[derive(Debug)]
+pub struct Gate {
+    arrived: tokio::sync::Semaphore,
+    passes: tokio::sync::Semaphore,
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate {
+            arrived: tokio::sync::Semaphore::new(0),
+            passes: tokio::sync::Semaphore::new(0),
+        }
+    }
+}
+
+impl Gate {
+    /// Waits until a call has arrived at the gate (one arrival per call).
+    pub async fn arrived(&self) {
+        if let Ok(p) = self.arrived.acquire().await {
+            p.forget();
+        }
+    }
+
+    /// Lets `n` held calls (present or future) through.
+    pub fn release(&self, n: usize) {
+        self.passes.add_permits(n);
+    }
+
+    async fn pass(&self) {
+        self.arrived.add_permits(1);
+        if let Ok(p) = self.passes.acquire().await {
+            p.forget();
+        }
+    }
 }
 
 fn take(n: &AtomicU32) -> bool {
@@ -130,11 +174,21 @@ impl Store for FaultStore {
 #[async_trait]
 impl super::ItemStore for FaultStore {
     async fn item_insert(&self, item: &NewItem) -> Result<Inserted> {
+        if self.faults.insert_hold.load(Ordering::SeqCst) {
+            self.faults.insert_gate.pass().await;
+        }
         self.inner.item_insert(item).await
     }
 
     async fn item_insert_many(&self, items: &[NewItem]) -> Result<Vec<InsertResult>> {
         self.inner.item_insert_many(items).await
+    }
+
+    async fn item_insert_each(&self, items: &[NewItem]) -> Result<Vec<Result<Inserted>>> {
+        if self.faults.insert_hold.load(Ordering::SeqCst) {
+            self.faults.insert_gate.pass().await;
+        }
+        self.inner.item_insert_each(items).await
     }
 
     async fn item_get(&self, tenant: Uuid, id: Uuid) -> Result<Option<Item>> {
@@ -580,6 +634,19 @@ impl crate::access::AccessStore for FaultStore {
     }
     async fn marker_release(&self, k: &crate::access::MarkerKey) -> Result<()> {
         self.inner.marker_release(k).await
+    }
+    async fn marker_begin_many(
+        &self,
+        claims: &[crate::access::MarkerClaim],
+        retention: std::time::Duration,
+        stale_after: std::time::Duration,
+    ) -> Result<Vec<crate::access::MarkerBegin>> {
+        self.inner
+            .marker_begin_many(claims, retention, stale_after)
+            .await
+    }
+    async fn marker_finish_many(&self, answers: &[crate::access::MarkerAnswer]) -> Result<()> {
+        self.inner.marker_finish_many(answers).await
     }
     async fn marker_purge(&self, batch: u32) -> Result<u64> {
         self.inner.marker_purge(batch).await

@@ -166,6 +166,31 @@ pub trait ItemStore: Send + Sync {
     /// (`IdTaken` for an id held by another tenant).
     async fn item_insert_many(&self, items: &[NewItem]) -> Result<Vec<InsertResult>>;
 
+    /// Inserts many independent items in one transaction, each keeping its
+    /// own outcome: the stored row (inserted, or the tenant's own row that
+    /// blocked it) or its own error (`Conflict` for an id held by another
+    /// tenant), as [`ItemStore::item_insert`] would answer it alone. The
+    /// outer error is the transaction's: then nothing was written.
+    ///
+    /// This is what the HTTP API's request gathering writes with: many
+    /// single-item requests, one commit. The default runs
+    /// [`ItemStore::item_insert`] per item (a commit each); the SQL
+    /// backends override it with one transaction.
+    async fn item_insert_each(&self, items: &[NewItem]) -> Result<Vec<Result<Inserted>>> {
+        let mut out = Vec::with_capacity(items.len());
+        for item in items {
+            match self.item_insert(item).await {
+                // The item's own refusal stays its own; anything else (the
+                // database down, a broken schema) is the batch's.
+                Err(e) if !(e.is_conflict() || matches!(e, crate::Error::InvalidInput { .. })) => {
+                    return Err(e);
+                }
+                other => out.push(other),
+            }
+        }
+        Ok(out)
+    }
+
     /// Reads an item of `tenant` by id.
     async fn item_get(&self, tenant: Uuid, id: Uuid) -> Result<Option<Item>>;
 

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::access::{MarkerBegin, MarkerKey, NewToken};
+use crate::access::{MarkerAnswer, MarkerBegin, MarkerClaim, MarkerKey, NewToken};
 
 fn token(hash_byte: char) -> NewToken {
     NewToken {
@@ -206,5 +206,98 @@ pub async fn marker_expired_or_stale_taken_over_and_purged(h: &Harness) {
     assert_eq!(
         s.marker_begin(&kept, "f", LONG, LONG).await.unwrap(),
         MarkerBegin::InFlight
+    );
+}
+
+/// The bulk marker calls answer as the single ones would, per claim: two
+/// tenants in one call, a key twice in one call (claimed once), a finished
+/// marker replayed, another body a mismatch; the bulk finish stores each
+/// answer.
+pub async fn marker_begin_many_answers_each_claim(h: &Harness) {
+    let s = &h.store;
+    let p = Uuid::now_v7();
+    let claim = |t: Uuid, k: &str, fp: &str| MarkerClaim {
+        key: key(t, p, "POST /v1/items", k),
+        fingerprint: fp.into(),
+    };
+    s.marker_begin(
+        &key(tenant_a(), p, "POST /v1/items", "done"),
+        "f",
+        LONG,
+        LONG,
+    )
+    .await
+    .unwrap();
+    s.marker_finish(&key(tenant_a(), p, "POST /v1/items", "done"), 201, "{}")
+        .await
+        .unwrap();
+    let claims = vec![
+        claim(tenant_a(), "one", "f"),
+        claim(tenant_b(), "one", "f"),
+        claim(tenant_a(), "one", "f"),
+        claim(tenant_a(), "done", "f"),
+        claim(tenant_a(), "done", "other"),
+        claim(tenant_b(), "two", "f"),
+    ];
+    let got = s.marker_begin_many(&claims, LONG, LONG).await.unwrap();
+    assert_eq!(
+        got,
+        vec![
+            MarkerBegin::Started,
+            MarkerBegin::Started,
+            MarkerBegin::InFlight,
+            MarkerBegin::Completed {
+                status: 201,
+                body: "{}".into()
+            },
+            MarkerBegin::Mismatch,
+            MarkerBegin::Started,
+        ]
+    );
+    // Committed at once: a single begin sees the claims in flight.
+    assert_eq!(
+        s.marker_begin(&claims[1].key, "f", LONG, LONG)
+            .await
+            .unwrap(),
+        MarkerBegin::InFlight
+    );
+    let answers = vec![
+        MarkerAnswer {
+            key: claims[0].key.clone(),
+            status: 201,
+            body: "a".into(),
+        },
+        MarkerAnswer {
+            key: claims[5].key.clone(),
+            status: 400,
+            body: "b".into(),
+        },
+    ];
+    s.marker_finish_many(&answers).await.unwrap();
+    assert_eq!(
+        s.marker_begin_many(
+            &[claims[0].clone(), claims[5].clone(), claims[1].clone()],
+            LONG,
+            LONG
+        )
+        .await
+        .unwrap(),
+        vec![
+            MarkerBegin::Completed {
+                status: 201,
+                body: "a".into()
+            },
+            MarkerBegin::Completed {
+                status: 400,
+                body: "b".into()
+            },
+            MarkerBegin::InFlight,
+        ]
+    );
+    assert!(
+        s.marker_begin_many(&[], LONG, LONG)
+            .await
+            .unwrap()
+            .is_empty()
     );
 }

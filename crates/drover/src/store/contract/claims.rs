@@ -121,6 +121,70 @@ pub async fn insert_many_reports_each(h: &Harness) {
     );
 }
 
+/// Independent inserts in one call keep each outcome: the stored row of an
+/// insert, the tenant's own row an id or key met, `Conflict` for another
+/// tenant's id (the others still land), two tenants in one call, and an id
+/// twice in one call (the first lands, the second meets it).
+pub async fn insert_each_keeps_each_outcome(h: &Harness) {
+    let existing = put(h, new("a").with_key("dup")).await;
+    let foreign = put(h, new("f").with_tenant(tenant_b())).await;
+    let twice = Uuid::now_v7();
+    let batch = vec![
+        new("x"),
+        new("y").with_id(existing.id),
+        new("z").with_key("dup"),
+        new("t").with_id(foreign.id),
+        new("w").with_tenant(tenant_b()),
+        new("d1").with_id(twice),
+        new("d2").with_id(twice),
+    ];
+    let res = h.store.item_insert_each(&batch).await.expect("each");
+    assert_eq!(res.len(), batch.len());
+    let ok = |i: usize| match &res[i] {
+        Ok(ins) => ins.clone(),
+        Err(e) => panic!("input {i}: {e}"),
+    };
+    assert_eq!(ok(0).result, InsertResult::Inserted);
+    assert_eq!(
+        (ok(0).item.id, ok(0).item.status),
+        (batch[0].id, Status::Pending)
+    );
+    assert_eq!(ok(0).item.payload, batch[0].payload);
+    assert_eq!(
+        (ok(1).result, ok(1).item.kind.as_str()),
+        (InsertResult::IdExists, "a")
+    );
+    assert_eq!(
+        (ok(2).result, ok(2).item.id),
+        (InsertResult::KeyExists, existing.id)
+    );
+    match &res[3] {
+        Err(e) => assert_eq!(e.kind(), ErrorKind::Conflict, "{e}"),
+        Ok(v) => panic!("another tenant's id landed: {v:?}"),
+    }
+    assert_eq!(
+        (ok(4).result, ok(4).item.tenant_id),
+        (InsertResult::Inserted, tenant_b())
+    );
+    assert_eq!(
+        (ok(5).result, ok(5).item.kind.as_str()),
+        (InsertResult::Inserted, "d1")
+    );
+    assert_eq!(
+        (ok(6).result, ok(6).item.kind.as_str()),
+        (InsertResult::IdExists, "d1")
+    );
+    assert_eq!(get(h, Uuid::nil(), batch[0].id).await.kind, "x");
+    assert_eq!(get(h, tenant_b(), foreign.id).await.kind, "f");
+    assert!(
+        h.store
+            .item_insert_each(&[])
+            .await
+            .expect("empty")
+            .is_empty()
+    );
+}
+
 /// Sixteen concurrent claimers over 10,000 items: every item claimed
 /// exactly once.
 pub async fn claim_exclusive_under_concurrency(h: &Harness) {

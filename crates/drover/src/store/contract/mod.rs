@@ -158,6 +158,8 @@ macro_rules! contract_suite {
             marker_scoped_by_tenant_principal_and_route,
             marker_begin_one_winner_under_concurrency,
             marker_expired_or_stale_taken_over_and_purged,
+            marker_begin_many_answers_each_claim,
+            insert_each_keeps_each_outcome,
         );
     };
 }

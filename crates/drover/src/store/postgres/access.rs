@@ -10,7 +10,11 @@ use sqlx::postgres::PgRow;
 use uuid::Uuid;
 
 use super::{PgStore, secs};
-use crate::access::{AccessStore, MarkerBegin, MarkerKey, NewToken, TokenRow};
+use std::collections::{HashMap, HashSet};
+
+use crate::access::{
+    AccessStore, MarkerAnswer, MarkerBegin, MarkerClaim, MarkerKey, NewToken, TokenRow,
+};
 use crate::error::{Error, Result};
 
 const TOKEN_INSERT: &str = include_str!("../../../sql/postgres/token_insert.sql");
@@ -22,6 +26,30 @@ const MARKER_GET: &str = include_str!("../../../sql/postgres/marker_get.sql");
 const MARKER_FINISH: &str = include_str!("../../../sql/postgres/marker_finish.sql");
 const MARKER_RELEASE: &str = include_str!("../../../sql/postgres/marker_release.sql");
 const MARKER_PURGE: &str = include_str!("../../../sql/postgres/marker_purge.sql");
+const MARKER_BEGIN_MANY: &str = include_str!("../../../sql/postgres/marker_begin_many.sql");
+const MARKER_GET_MANY: &str = include_str!("../../../sql/postgres/marker_get_many.sql");
+const MARKER_FINISH_MANY: &str = include_str!("../../../sql/postgres/marker_finish_many.sql");
+
+/// Indices of `inputs` grouped by tenant, the groups in order of first
+/// appearance.
+fn by_tenant<T>(inputs: &[T], tenant: impl Fn(&T) -> Uuid) -> Vec<(Uuid, Vec<usize>)> {
+    let mut groups: Vec<(Uuid, Vec<usize>)> = Vec::new();
+    for (i, x) in inputs.iter().enumerate() {
+        let t = tenant(x);
+        match groups.iter_mut().find(|(g, _)| *g == t) {
+            Some((_, idx)) => idx.push(i),
+            None => groups.push((t, vec![i])),
+        }
+    }
+    groups
+}
+
+/// A marker's identity within one tenant.
+type Scoped = (Uuid, String, String);
+
+fn scoped(k: &MarkerKey) -> Scoped {
+    (k.principal, k.route.clone(), k.key.clone())
+}
 
 fn token_row(r: &PgRow) -> Result<TokenRow> {
     Ok(TokenRow {
@@ -168,6 +196,177 @@ impl AccessStore for PgStore {
             .bind(&k.key)
             .execute(&mut *tx)
             .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn marker_begin_many(
+        &self,
+        claims: &[MarkerClaim],
+        retention: Duration,
+        stale_after: Duration,
+    ) -> Result<Vec<MarkerBegin>> {
+        let Some(first) = claims.first() else {
+            return Ok(Vec::new());
+        };
+        let mut out: Vec<Option<MarkerBegin>> = vec![None; claims.len()];
+        // Its own short transaction, committed before any request runs: a
+        // request with one of these keys sees the marker in flight at once.
+        let mut tx = self.begin_tenant(first.key.tenant_id).await?;
+        for (n, (tenant, idx)) in by_tenant(claims, |c| c.key.tenant_id)
+            .into_iter()
+            .enumerate()
+        {
+            if n > 0 {
+                super::switch_tenant(&mut tx, tenant).await?;
+            }
+            // One statement may not touch a row twice: the first copy of a
+            // key is claimed, later copies are read back with the rest.
+            let mut seen = HashSet::new();
+            let (mut p, mut r, mut k, mut f) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for &i in &idx {
+                let c = &claims[i];
+                if seen.insert(scoped(&c.key)) {
+                    p.push(c.key.principal);
+                    r.push(c.key.route.clone());
+                    k.push(c.key.key.clone());
+                    f.push(c.fingerprint.clone());
+                }
+            }
+            let rows = sqlx::query(MARKER_BEGIN_MANY)
+                .persistent(self.persistent)
+                .bind(tenant)
+                .bind(p)
+                .bind(r)
+                .bind(k)
+                .bind(f)
+                .bind(secs(retention))
+                .bind(secs(stale_after))
+                .fetch_all(&mut *tx)
+                .await?;
+            let mut started = HashSet::with_capacity(rows.len());
+            for row in &rows {
+                started.insert((
+                    row.try_get::<Uuid, _>("principal_id")?,
+                    row.try_get::<String, _>("route")?,
+                    row.try_get::<String, _>("key")?,
+                ));
+            }
+            let mut rest = Vec::new();
+            for &i in &idx {
+                if started.remove(&scoped(&claims[i].key)) {
+                    out[i] = Some(MarkerBegin::Started);
+                } else {
+                    rest.push(i);
+                }
+            }
+            if rest.is_empty() {
+                continue;
+            }
+            let rows = sqlx::query(MARKER_GET_MANY)
+                .persistent(self.persistent)
+                .bind(tenant)
+                .bind(
+                    rest.iter()
+                        .map(|&i| claims[i].key.principal)
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    rest.iter()
+                        .map(|&i| claims[i].key.route.clone())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    rest.iter()
+                        .map(|&i| claims[i].key.key.clone())
+                        .collect::<Vec<_>>(),
+                )
+                .fetch_all(&mut *tx)
+                .await?;
+            let mut found: HashMap<Scoped, (String, String, Option<i32>, Option<String>)> =
+                HashMap::with_capacity(rows.len());
+            for row in &rows {
+                found.insert(
+                    (
+                        row.try_get("principal_id")?,
+                        row.try_get("route")?,
+                        row.try_get("key")?,
+                    ),
+                    (
+                        row.try_get("fingerprint")?,
+                        row.try_get("state")?,
+                        row.try_get("status")?,
+                        row.try_get("body")?,
+                    ),
+                );
+            }
+            for i in rest {
+                let c = &claims[i];
+                out[i] = Some(match found.get(&scoped(&c.key)) {
+                    Some((fp, state, status, body)) => crate::access::classify(
+                        fp,
+                        &c.fingerprint,
+                        state,
+                        status.and_then(|s| u16::try_from(s).ok()),
+                        body.clone(),
+                    ),
+                    // Claimed by nobody and not there: only a concurrent
+                    // release between the two statements; the request may
+                    // retry, so it is told the key is busy.
+                    None => MarkerBegin::InFlight,
+                });
+            }
+        }
+        tx.commit().await?;
+        Ok(out
+            .into_iter()
+            .map(|o| o.unwrap_or(MarkerBegin::InFlight))
+            .collect())
+    }
+
+    async fn marker_finish_many(&self, answers: &[MarkerAnswer]) -> Result<()> {
+        let Some(first) = answers.first() else {
+            return Ok(());
+        };
+        let mut tx = self.begin_tenant(first.key.tenant_id).await?;
+        for (n, (tenant, idx)) in by_tenant(answers, |a| a.key.tenant_id)
+            .into_iter()
+            .enumerate()
+        {
+            if n > 0 {
+                super::switch_tenant(&mut tx, tenant).await?;
+            }
+            sqlx::query(MARKER_FINISH_MANY)
+                .persistent(self.persistent)
+                .bind(tenant)
+                .bind(
+                    idx.iter()
+                        .map(|&i| answers[i].key.principal)
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    idx.iter()
+                        .map(|&i| answers[i].key.route.clone())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    idx.iter()
+                        .map(|&i| answers[i].key.key.clone())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    idx.iter()
+                        .map(|&i| i32::from(answers[i].status))
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    idx.iter()
+                        .map(|&i| answers[i].body.clone())
+                        .collect::<Vec<_>>(),
+                )
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
         Ok(())
     }

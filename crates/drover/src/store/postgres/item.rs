@@ -36,6 +36,10 @@ impl ItemStore for PgStore {
         items::insert_many(self, items).await
     }
 
+    async fn item_insert_each(&self, items: &[NewItem]) -> Result<Vec<Result<Inserted>>> {
+        items::insert_each(self, items).await
+    }
+
     async fn item_get(&self, tenant: Uuid, id: Uuid) -> Result<Option<Item>> {
         let mut tx = self.begin_tenant(tenant).await?;
         let row = sqlx::query(sql::ITEM_GET)

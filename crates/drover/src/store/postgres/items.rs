@@ -344,6 +344,82 @@ pub(super) async fn insert_groups(
     Ok(results)
 }
 
+/// Independent inserts in one transaction: per tenant one
+/// `INSERT … SELECT FROM unnest(…) RETURNING *`; an input that did not land
+/// is resolved alone on the same transaction (the tenant's own row, or
+/// `Conflict` for another tenant's id), as [`insert_one`] answers it.
+pub(super) async fn insert_each(
+    store: &PgStore,
+    items: &[NewItem],
+) -> Result<Vec<Result<Inserted>>> {
+    let Some(first) = items.first() else {
+        return Ok(Vec::new());
+    };
+    let mut out: Vec<Option<Result<Inserted>>> = (0..items.len()).map(|_| None).collect();
+    let mut tx = store.begin_tenant(first.tenant_id).await?;
+    for (n, (tenant, idx)) in group_by_tenant(items, |i| i.tenant_id)
+        .into_iter()
+        .enumerate()
+    {
+        if n > 0 {
+            switch_tenant(&mut tx, tenant).await?;
+        }
+        let g = Columns::of(items, &idx);
+        let rows = sqlx::query(sql::ITEM_INSERT_EACH)
+            .persistent(store.persistent)
+            .bind(tenant)
+            .bind(g.id)
+            .bind(g.kind)
+            .bind(g.lane)
+            .bind(g.payload)
+            .bind(g.priority)
+            .bind(g.available_at)
+            .bind(g.max_attempts)
+            .bind(g.idempotency_key)
+            .bind(g.created_by)
+            .bind(g.request_id)
+            .bind(g.traceparent)
+            .bind(g.created_at)
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut fresh: HashMap<Uuid, Item> = HashMap::with_capacity(rows.len());
+        for r in &rows {
+            let it = row::item(r)?;
+            fresh.insert(it.id, it);
+        }
+        for &i in &idx {
+            // The first input with an id takes the row; a later one with
+            // the same id is resolved alone and meets it.
+            out[i] = match fresh.remove(&items[i].id) {
+                Some(item) => Some(Ok(Inserted {
+                    result: InsertResult::Inserted,
+                    item,
+                })),
+                None => match insert_one(&mut tx, &items[i], store.persistent).await {
+                    Err(e) if !e.is_conflict() => return Err(e),
+                    other => Some(other),
+                },
+            };
+        }
+    }
+    tx.commit().await?;
+    let mut woken = HashSet::new();
+    let mut results = Vec::with_capacity(items.len());
+    for o in out {
+        let o = o.ok_or_else(|| {
+            Error::Storage(crate::error::Opaque::msg("an input was not resolved"))
+        })?;
+        if let Ok(ins) = &o
+            && ins.result == InsertResult::Inserted
+            && woken.insert(ins.item.lane.clone())
+        {
+            store.wake_local(&ins.item.lane);
+        }
+        results.push(o);
+    }
+    Ok(results)
+}
+
 /// Claims available items across tenants (system role), in priority then
 /// `available_at` order.
 pub(super) async fn claim(store: &PgStore, p: &ClaimParams) -> Result<Vec<Item>> {

@@ -58,6 +58,9 @@ pub(super) const ITEM_INSERT: &str = include_str!("../../../sql/postgres/item_in
 /// `sql/postgres/item_insert_many.sql`.
 pub(super) const ITEM_INSERT_MANY: &str =
     include_str!("../../../sql/postgres/item_insert_many.sql");
+/// `sql/postgres/item_insert_each.sql`.
+pub(super) const ITEM_INSERT_EACH: &str =
+    include_str!("../../../sql/postgres/item_insert_each.sql");
 /// `sql/postgres/item_list.sql`.
 pub(super) const ITEM_LIST: &str = include_str!("../../../sql/postgres/item_list.sql");
 /// `sql/postgres/item_purge.sql`.

@@ -6,12 +6,15 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::Row;
+use sqlx::SqliteConnection;
 use sqlx::sqlite::SqliteRow;
 use uuid::Uuid;
 
 use super::SqliteStore;
 use super::row::{from_micros, to_micros};
-use crate::access::{AccessStore, MarkerBegin, MarkerKey, NewToken, TokenRow};
+use crate::access::{
+    AccessStore, MarkerAnswer, MarkerBegin, MarkerClaim, MarkerKey, NewToken, TokenRow,
+};
 use crate::error::{Error, Result};
 use crate::rules::to_chrono;
 
@@ -24,6 +27,69 @@ const MARKER_GET: &str = include_str!("../../../sql/sqlite/marker_get.sql");
 const MARKER_FINISH: &str = include_str!("../../../sql/sqlite/marker_finish.sql");
 const MARKER_RELEASE: &str = include_str!("../../../sql/sqlite/marker_release.sql");
 const MARKER_PURGE: &str = include_str!("../../../sql/sqlite/marker_purge.sql");
+
+/// Claims one marker on the writer's open transaction (see
+/// [`AccessStore::marker_begin`]).
+async fn begin_on(
+    conn: &mut SqliteConnection,
+    k: &MarkerKey,
+    fingerprint: &str,
+    now: chrono::DateTime<chrono::Utc>,
+    retention: Duration,
+    stale_after: Duration,
+) -> Result<MarkerBegin> {
+    let started = sqlx::query(MARKER_BEGIN)
+        .bind(k.tenant_id)
+        .bind(k.principal)
+        .bind(&k.route)
+        .bind(&k.key)
+        .bind(fingerprint)
+        .bind(to_micros(now))
+        .bind(to_micros(now + to_chrono(retention)))
+        .bind(to_micros(now - to_chrono(stale_after)))
+        .fetch_optional(&mut *conn)
+        .await?
+        .is_some();
+    if started {
+        return Ok(MarkerBegin::Started);
+    }
+    let r = sqlx::query(MARKER_GET)
+        .bind(k.tenant_id)
+        .bind(k.principal)
+        .bind(&k.route)
+        .bind(&k.key)
+        .fetch_one(&mut *conn)
+        .await?;
+    let fp: String = r.try_get("fingerprint")?;
+    let state: String = r.try_get("state")?;
+    let status: Option<i64> = r.try_get("status")?;
+    Ok(crate::access::classify(
+        &fp,
+        fingerprint,
+        &state,
+        status.and_then(|s| u16::try_from(s).ok()),
+        r.try_get("body")?,
+    ))
+}
+
+/// Stores one answer on the writer's open transaction.
+async fn finish_on(
+    conn: &mut SqliteConnection,
+    k: &MarkerKey,
+    status: u16,
+    body: &str,
+) -> Result<()> {
+    sqlx::query(MARKER_FINISH)
+        .bind(k.tenant_id)
+        .bind(k.principal)
+        .bind(&k.route)
+        .bind(&k.key)
+        .bind(i64::from(status))
+        .bind(body)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
 
 fn token_row(r: &SqliteRow) -> Result<TokenRow> {
     let enqueue: String = r.try_get("enqueue")?;
@@ -102,54 +168,47 @@ impl AccessStore for SqliteStore {
     ) -> Result<MarkerBegin> {
         let now = self.now();
         let mut tx = self.begin().await?;
-        let started = sqlx::query(MARKER_BEGIN)
-            .bind(k.tenant_id)
-            .bind(k.principal)
-            .bind(&k.route)
-            .bind(&k.key)
-            .bind(fingerprint)
-            .bind(to_micros(now))
-            .bind(to_micros(now + to_chrono(retention)))
-            .bind(to_micros(now - to_chrono(stale_after)))
-            .fetch_optional(&mut *tx)
-            .await?
-            .is_some();
-        let out = if started {
-            MarkerBegin::Started
-        } else {
-            let r = sqlx::query(MARKER_GET)
-                .bind(k.tenant_id)
-                .bind(k.principal)
-                .bind(&k.route)
-                .bind(&k.key)
-                .fetch_one(&mut *tx)
-                .await?;
-            let fp: String = r.try_get("fingerprint")?;
-            let state: String = r.try_get("state")?;
-            let status: Option<i64> = r.try_get("status")?;
-            crate::access::classify(
-                &fp,
-                fingerprint,
-                &state,
-                status.and_then(|s| u16::try_from(s).ok()),
-                r.try_get("body")?,
-            )
-        };
+        let out = begin_on(&mut tx, k, fingerprint, now, retention, stale_after).await?;
         tx.commit().await?;
         Ok(out)
     }
 
+    async fn marker_begin_many(
+        &self,
+        claims: &[MarkerClaim],
+        retention: Duration,
+        stale_after: Duration,
+    ) -> Result<Vec<MarkerBegin>> {
+        if claims.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = self.now();
+        // One writer transaction, committed before any request runs; a
+        // later copy of a key meets the first one's row in flight.
+        let mut tx = self.begin().await?;
+        let mut out = Vec::with_capacity(claims.len());
+        for c in claims {
+            out.push(begin_on(&mut tx, &c.key, &c.fingerprint, now, retention, stale_after).await?);
+        }
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    async fn marker_finish_many(&self, answers: &[MarkerAnswer]) -> Result<()> {
+        if answers.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.begin().await?;
+        for a in answers {
+            finish_on(&mut tx, &a.key, a.status, &a.body).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
     async fn marker_finish(&self, k: &MarkerKey, status: u16, body: &str) -> Result<()> {
         let mut tx = self.begin().await?;
-        sqlx::query(MARKER_FINISH)
-            .bind(k.tenant_id)
-            .bind(k.principal)
-            .bind(&k.route)
-            .bind(&k.key)
-            .bind(i64::from(status))
-            .bind(body)
-            .execute(&mut *tx)
-            .await?;
+        finish_on(&mut tx, k, status, body).await?;
         tx.commit().await?;
         Ok(())
     }

@@ -254,6 +254,29 @@ impl SqliteStore {
         Ok(out)
     }
 
+    /// Independent inserts on the one writer transaction, each answered as
+    /// [`SqliteStore::insert_one`] would answer it (one commit for all).
+    pub(super) async fn insert_each(&self, items: &[NewItem]) -> Result<Vec<Result<Inserted>>> {
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut tx = self.begin().await?;
+        let now = self.now();
+        let mut out = Vec::with_capacity(items.len());
+        for item in items {
+            match insert_on(&mut tx, item, now).await {
+                Err(e) if !e.is_conflict() => return Err(e),
+                other => out.push(other),
+            }
+        }
+        tx.commit().await?;
+        self.wake_lanes(out.iter().filter_map(|o| match o {
+            Ok(ins) if ins.result == InsertResult::Inserted => Some(ins.item.lane.as_str()),
+            _ => None,
+        }));
+        Ok(out)
+    }
+
     pub(super) async fn insert_many(&self, items: &[NewItem]) -> Result<Vec<InsertResult>> {
         if items.is_empty() {
             return Ok(Vec::new());

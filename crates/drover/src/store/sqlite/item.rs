@@ -28,6 +28,10 @@ impl ItemStore for SqliteStore {
         self.insert_many(items).await
     }
 
+    async fn item_insert_each(&self, items: &[NewItem]) -> Result<Vec<Result<Inserted>>> {
+        self.insert_each(items).await
+    }
+
     async fn item_get(&self, tenant: Uuid, id: Uuid) -> Result<Option<Item>> {
         self.get(tenant, id).await
     }
