@@ -524,13 +524,19 @@ async fn transactional_enqueue_commits_or_vanishes_and_restores_settings() {
     insert_in(&mut tx, &schema, &kept).await.unwrap();
     let again = insert_in(&mut tx, &schema, &kept).await.unwrap();
     assert_eq!(again.result, InsertResult::IdExists);
+    let txid: i64 = sqlx::query_scalar("SELECT txid_current()")
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
     assert!(s.item_get(kept.tenant_id, kept.id).await.unwrap().is_some());
-    let lane = tokio::time::timeout(Duration::from_secs(10), wake.recv())
+    let w = tokio::time::timeout(Duration::from_secs(10), wake.recv())
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(lane, "tx_lane");
+    assert_eq!(w.lane, "tx_lane");
+    // The nonce every listener shares is the sending transaction's id.
+    assert_eq!(w.nonce, u64::try_from(txid).ok());
     let after: (String, String) =
         sqlx::query_as("SELECT current_setting('role'), current_setting('search_path')")
             .fetch_one(&mut conn)
@@ -572,7 +578,9 @@ async fn wakeups_cross_stores_and_filter_schema() {
             break;
         }
     }
-    assert_eq!(got.as_deref(), Some("remote"));
+    let got = got.expect("a wake-up from the peer");
+    assert_eq!(got.lane, "remote");
+    assert!(got.nonce.is_some(), "a NOTIFY carries its transaction's id");
     done(schema).await;
     done(other_schema).await;
 }
@@ -730,11 +738,15 @@ async fn transitions_that_make_work_available_notify_other_processes() {
     .await
     .unwrap();
     let mut rx = peer.wakeups().await.unwrap();
-    async fn heard(rx: &mut tokio::sync::broadcast::Receiver<String>, lane: &str) {
+    async fn heard(rx: &mut tokio::sync::broadcast::Receiver<drover::store::Wake>, lane: &str) {
         tokio::time::timeout(Duration::from_secs(5), async {
             loop {
                 match rx.recv().await {
-                    Ok(l) if l == lane => return,
+                    Ok(w) if w.lane == lane => {
+                        // Every statement's NOTIFY names its transaction.
+                        assert!(w.nonce.is_some(), "{lane}: a NOTIFY without a nonce");
+                        return;
+                    }
                     Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                     Err(e) => panic!("{e}"),
                 }

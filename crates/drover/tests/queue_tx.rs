@@ -61,7 +61,7 @@ async fn postgres_enqueue_in_commits_or_vanishes_with_the_callers_write() {
         .await
         .expect("a wake-up after the commit")
         .unwrap();
-    assert_eq!(lane, "default");
+    assert_eq!(lane.lane, "default");
     pg_drop_schema(&pg_url().await, &schema).await;
 }
 

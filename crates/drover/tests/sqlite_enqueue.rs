@@ -244,7 +244,10 @@ async fn wakeups_name_each_lane_once_after_commit() {
         item("k").with_lane("mail"),
     ];
     db.store.item_insert_many(&batch).await.unwrap();
-    let mut got = vec![rx.try_recv().unwrap(), rx.try_recv().unwrap()];
+    let (w1, w2) = (rx.try_recv().unwrap(), rx.try_recv().unwrap());
+    // Each wake-up is counted: its own nonce, shared by every subscriber.
+    assert!(w1.nonce.is_some() && w1.nonce != w2.nonce, "{w1:?} {w2:?}");
+    let mut got = vec![w1.lane, w2.lane];
     got.sort();
     assert_eq!(got, ["default", "mail"]);
     assert!(rx.try_recv().is_err(), "one wake-up per lane per statement");

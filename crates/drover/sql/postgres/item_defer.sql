@@ -12,6 +12,6 @@ WITH upd AS (
 SELECT upd.available_at, upd.lane,
        -- The notification is counted from a subquery of its own: an aggregate of
        -- only outer columns would belong to the outer query.
-       (SELECT count(n.sent) FROM (SELECT pg_notify('drover_wake', current_schema() || ':' || upd.lane) AS sent
+       (SELECT count(n.sent) FROM (SELECT pg_notify('drover_wake', current_schema() || ':' || upd.lane || '#' || txid_current()) AS sent
                                      WHERE upd.available_at <= now()) AS n) AS woken
 FROM upd

@@ -34,5 +34,5 @@ WITH stale AS (
 )
 SELECT count(*) FILTER (WHERE status = 'pending') AS requeued,
        count(*) FILTER (WHERE status = 'failed') AS dead_lettered,
-       (SELECT count(pg_notify('drover_wake', current_schema() || ':' || lane)) FROM woke) AS woken
+       (SELECT count(pg_notify('drover_wake', current_schema() || ':' || lane || '#' || txid_current())) FROM woke) AS woken
 FROM upd

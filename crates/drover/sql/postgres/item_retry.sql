@@ -28,5 +28,5 @@ WITH prior AS (
 SELECT upd.*,
        -- The notification is counted from a subquery of its own: an aggregate of
        -- only outer columns would belong to the outer query.
-       (SELECT count(n.sent) FROM (SELECT pg_notify('drover_wake', current_schema() || ':' || upd.lane) AS sent) AS n) AS woken
+       (SELECT count(n.sent) FROM (SELECT pg_notify('drover_wake', current_schema() || ':' || upd.lane || '#' || txid_current()) AS sent) AS n) AS woken
 FROM upd

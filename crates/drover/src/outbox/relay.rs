@@ -49,6 +49,7 @@ use crate::item::{DEFAULT_LANE, DEFAULT_MAX_ATTEMPTS, InsertResult, NewItem};
 use crate::maintenance::SweepStep;
 use crate::queue::Queue;
 use crate::rules::RetryPolicy;
+use crate::store::Wake;
 use crate::worker::{RoleInfo, Strategy};
 
 /// Rows one relay run claims at most.
@@ -487,8 +488,7 @@ impl Relay {
     }
 
     async fn run_loop(&self, stop: CancellationToken) {
-        let mut wake: Option<broadcast::Receiver<String>> = match self.queue.store().wakeups().await
-        {
+        let mut wake: Option<broadcast::Receiver<Wake>> = match self.queue.store().wakeups().await {
             Ok(rx) => Some(rx),
             Err(e) => {
                 tracing::warn!(error = %e, "outbox relay: no wake-ups, polling");
@@ -546,10 +546,11 @@ impl Relay {
 
 /// The next wake-up name; `None` when it lagged (anything may be waiting)
 /// or there is no channel (then it never resolves).
-async fn recv(wake: &mut Option<broadcast::Receiver<String>>) -> Option<String> {
+async fn recv(wake: &mut Option<broadcast::Receiver<Wake>>) -> Option<String> {
     match wake {
         Some(rx) => match rx.recv().await {
-            Ok(name) => Some(name),
+            // The relay has one name to hear; the nonce is the workers' business.
+            Ok(w) => Some(w.lane),
             Err(broadcast::error::RecvError::Lagged(_)) => None,
             Err(broadcast::error::RecvError::Closed) => {
                 *wake = None;

@@ -165,7 +165,7 @@ impl Store for FaultStore {
     async fn db_oldest_xact_age(&self) -> Result<Option<std::time::Duration>> {
         self.inner.db_oldest_xact_age().await
     }
-    async fn wakeups(&self) -> Result<tokio::sync::broadcast::Receiver<String>> {
+    async fn wakeups(&self) -> Result<tokio::sync::broadcast::Receiver<crate::store::Wake>> {
         self.inner.wakeups().await
     }
 }

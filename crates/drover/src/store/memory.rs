@@ -31,10 +31,6 @@ mod schedule;
 mod sweep;
 mod worker;
 
-/// How many wake-ups may queue for a slow subscriber before it lags (and
-/// simply claims, which is what a lagged wake-up means).
-const WAKE_CAPACITY: usize = 1024;
-
 #[derive(Default)]
 struct State {
     items: HashMap<Uuid, Item>,
@@ -59,7 +55,7 @@ struct State {
 pub struct MemoryStore {
     state: Mutex<State>,
     clock: Arc<dyn Clock>,
-    wake: broadcast::Sender<String>,
+    wake: super::wake::WakeBus,
 }
 
 impl std::fmt::Debug for MemoryStore {
@@ -82,11 +78,10 @@ impl MemoryStore {
 
     /// An empty store reading `clock`.
     pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
-        let (wake, _) = broadcast::channel(WAKE_CAPACITY);
         MemoryStore {
             state: Mutex::new(State::default()),
             clock,
-            wake,
+            wake: super::wake::WakeBus::new(),
         }
     }
 
@@ -220,14 +215,14 @@ impl Store for MemoryStore {
     }
 
     fn wake(&self, lane: &str) {
-        let _ = self.wake.send(lane.to_owned());
+        self.wake.counted(lane);
     }
 
     async fn migrate(&self) -> Result<()> {
         Ok(())
     }
 
-    async fn wakeups(&self) -> Result<broadcast::Receiver<String>> {
+    async fn wakeups(&self) -> Result<broadcast::Receiver<super::Wake>> {
         Ok(self.wake.subscribe())
     }
 }

@@ -57,6 +57,7 @@ pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 mod sweep;
+pub mod wake;
 mod worker;
 
 #[cfg(feature = "test-util")]
@@ -72,6 +73,7 @@ pub use item::{
 };
 pub use migrations::MigrationStatus;
 pub use sweep::SweepStore;
+pub use wake::Wake;
 pub use worker::{LOST_AFTER_BEATS, WorkerRow, WorkerStore};
 
 /// The pool's connection limit when none is given (PostgreSQL connections;
@@ -314,7 +316,8 @@ pub trait Store:
         Ok(None)
     }
 
-    /// Subscribes to wake-ups: each message names a lane that got work.
-    /// A wake-up is a hint; a lagged receiver should simply claim.
-    async fn wakeups(&self) -> Result<tokio::sync::broadcast::Receiver<String>>;
+    /// Subscribes to wake-ups: each names a lane that got work and, where
+    /// the backend has one, a nonce every listener of that wake-up shares
+    /// ([`Wake`]). A wake-up is a hint; a lagged receiver should simply claim.
+    async fn wakeups(&self) -> Result<tokio::sync::broadcast::Receiver<Wake>>;
 }

@@ -292,7 +292,10 @@ pub(crate) async fn serve(
     Ok((bound, task))
 }
 
-/// Beats in memory every `interval` and publishes the row, best effort.
+/// Beats in memory every `interval` and publishes the row, best effort;
+/// after each publish that lands, reads the workers table and sends this
+/// worker's places among the live workers of its lanes to `peers` (the
+/// wake-up spread, `spread`), so the claim loop never waits on that read.
 ///
 /// At most one publish is in flight: a write still running when the next
 /// beat is due (a database that is down or slow) is left to finish and
@@ -304,12 +307,13 @@ pub(crate) async fn heartbeat(
     health: Arc<Health>,
     row: WorkerRow,
     interval: Duration,
+    peers: tokio::sync::watch::Sender<super::spread::Peers>,
     stop: CancellationToken,
 ) {
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut row = row;
-    let mut in_flight: Option<tokio::task::JoinHandle<Result<()>>> = None;
+    let mut in_flight: Option<tokio::task::JoinHandle<Result<Option<Vec<WorkerRow>>>>> = None;
     let mut outage = Outage::default();
     loop {
         tokio::select! {
@@ -332,10 +336,25 @@ pub(crate) async fn heartbeat(
         // waiting, never the write mid-transaction.
         let mut publish = {
             let (store, row) = (store.clone(), row.clone());
-            tokio::spawn(async move { store.worker_beat(&row).await })
+            tokio::spawn(async move {
+                store.worker_beat(&row).await?;
+                // A failed read keeps the last view: the spread is a
+                // preference, not a fence.
+                Ok::<_, crate::error::Error>(store.worker_list().await.ok())
+            })
         };
         match tokio::time::timeout(interval, &mut publish).await {
-            Ok(Ok(Ok(()))) => outage.recovered(),
+            Ok(Ok(Ok(rows))) => {
+                outage.recovered();
+                if let Some(rows) = rows {
+                    let next = super::spread::Peers::from_rows(&row.id, &row.lanes, &rows);
+                    peers.send_if_modified(|p| {
+                        let changed = *p != next;
+                        *p = next;
+                        changed
+                    });
+                }
+            }
             Ok(Ok(Err(e))) => outage.failed(&e.to_string()),
             Ok(Err(e)) => outage.failed(&format!("publish task failed: {e}")),
             Err(_) => {

@@ -9,13 +9,16 @@
 //! | `completer` | batched, per-row fenced completion |
 //! | `liveness` | the in-memory beat, the workers row, `/healthz`, `/readyz` and `/metrics` |
 //! | `span` | the span of one run: a root, linked to the item's trace |
+//! | `spread` | which worker of a lane claims at once on a wake-up |
 //! | [`WorkerSettings`] | every knob, its default, and their validation |
 //!
 //! Invariants: never more than `capacity` handlers run at once (a semaphore
 //! permit is taken before an item is claimed); claiming stops at once on
 //! shutdown; an item claimed ahead into the buffer never waits there past
 //! half its lease (it is released, spending no attempt); a burst of
-//! wake-ups costs one claim round; no claim is made from a lane seen
+//! wake-ups costs one claim round; a worker a wake-up does not designate
+//! (`spread`) claims after `spread_fallback`, the designated one and a
+//! worker alone at once; no claim is made from a lane seen
 //! paused (the set is re-read once per poll interval, `pause`); liveness
 //! never pauses claiming; a
 //! dropped `RunningWorker` (or a start that fails part-way) stops every
@@ -44,6 +47,7 @@ pub(crate) mod liveness;
 mod pause;
 mod settings;
 mod span;
+mod spread;
 pub mod testkit;
 
 pub use builder::{Service, WorkerBuilder};
@@ -193,11 +197,14 @@ impl Worker {
                 .unwrap_or(i32::MAX)
                 .max(1),
         };
+        // Unknown until the first beat lands and the table is read: alone.
+        let (peers_tx, peers) = tokio::sync::watch::channel(spread::Peers::default());
         let heartbeat = tokio::spawn(liveness::heartbeat(
             store.clone(),
             health.clone(),
             row.clone(),
             s.heartbeat_interval,
+            peers_tx,
             background.clone(),
         ));
         let sweep = self.sweeper.map(|sw| {
@@ -241,6 +248,7 @@ impl Worker {
             health: health.clone(),
             wake,
             paused: paused.clone(),
+            peers: peers.clone(),
             kinds: self.registry.kinds(),
         }));
         tracing::info!(worker = %id, lanes = ?s.lanes, capacity = s.capacity, "worker started");
@@ -266,6 +274,7 @@ impl Worker {
             projectors,
             row,
             paused,
+            peers,
             _stop_on_drop: stop_on_drop,
         })
     }
@@ -306,6 +315,8 @@ pub struct RunningWorker {
     row: WorkerRow,
     /// The paused lanes as the claim loop last saw them.
     paused: tokio::sync::watch::Receiver<pause::PausedLanes>,
+    /// This worker's places among the live workers of its lanes.
+    peers: tokio::sync::watch::Receiver<spread::Peers>,
     /// Cancels every token above when the worker is dropped (and, harmlessly,
     /// at the very end of a shutdown, when all of it has stopped already).
     _stop_on_drop: tokio_util::sync::DropGuard,
@@ -333,6 +344,18 @@ impl RunningWorker {
             .filter(|(_, p)| **p)
             .map(|(l, _)| l.clone())
             .collect()
+    }
+
+    /// How many live workers, this one included, it counts on `lane` when it
+    /// decides whose turn a wake-up is (read from the workers table on each
+    /// heartbeat): 1 while it is alone, has not yet seen its own row, or
+    /// does not drain `lane`.
+    pub fn lane_peers(&self, lane: &str) -> usize {
+        self.settings
+            .lanes
+            .iter()
+            .position(|l| l == lane)
+            .map_or(1, |i| self.peers.borrow().count(i))
     }
 
     /// This run's worker id (stamped as `claimed_by`).
@@ -441,9 +464,11 @@ struct ClaimLoop {
     tracker: TaskTracker,
     fetch: CancellationToken,
     health: Arc<Health>,
-    wake: broadcast::Receiver<String>,
+    wake: broadcast::Receiver<crate::store::Wake>,
     /// Which lanes are paused, refreshed once per poll interval.
     paused: tokio::sync::watch::Receiver<pause::PausedLanes>,
+    /// Its places among the live workers of its lanes, refreshed each beat.
+    peers: tokio::sync::watch::Receiver<spread::Peers>,
     kinds: Vec<String>,
 }
 
@@ -473,6 +498,7 @@ async fn claim_loop(l: ClaimLoop) {
         health,
         mut wake,
         mut paused,
+        peers,
         kinds,
     } = l;
     let s = exec.settings.clone();
@@ -495,6 +521,9 @@ async fn claim_loop(l: ClaimLoop) {
     let mut requested = 0usize;
     // Lanes whose last claim came back short: wait for a wake-up or the poll.
     let mut idle = vec![false; lanes.len()];
+    // Lanes woken on another worker's turn (`spread`): claimed when the
+    // instant comes, unless a claim on the lane runs first.
+    let mut deferred: Vec<Option<tokio::time::Instant>> = vec![None; lanes.len()];
     // Paused lanes are skipped, whatever their wake-ups say.
     let mut paused_now = paused.borrow_and_update().clone();
     let mut paused_open = true;
@@ -570,6 +599,7 @@ async fn claim_loop(l: ClaimLoop) {
         }
         if now >= poll_at {
             idle.iter_mut().for_each(|i| *i = false);
+            deferred.iter_mut().for_each(|d| *d = None);
             poll_at = jittered_poll();
         }
         // Ask for more while the buffer and the claims in flight fall short
@@ -589,6 +619,8 @@ async fn claim_loop(l: ClaimLoop) {
             (lane, worth, outstanding.len() < s.claimers, failing_until)
         {
             next_lane = li + 1;
+            // This claim covers whatever a deferred wake-up announced.
+            deferred[li] = None;
             requested += want;
             let queue = exec.queue.clone();
             let (lane_name, kinds, id, lease) =
@@ -602,6 +634,7 @@ async fn claim_loop(l: ClaimLoop) {
         }
         let full = free == 0;
         let waiting_for_work = lane.is_none() || failing_until.is_some();
+        let next_deferred = deferred.iter().flatten().min().copied();
         tokio::select! {
             () = fetch.cancelled() => break,
             Some((li, asked, r)) = outstanding.next(), if !outstanding.is_empty() => {
@@ -641,12 +674,20 @@ async fn claim_loop(l: ClaimLoop) {
             () = tokio::time::sleep_until(
                 buffer.front().map_or(poll_at, |cx| tokio::time::Instant::from_std(cx.claimed_at() + buffer_limit)),
             ), if !buffer.is_empty() => {}
+            () = tokio::time::sleep_until(next_deferred.unwrap_or(poll_at)), if next_deferred.is_some() => {
+                let now = tokio::time::Instant::now();
+                for (i, d) in deferred.iter_mut().enumerate() {
+                    if d.is_some_and(|t| t <= now) {
+                        *d = None;
+                        idle[i] = false;
+                    }
+                }
+            }
             r = wake.recv(), if waiting_for_work => {
                 match r {
-                    Ok(lane) => {
-                        if let Some(i) = lanes.iter().position(|l| *l == lane) {
-                            idle[i] = false;
-                        }
+                    Ok(w) => {
+                        let view = peers.borrow();
+                        take_turn(&w, &lanes, &view, s.spread_fallback, &mut idle, &mut deferred);
                     }
                     // Lagged: wake-ups were lost, so any lane may have work.
                     Err(broadcast::error::RecvError::Lagged(_)) => idle.iter_mut().for_each(|i| *i = false),
@@ -661,10 +702,9 @@ async fn claim_loop(l: ClaimLoop) {
                     }
                 }
                 // Coalesce: a burst of wake-ups costs one claim round.
-                while let Ok(lane) = wake.try_recv() {
-                    if let Some(i) = lanes.iter().position(|l| *l == lane) {
-                        idle[i] = false;
-                    }
+                let view = peers.borrow();
+                while let Ok(w) = wake.try_recv() {
+                    take_turn(&w, &lanes, &view, s.spread_fallback, &mut idle, &mut deferred);
                 }
             }
             r = paused.changed(), if paused_open => {
@@ -693,5 +733,28 @@ async fn claim_loop(l: ClaimLoop) {
     }
     for cx in buffer {
         release_unstarted(cx, "released unstarted: worker shutting down");
+    }
+}
+
+/// Applies one wake-up to the claim loop's lanes: on this worker's turn
+/// (`spread`), or with no fallback configured, the lane claims now;
+/// otherwise it claims once `fallback` has passed, the earliest such
+/// instant kept. A lane this worker does not drain is ignored.
+fn take_turn(
+    w: &crate::store::Wake,
+    lanes: &[String],
+    peers: &spread::Peers,
+    fallback: Duration,
+    idle: &mut [bool],
+    deferred: &mut [Option<tokio::time::Instant>],
+) {
+    let Some(i) = lanes.iter().position(|l| *l == w.lane) else {
+        return;
+    };
+    if fallback.is_zero() || peers.turn(i, w.nonce) == spread::Turn::Now {
+        idle[i] = false;
+        deferred[i] = None;
+    } else if deferred[i].is_none() {
+        deferred[i] = Some(tokio::time::Instant::now() + fallback);
     }
 }

@@ -53,6 +53,13 @@ pub const CLAIMERS_DEFAULT: usize = 2;
 /// future is dropped.
 pub const CANCEL_GRACE_DEFAULT: Duration = Duration::from_secs(1);
 
+/// `DROVER_SPREAD_FALLBACK`: after a wake-up designating another worker of
+/// the lane (see `worker::spread`), how long this one waits before it
+/// claims anyway, so the work starts when the designated worker is full,
+/// slow or gone. The designated worker, and a worker alone on its lane,
+/// claim at once. Zero: every worker claims at every wake-up.
+pub const SPREAD_FALLBACK_DEFAULT: Duration = Duration::from_millis(3);
+
 /// `DROVER_HEARTBEAT_CRON`: when the built-in `drover.heartbeat` job fires
 /// (a cron expression, seconds optional); `off` disables it.
 pub const HEARTBEAT_CRON_DEFAULT: &str = crate::periodic::HEARTBEAT_CRON_DEFAULT;
@@ -122,6 +129,10 @@ pub struct WorkerSettings {
     /// fast (`DROVER_DB_TIMEOUT`). Default
     /// [`DB_TIMEOUT_DEFAULT`](crate::store::DB_TIMEOUT_DEFAULT).
     pub db_timeout: Duration,
+    /// How long a worker not designated by a wake-up waits before it claims
+    /// (zero: at once, like the designated one). Default
+    /// [`SPREAD_FALLBACK_DEFAULT`].
+    pub spread_fallback: Duration,
 
     // Periodic work.
     /// The heartbeat job's cron expression; `None` turns it off. Default
@@ -170,6 +181,7 @@ impl Default for WorkerSettings {
             claimers: CLAIMERS_DEFAULT,
             cancel_grace: CANCEL_GRACE_DEFAULT,
             db_timeout: crate::store::DB_TIMEOUT_DEFAULT,
+            spread_fallback: SPREAD_FALLBACK_DEFAULT,
             heartbeat_cron: Some(HEARTBEAT_CRON_DEFAULT.to_owned()),
             scheduler_interval: SCHEDULER_INTERVAL_DEFAULT,
         }
@@ -297,6 +309,11 @@ impl WorkerSettings {
                 "how long a handler whose token fired may take to return before it is dropped",
             ),
             v(
+                "DROVER_SPREAD_FALLBACK",
+                text(d.spread_fallback),
+                "after a wake-up designating another worker of the lane, the wait before claiming anyway (0: at once)",
+            ),
+            v(
                 "DROVER_HEARTBEAT_CRON",
                 d.heartbeat_cron.clone().unwrap_or_else(|| "off".to_owned()),
                 "when the built-in drover.heartbeat job fires (cron, seconds optional), or off",
@@ -347,6 +364,7 @@ impl WorkerSettings {
         env_num("DROVER_COMPLETE_BATCH", &mut s.complete_batch)?;
         env_duration("DROVER_COMPLETE_WINDOW", &mut s.complete_window)?;
         env_duration("DROVER_CANCEL_GRACE", &mut s.cancel_grace)?;
+        env_duration("DROVER_SPREAD_FALLBACK", &mut s.spread_fallback)?;
         if let Ok(v) = std::env::var("DROVER_METRICS_ADDR") {
             s.metrics_addr = if v.trim().is_empty() || v.trim() == "off" {
                 None

@@ -600,20 +600,36 @@ pub async fn worker_purge_removes_only_long_silent(h: &Harness) {
     );
 }
 
-/// An insert publishes a wake-up naming its lane.
+/// An insert publishes a wake-up naming its lane, and every subscriber
+/// reads the same nonce for it (what lets a lane's workers agree whose turn
+/// it is to claim at once).
 pub async fn wakeup_after_insert(h: &Harness) {
-    let mut rx = h.store.wakeups().await.expect("subscribe");
+    let mut a = h.store.wakeups().await.expect("subscribe");
+    let mut b = h.store.wakeups().await.expect("subscribe");
     put(h, new("a").with_lane("mail")).await;
-    let lane = tokio::time::timeout(Duration::from_secs(5), async {
+    let na = nonce_for(&mut a, "mail").await;
+    let nb = nonce_for(&mut b, "mail").await;
+    assert_eq!(na, nb, "two subscribers read one wake-up's nonce alike");
+}
+
+/// The nonce of the first wake-up naming `lane` that carries one (bounded).
+async fn nonce_for(
+    rx: &mut tokio::sync::broadcast::Receiver<crate::store::Wake>,
+    lane: &str,
+) -> u64 {
+    tokio::time::timeout(Duration::from_secs(5), async {
         loop {
             match rx.recv().await {
-                Ok(l) if l == "mail" => return l,
+                Ok(w) if w.lane == lane => {
+                    if let Some(n) = w.nonce {
+                        return n;
+                    }
+                }
                 Ok(_) => continue,
                 Err(e) => panic!("wake-up channel: {e}"),
             }
         }
     })
     .await
-    .expect("a wake-up within 5 s");
-    assert_eq!(lane, "mail");
+    .expect("a wake-up with a nonce within 5 s")
 }

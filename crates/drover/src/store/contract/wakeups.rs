@@ -7,13 +7,14 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 use super::*;
+use crate::store::Wake;
 
 /// Waits (bounded) for a wake-up naming `lane`, skipping others.
-async fn woken(rx: &mut tokio::sync::broadcast::Receiver<String>, lane: &str, after: &str) {
+async fn woken(rx: &mut tokio::sync::broadcast::Receiver<Wake>, lane: &str, after: &str) {
     tokio::time::timeout(Duration::from_secs(5), async {
         loop {
             match rx.recv().await {
-                Ok(l) if l == lane => return,
+                Ok(w) if w.lane == lane => return,
                 Ok(_) => continue,
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(e) => panic!("wake-up channel: {e}"),

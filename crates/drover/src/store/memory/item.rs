@@ -28,7 +28,7 @@ impl ItemStore for MemoryStore {
             return Err(id_taken(id));
         };
         if result == InsertResult::Inserted {
-            let _ = self.wake.send(item.lane.clone());
+            self.wake.counted(&item.lane);
         }
         Ok(Inserted { result, item })
     }
@@ -50,7 +50,7 @@ impl ItemStore for MemoryStore {
                 .collect()
         };
         for lane in lanes {
-            let _ = self.wake.send(lane);
+            self.wake.counted(&lane);
         }
         Ok(results)
     }
@@ -155,7 +155,7 @@ impl ItemStore for MemoryStore {
             }
         };
         if matches!(outcome, FailOutcome::Requeued { available_at } if available_at <= now) {
-            let _ = self.wake.send(lane);
+            self.wake.counted(&lane);
         }
         Ok(outcome)
     }
@@ -173,7 +173,7 @@ impl ItemStore for MemoryStore {
             (item.available_at, item.lane.clone())
         };
         if at <= now {
-            let _ = self.wake.send(lane);
+            self.wake.counted(&lane);
         }
         Ok(at)
     }
@@ -193,7 +193,7 @@ impl ItemStore for MemoryStore {
             item.updated_by = Uuid::nil();
             item.lane.clone()
         };
-        let _ = self.wake.send(lane);
+        self.wake.counted(&lane);
         Ok(())
     }
 
@@ -302,7 +302,7 @@ impl ItemStore for MemoryStore {
         }
         drop(st);
         for lane in woke {
-            let _ = self.wake.send(lane);
+            self.wake.counted(&lane);
         }
         Ok(report)
     }
@@ -383,7 +383,7 @@ impl ItemStore for MemoryStore {
             });
             out
         };
-        let _ = self.wake.send(lane);
+        self.wake.counted(&lane);
         Ok(out)
     }
 

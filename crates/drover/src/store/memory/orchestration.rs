@@ -170,7 +170,7 @@ impl OrchestrationStore for MemoryStore {
         st.orchestrations.records.insert(new.id, record.clone());
         st.insert(first, now);
         drop(st);
-        let _ = self.wake.send(first.lane.clone());
+        self.wake.counted(&first.lane);
         Ok(OrchestrationInserted {
             result: InsertResult::Inserted,
             record,
@@ -224,14 +224,14 @@ impl OrchestrationStore for MemoryStore {
         let r = st.apply_and_match(t, now)?;
         let lane = r.lane.clone();
         drop(st);
-        let _ = self.wake.send(lane);
+        self.wake.counted(&lane);
         Ok(r)
     }
 
     async fn orchestration_update(&self, t: &Transition) -> Result<Orchestration> {
         let now = self.now();
         let r = self.lock().apply_and_match(t, now)?;
-        let _ = self.wake.send(r.lane.clone());
+        self.wake.counted(&r.lane);
         Ok(r)
     }
 
@@ -333,7 +333,7 @@ impl OrchestrationStore for MemoryStore {
         {
             let woke = st.apply(&wake_on_signal(&r, &sig, now), now)?;
             drop(st);
-            let _ = self.wake.send(woke.lane);
+            self.wake.counted(&woke.lane);
             return Ok(SignalOutcome::Woke);
         }
         Ok(SignalOutcome::Kept)

@@ -62,7 +62,7 @@ impl OutboxStore for MemoryStore {
                 relayed_at: None,
             });
         }
-        let _ = self.wake.send(OUTBOX_WAKE.to_owned());
+        self.wake.counted(OUTBOX_WAKE);
         Ok(())
     }
 

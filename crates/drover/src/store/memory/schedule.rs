@@ -58,7 +58,7 @@ impl ScheduleStore for MemoryStore {
                 .collect()
         };
         for lane in lanes {
-            let _ = self.wake.send(lane);
+            self.wake.counted(&lane);
         }
         Ok(AdvanceOutcome::Advanced(results))
     }

@@ -30,7 +30,7 @@
 //!   come from the database clock.
 //! - **Wake-ups are sent by PostgreSQL at commit** on every transition that
 //!   makes work available now: a statement-level trigger on `items` issues
-//!   one `NOTIFY drover_wake, '<schema>:<lane>'` per distinct lane per
+//!   one `NOTIFY drover_wake, '<schema>:<lane>#<txid>'` per distinct lane per
 //!   inserting statement, and the release, operator retry, zero-delay defer
 //!   or failure and the stale requeue (of items available at once) each
 //!   call `pg_notify` in their own statement; a rolled-back transition wakes
@@ -82,7 +82,9 @@ pub use outbox::outbox_insert_in;
 pub const SCHEMA_DEFAULT: &str = super::SCHEMA_DEFAULT;
 /// The most connections the pool opens unless told otherwise.
 pub const MAX_CONNECTIONS_DEFAULT: u32 = super::POOL_SIZE_DEFAULT;
-/// The channel wake-ups are sent on; payloads are `<schema>:<lane>`.
+/// The channel wake-ups are sent on; payloads are `<schema>:<lane>#<txid>`
+/// (the sending transaction's id, since migration 0022; `<schema>:<lane>`
+/// before it).
 pub const WAKE_CHANNEL: &str = "drover_wake";
 /// The cluster-wide runtime role migrations before 0005 created, shared by
 /// every installation on the cluster; since 0005 it holds no privilege on
@@ -94,10 +96,6 @@ pub const LEGACY_SYSTEM_ROLE: &str = "drover_system";
 
 /// How long [`Store::wakeups`] waits for the listener's first LISTEN.
 const LISTEN_READY_WAIT: Duration = Duration::from_secs(5);
-
-/// How many wake-ups a slow in-process subscriber may fall behind before it
-/// sees `Lagged` (and should simply claim).
-const WAKE_BUFFER: usize = 1024;
 
 /// How [`PgStore::connect`] sets up its pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -210,7 +208,7 @@ pub struct PgStore {
     /// did not see open), so a login that may not is refused before any
     /// statement is sent.
     system_member: tokio::sync::OnceCell<bool>,
-    wake: broadcast::Sender<String>,
+    wake: crate::store::wake::WakeBus,
     listening: AtomicBool,
     shutdown: CancellationToken,
     /// The hot-path statements with the schema spliced in (validated), so
@@ -315,14 +313,13 @@ impl PgStore {
     /// [`Error::InvalidInput`] for a bad schema name.
     pub fn from_pools(pool: PgPool, system_pool: Option<PgPool>, schema: &str) -> Result<PgStore> {
         validate_schema(schema)?;
-        let (wake, _) = broadcast::channel(WAKE_BUFFER);
         Ok(PgStore {
             system_pool: system_pool.unwrap_or_else(|| pool.clone()),
             pool,
             roles: tokio::sync::OnceCell::new(),
             system_member: tokio::sync::OnceCell::new(),
             schema: schema.to_owned(),
-            wake,
+            wake: crate::store::wake::WakeBus::new(),
             listening: AtomicBool::new(false),
             shutdown: CancellationToken::new(),
             listen_ready: tokio::sync::watch::channel(false).0,
@@ -490,8 +487,19 @@ impl PgStore {
 
     /// Wakes same-process subscribers for `lane` (the NOTIFY reaches other
     /// processes). Having no subscriber is normal.
+    ///
+    /// Where the store can LISTEN, the wake-up goes without a nonce: the
+    /// transaction's own `NOTIFY` follows with its id, which every process
+    /// hears alike, and a counted nonce here would let this process's
+    /// workers disagree with the others' on who claims at once. Without
+    /// LISTEN (a transaction pooler and no direct URL) this is the only
+    /// wake-up there is, so it carries this store's count.
     fn wake_local(&self, lane: &str) {
-        let _ = self.wake.send(lane.to_owned());
+        if self.session_pool().is_some() {
+            self.wake.hint(lane);
+        } else {
+            self.wake.counted(lane);
+        }
     }
 }
 
@@ -606,7 +614,7 @@ impl Store for PgStore {
     }
 
     fn wake(&self, lane: &str) {
-        let _ = self.wake.send(lane.to_owned());
+        self.wake_local(lane);
     }
 
     async fn db_now(&self) -> Result<DateTime<Utc>> {
@@ -629,7 +637,7 @@ impl Store for PgStore {
         Ok(Some(Duration::from_secs_f64(age.max(0.0))))
     }
 
-    async fn wakeups(&self) -> Result<broadcast::Receiver<String>> {
+    async fn wakeups(&self) -> Result<broadcast::Receiver<crate::store::Wake>> {
         // Subscribe before starting the listener so no forwarded lane is missed.
         let rx = self.wake.subscribe();
         let Some(session) = self.session_pool() else {

@@ -2,8 +2,8 @@
 //!
 //! The listener owns one dedicated connection (a `PgListener`, outside the
 //! pool's accounting) that `LISTEN`s on [`WAKE_CHANNEL`], keeps the
-//! notifications of its own schema and forwards their lanes into the store's
-//! broadcast. When the connection drops it reconnects with capped
+//! notifications of its own schema and forwards them, lane and nonce parsed
+//! ([`Wake::parse`]), into the store's broadcast. When the connection drops it reconnects with capped
 //! exponential backoff; wake-ups lost meanwhile only delay work until the
 //! workers' poll.
 
@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
-use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use super::WAKE_CHANNEL;
 use crate::error::Result;
+use crate::store::wake::{Wake, WakeBus};
 
 /// The first reconnect waits this long.
 const RECONNECT_MIN: Duration = Duration::from_millis(100);
@@ -26,7 +26,7 @@ const RECONNECT_MAX: Duration = Duration::from_secs(30);
 pub(super) fn spawn_listener(
     pool: PgPool,
     schema: String,
-    wake: broadcast::Sender<String>,
+    wake: WakeBus,
     shutdown: CancellationToken,
     ready: tokio::sync::watch::Sender<bool>,
 ) {
@@ -42,7 +42,7 @@ pub(super) fn spawn_listener(
 async fn listen(
     pool: PgPool,
     schema: String,
-    wake: broadcast::Sender<String>,
+    wake: WakeBus,
     ready: tokio::sync::watch::Sender<bool>,
 ) {
     let prefix = format!("{schema}:");
@@ -56,9 +56,8 @@ async fn listen(
                 loop {
                     match listener.try_recv().await {
                         Ok(Some(n)) => {
-                            if let Some(lane) = n.payload().strip_prefix(&prefix) {
-                                // No subscriber is fine: a wake-up is a hint.
-                                let _ = wake.send(lane.to_owned());
+                            if let Some(rest) = n.payload().strip_prefix(&prefix) {
+                                wake.send(Wake::parse(rest));
                             }
                         }
                         Ok(None) => {

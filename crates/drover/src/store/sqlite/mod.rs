@@ -95,9 +95,6 @@ pub use testing::sqlite_harness;
 pub const BUSY_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
 /// How many read connections the store opens at most, by default.
 pub const MAX_READERS_DEFAULT: u32 = 4;
-/// How many wake-ups a slow subscriber may fall behind before it lags (and
-/// should simply claim).
-const WAKEUP_CAPACITY: usize = 1024;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
@@ -139,7 +136,7 @@ pub struct SqliteStore {
     writer: SqlitePool,
     reader: SqlitePool,
     clock: Arc<dyn Clock>,
-    wake: broadcast::Sender<String>,
+    wake: super::wake::WakeBus,
 }
 
 /// Parses what a user may pass: `sqlite://path.db`, `sqlite:path.db`, a bare
@@ -234,13 +231,12 @@ impl SqliteStore {
                 .connect_with(base.pragma("query_only", "ON"))
                 .await?
         };
-        let (wake, _) = broadcast::channel(WAKEUP_CAPACITY);
         tracing::debug!(target: "drover::sqlite", path = url_or_path, memory, "opened");
         Ok(SqliteStore {
             writer,
             reader,
             clock: opts.clock,
-            wake,
+            wake: super::wake::WakeBus::new(),
         })
     }
 
@@ -256,8 +252,8 @@ impl SqliteStore {
     /// that used [`insert_in`]. A hint: losing it delays work by at most the
     /// poll interval.
     pub fn notify(&self, lane: &str) {
-        // An error only means nobody subscribes right now.
-        let _ = self.wake.send(lane.to_owned());
+        // Counted: every subscriber sees the same nonce.
+        self.wake.counted(lane);
     }
 
     /// Closes both pools, waiting for connections in use to be returned.
@@ -410,7 +406,7 @@ impl Store for SqliteStore {
         Ok(crate::store::MigrationStatus::of(&embedded, &recorded))
     }
 
-    async fn wakeups(&self) -> Result<broadcast::Receiver<String>> {
+    async fn wakeups(&self) -> Result<broadcast::Receiver<super::Wake>> {
         Ok(self.wake.subscribe())
     }
 }
