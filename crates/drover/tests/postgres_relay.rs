@@ -146,3 +146,45 @@ async fn a_row_that_cannot_be_relayed_keeps_the_claim_for_its_failure_and_the_re
     );
     pg_drop_schema(&pg_owner_url().await, &schema).await;
 }
+
+#[tokio::test]
+async fn an_event_over_the_logs_bound_fails_alone_and_the_batch_lands() {
+    let (store, schema) = pg_fresh_store().await;
+    // The queue accepts payloads up to 1 MiB; the event log's bound is
+    // drover's default (256 KiB).
+    let queue =
+        Queue::new(store.clone() as Arc<dyn Store>).with_config(drover::queue::QueueConfig {
+            max_payload_bytes: 1 << 20,
+            ..drover::queue::QueueConfig::default()
+        });
+    let big = NewOutboxRow::new(
+        "event.order_placed",
+        json!({"blob": "x".repeat(300 * 1024)}),
+    );
+    let small = NewOutboxRow::new("event.order_placed", json!({"n": 1}));
+    let work = NewOutboxRow::new("work.send_receipt", json!({"order": 2}));
+    for row in [&big, &small, &work] {
+        store.outbox_insert(row).await.unwrap();
+    }
+    let r = relay(&queue).run_once().await.unwrap();
+    assert_eq!(
+        (
+            r.claimed,
+            r.relayed,
+            r.retried,
+            r.events_appended,
+            r.items_inserted
+        ),
+        (3, 2, 1, 1, 1),
+        "{r:?}"
+    );
+    let failed = store
+        .outbox_get(Uuid::nil(), big.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((failed.status, failed.attempts), (OutboxStatus::Pending, 1));
+    let log = store.event_read(Uuid::nil(), 0, &[], 10).await.unwrap();
+    assert_eq!(log.iter().map(|e| e.id).collect::<Vec<_>>(), vec![small.id]);
+    pg_drop_schema(&pg_owner_url().await, &schema).await;
+}
