@@ -559,6 +559,12 @@ async fn open_pool(url: &str, field: &'static str, opts: &PgOptions) -> Result<P
         // the server down a call fails after this instead of waiting out the
         // outage (sqlx's default is 30 s).
         .acquire_timeout(opts.acquire_timeout)
+        // No ping before each checkout: it is a round trip in front of every
+        // claim, renewal and completion. A connection the server dropped
+        // fails its next statement instead; sqlx then closes it, and every
+        // caller already retries a transient failure (the claim loop with
+        // backoff, outcome writes with lost-reply resolution).
+        .test_before_acquire(false)
         .connect_with(connect)
         .await?)
 }

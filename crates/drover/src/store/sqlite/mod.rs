@@ -215,6 +215,10 @@ impl SqliteStore {
             .min_connections(1)
             .idle_timeout(None)
             .max_lifetime(None)
+            // A file connection cannot be dropped by a server: the ping
+            // before each checkout would only add a hop to the connection's
+            // thread in front of every write.
+            .test_before_acquire(false)
             .after_release(|conn, _| Box::pin(end_abandoned_transaction(conn)))
             .connect_with(writer_opts)
             .await?;
@@ -228,6 +232,7 @@ impl SqliteStore {
             // loudly instead of bypassing the single writer.
             SqlitePoolOptions::new()
                 .max_connections(opts.max_readers.max(1))
+                .test_before_acquire(false)
                 .connect_with(base.pragma("query_only", "ON"))
                 .await?
         };
