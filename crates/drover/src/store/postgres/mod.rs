@@ -36,7 +36,8 @@
 //!   call `pg_notify` in their own statement; a rolled-back transition wakes
 //!   no one, and PostgreSQL folds a transaction's identical notifications
 //!   into one. Same-process workers are also woken in process after each
-//!   commit.
+//!   commit, without a nonce while the store LISTENs (the `NOTIFY` that
+//!   follows carries the one every process shares).
 
 mod access;
 mod audit;
