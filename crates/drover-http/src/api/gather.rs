@@ -53,7 +53,7 @@ pub const GATHER_QUEUE_DEFAULT: usize = 8192;
 pub const GATHER_BATCHES_DEFAULT: usize = 2;
 
 /// Settings of request gathering.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GatherConfig {
     /// Gather single-item enqueues (default true); false writes each
     /// request on its own.
