@@ -71,6 +71,9 @@ pub struct HttpSpec {
     pub pgbench_clients: Option<usize>,
     /// `pgbench -i -s`.
     pub pgbench_scale: u32,
+    /// The server's request gathering (`drover serve`'s defaults unless
+    /// told).
+    pub gather: drover_http::api::gather::GatherConfig,
 }
 
 /// What the HTTP bench found.
@@ -236,7 +239,11 @@ pub(crate) async fn run(
             enqueue: vec!["*".into()],
         },
     );
-    let (router, stats) = drover_http::router_and_stats(queue, auth, HttpConfig::default());
+    let config = HttpConfig {
+        gather: spec.gather.clone(),
+        ..HttpConfig::default()
+    };
+    let (router, stats) = drover_http::router_and_stats(queue, auth, config);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|e| BenchError::io("binding the bench server", e))?;

@@ -116,12 +116,18 @@ impl Problem {
 
 impl From<drover::Error> for Problem {
     fn from(e: drover::Error) -> Self {
+        Problem::from(&e)
+    }
+}
+
+impl From<&drover::Error> for Problem {
+    fn from(e: &drover::Error) -> Self {
         use drover::Error as E;
         match e {
-            E::InvalidInput { field, reason } => Problem::invalid(field, reason),
+            E::InvalidInput { field, reason } => Problem::invalid(*field, reason.clone()),
             E::NotFound(what) => Problem::not_found(format!("{what} not found")),
-            E::Conflict(what) => Problem::conflict(what),
-            E::Forbidden(what) => Problem::forbidden(what),
+            E::Conflict(what) => Problem::conflict(what.clone()),
+            E::Forbidden(what) => Problem::forbidden(what.clone()),
             E::Unavailable(_) => {
                 tracing::warn!(error = %e, "database unavailable");
                 Problem::unavailable("the database does not answer; retry later")

@@ -82,6 +82,12 @@ pub struct BenchArgs {
     /// pgbench).
     #[arg(long)]
     pub pgbench_clients: Option<usize>,
+    /// HTTP mode: batches the server's request gatherer writes at once.
+    #[arg(long, default_value_t = drover_http::api::gather::GATHER_BATCHES_DEFAULT)]
+    pub http_gather_batches: usize,
+    /// HTTP mode: the most requests per gathered batch (0: no gathering).
+    #[arg(long, default_value_t = drover_http::api::gather::GATHER_MAX_BATCH_DEFAULT)]
+    pub http_gather_max: usize,
     /// HTTP mode: `pgbench -i -s`.
     #[arg(long, default_value_t = drover_bench::http::PGBENCH_SCALE_DEFAULT)]
     pub pgbench_scale: u32,
@@ -172,6 +178,12 @@ pub async fn run(args: &BenchArgs, cx: &mut Context<'_>) -> Result<(), CliError>
                 None => Some(args.http_clients),
             },
             pgbench_scale: args.pgbench_scale,
+            gather: drover_http::api::gather::GatherConfig {
+                enabled: args.http_gather_max > 0,
+                max_batch: args.http_gather_max.max(1),
+                batches: args.http_gather_batches.max(1),
+                ..drover_http::api::gather::GatherConfig::default()
+            },
         };
         let report = drover_bench::run_http(&cx.database_url, &spec, &Progress::new(!args.quiet))
             .await

@@ -1,6 +1,6 @@
 //! Request gathering: concurrent single-item enqueue requests written
-//! together, one transaction for their markers, one statement and one
-//! commit for their items, one for their answers.
+//! together: one short transaction claims their markers, one more writes
+//! their items (one statement per tenant) and their answers, one commit.
 //!
 //! A request's own work is one row; what it costs is the round trips and
 //! the commit. So `POST /v1/items` does not write on its own: it queues a
@@ -14,14 +14,16 @@
 //!    with one of the keys sees it in flight (409) at once. A key met in
 //!    flight, finished (replay) or with another body (422) answers that
 //!    request alone; the rest go on;
-//! 2. the remaining items in one transaction
-//!    ([`drover::Queue::enqueue_each`]), each keeping its own result
-//!    (inserted, or the row its id or key met) or its own error (a 400 from
-//!    validation, a 409 for another tenant's id): one bad request does not
-//!    fail the others;
-//! 3. the answers stored in their markers in one transaction (a 5xx
-//!    releases its marker instead, so a retry runs again), and only then
-//!    each request answered, so a retry after the answer meets the replay.
+//! 2. the remaining items and their answers in one transaction
+//!    ([`drover::Queue::enqueue_each_answered`]): each request keeps its
+//!    own result (inserted, or the row its id or key met) or its own error
+//!    (a 400 from validation, a 409 for another tenant's id), so one bad
+//!    request does not fail the others; each answer is stored in its
+//!    marker in the same transaction as the item it names (one commit for
+//!    the batch). When that transaction fails, nothing was written and the
+//!    markers are released, so a retry runs again;
+//! 3. only then each request answered, so a retry after the answer meets
+//!    the replay.
 //!
 //! Up to [`GatherConfig::batches`] batches are written at once; while they
 //! are, new requests wait in the queue and make the next batch bigger. A
@@ -34,9 +36,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use drover::access::{
-    MARKER_RETENTION_DEFAULT, MARKER_STALE_DEFAULT, MarkerAnswer, MarkerBegin, MarkerClaim,
-};
+use drover::access::{MARKER_RETENTION_DEFAULT, MARKER_STALE_DEFAULT, MarkerBegin, MarkerClaim};
 use drover::queue::Principal;
 use drover::{NewItem, Queue};
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
@@ -53,7 +53,7 @@ pub const GATHER_QUEUE_DEFAULT: usize = 8192;
 pub const GATHER_BATCHES_DEFAULT: usize = 2;
 
 /// Settings of request gathering.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GatherConfig {
     /// Gather single-item enqueues (default true); false writes each
     /// request on its own.
@@ -255,7 +255,7 @@ struct Running {
 }
 
 /// The answer of one enqueue, as `POST /v1/items` gives it.
-pub(crate) fn enqueue_answer(known_kind: bool, r: drover::Result<drover::Inserted>) -> Answer {
+pub(crate) fn enqueue_answer(known_kind: bool, r: &drover::Result<drover::Inserted>) -> Answer {
     match r {
         Ok(ins) => {
             let status = if ins.result == drover::InsertResult::Inserted {
@@ -269,7 +269,7 @@ pub(crate) fn enqueue_answer(known_kind: bool, r: drover::Result<drover::Inserte
                     id: ins.item.id,
                     result: super::items::result_name(ins.result).to_owned(),
                     known_kind,
-                    item: ins.item.into(),
+                    item: ins.item.clone().into(),
                 },
             )
         }
@@ -327,39 +327,48 @@ async fn write(queue: &Queue, batch: Vec<Job>) {
     if running.is_empty() {
         return;
     }
-    let answers: Vec<Answer> = match queue.enqueue_each(items).await {
-        Ok(results) => running
+    // Each answer is made once, inside the write, and stored in its
+    // marker in the same transaction as the items; the very same answer is
+    // sent, so a replay is byte for byte what the first request got.
+    let markers: Vec<_> = running
+        .iter()
+        .map(|r| r.marker.as_ref().map(|m| m.key.clone()))
+        .collect();
+    let made: Vec<std::sync::Mutex<Option<Answer>>> = running
+        .iter()
+        .map(|_| std::sync::Mutex::new(None))
+        .collect();
+    let known: Vec<bool> = running.iter().map(|r| r.known_kind).collect();
+    let answer = |i: usize, r: &drover::Result<drover::Inserted>| {
+        let a = enqueue_answer(known[i], r);
+        let stored = (a.status.as_u16(), a.body.clone());
+        *made[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(a);
+        stored
+    };
+    let answers: Vec<Answer> = match queue.enqueue_each_answered(items, &markers, &answer).await {
+        Ok(results) => results
             .iter()
-            .zip(results)
-            .map(|(r, res)| enqueue_answer(r.known_kind, res))
+            .zip(&made)
+            .zip(&known)
+            .map(|((res, m), k)| {
+                m.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .take()
+                    .unwrap_or_else(|| enqueue_answer(*k, res))
+            })
             .collect(),
         Err(e) => {
+            // Nothing was written: the markers are given up so a retry
+            // runs again.
             let answer = Answer::from(Problem::from(e));
+            for m in running.iter().filter_map(|r| r.marker.as_ref()) {
+                if let Err(e) = store.marker_release(&m.key).await {
+                    tracing::warn!(error = %e, "idempotency marker not released");
+                }
+            }
             running.iter().map(|_| answer.clone()).collect()
         }
     };
-    let mut finished = Vec::new();
-    for (r, a) in running.iter().zip(&answers) {
-        let Some(m) = &r.marker else { continue };
-        if a.status.is_server_error() {
-            if let Err(e) = store.marker_release(&m.key).await {
-                tracing::warn!(error = %e, "idempotency marker not released");
-            }
-        } else {
-            finished.push(MarkerAnswer {
-                key: m.key.clone(),
-                status: a.status.as_u16(),
-                body: a.body.clone(),
-            });
-        }
-    }
-    if !finished.is_empty()
-        && let Err(e) = store.marker_finish_many(&finished).await
-    {
-        // The answers stand; the markers stay in flight until their stale
-        // limit, when a retry takes them over.
-        tracing::warn!(error = %e, "idempotency markers not settled");
-    }
     for (r, a) in running.into_iter().zip(answers) {
         let _ = r.reply.send(a.into_response());
     }

@@ -133,7 +133,7 @@ pub async fn enqueue_one(
         ENQUEUE_ONE_ROUTE,
         &body,
         || async {
-            super::gather::enqueue_answer(known, state.queue.enqueue_item(&principal, item).await)
+            super::gather::enqueue_answer(known, &state.queue.enqueue_item(&principal, item).await)
         },
     )
     .await

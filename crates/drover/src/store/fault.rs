@@ -150,6 +150,20 @@ impl Store for FaultStore {
     fn backend(&self) -> Backend {
         self.inner.backend()
     }
+    async fn item_insert_each_answered(
+        &self,
+        items: &[NewItem],
+        markers: &[Option<crate::access::MarkerKey>],
+        answer: &crate::store::AnswerFn<'_>,
+        known: &[crate::access::MarkerAnswer],
+    ) -> Result<Vec<Result<Inserted>>> {
+        if self.faults.insert_hold.load(Ordering::SeqCst) {
+            self.faults.insert_gate.pass().await;
+        }
+        self.inner
+            .item_insert_each_answered(items, markers, answer, known)
+            .await
+    }
     fn pool_size(&self) -> Option<u32> {
         self.inner.pool_size()
     }

@@ -43,6 +43,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
+use crate::item::{Inserted, NewItem};
 
 mod audit;
 #[cfg(feature = "postgres")]
@@ -263,6 +264,33 @@ pub trait Store:
     /// Which engine this is.
     fn backend(&self) -> Backend;
 
+    /// [`ItemStore::item_insert_each`] with the answers of the requests
+    /// behind the items stored in their idempotency markers **in the same
+    /// transaction**: for each input whose `markers` entry is a key,
+    /// `answer(i, outcome)` gives the status and body to store; `known`
+    /// are answers settled before the insert (requests refused before they
+    /// reached the store), stored alongside. So an item and the answer
+    /// that names it commit together, with one commit for the lot (what
+    /// the HTTP API's request gathering writes with). On the outer error
+    /// nothing was written.
+    ///
+    /// The default inserts, then stores the answers in a second
+    /// transaction; PostgreSQL overrides it with one.
+    async fn item_insert_each_answered(
+        &self,
+        items: &[NewItem],
+        markers: &[Option<crate::access::MarkerKey>],
+        answer: &crate::store::AnswerFn<'_>,
+        known: &[crate::access::MarkerAnswer],
+    ) -> Result<Vec<Result<Inserted>>> {
+        let out = self.item_insert_each(items).await?;
+        let answers = answers_of(&out, markers, answer, known);
+        if !answers.is_empty() {
+            self.marker_finish_many(&answers).await?;
+        }
+        Ok(out)
+    }
+
     /// The connections the store's pool may open, if it has a pool; the
     /// worker checks its capacity against it.
     fn pool_size(&self) -> Option<u32> {
@@ -320,4 +348,31 @@ pub trait Store:
     /// the backend has one, a nonce every listener of that wake-up shares
     /// ([`Wake`]). A wake-up is a hint; a lagged receiver should simply claim.
     async fn wakeups(&self) -> Result<tokio::sync::broadcast::Receiver<Wake>>;
+}
+
+/// How [`Store::item_insert_each_answered`] is told the answer to store
+/// for input i's outcome: its HTTP status and body.
+pub type AnswerFn<'a> =
+    dyn for<'r> Fn(usize, &'r Result<Inserted>) -> (u16, String) + Send + Sync + 'a;
+
+/// The marker answers of [`Store::item_insert_each_answered`]: the known
+/// ones, then one per input holding a marker.
+pub(crate) fn answers_of(
+    out: &[Result<Inserted>],
+    markers: &[Option<crate::access::MarkerKey>],
+    answer: &crate::store::AnswerFn<'_>,
+    known: &[crate::access::MarkerAnswer],
+) -> Vec<crate::access::MarkerAnswer> {
+    let mut answers = known.to_vec();
+    for (i, (o, m)) in out.iter().zip(markers).enumerate() {
+        if let Some(key) = m {
+            let (status, body) = answer(i, o);
+            answers.push(crate::access::MarkerAnswer {
+                key: key.clone(),
+                status,
+                body,
+            });
+        }
+    }
+    answers
 }

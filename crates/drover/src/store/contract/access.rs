@@ -301,3 +301,73 @@ pub async fn marker_begin_many_answers_each_claim(h: &Harness) {
             .is_empty()
     );
 }
+
+/// Items with their answers in one call: each input holding a marker has
+/// the answer made from its own outcome stored, known answers (requests
+/// refused before the store) are stored alongside, and inputs without a
+/// marker store nothing.
+pub async fn insert_each_answered_stores_each_answer(h: &Harness) {
+    let s = &h.store;
+    let p = Uuid::now_v7();
+    let k = |name: &str| key(tenant_a(), p, "POST /v1/items", name);
+    for name in ["one", "taken", "refused"] {
+        assert_eq!(
+            s.marker_begin(&k(name), "f", LONG, LONG).await.unwrap(),
+            MarkerBegin::Started
+        );
+    }
+    let foreign = s
+        .item_insert(&NewItem::new("f", serde_json::json!({})).with_tenant(tenant_b()))
+        .await
+        .unwrap()
+        .item
+        .id;
+    let items = vec![
+        NewItem::new("one", serde_json::json!({})).with_tenant(tenant_a()),
+        NewItem::new("taken", serde_json::json!({}))
+            .with_tenant(tenant_a())
+            .with_id(foreign),
+        NewItem::new("bare", serde_json::json!({})).with_tenant(tenant_a()),
+    ];
+    let markers = vec![Some(k("one")), Some(k("taken")), None];
+    let known = vec![MarkerAnswer {
+        key: k("refused"),
+        status: 400,
+        body: "refused".into(),
+    }];
+    let answer = |i: usize, r: &crate::Result<crate::item::Inserted>| match r {
+        Ok(ins) => (201, format!("{i}:{}", ins.item.kind)),
+        Err(e) => (409, format!("{i}:{:?}", e.kind())),
+    };
+    let out = s
+        .item_insert_each_answered(&items, &markers, &answer, &known)
+        .await
+        .unwrap();
+    assert_eq!(out.len(), 3);
+    assert!(out[0].is_ok() && out[2].is_ok());
+    assert!(out[1].as_ref().is_err_and(|e| e.is_conflict()));
+    assert_eq!(
+        s.marker_begin(&k("one"), "f", LONG, LONG).await.unwrap(),
+        MarkerBegin::Completed {
+            status: 201,
+            body: "0:one".into()
+        }
+    );
+    assert_eq!(
+        s.marker_begin(&k("taken"), "f", LONG, LONG).await.unwrap(),
+        MarkerBegin::Completed {
+            status: 409,
+            body: "1:Conflict".into()
+        }
+    );
+    assert_eq!(
+        s.marker_begin(&k("refused"), "f", LONG, LONG)
+            .await
+            .unwrap(),
+        MarkerBegin::Completed {
+            status: 400,
+            body: "refused".into()
+        }
+    );
+    assert!(s.item_get(tenant_a(), items[2].id).await.unwrap().is_some());
+}

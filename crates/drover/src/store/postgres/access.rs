@@ -44,6 +44,55 @@ fn by_tenant<T>(inputs: &[T], tenant: impl Fn(&T) -> Uuid) -> Vec<(Uuid, Vec<usi
     groups
 }
 
+/// Stores many answers on an open transaction; `at_first` says it is on
+/// the first answer's tenant already.
+pub(super) async fn finish_many_on(
+    store: &PgStore,
+    tx: &mut sqlx::PgConnection,
+    answers: &[MarkerAnswer],
+    at_first: bool,
+) -> Result<()> {
+    for (n, (tenant, idx)) in by_tenant(answers, |a| a.key.tenant_id)
+        .into_iter()
+        .enumerate()
+    {
+        if n > 0 || !at_first {
+            super::switch_tenant(&mut *tx, tenant).await?;
+        }
+        sqlx::query(MARKER_FINISH_MANY)
+            .persistent(store.persistent)
+            .bind(tenant)
+            .bind(
+                idx.iter()
+                    .map(|&i| answers[i].key.principal)
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                idx.iter()
+                    .map(|&i| answers[i].key.route.clone())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                idx.iter()
+                    .map(|&i| answers[i].key.key.clone())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                idx.iter()
+                    .map(|&i| i32::from(answers[i].status))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                idx.iter()
+                    .map(|&i| answers[i].body.clone())
+                    .collect::<Vec<_>>(),
+            )
+            .execute(&mut *tx)
+            .await?;
+    }
+    Ok(())
+}
+
 /// A marker's identity within one tenant.
 type Scoped = (Uuid, String, String);
 
@@ -213,6 +262,16 @@ impl AccessStore for PgStore {
         // Its own short transaction, committed before any request runs: a
         // request with one of these keys sees the marker in flight at once.
         let mut tx = self.begin_tenant(first.key.tenant_id).await?;
+        // The claim commits without waiting for its WAL flush: it is
+        // visible at once all the same, and it needs no durability of its
+        // own. The request's item commit comes after it in the WAL, so
+        // whatever of the request is durable has its claim durable too; a
+        // claim lost in a crash belongs to a request that never answered
+        // (its retry claims again), and a 409 given on it only asked for
+        // a retry.
+        sqlx::query("SET LOCAL synchronous_commit = off")
+            .execute(&mut *tx)
+            .await?;
         for (n, (tenant, idx)) in by_tenant(claims, |c| c.key.tenant_id)
             .into_iter()
             .enumerate()
@@ -329,44 +388,7 @@ impl AccessStore for PgStore {
             return Ok(());
         };
         let mut tx = self.begin_tenant(first.key.tenant_id).await?;
-        for (n, (tenant, idx)) in by_tenant(answers, |a| a.key.tenant_id)
-            .into_iter()
-            .enumerate()
-        {
-            if n > 0 {
-                super::switch_tenant(&mut tx, tenant).await?;
-            }
-            sqlx::query(MARKER_FINISH_MANY)
-                .persistent(self.persistent)
-                .bind(tenant)
-                .bind(
-                    idx.iter()
-                        .map(|&i| answers[i].key.principal)
-                        .collect::<Vec<_>>(),
-                )
-                .bind(
-                    idx.iter()
-                        .map(|&i| answers[i].key.route.clone())
-                        .collect::<Vec<_>>(),
-                )
-                .bind(
-                    idx.iter()
-                        .map(|&i| answers[i].key.key.clone())
-                        .collect::<Vec<_>>(),
-                )
-                .bind(
-                    idx.iter()
-                        .map(|&i| i32::from(answers[i].status))
-                        .collect::<Vec<_>>(),
-                )
-                .bind(
-                    idx.iter()
-                        .map(|&i| answers[i].body.clone())
-                        .collect::<Vec<_>>(),
-                )
-                .execute(&mut *tx)
-                .await?;
-        }
+        finish_many_on(self, &mut tx, answers, true).await?;
         tx.commit().await?;
         Ok(())
     }

@@ -355,14 +355,37 @@ pub(super) async fn insert_each(
     let Some(first) = items.first() else {
         return Ok(Vec::new());
     };
-    let mut out: Vec<Option<Result<Inserted>>> = (0..items.len()).map(|_| None).collect();
     let mut tx = store.begin_tenant(first.tenant_id).await?;
+    let out = insert_each_on(store, &mut tx, items).await?;
+    tx.commit().await?;
+    wake_inserted(store, &out);
+    Ok(out)
+}
+
+/// Wakes each lane an insert of `out` landed in, once (after the commit).
+pub(super) fn wake_inserted(store: &PgStore, out: &[Result<Inserted>]) {
+    let mut woken = HashSet::new();
+    for ins in out.iter().flatten() {
+        if ins.result == InsertResult::Inserted && woken.insert(ins.item.lane.as_str()) {
+            store.wake_local(&ins.item.lane);
+        }
+    }
+}
+
+/// [`insert_each`] on an open transaction begun for `items[0]`'s tenant
+/// (left on the last group's tenant).
+pub(super) async fn insert_each_on(
+    store: &PgStore,
+    tx: &mut PgConnection,
+    items: &[NewItem],
+) -> Result<Vec<Result<Inserted>>> {
+    let mut out: Vec<Option<Result<Inserted>>> = (0..items.len()).map(|_| None).collect();
     for (n, (tenant, idx)) in group_by_tenant(items, |i| i.tenant_id)
         .into_iter()
         .enumerate()
     {
         if n > 0 {
-            switch_tenant(&mut tx, tenant).await?;
+            switch_tenant(&mut *tx, tenant).await?;
         }
         let g = Columns::of(items, &idx);
         let rows = sqlx::query(sql::ITEM_INSERT_EACH)
@@ -395,29 +418,18 @@ pub(super) async fn insert_each(
                     result: InsertResult::Inserted,
                     item,
                 })),
-                None => match insert_one(&mut tx, &items[i], store.persistent).await {
+                None => match insert_one(&mut *tx, &items[i], store.persistent).await {
                     Err(e) if !e.is_conflict() => return Err(e),
                     other => Some(other),
                 },
             };
         }
     }
-    tx.commit().await?;
-    let mut woken = HashSet::new();
-    let mut results = Vec::with_capacity(items.len());
-    for o in out {
-        let o = o.ok_or_else(|| {
-            Error::Storage(crate::error::Opaque::msg("an input was not resolved"))
-        })?;
-        if let Ok(ins) = &o
-            && ins.result == InsertResult::Inserted
-            && woken.insert(ins.item.lane.clone())
-        {
-            store.wake_local(&ins.item.lane);
-        }
-        results.push(o);
-    }
-    Ok(results)
+    out.into_iter()
+        .map(|o| {
+            o.ok_or_else(|| Error::Storage(crate::error::Opaque::msg("an input was not resolved")))
+        })
+        .collect()
 }
 
 /// Claims available items across tenants (system role), in priority then

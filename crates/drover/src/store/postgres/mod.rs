@@ -71,6 +71,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
+use crate::item::{Inserted, NewItem};
 use crate::rules::RetryPolicy;
 use crate::store::{Backend, Store};
 
@@ -610,6 +611,29 @@ fn exponent_cap(policy: &RetryPolicy) -> i32 {
 impl Store for PgStore {
     fn backend(&self) -> Backend {
         Backend::Postgres
+    }
+
+    async fn item_insert_each_answered(
+        &self,
+        items: &[NewItem],
+        markers: &[Option<crate::access::MarkerKey>],
+        answer: &crate::store::AnswerFn<'_>,
+        known: &[crate::access::MarkerAnswer],
+    ) -> Result<Vec<Result<Inserted>>> {
+        let tenant = match (items.first(), known.first()) {
+            (Some(i), _) => i.tenant_id,
+            (None, Some(a)) => a.key.tenant_id,
+            (None, None) => return Ok(Vec::new()),
+        };
+        let mut tx = self.begin_tenant(tenant).await?;
+        let out = items::insert_each_on(self, &mut tx, items).await?;
+        let answers = super::answers_of(&out, markers, answer, known);
+        if !answers.is_empty() {
+            access::finish_many_on(self, &mut tx, &answers, false).await?;
+        }
+        tx.commit().await?;
+        items::wake_inserted(self, &out);
+        Ok(out)
     }
 
     fn pool_size(&self) -> Option<u32> {
