@@ -358,12 +358,12 @@ pub(super) async fn insert_each(
     let mut tx = store.begin_tenant(first.tenant_id).await?;
     let out = insert_each_on(store, &mut tx, items).await?;
     tx.commit().await?;
-    wake_inserted(store, &out);
+    wake_landed(store, &out);
     Ok(out)
 }
 
 /// Wakes each lane an insert of `out` landed in, once (after the commit).
-pub(super) fn wake_inserted(store: &PgStore, out: &[Result<Inserted>]) {
+pub(super) fn wake_landed(store: &PgStore, out: &[Result<Inserted>]) {
     let mut woken = HashSet::new();
     for ins in out.iter().flatten() {
         if ins.result == InsertResult::Inserted && woken.insert(ins.item.lane.as_str()) {

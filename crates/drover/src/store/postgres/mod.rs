@@ -632,7 +632,7 @@ impl Store for PgStore {
             access::finish_many_on(self, &mut tx, &answers, false).await?;
         }
         tx.commit().await?;
-        items::wake_inserted(self, &out);
+        items::wake_landed(self, &out);
         Ok(out)
     }
 
