@@ -80,6 +80,10 @@ pub struct AppState {
     pub config: Arc<HttpConfig>,
     /// The process's request gatherer.
     pub gather: Arc<api::gather::Gatherer>,
+    /// The shared live view: the one count set per interval that the
+    /// dashboard's pages and the API's `/v1/lanes` and `/v1/stats` answer
+    /// from, so their cost does not grow with the callers.
+    pub live: Arc<dashboard::live::Live>,
 }
 
 /// The API's router over `queue`, authenticated by `auth`, with default
@@ -107,11 +111,13 @@ pub fn router_and_stats(
         config.gather.clone(),
     ));
     let stats = gather.stats();
+    let live = dashboard::live::Live::new(queue.clone(), config.dashboard.live_interval);
     let state = AppState {
         queue,
         auth: auth.clone(),
         config: Arc::new(config),
         gather,
+        live,
     };
     let (api, _spec) = api::routes(state.clone()).split_for_parts();
     let api = Router::new()

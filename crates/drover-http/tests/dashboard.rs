@@ -54,7 +54,9 @@ fn fixture(queue: Queue) -> Fixture {
         live_interval: Duration::from_secs(3600),
         ..DashboardConfig::default()
     };
+    let live = Live::new(queue.clone(), config.live_interval);
     let app_state = AppState {
+        live: live.clone(),
         queue: queue.clone(),
         auth: auth.clone(),
         config: Arc::new(HttpConfig::default()),
@@ -63,7 +65,6 @@ fn fixture(queue: Queue) -> Fixture {
             drover_http::api::gather::GatherConfig::default(),
         )),
     };
-    let live = Live::new(queue.clone(), config.live_interval);
     let state = DashState {
         app: app_state,
         sessions: Sessions::new(config.session_ttl),

@@ -75,6 +75,10 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
             queue.clone(),
             gather::GatherConfig::default(),
         )),
+        live: crate::dashboard::live::Live::new(
+            queue.clone(),
+            crate::dashboard::live::LIVE_INTERVAL_DEFAULT,
+        ),
         queue,
         auth: crate::Auth::deny_all(),
         config: std::sync::Arc::new(crate::HttpConfig::default()),

@@ -58,6 +58,24 @@ impl StatusCounts {
     }
 }
 
+/// The live view's newest snapshot (at most one refresh interval old; the
+/// first call reads one). A snapshot whose refresh failed answers 503: the
+/// API never passes off older counts as current.
+async fn fresh_snapshot(
+    state: &AppState,
+) -> ApiResult<std::sync::Arc<crate::dashboard::live::Snapshot>> {
+    let snap = state.live.latest().await;
+    match &snap.error {
+        None => Ok(snap),
+        Some(e) => {
+            tracing::warn!(error = %e, "counts unavailable: the live view's last refresh failed");
+            Err(Problem::unavailable(
+                "the counts could not be read; retry shortly",
+            ))
+        }
+    }
+}
+
 /// A lane with its counts and the age of its oldest waiting item.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct LaneView {
@@ -81,8 +99,8 @@ pub async fn lanes(
     Extension(who): Extension<ApiPrincipal>,
 ) -> ApiResult<Json<Vec<LaneView>>> {
     unscoped(&who)?;
-    let counts = state.queue.counts().await?;
-    let gauges = state.queue.gauges().await?;
+    let snap = fresh_snapshot(&state).await?;
+    let (counts, gauges) = (snap.counts.clone(), snap.gauges.clone());
     let mut by_lane: BTreeMap<String, StatusCounts> = BTreeMap::new();
     for c in counts {
         by_lane.entry(c.lane).or_default().add(c.status, c.count);
@@ -195,9 +213,12 @@ pub async fn stats(
     Extension(who): Extension<ApiPrincipal>,
 ) -> ApiResult<Json<StatsView>> {
     unscoped(&who)?;
-    let counts = state.queue.counts().await?;
-    let gauges = state.queue.gauges().await?;
-    let workers = state.queue.workers().await?;
+    let snap = fresh_snapshot(&state).await?;
+    let (counts, gauges, workers) = (
+        snap.counts.clone(),
+        snap.gauges.clone(),
+        snap.workers.clone(),
+    );
     let mut totals = StatusCounts::default();
     let mut kinds: BTreeMap<String, StatusCounts> = BTreeMap::new();
     for c in counts {

@@ -129,7 +129,7 @@ pub struct DashState {
 /// security headers (the API's bearer-token gate is not in front of them).
 pub fn routes(app: AppState, config: DashboardConfig) -> Router {
     let state = DashState {
-        live: live::Live::new(app.queue.clone(), config.live_interval),
+        live: app.live.clone(),
         sessions: session::Sessions::new(config.session_ttl),
         app,
         config: Arc::new(config),
