@@ -47,7 +47,6 @@ fn by_tenant<T>(inputs: &[T], tenant: impl Fn(&T) -> Uuid) -> Vec<(Uuid, Vec<usi
 /// Stores many answers on an open transaction; `at_first` says it is on
 /// the first answer's tenant already.
 pub(super) async fn finish_many_on(
-    store: &PgStore,
     tx: &mut sqlx::PgConnection,
     answers: &[MarkerAnswer],
     at_first: bool,
@@ -59,8 +58,13 @@ pub(super) async fn finish_many_on(
         if n > 0 || !at_first {
             super::switch_tenant(&mut *tx, tenant).await?;
         }
+        // Unprepared, so it is planned with this batch's arrays: a generic
+        // plan made while the markers table was small (a fresh installation)
+        // keeps joining the batch against every marker of the tenant (a
+        // bitmap scan per batch that grows with the table) until an ANALYZE
+        // invalidates it.
         sqlx::query(MARKER_FINISH_MANY)
-            .persistent(store.persistent)
+            .persistent(false)
             .bind(tenant)
             .bind(
                 idx.iter()
@@ -388,7 +392,7 @@ impl AccessStore for PgStore {
             return Ok(());
         };
         let mut tx = self.begin_tenant(first.key.tenant_id).await?;
-        finish_many_on(self, &mut tx, answers, true).await?;
+        finish_many_on(&mut tx, answers, true).await?;
         tx.commit().await?;
         Ok(())
     }

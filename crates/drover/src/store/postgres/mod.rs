@@ -629,7 +629,7 @@ impl Store for PgStore {
         let out = items::insert_each_on(self, &mut tx, items).await?;
         let answers = super::answers_of(&out, markers, answer, known);
         if !answers.is_empty() {
-            access::finish_many_on(self, &mut tx, &answers, false).await?;
+            access::finish_many_on(&mut tx, &answers, false).await?;
         }
         tx.commit().await?;
         items::wake_landed(self, &out);
