@@ -83,7 +83,10 @@ impl WakeBus {
         });
     }
 
-    /// Sends a wake-up for `lane` without a nonce (a hint).
+    /// Sends a wake-up for `lane` without a nonce (a hint). Only the
+    /// PostgreSQL store sends hints (its in-process shortcut ahead of the
+    /// `NOTIFY`).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn hint(&self, lane: &str) {
         self.send(Wake {
             lane: lane.to_owned(),
