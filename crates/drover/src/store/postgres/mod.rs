@@ -561,12 +561,11 @@ async fn open_pool(url: &str, field: &'static str, opts: &PgOptions) -> Result<P
         // the server down a call fails after this instead of waiting out the
         // outage (sqlx's default is 30 s).
         .acquire_timeout(opts.acquire_timeout)
-        // No ping before each checkout: it is a round trip in front of every
-        // claim, renewal and completion. A connection the server dropped
-        // fails its next statement instead; sqlx then closes it, and every
-        // caller already retries a transient failure (the claim loop with
-        // backoff, outcome writes with lost-reply resolution).
-        .test_before_acquire(false)
+        // sqlx's ping before each checkout stays on here, although it is a
+        // round trip in front of every call: without it, after a server
+        // restart every pooled connection fails its next statement, and a
+        // caller's one-off call (an enqueue from a web request) would see
+        // that error instead of a fresh connection.
         .connect_with(connect)
         .await?)
 }
