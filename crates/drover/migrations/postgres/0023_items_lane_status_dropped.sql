@@ -1,3 +1,4 @@
+-- no-transaction
 -- drover 0023: items_lane_status dropped.
 --
 -- 0007 added it so counts for one lane read indexes, not the table. Since
@@ -7,4 +8,10 @@
 -- changes an indexed column writes a new entry in every index whose
 -- predicate the new row matches, so it cost every item two index entries on
 -- the hot path (the burst benchmark's drain, docs/performance.md).
-DROP INDEX IF EXISTS items_lane_status;
+--
+-- CONCURRENTLY, outside a transaction (the directive above): a plain DROP
+-- INDEX takes an exclusive lock on items, and waiting for it behind one
+-- long transaction would stall every claim and completion queued behind
+-- the lock request. IF EXISTS makes a rerun after an interrupted
+-- migration safe.
+DROP INDEX CONCURRENTLY IF EXISTS items_lane_status;
