@@ -100,10 +100,13 @@ pub async fn lanes(
 ) -> ApiResult<Json<Vec<LaneView>>> {
     unscoped(&who)?;
     let snap = fresh_snapshot(&state).await?;
-    let (counts, gauges) = (snap.counts.clone(), snap.gauges.clone());
+    let (counts, gauges) = (&snap.counts, &snap.gauges);
     let mut by_lane: BTreeMap<String, StatusCounts> = BTreeMap::new();
     for c in counts {
-        by_lane.entry(c.lane).or_default().add(c.status, c.count);
+        by_lane
+            .entry(c.lane.clone())
+            .or_default()
+            .add(c.status, c.count);
     }
     for (lane, _) in &gauges.oldest_age_seconds {
         by_lane.entry(lane.clone()).or_default();
@@ -214,20 +217,19 @@ pub async fn stats(
 ) -> ApiResult<Json<StatsView>> {
     unscoped(&who)?;
     let snap = fresh_snapshot(&state).await?;
-    let (counts, gauges, workers) = (
-        snap.counts.clone(),
-        snap.gauges.clone(),
-        snap.workers.clone(),
-    );
+    let (counts, gauges, workers) = (&snap.counts, &snap.gauges, &snap.workers);
     let mut totals = StatusCounts::default();
     let mut kinds: BTreeMap<String, StatusCounts> = BTreeMap::new();
     for c in counts {
         totals.add(c.status, c.count);
-        kinds.entry(c.kind).or_default().add(c.status, c.count);
+        kinds
+            .entry(c.kind.clone())
+            .or_default()
+            .add(c.status, c.count);
     }
     let mut per_state: BTreeMap<String, u64> = BTreeMap::new();
     for w in workers {
-        *per_state.entry(w.state).or_default() += 1;
+        *per_state.entry(w.state.clone()).or_default() += 1;
     }
     let kinds: Vec<KindStats> = kinds
         .into_iter()
@@ -246,7 +248,7 @@ pub async fn stats(
             .collect(),
         kinds,
         dead_letter: gauges.failed,
-        oldest_waiting_seconds: gauges.oldest_age_seconds.into_iter().collect(),
+        oldest_waiting_seconds: gauges.oldest_age_seconds.iter().cloned().collect(),
         workers: per_state,
     }))
 }

@@ -242,10 +242,22 @@ pub(super) async fn insert_many(store: &PgStore, items: &[NewItem]) -> Result<Ve
 /// Wakes this process's workers for each lane that got an item (the
 /// trigger's `NOTIFY` reaches the others at the commit).
 pub(super) fn wake_inserted(store: &PgStore, items: &[NewItem], results: &[InsertResult]) {
+    wake_lanes(
+        store,
+        items
+            .iter()
+            .zip(results)
+            .filter(|(_, r)| **r == InsertResult::Inserted)
+            .map(|(it, _)| it.lane.as_str()),
+    );
+}
+
+/// Wakes each of `lanes` once.
+fn wake_lanes<'a>(store: &PgStore, lanes: impl IntoIterator<Item = &'a str>) {
     let mut woken = HashSet::new();
-    for (it, r) in items.iter().zip(results) {
-        if *r == InsertResult::Inserted && woken.insert(it.lane.as_str()) {
-            store.wake_local(&it.lane);
+    for lane in lanes {
+        if woken.insert(lane) {
+            store.wake_local(lane);
         }
     }
 }
@@ -364,12 +376,13 @@ pub(super) async fn insert_each(
 
 /// Wakes each lane an insert of `out` landed in, once (after the commit).
 pub(super) fn wake_landed(store: &PgStore, out: &[Result<Inserted>]) {
-    let mut woken = HashSet::new();
-    for ins in out.iter().flatten() {
-        if ins.result == InsertResult::Inserted && woken.insert(ins.item.lane.as_str()) {
-            store.wake_local(&ins.item.lane);
-        }
-    }
+    wake_lanes(
+        store,
+        out.iter()
+            .flatten()
+            .filter(|ins| ins.result == InsertResult::Inserted)
+            .map(|ins| ins.item.lane.as_str()),
+    );
 }
 
 /// [`insert_each`] on an open transaction begun for `items[0]`'s tenant
