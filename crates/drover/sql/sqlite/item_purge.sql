@@ -1,7 +1,3 @@
--- Deletes one batch of final items last updated before ?1 (system operation).
--- ?1 before, ?2 batch size.
-DELETE FROM items WHERE rowid IN (
-    SELECT rowid FROM items
-    WHERE status IN ('done', 'failed', 'cancelled') AND updated_at < ?1
-    LIMIT ?2
-)
+-- Deletes one purge batch (?1, a JSON array of rowids from
+-- item_purge_pick.sql; system operation).
+DELETE FROM items WHERE rowid IN (SELECT value FROM json_each(?1))

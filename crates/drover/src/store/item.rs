@@ -260,7 +260,7 @@ pub trait ItemStore: Send + Sync {
     async fn item_list(&self, filter: &ListFilter) -> Result<Vec<Item>>;
 
     /// Counts per lane, kind and status (system operation). Exact on every
-    /// backend; PostgreSQL answers from a rollup of the settled final rows
+    /// backend; PostgreSQL and SQLite answer from a rollup of the settled final rows
     /// plus index scans (see [`ItemStore::counts_settle`]).
     async fn counts(&self) -> Result<Vec<CountRow>>;
 
@@ -268,7 +268,7 @@ pub trait ItemStore: Send + Sync {
     /// sweep's step; system operation). Returns how many rows were folded
     /// in. Counts are right whether or not it runs: it only keeps them
     /// cheap, since rows not folded in yet are counted one by one. The
-    /// default keeps no rollup (SQLite and memory count directly).
+    /// default keeps no rollup (memory counts directly).
     async fn counts_settle(&self) -> Result<u64> {
         Ok(0)
     }

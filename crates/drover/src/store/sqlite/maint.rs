@@ -167,9 +167,19 @@ impl SqliteStore {
         // for the whole purge and claims interleave.
         loop {
             let mut tx = self.begin().await?;
-            let n = sqlx::query(sql::ITEM_PURGE)
+            // The batch is picked once, so the rollup loses exactly the
+            // rows that are deleted (migration 0024).
+            let picked: String = sqlx::query_scalar(sql::ITEM_PURGE_PICK)
                 .bind(to_micros(before))
                 .bind(batch as i64)
+                .fetch_one(&mut *tx)
+                .await?;
+            sqlx::query(sql::ITEM_PURGE_UNCOUNT)
+                .bind(&picked)
+                .execute(&mut *tx)
+                .await?;
+            let n = sqlx::query(sql::ITEM_PURGE)
+                .bind(&picked)
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
@@ -183,6 +193,38 @@ impl SqliteStore {
             tracing::info!(target: "drover::sqlite", purged = total, "purged final items");
         }
         Ok(total)
+    }
+
+    /// Folds settled final rows into the count rollup (the sweep's step;
+    /// migration 0024). The mark stops a second short of this write's own
+    /// clock reading: every write is serialized behind this one and reads
+    /// its clock under the lock, so nothing can still land below the mark.
+    pub(super) async fn settle_counts(&self) -> Result<u64> {
+        // A reader says first whether there is anything to fold, so a pass
+        // with nothing to do takes no write lock.
+        let ready: i64 = sqlx::query_scalar(sql::COUNTS_UNSETTLED)
+            .bind(to_micros(self.now()) - 1_000_000)
+            .fetch_one(&self.reader)
+            .await?;
+        if ready == 0 {
+            return Ok(0);
+        }
+        let mut tx = self.begin().await?;
+        let upto = to_micros(self.now()) - 1_000_000;
+        let folded: i64 = sqlx::query_scalar(sql::COUNTS_UNSETTLED)
+            .bind(upto)
+            .fetch_one(&mut *tx)
+            .await?;
+        sqlx::query(sql::COUNTS_SETTLE)
+            .bind(upto)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(sql::COUNTS_SETTLE_MARK)
+            .bind(upto)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(u64::try_from(folded).unwrap_or(0))
     }
 
     pub(super) async fn cancel(&self, tenant: Uuid, id: Uuid, actor: Uuid) -> Result<Item> {
@@ -224,6 +266,16 @@ impl SqliteStore {
     ) -> Result<Item> {
         let mut tx = self.begin().await?;
         let now = self.now();
+        if action == "retry" {
+            // A retry takes the row out of its final status: the count
+            // rollup forgets it first, if it had counted it (migration 0024).
+            // Rolled back with the transaction if the retry is refused.
+            sqlx::query(sql::COUNTS_UNFINAL)
+                .bind(tenant)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
         // An operator's write is signed by the operator, not the system:
         // the row shows who last touched it.
         let Some(r) = sqlx::query(statement)
