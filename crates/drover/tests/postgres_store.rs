@@ -803,3 +803,106 @@ async fn transitions_that_make_work_available_notify_other_processes() {
     heard(&mut rx, "p-stale").await;
     done(schema).await;
 }
+
+/// The gathered write on PostgreSQL claims markers, inserts and stores
+/// answers in one transaction, so a key another batch is writing is told
+/// apart by that batch's advisory lock on it: `InFlight` at once, nothing
+/// written, no wait. Once the holder ends, the key runs; the same key
+/// again replays the stored answer; a write that fails leaves no marker.
+#[tokio::test]
+async fn gathered_write_is_one_transaction_and_tells_a_key_in_flight() {
+    use drover::access::{Claimed, MarkerBegin, MarkerClaim, MarkerKey};
+    let (s, schema) = pg_fresh_store().await;
+    let tenant = Uuid::new_v4();
+    let claim = |key: &str| MarkerClaim {
+        key: MarkerKey {
+            tenant_id: tenant,
+            principal: Uuid::from_u128(7),
+            route: "POST /v1/items".into(),
+            key: key.into(),
+        },
+        fingerprint: "fp".into(),
+    };
+    let item = || NewItem::new("send_email", json!({"to": "a"})).with_tenant(tenant);
+    let answer = |_: usize, r: &drover::Result<drover::Inserted>| match r {
+        Ok(ins) => (201u16, ins.item.id.to_string()),
+        Err(_) => (400u16, "refused".to_owned()),
+    };
+    let write = |claims: Vec<Option<MarkerClaim>>, prepared: Vec<drover::Result<NewItem>>| {
+        let s = &s;
+        async move {
+            s.item_insert_each_claimed(
+                &claims,
+                prepared,
+                &answer,
+                Duration::from_secs(3600),
+                Duration::from_secs(60),
+            )
+            .await
+        }
+    };
+
+    // Another transaction holds the key's lock, as a batch writing it does.
+    let mut holder = sqlx::PgConnection::connect(&pg_url().await).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut holder).await.unwrap();
+    sqlx::query(
+        "SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2 || ' ' || $3 || ' ' || $4))",
+    )
+    .bind(format!("{schema}:{tenant}"))
+    .bind(Uuid::from_u128(7).to_string())
+    .bind("POST /v1/items")
+    .bind("k1")
+    .execute(&mut holder)
+    .await
+    .unwrap();
+    let out = write(vec![Some(claim("k1")), None], vec![Ok(item()), Ok(item())])
+        .await
+        .unwrap();
+    assert!(
+        matches!(out[0], Claimed::Settled(MarkerBegin::InFlight)),
+        "{out:?}"
+    );
+    assert!(
+        matches!(&out[1], Claimed::Written(Ok(ins)) if ins.result == InsertResult::Inserted),
+        "the keyless input of the batch is written all the same: {out:?}"
+    );
+    sqlx::query("ROLLBACK").execute(&mut holder).await.unwrap();
+
+    // The holder gone, the key runs, then replays what it stored.
+    let out = write(vec![Some(claim("k1"))], vec![Ok(item())])
+        .await
+        .unwrap();
+    let Claimed::Written(Ok(first)) = &out[0] else {
+        panic!("{out:?}")
+    };
+    let out = write(vec![Some(claim("k1"))], vec![Ok(item())])
+        .await
+        .unwrap();
+    match &out[0] {
+        Claimed::Settled(MarkerBegin::Completed { status, body }) => {
+            assert_eq!(*status, 201);
+            assert_eq!(body, &first.item.id.to_string());
+        }
+        other => panic!("expected the replay, got {other:?}"),
+    }
+
+    // A write the database refuses (a lane name the table's check rejects,
+    // past the queue's validation) rolls back its claim with it.
+    let bad = NewItem::new("send_email", json!({}))
+        .with_tenant(tenant)
+        .with_lane("Bad Lane");
+    assert!(write(vec![Some(claim("k2"))], vec![Ok(bad)]).await.is_err());
+    let markers: i64 = sqlx::query_scalar(&format!(
+        "SELECT count(*) FROM \"{schema}\".idempotency_markers WHERE key = 'k2'"
+    ))
+    .fetch_one(&mut holder)
+    .await
+    .unwrap();
+    assert_eq!(markers, 0, "a failed write leaves no marker held");
+    let out = write(vec![Some(claim("k2"))], vec![Ok(item())])
+        .await
+        .unwrap();
+    assert!(matches!(&out[0], Claimed::Written(Ok(_))), "{out:?}");
+    holder.close().await.unwrap();
+    done(schema).await;
+}

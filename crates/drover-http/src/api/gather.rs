@@ -1,27 +1,29 @@
 //! Request gathering: concurrent single-item enqueue requests written
-//! together: one short transaction claims their markers, one more writes
-//! their items (one statement per tenant) and their answers, one commit.
+//! together: their markers, their items (one statement per tenant) and
+//! their answers in one transaction on PostgreSQL, one commit.
 //!
 //! A request's own work is one row; what it costs is the round trips and
 //! the commit. So `POST /v1/items` does not write on its own: it queues a
 //! [`Job`] for this process's gatherer task, which takes the first job
 //! waiting and then whatever else is already queued (up to
 //! [`GatherConfig::max_batch`]; no added delay when idle, so a lone request
-//! is written at once), and writes the batch:
+//! is written at once), and writes the batch
+//! ([`drover::Queue::enqueue_each_claimed`]):
 //!
-//! 1. the batch's `Idempotency-Key` markers claimed in one short
-//!    transaction, committed before any item is written: another request
-//!    with one of the keys sees it in flight (409) at once. A key met in
-//!    flight, finished (replay) or with another body (422) answers that
-//!    request alone; the rest go on;
-//! 2. the remaining items and their answers in one transaction
-//!    ([`drover::Queue::enqueue_each_answered`]): each request keeps its
-//!    own result (inserted, or the row its id or key met) or its own error
-//!    (a 400 from validation, a 409 for another tenant's id), so one bad
+//! 1. the batch's `Idempotency-Key` markers claimed. A key met in flight,
+//!    finished (replay) or with another body (422) answers that request
+//!    alone; the rest go on. On PostgreSQL the claims are in the batch's
+//!    one transaction, and a key another batch is writing is told by that
+//!    batch's transaction-scoped advisory lock on it (409 at once, never a
+//!    wait); the other backends claim in a short transaction of their own
+//!    first, committed before any item is written;
+//! 2. the remaining items and their answers: each request keeps its own
+//!    result (inserted, or the row its id or key met) or its own error (a
+//!    400 from validation, a 409 for another tenant's id), so one bad
 //!    request does not fail the others; each answer is stored in its
-//!    marker in the same transaction as the item it names (one commit for
-//!    the batch). When that transaction fails, nothing was written and the
-//!    markers are released, so a retry runs again;
+//!    marker in the same transaction as the item it names. When the write
+//!    fails, nothing was written and no marker is held, so a retry runs
+//!    again;
 //! 3. only then each request answered, so a retry after the answer meets
 //!    the replay.
 //!
@@ -36,7 +38,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use drover::access::{MARKER_RETENTION_DEFAULT, MARKER_STALE_DEFAULT, MarkerBegin, MarkerClaim};
+use drover::access::{Claimed, MARKER_RETENTION_DEFAULT, MARKER_STALE_DEFAULT, MarkerClaim};
 use drover::queue::Principal;
 use drover::{NewItem, Queue};
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
@@ -247,13 +249,6 @@ async fn run(
     }
 }
 
-/// A job that got past its marker, with the marker it holds.
-struct Running {
-    marker: Option<MarkerClaim>,
-    known_kind: bool,
-    reply: oneshot::Sender<Response>,
-}
-
 /// The answer of one enqueue, as `POST /v1/items` gives it.
 pub(crate) fn enqueue_answer(known_kind: bool, r: &drover::Result<drover::Inserted>) -> Answer {
     match r {
@@ -279,97 +274,58 @@ pub(crate) fn enqueue_answer(known_kind: bool, r: &drover::Result<drover::Insert
 
 /// Writes one batch and answers each of its requests.
 async fn write(queue: &Queue, batch: Vec<Job>) {
-    let store = queue.store();
-    let claims: Vec<MarkerClaim> = batch.iter().filter_map(|j| j.marker.clone()).collect();
-    let begun = if claims.is_empty() {
-        Vec::new()
-    } else {
-        match store
-            .marker_begin_many(&claims, MARKER_RETENTION_DEFAULT, MARKER_STALE_DEFAULT)
-            .await
-        {
-            Ok(b) => b,
-            Err(e) => {
-                // Nothing was claimed (the transaction did not commit):
-                // every request of the batch is told, none runs.
-                let answer = Answer::from(Problem::from(e));
-                for job in batch {
-                    let _ = job.reply.send(answer.clone().into_response());
-                }
-                return;
-            }
-        }
-    };
-    let mut begun = begun.into_iter();
-    let mut running = Vec::with_capacity(batch.len());
-    let mut items = Vec::with_capacity(batch.len());
-    for job in batch {
-        if job.marker.is_some() {
-            match begun.next() {
-                Some(MarkerBegin::Started) => {}
-                Some(other) => {
-                    let _ = job.reply.send(idempotency::settled(other));
-                    continue;
-                }
-                None => {
-                    let _ = job.reply.send(Problem::internal().into_response());
-                    continue;
-                }
-            }
-        }
-        items.push((job.principal, job.item));
-        running.push(Running {
-            marker: job.marker,
-            known_kind: job.known_kind,
-            reply: job.reply,
-        });
-    }
-    if running.is_empty() {
-        return;
-    }
+    let claims: Vec<Option<MarkerClaim>> = batch.iter().map(|j| j.marker.clone()).collect();
+    let known: Vec<bool> = batch.iter().map(|j| j.known_kind).collect();
     // Each answer is made once, inside the write, and stored in its
-    // marker in the same transaction as the items; the very same answer is
-    // sent, so a replay is byte for byte what the first request got.
-    let markers: Vec<_> = running
-        .iter()
-        .map(|r| r.marker.as_ref().map(|m| m.key.clone()))
-        .collect();
-    let made: Vec<std::sync::Mutex<Option<Answer>>> = running
-        .iter()
-        .map(|_| std::sync::Mutex::new(None))
-        .collect();
-    let known: Vec<bool> = running.iter().map(|r| r.known_kind).collect();
+    // marker in the same transaction as the item it names; the very same
+    // answer is sent, so a replay is byte for byte what the first request
+    // got.
+    let made: Vec<std::sync::Mutex<Option<Answer>>> =
+        batch.iter().map(|_| std::sync::Mutex::new(None)).collect();
     let answer = |i: usize, r: &drover::Result<drover::Inserted>| {
         let a = enqueue_answer(known[i], r);
         let stored = (a.status.as_u16(), a.body.clone());
         *made[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(a);
         stored
     };
-    let answers: Vec<Answer> = match queue.enqueue_each_answered(items, &markers, &answer).await {
-        Ok(results) => results
-            .iter()
-            .zip(&made)
-            .zip(&known)
-            .map(|((res, m), k)| {
-                m.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .take()
-                    .unwrap_or_else(|| enqueue_answer(*k, res))
-            })
-            .collect(),
-        Err(e) => {
-            // Nothing was written: the markers are given up so a retry
-            // runs again.
-            let answer = Answer::from(Problem::from(e));
-            for m in running.iter().filter_map(|r| r.marker.as_ref()) {
-                if let Err(e) = store.marker_release(&m.key).await {
-                    tracing::warn!(error = %e, "idempotency marker not released");
-                }
+    let mut replies = Vec::with_capacity(batch.len());
+    let mut items = Vec::with_capacity(batch.len());
+    for job in batch {
+        items.push((job.principal, job.item));
+        replies.push(job.reply);
+    }
+    match queue
+        .enqueue_each_claimed(
+            items,
+            &claims,
+            &answer,
+            MARKER_RETENTION_DEFAULT,
+            MARKER_STALE_DEFAULT,
+        )
+        .await
+    {
+        Ok(outcomes) => {
+            for (i, (outcome, reply)) in outcomes.into_iter().zip(replies).enumerate() {
+                let response = match outcome {
+                    // In flight, another payload, or answered before.
+                    Claimed::Settled(begun) => idempotency::settled(begun),
+                    Claimed::Written(r) => made[i]
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .take()
+                        .unwrap_or_else(|| enqueue_answer(known[i], &r))
+                        .into_response(),
+                };
+                let _ = reply.send(response);
             }
-            running.iter().map(|_| answer.clone()).collect()
         }
-    };
-    for (r, a) in running.into_iter().zip(answers) {
-        let _ = r.reply.send(a.into_response());
+        Err(e) => {
+            // Nothing was written and no marker is held: every request of
+            // the batch is told, and a retry runs again.
+            let answer = Answer::from(Problem::from(e));
+            for reply in replies {
+                let _ = reply.send(answer.clone().into_response());
+            }
+        }
     }
 }

@@ -107,6 +107,127 @@ pub struct MarkerClaim {
     pub fingerprint: String,
 }
 
+/// What became of one input of
+/// [`Store::item_insert_each_claimed`](crate::store::Store::item_insert_each_claimed).
+// One per request of a batch and short-lived: boxing the larger variant
+// would cost an allocation per request for nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Claimed {
+    /// Its marker was not started (in flight, another payload, or answered
+    /// before): that settles the request; nothing was written for it.
+    Settled(MarkerBegin),
+    /// It went to the insert (its marker started, or it holds none): the
+    /// row it landed or met, or its own error.
+    Written(crate::Result<crate::item::Inserted>),
+}
+
+/// The split of a gathered batch once its markers are claimed: which
+/// inputs are written, which are settled by their marker, and the answers
+/// of refused inputs to store. Shared by the default
+/// [`Store::item_insert_each_claimed`](crate::store::Store::item_insert_each_claimed)
+/// and PostgreSQL's one-transaction version.
+pub(crate) struct ClaimedPlan {
+    out: Vec<Option<Claimed>>,
+    /// The inputs to insert.
+    pub(crate) items: Vec<crate::item::NewItem>,
+    /// Each insert's marker, if it holds one.
+    pub(crate) markers: Vec<Option<MarkerKey>>,
+    /// Each insert's input index.
+    pub(crate) at: Vec<usize>,
+    /// The answers of refused inputs whose marker started.
+    pub(crate) known: Vec<MarkerAnswer>,
+    started: Vec<MarkerKey>,
+}
+
+impl ClaimedPlan {
+    /// Splits the batch: `begun` holds one outcome per present claim, in
+    /// order.
+    pub(crate) fn new(
+        claims: &[Option<MarkerClaim>],
+        prepared: Vec<crate::Result<crate::item::NewItem>>,
+        begun: Vec<MarkerBegin>,
+        answer: &crate::store::AnswerFn<'_>,
+    ) -> ClaimedPlan {
+        let mut plan = ClaimedPlan {
+            out: Vec::with_capacity(prepared.len()),
+            items: Vec::with_capacity(prepared.len()),
+            markers: Vec::with_capacity(prepared.len()),
+            at: Vec::with_capacity(prepared.len()),
+            known: Vec::new(),
+            started: Vec::new(),
+        };
+        let mut begun = begun.into_iter();
+        for (i, p) in prepared.into_iter().enumerate() {
+            let claim = claims.get(i).and_then(Option::as_ref);
+            if let Some(c) = claim {
+                match begun.next() {
+                    Some(MarkerBegin::Started) => plan.started.push(c.key.clone()),
+                    Some(other) => {
+                        plan.out.push(Some(Claimed::Settled(other)));
+                        continue;
+                    }
+                    None => {
+                        plan.out
+                            .push(Some(Claimed::Written(Err(crate::Error::Storage(
+                                crate::error::Opaque::msg("a marker claim was not answered"),
+                            )))));
+                        continue;
+                    }
+                }
+            }
+            match p {
+                Ok(item) => {
+                    plan.items.push(item);
+                    plan.markers.push(claim.map(|c| c.key.clone()));
+                    plan.at.push(i);
+                    plan.out.push(None);
+                }
+                Err(e) => {
+                    let refused = Err(e);
+                    if let Some(c) = claim {
+                        let (status, body) = answer(i, &refused);
+                        plan.known.push(MarkerAnswer {
+                            key: c.key.clone(),
+                            status,
+                            body,
+                        });
+                    }
+                    plan.out.push(Some(Claimed::Written(refused)));
+                }
+            }
+        }
+        plan
+    }
+
+    /// The markers this batch started (to give up when the write fails).
+    pub(crate) fn started_keys(&self) -> &[MarkerKey] {
+        &self.started
+    }
+
+    /// Every input's outcome, given the inserts' results in order.
+    pub(crate) fn finish(
+        mut self,
+        written: Vec<crate::Result<crate::item::Inserted>>,
+    ) -> Vec<Claimed> {
+        for (j, r) in written.into_iter().enumerate() {
+            if let Some(&i) = self.at.get(j) {
+                self.out[i] = Some(Claimed::Written(r));
+            }
+        }
+        self.out
+            .into_iter()
+            .map(|o| {
+                o.unwrap_or_else(|| {
+                    Claimed::Written(Err(crate::Error::Storage(crate::error::Opaque::msg(
+                        "an item was not answered",
+                    ))))
+                })
+            })
+            .collect()
+    }
+}
+
 /// One request's answer in [`AccessStore::marker_finish_many`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MarkerAnswer {

@@ -291,6 +291,62 @@ pub trait Store:
         Ok(out)
     }
 
+    /// A gathered batch of requests written whole: claims the
+    /// `Idempotency-Key` markers of `claims` (one entry per input, `None`
+    /// for an input without a key), then inserts the inputs whose claim
+    /// started or that hold none, with their answers, as
+    /// [`Store::item_insert_each_answered`]. `prepared[i]` is input i
+    /// validated, or the error its answer is made from (a request refused
+    /// before the store; its marker, if started, stores that answer).
+    /// Returns per input what became of it. On the outer error nothing of
+    /// the batch was written and no marker is left held.
+    ///
+    /// The default claims in [`AccessStore::marker_begin_many`]'s own
+    /// transaction, then writes; PostgreSQL overrides it with one
+    /// transaction for the lot (a key in flight is told by an advisory
+    /// lock there, so it still answers [`MarkerBegin::InFlight`]).
+    ///
+    /// [`AccessStore::marker_begin_many`]: crate::access::AccessStore::marker_begin_many
+    /// [`MarkerBegin::InFlight`]: crate::access::MarkerBegin::InFlight
+    async fn item_insert_each_claimed(
+        &self,
+        claims: &[Option<crate::access::MarkerClaim>],
+        prepared: Vec<Result<NewItem>>,
+        answer: &crate::store::AnswerFn<'_>,
+        retention: std::time::Duration,
+        stale_after: std::time::Duration,
+    ) -> Result<Vec<crate::access::Claimed>> {
+        let present: Vec<crate::access::MarkerClaim> = claims.iter().flatten().cloned().collect();
+        let begun = if present.is_empty() {
+            Vec::new()
+        } else {
+            self.marker_begin_many(&present, retention, stale_after)
+                .await?
+        };
+        let plan = crate::access::ClaimedPlan::new(claims, prepared, begun, answer);
+        if plan.items.is_empty() && plan.known.is_empty() {
+            // Every input settled by its marker: nothing to write.
+            return Ok(plan.finish(Vec::new()));
+        }
+        let remap = |j: usize, r: &Result<Inserted>| answer(plan.at[j], r);
+        match self
+            .item_insert_each_answered(&plan.items, &plan.markers, &remap, &plan.known)
+            .await
+        {
+            Ok(written) => Ok(plan.finish(written)),
+            Err(e) => {
+                // Nothing was written: the claims are given up so a retry
+                // runs again.
+                for key in plan.started_keys() {
+                    if let Err(e) = self.marker_release(key).await {
+                        tracing::warn!(error = %e, "idempotency marker not released");
+                    }
+                }
+                Err(e)
+            }
+        }
+    }
+
     /// The connections the store's pool may open, if it has a pool; the
     /// worker checks its capacity against it.
     fn pool_size(&self) -> Option<u32> {

@@ -29,6 +29,7 @@ const MARKER_PURGE: &str = include_str!("../../../sql/postgres/marker_purge.sql"
 const MARKER_BEGIN_MANY: &str = include_str!("../../../sql/postgres/marker_begin_many.sql");
 const MARKER_GET_MANY: &str = include_str!("../../../sql/postgres/marker_get_many.sql");
 const MARKER_FINISH_MANY: &str = include_str!("../../../sql/postgres/marker_finish_many.sql");
+const MARKER_LOCK_MANY: &str = include_str!("../../../sql/postgres/marker_lock_many.sql");
 
 /// Indices of `inputs` grouped by tenant, the groups in order of first
 /// appearance.
@@ -262,129 +263,21 @@ impl AccessStore for PgStore {
         let Some(first) = claims.first() else {
             return Ok(Vec::new());
         };
-        let mut out: Vec<Option<MarkerBegin>> = vec![None; claims.len()];
         // Its own short transaction, committed before any request runs: a
         // request with one of these keys sees the marker in flight at once.
-        let mut tx = self.begin_tenant(first.key.tenant_id).await?;
         // The claim commits without waiting for its WAL flush: it is
         // visible at once all the same, and it needs no durability of its
         // own. The request's item commit comes after it in the WAL, so
         // whatever of the request is durable has its claim durable too; a
         // claim lost in a crash belongs to a request that never answered
         // (its retry claims again), and a 409 given on it only asked for
-        // a retry.
-        sqlx::query("SET LOCAL synchronous_commit = off")
-            .execute(&mut *tx)
+        // a retry. Set with the BEGIN, in its round trip.
+        let mut tx = self
+            .begin_tenant_with(first.key.tenant_id, "SET LOCAL synchronous_commit = off")
             .await?;
-        for (n, (tenant, idx)) in by_tenant(claims, |c| c.key.tenant_id)
-            .into_iter()
-            .enumerate()
-        {
-            if n > 0 {
-                super::switch_tenant(&mut tx, tenant).await?;
-            }
-            // One statement may not touch a row twice: the first copy of a
-            // key is claimed, later copies are read back with the rest.
-            let mut seen = HashSet::new();
-            let (mut p, mut r, mut k, mut f) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-            for &i in &idx {
-                let c = &claims[i];
-                if seen.insert(scoped(&c.key)) {
-                    p.push(c.key.principal);
-                    r.push(c.key.route.clone());
-                    k.push(c.key.key.clone());
-                    f.push(c.fingerprint.clone());
-                }
-            }
-            let rows = sqlx::query(MARKER_BEGIN_MANY)
-                .persistent(self.persistent)
-                .bind(tenant)
-                .bind(p)
-                .bind(r)
-                .bind(k)
-                .bind(f)
-                .bind(secs(retention))
-                .bind(secs(stale_after))
-                .fetch_all(&mut *tx)
-                .await?;
-            let mut started = HashSet::with_capacity(rows.len());
-            for row in &rows {
-                started.insert((
-                    row.try_get::<Uuid, _>("principal_id")?,
-                    row.try_get::<String, _>("route")?,
-                    row.try_get::<String, _>("key")?,
-                ));
-            }
-            let mut rest = Vec::new();
-            for &i in &idx {
-                if started.remove(&scoped(&claims[i].key)) {
-                    out[i] = Some(MarkerBegin::Started);
-                } else {
-                    rest.push(i);
-                }
-            }
-            if rest.is_empty() {
-                continue;
-            }
-            let rows = sqlx::query(MARKER_GET_MANY)
-                .persistent(self.persistent)
-                .bind(tenant)
-                .bind(
-                    rest.iter()
-                        .map(|&i| claims[i].key.principal)
-                        .collect::<Vec<_>>(),
-                )
-                .bind(
-                    rest.iter()
-                        .map(|&i| claims[i].key.route.clone())
-                        .collect::<Vec<_>>(),
-                )
-                .bind(
-                    rest.iter()
-                        .map(|&i| claims[i].key.key.clone())
-                        .collect::<Vec<_>>(),
-                )
-                .fetch_all(&mut *tx)
-                .await?;
-            let mut found: HashMap<Scoped, (String, String, Option<i32>, Option<String>)> =
-                HashMap::with_capacity(rows.len());
-            for row in &rows {
-                found.insert(
-                    (
-                        row.try_get("principal_id")?,
-                        row.try_get("route")?,
-                        row.try_get("key")?,
-                    ),
-                    (
-                        row.try_get("fingerprint")?,
-                        row.try_get("state")?,
-                        row.try_get("status")?,
-                        row.try_get("body")?,
-                    ),
-                );
-            }
-            for i in rest {
-                let c = &claims[i];
-                out[i] = Some(match found.get(&scoped(&c.key)) {
-                    Some((fp, state, status, body)) => crate::access::classify(
-                        fp,
-                        &c.fingerprint,
-                        state,
-                        status.and_then(|s| u16::try_from(s).ok()),
-                        body.clone(),
-                    ),
-                    // Claimed by nobody and not there: only a concurrent
-                    // release between the two statements; the request may
-                    // retry, so it is told the key is busy.
-                    None => MarkerBegin::InFlight,
-                });
-            }
-        }
+        let out = begin_many_on(self, &mut tx, claims, retention, stale_after, false).await?;
         tx.commit().await?;
-        Ok(out
-            .into_iter()
-            .map(|o| o.unwrap_or(MarkerBegin::InFlight))
-            .collect())
+        Ok(out)
     }
 
     async fn marker_finish_many(&self, answers: &[MarkerAnswer]) -> Result<()> {
@@ -408,4 +301,186 @@ impl AccessStore for PgStore {
         tx.commit().await?;
         Ok(n)
     }
+}
+
+/// Claims many markers on an open transaction begun for `claims[0]`'s
+/// tenant (left on the last group's tenant): each `Started`, or what the
+/// marker already there says. With `lock`, a key another transaction holds
+/// the advisory lock of answers `InFlight` (the one-transaction write of
+/// [`PgStore::gathered_write`]).
+pub(super) async fn begin_many_on(
+    store: &PgStore,
+    tx: &mut sqlx::PgConnection,
+    claims: &[MarkerClaim],
+    retention: Duration,
+    stale_after: Duration,
+    lock: bool,
+) -> Result<Vec<MarkerBegin>> {
+    let mut out: Vec<Option<MarkerBegin>> = vec![None; claims.len()];
+    for (n, (tenant, idx)) in by_tenant(claims, |c| c.key.tenant_id)
+        .into_iter()
+        .enumerate()
+    {
+        if n > 0 {
+            super::switch_tenant(&mut *tx, tenant).await?;
+        }
+        // Claimed and answered in one transaction, a marker is never
+        // seen in flight by another request: a second request with the
+        // key would wait for the first's commit on the key's index
+        // entry. A transaction-scoped advisory lock per key, tried and
+        // never waited for, tells it apart instead: a key whose lock
+        // another transaction holds is in flight (409). A hash
+        // collision only answers a 409 the client retries.
+        let busy: HashSet<Scoped> = if lock {
+            lock_keys(store, &mut *tx, tenant, &idx, claims).await?
+        } else {
+            HashSet::new()
+        };
+        // One statement may not touch a row twice: the first copy of a
+        // key is claimed, later copies are read back with the rest.
+        let mut seen = HashSet::new();
+        let (mut p, mut r, mut k, mut f) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for &i in &idx {
+            let c = &claims[i];
+            if busy.contains(&scoped(&c.key)) {
+                out[i] = Some(MarkerBegin::InFlight);
+                continue;
+            }
+            if seen.insert(scoped(&c.key)) {
+                p.push(c.key.principal);
+                r.push(c.key.route.clone());
+                k.push(c.key.key.clone());
+                f.push(c.fingerprint.clone());
+            }
+        }
+        let rows = sqlx::query(MARKER_BEGIN_MANY)
+            .persistent(store.persistent)
+            .bind(tenant)
+            .bind(p)
+            .bind(r)
+            .bind(k)
+            .bind(f)
+            .bind(secs(retention))
+            .bind(secs(stale_after))
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut started = HashSet::with_capacity(rows.len());
+        for row in &rows {
+            started.insert((
+                row.try_get::<Uuid, _>("principal_id")?,
+                row.try_get::<String, _>("route")?,
+                row.try_get::<String, _>("key")?,
+            ));
+        }
+        let mut rest = Vec::new();
+        for &i in &idx {
+            if out[i].is_some() {
+                continue;
+            }
+            if started.remove(&scoped(&claims[i].key)) {
+                out[i] = Some(MarkerBegin::Started);
+            } else {
+                rest.push(i);
+            }
+        }
+        if rest.is_empty() {
+            continue;
+        }
+        let rows = sqlx::query(MARKER_GET_MANY)
+            .persistent(store.persistent)
+            .bind(tenant)
+            .bind(
+                rest.iter()
+                    .map(|&i| claims[i].key.principal)
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                rest.iter()
+                    .map(|&i| claims[i].key.route.clone())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                rest.iter()
+                    .map(|&i| claims[i].key.key.clone())
+                    .collect::<Vec<_>>(),
+            )
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut found: HashMap<Scoped, (String, String, Option<i32>, Option<String>)> =
+            HashMap::with_capacity(rows.len());
+        for row in &rows {
+            found.insert(
+                (
+                    row.try_get("principal_id")?,
+                    row.try_get("route")?,
+                    row.try_get("key")?,
+                ),
+                (
+                    row.try_get("fingerprint")?,
+                    row.try_get("state")?,
+                    row.try_get("status")?,
+                    row.try_get("body")?,
+                ),
+            );
+        }
+        for i in rest {
+            let c = &claims[i];
+            out[i] = Some(match found.get(&scoped(&c.key)) {
+                Some((fp, state, status, body)) => crate::access::classify(
+                    fp,
+                    &c.fingerprint,
+                    state,
+                    status.and_then(|s| u16::try_from(s).ok()),
+                    body.clone(),
+                ),
+                // Claimed by nobody and not there: only a concurrent
+                // release between the two statements; the request may
+                // retry, so it is told the key is busy.
+                None => MarkerBegin::InFlight,
+            });
+        }
+    }
+    Ok(out
+        .into_iter()
+        .map(|o| o.unwrap_or(MarkerBegin::InFlight))
+        .collect())
+}
+
+/// Tries the advisory lock of each distinct key of `idx` (one tenant's
+/// claims) for this transaction; returns the keys whose lock another
+/// transaction holds.
+async fn lock_keys(
+    store: &PgStore,
+    tx: &mut sqlx::PgConnection,
+    tenant: Uuid,
+    idx: &[usize],
+    claims: &[MarkerClaim],
+) -> Result<HashSet<Scoped>> {
+    let mut seen = HashSet::new();
+    let (mut p, mut r, mut k) = (Vec::new(), Vec::new(), Vec::new());
+    for &i in idx {
+        let c = &claims[i];
+        if seen.insert(scoped(&c.key)) {
+            p.push(c.key.principal);
+            r.push(c.key.route.clone());
+            k.push(c.key.key.clone());
+        }
+    }
+    let rows = sqlx::query(MARKER_LOCK_MANY)
+        .persistent(store.persistent)
+        .bind(format!("{}:{tenant}", store.schema))
+        .bind(p)
+        .bind(r)
+        .bind(k)
+        .fetch_all(&mut *tx)
+        .await?;
+    let mut busy = HashSet::new();
+    for row in &rows {
+        busy.insert((
+            row.try_get::<Uuid, _>("principal_id")?,
+            row.try_get::<String, _>("route")?,
+            row.try_get::<String, _>("key")?,
+        ));
+    }
+    Ok(busy)
 }

@@ -444,12 +444,23 @@ impl PgStore {
     /// Opens a transaction as the runtime role scoped to `tenant`, in one
     /// round trip. The settings end with the transaction.
     async fn begin_tenant(&self, tenant: Uuid) -> Result<Transaction<'static, Postgres>> {
+        self.begin_tenant_with(tenant, "").await
+    }
+
+    /// [`Self::begin_tenant`] with more settings for the transaction in the
+    /// same round trip: `extra` is a fixed `SET LOCAL …;` string of the
+    /// caller's (never user input).
+    async fn begin_tenant_with(
+        &self,
+        tenant: Uuid,
+        extra: &'static str,
+    ) -> Result<Transaction<'static, Postgres>> {
         let roles = self.roles().await?;
         // Every spliced value is safe: the role is quoted, the schema is
         // validated, a Uuid displays as hex and dashes.
         let sql = format!(
             "BEGIN; SET LOCAL ROLE {}; SET LOCAL search_path TO \"{}\"; \
-             SET LOCAL drover.tenant_id = '{tenant}'",
+             SET LOCAL drover.tenant_id = '{tenant}'; {extra}",
             quote_ident(&roles.runtime),
             self.schema
         );
@@ -561,14 +572,33 @@ async fn open_pool(url: &str, field: &'static str, opts: &PgOptions) -> Result<P
         // the server down a call fails after this instead of waiting out the
         // outage (sqlx's default is 30 s).
         .acquire_timeout(opts.acquire_timeout)
-        // sqlx's ping before each checkout stays on here, although it is a
-        // round trip in front of every call: without it, after a server
-        // restart every pooled connection fails its next statement, and a
-        // caller's one-off call (an enqueue from a web request) would see
-        // that error instead of a fresh connection.
+        // A ping before a checkout only for a connection that sat idle
+        // (sqlx's default pings before every checkout: a round trip in front
+        // of every claim, completion and request). A restart breaks every
+        // pooled connection, and the one that sat out the outage is pinged,
+        // found dead and replaced, so a caller's one-off call (an enqueue
+        // from a web request) gets a fresh connection instead of the error.
+        // A busy pool hands connections back within milliseconds and skips
+        // the ping; no restart is that short.
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for < PING_IF_IDLE_FOR {
+                    return Ok(true);
+                }
+                // A failed ping discards the connection; the pool opens a
+                // new one for this acquire.
+                Ok(sqlx::Connection::ping(conn).await.is_ok())
+            })
+        })
         .connect_with(connect)
         .await?)
 }
+
+/// How long a pooled connection may sit idle before its next checkout
+/// pings it first: shorter than any server restart, longer than a busy
+/// pool's turnaround.
+const PING_IF_IDLE_FOR: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// An identifier quoted for splicing into SQL (PostgreSQL's `quote_ident`
 /// rule: double quotes, inner ones doubled).
@@ -633,6 +663,59 @@ impl Store for PgStore {
         tx.commit().await?;
         items::wake_landed(self, &out);
         Ok(out)
+    }
+
+    async fn item_insert_each_claimed(
+        &self,
+        claims: &[Option<crate::access::MarkerClaim>],
+        prepared: Vec<Result<NewItem>>,
+        answer: &crate::store::AnswerFn<'_>,
+        retention: std::time::Duration,
+        stale_after: std::time::Duration,
+    ) -> Result<Vec<crate::access::Claimed>> {
+        use crate::access::ClaimedPlan;
+        let present: Vec<crate::access::MarkerClaim> = claims.iter().flatten().cloned().collect();
+        let tenant = present
+            .first()
+            .map(|c| c.key.tenant_id)
+            .or_else(|| prepared.iter().flatten().map(|i| i.tenant_id).next());
+        let Some(tenant) = tenant else {
+            // Every input refused and none holds a key: nothing to write.
+            return Ok(ClaimedPlan::new(claims, prepared, Vec::new(), answer).finish(Vec::new()));
+        };
+        // One transaction for the claims, the items and the answers: one
+        // commit per batch, and a request's marker never outlives a write
+        // that failed (the rollback takes both).
+        let mut tx = self.begin_tenant(tenant).await?;
+        let begun = if present.is_empty() {
+            Vec::new()
+        } else {
+            access::begin_many_on(self, &mut tx, &present, retention, stale_after, true).await?
+        };
+        let plan = ClaimedPlan::new(claims, prepared, begun, answer);
+        if plan.items.is_empty() && plan.known.is_empty() {
+            // Every input settled by its marker: nothing was written.
+            tx.commit().await?;
+            return Ok(plan.finish(Vec::new()));
+        }
+        // Each group below sets its tenant unless the whole batch is of the
+        // one the transaction began with (the usual case).
+        let one_tenant = present.iter().all(|c| c.key.tenant_id == tenant)
+            && plan.items.iter().all(|i| i.tenant_id == tenant);
+        if let Some(first) = plan.items.first()
+            && !one_tenant
+        {
+            switch_tenant(&mut tx, first.tenant_id).await?;
+        }
+        let out = items::insert_each_on(self, &mut tx, &plan.items).await?;
+        let remap = |j: usize, r: &Result<Inserted>| answer(plan.at[j], r);
+        let answers = super::answers_of(&out, &plan.markers, &remap, &plan.known);
+        if !answers.is_empty() {
+            access::finish_many_on(&mut tx, &answers, one_tenant).await?;
+        }
+        tx.commit().await?;
+        items::wake_landed(self, &out);
+        Ok(plan.finish(out))
     }
 
     fn pool_size(&self) -> Option<u32> {
