@@ -71,6 +71,20 @@ async fn effects_of(run: &Run, id: Uuid) -> Vec<(String, i64)> {
     }
 }
 
+/// Starts saga number `i` (its own idempotency key) and returns its id.
+async fn start_saga(run: &Run, i: usize) -> Uuid {
+    let start = Start {
+        kind: "effects.saga".into(),
+        tenant_id: Uuid::nil(),
+        state: serde_json::to_value(SagaState { ms: STEP_MS }).unwrap(),
+        first_step: SAGA_STEPS[0].into(),
+        lane: "default".into(),
+        max_attempts: 50,
+        idempotency_key: Some(format!("saga-{i}")),
+    };
+    run.queue.start(&start).await.unwrap().record.id
+}
+
 async fn saga_under_kills(run: Run, backend: &str) {
     let kills = scale::pick(10, 20);
     let sagas = scale::pick(2, 4);
@@ -89,22 +103,23 @@ async fn saga_under_kills(run: Run, backend: &str) {
     let mut worker = run.spawn(&flags);
     let mut ids = Vec::new();
     for i in 0..sagas {
-        let start = Start {
-            kind: "effects.saga".into(),
-            tenant_id: Uuid::nil(),
-            state: serde_json::to_value(SagaState { ms: STEP_MS }).unwrap(),
-            first_step: SAGA_STEPS[0].into(),
-            lane: "default".into(),
-            max_attempts: 50,
-            idempotency_key: Some(format!("saga-{i}")),
-        };
-        ids.push(run.queue.start(&start).await.unwrap().record.id);
+        ids.push(start_saga(&run, i).await);
     }
     let mut log = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(scale::pick(120, 300));
     let (mut effects, mut starts) = progress(&run).await;
+    let mut still_since = Instant::now();
     while log.len() < kills && Instant::now() < deadline {
         let (e, s) = progress(&run).await;
+        if (e, s) != (effects, starts) {
+            still_since = Instant::now();
+        } else if still_since.elapsed() > Duration::from_secs(3) {
+            // The sagas can all finish before the kills are done (a fast
+            // restart leaves fewer steps to kill in): one more gives the
+            // next kill a step to land in.
+            ids.push(start_saga(&run, ids.len()).await);
+            still_since = Instant::now();
+        }
         // Alternate: a kill right after an effect landed (the step's
         // boundary: its transition not yet committed), then one while a
         // step works (half-way into its sleep).
@@ -159,7 +174,8 @@ async fn saga_under_kills(run: Run, backend: &str) {
     report(
         &format!("orchestrations under kill -9 ({backend})"),
         &format!(
-            "{sagas} x 5-step sagas, 1 worker, {kills} kills ({} at boundaries, {} inside steps)",
+            "{} x 5-step sagas, 1 worker, {kills} kills ({} at boundaries, {} inside steps)",
+            ids.len(),
             log.iter().filter(|k| **k == "boundary").count(),
             log.iter().filter(|k| **k == "inside").count()
         ),
