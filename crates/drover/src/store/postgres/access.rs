@@ -307,7 +307,7 @@ impl AccessStore for PgStore {
 /// tenant (left on the last group's tenant): each `Started`, or what the
 /// marker already there says. With `lock`, a key another transaction holds
 /// the advisory lock of answers `InFlight` (the one-transaction write of
-/// [`PgStore::gathered_write`]).
+/// `gathered::write`).
 pub(super) async fn begin_many_on(
     store: &PgStore,
     tx: &mut sqlx::PgConnection,

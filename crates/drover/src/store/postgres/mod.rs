@@ -42,6 +42,7 @@
 mod access;
 mod audit;
 mod events;
+mod gathered;
 pub use events::append_in as event_append_in;
 mod item;
 mod items;
@@ -673,49 +674,7 @@ impl Store for PgStore {
         retention: std::time::Duration,
         stale_after: std::time::Duration,
     ) -> Result<Vec<crate::access::Claimed>> {
-        use crate::access::ClaimedPlan;
-        let present: Vec<crate::access::MarkerClaim> = claims.iter().flatten().cloned().collect();
-        let tenant = present
-            .first()
-            .map(|c| c.key.tenant_id)
-            .or_else(|| prepared.iter().flatten().map(|i| i.tenant_id).next());
-        let Some(tenant) = tenant else {
-            // Every input refused and none holds a key: nothing to write.
-            return Ok(ClaimedPlan::new(claims, prepared, Vec::new(), answer).finish(Vec::new()));
-        };
-        // One transaction for the claims, the items and the answers: one
-        // commit per batch, and a request's marker never outlives a write
-        // that failed (the rollback takes both).
-        let mut tx = self.begin_tenant(tenant).await?;
-        let begun = if present.is_empty() {
-            Vec::new()
-        } else {
-            access::begin_many_on(self, &mut tx, &present, retention, stale_after, true).await?
-        };
-        let plan = ClaimedPlan::new(claims, prepared, begun, answer);
-        if plan.items.is_empty() && plan.known.is_empty() {
-            // Every input settled by its marker: nothing was written.
-            tx.commit().await?;
-            return Ok(plan.finish(Vec::new()));
-        }
-        // Each group below sets its tenant unless the whole batch is of the
-        // one the transaction began with (the usual case).
-        let one_tenant = present.iter().all(|c| c.key.tenant_id == tenant)
-            && plan.items.iter().all(|i| i.tenant_id == tenant);
-        if let Some(first) = plan.items.first()
-            && !one_tenant
-        {
-            switch_tenant(&mut tx, first.tenant_id).await?;
-        }
-        let out = items::insert_each_on(self, &mut tx, &plan.items).await?;
-        let remap = |j: usize, r: &Result<Inserted>| answer(plan.at[j], r);
-        let answers = super::answers_of(&out, &plan.markers, &remap, &plan.known);
-        if !answers.is_empty() {
-            access::finish_many_on(&mut tx, &answers, one_tenant).await?;
-        }
-        tx.commit().await?;
-        items::wake_landed(self, &out);
-        Ok(plan.finish(out))
+        gathered::write(self, claims, prepared, answer, retention, stale_after).await
     }
 
     fn pool_size(&self) -> Option<u32> {
