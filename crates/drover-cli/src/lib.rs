@@ -168,6 +168,9 @@ pub enum Command {
     Projector(commands::projector::ProjectorArgs),
     /// Send a signal to an orchestration.
     Signal(commands::signal::SignalArgs),
+    /// PostgreSQL: each table's dead tuples, or one pass of the paced vacuum
+    /// now.
+    Vacuum(commands::vacuum::VacuumArgs),
     /// Sync reconcilers: checkpoints, records parked for review, resolve one.
     Reconcile(commands::reconcile::ReconcileArgs),
     /// Run a worker: drain lanes until SIGTERM or SIGINT, then drain-first
@@ -374,6 +377,7 @@ pub async fn execute(command: &Command, cx: &mut Context<'_>) -> Result<(), CliE
         Command::Outbox(a) => commands::outbox::run(a, cx).await,
         Command::Signal(a) => commands::signal::run(a, cx).await,
         Command::Reconcile(a) => commands::reconcile::run(a, cx).await,
+        Command::Vacuum(a) => commands::vacuum::run(a, cx).await,
         Command::Events(a) => commands::events::run(a, cx).await,
         Command::Projector(a) => commands::projector::run(a, cx).await,
         Command::Worker(a) => commands::worker::run(a, cx).await,

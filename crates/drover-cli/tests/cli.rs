@@ -569,6 +569,61 @@ scenarios!(sqlite_e2e, SqliteDb::new(), bin);
 // Need the PostgreSQL backend (merged separately) and a server at DATABASE_URL.
 scenarios!(postgres_e2e, PgDb::new(), bin);
 
+// ------------------------------------------------------ the paced vacuum
+
+/// Memory and SQLite have no garbage: both subcommands say so and succeed.
+fn vacuum_has_nothing_to_do(d: &dyn Drover) {
+    d.run(&["migrate"]).ok();
+    let r = d.run(&["vacuum", "status"]).ok();
+    assert!(r.stdout.contains("no garbage to collect"), "{r:?}");
+    assert_eq!(
+        d.run(&["vacuum", "status", "--json"]).ok().json(),
+        Value::Array(vec![])
+    );
+    let r = d.run(&["vacuum", "run", "--json"]).ok().json();
+    assert_eq!(r["vacuumed"], Value::Array(vec![]), "{r}");
+    let bad = d.run(&["vacuum", "run", "--threshold", "0"]);
+    assert_eq!(bad.code, 2, "{bad:?}");
+}
+
+#[test]
+fn vacuum_on_memory_has_nothing_to_do() {
+    vacuum_has_nothing_to_do(&InProcess::new());
+}
+
+#[test]
+fn vacuum_on_sqlite_has_nothing_to_do() {
+    vacuum_has_nothing_to_do(&SqliteDb::new().bin);
+}
+
+/// PostgreSQL lists drover's tables with their tuples, and a run vacuums
+/// every table over the threshold (1: any dead tuple) and prints it.
+#[test]
+fn vacuum_on_postgres_lists_the_tables_and_runs() {
+    let db = PgDb::new();
+    db.bin.run(&["migrate"]).ok();
+    let tables = db.bin.run(&["vacuum", "status", "--json"]).ok().json();
+    let items = tables
+        .as_array()
+        .expect("array")
+        .iter()
+        .find(|t| t["table"] == "items")
+        .unwrap_or_else(|| panic!("no items in {tables}"));
+    assert!(items["live"].is_u64() && items["dead"].is_u64(), "{items}");
+    let r = db.bin.run(&["vacuum", "status"]).ok();
+    assert!(r.stdout.starts_with("TABLE"), "{r:?}");
+    let r = db.bin.run(&["vacuum", "run", "--threshold", "1"]).ok();
+    assert!(
+        r.stdout.starts_with("TABLE") || r.stdout.starts_with("nothing vacuumed"),
+        "{r:?}"
+    );
+    let r = db.bin.run(&["vacuum", "run", "--json"]).ok().json();
+    assert!(
+        r["garbage"].as_array().is_some_and(|g| !g.is_empty()),
+        "{r}"
+    );
+}
+
 // ------------------------------------- PostgreSQL: the two logins
 
 /// The binary on `url` with `system_url` as its system login.

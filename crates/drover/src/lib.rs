@@ -14,6 +14,7 @@
 //! | [`worker`] | the runtime that drains lanes |
 //! | [`events`] | the append-only, per-tenant event log projectors follow |
 //! | [`maintenance`] | the sweep: stale requeue, purge, gauges |
+//! | [`vacuum`] | the paced vacuum of drover's hot tables (PostgreSQL) |
 //! | [`orchestration`] | long-running work as persisted, fenced steps that park, resume and compensate |
 //! | [`outbox`] | the transactional outbox and its relay: a producer's write and its follow-up work commit together |
 //! | [`projector`] | projectors following the event log: checkpoints, leases, rebuilds, lag |
@@ -62,6 +63,7 @@ pub mod store;
     feature = "pg-cluster"
 ))]
 pub mod testing;
+pub mod vacuum;
 pub mod worker;
 
 pub use drover_core::{error, item, jsonl, rules, trace};

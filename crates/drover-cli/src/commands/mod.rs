@@ -26,4 +26,5 @@ pub mod show;
 pub mod signal;
 pub mod stats;
 pub mod token;
+pub mod vacuum;
 pub mod worker;

@@ -49,6 +49,14 @@ pub struct WorkerArgs {
     /// How long done, failed and cancelled items are kept [default: 7days].
     #[arg(long, env = "DROVER_ITEM_RETENTION", value_name = "DURATION")]
     pub item_retention: Option<String>,
+    /// PostgreSQL: vacuum drover's tables once their dead tuples pass the
+    /// threshold, `on` or `off` [default: on].
+    #[arg(long, env = "DROVER_VACUUM", value_name = "on|off")]
+    pub vacuum: Option<String>,
+    /// PostgreSQL: the dead tuples at which the paced vacuum vacuums a
+    /// table [default: 5000].
+    #[arg(long, env = "DROVER_VACUUM_THRESHOLD", value_name = "N")]
+    pub vacuum_threshold: Option<String>,
     /// How long in-flight items may finish on shutdown [default: 30s].
     #[arg(long, env = "DROVER_SHUTDOWN_GRACE", value_name = "DURATION")]
     pub shutdown_grace: Option<String>,
@@ -110,6 +118,12 @@ impl WorkerArgs {
         }
         if let Some(v) = &self.item_retention {
             s.item_retention = duration("item_retention", v)?;
+        }
+        if let Some(v) = &self.vacuum {
+            s.vacuum = drover::worker::parse_on_off("vacuum", v)?;
+        }
+        if let Some(v) = &self.vacuum_threshold {
+            s.vacuum_threshold = parse::int("vacuum_threshold", v, 1u64, u64::MAX)?;
         }
         if let Some(v) = &self.shutdown_grace {
             s.shutdown_grace = parse::duration("shutdown_grace", v)?;

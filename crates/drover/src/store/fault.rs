@@ -374,6 +374,17 @@ impl super::SweepStore for FaultStore {
 }
 
 #[async_trait]
+impl crate::vacuum::VacuumStore for FaultStore {
+    async fn table_garbage(&self) -> Result<Vec<crate::vacuum::TableGarbage>> {
+        self.inner.table_garbage().await
+    }
+
+    async fn table_vacuum(&self, table: &str) -> Result<crate::vacuum::TableVacuum> {
+        self.inner.table_vacuum(table).await
+    }
+}
+
+#[async_trait]
 impl crate::orchestration::OrchestrationStore for FaultStore {
     async fn orchestration_insert(
         &self,

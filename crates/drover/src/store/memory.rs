@@ -29,6 +29,7 @@ mod projector;
 mod reconcile;
 mod schedule;
 mod sweep;
+mod vacuum;
 mod worker;
 
 #[derive(Default)]

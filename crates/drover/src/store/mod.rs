@@ -1,7 +1,8 @@
 //! The storage seam: one [`Store`] every backend implements, made of one
 //! trait per entity ([`ItemStore`], [`AuditStore`], [`WorkerStore`],
 //! [`SweepStore`], and each capability's own, such as
-//! [`ScheduleStore`](crate::periodic::ScheduleStore)), methods named
+//! [`ScheduleStore`](crate::periodic::ScheduleStore) and
+//! [`VacuumStore`](crate::vacuum::VacuumStore)), methods named
 //! entity-then-verb (`item_claim`, `item_complete`, `worker_beat`). `Store`
 //! itself keeps what belongs to the store as a whole: its engine, clock,
 //! migrations and wake-ups.
@@ -257,6 +258,7 @@ pub trait Store:
     + crate::lane::LaneStore
     + crate::access::AccessStore
     + crate::projector::ProjectorStore
+    + crate::vacuum::VacuumStore
     + Send
     + Sync
     + 'static

@@ -41,6 +41,11 @@ pub struct WorkerBuilder {
     schedules: Vec<crate::periodic::Schedule>,
     services: Vec<Service>,
     relay: Option<crate::outbox::RelayConfig>,
+    /// The paced vacuum's settings when set explicitly (else the defaults
+    /// with the settings' threshold, when the settings turn it on).
+    vacuum: Option<crate::vacuum::VacuumConfig>,
+    /// False after `without_vacuum`.
+    vacuum_on: bool,
     projectors: Vec<Arc<dyn crate::projector::Projector>>,
 }
 
@@ -75,6 +80,8 @@ impl WorkerBuilder {
             schedules: Vec::new(),
             services: Vec::new(),
             relay: Some(crate::outbox::RelayConfig::default()),
+            vacuum: None,
+            vacuum_on: true,
             projectors: Vec::new(),
         }
     }
@@ -231,6 +238,26 @@ impl WorkerBuilder {
         self
     }
 
+    /// Sets the paced vacuum this worker runs beside its claim loop on
+    /// PostgreSQL (on by default with [`VacuumConfig::default`] and the
+    /// settings' `vacuum_threshold`); overrides the settings' `vacuum` and
+    /// `vacuum_threshold` (`DROVER_VACUUM`, `DROVER_VACUUM_THRESHOLD`).
+    /// [`without_vacuum`](WorkerBuilder::without_vacuum), before or after,
+    /// still turns it off.
+    ///
+    /// [`VacuumConfig::default`]: crate::vacuum::VacuumConfig
+    pub fn vacuum(mut self, config: crate::vacuum::VacuumConfig) -> Self {
+        self.vacuum = Some(config);
+        self
+    }
+
+    /// Turns this worker's paced vacuum off (autovacuum alone, or another
+    /// process, keeps the tables), whatever the settings say.
+    pub fn without_vacuum(mut self) -> Self {
+        self.vacuum_on = false;
+        self
+    }
+
     /// Checks everything and builds the worker.
     ///
     /// # Errors
@@ -272,6 +299,22 @@ impl WorkerBuilder {
             }
             None => None,
         };
+        // Declared wherever it is on, so `drover handlers` (over memory)
+        // lists it; started only where there is garbage: PostgreSQL.
+        let vacuumer = if self.vacuum_on && (settings.vacuum || self.vacuum.is_some()) {
+            let config = self
+                .vacuum
+                .take()
+                .unwrap_or_else(|| crate::vacuum::VacuumConfig {
+                    dead_threshold: settings.vacuum_threshold,
+                    ..crate::vacuum::VacuumConfig::default()
+                });
+            let vacuumer = crate::vacuum::Vacuumer::new(self.queue.clone(), config)?;
+            self.registry.add_role(crate::vacuum::vacuum_role())?;
+            (self.queue.store().backend() == crate::store::Backend::Postgres).then_some(vacuumer)
+        } else {
+            None
+        };
         let sweeper = self
             .steps
             .into_iter()
@@ -284,6 +327,7 @@ impl WorkerBuilder {
             scheduler,
             services: self.services,
             relay,
+            vacuumer,
             projectors: self.projectors,
         })
     }

@@ -176,6 +176,19 @@ fn register_metrics() {
         metrics::Unit::Seconds,
         "per schedule, how long its first due tick has waited without being enqueued (0 when on time)"
     );
+    metrics::describe_counter!(
+        "drover_vacuum_runs_total",
+        "PostgreSQL: per table, the paced vacuum's vacuums that ran"
+    );
+    metrics::describe_histogram!(
+        "drover_vacuum_seconds",
+        metrics::Unit::Seconds,
+        "PostgreSQL: per table, how long one paced vacuum took"
+    );
+    metrics::describe_gauge!(
+        "drover_table_dead_tuples",
+        "PostgreSQL: per table of drover's schema, dead tuples as pg_stat_user_tables last read (set by the paced vacuum each check)"
+    );
     metrics::describe_gauge!(
         "drover_db_oldest_xact_age_seconds",
         metrics::Unit::Seconds,

@@ -69,6 +69,7 @@ pub struct Worker {
     scheduler: Option<Arc<crate::periodic::Scheduler>>,
     services: Vec<Service>,
     relay: Option<Arc<crate::outbox::Relay>>,
+    vacuumer: Option<crate::vacuum::Vacuumer>,
     projectors: Vec<Arc<dyn crate::projector::Projector>>,
 }
 
@@ -132,7 +133,8 @@ impl Worker {
         Ok(running.shutdown().await)
     }
 
-    /// Starts claiming, the sweep, the heartbeat and the metrics listener.
+    /// Starts claiming, the sweep, the heartbeat, the paced vacuum
+    /// (PostgreSQL) and the metrics listener.
     ///
     /// # Errors
     /// [`Error::Config`] when the metrics address cannot be bound; storage
@@ -224,6 +226,10 @@ impl Worker {
             let stop = background.clone();
             tokio::spawn(async move { r.run(stop).await })
         });
+        let vacuum = self.vacuumer.map(|v| {
+            let stop = background.clone();
+            tokio::spawn(async move { v.run(stop).await })
+        });
         let mut projectors = Vec::with_capacity(self.projectors.len());
         for p in self.projectors {
             let runner = crate::projector::ProjectorRunner::new(
@@ -271,6 +277,7 @@ impl Worker {
             scheduler,
             services,
             relay,
+            vacuum,
             projectors,
             row,
             paused,
@@ -311,6 +318,7 @@ pub struct RunningWorker {
     scheduler: Option<tokio::task::JoinHandle<()>>,
     services: Vec<tokio::task::JoinHandle<()>>,
     relay: Option<tokio::task::JoinHandle<()>>,
+    vacuum: Option<tokio::task::JoinHandle<()>>,
     projectors: Vec<tokio::task::JoinHandle<()>>,
     row: WorkerRow,
     /// The paused lanes as the claim loop last saw them.
@@ -421,6 +429,9 @@ impl RunningWorker {
         }
         if let Some(r) = self.relay {
             let _ = r.await;
+        }
+        if let Some(v) = self.vacuum {
+            let _ = v.await;
         }
         for p in self.projectors {
             let _ = p.await;

@@ -26,6 +26,11 @@ pub const POLL_INTERVAL_DEFAULT: Duration = Duration::from_secs(1);
 pub use crate::maintenance::{
     ITEM_RETENTION_DEFAULT, SWEEP_INTERVAL_DEFAULT, WORKER_RETENTION_DEFAULT,
 };
+/// `DROVER_VACUUM`: whether the worker runs the paced vacuum (PostgreSQL).
+pub const VACUUM_DEFAULT: bool = true;
+/// `DROVER_VACUUM_THRESHOLD`: the dead tuples at which the paced vacuum
+/// vacuums a table.
+pub const VACUUM_THRESHOLD_DEFAULT: u64 = crate::vacuum::VACUUM_DEAD_THRESHOLD_DEFAULT;
 /// `DROVER_SHUTDOWN_GRACE`: how long in-flight items may finish on shutdown.
 pub const SHUTDOWN_GRACE_DEFAULT: Duration = Duration::from_secs(30);
 /// `DROVER_HANDLER_TIMEOUT`: a run's time limit when its handler names none.
@@ -100,6 +105,12 @@ pub struct WorkerSettings {
     pub sweep_interval: Duration,
     /// Final items kept this long. Default [`ITEM_RETENTION_DEFAULT`].
     pub item_retention: Duration,
+    /// Whether the paced vacuum runs (PostgreSQL only; see
+    /// [`crate::vacuum`]). Default [`VACUUM_DEFAULT`] (on).
+    pub vacuum: bool,
+    /// Dead tuples at which the paced vacuum vacuums a table. Default
+    /// [`VACUUM_THRESHOLD_DEFAULT`].
+    pub vacuum_threshold: u64,
     /// Drain time on shutdown. Default [`SHUTDOWN_GRACE_DEFAULT`].
     pub shutdown_grace: Duration,
     /// Default run time limit. Default [`HANDLER_TIMEOUT_DEFAULT`].
@@ -171,6 +182,8 @@ impl Default for WorkerSettings {
             poll_interval: POLL_INTERVAL_DEFAULT,
             sweep_interval: SWEEP_INTERVAL_DEFAULT,
             item_retention: ITEM_RETENTION_DEFAULT,
+            vacuum: VACUUM_DEFAULT,
+            vacuum_threshold: VACUUM_THRESHOLD_DEFAULT,
             shutdown_grace: SHUTDOWN_GRACE_DEFAULT,
             handler_timeout: HANDLER_TIMEOUT_DEFAULT,
             pool_size: POOL_SIZE_DEFAULT,
@@ -264,6 +277,16 @@ impl WorkerSettings {
                 "done, failed and cancelled items are purged after this",
             ),
             v(
+                "DROVER_VACUUM",
+                on_off(d.vacuum),
+                "PostgreSQL: vacuum drover's tables once their dead tuples pass the threshold (on|off)",
+            ),
+            v(
+                "DROVER_VACUUM_THRESHOLD",
+                d.vacuum_threshold.to_string(),
+                "PostgreSQL: the dead tuples at which the paced vacuum vacuums a table",
+            ),
+            v(
                 "DROVER_SHUTDOWN_GRACE",
                 text(d.shutdown_grace),
                 "how long in-flight items may finish on shutdown before they are released",
@@ -351,6 +374,10 @@ impl WorkerSettings {
         env_duration("DROVER_POLL_INTERVAL", &mut s.poll_interval)?;
         env_duration("DROVER_SWEEP_INTERVAL", &mut s.sweep_interval)?;
         env_duration("DROVER_ITEM_RETENTION", &mut s.item_retention)?;
+        if let Ok(v) = std::env::var("DROVER_VACUUM") {
+            s.vacuum = parse_on_off("DROVER_VACUUM", &v)?;
+        }
+        env_num("DROVER_VACUUM_THRESHOLD", &mut s.vacuum_threshold)?;
         env_duration("DROVER_SHUTDOWN_GRACE", &mut s.shutdown_grace)?;
         env_duration("DROVER_HANDLER_TIMEOUT", &mut s.handler_timeout)?;
         env_num("DROVER_POOL_SIZE", &mut s.pool_size)?;
@@ -449,6 +476,12 @@ impl WorkerSettings {
                 "the sweep interval must be longer than zero".into(),
             ));
         }
+        if self.vacuum_threshold == 0 {
+            return Err(Error::Config(
+                "the vacuum threshold must be at least 1 (DROVER_VACUUM=off turns the vacuum off)"
+                    .into(),
+            ));
+        }
         if self.claimers == 0 {
             return Err(Error::Config("claimers must be at least 1".into()));
         }
@@ -476,6 +509,23 @@ impl WorkerSettings {
             }
         }
         Ok(())
+    }
+}
+
+/// `on` or `off` as a setting is written.
+fn on_off(b: bool) -> String {
+    if b { "on" } else { "off" }.to_owned()
+}
+
+/// An on/off setting: `on`, `true`, `1` or `off`, `false`, `0` (any case).
+///
+/// # Errors
+/// [`Error::InvalidInput`] naming `field` for anything else.
+pub fn parse_on_off(field: &'static str, v: &str) -> Result<bool> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "on" | "true" | "1" => Ok(true),
+        "off" | "false" | "0" => Ok(false),
+        _ => Err(Error::invalid(field, format!("{v:?} is not on or off"))),
     }
 }
 

@@ -144,6 +144,9 @@ macro_rules! contract_suite {
             sweep_lease_is_exclusive,
             sweep_lease_passes_from_a_stalled_holder,
             sweep_last_pass_is_recorded_by_a_completed_release,
+            table_garbage_lists_the_stores_own_tables,
+            table_vacuum_of_an_unknown_table_is_not_found,
+            table_vacuum_of_an_own_table,
             schedule_upsert_never_moves_last_tick,
             schedule_advance_is_compare_and_set,
             schedule_advance_never_overwrites_an_item,
@@ -267,6 +270,7 @@ pub mod projector;
 pub mod reconcile;
 mod schedule;
 mod sweep;
+mod vacuum;
 mod wakeups;
 mod writes;
 
@@ -277,5 +281,6 @@ pub use listing::*;
 pub use operations::*;
 pub use schedule::*;
 pub use sweep::*;
+pub use vacuum::*;
 pub use wakeups::*;
 pub use writes::*;

@@ -56,6 +56,7 @@ mod row;
 mod schedule;
 mod sql;
 mod sweep;
+mod vacuum;
 mod wake;
 mod worker;
 

@@ -144,3 +144,13 @@ pub(super) const MIGRATIONS_STATUS_TABLE: &str =
 /// `sql/postgres/db_oldest_xact_age.sql`.
 pub(super) const DB_OLDEST_XACT_AGE: &str =
     include_str!("../../../sql/postgres/db_oldest_xact_age.sql");
+/// `sql/postgres/table_garbage.sql` (`{schema}` spliced in).
+pub(super) const TABLE_GARBAGE: &str = include_str!("../../../sql/postgres/table_garbage.sql");
+/// `sql/postgres/table_vacuum_check.sql` (`{schema}`, `{table}` spliced in).
+pub(super) const TABLE_VACUUM_CHECK: &str =
+    include_str!("../../../sql/postgres/table_vacuum_check.sql");
+/// `sql/postgres/table_vacuum.sql` (`{table}`: the quoted qualified name).
+pub(super) const TABLE_VACUUM: &str = include_str!("../../../sql/postgres/table_vacuum.sql");
+/// `sql/postgres/table_vacuum_after.sql` (`{schema}`, `{table}` spliced in).
+pub(super) const TABLE_VACUUM_AFTER: &str =
+    include_str!("../../../sql/postgres/table_vacuum_after.sql");

@@ -86,6 +86,7 @@ mod sql;
 mod sweep;
 #[cfg(feature = "test-util")]
 mod testing;
+mod vacuum;
 mod worker;
 
 #[cfg(feature = "test-util")]

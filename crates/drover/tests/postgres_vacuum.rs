@@ -1,0 +1,272 @@
+//! The paced vacuum on PostgreSQL: churned items leave dead tuples that
+//! one run vacuums away; with an old snapshot held open the vacuum can
+//! reclaim nothing, so the table backs off instead of being vacuumed on
+//! every check, and is vacuumed and reclaimed once the snapshot is gone; a
+//! login that does not own the tables is refused with `Forbidden`. Each
+//! test in its own fresh schema.
+//!
+//! The shared test server runs with `autovacuum = off`, so only these
+//! vacuums touch the tables. A held snapshot holds back vacuum for every
+//! table of the database, so the tests here take turns.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use drover::item::NewItem;
+use drover::queue::Principal;
+use drover::store::Store;
+use drover::store::postgres::{PgOptions, PgStore};
+use drover::testing::{pg_drop_schema, pg_fresh_store, pg_owner_url, pg_url, url_as};
+use drover::vacuum::{VacuumConfig, VacuumStore, Vacuumer};
+use drover::{ErrorKind, Queue};
+use serde_json::json;
+use sqlx::{Connection, Row};
+
+/// The tests here take turns: one's held snapshot would keep the other's
+/// vacuum from reclaiming.
+static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+const THRESHOLD: u64 = 1_000;
+
+fn config() -> VacuumConfig {
+    VacuumConfig {
+        check_every: Duration::from_millis(500),
+        dead_threshold: THRESHOLD,
+        dead_ratio: 0.0,
+        backoff_max: Duration::from_secs(2),
+    }
+}
+
+/// Enqueues, claims and completes `n` items through the Queue API: two
+/// dead row versions each (the claim's update, the completion's).
+async fn churn(q: &Queue, n: usize) {
+    for chunk in 0..n.div_ceil(500) {
+        let items: Vec<NewItem> = (0..500)
+            .map(|i| NewItem::new("vacuum.churn", json!({"c": chunk, "i": i})))
+            .collect();
+        q.enqueue_many(&Principal::system(), items).await.unwrap();
+        let batch = q
+            .claim("default", &[], "w", Duration::from_secs(60), 500)
+            .await
+            .unwrap();
+        assert_eq!(batch.items.len(), 500);
+        let refs: Vec<_> = batch.items.iter().collect();
+        let done = q.complete_many(&refs).await.unwrap();
+        assert_eq!(done.len(), 500);
+    }
+}
+
+/// `items`'s dead tuples and vacuum count as `pg_stat_user_tables` shows
+/// them now.
+async fn items_stats(conn: &mut sqlx::PgConnection, schema: &str) -> (i64, i64) {
+    let row = sqlx::query(
+        "SELECT n_dead_tup, vacuum_count FROM pg_stat_user_tables \
+         WHERE schemaname = $1 AND relname = 'items'",
+    )
+    .bind(schema)
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap();
+    (row.get(0), row.get(1))
+}
+
+/// Waits until the statistics show at least `min` dead tuples in `items`
+/// (the pool's connections flush their counts within seconds of going
+/// idle); returns them.
+async fn dead_at_least(conn: &mut sqlx::PgConnection, schema: &str, min: u64) -> i64 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (dead, _) = items_stats(conn, schema).await;
+        if dead as u64 >= min {
+            return dead;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "items never showed {min} dead tuples (last read {dead})"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn watcher() -> sqlx::PgConnection {
+    sqlx::PgConnection::connect(&pg_owner_url().await)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_run_vacuums_the_churned_items_and_reclaims_them() {
+    let _turn = TURN.lock().await;
+    let (store, schema) = pg_fresh_store().await;
+    let queue = Queue::new(store.clone() as Arc<dyn Store>);
+    let mut conn = watcher().await;
+    churn(&queue, 3_000).await;
+    let dead = dead_at_least(&mut conn, &schema, THRESHOLD).await;
+    let (_, vacuums_before) = items_stats(&mut conn, &schema).await;
+
+    let vacuumer = Vacuumer::new(queue.clone(), config()).unwrap();
+    let report = vacuumer.run_once().await.unwrap();
+    let items = report
+        .outcome("items")
+        .unwrap_or_else(|| panic!("items not vacuumed: {report:?}"));
+    assert!(items.dead_before >= THRESHOLD, "{items:?}");
+    assert!(items.reclaimed, "{items:?}");
+    assert!(items.dead_after * 2 <= items.dead_before, "{items:?}");
+    let (dead_now, vacuums_after) = items_stats(&mut conn, &schema).await;
+    assert!(vacuums_after > vacuums_before, "vacuum_count did not go up");
+    assert!(dead_now < dead, "dead tuples {dead} -> {dead_now}");
+    assert!(
+        report
+            .garbage
+            .iter()
+            .any(|g| g.table == "items" && g.dead >= THRESHOLD),
+        "the garbage was read before the vacuum: {:?}",
+        report.garbage
+    );
+    // Under the threshold now: the next run vacuums nothing.
+    let again = vacuumer.run_once().await.unwrap();
+    assert!(again.outcome("items").is_none(), "{again:?}");
+
+    conn.close().await.unwrap();
+    pg_drop_schema(&pg_url().await, &schema).await;
+}
+
+#[tokio::test]
+async fn a_held_snapshot_backs_the_table_off_until_it_is_gone() {
+    let _turn = TURN.lock().await;
+    let (store, schema) = pg_fresh_store().await;
+    let queue = Queue::new(store.clone() as Arc<dyn Store>);
+    let mut conn = watcher().await;
+    // An old snapshot: nothing that dies after it may be removed.
+    let mut holder = watcher().await;
+    sqlx::raw_sql("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1;")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    churn(&queue, 3_000).await;
+    dead_at_least(&mut conn, &schema, THRESHOLD).await;
+
+    let vacuumer = Vacuumer::new(queue.clone(), config()).unwrap();
+    let first = vacuumer.run_once().await.unwrap();
+    let items = first
+        .outcome("items")
+        .unwrap_or_else(|| panic!("items not vacuumed: {first:?}"));
+    assert!(
+        !items.reclaimed,
+        "the held snapshot kept the tuples: {items:?}"
+    );
+    let (_, vacuums) = items_stats(&mut conn, &schema).await;
+
+    let second = vacuumer.run_once().await.unwrap();
+    assert!(
+        second.outcome("items").is_none(),
+        "vacuumed again at once: {second:?}"
+    );
+    assert!(
+        second.backed_off.contains(&"items".to_owned()),
+        "{second:?}"
+    );
+    assert_eq!(
+        items_stats(&mut conn, &schema).await.1,
+        vacuums,
+        "a backed-off table is not vacuumed"
+    );
+
+    sqlx::raw_sql("COMMIT").execute(&mut holder).await.unwrap();
+    // Once the backoff (2 s at most) has passed, the next run vacuums and
+    // reclaims.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let outcome = loop {
+        let r = vacuumer.run_once().await.unwrap();
+        if let Some(o) = r.outcome("items") {
+            break o.clone();
+        }
+        assert!(
+            r.backed_off.contains(&"items".to_owned()),
+            "neither vacuumed nor backed off: {r:?}"
+        );
+        assert!(Instant::now() < deadline, "never vacuumed again: {r:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(outcome.reclaimed, "{outcome:?}");
+    assert!(outcome.dead_after * 2 <= outcome.dead_before, "{outcome:?}");
+
+    holder.close().await.unwrap();
+    conn.close().await.unwrap();
+    pg_drop_schema(&pg_url().await, &schema).await;
+}
+
+#[tokio::test]
+async fn a_login_that_does_not_own_the_tables_is_forbidden() {
+    let (store, schema) = pg_fresh_store().await;
+    let admin_url = pg_url().await;
+    let login = format!("{schema}_ro");
+    let mut admin = sqlx::PgConnection::connect(&admin_url).await.unwrap();
+    let row = sqlx::query(&format!(
+        "SELECT runtime_role::text, system_role::text FROM \"{schema}\".drover_roles()"
+    ))
+    .fetch_one(&mut admin)
+    .await
+    .unwrap();
+    let (runtime, system): (String, String) = (row.get(0), row.get(1));
+    sqlx::raw_sql(&format!(
+        "CREATE ROLE \"{login}\" LOGIN; GRANT \"{runtime}\", \"{system}\" TO \"{login}\";"
+    ))
+    .execute(&mut admin)
+    .await
+    .unwrap();
+
+    let other = PgStore::connect(
+        &url_as(&admin_url, &login),
+        PgOptions {
+            schema: schema.clone(),
+            max_connections: 2,
+            ..PgOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    // It may read the garbage, not vacuum.
+    assert!(
+        other
+            .table_garbage()
+            .await
+            .unwrap()
+            .iter()
+            .any(|g| g.table == "items")
+    );
+    let e = other.table_vacuum("items").await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Forbidden, "{e}");
+    // The service logs it and stops trying that table.
+    let vacuumer = Vacuumer::new(
+        Queue::new(Arc::new(other) as Arc<dyn Store>),
+        VacuumConfig {
+            dead_threshold: 1,
+            ..config()
+        },
+    )
+    .unwrap();
+    churn(&Queue::new(store.clone() as Arc<dyn Store>), 500).await;
+    let mut conn = watcher().await;
+    dead_at_least(&mut conn, &schema, 1).await;
+    for _ in 0..2 {
+        let r = vacuumer.run_once().await.unwrap();
+        assert!(r.forbidden.contains(&"items".to_owned()), "{r:?}");
+        assert!(r.outcome("items").is_none(), "{r:?}");
+        assert!(r.errors.is_empty(), "{r:?}");
+    }
+    drop(vacuumer);
+
+    conn.close().await.unwrap();
+    pg_drop_schema(&admin_url, &schema).await;
+    // Cleanup: logged, never a failure.
+    if let Err(e) = sqlx::raw_sql(&format!("DROP ROLE IF EXISTS \"{login}\""))
+        .execute(&mut admin)
+        .await
+    {
+        eprintln!("dropping {login}: {e}");
+    }
+    admin.close().await.unwrap();
+}
