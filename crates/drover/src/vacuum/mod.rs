@@ -29,6 +29,9 @@
 //!   lock claims and completions do not conflict with, and when it cannot
 //!   have it at once (a second worker's concurrent pass of the same table,
 //!   a DDL) it skips the table instead of queueing behind the holder.
+//!   `TRUNCATE false` leaves out the one step that takes an exclusive
+//!   lock (returning the table's empty tail to the system); autovacuum
+//!   still does that.
 //! - **A login that may not vacuum is told, once.** PostgreSQL only warns
 //!   when a non-owner vacuums (and does nothing), so the store checks
 //!   ownership first and answers [`Error::Forbidden`](crate::Error::Forbidden);
