@@ -51,10 +51,12 @@ async fn drain(s: &PgStore, lane: &str) -> usize {
     }
 }
 
-/// Entries of `items_claim` one claim of `lane` read, in a transaction of
+/// Entries of `items_claim` (its partitions') one claim of `lane` read, in a transaction of
 /// its own on `c` (the transaction's own statistics, read before and after).
 async fn claim_reads(c: &mut PgConnection, lane: &str) -> (i64, i64) {
-    const READ: &str = "SELECT pg_stat_get_xact_tuples_returned('items_claim'::regclass)";
+    // items_claim is partitioned (migration 0026): its children count.
+    const READ: &str = "SELECT coalesce(sum(pg_stat_get_xact_tuples_returned(i.inhrelid)), 0)::bigint \
+                        FROM pg_inherits i WHERE i.inhparent = 'items_claim'::regclass";
     let mut tx = c.begin().await.unwrap();
     let before: i64 = sqlx::query_scalar(READ).fetch_one(&mut *tx).await.unwrap();
     let got: i64 =

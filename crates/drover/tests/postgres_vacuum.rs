@@ -58,12 +58,13 @@ async fn churn(q: &Queue, n: usize) {
     }
 }
 
-/// `items`'s dead tuples and vacuum count as `pg_stat_user_tables` shows
-/// them now.
+/// `items`'s dead tuples and vacuums as `pg_stat_user_tables` shows them
+/// now, summed over its partitions (migration 0026).
 async fn items_stats(conn: &mut sqlx::PgConnection, schema: &str) -> (i64, i64) {
     let row = sqlx::query(
-        "SELECT n_dead_tup, vacuum_count FROM pg_stat_user_tables \
-         WHERE schemaname = $1 AND relname = 'items'",
+        "SELECT coalesce(sum(s.n_dead_tup), 0)::bigint, coalesce(sum(s.vacuum_count), 0)::bigint \
+         FROM pg_stat_user_tables s JOIN pg_inherits i ON i.inhrelid = s.relid \
+         WHERE s.schemaname = $1 AND i.inhparent = format('%I.items', $1::text)::regclass",
     )
     .bind(schema)
     .fetch_one(&mut *conn)
@@ -109,7 +110,7 @@ async fn a_run_vacuums_the_churned_items_and_reclaims_them() {
     let vacuumer = Vacuumer::new(queue.clone(), config()).unwrap();
     let report = vacuumer.run_once().await.unwrap();
     let items = report
-        .outcome("items")
+        .outcome("items_default")
         .unwrap_or_else(|| panic!("items not vacuumed: {report:?}"));
     assert!(items.dead_before >= THRESHOLD, "{items:?}");
     assert!(items.reclaimed, "{items:?}");
@@ -121,13 +122,13 @@ async fn a_run_vacuums_the_churned_items_and_reclaims_them() {
         report
             .garbage
             .iter()
-            .any(|g| g.table == "items" && g.dead >= THRESHOLD),
+            .any(|g| g.table == "items_default" && g.dead >= THRESHOLD),
         "the garbage was read before the vacuum: {:?}",
         report.garbage
     );
     // Under the threshold now: the next run vacuums nothing.
     let again = vacuumer.run_once().await.unwrap();
-    assert!(again.outcome("items").is_none(), "{again:?}");
+    assert!(again.outcome("items_default").is_none(), "{again:?}");
 
     conn.close().await.unwrap();
     pg_drop_schema(&pg_url().await, &schema).await;
@@ -151,7 +152,7 @@ async fn a_held_snapshot_backs_the_table_off_until_it_is_gone() {
     let vacuumer = Vacuumer::new(queue.clone(), config()).unwrap();
     let first = vacuumer.run_once().await.unwrap();
     let items = first
-        .outcome("items")
+        .outcome("items_default")
         .unwrap_or_else(|| panic!("items not vacuumed: {first:?}"));
     assert!(
         !items.reclaimed,
@@ -161,11 +162,11 @@ async fn a_held_snapshot_backs_the_table_off_until_it_is_gone() {
 
     let second = vacuumer.run_once().await.unwrap();
     assert!(
-        second.outcome("items").is_none(),
+        second.outcome("items_default").is_none(),
         "vacuumed again at once: {second:?}"
     );
     assert!(
-        second.backed_off.contains(&"items".to_owned()),
+        second.backed_off.contains(&"items_default".to_owned()),
         "{second:?}"
     );
     assert_eq!(
@@ -180,11 +181,11 @@ async fn a_held_snapshot_backs_the_table_off_until_it_is_gone() {
     let deadline = Instant::now() + Duration::from_secs(20);
     let outcome = loop {
         let r = vacuumer.run_once().await.unwrap();
-        if let Some(o) = r.outcome("items") {
+        if let Some(o) = r.outcome("items_default") {
             break o.clone();
         }
         assert!(
-            r.backed_off.contains(&"items".to_owned()),
+            r.backed_off.contains(&"items_default".to_owned()),
             "neither vacuumed nor backed off: {r:?}"
         );
         assert!(Instant::now() < deadline, "never vacuumed again: {r:?}");
@@ -253,8 +254,8 @@ async fn a_login_that_does_not_own_the_tables_is_forbidden() {
     dead_at_least(&mut conn, &schema, 1).await;
     for _ in 0..2 {
         let r = vacuumer.run_once().await.unwrap();
-        assert!(r.forbidden.contains(&"items".to_owned()), "{r:?}");
-        assert!(r.outcome("items").is_none(), "{r:?}");
+        assert!(r.forbidden.contains(&"items_default".to_owned()), "{r:?}");
+        assert!(r.outcome("items_default").is_none(), "{r:?}");
         assert!(r.errors.is_empty(), "{r:?}");
     }
     drop(vacuumer);

@@ -1,7 +1,9 @@
--- One bounded batch of final items last updated before $1, at most $2.
--- System role. SKIP LOCKED: a concurrent purge takes other rows. The rows
--- the count rollup had settled (updated before its mark) leave it in the
--- same statement. The mark is read FOR SHARE, so a settlement in flight
+-- One bounded batch of final items of the default partition (ids outside
+-- every child's window, migration 0026) last updated before $1, at most $2;
+-- the children go whole (item_child_*.sql). System role. SKIP LOCKED: a
+-- concurrent purge takes other rows. The rows the count rollup had settled
+-- (updated before its mark) leave it in the same statement, and their keys
+-- leave item_keys. The mark is read FOR SHARE, so a settlement in flight
 -- is waited for and its mark used (the rows it counted are subtracted),
 -- and the next one starts only after this commit, when the rows are gone.
 WITH mark AS (
@@ -9,15 +11,21 @@ WITH mark AS (
     WHERE tenant_id = '00000000-0000-0000-0000-000000000000'::uuid
     FOR SHARE
 ), gone AS (
-    DELETE FROM items
+    DELETE FROM items_default
     WHERE id IN (
         SELECT id
-        FROM items
+        FROM items_default
         WHERE status IN ('done', 'failed', 'cancelled') AND updated_at < $1
         LIMIT $2
         FOR UPDATE SKIP LOCKED
     )
-    RETURNING tenant_id, lane, kind, status, updated_at
+    RETURNING id, tenant_id, lane, kind, status, updated_at, idempotency_key
+), keys AS (
+    DELETE FROM item_keys AS k
+    USING gone
+    WHERE gone.idempotency_key IS NOT NULL AND k.tenant_id = gone.tenant_id
+      AND k.idempotency_key = gone.idempotency_key AND k.item_id = gone.id
+    RETURNING 1
 ), per AS (
     SELECT tenant_id, lane, kind, status, count(*) AS n
     FROM gone

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::{PgStore, items, ops, row, sql};
+use super::{PgStore, items, ops, rotate, row, sql};
 use crate::error::Result;
 use crate::item::{InsertResult, Inserted, Item, NewItem};
 use crate::rules::RetryPolicy;
@@ -112,7 +112,9 @@ impl ItemStore for PgStore {
     }
 
     async fn item_purge(&self, before: DateTime<Utc>, batch: u32) -> Result<u64> {
-        ops::purge(self, before, batch).await
+        // The window follows the retention the caller purges by.
+        let width = rotate::child_width(Utc::now() - before);
+        rotate::purge(self, before, width, rotate::children_ahead(width), batch).await
     }
 
     async fn item_cancel(&self, tenant: Uuid, id: Uuid, actor: Uuid) -> Result<Item> {

@@ -167,34 +167,6 @@ pub(super) async fn requeue_stale(
     Ok(report)
 }
 
-/// Deletes final items last updated before `before`, one bounded batch per
-/// transaction until a short batch (system role).
-pub(super) async fn purge(store: &PgStore, before: DateTime<Utc>, batch: u32) -> Result<u64> {
-    if batch == 0 {
-        return Err(Error::invalid("batch", "must be at least 1"));
-    }
-    let mut total = 0u64;
-    loop {
-        let mut tx = store.begin_system().await?;
-        let purged: i64 = sqlx::query_scalar(sql::ITEM_PURGE)
-            .persistent(store.persistent)
-            .bind(before)
-            .bind(i64::from(batch))
-            .fetch_one(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        let n = u64::try_from(purged).unwrap_or(0);
-        total += n;
-        if n < u64::from(batch) {
-            break;
-        }
-    }
-    if total > 0 {
-        tracing::info!(purged = total, "final items purged");
-    }
-    Ok(total)
-}
-
 /// An operator's cancel or retry: one statement that changes the item and
 /// writes its audit entry, under the tenant.
 pub(super) async fn operator_write(

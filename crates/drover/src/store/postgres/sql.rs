@@ -63,8 +63,6 @@ pub(super) const ITEM_INSERT_EACH: &str =
     include_str!("../../../sql/postgres/item_insert_each.sql");
 /// `sql/postgres/item_list.sql`.
 pub(super) const ITEM_LIST: &str = include_str!("../../../sql/postgres/item_list.sql");
-/// `sql/postgres/item_purge.sql`.
-pub(super) const ITEM_PURGE: &str = include_str!("../../../sql/postgres/item_purge.sql");
 /// `sql/postgres/item_release.sql`.
 pub(super) const ITEM_RELEASE: &str = include_str!("../../../sql/postgres/item_release.sql");
 /// `sql/postgres/item_requeue_stale.sql`.

@@ -1,0 +1,423 @@
+//! Purge by retention on PostgreSQL: the rotation of the items children.
+//!
+//! `items` is range-partitioned by id (migration 0026): UUIDv7 ids lead
+//! with their creation time, so each child holds the items created in one
+//! window. The purge (system role, the sweep's step) does three things:
+//!
+//! 1. **Makes children ahead** of the clock ([`children_ahead`]), a window
+//!    of [`child_width`] each, so new items land in a child rather than in
+//!    the default partition.
+//! 2. **Drops each child whose window ended before the cutoff** and whose
+//!    rows are all final and older than it. Rows that must stay (pending,
+//!    claimed, or final but younger) are few once the window is past the
+//!    retention; up to [`CARRY_MAX`] of them move to the default partition
+//!    under the same lock, keeping every field (claim token included, so a
+//!    holder's fenced write still lands). A child with more survivors than
+//!    that (a paused lane's backlog) has its final rows deleted row by row
+//!    instead, until its survivors are few.
+//! 3. **Deletes row by row only in the default partition**, which holds
+//!    ids outside every window (producer-minted ids that are not time
+//!    ordered, survivors) and stays small.
+//!
+//! Invariants kept: a child is dropped only under an exclusive lock on
+//! `items`, after a census taken under that lock matched the one its tally
+//! was computed with, so every row dropped is final and past the cutoff,
+//! and the count rollup loses exactly the settled rows dropped (the mark is
+//! held `FOR SHARE` throughout, as in the row-by-row purge). The lock waits
+//! at most `item_lock_timeout.sql`'s bound: a long transaction delays the
+//! rotation to the next pass, it never stalls the claims queued behind a
+//! waiting lock request.
+
+use chrono::{DateTime, Utc};
+use sqlx::Row;
+use uuid::Uuid;
+
+use super::PgStore;
+use crate::error::{Error, Result};
+
+macro_rules! sql {
+    ($name:ident, $file:literal) => {
+        const $name: &str = include_str!(concat!("../../../sql/postgres/", $file));
+    };
+}
+sql!(ITEM_CHILDREN_MAKE, "item_children_make.sql");
+sql!(ITEM_CHILDREN_DUE, "item_children_due.sql");
+sql!(ITEM_CHILD_CENSUS, "item_child_census.sql");
+sql!(ITEM_CHILD_TALLY, "item_child_tally.sql");
+sql!(ITEM_CHILD_END, "item_child_end.sql");
+sql!(ITEM_CHILD_CARRY, "item_child_carry.sql");
+sql!(ITEM_CHILD_UNCOUNT, "item_child_uncount.sql");
+sql!(ITEM_LOCK_TIMEOUT, "item_lock_timeout.sql");
+sql!(ITEM_LOCK, "item_lock.sql");
+sql!(ITEM_KEYS_PURGE, "item_keys_purge.sql");
+sql!(ITEM_PURGE, "item_purge.sql");
+sql!(ITEM_PURGE_RANGE, "item_purge_range.sql");
+sql!(COUNTS_MARK_SHARE, "counts_mark_share.sql");
+
+/// The narrowest child window: a retention of a few minutes still makes a
+/// child a minute, so children are few and DDL is rare.
+pub const CHILD_WIDTH_MIN: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
+/// The widest child window: the default retention of 7 days keeps about
+/// nine children.
+pub const CHILD_WIDTH_MAX: chrono::TimeDelta = chrono::TimeDelta::days(1);
+/// How many survivors a child's drop moves to the default partition at
+/// most; a child with more is purged row by row until it has fewer.
+pub const CARRY_MAX: i64 = 10_000;
+
+/// A child's window for a retention: a quarter of it, within
+/// [`CHILD_WIDTH_MIN`, `CHILD_WIDTH_MAX`]. The table then holds the
+/// retention plus about one window (a child goes once its whole window is
+/// past the cutoff), about a quarter more than a row-by-row purge keeps.
+/// Whole seconds.
+#[must_use]
+pub fn child_width(retention: chrono::TimeDelta) -> chrono::TimeDelta {
+    // Whole seconds: an interval holds microseconds, not nanoseconds.
+    chrono::TimeDelta::seconds((retention / 4).num_seconds())
+        .clamp(CHILD_WIDTH_MIN, CHILD_WIDTH_MAX)
+}
+
+/// How far ahead of the clock children exist: two windows, and two minutes
+/// more so that a sweep interval (15 s by default) or a missed pass never
+/// leaves new items without a child.
+#[must_use]
+pub fn children_ahead(width: chrono::TimeDelta) -> chrono::TimeDelta {
+    width * 2 + chrono::TimeDelta::minutes(2)
+}
+
+/// Whether `e` is PostgreSQL's `lock_not_available` (the lock timeout).
+fn lock_timed_out(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.code().as_deref() == Some("55P03"))
+}
+
+/// A child's name as the catalog gave it, checked before it is spliced
+/// into a statement (the migration's functions check it again).
+fn checked_child(name: &str) -> Result<&str> {
+    let ok = name == "items_legacy"
+        || name
+            .strip_prefix("items_c")
+            .is_some_and(|h| h.len() == 12 && h.bytes().all(|b| b.is_ascii_hexdigit()));
+    if ok {
+        Ok(name)
+    } else {
+        Err(Error::invalid(
+            "child",
+            format!("not an items child: {name}"),
+        ))
+    }
+}
+
+/// One due child: its name and window of ids.
+struct Child {
+    name: String,
+    lo: Uuid,
+    hi: Uuid,
+}
+
+/// What one child's rotation did.
+enum Rotated {
+    /// Dropped, with this many final rows and this many survivors carried.
+    Dropped { rows: u64, carried: i64 },
+    /// Left for the next pass: the lock was busy or the census moved.
+    Deferred,
+    /// Too many survivors to carry: its final rows went row by row.
+    RowByRow(u64),
+}
+
+/// Purge by retention: children ahead, due children dropped, the default
+/// partition's final rows before `before` deleted in batches of `batch`.
+/// Returns the final rows removed.
+pub(super) async fn purge(
+    store: &PgStore,
+    before: DateTime<Utc>,
+    width: chrono::TimeDelta,
+    ahead: chrono::TimeDelta,
+    batch: u32,
+) -> Result<u64> {
+    if batch == 0 {
+        return Err(Error::invalid("batch", "must be at least 1"));
+    }
+    make_children(store, width, ahead).await?;
+    let mut total = 0u64;
+    let due = {
+        let mut tx = store.begin_system().await?;
+        let rows = sqlx::query(ITEM_CHILDREN_DUE)
+            .persistent(store.persistent)
+            .bind(before)
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        rows.iter()
+            .map(|r| {
+                Ok(Child {
+                    name: r.try_get("name")?,
+                    lo: r.try_get("lo_id")?,
+                    hi: r.try_get("hi_id")?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?
+    };
+    for child in &due {
+        checked_child(&child.name)?;
+        match rotate(store, child, before, batch).await? {
+            Rotated::Dropped { rows, carried } => {
+                tracing::info!(child = %child.name, rows, carried, "items child dropped");
+                total += rows;
+                purge_keys(store, child, batch).await?;
+            }
+            Rotated::Deferred => {}
+            Rotated::RowByRow(n) => total += n,
+        }
+    }
+    total += purge_default(store, before, batch).await?;
+    if total > 0 {
+        tracing::info!(purged = total, "final items purged");
+    }
+    Ok(total)
+}
+
+/// Makes the children ahead of the clock; a busy lock leaves it to the
+/// next pass (items then land in the default partition meanwhile).
+async fn make_children(
+    store: &PgStore,
+    width: chrono::TimeDelta,
+    ahead: chrono::TimeDelta,
+) -> Result<()> {
+    let to_interval = |d: chrono::TimeDelta| {
+        sqlx::postgres::types::PgInterval::try_from(d)
+            .map_err(|e| Error::invalid("width", e.to_string()))
+    };
+    let mut tx = store.begin_system().await?;
+    sqlx::query(ITEM_LOCK_TIMEOUT)
+        .persistent(store.persistent)
+        .execute(&mut *tx)
+        .await?;
+    let made = sqlx::query_scalar::<_, i32>(ITEM_CHILDREN_MAKE)
+        .persistent(store.persistent)
+        .bind(to_interval(ahead)?)
+        .bind(to_interval(width)?)
+        .fetch_one(&mut *tx)
+        .await;
+    match made {
+        Ok(n) => {
+            tx.commit().await?;
+            if n > 0 {
+                tracing::debug!(made = n, "items children made");
+            }
+            Ok(())
+        }
+        Err(e) if lock_timed_out(&e) => {
+            tracing::debug!("items busy: children made on a later pass");
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The survivors of `child` (see item_child_census.sql).
+async fn census(
+    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+    store: &PgStore,
+    child: &Child,
+    before: DateTime<Utc>,
+) -> Result<i64> {
+    Ok(sqlx::query_scalar(ITEM_CHILD_CENSUS)
+        .persistent(store.persistent)
+        .bind(child.lo)
+        .bind(child.hi)
+        .bind(before)
+        .fetch_one(&mut **tx)
+        .await?)
+}
+
+/// One child's rotation (module docs, step 2).
+async fn rotate(
+    store: &PgStore,
+    child: &Child,
+    before: DateTime<Utc>,
+    batch: u32,
+) -> Result<Rotated> {
+    let mut tx = store.begin_system().await?;
+    let settled_to: DateTime<Utc> = sqlx::query_scalar(COUNTS_MARK_SHARE)
+        .persistent(store.persistent)
+        .fetch_one(&mut *tx)
+        .await?;
+    let survivors = census(&mut tx, store, child, before).await?;
+    if survivors > CARRY_MAX {
+        tx.rollback().await?;
+        tracing::info!(child = %child.name, survivors,
+            "items child past retention still holds many live rows: purging it row by row");
+        return purge_range(store, child, before, batch)
+            .await
+            .map(Rotated::RowByRow);
+    }
+    // The tally is the long read (every final row of the child), taken
+    // before the exclusive lock; the census under the lock proves it still
+    // holds (a row can only join the survivors, by an operator's retry).
+    let tally = sqlx::query(ITEM_CHILD_TALLY)
+        .persistent(store.persistent)
+        .bind(child.lo)
+        .bind(child.hi)
+        .bind(before)
+        .bind(settled_to)
+        .fetch_all(&mut *tx)
+        .await?;
+    sqlx::query(ITEM_LOCK_TIMEOUT)
+        .persistent(store.persistent)
+        .execute(&mut *tx)
+        .await?;
+    if let Err(e) = sqlx::query(ITEM_LOCK)
+        .persistent(store.persistent)
+        .execute(&mut *tx)
+        .await
+    {
+        if lock_timed_out(&e) {
+            tracing::debug!(child = %child.name, "items busy: child dropped on a later pass");
+            return Ok(Rotated::Deferred);
+        }
+        return Err(e.into());
+    }
+    if census(&mut tx, store, child, before).await? != survivors {
+        tx.rollback().await?;
+        return Ok(Rotated::Deferred);
+    }
+    sqlx::query(ITEM_CHILD_END)
+        .persistent(store.persistent)
+        .bind(&child.name)
+        .bind(false)
+        .execute(&mut *tx)
+        .await?;
+    if survivors > 0 {
+        let carry = ITEM_CHILD_CARRY.replace("{child}", &child.name);
+        let carried = sqlx::query(&carry)
+            .persistent(false)
+            .bind(before)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if i64::try_from(carried).ok() != Some(survivors) {
+            // Never drop a row that did not arrive: leave it all as it was.
+            tx.rollback().await?;
+            return Err(Error::Conflict(format!(
+                "items child {}: {carried} of {survivors} survivors carried; not dropped",
+                child.name
+            )));
+        }
+    }
+    let mut cols = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut rows = 0u64;
+    for r in &tally {
+        cols.0.push(r.try_get::<Uuid, _>("tenant_id")?);
+        cols.1.push(r.try_get::<String, _>("lane")?);
+        cols.2.push(r.try_get::<String, _>("kind")?);
+        cols.3.push(r.try_get::<String, _>("status")?);
+        cols.4.push(r.try_get::<i64, _>("settled")?);
+        rows += u64::try_from(r.try_get::<i64, _>("n")?).unwrap_or(0);
+    }
+    sqlx::query(ITEM_CHILD_UNCOUNT)
+        .persistent(store.persistent)
+        .bind(&cols.0)
+        .bind(&cols.1)
+        .bind(&cols.2)
+        .bind(&cols.3)
+        .bind(&cols.4)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query(ITEM_CHILD_END)
+        .persistent(store.persistent)
+        .bind(&child.name)
+        .bind(true)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(Rotated::Dropped {
+        rows,
+        carried: survivors,
+    })
+}
+
+/// Deletes the key rows of a dropped child's items, in batches.
+async fn purge_keys(store: &PgStore, child: &Child, batch: u32) -> Result<()> {
+    loop {
+        let mut tx = store.begin_system().await?;
+        let n = sqlx::query(ITEM_KEYS_PURGE)
+            .persistent(store.persistent)
+            .bind(child.lo)
+            .bind(child.hi)
+            .bind(i64::from(batch))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        if n < u64::from(batch) {
+            return Ok(());
+        }
+    }
+}
+
+/// Row-by-row batches of `statement` until a short one.
+async fn batches(
+    store: &PgStore,
+    before: DateTime<Utc>,
+    batch: u32,
+    statement: &'static str,
+    range: Option<&Child>,
+) -> Result<u64> {
+    let mut total = 0u64;
+    loop {
+        let mut tx = store.begin_system().await?;
+        let mut q = sqlx::query_scalar::<_, i64>(statement)
+            .persistent(store.persistent)
+            .bind(before)
+            .bind(i64::from(batch));
+        if let Some(c) = range {
+            q = q.bind(c.lo).bind(c.hi);
+        }
+        let purged = q.fetch_one(&mut *tx).await?;
+        tx.commit().await?;
+        let n = u64::try_from(purged).unwrap_or(0);
+        total += n;
+        if n < u64::from(batch) {
+            return Ok(total);
+        }
+    }
+}
+
+/// The default partition's final rows before `before`, row by row.
+async fn purge_default(store: &PgStore, before: DateTime<Utc>, batch: u32) -> Result<u64> {
+    batches(store, before, batch, ITEM_PURGE, None).await
+}
+
+/// One child's final rows before `before`, row by row (the fallback).
+async fn purge_range(
+    store: &PgStore,
+    child: &Child,
+    before: DateTime<Utc>,
+    batch: u32,
+) -> Result<u64> {
+    batches(store, before, batch, ITEM_PURGE_RANGE, Some(child)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn width_is_a_quarter_of_the_retention_within_bounds() {
+        assert_eq!(child_width(chrono::TimeDelta::seconds(60)), CHILD_WIDTH_MIN);
+        assert_eq!(
+            child_width(chrono::TimeDelta::hours(8)),
+            chrono::TimeDelta::hours(2)
+        );
+        assert_eq!(child_width(chrono::TimeDelta::days(30)), CHILD_WIDTH_MAX);
+        assert_eq!(child_width(chrono::TimeDelta::seconds(-5)), CHILD_WIDTH_MIN);
+    }
+
+    #[test]
+    fn only_items_children_are_spliced() {
+        assert!(checked_child("items_legacy").is_ok());
+        assert!(checked_child("items_c01a2342320a6").is_ok());
+        assert!(checked_child("items_default").is_err());
+        assert!(checked_child("items_c01a2342320a6\"; drop table x; --").is_err());
+        assert!(checked_child("items_cxyz").is_err());
+    }
+}

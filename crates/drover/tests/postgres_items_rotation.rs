@@ -1,0 +1,289 @@
+//! Purge by retention on PostgreSQL drops whole children of `items`
+//! (migration 0026, `store/postgres/rotate.rs`): a child past the cutoff
+//! goes with its final rows, its live rows carried to the default partition
+//! with every field kept (a claim's fenced write still lands); the count
+//! rollup loses exactly what was dropped; an idempotency key stays unique
+//! across children and is free again once its item is gone. Each test in
+//! its own fresh schema. Children a few seconds wide keep the tests short.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests state their expectations by panicking
+
+use std::time::Duration;
+
+use chrono::{TimeDelta, Utc};
+use drover::item::{InsertResult, NewItem, Status};
+use drover::store::postgres::PgStore;
+use drover::store::{ClaimParams, ClaimRef, ItemStore};
+use drover::testing::{pg_drop_schema, pg_fresh_store, pg_owner_url, pg_url};
+use serde_json::json;
+use sqlx::{Connection, PgConnection};
+use uuid::Uuid;
+
+const WIDTH: TimeDelta = TimeDelta::seconds(2);
+const AHEAD: TimeDelta = TimeDelta::seconds(6);
+
+fn params(lane: &str, n: u32) -> ClaimParams {
+    ClaimParams {
+        lane: lane.into(),
+        kinds: vec![],
+        worker_id: "w1".into(),
+        lease: Duration::from_secs(60),
+        limit: n,
+    }
+}
+
+async fn conn_in(schema: &str) -> PgConnection {
+    let mut c = PgConnection::connect(&pg_owner_url().await).await.unwrap();
+    sqlx::query(&format!("SET search_path = \"{schema}\""))
+        .execute(&mut c)
+        .await
+        .unwrap();
+    c
+}
+
+/// The partition that holds item `id`.
+async fn home(c: &mut PgConnection, id: Uuid) -> Option<String> {
+    sqlx::query_scalar("SELECT tableoid::regclass::text FROM items WHERE id = $1")
+        .bind(id)
+        .fetch_optional(c)
+        .await
+        .unwrap()
+}
+
+async fn children(c: &mut PgConnection) -> Vec<String> {
+    sqlx::query_scalar("SELECT name FROM items_children()")
+        .fetch_all(c)
+        .await
+        .unwrap()
+}
+
+/// Waits (on the database clock) until the window of child `name` has ended.
+async fn past_window(c: &mut PgConnection, name: &str) {
+    loop {
+        let ended: bool =
+            sqlx::query_scalar("SELECT hi < now() FROM items_children() WHERE name = $1")
+                .bind(name)
+                .fetch_one(&mut *c)
+                .await
+                .unwrap();
+        if ended {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn rotate(s: &PgStore, before: chrono::DateTime<Utc>) -> u64 {
+    s.items_rotate(before, WIDTH, AHEAD, 2).await.unwrap()
+}
+
+fn count_of(rows: &[drover::store::CountRow], lane: &str, status: Status) -> i64 {
+    rows.iter()
+        .filter(|r| r.lane == lane && r.status == status)
+        .map(|r| r.count)
+        .sum()
+}
+
+#[tokio::test]
+async fn a_child_past_the_cutoff_is_dropped_and_its_live_rows_carried() {
+    let (s, schema) = pg_fresh_store().await;
+    let mut c = conn_in(&schema).await;
+    // The first rotation makes the children from now on.
+    assert_eq!(rotate(&s, Utc::now() - TimeDelta::hours(1)).await, 0);
+    let made = children(&mut c).await;
+    assert!(made.len() >= 3, "children ahead: {made:?}");
+
+    let tenant = Uuid::new_v4();
+    let put = |k: &str| {
+        NewItem::new(k, json!({ "k": k }))
+            .with_tenant(tenant)
+            .with_lane("rot")
+    };
+    let done_a = s
+        .item_insert(&put("a").with_key("key-a"))
+        .await
+        .unwrap()
+        .item;
+    let done_b = s.item_insert(&put("b")).await.unwrap().item;
+    let held = s.item_insert(&put("c")).await.unwrap().item;
+    let child = home(&mut c, done_a.id).await.unwrap();
+    assert!(child.starts_with("items_c"), "{child}");
+    for id in [done_b.id, held.id] {
+        assert_eq!(home(&mut c, id).await.as_deref(), Some(child.as_str()));
+    }
+    // a and b done, c claimed and held; then one more, still pending.
+    let got = s.item_claim(&params("rot", 3)).await.unwrap();
+    assert_eq!(got.len(), 3);
+    let mut held_ref = None;
+    for it in &got {
+        let r = ClaimRef::of(it).unwrap();
+        if it.id == held.id {
+            held_ref = Some(r);
+        } else {
+            s.item_complete(&r).await.unwrap();
+        }
+    }
+    let held_ref = held_ref.unwrap();
+    let waiting = s.item_insert(&put("d")).await.unwrap().item;
+    let waiting_home = home(&mut c, waiting.id).await.unwrap();
+
+    past_window(&mut c, &child).await;
+    past_window(&mut c, &waiting_home).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    s.counts_settle().await.unwrap();
+    let before_counts = s.counts().await.unwrap();
+    assert_eq!(count_of(&before_counts, "rot", Status::Done), 2);
+
+    // Every row of the window is older than this cutoff.
+    let cutoff = Utc::now();
+    let purged = rotate(&s, cutoff).await;
+    assert_eq!(purged, 2, "the two done items");
+    let left = children(&mut c).await;
+    assert!(!left.contains(&child), "{child} still attached: {left:?}");
+    let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
+        .bind(&child)
+        .fetch_one(&mut c)
+        .await
+        .unwrap();
+    assert!(!exists, "{child} not dropped");
+    assert_eq!(home(&mut c, done_a.id).await, None);
+    assert_eq!(home(&mut c, done_b.id).await, None);
+    // The live rows moved, whole: the claim's fenced write still lands.
+    assert_eq!(
+        home(&mut c, held.id).await.as_deref(),
+        Some("items_default")
+    );
+    assert_eq!(
+        home(&mut c, waiting.id).await.as_deref(),
+        Some("items_default")
+    );
+    let moved = s.item_get(tenant, held.id).await.unwrap().unwrap();
+    assert_eq!(moved.status, Status::Claimed);
+    assert_eq!(moved.claim_token, Some(held_ref.token));
+    s.item_complete(&held_ref).await.unwrap();
+    let again = s.item_claim(&params("rot", 5)).await.unwrap();
+    assert_eq!(
+        again.iter().map(|i| i.id).collect::<Vec<_>>(),
+        vec![waiting.id]
+    );
+    // The rollup lost the two dropped rows; the carried one, done since,
+    // counts once settled.
+    let after = s.counts().await.unwrap();
+    assert_eq!(count_of(&after, "rot", Status::Done), 1, "{after:?}");
+    assert_eq!(count_of(&after, "rot", Status::Claimed), 1, "{after:?}");
+    // The dropped item's key is free again.
+    let keys: i64 = sqlx::query_scalar("SELECT count(*) FROM item_keys WHERE item_id = $1")
+        .bind(done_a.id)
+        .fetch_one(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(keys, 0, "the dropped item's key row is deleted");
+    let reused = s.item_insert(&put("a").with_key("key-a")).await.unwrap();
+    assert_eq!(reused.result, InsertResult::Inserted);
+    pg_drop_schema(&pg_url().await, &schema).await;
+}
+
+#[tokio::test]
+async fn a_key_is_unique_across_children_and_a_stale_key_is_taken_over() {
+    let (s, schema) = pg_fresh_store().await;
+    let mut c = conn_in(&schema).await;
+    rotate(&s, Utc::now() - TimeDelta::hours(1)).await;
+    let tenant = Uuid::new_v4();
+    let put = || {
+        NewItem::new("k", json!({}))
+            .with_tenant(tenant)
+            .with_lane("keys")
+            .with_key("once")
+    };
+    let first = s.item_insert(&put()).await.unwrap();
+    assert_eq!(first.result, InsertResult::Inserted);
+    let first_home = home(&mut c, first.item.id).await.unwrap();
+    past_window(&mut c, &first_home).await;
+    // A new id lands in a later child: the key still refuses it.
+    let second = s.item_insert(&put()).await.unwrap();
+    assert_eq!(second.result, InsertResult::KeyExists);
+    assert_eq!(second.item.id, first.item.id);
+    let many = s.item_insert_many(&[put(), put()]).await.unwrap();
+    assert!(
+        many.iter().all(|r| *r == InsertResult::KeyExists),
+        "{many:?}"
+    );
+    // Another tenant's same key is its own.
+    let other = s
+        .item_insert(&put().with_tenant(Uuid::new_v4()))
+        .await
+        .unwrap();
+    assert_eq!(other.result, InsertResult::Inserted);
+
+    // A key row whose item is gone (here: deleted behind the store's back)
+    // is stale, and the next insert of the key takes it over.
+    sqlx::query("DELETE FROM items WHERE id = $1")
+        .bind(first.item.id)
+        .execute(&mut c)
+        .await
+        .unwrap();
+    let third = s.item_insert(&put()).await.unwrap();
+    assert_eq!(third.result, InsertResult::Inserted);
+    let owner: Uuid = sqlx::query_scalar(
+        "SELECT item_id FROM item_keys WHERE tenant_id = $1 AND idempotency_key = 'once'",
+    )
+    .bind(tenant)
+    .fetch_one(&mut c)
+    .await
+    .unwrap();
+    assert_eq!(owner, third.item.id);
+    pg_drop_schema(&pg_url().await, &schema).await;
+}
+
+#[tokio::test]
+async fn a_child_with_many_live_rows_is_purged_row_by_row_and_kept() {
+    let (s, schema) = pg_fresh_store().await;
+    let mut c = conn_in(&schema).await;
+    rotate(&s, Utc::now() - TimeDelta::hours(1)).await;
+    let tenant = Uuid::new_v4();
+    // More live rows than a drop carries (twice over: the ids may straddle
+    // two windows), and a few done ones.
+    let max = usize::try_from(drover::store::postgres::ITEMS_CARRY_MAX).unwrap();
+    let n = 2 * max + 10;
+    let batch: Vec<NewItem> = (0..n)
+        .map(|i| {
+            NewItem::new("bulk", json!({ "i": i }))
+                .with_tenant(tenant)
+                .with_lane("backlog")
+        })
+        .collect();
+    s.item_insert_many(&batch).await.unwrap();
+    let per_child: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT tableoid::regclass::text, count(*) FROM items WHERE lane = 'backlog' GROUP BY 1",
+    )
+    .fetch_all(&mut c)
+    .await
+    .unwrap();
+    let big: Vec<&String> = per_child
+        .iter()
+        .filter(|(_, k)| *k > i64::try_from(max).unwrap() + 3)
+        .map(|(h, _)| h)
+        .collect();
+    assert!(!big.is_empty(), "{per_child:?}");
+    let got = s.item_claim(&params("backlog", 3)).await.unwrap();
+    for it in &got {
+        s.item_complete(&ClaimRef::of(it).unwrap()).await.unwrap();
+    }
+    for (h, _) in &per_child {
+        past_window(&mut c, h).await;
+    }
+    let purged = rotate(&s, Utc::now()).await;
+    assert_eq!(purged, 3, "the done rows, row by row or with a small child");
+    let left = children(&mut c).await;
+    for h in &big {
+        assert!(left.contains(h), "{h} dropped with its backlog: {left:?}");
+    }
+    let pending: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM items WHERE lane = 'backlog' AND status = 'pending'",
+    )
+    .fetch_one(&mut c)
+    .await
+    .unwrap();
+    assert_eq!(pending, i64::try_from(n - 3).unwrap());
+    pg_drop_schema(&pg_url().await, &schema).await;
+}
