@@ -119,7 +119,10 @@ pub(crate) async fn run(
         }
     }
     let dead = sqlx::query(
-        "SELECT n_dead_tup FROM pg_stat_user_tables WHERE schemaname = current_schema() AND relname = 'items'",
+        // items is partitioned (migration 0026): its partitions' counts.
+        "SELECT sum(s.n_dead_tup)::bigint FROM pg_stat_user_tables s \
+         JOIN pg_inherits i ON i.inhrelid = s.relid \
+         WHERE s.schemaname = current_schema() AND i.inhparent = 'items'::regclass",
     )
     .fetch_optional(admin)
     .await?;

@@ -16,7 +16,9 @@
 //! - `xmin_held`: 1 while the `--hold-xmin-*` session holds its snapshot;
 //! - per drover table `<table>_live`, `<table>_dead`, `<table>_bytes`:
 //!   `pg_stat_user_tables.n_live_tup`, `n_dead_tup` and
-//!   `pg_total_relation_size`, plus `dead_total` over them all.
+//!   `pg_total_relation_size`, plus `dead_total` over them all. A
+//!   partitioned table (`items`, whose children come and go, and the
+//!   outbox and event rings) is one table: its partitions summed.
 //!
 //! Invariants: the sandbox and the cluster are dropped whether the run
 //! succeeded or not; every item offered is run exactly once (the probe's
@@ -342,8 +344,16 @@ async fn sample(admin: &PgPool, schema: &str) -> Result<Sample, BenchError> {
     .await?
     .try_get(0)?;
     let rows = sqlx::query(
-        "SELECT relname::text, n_live_tup, n_dead_tup, pg_total_relation_size(relid) \
-         FROM pg_stat_user_tables WHERE schemaname = $1 ORDER BY relname",
+        // A partition counts under its parent (items' children, the outbox
+        // and event rings): the table a user knows. A child dropped between
+        // the listing and its size reads as no bytes.
+        "SELECT coalesce(p.relname, c.relname)::text AS name, sum(s.n_live_tup)::bigint, \
+                sum(s.n_dead_tup)::bigint, coalesce(sum(pg_total_relation_size(s.relid)), 0)::bigint \
+         FROM pg_stat_user_tables s \
+         JOIN pg_class c ON c.oid = s.relid \
+         LEFT JOIN pg_inherits i ON i.inhrelid = c.oid \
+         LEFT JOIN pg_class p ON p.oid = i.inhparent \
+         WHERE s.schemaname = $1 AND c.relkind <> 'p' GROUP BY 1 ORDER BY 1",
     )
     .bind(schema)
     .fetch_all(admin)

@@ -122,6 +122,34 @@ BEGIN
 END
 $do$;
 
+-- A child's indexes named after the parent's: items_claim's entry on
+-- items_c0123 is items_c0123_claim (PostgreSQL would make up
+-- items_c0123_lane_priority_available_at_idx), so plans and catalogs read
+-- the same on every child.
+CREATE FUNCTION items_child_index_names(p_child text) RETURNS void LANGUAGE plpgsql
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT ci.relname AS child_index, pi.relname AS parent_index
+        FROM pg_catalog.pg_index x
+        JOIN pg_catalog.pg_class ci ON ci.oid = x.indexrelid
+        JOIN pg_catalog.pg_inherits i ON i.inhrelid = ci.oid
+        JOIN pg_catalog.pg_class pi ON pi.oid = i.inhparent
+        WHERE x.indrelid = p_child::regclass AND pi.relname <> 'items_pkey'
+    LOOP
+        IF r.child_index <> p_child || substr(r.parent_index, 6) THEN
+            EXECUTE format('ALTER INDEX %I RENAME TO %I', r.child_index,
+                           p_child || substr(r.parent_index, 6));
+        END IF;
+    END LOOP;
+END $$;
+
+SELECT items_child_index_names('items_default');
+SELECT items_child_index_names('items_legacy');
+
 -- Live idempotency keys, one row each: the uniqueness items can no longer
 -- hold. Written by the trigger below (one insert per keyed item), deleted
 -- by the sweep when the item's child is dropped or the item is purged.
@@ -263,6 +291,7 @@ BEGIN
                 autovacuum_vacuum_insert_scale_factor = 0.05, autovacuum_analyze_scale_factor = 0.02,
                 autovacuum_vacuum_cost_delay = 1, vacuum_truncate = false)',
                 v_name, items_time_id(v_lo), items_time_id(v_hi));
+            PERFORM items_child_index_names(v_name);
             EXECUTE format('ALTER TABLE %%I ENABLE ROW LEVEL SECURITY', v_name);
             EXECUTE format('ALTER TABLE %%I FORCE ROW LEVEL SECURITY', v_name);
             EXECUTE format('CREATE POLICY items_system ON %%I TO %%I USING (true) WITH CHECK (true)', v_name, %L);
