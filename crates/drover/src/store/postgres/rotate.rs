@@ -8,7 +8,8 @@
 //!    of [`child_width`] each, so new items land in a child rather than in
 //!    the default partition.
 //! 2. **Drops each child whose window ended before the cutoff** and whose
-//!    rows are all final and older than it. Rows that must stay (pending,
+//!    rows are all final and older than it (and, early, a child whose
+//!    window ended and that holds no row). Rows that must stay (pending,
 //!    claimed, or final but younger) are few once the window is past the
 //!    retention; up to [`CARRY_MAX`] of them move to the default partition
 //!    under the same lock, keeping every field (claim token included, so a
@@ -76,12 +77,13 @@ pub fn child_width(retention: chrono::TimeDelta) -> chrono::TimeDelta {
         .clamp(CHILD_WIDTH_MIN, CHILD_WIDTH_MAX)
 }
 
-/// How far ahead of the clock children exist: two windows, and two minutes
+/// How far ahead of the clock children exist: one window, and two minutes
 /// more so that a sweep interval (15 s by default) or a missed pass never
-/// leaves new items without a child.
+/// leaves new items without a child. The current child and the next: each
+/// child more is an index descent for every claim.
 #[must_use]
 pub fn children_ahead(width: chrono::TimeDelta) -> chrono::TimeDelta {
-    width * 2 + chrono::TimeDelta::minutes(2)
+    width + chrono::TimeDelta::minutes(2)
 }
 
 /// Whether `e` is PostgreSQL's `lock_not_available` (the lock timeout).
