@@ -207,11 +207,14 @@ async fn make_children(
             }
             Ok(())
         }
-        Err(e) if lock_timed_out(&e) => {
-            tracing::debug!("items busy: children made on a later pass");
-            Ok(())
+        Err(e) => {
+            tx.rollback().await?;
+            if lock_timed_out(&e) {
+                tracing::debug!("items busy: children made on a later pass");
+                return Ok(());
+            }
+            Err(e.into())
         }
-        Err(e) => Err(e.into()),
     }
 }
 
@@ -272,33 +275,66 @@ async fn rotate(
         .execute(&mut *tx)
         .await
     {
+        // Rolled back here, not on drop: the transaction holds the census's
+        // shared locks and the mark until the rollback reaches the server.
+        tx.rollback().await?;
         if lock_timed_out(&e) {
             tracing::debug!(child = %child.name, "items busy: child dropped on a later pass");
             return Ok(Rotated::Deferred);
         }
         return Err(e.into());
     }
-    if census(&mut tx, store, child, before).await? != survivors {
-        tx.rollback().await?;
-        return Ok(Rotated::Deferred);
+    // Everything under the lock either commits or is rolled back here, so
+    // no error leaves the exclusive lock to a rollback sent later.
+    let dropped = under_lock(&mut tx, store, child, before, survivors, &tally).await;
+    match dropped {
+        Ok(Some(rows)) => {
+            tx.commit().await?;
+            Ok(Rotated::Dropped {
+                rows,
+                carried: survivors,
+            })
+        }
+        Ok(None) => {
+            tx.rollback().await?;
+            Ok(Rotated::Deferred)
+        }
+        Err(e) => {
+            tx.rollback().await?;
+            Err(e)
+        }
+    }
+}
+
+/// The part of a rotation under the exclusive lock: the census again, the
+/// detach, the carry, the count, the drop. `None`: the census moved.
+async fn under_lock(
+    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+    store: &PgStore,
+    child: &Child,
+    before: DateTime<Utc>,
+    survivors: i64,
+    tally: &[sqlx::postgres::PgRow],
+) -> Result<Option<u64>> {
+    if census(tx, store, child, before).await? != survivors {
+        return Ok(None);
     }
     sqlx::query(ITEM_CHILD_END)
         .persistent(store.persistent)
         .bind(&child.name)
         .bind(false)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
     if survivors > 0 {
         let carry = ITEM_CHILD_CARRY.replace("{child}", &child.name);
         let carried = sqlx::query(&carry)
             .persistent(false)
             .bind(before)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?
             .rows_affected();
         if i64::try_from(carried).ok() != Some(survivors) {
             // Never drop a row that did not arrive: leave it all as it was.
-            tx.rollback().await?;
             return Err(Error::Conflict(format!(
                 "items child {}: {carried} of {survivors} survivors carried; not dropped",
                 child.name
@@ -307,7 +343,7 @@ async fn rotate(
     }
     let mut cols = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut rows = 0u64;
-    for r in &tally {
+    for r in tally {
         cols.0.push(r.try_get::<Uuid, _>("tenant_id")?);
         cols.1.push(r.try_get::<String, _>("lane")?);
         cols.2.push(r.try_get::<String, _>("kind")?);
@@ -322,19 +358,15 @@ async fn rotate(
         .bind(&cols.2)
         .bind(&cols.3)
         .bind(&cols.4)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
     sqlx::query(ITEM_CHILD_END)
         .persistent(store.persistent)
         .bind(&child.name)
         .bind(true)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
-    tx.commit().await?;
-    Ok(Rotated::Dropped {
-        rows,
-        carried: survivors,
-    })
+    Ok(Some(rows))
 }
 
 /// Deletes the key rows of a dropped child's items, in batches.
