@@ -82,11 +82,7 @@ pub use crate::store::pooler::{DIRECT_URL_VAR, POOLER_VAR, PoolMode, PoolerOptio
 pub use items::insert_in;
 pub use orchestration::start_in;
 pub use outbox::outbox_insert_in;
-pub use rotate::{
-    CARRY_MAX as ITEMS_CARRY_MAX, CHILD_WIDTH_MAX as ITEMS_CHILD_WIDTH_MAX,
-    CHILD_WIDTH_MIN as ITEMS_CHILD_WIDTH_MIN, child_width as items_child_width,
-    children_ahead as items_children_ahead,
-};
+pub use rotate::{CARRY_MAX as ITEMS_CARRY_MAX, child_width as items_child_width};
 
 /// The schema drover's tables live in unless told otherwise.
 pub const SCHEMA_DEFAULT: &str = super::SCHEMA_DEFAULT;
@@ -244,29 +240,6 @@ impl Drop for PgStore {
 }
 
 impl PgStore {
-    /// Purge by retention with explicit child windows: makes the children of
-    /// `items` from now to `ahead`, `width` each, drops the children whose
-    /// window ended before `before` (carrying their few live rows to the
-    /// default partition), and deletes the default partition's final rows
-    /// before `before` in batches of `batch`.
-    /// [`item_purge`](crate::store::ItemStore::item_purge) is this with the
-    /// window derived from the retention (a quarter of it, one minute to one
-    /// day; `store/postgres/rotate.rs`); tests and operators name their own.
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`] for a zero batch or a window under a second;
-    /// [`Error::Conflict`] when a child's survivors did not all arrive in
-    /// the default partition (nothing is dropped); storage errors.
-    pub async fn items_rotate(
-        &self,
-        before: chrono::DateTime<chrono::Utc>,
-        width: chrono::TimeDelta,
-        ahead: chrono::TimeDelta,
-        batch: u32,
-    ) -> Result<u64> {
-        rotate::purge(self, before, width, ahead, batch).await
-    }
-
     /// Connects a pool to `url` for `opts.schema` (and a second pool to
     /// `opts.system_url` when given). Does not migrate.
     ///

@@ -177,6 +177,31 @@ pub(super) async fn purge(
     Ok(total)
 }
 
+impl PgStore {
+    /// Purge by retention with explicit child windows: makes the children of
+    /// `items` from now to `ahead`, `width` each, drops the children whose
+    /// window ended before `before` (carrying their few live rows to the
+    /// default partition), and deletes the default partition's final rows
+    /// before `before` in batches of `batch`.
+    /// [`item_purge`](crate::store::ItemStore::item_purge) is this with the
+    /// window derived from the retention (a quarter of it, one minute to one
+    /// day; `store/postgres/rotate.rs`); tests and operators name their own.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a zero batch or a window under a second;
+    /// [`Error::Conflict`] when a child's survivors did not all arrive in
+    /// the default partition (nothing is dropped); storage errors.
+    pub async fn items_rotate(
+        &self,
+        before: chrono::DateTime<chrono::Utc>,
+        width: chrono::TimeDelta,
+        ahead: chrono::TimeDelta,
+        batch: u32,
+    ) -> Result<u64> {
+        purge(self, before, width, ahead, batch).await
+    }
+}
+
 /// Makes the children ahead of the clock; a busy lock leaves it to the
 /// next pass (items then land in the default partition meanwhile).
 async fn make_children(
