@@ -1,21 +1,25 @@
--- One bounded batch of final items of the default partition (ids outside
--- every child's window, migration 0026) last updated before $1, at most $2;
--- the children go whole (item_child_*.sql). System role. SKIP LOCKED: a
--- concurrent purge takes other rows. The rows the count rollup had settled
--- (updated before its mark) leave it in the same statement, and their keys
--- leave item_keys. The mark is read FOR SHARE, so a settlement in flight
--- is waited for and its mark used (the rows it counted are subtracted),
--- and the next one starts only after this commit, when the rows are gone.
+-- One bounded batch of final items last updated before $1, at most $2,
+-- from {table} (store/postgres/rotate.rs fills it in): the default
+-- partition by name (ids outside every child's window, migration 0026), or
+-- items within one child's window of ids [$3, $4) ({window} then prunes to
+-- it: the fallback for a child past the retention that still holds more
+-- rows than its drop may move); the children go whole (item_child_*.sql).
+-- System role. SKIP LOCKED: a concurrent purge takes other rows. The rows
+-- the count rollup had settled (updated before its mark) leave it in the
+-- same statement, and their keys leave item_keys. The mark is read FOR
+-- SHARE, so a settlement in flight is waited for and its mark used (the
+-- rows it counted are subtracted), and the next one starts only after this
+-- commit, when the rows are gone.
 WITH mark AS (
     SELECT settled_to FROM item_counts_mark
     WHERE tenant_id = '00000000-0000-0000-0000-000000000000'::uuid
     FOR SHARE
 ), gone AS (
-    DELETE FROM items_default
-    WHERE id IN (
+    DELETE FROM {table}
+    WHERE {window}id IN (
         SELECT id
-        FROM items_default
-        WHERE status IN ('done', 'failed', 'cancelled') AND updated_at < $1
+        FROM {table}
+        WHERE {window}status IN ('done', 'failed', 'cancelled') AND updated_at < $1
         LIMIT $2
         FOR UPDATE SKIP LOCKED
     )

@@ -52,7 +52,19 @@ sql!(ITEM_LOCK_TIMEOUT, "item_lock_timeout.sql");
 sql!(ITEM_LOCK, "item_lock.sql");
 sql!(ITEM_KEYS_PURGE, "item_keys_purge.sql");
 sql!(ITEM_PURGE, "item_purge.sql");
-sql!(ITEM_PURGE_RANGE, "item_purge_range.sql");
+
+/// The row-by-row purge of the default partition.
+static PURGE_DEFAULT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    ITEM_PURGE
+        .replace("{table}", "items_default")
+        .replace("{window}", "")
+});
+/// The row-by-row purge of one child's window of ids, through the parent.
+static PURGE_WINDOW: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    ITEM_PURGE
+        .replace("{table}", "items")
+        .replace("{window}", "id >= $3 AND id < $4 AND ")
+});
 sql!(COUNTS_MARK_SHARE, "counts_mark_share.sql");
 
 /// The narrowest child window: a retention of a few minutes still makes a
@@ -443,7 +455,7 @@ async fn batches(
 
 /// The default partition's final rows before `before`, row by row.
 async fn purge_default(store: &PgStore, before: DateTime<Utc>, batch: u32) -> Result<u64> {
-    batches(store, before, batch, ITEM_PURGE, None).await
+    batches(store, before, batch, PURGE_DEFAULT.as_str(), None).await
 }
 
 /// One child's final rows before `before`, row by row (the fallback).
@@ -453,7 +465,7 @@ async fn purge_range(
     before: DateTime<Utc>,
     batch: u32,
 ) -> Result<u64> {
-    batches(store, before, batch, ITEM_PURGE_RANGE, Some(child)).await
+    batches(store, before, batch, PURGE_WINDOW.as_str(), Some(child)).await
 }
 
 #[cfg(test)]
