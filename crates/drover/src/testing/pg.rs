@@ -100,12 +100,15 @@ pub async fn pg_owner_url() -> String {
             sqlx::Executor::execute(&mut conn, create.as_str())
                 .await
                 .unwrap_or_else(|e| panic!("creating the test owner login: {e}"));
+            // Under an advisory lock: two processes granting at once fail
+            // with "tuple concurrently updated".
             // CREATE for the schemas; SET on drover.tenant_id because
             // migration 0002's function sets it in its SET clause, which
             // PostgreSQL lets only a superuser or a grantee create (the one
             // superuser step a non-superuser owner needs, README).
             let grant = format!(
-                "DO $$ BEGIN EXECUTE format('GRANT CREATE ON DATABASE %I TO {TEST_OWNER}', current_database()); \
+                "DO $$ BEGIN PERFORM pg_advisory_xact_lock(hashtext('drover test owner grant')); \
+                 EXECUTE format('GRANT CREATE ON DATABASE %I TO {TEST_OWNER}', current_database()); \
                  GRANT SET ON PARAMETER drover.tenant_id TO {TEST_OWNER}; END $$"
             );
             sqlx::Executor::execute(&mut conn, grant.as_str())

@@ -177,6 +177,8 @@ impl Worker {
             background.clone(),
         )
         .await;
+        // What the worker shows as paused: set by the claim loop once in effect.
+        let (seen_tx, seen) = tokio::sync::watch::channel(paused.borrow().clone());
         let (completer, completer_task) =
             Completer::start(store.clone(), s.complete_batch, s.complete_window);
         let exec = Executor {
@@ -253,7 +255,8 @@ impl Worker {
             fetch: fetch.clone(),
             health: health.clone(),
             wake,
-            paused: paused.clone(),
+            paused,
+            seen: seen_tx,
             peers: peers.clone(),
             kinds: self.registry.kinds(),
         }));
@@ -280,7 +283,7 @@ impl Worker {
             vacuum,
             projectors,
             row,
-            paused,
+            paused: seen,
             peers,
             _stop_on_drop: stop_on_drop,
         })
@@ -321,7 +324,8 @@ pub struct RunningWorker {
     vacuum: Option<tokio::task::JoinHandle<()>>,
     projectors: Vec<tokio::task::JoinHandle<()>>,
     row: WorkerRow,
-    /// The paused lanes as the claim loop last saw them.
+    /// The paused lanes as the claim loop has put them into effect (every
+    /// claim issued before the change has come back).
     paused: tokio::sync::watch::Receiver<pause::PausedLanes>,
     /// This worker's places among the live workers of its lanes.
     peers: tokio::sync::watch::Receiver<spread::Peers>,
@@ -340,9 +344,10 @@ impl std::fmt::Debug for RunningWorker {
 }
 
 impl RunningWorker {
-    /// The worker's lanes it currently sees paused (and so claims nothing
-    /// from), as of its last read of the lane states (once per poll
-    /// interval).
+    /// The worker's lanes it currently sees paused, as of its last read of
+    /// the lane states (once per poll interval). A lane listed here is in
+    /// effect: every claim issued before the pause was seen has come back,
+    /// so nothing enqueued from now on is claimed from it by this worker.
     pub fn paused_lanes(&self) -> Vec<String> {
         let seen = self.paused.borrow();
         self.settings
@@ -478,14 +483,17 @@ struct ClaimLoop {
     wake: broadcast::Receiver<crate::store::Wake>,
     /// Which lanes are paused, refreshed once per poll interval.
     paused: tokio::sync::watch::Receiver<pause::PausedLanes>,
+    /// Where the claim loop shows the set it has put into effect.
+    seen: tokio::sync::watch::Sender<pause::PausedLanes>,
     /// Its places among the live workers of its lanes, refreshed each beat.
     peers: tokio::sync::watch::Receiver<spread::Peers>,
     kinds: Vec<String>,
 }
 
-/// A claim in flight: how many it asked for, from which lane, and its answer.
+/// A claim in flight: from which lane, how many it asked for, the paused
+/// set's generation it was issued under, and its answer.
 type ClaimFuture = std::pin::Pin<
-    Box<dyn Future<Output = (usize, usize, Result<crate::queue::ClaimBatch>)> + Send>,
+    Box<dyn Future<Output = (usize, usize, u64, Result<crate::queue::ClaimBatch>)> + Send>,
 >;
 
 /// Claims ahead of the free slots into a small ready buffer, with up to
@@ -509,6 +517,7 @@ async fn claim_loop(l: ClaimLoop) {
         health,
         mut wake,
         mut paused,
+        seen,
         peers,
         kinds,
     } = l;
@@ -536,7 +545,7 @@ async fn claim_loop(l: ClaimLoop) {
     // instant comes, unless a claim on the lane runs first.
     let mut deferred: Vec<Option<tokio::time::Instant>> = vec![None; lanes.len()];
     // Paused lanes are skipped, whatever their wake-ups say.
-    let mut paused_now = paused.borrow_and_update().clone();
+    let mut paused_now = pause::Applied::new(paused.borrow_and_update().clone(), seen);
     let mut paused_open = true;
     let mut next_lane = 0usize;
     let mut backoff = Duration::from_millis(50);
@@ -608,6 +617,12 @@ async fn claim_loop(l: ClaimLoop) {
         if failing_until.is_some_and(|t| now >= t) {
             failing_until = None;
         }
+        // A change the refresher published is in effect before the next
+        // claim goes out, whichever select branch woke the loop.
+        if paused_open && paused.has_changed().unwrap_or(false) {
+            let next = paused.borrow_and_update().clone();
+            paused_now.apply(next, outstanding.len(), &mut idle);
+        }
         if now >= poll_at {
             idle.iter_mut().for_each(|i| *i = false);
             deferred.iter_mut().for_each(|d| *d = None);
@@ -620,7 +635,7 @@ async fn claim_loop(l: ClaimLoop) {
         let want = (free + ahead).saturating_sub(buffer.len() + requested);
         let lane = (0..lanes.len())
             .map(|i| (next_lane + i) % lanes.len())
-            .find(|&i| !idle[i] && !paused_now[i]);
+            .find(|&i| !idle[i] && !paused_now.is_paused(i));
         let worth = if outstanding.is_empty() {
             want > 0
         } else {
@@ -637,9 +652,10 @@ async fn claim_loop(l: ClaimLoop) {
             let (lane_name, kinds, id, lease) =
                 (lanes[li].clone(), kinds.clone(), id.clone(), s.lease);
             let n = u32::try_from(want).unwrap_or(u32::MAX);
+            let generation = paused_now.generation();
             outstanding.push(Box::pin(async move {
                 let r = queue.claim(&lane_name, &kinds, &id, lease, n).await;
-                (li, want, r)
+                (li, want, generation, r)
             }));
             continue;
         }
@@ -648,8 +664,9 @@ async fn claim_loop(l: ClaimLoop) {
         let next_deferred = deferred.iter().flatten().min().copied();
         tokio::select! {
             () = fetch.cancelled() => break,
-            Some((li, asked, r)) = outstanding.next(), if !outstanding.is_empty() => {
+            Some((li, asked, generation, r)) = outstanding.next(), if !outstanding.is_empty() => {
                 requested -= asked;
+                paused_now.settled(generation);
                 match r {
                     Ok(batch) => {
                         if claim_failures > 0 {
@@ -723,13 +740,7 @@ async fn claim_loop(l: ClaimLoop) {
                     paused_open = false;
                 } else {
                     let next = paused.borrow_and_update().clone();
-                    // A resumed lane may hold work: claim at once.
-                    for (i, was) in paused_now.iter().enumerate() {
-                        if *was && !next[i] {
-                            idle[i] = false;
-                        }
-                    }
-                    paused_now = next;
+                    paused_now.apply(next, outstanding.len(), &mut idle);
                 }
             }
             () = tokio::time::sleep_until(failing_until.unwrap_or(poll_at).min(poll_at)) => {}
@@ -737,7 +748,7 @@ async fn claim_loop(l: ClaimLoop) {
     }
     // Stop claiming: settle the claims in flight, then hand back everything
     // claimed but never started, spending no attempt.
-    while let Some((_, _, r)) = outstanding.next().await {
+    while let Some((_, _, _, r)) = outstanding.next().await {
         if let Ok(batch) = r {
             buffer.extend(batch.items);
         }
