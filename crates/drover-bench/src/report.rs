@@ -107,6 +107,12 @@ pub struct SoakSummary {
     pub items_bytes_peak: i64,
     /// Largest per-window claim p99 of the probe, ms.
     pub claim_p99_max_ms: f64,
+    /// The probe's claim p99 over each 5-minute span of the run (the last
+    /// one may be shorter), ms: every claim of the span counted, not a
+    /// statistic of the 5 s rows.
+    pub claim_p99_by_5min_ms: Vec<f64>,
+    /// The file of every probe claim (seconds into the run, ms).
+    pub claims_csv: Option<String>,
     /// Largest per-window end-to-end p99, ms.
     pub e2e_p99_max_ms: f64,
     /// Smallest per-window handled rate, items/s.
@@ -345,6 +351,16 @@ impl Report {
                     )?;
                     row(
                         out,
+                        "claim p99 per 5 min",
+                        s.claim_p99_by_5min_ms
+                            .iter()
+                            .map(|v| format!("{v:.2}"))
+                            .collect::<Vec<_>>()
+                            .join(" / ")
+                            + " ms",
+                    )?;
+                    row(
+                        out,
                         "e2e p99 worst window",
                         format!("{:.2} ms", s.e2e_p99_max_ms),
                     )?;
@@ -354,6 +370,9 @@ impl Report {
                         format!("{:.0}", s.throughput_min_per_s),
                     )?;
                     row(out, "csv", s.csv.clone())?;
+                    if let Some(c) = &s.claims_csv {
+                        row(out, "probe claims csv", c.clone())?;
+                    }
                     row(
                         out,
                         "chart",

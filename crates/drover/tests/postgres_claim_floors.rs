@@ -194,3 +194,125 @@ async fn a_new_priority_on_a_busy_lane_is_claimed_in_order_at_once() {
     assert_eq!(got[0].id, later.id);
     pg_drop_schema(&pg_url().await, &schema).await;
 }
+
+/// Sequential scans of any partition of items in a transaction of its own
+/// on `c` in which one claim of `limit` from `lane` ran, the claim's count,
+/// and the entries of the claim index it read.
+async fn claim_scans(c: &mut PgConnection, lane: &str, limit: i64) -> (i64, i64, i64) {
+    const SEQ: &str = "SELECT coalesce(sum(pg_stat_get_xact_numscans(i.inhrelid)), 0)::bigint \
+                       FROM pg_inherits i WHERE i.inhparent = 'items'::regclass";
+    const READ: &str = "SELECT coalesce(sum(pg_stat_get_xact_tuples_returned(i.inhrelid)), 0)::bigint \
+                        FROM pg_inherits i WHERE i.inhparent = 'items_claim'::regclass";
+    let mut tx = c.begin().await.unwrap();
+    let seq0: i64 = sqlx::query_scalar(SEQ).fetch_one(&mut *tx).await.unwrap();
+    let read0: i64 = sqlx::query_scalar(READ).fetch_one(&mut *tx).await.unwrap();
+    let got: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM claim_items($1, '{}'::text[], 'probe', 30, $2)")
+            .bind(lane)
+            .bind(limit)
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+    let seq1: i64 = sqlx::query_scalar(SEQ).fetch_one(&mut *tx).await.unwrap();
+    let read1: i64 = sqlx::query_scalar(READ).fetch_one(&mut *tx).await.unwrap();
+    tx.commit().await.unwrap();
+    (got, seq1 - seq0, read1 - read0)
+}
+
+/// Completes `claimed` (id, token) of `tenant` through `complete_items` in a
+/// transaction of its own on `c`: how many it completed, and the sequential
+/// scans of any partition of items meanwhile.
+async fn complete_scans(
+    c: &mut PgConnection,
+    tenant: Uuid,
+    claimed: &[(Uuid, Uuid)],
+) -> (i64, i64) {
+    const SEQ: &str = "SELECT coalesce(sum(pg_stat_get_xact_numscans(i.inhrelid)), 0)::bigint \
+                       FROM pg_inherits i WHERE i.inhparent = 'items'::regclass";
+    let ids: Vec<Uuid> = claimed.iter().map(|c| c.0).collect();
+    let tokens: Vec<Uuid> = claimed.iter().map(|c| c.1).collect();
+    let mut tx = c.begin().await.unwrap();
+    let seq0: i64 = sqlx::query_scalar(SEQ).fetch_one(&mut *tx).await.unwrap();
+    let done: i64 = sqlx::query_scalar("SELECT count(*) FROM complete_items($1, $2, $3)")
+        .bind(tenant)
+        .bind(&ids)
+        .bind(&tokens)
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    let seq1: i64 = sqlx::query_scalar(SEQ).fetch_one(&mut *tx).await.unwrap();
+    tx.commit().await.unwrap();
+    (done, seq1 - seq0)
+}
+
+#[tokio::test]
+async fn a_claim_kept_from_empty_children_reads_only_what_it_takes_once_they_fill() {
+    let (s, schema) = pg_fresh_store().await;
+    // Children of items ahead of the clock, as the purge makes them: empty.
+    s.items_rotate(
+        Utc::now() - chrono::Duration::hours(1),
+        chrono::TimeDelta::seconds(60),
+        chrono::TimeDelta::seconds(180),
+        100,
+    )
+    .await
+    .unwrap();
+    let mut c = conn_in(&schema).await;
+    let parts: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM pg_inherits WHERE inhparent = 'items'::regclass")
+            .fetch_one(&mut c)
+            .await
+            .unwrap();
+    assert!(
+        parts >= 3,
+        "the claim should run over several partitions, not {parts}"
+    );
+    // The session plans its claim now, over empty partitions (migration 0027
+    // keeps that plan).
+    let tenant = Uuid::new_v4();
+    for _ in 0..6 {
+        assert_eq!(claim_scans(&mut c, "deep", 10).await.0, 0);
+        assert_eq!(complete_scans(&mut c, tenant, &[]).await, (0, 0));
+    }
+    // Then a backlog far larger than any claim fills the current child;
+    // nothing re-plans meanwhile.
+    const N: usize = 20_000;
+    let past = Utc::now() - chrono::Duration::minutes(1);
+    for chunk in 0..(N / 2_000) {
+        let batch: Vec<NewItem> = (0..2_000)
+            .map(|i| {
+                NewItem::new("deep", json!({ "i": chunk * 2_000 + i }))
+                    .with_tenant(tenant)
+                    .with_lane("deep")
+                    .with_available_at(past + chrono::Duration::milliseconds(i as i64))
+            })
+            .collect();
+        s.item_insert_many(&batch).await.unwrap();
+    }
+    // Each claim walks about the entries it takes: no partition is scanned
+    // whole, and the backlog is not sorted (that would read all of it).
+    for round in 0..12 {
+        let (got, seq, read) = claim_scans(&mut c, "deep", 10).await;
+        assert_eq!(got, 10, "round {round}");
+        assert_eq!(seq, 0, "round {round}: a sequential scan of a partition");
+        assert!(
+            read <= 10 * (round + 2) + 4 * parts,
+            "round {round}: a claim of 10 read {read} entries of a backlog of {N}"
+        );
+    }
+    // The batched completion keeps its plan too: by primary key, whatever
+    // the sizes were when it was planned.
+    for round in 0..8 {
+        let claimed: Vec<(Uuid, Uuid)> = sqlx::query_as(
+            "SELECT id, claim_token FROM claim_items('deep', '{}'::text[], 'probe', 30, 10)",
+        )
+        .fetch_all(&mut c)
+        .await
+        .unwrap();
+        assert_eq!(claimed.len(), 10);
+        let (done, seq) = complete_scans(&mut c, tenant, &claimed).await;
+        assert_eq!(done, 10, "round {round}");
+        assert_eq!(seq, 0, "round {round}: a sequential scan of a partition");
+    }
+    pg_drop_schema(&pg_url().await, &schema).await;
+}
