@@ -287,3 +287,49 @@ async fn a_child_with_many_live_rows_is_purged_row_by_row_and_kept() {
     assert_eq!(pending, i64::try_from(n - 3).unwrap());
     pg_drop_schema(&pg_url().await, &schema).await;
 }
+
+#[tokio::test]
+async fn a_child_detached_but_not_dropped_is_dropped_by_the_next_pass() {
+    let (s, schema) = pg_fresh_store().await;
+    let mut c = conn_in(&schema).await;
+    rotate(&s, Utc::now() - TimeDelta::hours(1)).await;
+    let tenant = Uuid::new_v4();
+    let item = s
+        .item_insert(
+            &NewItem::new("k", json!({}))
+                .with_tenant(tenant)
+                .with_lane("left")
+                .with_key("left-key"),
+        )
+        .await
+        .unwrap()
+        .item;
+    let got = s.item_claim(&params("left", 1)).await.unwrap();
+    s.item_complete(&ClaimRef::of(&got[0]).unwrap())
+        .await
+        .unwrap();
+    let child = home(&mut c, item.id).await.unwrap();
+    // What a process that stopped between the detach's commit and the drop
+    // leaves: a detached child, its item's key row still there.
+    sqlx::query("SELECT items_child_end($1, false)")
+        .bind(&child)
+        .execute(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(home(&mut c, item.id).await, None);
+    // The next pass (whatever its cutoff) drops it and purges the key row.
+    rotate(&s, Utc::now() - TimeDelta::hours(1)).await;
+    let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
+        .bind(&child)
+        .fetch_one(&mut c)
+        .await
+        .unwrap();
+    assert!(!exists, "{child} left behind");
+    let keys: i64 = sqlx::query_scalar("SELECT count(*) FROM item_keys WHERE item_id = $1")
+        .bind(item.id)
+        .fetch_one(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(keys, 0);
+    pg_drop_schema(&pg_url().await, &schema).await;
+}
