@@ -122,12 +122,21 @@ async fn kill_under_load(run: Run, backend: &str) {
     }
 }
 
+/// The two scenarios run one at a time. Side by side, six worker processes,
+/// their restarts and a PostgreSQL server share two cores, and the SQLite
+/// run's recovery then measured the starvation: at full size, live workers
+/// lost 79 leases (3 when alone) and the worst killed item was final after
+/// 8.09 s (5.43 s alone) against the 8 s bound.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill9_under_load_postgres() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     kill_under_load(Run::pg().await, "PostgreSQL").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill9_under_load_sqlite() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     kill_under_load(Run::sqlite().await, "SQLite").await;
 }
