@@ -57,6 +57,24 @@ async fn children(c: &mut PgConnection) -> Vec<String> {
         .unwrap()
 }
 
+/// Whether a table named `name` exists (attached or not).
+async fn table_exists(c: &mut PgConnection, name: &str) -> bool {
+    sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
+        .bind(name)
+        .fetch_one(c)
+        .await
+        .unwrap()
+}
+
+/// The key rows of item `id`.
+async fn key_rows(c: &mut PgConnection, id: Uuid) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM item_keys WHERE item_id = $1")
+        .bind(id)
+        .fetch_one(c)
+        .await
+        .unwrap()
+}
+
 /// Waits (on the database clock) until the window of child `name` has ended.
 async fn past_window(c: &mut PgConnection, name: &str) {
     loop {
@@ -140,11 +158,7 @@ async fn a_child_past_the_cutoff_is_dropped_and_its_live_rows_carried() {
     assert_eq!(purged, 2, "the two done items");
     let left = children(&mut c).await;
     assert!(!left.contains(&child), "{child} still attached: {left:?}");
-    let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
-        .bind(&child)
-        .fetch_one(&mut c)
-        .await
-        .unwrap();
+    let exists = table_exists(&mut c, &child).await;
     assert!(!exists, "{child} not dropped");
     assert_eq!(home(&mut c, done_a.id).await, None);
     assert_eq!(home(&mut c, done_b.id).await, None);
@@ -172,11 +186,7 @@ async fn a_child_past_the_cutoff_is_dropped_and_its_live_rows_carried() {
     assert_eq!(count_of(&after, "rot", Status::Done), 1, "{after:?}");
     assert_eq!(count_of(&after, "rot", Status::Claimed), 1, "{after:?}");
     // The dropped item's key is free again.
-    let keys: i64 = sqlx::query_scalar("SELECT count(*) FROM item_keys WHERE item_id = $1")
-        .bind(done_a.id)
-        .fetch_one(&mut c)
-        .await
-        .unwrap();
+    let keys = key_rows(&mut c, done_a.id).await;
     assert_eq!(keys, 0, "the dropped item's key row is deleted");
     let reused = s.item_insert(&put("a").with_key("key-a")).await.unwrap();
     assert_eq!(reused.result, InsertResult::Inserted);
@@ -319,17 +329,9 @@ async fn a_child_detached_but_not_dropped_is_dropped_by_the_next_pass() {
     assert_eq!(home(&mut c, item.id).await, None);
     // The next pass (whatever its cutoff) drops it and purges the key row.
     rotate(&s, Utc::now() - TimeDelta::hours(1)).await;
-    let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
-        .bind(&child)
-        .fetch_one(&mut c)
-        .await
-        .unwrap();
+    let exists = table_exists(&mut c, &child).await;
     assert!(!exists, "{child} left behind");
-    let keys: i64 = sqlx::query_scalar("SELECT count(*) FROM item_keys WHERE item_id = $1")
-        .bind(item.id)
-        .fetch_one(&mut c)
-        .await
-        .unwrap();
+    let keys = key_rows(&mut c, item.id).await;
     assert_eq!(keys, 0);
     pg_drop_schema(&pg_url().await, &schema).await;
 }
