@@ -335,3 +335,150 @@ async fn a_child_detached_but_not_dropped_is_dropped_by_the_next_pass() {
     assert_eq!(keys, 0);
     pg_drop_schema(&pg_url().await, &schema).await;
 }
+
+/// A child of `n` done items of lane `lane` and one claimed item held;
+/// returns the child, a done item and the held claim.
+async fn big_child(
+    s: &PgStore,
+    c: &mut PgConnection,
+    tenant: Uuid,
+    lane: &str,
+    n: u32,
+) -> (String, Uuid, ClaimRef) {
+    let put = |k: String| {
+        NewItem::new("big", json!({ "k": k, "pad": "x".repeat(200) }))
+            .with_tenant(tenant)
+            .with_lane(lane)
+    };
+    let first = s.item_insert(&put("0".into())).await.unwrap().item;
+    for i in 1..n {
+        s.item_insert(&put(i.to_string())).await.unwrap();
+    }
+    let child = home(c, first.id).await.unwrap();
+    let held = s.item_insert(&put("held".into())).await.unwrap().item;
+    assert_eq!(home(c, held.id).await.as_deref(), Some(child.as_str()));
+    let mut held_ref = None;
+    let mut left = n + 1;
+    while left > 0 {
+        let got = s.item_claim(&params(lane, 100)).await.unwrap();
+        assert!(!got.is_empty());
+        left -= u32::try_from(got.len()).unwrap();
+        for it in &got {
+            let r = ClaimRef::of(it).unwrap();
+            if it.id == held.id {
+                held_ref = Some(r);
+            } else {
+                s.item_complete(&r).await.unwrap();
+            }
+        }
+    }
+    (child, first.id, held_ref.unwrap())
+}
+
+/// Settles the counts until the rollup's mark is past every final row: a
+/// sliced tally uses only settled rows.
+async fn settle_all(s: &PgStore, c: &mut PgConnection) {
+    loop {
+        s.counts_settle().await.unwrap();
+        let past: bool = sqlx::query_scalar(
+            "SELECT settled_to > (SELECT max(updated_at) FROM items \
+             WHERE status IN ('done', 'failed', 'cancelled')) FROM item_counts_mark",
+        )
+        .fetch_one(&mut *c)
+        .await
+        .unwrap();
+        if past {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// One slice per pass: the sliced tally on a child of a few pages.
+fn sliced() -> drover::store::postgres::ItemsTallyLimits {
+    drover::store::postgres::ItemsTallyLimits {
+        one_pass_pages: 0,
+        slice_pages: 2,
+        pass_budget: Duration::ZERO,
+    }
+}
+
+/// Rotates until `child` is gone; returns the passes and the rows purged.
+async fn rotate_until_gone(s: &PgStore, c: &mut PgConnection, child: &str) -> (u32, u64) {
+    let (mut passes, mut purged) = (0, 0);
+    while children(c).await.iter().any(|n| n == child) {
+        passes += 1;
+        assert!(passes < 200, "{child} never dropped");
+        purged += rotate(s, Utc::now()).await;
+    }
+    (passes, purged)
+}
+
+#[tokio::test]
+async fn a_large_child_is_tallied_in_slices_across_passes_and_counted_out_exactly() {
+    let (s, schema) = pg_fresh_store().await;
+    let mut c = conn_in(&schema).await;
+    assert_eq!(rotate(&s, Utc::now() - TimeDelta::hours(1)).await, 0);
+    let tenant = Uuid::new_v4();
+    let (child, _, held) = big_child(&s, &mut c, tenant, "big", 300).await;
+    let pages: i64 = sqlx::query_scalar("SELECT (pg_relation_size($1::regclass) / 8192)::int8")
+        .bind(&child)
+        .fetch_one(&mut c)
+        .await
+        .unwrap();
+    assert!(pages >= 6, "{child}: {pages} pages, too few to slice");
+    past_window(&mut c, &child).await;
+    settle_all(&s, &mut c).await;
+    assert_eq!(
+        count_of(&s.counts().await.unwrap(), "big", Status::Done),
+        300
+    );
+
+    s.set_items_tally_limits(sliced());
+    let (passes, purged) = rotate_until_gone(&s, &mut c, &child).await;
+    // Two pages a pass, then the pass that drops it.
+    assert!(
+        i64::from(passes) >= pages / 2,
+        "{passes} passes for {pages} pages"
+    );
+    assert_eq!(purged, 300);
+    assert!(!table_exists(&mut c, &child).await);
+    let after = s.counts().await.unwrap();
+    assert_eq!(count_of(&after, "big", Status::Done), 0, "{after:?}");
+    assert_eq!(count_of(&after, "big", Status::Claimed), 1, "{after:?}");
+    // The survivor kept its claim.
+    assert_eq!(
+        home(&mut c, held.id).await.as_deref(),
+        Some("items_default")
+    );
+    s.item_complete(&held).await.unwrap();
+    pg_drop_schema(&pg_url().await, &schema).await;
+}
+
+#[tokio::test]
+async fn a_retry_during_a_sliced_tally_starts_it_again_and_the_counts_stay_exact() {
+    let (s, schema) = pg_fresh_store().await;
+    let mut c = conn_in(&schema).await;
+    assert_eq!(rotate(&s, Utc::now() - TimeDelta::hours(1)).await, 0);
+    let tenant = Uuid::new_v4();
+    let (child, done, held) = big_child(&s, &mut c, tenant, "big", 300).await;
+    past_window(&mut c, &child).await;
+    settle_all(&s, &mut c).await;
+
+    s.set_items_tally_limits(sliced());
+    // One slice tallied, then an operator's retry of a row it may have
+    // counted: the census moves, so that tally must not be used.
+    assert_eq!(rotate(&s, Utc::now()).await, 0);
+    assert!(children(&mut c).await.contains(&child));
+    s.item_retry(tenant, done, Uuid::new_v4()).await.unwrap();
+    let (_, purged) = rotate_until_gone(&s, &mut c, &child).await;
+    assert_eq!(purged, 299, "every done row but the retried one");
+    s.counts_settle().await.unwrap();
+    let after = s.counts().await.unwrap();
+    assert_eq!(count_of(&after, "big", Status::Done), 0, "{after:?}");
+    assert_eq!(count_of(&after, "big", Status::Pending), 1, "{after:?}");
+    assert_eq!(count_of(&after, "big", Status::Claimed), 1, "{after:?}");
+    assert_eq!(home(&mut c, done).await.as_deref(), Some("items_default"));
+    s.item_complete(&held).await.unwrap();
+    pg_drop_schema(&pg_url().await, &schema).await;
+}

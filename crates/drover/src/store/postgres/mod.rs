@@ -82,7 +82,10 @@ pub use crate::store::pooler::{DIRECT_URL_VAR, POOLER_VAR, PoolMode, PoolerOptio
 pub use items::insert_in;
 pub use orchestration::start_in;
 pub use outbox::outbox_insert_in;
-pub use rotate::{CARRY_MAX as ITEMS_CARRY_MAX, child_width as items_child_width};
+pub use rotate::{
+    CARRY_MAX as ITEMS_CARRY_MAX, TALLY_ONE_PASS_PAGES, TALLY_PASS_BUDGET, TALLY_SLICE_PAGES,
+    TallyLimits as ItemsTallyLimits, child_width as items_child_width,
+};
 
 /// The schema drover's tables live in unless told otherwise.
 pub const SCHEMA_DEFAULT: &str = super::SCHEMA_DEFAULT;
@@ -231,6 +234,9 @@ pub struct PgStore {
     /// Connections straight to PostgreSQL for LISTEN and migrations, when a
     /// direct URL was given.
     direct: Option<PgPool>,
+    /// The tallies of large items children in progress across purge passes
+    /// (`rotate.rs`), and how large a child must be to be tallied in slices.
+    tallies: std::sync::Mutex<rotate::Tallies>,
 }
 
 impl Drop for PgStore {
@@ -334,6 +340,7 @@ impl PgStore {
             mode: PoolMode::Session,
             persistent: true,
             direct: None,
+            tallies: std::sync::Mutex::new(rotate::Tallies::default()),
         })
     }
 

@@ -32,6 +32,8 @@
 //! rotation to the next pass, it never stalls the claims queued behind a
 //! waiting lock request.
 
+use std::collections::{BTreeMap, HashMap};
+
 use chrono::{DateTime, Utc};
 use sqlx::Row;
 use uuid::Uuid;
@@ -48,6 +50,8 @@ sql!(ITEM_CHILDREN_MAKE, "item_children_make.sql");
 sql!(ITEM_CHILDREN_DUE, "item_children_due.sql");
 sql!(ITEM_CHILD_CENSUS, "item_child_census.sql");
 sql!(ITEM_CHILD_TALLY, "item_child_tally.sql");
+sql!(ITEM_CHILD_TALLY_PAGES, "item_child_tally_pages.sql");
+sql!(ITEM_CHILD_PAGES, "item_child_pages.sql");
 sql!(ITEM_CHILD_END, "item_child_end.sql");
 sql!(ITEM_CHILD_CARRY, "item_child_carry.sql");
 sql!(ITEM_CHILD_UNCOUNT, "item_child_uncount.sql");
@@ -140,6 +144,127 @@ enum Rotated {
     Deferred,
     /// Too many survivors to carry: its final rows went row by row.
     RowByRow(u64),
+}
+
+/// How a child's tally is read: one statement for a small child, slices
+/// across purge passes for a large one, so that no pass outlasts the
+/// sweep's step timeout (a child of a day at 800 items/s is 69 million
+/// rows, and its one-statement tally 18 to 33 s here: docs/design.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TallyLimits {
+    /// A child of at most this many heap pages is tallied in one statement,
+    /// in the transaction that drops it. Default [`TALLY_ONE_PASS_PAGES`].
+    pub one_pass_pages: i64,
+    /// A larger child is tallied this many pages per statement. Default
+    /// [`TALLY_SLICE_PAGES`].
+    pub slice_pages: i64,
+    /// For at most this long per pass; the pass that completes the tally
+    /// drops the child. Default [`TALLY_PASS_BUDGET`].
+    pub pass_budget: std::time::Duration,
+}
+
+/// The largest child tallied in one statement by default: 40,000 pages
+/// (312 MiB of heap, about 1.7 million items of the bench's size; about a
+/// second to read here).
+pub const TALLY_ONE_PASS_PAGES: i64 = 40_000;
+/// A slice of a large child's tally by default: 20,000 pages (about half
+/// a second here).
+pub const TALLY_SLICE_PAGES: i64 = 20_000;
+/// How long one pass spends on a large child's tally by default: well
+/// inside the sweep's default 10 s step timeout, with the rest of the
+/// purge after it.
+pub const TALLY_PASS_BUDGET: std::time::Duration = std::time::Duration::from_secs(3);
+
+impl Default for TallyLimits {
+    fn default() -> Self {
+        TallyLimits {
+            one_pass_pages: TALLY_ONE_PASS_PAGES,
+            slice_pages: TALLY_SLICE_PAGES,
+            pass_budget: TALLY_PASS_BUDGET,
+        }
+    }
+}
+
+/// A count group: tenant, lane, kind, status.
+type GroupKey = (Uuid, String, String, String);
+
+/// One count group's part of a tally.
+struct GroupTally {
+    key: GroupKey,
+    /// Final rows past the cutoff.
+    n: i64,
+    /// Of those, the rows the count rollup holds.
+    settled: i64,
+}
+
+/// A large child's tally in progress (`rotate_sliced`).
+#[derive(Debug)]
+struct Partial {
+    /// The cutoff pinned when the tally began.
+    before: DateTime<Utc>,
+    /// The census taken then.
+    survivors: i64,
+    /// The first page not tallied yet.
+    next_page: i64,
+    /// Per group: rows, settled rows.
+    groups: BTreeMap<GroupKey, (i64, i64)>,
+}
+
+impl Partial {
+    fn add(&mut self, rows: &[GroupTally]) {
+        for g in rows {
+            let e = self.groups.entry(g.key.clone()).or_insert((0, 0));
+            e.0 += g.n;
+            e.1 += g.settled;
+        }
+    }
+
+    fn tally(&self) -> Vec<GroupTally> {
+        self.groups
+            .iter()
+            .map(|(key, &(n, settled))| GroupTally {
+                key: key.clone(),
+                n,
+                settled,
+            })
+            .collect()
+    }
+}
+
+/// The store's tallies in progress and their limits.
+#[derive(Debug, Default)]
+pub(super) struct Tallies {
+    limits: TallyLimits,
+    partial: HashMap<String, Partial>,
+}
+
+impl PgStore {
+    fn tallies(&self) -> std::sync::MutexGuard<'_, Tallies> {
+        // A panic while holding it leaves whole values only.
+        self.tallies.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn tally_take(&self, child: &str) -> Option<Partial> {
+        self.tallies().partial.remove(child)
+    }
+
+    fn tally_keep(&self, child: &str, p: Partial) {
+        self.tallies().partial.insert(child.to_owned(), p);
+    }
+
+    /// How this store tallies the items children its purge drops.
+    pub fn items_tally_limits(&self) -> TallyLimits {
+        self.tallies().limits
+    }
+
+    /// Sets how this store tallies the items children its purge drops
+    /// (tests and operators with unusual children; the defaults suit the
+    /// sweep's default step timeout). Tallies in progress are dropped.
+    pub fn set_items_tally_limits(&self, limits: TallyLimits) {
+        let mut t = self.tallies();
+        t.limits = limits;
+        t.partial.clear();
+    }
 }
 
 /// Purge by retention: children ahead, due children dropped, the default
@@ -277,38 +402,236 @@ async fn census(
         .await?)
 }
 
-/// One child's rotation (module docs, step 2).
+/// One child's rotation (module docs, step 2): the tally in the
+/// transaction that drops the child when the child is small enough
+/// ([`TallyLimits::one_pass_pages`]), in slices across passes otherwise.
 async fn rotate(
     store: &PgStore,
     child: &Child,
     before: DateTime<Utc>,
     batch: u32,
 ) -> Result<Rotated> {
+    let limits = store.items_tally_limits();
+    let partial = store.tally_take(&child.name);
+    if partial.is_none() && child_pages(store, child).await? <= limits.one_pass_pages {
+        return rotate_whole(store, child, before, batch).await;
+    }
+    rotate_sliced(store, child, before, batch, partial, limits).await
+}
+
+/// The rotation of a small child: census, tally, lock and drop in one
+/// transaction.
+async fn rotate_whole(
+    store: &PgStore,
+    child: &Child,
+    before: DateTime<Utc>,
+    batch: u32,
+) -> Result<Rotated> {
     let mut tx = store.begin_system().await?;
-    let settled_to: DateTime<Utc> = sqlx::query_scalar(COUNTS_MARK_SHARE)
-        .persistent(store.persistent)
-        .fetch_one(&mut *tx)
-        .await?;
+    let settled_to = mark_share(&mut tx, store).await?;
     let survivors = census(&mut tx, store, child, before).await?;
     if survivors > CARRY_MAX {
         tx.rollback().await?;
-        tracing::info!(child = %child.name, survivors,
-            "items child past retention still holds many live rows: purging it row by row");
-        return purge_range(store, child, before, batch)
-            .await
-            .map(Rotated::RowByRow);
+        return by_rows(store, child, before, batch, survivors).await;
     }
     // The tally is the long read (every final row of the child), taken
     // before the exclusive lock; the census under the lock proves it still
     // holds (a row can only join the survivors, by an operator's retry).
-    let tally = sqlx::query(ITEM_CHILD_TALLY)
+    let tally = tally_rows(&mut tx, store, child, before, settled_to, None).await?;
+    Ok(lock_and_drop(store, tx, child, before, survivors, &tally)
+        .await?
+        .unwrap_or(Rotated::Deferred))
+}
+
+/// The rotation of a large child: its tally in slices of
+/// [`TallyLimits::slice_pages`], each a statement of its own, for at most
+/// [`TallyLimits::pass_budget`] per pass, kept in the store between
+/// passes; the pass that completes it drops the child.
+///
+/// Why the slices add up to the one-statement tally: the census is taken
+/// first and the cutoff pinned with it, and the survivors can only grow
+/// (a final row past the pinned cutoff leaves that state only by an
+/// operator's retry, which makes it a survivor for good: every later write
+/// sets `updated_at` to now). So the census under the lock equal to the
+/// first proves that no row any slice counted has changed since. A slice
+/// is used only when the count rollup had settled every row it counts (a
+/// row once settled stays so: the mark only moves on), so the drop
+/// subtracts them all; a slice with rows not settled yet (a transaction
+/// open for longer than the retention holds the mark back) drops the
+/// partial tally and a later pass starts again.
+async fn rotate_sliced(
+    store: &PgStore,
+    child: &Child,
+    before: DateTime<Utc>,
+    batch: u32,
+    partial: Option<Partial>,
+    limits: TallyLimits,
+) -> Result<Rotated> {
+    let started = std::time::Instant::now();
+    let mut p = match partial {
+        Some(p) => p,
+        None => {
+            let mut tx = store.begin_system().await?;
+            let survivors = census(&mut tx, store, child, before).await?;
+            tx.rollback().await?;
+            if survivors > CARRY_MAX {
+                return by_rows(store, child, before, batch, survivors).await;
+            }
+            Partial {
+                before,
+                survivors,
+                next_page: 0,
+                groups: BTreeMap::new(),
+            }
+        }
+    };
+    let pages = child_pages(store, child).await?;
+    let first = p.next_page;
+    while p.next_page < pages {
+        // At least one slice per pass, so any budget makes progress.
+        if p.next_page > first && started.elapsed() >= limits.pass_budget {
+            tracing::debug!(child = %child.name, page = p.next_page, pages,
+                "items child tally continues next pass");
+            store.tally_keep(&child.name, p);
+            return Ok(Rotated::Deferred);
+        }
+        let to = p.next_page.saturating_add(limits.slice_pages.max(1));
+        let mut tx = store.begin_system().await?;
+        let settled_to = mark_share(&mut tx, store).await?;
+        let rows = tally_rows(
+            &mut tx,
+            store,
+            child,
+            p.before,
+            settled_to,
+            Some((p.next_page, to)),
+        )
+        .await?;
+        tx.rollback().await?;
+        if rows.iter().any(|g| g.settled != g.n) {
+            return Ok(not_settled(child));
+        }
+        p.add(&rows);
+        p.next_page = to;
+    }
+    let mut tx = store.begin_system().await?;
+    // Held until the drop commits, as in the one-statement rotation.
+    mark_share(&mut tx, store).await?;
+    if census(&mut tx, store, child, p.before).await? != p.survivors {
+        tx.rollback().await?;
+        tracing::info!(child = %child.name, "items child changed during its tally: tallied again");
+        return Ok(Rotated::Deferred);
+    }
+    let tally = p.tally();
+    match lock_and_drop(store, tx, child, p.before, p.survivors, &tally).await? {
+        Some(done) => Ok(done),
+        None => {
+            // The lock was busy: the tally still holds for the next pass.
+            store.tally_keep(&child.name, p);
+            Ok(Rotated::Deferred)
+        }
+    }
+}
+
+/// A large child's tally dropped because a slice met rows the count
+/// rollup has not settled yet.
+fn not_settled(child: &Child) -> Rotated {
+    tracing::info!(child = %child.name,
+        "items child holds rows the counts have not settled (a long transaction): tallied on a later pass");
+    Rotated::Deferred
+}
+
+/// A child past retention with too many survivors to carry: its final rows
+/// go row by row.
+async fn by_rows(
+    store: &PgStore,
+    child: &Child,
+    before: DateTime<Utc>,
+    batch: u32,
+    survivors: i64,
+) -> Result<Rotated> {
+    tracing::info!(child = %child.name, survivors,
+        "items child past retention still holds many live rows: purging it row by row");
+    purge_range(store, child, before, batch)
+        .await
+        .map(Rotated::RowByRow)
+}
+
+/// The count rollup's mark, held `FOR SHARE` until `tx` ends.
+async fn mark_share(
+    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+    store: &PgStore,
+) -> Result<DateTime<Utc>> {
+    Ok(sqlx::query_scalar(COUNTS_MARK_SHARE)
+        .persistent(store.persistent)
+        .fetch_one(&mut **tx)
+        .await?)
+}
+
+/// A child's heap pages.
+async fn child_pages(store: &PgStore, child: &Child) -> Result<i64> {
+    let mut tx = store.begin_system().await?;
+    let pages = sqlx::query_scalar(ITEM_CHILD_PAGES)
+        .persistent(store.persistent)
+        .bind(checked_child(&child.name)?)
+        .fetch_one(&mut *tx)
+        .await?;
+    tx.rollback().await?;
+    Ok(pages)
+}
+
+/// The final rows past `before` per count group, of the whole child or of
+/// its pages `[from, to)`.
+async fn tally_rows(
+    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+    store: &PgStore,
+    child: &Child,
+    before: DateTime<Utc>,
+    settled_to: DateTime<Utc>,
+    pages: Option<(i64, i64)>,
+) -> Result<Vec<GroupTally>> {
+    let q = match pages {
+        None => sqlx::query(ITEM_CHILD_TALLY),
+        Some(_) => sqlx::query(ITEM_CHILD_TALLY_PAGES),
+    };
+    let mut q = q
         .persistent(store.persistent)
         .bind(child.lo)
         .bind(child.hi)
         .bind(before)
-        .bind(settled_to)
-        .fetch_all(&mut *tx)
-        .await?;
+        .bind(settled_to);
+    if let Some((from, to)) = pages {
+        q = q.bind(from).bind(to);
+    }
+    q.fetch_all(&mut **tx)
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(GroupTally {
+                key: (
+                    r.try_get("tenant_id")?,
+                    r.try_get("lane")?,
+                    r.try_get("kind")?,
+                    r.try_get("status")?,
+                ),
+                n: r.try_get("n")?,
+                settled: r.try_get("settled")?,
+            })
+        })
+        .collect()
+}
+
+/// Takes the exclusive lock and drops the child (`under_lock`, then the
+/// drop outside it). `None`: the lock was busy (the transaction is rolled
+/// back; the census and the tally still hold).
+async fn lock_and_drop(
+    store: &PgStore,
+    mut tx: sqlx::Transaction<'static, sqlx::Postgres>,
+    child: &Child,
+    before: DateTime<Utc>,
+    survivors: i64,
+    tally: &[GroupTally],
+) -> Result<Option<Rotated>> {
     sqlx::query(ITEM_LOCK_TIMEOUT)
         .persistent(store.persistent)
         .execute(&mut *tx)
@@ -323,13 +646,13 @@ async fn rotate(
         tx.rollback().await?;
         if lock_timed_out(&e) {
             tracing::debug!(child = %child.name, "items busy: child dropped on a later pass");
-            return Ok(Rotated::Deferred);
+            return Ok(None);
         }
         return Err(e.into());
     }
     // Everything under the lock either commits or is rolled back here, so
     // no error leaves the exclusive lock to a rollback sent later.
-    let dropped = under_lock(&mut tx, store, child, before, survivors, &tally).await;
+    let dropped = under_lock(&mut tx, store, child, before, survivors, tally).await;
     match dropped {
         Ok(Some(rows)) => {
             tx.commit().await?;
@@ -339,14 +662,14 @@ async fn rotate(
                 tracing::warn!(child = %child.name, error = %e,
                     "detached items child not dropped; the next purge drops it");
             }
-            Ok(Rotated::Dropped {
+            Ok(Some(Rotated::Dropped {
                 rows,
                 carried: survivors,
-            })
+            }))
         }
         Ok(None) => {
             tx.rollback().await?;
-            Ok(Rotated::Deferred)
+            Ok(Some(Rotated::Deferred))
         }
         Err(e) => {
             tx.rollback().await?;
@@ -366,7 +689,7 @@ async fn under_lock(
     child: &Child,
     before: DateTime<Utc>,
     survivors: i64,
-    tally: &[sqlx::postgres::PgRow],
+    tally: &[GroupTally],
 ) -> Result<Option<u64>> {
     if census(tx, store, child, before).await? != survivors {
         return Ok(None);
@@ -395,13 +718,13 @@ async fn under_lock(
     }
     let mut cols = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut rows = 0u64;
-    for r in tally {
-        cols.0.push(r.try_get::<Uuid, _>("tenant_id")?);
-        cols.1.push(r.try_get::<String, _>("lane")?);
-        cols.2.push(r.try_get::<String, _>("kind")?);
-        cols.3.push(r.try_get::<String, _>("status")?);
-        cols.4.push(r.try_get::<i64, _>("settled")?);
-        rows += u64::try_from(r.try_get::<i64, _>("n")?).unwrap_or(0);
+    for g in tally {
+        cols.0.push(g.key.0);
+        cols.1.push(g.key.1.clone());
+        cols.2.push(g.key.2.clone());
+        cols.3.push(g.key.3.clone());
+        cols.4.push(g.settled);
+        rows += u64::try_from(g.n).unwrap_or(0);
     }
     sqlx::query(ITEM_CHILD_UNCOUNT)
         .persistent(store.persistent)
