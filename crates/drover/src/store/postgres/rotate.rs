@@ -26,7 +26,8 @@
 //! past the cutoff, and the count rollup loses exactly the settled rows
 //! taken out, in the same transaction (the mark is held `FOR SHARE`
 //! throughout, as in the row-by-row purge). The detached table is dropped
-//! after that transaction commits, outside the lock; one left by a process
+//! after that transaction commits, outside the lock (a large child's tally
+//! is read in slices across passes first: [`TallyLimits`]); one left by a process
 //! that stopped in between is dropped by the next pass. The lock waits
 //! at most `item_lock_timeout.sql`'s bound: a long transaction delays the
 //! rotation to the next pass, it never stalls the claims queued behind a
