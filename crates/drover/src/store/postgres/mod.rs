@@ -57,6 +57,7 @@ mod row;
 mod schedule;
 mod sql;
 mod sweep;
+mod tally;
 mod vacuum;
 mod wake;
 mod worker;
@@ -82,9 +83,9 @@ pub use crate::store::pooler::{DIRECT_URL_VAR, POOLER_VAR, PoolMode, PoolerOptio
 pub use items::insert_in;
 pub use orchestration::start_in;
 pub use outbox::outbox_insert_in;
-pub use rotate::{
-    CARRY_MAX as ITEMS_CARRY_MAX, TALLY_ONE_PASS_PAGES, TALLY_PASS_BUDGET, TALLY_SLICE_PAGES,
-    TallyLimits as ItemsTallyLimits, child_width as items_child_width,
+pub use rotate::{CARRY_MAX as ITEMS_CARRY_MAX, child_width as items_child_width};
+pub use tally::{
+    TALLY_ONE_PASS_PAGES, TALLY_PASS_BUDGET, TALLY_SLICE_PAGES, TallyLimits as ItemsTallyLimits,
 };
 
 /// The schema drover's tables live in unless told otherwise.
@@ -236,7 +237,7 @@ pub struct PgStore {
     direct: Option<PgPool>,
     /// The tallies of large items children in progress across purge passes
     /// (`rotate.rs`), and how large a child must be to be tallied in slices.
-    tallies: std::sync::Mutex<rotate::Tallies>,
+    tallies: std::sync::Mutex<tally::Tallies>,
 }
 
 impl Drop for PgStore {
@@ -340,7 +341,7 @@ impl PgStore {
             mode: PoolMode::Session,
             persistent: true,
             direct: None,
-            tallies: std::sync::Mutex::new(rotate::Tallies::default()),
+            tallies: std::sync::Mutex::new(tally::Tallies::default()),
         })
     }
 

@@ -33,13 +33,14 @@
 //! rotation to the next pass, it never stalls the claims queued behind a
 //! waiting lock request.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use sqlx::Row;
 use uuid::Uuid;
 
 use super::PgStore;
+use super::tally::{GroupTally, Partial, TallyLimits, child_pages, tally_rows};
 use crate::error::{Error, Result};
 
 macro_rules! sql {
@@ -50,9 +51,6 @@ macro_rules! sql {
 sql!(ITEM_CHILDREN_MAKE, "item_children_make.sql");
 sql!(ITEM_CHILDREN_DUE, "item_children_due.sql");
 sql!(ITEM_CHILD_CENSUS, "item_child_census.sql");
-sql!(ITEM_CHILD_TALLY, "item_child_tally.sql");
-sql!(ITEM_CHILD_TALLY_PAGES, "item_child_tally_pages.sql");
-sql!(ITEM_CHILD_PAGES, "item_child_pages.sql");
 sql!(ITEM_CHILD_END, "item_child_end.sql");
 sql!(ITEM_CHILD_CARRY, "item_child_carry.sql");
 sql!(ITEM_CHILD_UNCOUNT, "item_child_uncount.sql");
@@ -115,7 +113,7 @@ fn lock_timed_out(e: &sqlx::Error) -> bool {
 
 /// A child's name as the catalog gave it, checked before it is spliced
 /// into a statement (the migration's functions check it again).
-fn checked_child(name: &str) -> Result<&str> {
+pub(super) fn checked_child(name: &str) -> Result<&str> {
     let ok = name == "items_legacy"
         || name
             .strip_prefix("items_c")
@@ -131,10 +129,10 @@ fn checked_child(name: &str) -> Result<&str> {
 }
 
 /// One due child: its name and window of ids.
-struct Child {
-    name: String,
-    lo: Uuid,
-    hi: Uuid,
+pub(super) struct Child {
+    pub(super) name: String,
+    pub(super) lo: Uuid,
+    pub(super) hi: Uuid,
 }
 
 /// What one child's rotation did.
@@ -145,127 +143,6 @@ enum Rotated {
     Deferred,
     /// Too many survivors to carry: its final rows went row by row.
     RowByRow(u64),
-}
-
-/// How a child's tally is read: one statement for a small child, slices
-/// across purge passes for a large one, so that no pass outlasts the
-/// sweep's step timeout (a child of a day at 800 items/s is 69 million
-/// rows, and its one-statement tally 18 to 33 s here: docs/design.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TallyLimits {
-    /// A child of at most this many heap pages is tallied in one statement,
-    /// in the transaction that drops it. Default [`TALLY_ONE_PASS_PAGES`].
-    pub one_pass_pages: i64,
-    /// A larger child is tallied this many pages per statement. Default
-    /// [`TALLY_SLICE_PAGES`].
-    pub slice_pages: i64,
-    /// For at most this long per pass; the pass that completes the tally
-    /// drops the child. Default [`TALLY_PASS_BUDGET`].
-    pub pass_budget: std::time::Duration,
-}
-
-/// The largest child tallied in one statement by default: 40,000 pages
-/// (312 MiB of heap, about 1.7 million items of the bench's size; about a
-/// second to read here).
-pub const TALLY_ONE_PASS_PAGES: i64 = 40_000;
-/// A slice of a large child's tally by default: 20,000 pages (about half
-/// a second here).
-pub const TALLY_SLICE_PAGES: i64 = 20_000;
-/// How long one pass spends on a large child's tally by default: well
-/// inside the sweep's default 10 s step timeout, with the rest of the
-/// purge after it.
-pub const TALLY_PASS_BUDGET: std::time::Duration = std::time::Duration::from_secs(3);
-
-impl Default for TallyLimits {
-    fn default() -> Self {
-        TallyLimits {
-            one_pass_pages: TALLY_ONE_PASS_PAGES,
-            slice_pages: TALLY_SLICE_PAGES,
-            pass_budget: TALLY_PASS_BUDGET,
-        }
-    }
-}
-
-/// A count group: tenant, lane, kind, status.
-type GroupKey = (Uuid, String, String, String);
-
-/// One count group's part of a tally.
-struct GroupTally {
-    key: GroupKey,
-    /// Final rows past the cutoff.
-    n: i64,
-    /// Of those, the rows the count rollup holds.
-    settled: i64,
-}
-
-/// A large child's tally in progress (`rotate_sliced`).
-#[derive(Debug)]
-struct Partial {
-    /// The cutoff pinned when the tally began.
-    before: DateTime<Utc>,
-    /// The census taken then.
-    survivors: i64,
-    /// The first page not tallied yet.
-    next_page: i64,
-    /// Per group: rows, settled rows.
-    groups: BTreeMap<GroupKey, (i64, i64)>,
-}
-
-impl Partial {
-    fn add(&mut self, rows: &[GroupTally]) {
-        for g in rows {
-            let e = self.groups.entry(g.key.clone()).or_insert((0, 0));
-            e.0 += g.n;
-            e.1 += g.settled;
-        }
-    }
-
-    fn tally(&self) -> Vec<GroupTally> {
-        self.groups
-            .iter()
-            .map(|(key, &(n, settled))| GroupTally {
-                key: key.clone(),
-                n,
-                settled,
-            })
-            .collect()
-    }
-}
-
-/// The store's tallies in progress and their limits.
-#[derive(Debug, Default)]
-pub(super) struct Tallies {
-    limits: TallyLimits,
-    partial: HashMap<String, Partial>,
-}
-
-impl PgStore {
-    fn tallies(&self) -> std::sync::MutexGuard<'_, Tallies> {
-        // A panic while holding it leaves whole values only.
-        self.tallies.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn tally_take(&self, child: &str) -> Option<Partial> {
-        self.tallies().partial.remove(child)
-    }
-
-    fn tally_keep(&self, child: &str, p: Partial) {
-        self.tallies().partial.insert(child.to_owned(), p);
-    }
-
-    /// How this store tallies the items children its purge drops.
-    pub fn items_tally_limits(&self) -> TallyLimits {
-        self.tallies().limits
-    }
-
-    /// Sets how this store tallies the items children its purge drops
-    /// (tests and operators with unusual children; the defaults suit the
-    /// sweep's default step timeout). Tallies in progress are dropped.
-    pub fn set_items_tally_limits(&self, limits: TallyLimits) {
-        let mut t = self.tallies();
-        t.limits = limits;
-        t.partial.clear();
-    }
 }
 
 /// Purge by retention: children ahead, due children dropped, the default
@@ -567,59 +444,6 @@ async fn mark_share(
         .persistent(store.persistent)
         .fetch_one(&mut **tx)
         .await?)
-}
-
-/// A child's heap pages.
-async fn child_pages(store: &PgStore, child: &Child) -> Result<i64> {
-    let mut tx = store.begin_system().await?;
-    let pages = sqlx::query_scalar(ITEM_CHILD_PAGES)
-        .persistent(store.persistent)
-        .bind(checked_child(&child.name)?)
-        .fetch_one(&mut *tx)
-        .await?;
-    tx.rollback().await?;
-    Ok(pages)
-}
-
-/// The final rows past `before` per count group, of the whole child or of
-/// its pages `[from, to)`.
-async fn tally_rows(
-    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
-    store: &PgStore,
-    child: &Child,
-    before: DateTime<Utc>,
-    settled_to: DateTime<Utc>,
-    pages: Option<(i64, i64)>,
-) -> Result<Vec<GroupTally>> {
-    let q = match pages {
-        None => sqlx::query(ITEM_CHILD_TALLY),
-        Some(_) => sqlx::query(ITEM_CHILD_TALLY_PAGES),
-    };
-    let mut q = q
-        .persistent(store.persistent)
-        .bind(child.lo)
-        .bind(child.hi)
-        .bind(before)
-        .bind(settled_to);
-    if let Some((from, to)) = pages {
-        q = q.bind(from).bind(to);
-    }
-    q.fetch_all(&mut **tx)
-        .await?
-        .iter()
-        .map(|r| {
-            Ok(GroupTally {
-                key: (
-                    r.try_get("tenant_id")?,
-                    r.try_get("lane")?,
-                    r.try_get("kind")?,
-                    r.try_get("status")?,
-                ),
-                n: r.try_get("n")?,
-                settled: r.try_get("settled")?,
-            })
-        })
-        .collect()
 }
 
 /// Takes the exclusive lock and drops the child (`under_lock`, then the
