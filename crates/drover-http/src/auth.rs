@@ -279,7 +279,21 @@ impl Auth {
     /// # Errors
     /// The token table's storage error.
     pub async fn authenticate(&self, secret: &TokenSecret) -> drover::Result<Option<ApiPrincipal>> {
-        let hash = secret.hash();
+        self.authenticate_hash(&secret.hash()).await
+    }
+
+    /// The principal the token with this hash stands for now: `None` once
+    /// it is revoked (or was never known). The dashboard asks this on every
+    /// request of a session, so a revoke ends the token's sessions at once
+    /// in every `serve` process that shares the token table.
+    ///
+    /// # Errors
+    /// The token table's storage error.
+    pub async fn authenticate_hash(
+        &self,
+        hash: &TokenHash,
+    ) -> drover::Result<Option<ApiPrincipal>> {
+        let hash = *hash;
         // Every fixed hash is compared, match or not, so the time taken
         // does not say which one matched.
         let mut found = None;

@@ -47,6 +47,29 @@ fn fixture(queue: Queue) -> Fixture {
     let auth = Auth::deny_all()
         .with_token(&operator, principal(Role::Operator))
         .with_token(&viewer, principal(Role::Viewer));
+    fixture_with(queue, auth, operator, viewer)
+}
+
+/// A dashboard whose tokens live in the store's token table (as `drover
+/// serve` runs it), with an operator and a viewer token minted there.
+async fn fixture_over_table(queue: Queue) -> Fixture {
+    let mint = |role| drover_http::tokens::TokenGrant {
+        role,
+        tenant: None,
+        enqueue: vec!["*".into()],
+        label: "dashboard test".into(),
+    };
+    let (operator, _) = drover_http::tokens::create(&queue, &mint(Role::Operator))
+        .await
+        .unwrap();
+    let (viewer, _) = drover_http::tokens::create(&queue, &mint(Role::Viewer))
+        .await
+        .unwrap();
+    let auth = drover_http::tokens::auth_from_store(&queue).await.unwrap();
+    fixture_with(queue, auth, operator, viewer)
+}
+
+fn fixture_with(queue: Queue, auth: Auth, operator: TokenSecret, viewer: TokenSecret) -> Fixture {
     let mut redact = BTreeMap::new();
     redact.insert("mail.send".to_owned(), vec!["password".to_owned()]);
     let config = DashboardConfig {
@@ -446,6 +469,96 @@ async fn live_tabs_share_one_refresh(f: &Fixture) {
     let (sa, sb) = (a.recv().await.unwrap(), b.recv().await.unwrap());
     assert!(Arc::ptr_eq(&sa, &sb), "both tabs get the same snapshot");
     assert_eq!(f.live.refreshes(), before + 1, "one query set for two tabs");
+}
+
+/// A revoked token's dashboard sessions end at once, in every `serve`
+/// process sharing the token table (two routers over one store here, each
+/// with its own sessions): the next GET goes to the login form and the next
+/// POST is refused, though the cookie is well within its lifetime.
+async fn revoking_a_token_ends_its_sessions(queue: Queue) {
+    let a = fixture_over_table(queue.clone()).await;
+    let (cookie_a, csrf_a) = login(&a, &a.operator).await;
+    // A second process: the same store, its own sessions.
+    let b = fixture_with(
+        queue.clone(),
+        drover_http::tokens::auth_from_store(&queue).await.unwrap(),
+        a.operator.clone(),
+        a.viewer.clone(),
+    );
+    let (cookie_b, csrf_b) = login(&b, &b.operator).await;
+    let (viewer_cookie, _) = login(&a, &a.viewer).await;
+    let failed = put_failed(&queue, "reports", "disk full").await;
+
+    let hash = a.operator.hash().to_hex();
+    let row = queue.store().token_by_hash(&hash).await.unwrap().unwrap();
+    assert!(queue.store().token_revoke(row.id).await.unwrap());
+
+    for (f, cookie, csrf) in [(&a, &cookie_a, &csrf_a), (&b, &cookie_b, &csrf_b)] {
+        let page = send(&f.app, get("/ui/items", Some(cookie))).await;
+        assert_eq!(
+            page.status,
+            StatusCode::SEE_OTHER,
+            "GET after revoke: {}",
+            page.body
+        );
+        assert!(
+            page.headers[header::LOCATION]
+                .to_str()
+                .unwrap()
+                .ends_with("/ui/login")
+        );
+        let act = send(
+            &f.app,
+            post(
+                "/ui/items/act",
+                Some(cookie),
+                &format!("csrf={csrf}&action=retry&item={}%2F{failed}", Uuid::nil()),
+            ),
+        )
+        .await;
+        assert_eq!(
+            act.status,
+            StatusCode::UNAUTHORIZED,
+            "POST after revoke: {}",
+            act.body
+        );
+    }
+    assert_eq!(
+        queue.get(Uuid::nil(), failed).await.unwrap().status,
+        Status::Failed,
+        "the revoked session changed nothing"
+    );
+    let still = send(&a.app, get("/ui/items", Some(&viewer_cookie))).await;
+    assert_eq!(
+        still.status,
+        StatusCode::OK,
+        "another token's session is untouched"
+    );
+    assert!(
+        login_refused(&a, &a.operator).await,
+        "the revoked token cannot log in again"
+    );
+}
+
+async fn login_refused(f: &Fixture, secret: &TokenSecret) -> bool {
+    let r = send(
+        &f.app,
+        post("/ui/login", None, &format!("token={}", secret.expose())),
+    )
+    .await;
+    r.status == StatusCode::UNAUTHORIZED
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_revoke_ends_sessions() {
+    revoking_a_token_ends_its_sessions(Queue::memory()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_revoke_ends_sessions() {
+    let (store, schema) = drover::testing::pg_fresh_store().await;
+    revoking_a_token_ends_its_sessions(Queue::new(store)).await;
+    drover::testing::pg_drop_schema(&drover::testing::pg_owner_url().await, &schema).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

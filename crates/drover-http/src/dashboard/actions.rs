@@ -47,12 +47,12 @@ fn refused(r: CsrfRefusal) -> Response {
 
 /// The session and the CSRF check of an operation; the answer to give when
 /// either fails.
-fn gate(
+async fn gate(
     st: &DashState,
     headers: &HeaderMap,
     form: &[(String, String)],
 ) -> Result<Viewer, Box<Response>> {
-    let v = match viewer(st, headers) {
+    let v = match viewer(st, headers).await {
         Ok(v) => v,
         Err(_) => {
             return Err(Box::new(
@@ -128,7 +128,7 @@ pub(super) async fn login(
         }
     };
     tracing::info!(token = %principal.token_id, role = principal.role.as_str(), "dashboard login");
-    let id = st.sessions.create(principal);
+    let id = st.sessions.create(principal, secret.hash());
     let cookie = session::set_cookie(
         &id,
         &st.config.base(),
@@ -148,7 +148,7 @@ pub(super) async fn logout(
     headers: HeaderMap,
     Form(form): Form<Vec<(String, String)>>,
 ) -> Response {
-    let v = match gate(&st, &headers, &form) {
+    let v = match gate(&st, &headers, &form).await {
         Ok(v) => v,
         Err(r) => return *r,
     };
@@ -170,7 +170,7 @@ pub(super) async fn items_act(
     headers: HeaderMap,
     Form(form): Form<Vec<(String, String)>>,
 ) -> Response {
-    let v = match gate(&st, &headers, &form) {
+    let v = match gate(&st, &headers, &form).await {
         Ok(v) => v,
         Err(r) => return *r,
     };
@@ -245,7 +245,7 @@ pub(super) async fn lanes_act(
     headers: HeaderMap,
     Form(form): Form<Vec<(String, String)>>,
 ) -> Response {
-    let v = match gate(&st, &headers, &form) {
+    let v = match gate(&st, &headers, &form).await {
         Ok(v) => v,
         Err(r) => return *r,
     };

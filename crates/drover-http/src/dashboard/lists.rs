@@ -159,7 +159,7 @@ async fn list_page(
     title: &'static str,
     page: &'static str,
 ) -> Response {
-    let v = match viewer(&st, &headers) {
+    let v = match viewer(&st, &headers).await {
         Ok(v) => v,
         Err(r) => return *r,
     };

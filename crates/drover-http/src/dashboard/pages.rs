@@ -53,12 +53,46 @@ impl Viewer {
 
 /// The request's session; without one, the answer to give (a redirect to
 /// the login form).
-pub(super) fn viewer(st: &DashState, headers: &HeaderMap) -> Result<Viewer, Box<Response>> {
-    cookie_id(headers)
-        .and_then(|id| st.sessions.get(&id).map(|session| Viewer { id, session }))
-        .ok_or_else(|| {
-            Box::new(Redirect::to(&format!("{}/login", st.config.base())).into_response())
-        })
+///
+/// The session's token is asked for again on every request: a revoked
+/// token ends the session here (removed, and the browser sent to the login
+/// form), so nothing a revoked token started keeps reading or writing; a
+/// token whose grants changed carries its new grants from this request on.
+/// A token table that cannot answer refuses the request (503) rather than
+/// trusting the session.
+pub(super) async fn viewer(st: &DashState, headers: &HeaderMap) -> Result<Viewer, Box<Response>> {
+    let to_login =
+        || Box::new(Redirect::to(&format!("{}/login", st.config.base())).into_response());
+    let Some((id, mut session)) =
+        cookie_id(headers).and_then(|id| st.sessions.get(&id).map(|session| (id, session)))
+    else {
+        return Err(to_login());
+    };
+    match st.app.auth.authenticate_hash(&session.token).await {
+        Ok(Some(now)) => {
+            if now != session.principal {
+                st.sessions.refresh(&id, &now);
+                session.principal = now;
+            }
+            Ok(Viewer { id, session })
+        }
+        Ok(None) => {
+            tracing::info!(token = %session.principal.token_id,
+                "dashboard session ended: its token is revoked");
+            st.sessions.remove(&id);
+            Err(to_login())
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "dashboard request could not check its session's token");
+            Err(Box::new(
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the token store is unavailable",
+                )
+                    .into_response(),
+            ))
+        }
+    }
 }
 
 pub(super) fn nav(st: &DashState, v: &Viewer, title: &'static str, msg: Option<String>) -> Nav {
@@ -238,7 +272,7 @@ pub(super) async fn overview(
     headers: HeaderMap,
     Query(q): Query<MsgQuery>,
 ) -> Response {
-    let v = match viewer(&st, &headers) {
+    let v = match viewer(&st, &headers).await {
         Ok(v) => v,
         Err(r) => return *r,
     };
@@ -259,7 +293,7 @@ pub(super) async fn overview(
 
 /// Server-sent events: the overview fragment after each shared refresh.
 pub(super) async fn live_events(State(st): State<DashState>, headers: HeaderMap) -> Response {
-    let v = match viewer(&st, &headers) {
+    let v = match viewer(&st, &headers).await {
         Ok(v) => v,
         Err(r) => return *r,
     };
@@ -354,7 +388,7 @@ pub(super) async fn item(
     Path((tenant, id)): Path<(Uuid, Uuid)>,
     Query(q): Query<MsgQuery>,
 ) -> Response {
-    let v = match viewer(&st, &headers) {
+    let v = match viewer(&st, &headers).await {
         Ok(v) => v,
         Err(r) => return *r,
     };
@@ -460,7 +494,7 @@ pub(super) async fn lanes(
     headers: HeaderMap,
     Query(q): Query<MsgQuery>,
 ) -> Response {
-    let v = match viewer(&st, &headers) {
+    let v = match viewer(&st, &headers).await {
         Ok(v) => v,
         Err(r) => return *r,
     };
@@ -500,7 +534,7 @@ pub(super) async fn lanes(
 
 /// Workers: live, draining, offline, lost; last beat.
 pub(super) async fn workers(State(st): State<DashState>, headers: HeaderMap) -> Response {
-    let v = match viewer(&st, &headers) {
+    let v = match viewer(&st, &headers).await {
         Ok(v) => v,
         Err(r) => return *r,
     };
@@ -552,7 +586,7 @@ pub(super) async fn workers(State(st): State<DashState>, headers: HeaderMap) -> 
 
 /// Schedules: their declaration and last tick.
 pub(super) async fn schedules(State(st): State<DashState>, headers: HeaderMap) -> Response {
-    let v = match viewer(&st, &headers) {
+    let v = match viewer(&st, &headers).await {
         Ok(v) => v,
         Err(r) => return *r,
     };
@@ -604,7 +638,7 @@ pub(super) async fn schedules(State(st): State<DashState>, headers: HeaderMap) -
 
 /// Orchestrations: the newest, with their step and status.
 pub(super) async fn orchestrations(State(st): State<DashState>, headers: HeaderMap) -> Response {
-    let v = match viewer(&st, &headers) {
+    let v = match viewer(&st, &headers).await {
         Ok(v) => v,
         Err(r) => return *r,
     };

@@ -9,8 +9,12 @@
 //! Every state-changing request is a POST and passes two checks: the
 //! browser's Fetch-Metadata / `Origin` say it is not cross-site, and it
 //! carries the session's CSRF token (a form field or the `X-CSRF-Token`
-//! header htmx sends), compared in constant time. Sessions end on logout
-//! or after their lifetime; a restart of the server ends them all.
+//! header htmx sends), compared in constant time. Sessions end on logout,
+//! after their lifetime, or as soon as their token is revoked: the session
+//! keeps the token's hash (never the token) and every request asks the
+//! token table again (see `pages::viewer`), so a `drover token revoke`
+//! ends the sessions in every `serve` process sharing the database. A
+//! restart of the server ends them all.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -19,7 +23,7 @@ use std::time::{Duration, Instant};
 use axum::http::{HeaderMap, header};
 use subtle::ConstantTimeEq;
 
-use crate::auth::ApiPrincipal;
+use crate::auth::{ApiPrincipal, TokenHash};
 
 /// The session cookie's name.
 pub const COOKIE: &str = "drover_session";
@@ -40,6 +44,9 @@ pub struct Session {
     pub principal: ApiPrincipal,
     /// The token every state-changing request of this session carries.
     pub csrf: String,
+    /// The hash of the API token the session was started with, asked
+    /// again on every request so a revoke ends the session.
+    pub token: TokenHash,
     expires: Instant,
 }
 
@@ -67,8 +74,9 @@ impl Sessions {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Starts a session for `principal`; returns its id (the cookie's value).
-    pub fn create(&self, principal: ApiPrincipal) -> String {
+    /// Starts a session for `principal`, logged in with the token whose
+    /// hash is `token`; returns its id (the cookie's value).
+    pub fn create(&self, principal: ApiPrincipal, token: TokenHash) -> String {
         let id = random_hex();
         let now = Instant::now();
         let mut map = self.lock();
@@ -78,6 +86,7 @@ impl Sessions {
             Session {
                 principal,
                 csrf: random_hex(),
+                token,
                 expires: now + self.ttl,
             },
         );
@@ -88,6 +97,14 @@ impl Sessions {
     pub fn get(&self, id: &str) -> Option<Session> {
         let map = self.lock();
         map.get(id).filter(|s| s.expires > Instant::now()).cloned()
+    }
+
+    /// Puts the token's current grants on a live session (a token whose
+    /// role changed keeps its session with the new role).
+    pub fn refresh(&self, id: &str, principal: &ApiPrincipal) {
+        if let Some(s) = self.lock().get_mut(id) {
+            s.principal = principal.clone();
+        }
     }
 
     /// Ends a session.
@@ -216,7 +233,7 @@ mod tests {
     #[test]
     fn cross_site_and_foreign_origin_are_refused_before_the_token() {
         let s = Sessions::new(SESSION_TTL_DEFAULT);
-        let id = s.create(principal());
+        let id = s.create(principal(), crate::auth::TokenSecret::generate().hash());
         let session = s.get(&id).unwrap();
         let mut h = HeaderMap::new();
         h.insert(header::HOST, HeaderValue::from_static("127.0.0.1:8080"));
@@ -262,7 +279,7 @@ mod tests {
     #[test]
     fn a_removed_session_is_gone() {
         let s = Sessions::new(SESSION_TTL_DEFAULT);
-        let id = s.create(principal());
+        let id = s.create(principal(), crate::auth::TokenSecret::generate().hash());
         assert!(s.get(&id).is_some());
         s.remove(&id);
         assert!(s.get(&id).is_none());
