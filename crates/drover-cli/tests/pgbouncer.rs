@@ -246,6 +246,36 @@ fn pooled_url(direct: &str, port: u16, db: &str) -> String {
     with_database(&u, db)
 }
 
+/// Pointed at a transaction-pooling PgBouncer without
+/// `DROVER_DATABASE_POOLER=transaction`, drover does not leave the user with
+/// PgBouncer's "unsupported startup parameter" alone: the error names the
+/// setting that fixes it.
+#[test]
+fn through_pgbouncer_without_the_pooler_setting_the_error_names_it() {
+    let db = FreshDb::new("drover_pgb_hint");
+    let (host, port) = server_host_port(&db.url);
+    let bouncer = Bouncer::start(&host, port);
+    let pooled = pooled_url(&db.url, bouncer.port, &db.name);
+    for args in [&["stats"][..], &["list"][..]] {
+        let out = Command::new(BIN)
+            .args(args)
+            .env_clear()
+            .env("DROVER_DATABASE_URL", &pooled)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .output()
+            .expect("spawn");
+        let r = from_output(out);
+        assert_ne!(r.code, 0, "{r:?}");
+        assert!(
+            r.stderr.contains("unsupported startup parameter")
+                && r.stderr.contains("DROVER_DATABASE_POOLER=transaction")
+                && r.stderr.contains("DROVER_DIRECT_DATABASE_URL"),
+            "{args:?}: {r:?}"
+        );
+    }
+}
+
 #[test]
 fn through_pgbouncer_transaction_pooling_drains_10000_exactly_once_drains_on_sigterm_and_recovers_a_killed_worker()
  {

@@ -41,6 +41,8 @@
 
 mod access;
 mod audit;
+mod connect;
+use connect::open_pool;
 mod events;
 mod gathered;
 pub use events::append_in as event_append_in;
@@ -563,54 +565,6 @@ pub async fn drop_installation(conn: &mut PgConnection, schema: &str) -> Result<
     }
     Ok(())
 }
-
-/// Opens a pool to `url` (named `field` in errors) with `search_path` set to
-/// the schema on every connection.
-async fn open_pool(url: &str, field: &'static str, opts: &PgOptions) -> Result<PgPool> {
-    let connect = PgConnectOptions::from_str(url)
-        .map_err(|_| Error::invalid(field, "is not a PostgreSQL connection URL"))?;
-    let connect = match opts.pooler.mode {
-        // A startup parameter rather than an after-connect SET: same
-        // effect on every pooled connection, no extra round trip.
-        PoolMode::Session => connect.options([("search_path", opts.schema.as_str())]),
-        // PgBouncer refuses both startup parameters; every transaction
-        // sets its search_path locally anyway. No statement is named
-        // (each query is non-persistent), so the cache stays empty.
-        PoolMode::Transaction => connect.extra_float_digits(None).statement_cache_capacity(0),
-    };
-    Ok(PgPoolOptions::new()
-        .max_connections(opts.max_connections)
-        // Bounds every acquire, a new connection's handshake included: with
-        // the server down a call fails after this instead of waiting out the
-        // outage (sqlx's default is 30 s).
-        .acquire_timeout(opts.acquire_timeout)
-        // A ping before a checkout only for a connection that sat idle
-        // (sqlx's default pings before every checkout: a round trip in front
-        // of every claim, completion and request). A restart breaks every
-        // pooled connection, and the one that sat out the outage is pinged,
-        // found dead and replaced, so a caller's one-off call (an enqueue
-        // from a web request) gets a fresh connection instead of the error.
-        // A busy pool hands connections back within milliseconds and skips
-        // the ping; no restart is that short.
-        .test_before_acquire(false)
-        .before_acquire(|conn, meta| {
-            Box::pin(async move {
-                if meta.idle_for < PING_IF_IDLE_FOR {
-                    return Ok(true);
-                }
-                // A failed ping discards the connection; the pool opens a
-                // new one for this acquire.
-                Ok(sqlx::Connection::ping(conn).await.is_ok())
-            })
-        })
-        .connect_with(connect)
-        .await?)
-}
-
-/// How long a pooled connection may sit idle before its next checkout
-/// pings it first: shorter than any server restart, longer than a busy
-/// pool's turnaround.
-const PING_IF_IDLE_FOR: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// An identifier quoted for splicing into SQL (PostgreSQL's `quote_ident`
 /// rule: double quotes, inner ones doubled).
