@@ -184,7 +184,9 @@ impl ReconcileStore for SqliteStore {
             std::slice::from_ref(&put.key),
         )
         .await?;
-        let next = match put_local(found.remove(&put.key).as_ref(), put, self.now()) {
+        // At the stored precision, so the record returned is the one read.
+        let now = from_micros(to_micros(self.now()))?;
+        let next = match put_local(found.remove(&put.key).as_ref(), put, now) {
             Ok(n) => n,
             Err(e) => {
                 tx.rollback().await?;
