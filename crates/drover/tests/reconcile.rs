@@ -26,8 +26,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use drover::queue::Queue;
 use drover::reconcile::{
-    Change, ConflictStrategy, LocalPut, Reconciler, ReconcilerConfig, ReconcilerStrategy, RecordFilter,
-    Source, SourceBatch, SourceError, SyncRecord,
+    Change, ConflictStrategy, LocalPut, Reconciler, ReconcilerConfig, ReconcilerStrategy,
+    RecordFilter, Source, SourceBatch, SourceError, SyncRecord,
 };
 use drover::store::Store;
 use serde_json::json;

@@ -129,7 +129,12 @@ impl Flaky {
     }
 
     fn pulls(&self, tenant: Uuid) -> u64 {
-        self.pulls.lock().unwrap().get(&tenant).copied().unwrap_or(0)
+        self.pulls
+            .lock()
+            .unwrap()
+            .get(&tenant)
+            .copied()
+            .unwrap_or(0)
     }
 }
 
@@ -274,8 +279,9 @@ async fn a_panicking_source_is_contained() {
     if let Some(p) = prometheus {
         let text = p.render();
         assert!(
-            text.lines().any(|l| l.starts_with("drover_reconcile_failed_total")
-                && l.contains("cause=\"panic\"")),
+            text.lines()
+                .any(|l| l.starts_with("drover_reconcile_failed_total")
+                    && l.contains("cause=\"panic\"")),
             "{text}"
         );
     }

@@ -46,9 +46,7 @@ pub use service::{
     RECONCILER_IDEMPOTENCY, RECONCILER_RECOVERY, RECONCILER_RETRY, ReconcileReport, Reconciler,
     ReconcilerConfig, Source, SourceBatch, SourceError,
 };
-pub use store::{
-    ApplyBatch, ApplyReport, LocalPut, ReconcileStore, RecordFilter, Resolution,
-};
+pub use store::{ApplyBatch, ApplyReport, LocalPut, ReconcileStore, RecordFilter, Resolution};
 
 /// How a record changed both locally and in the source is settled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

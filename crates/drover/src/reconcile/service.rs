@@ -451,8 +451,12 @@ impl Reconciler {
             if !more {
                 match self.purge_once().await {
                     Ok(0) => {}
-                    Ok(n) => tracing::debug!(reconciler = %self.name, purged = n, "tombstones purged"),
-                    Err(e) => tracing::warn!(reconciler = %self.name, error = %e, "tombstone purge failed; retrying next pass"),
+                    Ok(n) => {
+                        tracing::debug!(reconciler = %self.name, purged = n, "tombstones purged")
+                    }
+                    Err(e) => {
+                        tracing::warn!(reconciler = %self.name, error = %e, "tombstone purge failed; retrying next pass")
+                    }
                 }
             }
             let wait = if more {

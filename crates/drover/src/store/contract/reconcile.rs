@@ -504,8 +504,17 @@ pub async fn reconcile_local_put_is_compare_and_set(h: &Harness) {
         ErrorKind::NotFound,
         "a revision of no record",
     );
-    assert_eq!(rec(h, t, "a").await, second, "refused writes changed nothing");
-    assert!(s.reconcile_record_get(t, NAME, "zz").await.unwrap().is_none());
+    assert_eq!(
+        rec(h, t, "a").await,
+        second,
+        "refused writes changed nothing"
+    );
+    assert!(
+        s.reconcile_record_get(t, NAME, "zz")
+            .await
+            .unwrap()
+            .is_none()
+    );
     // A tombstone exists: a local writer names its revision to revive it.
     s.reconcile_apply(&batch(
         t,
@@ -612,18 +621,32 @@ pub async fn reconcile_tombstones_purged_after_retention(h: &Harness) {
     h.pass(Duration::from_millis(20)).await;
     let cut = s.db_now().await.expect("now");
     h.pass(Duration::from_millis(20)).await;
-    s.reconcile_apply(&batch(t, 2, "c3", vec![del("new", 1)], ConflictStrategy::LocalWins))
-        .await
-        .unwrap();
+    s.reconcile_apply(&batch(
+        t,
+        2,
+        "c3",
+        vec![del("new", 1)],
+        ConflictStrategy::LocalWins,
+    ))
+    .await
+    .unwrap();
     assert_eq!(
         s.reconcile_purge_deleted(NAME, cut, 1000).await.unwrap(),
         1,
         "only the old tombstone goes"
     );
-    assert!(s.reconcile_record_get(t, NAME, "old").await.unwrap().is_none());
+    assert!(
+        s.reconcile_record_get(t, NAME, "old")
+            .await
+            .unwrap()
+            .is_none()
+    );
     for key in ["live", "edited", "new"] {
         assert!(
-            s.reconcile_record_get(t, NAME, key).await.unwrap().is_some(),
+            s.reconcile_record_get(t, NAME, key)
+                .await
+                .unwrap()
+                .is_some(),
             "{key} is kept"
         );
     }

@@ -246,8 +246,9 @@ impl ReconcileStore for PgStore {
             let (writes, planned) = plan_batch(b, locals.clone(), chrono::Utc::now());
             #[cfg(feature = "test-util")]
             crate::reconcile::hook::after_plan(b.tenant_id, &b.reconciler).await;
-            let (old, new): (Vec<SyncRecord>, Vec<SyncRecord>) =
-                writes.into_iter().partition(|r| locals.contains_key(&r.key));
+            let (old, new): (Vec<SyncRecord>, Vec<SyncRecord>) = writes
+                .into_iter()
+                .partition(|r| locals.contains_key(&r.key));
             if !insert_new(&mut tx, self.persistent, b.tenant_id, &b.reconciler, &new).await? {
                 tracing::debug!(reconciler = %b.reconciler, tenant = %b.tenant_id,
                     "a key of the batch was written meanwhile; deciding the batch again");
@@ -284,8 +285,22 @@ impl ReconcileStore for PgStore {
         let next = put_local(existing.as_ref(), put, chrono::Utc::now())?;
         let one = std::slice::from_ref(&next);
         if existing.is_some() {
-            write(&mut tx, self.persistent, put.tenant_id, &put.reconciler, one).await?;
-        } else if !insert_new(&mut tx, self.persistent, put.tenant_id, &put.reconciler, one).await?
+            write(
+                &mut tx,
+                self.persistent,
+                put.tenant_id,
+                &put.reconciler,
+                one,
+            )
+            .await?;
+        } else if !insert_new(
+            &mut tx,
+            self.persistent,
+            put.tenant_id,
+            &put.reconciler,
+            one,
+        )
+        .await?
         {
             // A batch or another writer created the key since the read: the
             // writer expected it absent.
