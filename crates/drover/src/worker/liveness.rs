@@ -225,6 +225,14 @@ fn register_metrics() {
         "drover_table_dead_tuples",
         "PostgreSQL: per table of drover's schema, dead tuples as pg_stat_user_tables last read (set by the paced vacuum each check)"
     );
+    metrics::describe_counter!(
+        "drover_reconcile_failed_total",
+        "per sync reconciler and cause (error, panic), tenant runs that failed and were backed off"
+    );
+    metrics::describe_gauge!(
+        "drover_reconcile_failing_tenants",
+        "per sync reconciler, tenants whose last run failed (waiting out their backoff)"
+    );
     metrics::describe_gauge!(
         "drover_db_oldest_xact_age_seconds",
         metrics::Unit::Seconds,
