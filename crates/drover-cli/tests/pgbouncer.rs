@@ -450,6 +450,7 @@ fn orchestrations_and_the_reconciler_through_pgbouncer_transaction_pooling() {
                         key: format!("k{}", i % 700),
                         version: i as i64 + 1,
                         data: serde_json::json!(i),
+                        deleted: false,
                     })
                     .collect(),
                 cursor: (to > from).then(|| to.to_string()),

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use clap::Parser;
 use drover::Queue;
 use drover::reconcile::{
-    Change, ConflictStrategy, Reconciler, ReconcilerConfig, ReconcilerStrategy, Source,
+    Change, ConflictStrategy, LocalPut, Reconciler, ReconcilerConfig, ReconcilerStrategy, Source,
     SourceBatch, SourceError,
 };
 use uuid::Uuid;
@@ -38,6 +38,7 @@ impl Source for Crm {
             key: key.into(),
             version,
             data: serde_json::json!(v),
+            deleted: false,
         };
         Ok(SourceBatch {
             changes: vec![
@@ -96,11 +97,18 @@ async fn checkpoints_reviews_resolve_and_handlers() {
     assert_eq!((code, out.trim()), (0, "no checkpoints"));
     for k in ["a", "b"] {
         store
-            .reconcile_local_put(Uuid::nil(), "crm", k, &serde_json::json!("local"), 1)
+            .reconcile_local_put(&LocalPut {
+                tenant_id: Uuid::nil(),
+                reconciler: "crm".into(),
+                key: k.into(),
+                data: serde_json::json!("local"),
+                version: 1,
+                expected_revision: None,
+            })
             .await
             .unwrap();
     }
-    let r = reconciler(&queue).run_once().await.unwrap();
+    let r = reconciler(&queue).run_once().await;
     assert_eq!(r.batches[0].applied.parked, 2);
 
     let (code, out, _) = drover(&queue, &["reconcile", "checkpoints"]);

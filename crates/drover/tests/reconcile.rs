@@ -26,8 +26,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use drover::queue::Queue;
 use drover::reconcile::{
-    Change, ConflictStrategy, Reconciler, ReconcilerConfig, ReconcilerStrategy, RecordFilter,
-    Source, SourceBatch, SourceError, SyncRecord,
+    Change, ConflictStrategy, LocalPut, Reconciler, ReconcilerConfig, ReconcilerStrategy,
+    RecordFilter, Source, SourceBatch, SourceError, SyncRecord,
 };
 use drover::store::Store;
 use serde_json::json;
@@ -89,6 +89,7 @@ fn source() -> Arc<ListSource> {
             key: key((i * 7919) % KEYS),
             version: i as i64 + 1,
             data: json!({"v": i + 1}),
+            deleted: false,
         })
         .collect();
     Arc::new(ListSource {
@@ -178,7 +179,14 @@ async fn run_case(store: Arc<dyn Store>, strategy: ConflictStrategy) {
     let src = source();
     for (k, v) in edits() {
         store
-            .reconcile_local_put(Uuid::nil(), NAME, &k, &json!({"local": v}), v)
+            .reconcile_local_put(&LocalPut {
+                tenant_id: Uuid::nil(),
+                reconciler: NAME.into(),
+                key: k,
+                data: json!({"local": v}),
+                version: v,
+                expected_revision: None,
+            })
             .await
             .unwrap();
     }
@@ -257,7 +265,8 @@ async fn run_case(store: Arc<dyn Store>, strategy: ConflictStrategy) {
 
     // Resume from the checkpoint and drain.
     loop {
-        let r = reconciler.run_once().await.unwrap();
+        let r = reconciler.run_once().await;
+        assert!(r.failed.is_empty(), "{:?}", r.failed);
         if r.batches.iter().all(|b| b.pulled == 0) {
             break;
         }
@@ -407,5 +416,11 @@ async fn blank_declaration_refused_and_role_printed() {
     assert_eq!(role.name, NAME);
     assert_eq!(role.strategies[0].0, "conflict");
     assert!(role.strategies[0].1.starts_with("local_wins"));
-    assert_eq!(role.strategies[1].0, "checkpoint");
+    let declared: Vec<&str> = role.strategies.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        declared,
+        ["conflict", "idempotency", "retry", "checkpoint", "recovery"],
+        "all four strategies besides the conflict strategy"
+    );
+    assert!(role.strategies.iter().all(|(_, v)| !v.trim().is_empty()));
 }

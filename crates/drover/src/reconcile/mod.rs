@@ -32,14 +32,21 @@ use uuid::Uuid;
 
 use crate::error::{Error, Result};
 
+mod backoff;
+#[cfg(feature = "test-util")]
+pub mod hook;
 mod service;
 mod store;
 
+pub use backoff::TenantFailure;
 pub use service::{
-    BatchReport, RECONCILE_BATCH_DEFAULT, RECONCILE_INTERVAL_DEFAULT, RECONCILE_JITTER_DEFAULT,
-    ReconcileReport, Reconciler, ReconcilerConfig, Source, SourceBatch, SourceError,
+    BatchReport, RECONCILE_BACKOFF_BASE_DEFAULT, RECONCILE_BACKOFF_CAP_DEFAULT,
+    RECONCILE_BATCH_DEFAULT, RECONCILE_BATCH_MAX, RECONCILE_INTERVAL_DEFAULT,
+    RECONCILE_JITTER_DEFAULT, RECONCILE_PURGE_LIMIT, RECONCILE_RETENTION_DEFAULT,
+    RECONCILER_IDEMPOTENCY, RECONCILER_RECOVERY, RECONCILER_RETRY, ReconcileReport, Reconciler,
+    ReconcilerConfig, Source, SourceBatch, SourceError,
 };
-pub use store::{ApplyBatch, ApplyReport, ReconcileStore, RecordFilter, Resolution};
+pub use store::{ApplyBatch, ApplyReport, LocalPut, ReconcileStore, RecordFilter, Resolution};
 
 /// How a record changed both locally and in the source is settled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -135,6 +142,11 @@ pub struct Change {
     pub version: i64,
     /// The record's value in the source.
     pub data: serde_json::Value,
+    /// The source deleted the record: it is kept as a tombstone (so a
+    /// replay of an older change cannot bring it back) and purged once
+    /// older than the reconciler's retention. Absent in JSON: `false`.
+    #[serde(default)]
+    pub deleted: bool,
 }
 
 /// A record as drover holds it for one reconciler and tenant.
@@ -151,6 +163,11 @@ pub struct SyncRecord {
     /// The version of its current value (the source's, or the local
     /// writer's).
     pub version: i64,
+    /// Grows by one with every write of the record (a batch's, a local
+    /// put's, a resolution's): what a local put's compare-and-set names
+    /// ([`LocalPut::expected_revision`]). `version` cannot fence, as a
+    /// source and a local writer may each write the same number.
+    pub revision: i64,
     /// The highest source version taken or seen for it (`None`: only ever
     /// written locally).
     pub source_version: Option<i64>,
@@ -158,6 +175,9 @@ pub struct SyncRecord {
     pub dirty: bool,
     /// A source change parked for review (strategy `park_for_review`).
     pub review: Option<Change>,
+    /// The source deleted it (a tombstone, purged after the retention
+    /// unless changed locally or parked).
+    pub deleted: bool,
     /// Its last write.
     pub updated_at: DateTime<Utc>,
 }
@@ -231,9 +251,11 @@ pub fn after(
         key: change.key.clone(),
         data: change.data.clone(),
         version: change.version,
+        revision: local.map_or(1, |l| l.revision + 1),
         source_version: Some(change.version),
         dirty: false,
         review: None,
+        deleted: change.deleted,
         updated_at: now,
     };
     match (decision, local) {
@@ -241,11 +263,13 @@ pub fn after(
         (Decision::Insert | Decision::Apply, _) | (_, None) => Some(taken()),
         (Decision::KeepLocal, Some(l)) => Some(SyncRecord {
             source_version: Some(change.version),
+            revision: l.revision + 1,
             updated_at: now,
             ..l.clone()
         }),
         (Decision::Park, Some(l)) => Some(SyncRecord {
             source_version: Some(change.version),
+            revision: l.revision + 1,
             review: Some(change.clone()),
             updated_at: now,
             ..l.clone()
@@ -268,12 +292,15 @@ pub fn resolved(r: &SyncRecord, resolution: Resolution, now: DateTime<Utc>) -> R
         Resolution::AcceptExternal => SyncRecord {
             data: review.data.clone(),
             version: review.version,
+            revision: r.revision + 1,
             dirty: false,
+            deleted: review.deleted,
             review: None,
             updated_at: now,
             ..r.clone()
         },
         Resolution::KeepLocal => SyncRecord {
+            revision: r.revision + 1,
             review: None,
             updated_at: now,
             ..r.clone()
@@ -281,15 +308,70 @@ pub fn resolved(r: &SyncRecord, resolution: Resolution, now: DateTime<Utc>) -> R
     })
 }
 
+/// The record after a local write `put` over the stored one (`existing`):
+/// the compare-and-set every backend applies, written once.
+///
+/// # Errors
+/// [`Error::Conflict`] when `put.expected_revision` is `None` and the
+/// record exists (a tombstone included), or names another revision than
+/// the stored one; [`Error::NotFound`] when it names a revision and there
+/// is no record.
+pub fn put_local(
+    existing: Option<&SyncRecord>,
+    put: &LocalPut,
+    now: DateTime<Utc>,
+) -> Result<SyncRecord> {
+    match (existing, put.expected_revision) {
+        (None, None) => Ok(SyncRecord {
+            tenant_id: put.tenant_id,
+            reconciler: put.reconciler.clone(),
+            key: put.key.clone(),
+            data: put.data.clone(),
+            version: put.version,
+            revision: 1,
+            source_version: None,
+            dirty: true,
+            review: None,
+            deleted: false,
+            updated_at: now,
+        }),
+        (None, Some(_)) => Err(Error::NotFound(format!(
+            "record {} of reconciler {}",
+            put.key, put.reconciler
+        ))),
+        (Some(r), expected) if expected != Some(r.revision) => Err(Error::Conflict(format!(
+            "record {} of reconciler {} is at revision {}, not {}",
+            put.key,
+            put.reconciler,
+            r.revision,
+            expected.map_or_else(|| "absent".to_owned(), |v| v.to_string())
+        ))),
+        (Some(r), _) => Ok(SyncRecord {
+            data: put.data.clone(),
+            version: put.version,
+            revision: r.revision + 1,
+            dirty: true,
+            deleted: false,
+            updated_at: now,
+            ..r.clone()
+        }),
+    }
+}
+
 /// Decides every change of `batch` in order against the records read for
 /// its keys (`locals`), a later change of a key seeing the earlier one's
 /// result: the final value of each key written (one per key, in key
-/// order) and the counts. Shared by every backend.
+/// order, its revision one past the stored one however many changes of
+/// the batch touched it) and the counts. Shared by every backend.
 pub fn plan_batch(
     batch: &ApplyBatch,
     mut locals: std::collections::BTreeMap<String, SyncRecord>,
     now: DateTime<Utc>,
 ) -> (Vec<SyncRecord>, ApplyReport) {
+    let stored: std::collections::BTreeMap<String, i64> = locals
+        .iter()
+        .map(|(k, r)| (k.clone(), r.revision))
+        .collect();
     let mut report = ApplyReport::default();
     let mut touched = std::collections::BTreeSet::new();
     for change in &batch.changes {
@@ -316,7 +398,11 @@ pub fn plan_batch(
     }
     let writes = touched
         .into_iter()
-        .filter_map(|k| locals.remove(&k))
+        .filter_map(|k| {
+            let mut r = locals.remove(&k)?;
+            r.revision = stored.get(&k).map_or(1, |v| v + 1);
+            Some(r)
+        })
         .collect();
     (writes, report)
 }
@@ -366,9 +452,11 @@ mod tests {
             key: "k".into(),
             data: json!("local"),
             version,
+            revision: 1,
             source_version: source,
             dirty,
             review: None,
+            deleted: false,
             updated_at: Utc::now(),
         }
     }
@@ -378,6 +466,7 @@ mod tests {
             key: "k".into(),
             version,
             data: json!("external"),
+            deleted: false,
         }
     }
 

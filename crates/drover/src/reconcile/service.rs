@@ -7,19 +7,28 @@
 //! so a run killed anywhere (while pulling, mid-batch, before the commit)
 //! leaves the checkpoint where it was and the next run pulls the same
 //! changes again; a run that lost the checkpoint's compare-and-set to
-//! another runner changes nothing and is not an error.
+//! another runner changes nothing and is not an error. Every tenant runs
+//! on every pass whatever the others did: a tenant whose run fails (an
+//! error, or a panic in the source, contained as a failed run) is counted,
+//! reported and retried after its own growing backoff, and a reconciler
+//! with failing tenants is named by the worker's `/healthz` until they
+//! recover. Tombstones (records the source deleted) are purged once older
+//! than the retention.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use super::backoff::{Backoff, TenantFailure};
 use super::store::{ApplyBatch, ApplyReport};
 use super::{Change, ReconcilerStrategy, validate_key, validate_name};
 use crate::error::{Error, Opaque, Result};
 use crate::queue::Queue;
+use crate::worker::Health;
 
 /// The longest wait between two runs once the source is drained.
 pub const RECONCILE_INTERVAL_DEFAULT: Duration = Duration::from_secs(10);
@@ -28,6 +37,31 @@ pub const RECONCILE_INTERVAL_DEFAULT: Duration = Duration::from_secs(10);
 pub const RECONCILE_JITTER_DEFAULT: Duration = Duration::from_millis(500);
 /// How many changes one batch asks the source for.
 pub const RECONCILE_BATCH_DEFAULT: u32 = 500;
+/// The most changes one batch may ask for (one transaction holds them all).
+pub const RECONCILE_BATCH_MAX: u32 = 10_000;
+/// A failing tenant's first wait before its next run; doubled per failure
+/// in a row.
+pub const RECONCILE_BACKOFF_BASE_DEFAULT: Duration = Duration::from_secs(1);
+/// The longest wait of a failing tenant.
+pub const RECONCILE_BACKOFF_CAP_DEFAULT: Duration = Duration::from_secs(300);
+/// How long a tombstone (a record the source deleted, not changed locally
+/// since, nothing parked) is kept before it is purged.
+pub const RECONCILE_RETENTION_DEFAULT: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Tombstones purged per call (one statement; the next pass takes more).
+pub const RECONCILE_PURGE_LIMIT: u32 = 1_000;
+
+/// What a reconciler declares for idempotency, on top of its conflict
+/// strategy: the framework's guarantee, the same for every reconciler.
+pub const RECONCILER_IDEMPOTENCY: &str = "a change at or below the source version a record \
+    already took is a replay and changes nothing; a batch lands with its checkpoint's \
+    compare-and-set, so of two runners pulling the same batch one applies it";
+/// What a reconciler declares for retry.
+pub const RECONCILER_RETRY: &str = "a failed or panicking run of a tenant changes nothing and \
+    is retried after that tenant's own backoff (doubling from 1 s, capped at 5 min by \
+    default); the other tenants run on time";
+/// What a reconciler declares for recovery.
+pub const RECONCILER_RECOVERY: &str = "a run killed anywhere leaves the committed checkpoint, \
+    and the next run (this worker's or another's) pulls the same batch again from it";
 
 /// A source failed to answer; the run changes nothing and tries again.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -65,10 +99,20 @@ pub struct ReconcilerConfig {
     pub interval: Duration,
     /// Random extra wait. Default [`RECONCILE_JITTER_DEFAULT`].
     pub jitter: Duration,
-    /// Changes per batch. Default [`RECONCILE_BATCH_DEFAULT`].
+    /// Changes per batch, 1 to [`RECONCILE_BATCH_MAX`]. Default
+    /// [`RECONCILE_BATCH_DEFAULT`].
     pub batch_size: u32,
     /// The tenants it serves. Default: the nil tenant only.
     pub tenants: Vec<Uuid>,
+    /// A failing tenant's first wait. Default
+    /// [`RECONCILE_BACKOFF_BASE_DEFAULT`].
+    pub backoff_base: Duration,
+    /// A failing tenant's longest wait. Default
+    /// [`RECONCILE_BACKOFF_CAP_DEFAULT`].
+    pub backoff_cap: Duration,
+    /// How long tombstones are kept. Default
+    /// [`RECONCILE_RETENTION_DEFAULT`].
+    pub retention: Duration,
 }
 
 impl Default for ReconcilerConfig {
@@ -78,6 +122,9 @@ impl Default for ReconcilerConfig {
             jitter: RECONCILE_JITTER_DEFAULT,
             batch_size: RECONCILE_BATCH_DEFAULT,
             tenants: vec![Uuid::nil()],
+            backoff_base: RECONCILE_BACKOFF_BASE_DEFAULT,
+            backoff_cap: RECONCILE_BACKOFF_CAP_DEFAULT,
+            retention: RECONCILE_RETENTION_DEFAULT,
         }
     }
 }
@@ -93,9 +140,19 @@ impl ReconcilerConfig {
                 "the reconciler interval must be longer than zero".into(),
             ));
         }
-        if self.batch_size == 0 || self.batch_size > 10_000 {
+        if self.batch_size == 0 || self.batch_size > RECONCILE_BATCH_MAX {
+            return Err(Error::Config(format!(
+                "the reconciler batch size must be 1 to {RECONCILE_BATCH_MAX}"
+            )));
+        }
+        if self.backoff_base.is_zero() || self.backoff_cap < self.backoff_base {
             return Err(Error::Config(
-                "the reconciler batch size must be 1 to 10000".into(),
+                "the reconciler backoff base must be longer than zero and at most its cap".into(),
+            ));
+        }
+        if self.retention.is_zero() {
+            return Err(Error::Config(
+                "the reconciler retention must be longer than zero".into(),
             ));
         }
         if self.tenants.is_empty() {
@@ -123,8 +180,13 @@ pub struct BatchReport {
 /// What one run over every tenant did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReconcileReport {
-    /// One entry per tenant served.
+    /// One entry per tenant whose run succeeded.
     pub batches: Vec<BatchReport>,
+    /// The tenants whose run failed this pass (each counted in
+    /// `drover_reconcile_failed_total` and backed off).
+    pub failed: Vec<TenantFailure>,
+    /// The tenants skipped this pass: still waiting out their backoff.
+    pub waiting: Vec<Uuid>,
     /// Some tenant's batch was full: more may wait.
     pub more: bool,
 }
@@ -136,6 +198,17 @@ pub struct Reconciler {
     source: Arc<dyn Source>,
     strategy: ReconcilerStrategy,
     config: ReconcilerConfig,
+    backoff: Mutex<Backoff>,
+    /// The worker's health once a worker runs it.
+    health: OnceLock<Arc<Health>>,
+}
+
+/// The message of a panic's payload.
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_owned())
 }
 
 impl std::fmt::Debug for Reconciler {
@@ -171,7 +244,21 @@ impl Reconciler {
             source,
             strategy,
             config,
+            backoff: Mutex::new(Backoff::default()),
+            health: OnceLock::new(),
         })
+    }
+
+    fn book(&self) -> std::sync::MutexGuard<'_, Backoff> {
+        // The book is plain data: a panic elsewhere cannot leave it torn.
+        self.backoff
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The tenants whose last run failed, by tenant.
+    pub fn failing(&self) -> Vec<TenantFailure> {
+        self.book().failing()
     }
 
     /// Its name.
@@ -202,7 +289,10 @@ impl Reconciler {
                         self.strategy.conflict, self.strategy.conflict_reason
                     ),
                 ),
+                ("idempotency".into(), RECONCILER_IDEMPOTENCY.to_owned()),
+                ("retry".into(), RECONCILER_RETRY.to_owned()),
                 ("checkpoint".into(), self.strategy.checkpoint.to_owned()),
+                ("recovery".into(), RECONCILER_RECOVERY.to_owned()),
             ],
         }
     }
@@ -269,32 +359,106 @@ impl Reconciler {
         Ok(report)
     }
 
-    /// One batch for every tenant served.
+    /// One batch for every tenant served, except those waiting out their
+    /// backoff. A tenant whose run fails (an error, or a panic in the
+    /// source, contained here) does not stop the others: it is reported in
+    /// [`ReconcileReport::failed`], counted in
+    /// `drover_reconcile_failed_total`, and waits a backoff that doubles
+    /// per failure in a row before its next run.
     ///
-    /// # Errors
-    /// The first tenant's error; the tenants before it have committed.
-    pub async fn run_once(&self) -> Result<ReconcileReport> {
+    /// # Cancel safety
+    /// Cancelling it leaves every checkpoint committed or untouched.
+    pub async fn run_once(&self) -> ReconcileReport {
         let mut out = ReconcileReport::default();
         for &tenant in &self.config.tenants {
-            let b = self.run_tenant_once(tenant).await?;
-            out.more |= b.pulled >= u64::from(self.config.batch_size) || b.raced;
-            out.batches.push(b);
+            if self.book().waiting(tenant, tokio::time::Instant::now()) {
+                out.waiting.push(tenant);
+                continue;
+            }
+            let run = std::panic::AssertUnwindSafe(self.run_tenant_once(tenant)).catch_unwind();
+            let (error, panicked) = match run.await {
+                Ok(Ok(b)) => {
+                    self.book().succeeded(tenant);
+                    out.more |= b.pulled >= u64::from(self.config.batch_size) || b.raced;
+                    out.batches.push(b);
+                    continue;
+                }
+                Ok(Err(e)) => (e.to_string(), false),
+                Err(p) => (format!("the source panicked: {}", panic_message(&*p)), true),
+            };
+            let f = self.book().failed(
+                tenant,
+                error,
+                panicked,
+                (self.config.backoff_base, self.config.backoff_cap),
+                tokio::time::Instant::now(),
+            );
+            tracing::warn!(reconciler = %self.name, %tenant, error = %f.error, panicked,
+                in_a_row = f.in_a_row, retry_in = ?f.retry_in,
+                "reconciler run failed for a tenant; the others go on");
+            let cause = if panicked { "panic" } else { "error" };
+            metrics::counter!("drover_reconcile_failed_total",
+                "reconciler" => self.name.clone(), "cause" => cause)
+            .increment(1);
+            out.failed.push(f);
         }
-        Ok(out)
+        self.publish_failing();
+        out
+    }
+
+    /// Publishes the failing tenants: the gauge, and the worker's health.
+    fn publish_failing(&self) {
+        let failing = self.failing();
+        metrics::gauge!("drover_reconcile_failing_tenants", "reconciler" => self.name.clone())
+            .set(failing.len() as f64);
+        let Some(health) = self.health.get() else {
+            return;
+        };
+        let detail = failing.last().map(|f| {
+            format!(
+                "{} of {} tenants failing (tenant {}, {} in a row: {})",
+                failing.len(),
+                self.config.tenants.len(),
+                f.tenant_id,
+                f.in_a_row,
+                f.error
+            )
+        });
+        health.set_failing(&format!("sync reconciler {}", self.name), detail);
+    }
+
+    /// Purges up to [`RECONCILE_PURGE_LIMIT`] of this reconciler's
+    /// tombstones older than the retention, across tenants.
+    ///
+    /// # Errors
+    /// Storage errors; nothing is purged then.
+    pub async fn purge_once(&self) -> Result<u64> {
+        let store = self.queue.store();
+        let now = store.db_now().await?;
+        let keep = chrono::Duration::from_std(self.config.retention)
+            .map_err(|_| Error::Config("the reconciler retention is too long".into()))?;
+        store
+            .reconcile_purge_deleted(&self.name, now - keep, RECONCILE_PURGE_LIMIT)
+            .await
     }
 
     /// Runs until `stop`: batch after batch while the source has more, then
-    /// waits the interval plus a random jitter. A failed run is logged and
-    /// retried after the wait.
+    /// purges tombstones past the retention and waits the interval plus a
+    /// random jitter. A failing tenant is retried after its own backoff.
     pub async fn run(&self, stop: CancellationToken) {
         loop {
-            let more = match self.run_once().await {
-                Ok(r) => r.more,
-                Err(e) => {
-                    tracing::warn!(reconciler = %self.name, error = %e, "reconciler run failed; retrying after the interval");
-                    false
+            let more = self.run_once().await.more;
+            if !more {
+                match self.purge_once().await {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        tracing::debug!(reconciler = %self.name, purged = n, "tombstones purged")
+                    }
+                    Err(e) => {
+                        tracing::warn!(reconciler = %self.name, error = %e, "tombstone purge failed; retrying next pass")
+                    }
                 }
-            };
+            }
             let wait = if more {
                 Duration::ZERO
             } else {
@@ -315,8 +479,11 @@ impl crate::worker::WorkerBuilder {
     pub fn reconciler(self, r: Reconciler) -> Self {
         let role = r.role();
         let r = Arc::new(r);
-        self.role(role).service(Box::new(move |stop| {
-            Box::pin(async move { r.run(stop).await })
+        self.role(role).service(Box::new(move |cx| {
+            Box::pin(async move {
+                let _ = r.health.set(cx.health);
+                r.run(cx.stop).await;
+            })
         }))
     }
 }

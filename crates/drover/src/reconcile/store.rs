@@ -1,9 +1,12 @@
 //! The storage seam of the reconciler ([`ReconcileStore`]): checkpoints and
 //! the records they cover. Every backend applies [`decide`](super::decide)
 //! and [`after`](super::after) per record, inside the transaction that
-//! moves the checkpoint.
+//! moves the checkpoint, and [`put_local`](super::put_local) to a local
+//! write, against the stored record it holds locked (or, for a new key, by
+//! an insert that does nothing when the key appeared meanwhile).
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -26,6 +29,27 @@ pub struct ApplyBatch {
     pub changes: Vec<Change>,
     /// How conflicts are settled.
     pub conflict: ConflictStrategy,
+}
+
+/// A local write to a record (the application changed it), a
+/// compare-and-set on the record's revision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalPut {
+    /// The tenant.
+    pub tenant_id: Uuid,
+    /// The reconciler.
+    pub reconciler: String,
+    /// The record's key.
+    pub key: String,
+    /// Its new value.
+    pub data: serde_json::Value,
+    /// The version of the new value (compared with the source's by
+    /// `newest_version_wins`).
+    pub version: i64,
+    /// The revision the writer read ([`SyncRecord::revision`]); `None`: the
+    /// record must not exist yet. Any other revision stored (a batch or
+    /// another writer wrote since) refuses the write with `Conflict`.
+    pub expected_revision: Option<i64>,
 }
 
 /// What applying a batch did.
@@ -92,15 +116,23 @@ pub trait ReconcileStore: Send + Sync {
     async fn reconcile_apply(&self, batch: &ApplyBatch) -> Result<ApplyReport>;
 
     /// A local write to a record (the application changed it): sets its
-    /// value and version and marks it changed locally.
-    async fn reconcile_local_put(
+    /// value and version, marks it changed locally (and no longer
+    /// deleted), by a compare-and-set on its revision
+    /// ([`put_local`](super::put_local)). `Conflict` for a stale or
+    /// absent-but-existing expectation, `NotFound` for a revision expected
+    /// of no record; nothing changes then.
+    async fn reconcile_local_put(&self, put: &LocalPut) -> Result<SyncRecord>;
+
+    /// Purges up to `limit` tombstones of `reconciler` across tenants
+    /// (system operation): records the source deleted, last written before
+    /// `before`, neither changed locally since nor parked for review.
+    /// Returns how many went.
+    async fn reconcile_purge_deleted(
         &self,
-        tenant: Uuid,
         reconciler: &str,
-        key: &str,
-        data: &serde_json::Value,
-        version: i64,
-    ) -> Result<SyncRecord>;
+        before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<u64>;
 
     /// Reads one record.
     async fn reconcile_record_get(

@@ -472,14 +472,18 @@ impl crate::reconcile::ReconcileStore for FaultStore {
     }
     async fn reconcile_local_put(
         &self,
-        tenant: Uuid,
-        reconciler: &str,
-        key: &str,
-        data: &serde_json::Value,
-        version: i64,
+        put: &crate::reconcile::LocalPut,
     ) -> Result<crate::reconcile::SyncRecord> {
+        self.inner.reconcile_local_put(put).await
+    }
+    async fn reconcile_purge_deleted(
+        &self,
+        reconciler: &str,
+        before: chrono::DateTime<chrono::Utc>,
+        limit: u32,
+    ) -> Result<u64> {
         self.inner
-            .reconcile_local_put(tenant, reconciler, key, data, version)
+            .reconcile_purge_deleted(reconciler, before, limit)
             .await
     }
     async fn reconcile_record_get(

@@ -49,10 +49,22 @@ pub struct WorkerBuilder {
     projectors: Vec<Arc<dyn crate::projector::Projector>>,
 }
 
+/// What a background service is handed when the worker starts.
+#[derive(Debug, Clone)]
+pub struct ServiceContext {
+    /// Fires at shutdown; the service runs until then.
+    pub stop: CancellationToken,
+    /// The worker's health, where the service reports itself failing
+    /// ([`Health::set_failing`](super::Health::set_failing)) so `/healthz`
+    /// names it.
+    pub health: Arc<super::Health>,
+}
+
 /// A background service a worker runs beside its claim loop (a sync
-/// reconciler): given the token that fires at shutdown, it runs until then.
+/// reconciler): given the token that fires at shutdown and the worker's
+/// health, it runs until then.
 pub type Service =
-    Box<dyn FnOnce(CancellationToken) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
+    Box<dyn FnOnce(ServiceContext) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
 
 impl std::fmt::Debug for WorkerBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -8,7 +8,11 @@
 //! touches the database (a slow database must not get a live worker
 //! restarted); `/readyz` does (reachable, migrations current), bounded by
 //! [`READY_CHECK_TIMEOUT`], and answers 503 without asking the database
-//! once draining has begun.
+//! once draining has begun. A background role (a sync reconciler) that
+//! keeps failing reports itself with [`Health::set_failing`]: `/healthz`
+//! names it in its body but stays 200, because restarting the process
+//! fixes neither a source that is down nor a bug that panics; the role's
+//! failure counters and gauges are what alerts.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -36,6 +40,9 @@ pub struct Health {
     loop_ms: AtomicI64,
     draining: AtomicBool,
     stale_after: Duration,
+    /// Background roles failing now, by name ("sync reconciler crm"), with
+    /// what they say about it.
+    failing: std::sync::Mutex<std::collections::BTreeMap<String, String>>,
 }
 
 fn now_ms() -> i64 {
@@ -50,7 +57,36 @@ impl Health {
             loop_ms: AtomicI64::new(now),
             draining: AtomicBool::new(false),
             stale_after,
+            failing: std::sync::Mutex::new(std::collections::BTreeMap::new()),
         }
+    }
+
+    /// Reports a background role (`who`, e.g. "sync reconciler crm") as
+    /// failing with `detail`, or recovered with `None`. `/healthz` lists the
+    /// failing ones.
+    pub fn set_failing(&self, who: &str, detail: Option<String>) {
+        let mut failing = self
+            .failing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match detail {
+            Some(d) => {
+                failing.insert(who.to_owned(), d);
+            }
+            None => {
+                failing.remove(who);
+            }
+        }
+    }
+
+    /// The background roles failing now, with what each reported, by name.
+    pub fn failing(&self) -> Vec<(String, String)> {
+        self.failing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 
     /// Records a beat.
@@ -189,6 +225,14 @@ fn register_metrics() {
         "drover_table_dead_tuples",
         "PostgreSQL: per table of drover's schema, dead tuples as pg_stat_user_tables last read (set by the paced vacuum each check)"
     );
+    metrics::describe_counter!(
+        "drover_reconcile_failed_total",
+        "per sync reconciler and cause (error, panic), tenant runs that failed and were backed off"
+    );
+    metrics::describe_gauge!(
+        "drover_reconcile_failing_tenants",
+        "per sync reconciler, tenants whose last run failed (waiting out their backoff)"
+    );
     metrics::describe_gauge!(
         "drover_db_oldest_xact_age_seconds",
         metrics::Unit::Seconds,
@@ -196,13 +240,17 @@ fn register_metrics() {
     );
 }
 
-async fn healthz(State(health): State<Arc<Health>>) -> (StatusCode, &'static str) {
+async fn healthz(State(health): State<Arc<Health>>) -> (StatusCode, String) {
     if health.is_healthy() {
-        (StatusCode::OK, "ok\n")
+        let mut body = "ok\n".to_owned();
+        for (who, detail) in health.failing() {
+            body.push_str(&format!("failing: {who}: {detail}\n"));
+        }
+        (StatusCode::OK, body)
     } else if health.is_draining() {
-        (StatusCode::SERVICE_UNAVAILABLE, "draining\n")
+        (StatusCode::SERVICE_UNAVAILABLE, "draining\n".to_owned())
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "stale\n")
+        (StatusCode::SERVICE_UNAVAILABLE, "stale\n".to_owned())
     }
 }
 

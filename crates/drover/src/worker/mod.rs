@@ -50,7 +50,7 @@ mod span;
 mod spread;
 pub mod testkit;
 
-pub use builder::{Service, WorkerBuilder};
+pub use builder::{Service, ServiceContext, WorkerBuilder};
 pub use handler::{
     Done, Handler, HandlerInfo, JobError, Outcome, Registry, ResultExt, RoleInfo, Strategy,
 };
@@ -222,7 +222,12 @@ impl Worker {
         let services: Vec<_> = self
             .services
             .into_iter()
-            .map(|f| tokio::spawn(f(background.clone())))
+            .map(|f| {
+                tokio::spawn(f(ServiceContext {
+                    stop: background.clone(),
+                    health: health.clone(),
+                }))
+            })
             .collect();
         let relay = self.relay.map(|r| {
             let stop = background.clone();

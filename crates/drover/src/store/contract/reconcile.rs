@@ -4,13 +4,15 @@
 //! strategy, reviews listed and resolved, and tenant isolation. Run by every
 //! backend through [`reconcile_contract_suite!`](crate::reconcile_contract_suite).
 
+use std::time::Duration;
+
 use serde_json::json;
 use uuid::Uuid;
 
 use super::{Harness, assert_kind, tenant_a, tenant_b};
 use crate::error::ErrorKind;
 use crate::reconcile::{
-    ApplyBatch, Change, ConflictStrategy, RecordFilter, Resolution, SyncRecord,
+    ApplyBatch, Change, ConflictStrategy, LocalPut, RecordFilter, Resolution, SyncRecord,
 };
 
 /// Expands to one `#[tokio::test]` per reconciler contract case.
@@ -25,6 +27,9 @@ macro_rules! reconcile_contract_suite {
             reconcile_conflicts_follow_the_strategy,
             reconcile_park_for_review_is_listed_and_resolved,
             reconcile_tenants_isolated,
+            reconcile_local_put_is_compare_and_set,
+            reconcile_batch_fences_a_stale_local_writer,
+            reconcile_tombstones_purged_after_retention,
         );
     };
 }
@@ -51,7 +56,39 @@ fn ch(key: &str, version: i64, data: serde_json::Value) -> Change {
         key: key.into(),
         version,
         data,
+        deleted: false,
     }
+}
+
+fn put(
+    tenant: Uuid,
+    key: &str,
+    data: serde_json::Value,
+    version: i64,
+    expected_revision: Option<i64>,
+) -> LocalPut {
+    LocalPut {
+        tenant_id: tenant,
+        reconciler: NAME.into(),
+        key: key.into(),
+        data,
+        version,
+        expected_revision,
+    }
+}
+
+/// A local write at the record's current revision (read first).
+async fn local(h: &Harness, tenant: Uuid, key: &str, data: serde_json::Value, version: i64) {
+    let expected = h
+        .store
+        .reconcile_record_get(tenant, NAME, key)
+        .await
+        .expect("get")
+        .map(|r| r.revision);
+    h.store
+        .reconcile_local_put(&put(tenant, key, data, version, expected))
+        .await
+        .expect("local put");
 }
 
 fn batch(
@@ -279,12 +316,8 @@ pub async fn reconcile_conflicts_follow_the_strategy(h: &Harness) {
         .await
         .unwrap();
         // Local edits: one below the coming source version, one above.
-        s.reconcile_local_put(tenant, NAME, "low", &json!("local"), 2)
-            .await
-            .unwrap();
-        s.reconcile_local_put(tenant, NAME, "high", &json!("local"), 9)
-            .await
-            .unwrap();
+        local(h, tenant, "low", json!("local"), 2).await;
+        local(h, tenant, "high", json!("local"), 9).await;
         assert!(rec(h, tenant, "low").await.dirty);
         s.reconcile_apply(&batch(
             tenant,
@@ -347,12 +380,8 @@ pub async fn reconcile_park_for_review_is_listed_and_resolved(h: &Harness) {
     ))
     .await
     .unwrap();
-    s.reconcile_local_put(tenant_a(), NAME, "a", &json!("la"), 1)
-        .await
-        .unwrap();
-    s.reconcile_local_put(tenant_a(), NAME, "b", &json!("lb"), 1)
-        .await
-        .unwrap();
+    local(h, tenant_a(), "a", json!("la"), 1).await;
+    local(h, tenant_a(), "b", json!("lb"), 1).await;
     let r = s
         .reconcile_apply(&batch(
             tenant_a(),
@@ -435,4 +464,198 @@ pub async fn reconcile_tenants_isolated(h: &Harness) {
     assert_eq!(rec(h, tenant_a(), "a").await.data, json!(1));
     assert_eq!(rec(h, tenant_b(), "a").await.data, json!("b"));
     assert_eq!(s.reconcile_checkpoint_list().await.unwrap().len(), 2);
+}
+
+/// A local put is a compare-and-set on the record's revision: `None`
+/// creates only an absent key; the revision read lands once; a stale one,
+/// or `None` for an existing key (a tombstone too), is `Conflict` and
+/// changes nothing; a revision expected of no record is `NotFound`.
+pub async fn reconcile_local_put_is_compare_and_set(h: &Harness) {
+    let s = &h.store;
+    let t = tenant_a();
+    let first = s
+        .reconcile_local_put(&put(t, "a", json!("one"), 1, None))
+        .await
+        .expect("create");
+    assert_eq!(
+        (first.revision, first.dirty, first.source_version),
+        (1, true, None)
+    );
+    assert_kind(
+        s.reconcile_local_put(&put(t, "a", json!("again"), 2, None))
+            .await,
+        ErrorKind::Conflict,
+        "None for an existing key",
+    );
+    let second = s
+        .reconcile_local_put(&put(t, "a", json!("two"), 2, Some(1)))
+        .await
+        .expect("at the revision read");
+    assert_eq!((second.revision, second.data.clone()), (2, json!("two")));
+    assert_kind(
+        s.reconcile_local_put(&put(t, "a", json!("stale"), 3, Some(1)))
+            .await,
+        ErrorKind::Conflict,
+        "a stale revision",
+    );
+    assert_kind(
+        s.reconcile_local_put(&put(t, "zz", json!("x"), 1, Some(1)))
+            .await,
+        ErrorKind::NotFound,
+        "a revision of no record",
+    );
+    assert_eq!(
+        rec(h, t, "a").await,
+        second,
+        "refused writes changed nothing"
+    );
+    assert!(
+        s.reconcile_record_get(t, NAME, "zz")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // A tombstone exists: a local writer names its revision to revive it.
+    s.reconcile_apply(&batch(
+        t,
+        0,
+        "c1",
+        vec![Change {
+            deleted: true,
+            ..ch("gone", 1, json!(null))
+        }],
+        ConflictStrategy::LocalWins,
+    ))
+    .await
+    .unwrap();
+    let tomb = rec(h, t, "gone").await;
+    assert!(tomb.deleted);
+    assert_kind(
+        s.reconcile_local_put(&put(t, "gone", json!("back"), 2, None))
+            .await,
+        ErrorKind::Conflict,
+        "None over a tombstone",
+    );
+    let back = s
+        .reconcile_local_put(&put(t, "gone", json!("back"), 2, Some(tomb.revision)))
+        .await
+        .unwrap();
+    assert_eq!((back.deleted, back.dirty), (false, true));
+}
+
+/// Every batch write of a record moves its revision (a kept local value
+/// and a parked change too), so a local writer that read before the batch
+/// is refused even when the source wrote the same version number it
+/// holds: `version` alone could not tell.
+pub async fn reconcile_batch_fences_a_stale_local_writer(h: &Harness) {
+    let s = &h.store;
+    for (i, strategy) in ConflictStrategy::ALL.into_iter().enumerate() {
+        let t = Uuid::from_u128(0x200 + i as u128);
+        let mine = s
+            .reconcile_local_put(&put(t, "k", json!("local"), 2, None))
+            .await
+            .unwrap();
+        let r = s
+            .reconcile_apply(&batch(t, 0, "c1", vec![ch("k", 2, json!("s2"))], strategy))
+            .await
+            .unwrap();
+        assert_eq!(r.inserted, 0, "{strategy}: the record existed");
+        let after = rec(h, t, "k").await;
+        assert_eq!(after.revision, mine.revision + 1, "{strategy}");
+        assert_kind(
+            s.reconcile_local_put(&put(t, "k", json!("stale"), 3, Some(mine.revision)))
+                .await,
+            ErrorKind::Conflict,
+            "a writer that read before the batch",
+        );
+        assert_eq!(rec(h, t, "k").await, after, "{strategy}: nothing changed");
+    }
+}
+
+/// A record the source deleted stays as a tombstone (an older replay
+/// cannot revive it) and is purged once written before the cut-off,
+/// unless changed locally since or parked; live records, newer
+/// tombstones and other reconcilers' are kept.
+pub async fn reconcile_tombstones_purged_after_retention(h: &Harness) {
+    let s = &h.store;
+    let t = tenant_a();
+    let del = |key: &str, version| Change {
+        deleted: true,
+        ..ch(key, version, json!(null))
+    };
+    s.reconcile_apply(&batch(
+        t,
+        0,
+        "c1",
+        vec![
+            ch("old", 1, json!(1)),
+            del("old", 2),
+            ch("live", 1, json!(1)),
+            ch("edited", 1, json!(1)),
+            del("edited", 2),
+        ],
+        ConflictStrategy::LocalWins,
+    ))
+    .await
+    .unwrap();
+    // Another reconciler's tombstone of the same age.
+    s.reconcile_apply(&ApplyBatch {
+        reconciler: "billing".into(),
+        ..batch(t, 0, "b1", vec![del("old", 2)], ConflictStrategy::LocalWins)
+    })
+    .await
+    .unwrap();
+    assert!(rec(h, t, "old").await.deleted);
+    let r = s
+        .reconcile_apply(&batch(
+            t,
+            1,
+            "c2",
+            vec![ch("old", 1, json!("replayed"))],
+            ConflictStrategy::LocalWins,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(r.skipped, 1, "an older replay does not revive a tombstone");
+    local(h, t, "edited", json!("mine"), 3).await;
+    h.pass(Duration::from_millis(20)).await;
+    let cut = s.db_now().await.expect("now");
+    h.pass(Duration::from_millis(20)).await;
+    s.reconcile_apply(&batch(
+        t,
+        2,
+        "c3",
+        vec![del("new", 1)],
+        ConflictStrategy::LocalWins,
+    ))
+    .await
+    .unwrap();
+    assert_eq!(
+        s.reconcile_purge_deleted(NAME, cut, 1000).await.unwrap(),
+        1,
+        "only the old tombstone goes"
+    );
+    assert!(
+        s.reconcile_record_get(t, NAME, "old")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    for key in ["live", "edited", "new"] {
+        assert!(
+            s.reconcile_record_get(t, NAME, key)
+                .await
+                .unwrap()
+                .is_some(),
+            "{key} is kept"
+        );
+    }
+    assert!(
+        s.reconcile_record_get(t, "billing", "old")
+            .await
+            .unwrap()
+            .is_some(),
+        "another reconciler's tombstone is its own to purge"
+    );
+    assert_eq!(s.reconcile_purge_deleted(NAME, cut, 1000).await.unwrap(), 0);
 }

@@ -5,13 +5,14 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::MemoryStore;
 use crate::error::{Error, Result};
 use crate::reconcile::{
-    ApplyBatch, ApplyReport, Checkpoint, ReconcileStore, RecordFilter, Resolution, SyncRecord,
-    batch_keys, plan_batch, resolved, validate_key, validate_name,
+    ApplyBatch, ApplyReport, Checkpoint, LocalPut, ReconcileStore, RecordFilter, Resolution,
+    SyncRecord, batch_keys, plan_batch, put_local, resolved, validate_key, validate_name,
 };
 
 /// The checkpoints and records, keyed by (tenant, reconciler[, key]).
@@ -19,6 +20,12 @@ use crate::reconcile::{
 pub(super) struct Sync {
     checkpoints: BTreeMap<(Uuid, String), Checkpoint>,
     records: BTreeMap<(Uuid, String, String), SyncRecord>,
+}
+
+/// A tombstone past retention: deleted by the source, written before
+/// `before`, not changed locally since, nothing parked.
+fn purgeable(r: &SyncRecord, before: DateTime<Utc>) -> bool {
+    r.deleted && !r.dirty && r.review.is_none() && r.updated_at < before
 }
 
 #[async_trait]
@@ -87,41 +94,36 @@ impl ReconcileStore for MemoryStore {
         Ok(report)
     }
 
-    async fn reconcile_local_put(
-        &self,
-        tenant: Uuid,
-        reconciler: &str,
-        key: &str,
-        data: &serde_json::Value,
-        version: i64,
-    ) -> Result<SyncRecord> {
-        validate_name(reconciler)?;
-        validate_key(key)?;
+    async fn reconcile_local_put(&self, put: &LocalPut) -> Result<SyncRecord> {
+        validate_name(&put.reconciler)?;
+        validate_key(&put.key)?;
         let now = self.now();
         let mut st = self.lock();
-        let id = (tenant, reconciler.to_owned(), key.to_owned());
-        let r = match st.sync.records.get(&id) {
-            Some(r) => SyncRecord {
-                data: data.clone(),
-                version,
-                dirty: true,
-                updated_at: now,
-                ..r.clone()
-            },
-            None => SyncRecord {
-                tenant_id: tenant,
-                reconciler: reconciler.to_owned(),
-                key: key.to_owned(),
-                data: data.clone(),
-                version,
-                source_version: None,
-                dirty: true,
-                review: None,
-                updated_at: now,
-            },
-        };
-        st.sync.records.insert(id, r.clone());
-        Ok(r)
+        let id = (put.tenant_id, put.reconciler.clone(), put.key.clone());
+        let next = put_local(st.sync.records.get(&id), put, now)?;
+        st.sync.records.insert(id, next.clone());
+        Ok(next)
+    }
+
+    async fn reconcile_purge_deleted(
+        &self,
+        reconciler: &str,
+        before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<u64> {
+        let mut st = self.lock();
+        let gone: Vec<_> = st
+            .sync
+            .records
+            .iter()
+            .filter(|(_, r)| r.reconciler == reconciler && purgeable(r, before))
+            .map(|(id, _)| id.clone())
+            .take(limit as usize)
+            .collect();
+        for id in &gone {
+            st.sync.records.remove(id);
+        }
+        Ok(gone.len() as u64)
     }
 
     async fn reconcile_record_get(

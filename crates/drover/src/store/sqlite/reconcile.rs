@@ -2,11 +2,16 @@
 //!
 //! A batch is one `BEGIN IMMEDIATE` transaction on the single writer: the
 //! checkpoint's compare-and-set, the read of the batch's records, and their
-//! writes land together or not at all, and no other writer interleaves.
+//! writes land together or not at all, and no other writer interleaves. So
+//! a key first seen by a batch cannot be written by a local put between
+//! the batch's read and its write (the PostgreSQL store needs an
+//! insert-or-nothing for that); a local put's compare-and-set reads and
+//! writes in one such transaction too.
 
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection};
 use uuid::Uuid;
@@ -15,8 +20,9 @@ use super::row::{from_micros, to_micros};
 use super::{SqliteStore, sql};
 use crate::error::{Error, Opaque, Result};
 use crate::reconcile::{
-    ApplyBatch, ApplyReport, Change, Checkpoint, ReconcileStore, RecordFilter, Resolution,
-    SyncRecord, batch_keys, plan_batch, resolved, validate_key, validate_name,
+    ApplyBatch, ApplyReport, Change, Checkpoint, LocalPut, ReconcileStore, RecordFilter,
+    Resolution, SyncRecord, batch_keys, plan_batch, put_local, resolved, validate_key,
+    validate_name,
 };
 
 fn json_err(what: &str, e: serde_json::Error) -> Error {
@@ -43,8 +49,10 @@ fn record(row: &SqliteRow) -> Result<SyncRecord> {
         key: row.try_get("key")?,
         data: serde_json::from_str(&data).map_err(|e| json_err("data", e))?,
         version: row.try_get("version")?,
+        revision: row.try_get("revision")?,
         source_version: row.try_get("source_version")?,
         dirty: row.try_get::<i64, _>("dirty")? != 0,
+        deleted: row.try_get::<i64, _>("deleted")? != 0,
         review: review
             .map(|s| serde_json::from_str::<Change>(&s))
             .transpose()
@@ -89,6 +97,8 @@ async fn write(conn: &mut SqliteConnection, r: &SyncRecord) -> Result<()> {
         .bind(i64::from(r.dirty))
         .bind(review)
         .bind(to_micros(r.updated_at))
+        .bind(r.revision)
+        .bind(i64::from(r.deleted))
         .execute(&mut *conn)
         .await?;
     Ok(())
@@ -161,29 +171,48 @@ impl ReconcileStore for SqliteStore {
         Ok(report)
     }
 
-    async fn reconcile_local_put(
-        &self,
-        tenant: Uuid,
-        reconciler: &str,
-        key: &str,
-        data: &serde_json::Value,
-        version: i64,
-    ) -> Result<SyncRecord> {
-        validate_name(reconciler)?;
-        validate_key(key)?;
-        let data = serde_json::to_string(data).map_err(|e| json_err("data", e))?;
+    async fn reconcile_local_put(&self, put: &LocalPut) -> Result<SyncRecord> {
+        validate_name(&put.reconciler)?;
+        validate_key(&put.key)?;
+        // The read and the write share the one write transaction, so no
+        // batch or other writer lands between the check and the write.
         let mut tx = self.begin().await?;
-        let row = sqlx::query(sql::RECONCILE_LOCAL_PUT)
-            .bind(tenant)
+        let mut found = read(
+            &mut tx,
+            put.tenant_id,
+            &put.reconciler,
+            std::slice::from_ref(&put.key),
+        )
+        .await?;
+        // At the stored precision, so the record returned is the one read.
+        let now = from_micros(to_micros(self.now()))?;
+        let next = match put_local(found.remove(&put.key).as_ref(), put, now) {
+            Ok(n) => n,
+            Err(e) => {
+                tx.rollback().await?;
+                return Err(e);
+            }
+        };
+        write(&mut tx, &next).await?;
+        tx.commit().await?;
+        Ok(next)
+    }
+
+    async fn reconcile_purge_deleted(
+        &self,
+        reconciler: &str,
+        before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<u64> {
+        let mut tx = self.begin().await?;
+        let done = sqlx::query(sql::RECONCILE_PURGE_DELETED)
             .bind(reconciler)
-            .bind(key)
-            .bind(data)
-            .bind(version)
-            .bind(to_micros(self.now()))
-            .fetch_one(&mut *tx)
+            .bind(to_micros(before))
+            .bind(i64::from(limit))
+            .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        record(&row)
+        Ok(done.rows_affected())
     }
 
     async fn reconcile_record_get(

@@ -99,4 +99,4 @@ sql!(RECONCILE_RECORD_READ, "reconcile_record_read.sql");
 sql!(RECONCILE_RECORD_WRITE, "reconcile_record_write.sql");
 sql!(RECONCILE_RECORD_GET, "reconcile_record_get.sql");
 sql!(RECONCILE_RECORD_LIST, "reconcile_record_list.sql");
-sql!(RECONCILE_LOCAL_PUT, "reconcile_local_put.sql");
+sql!(RECONCILE_PURGE_DELETED, "reconcile_purge_deleted.sql");
