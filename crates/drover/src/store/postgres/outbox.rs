@@ -5,12 +5,19 @@
 //! stats and the purge are system operations; the fenced failure runs
 //! under the row's tenant.
 //!
+//! An id is one row across the whole ring, whatever its tenant: the
+//! primary key `(id, slot)` holds it inside a child, the `outbox_id_once`
+//! trigger (migration 0030) across children, so a write of an id a row of
+//! an older child holds changes nothing, as in one child.
+//!
 //! The purge is the ring's rotation: once the current child has been
 //! current for `rotate_after`, the next child (the oldest) is locked whole,
 //! checked (no pending row, every done row past the retention), its parked
 //! rows carried into the current child, and truncated; then it becomes
-//! current. A child that still holds pending or young rows pins the ring:
-//! the table grows until they are done, it never loses one.
+//! current. A parked (failed) row never pins the ring: it is carried
+//! forward at every rotation. A child that still holds pending or young
+//! done rows pins the ring: the table grows until they are done (a pending
+//! row is relayed or parked within its attempt budget), it never loses one.
 
 use std::time::Duration;
 
@@ -39,6 +46,7 @@ macro_rules! sql {
 sql!(OUTBOX_INSERT, "outbox_insert.sql");
 sql!(OUTBOX_GET, "outbox_get.sql");
 sql!(OUTBOX_CLAIM, "outbox_claim.sql");
+sql!(OUTBOX_CLAIM_SERIALIZE, "outbox_claim_serialize.sql");
 sql!(OUTBOX_COMPLETE, "outbox_complete.sql");
 sql!(OUTBOX_CLAIM_LOCKED, "outbox_claim_locked.sql");
 sql!(OUTBOX_COMPLETE_LOCKED, "outbox_complete_locked.sql");
@@ -97,6 +105,9 @@ async fn insert_row(conn: &mut PgConnection, row: &NewOutboxRow, persistent: boo
         .bind(row.request_id.as_deref())
         .bind(row.traceparent.as_deref())
         .bind(row.created_at)
+        .bind(&row.lane)
+        .bind(row.priority)
+        .bind(row.max_attempts)
         .execute(&mut *conn)
         .await?;
     Ok(())
@@ -122,6 +133,9 @@ fn outbox_row(r: &PgRow) -> Result<OutboxRow> {
         claim_token: r.try_get("claim_token")?,
         lease_expires_at: r.try_get("lease_expires_at")?,
         relayed_at: r.try_get("relayed_at")?,
+        lane: r.try_get("lane")?,
+        priority: r.try_get("priority")?,
+        max_attempts: r.try_get("max_attempts")?,
     })
 }
 
@@ -232,6 +246,10 @@ impl OutboxStore for PgStore {
 
     async fn outbox_claim(&self, p: &OutboxClaimParams) -> Result<Vec<OutboxRow>> {
         let mut tx = self.begin_system().await?;
+        sqlx::query(OUTBOX_CLAIM_SERIALIZE)
+            .persistent(self.persistent)
+            .execute(&mut *tx)
+            .await?;
         let rows = sqlx::query(OUTBOX_CLAIM)
             .persistent(self.persistent)
             .bind(i64::from(p.limit))
