@@ -55,7 +55,7 @@ use super::{
     OutboxRow, OutboxTarget,
 };
 use crate::error::{Error, Result};
-use crate::events::{EventAppended, NewEvent};
+use crate::events::{EVENT_PAYLOAD_MAX_DEFAULT, EventAppended, NewEvent};
 use crate::item::{DEFAULT_LANE, DEFAULT_MAX_ATTEMPTS, InsertResult, NewItem};
 use crate::queue::Queue;
 use crate::rules::RetryPolicy;
@@ -263,7 +263,9 @@ pub struct RelayPlan {
 
 impl RelayPlan {
     /// The plan for `rows`: items and events under each row's id, payloads
-    /// checked against `max_payload` bytes.
+    /// checked against `max_payload` bytes (an event's also against the
+    /// event log's bound). The one decision of what a batch writes and
+    /// refuses, which both relay paths execute.
     pub fn of(rows: &[OutboxRow], max_payload: usize) -> RelayPlan {
         let mut plan = RelayPlan::default();
         for (i, row) in rows.iter().enumerate() {
@@ -274,7 +276,11 @@ impl RelayPlan {
                 },
                 Some(OutboxTarget::Event(topic)) => {
                     let ev = relayed_event(row, topic);
-                    match ev.validate(max_payload) {
+                    // The event log's own bound too (a queue may set its
+                    // bound above it): a bad event is refused here, alone,
+                    // the same on the one-transaction path and the stepwise
+                    // one, never by the append failing the whole batch.
+                    match ev.validate(max_payload.min(EVENT_PAYLOAD_MAX_DEFAULT)) {
                         Ok(()) => plan.events.push((i, ev)),
                         Err(e) => plan.failed.push((i, e.to_string())),
                     }

@@ -299,23 +299,14 @@ impl OutboxStore for PgStore {
                 super::items::insert_groups(&mut tx, &items, self.persistent, false).await?;
             tally.items(&rows, &plan.items, &item_results);
         }
-        // The append checks its events against the event log's own payload
-        // bound, which a queue may set its bound above: such a row fails on
-        // its own here, so it cannot fail the whole batch again and again.
-        let mut appendable = Vec::with_capacity(plan.events.len());
-        for (i, e) in plan.events {
-            match e.validate(crate::events::EVENT_PAYLOAD_MAX_DEFAULT) {
-                Ok(()) => appendable.push((i, e)),
-                Err(err) => tally.failed.push((i, err.to_string())),
-            }
-        }
-        if !appendable.is_empty() {
+        // The plan refused every event the append would (RelayPlan::of
+        // checks the event log's bound too), as on the stepwise path: an
+        // error here is the database's, and fails the whole run.
+        if !plan.events.is_empty() {
             let events: Vec<crate::events::NewEvent> =
-                appendable.iter().map(|(_, e)| e.clone()).collect();
-            // Validated as the append validates: an error here is the
-            // database's, and fails the whole run.
+                plan.events.iter().map(|(_, e)| e.clone()).collect();
             let answers = super::events::append_system(&mut tx, &events, self.persistent).await?;
-            tally.events(&rows, &appendable, answers.into_iter().map(Ok).collect());
+            tally.events(&rows, &plan.events, answers.into_iter().map(Ok).collect());
         }
         let landed = if tally.done.is_empty() {
             0
