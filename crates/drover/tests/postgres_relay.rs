@@ -8,10 +8,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use drover::NewItem;
 use drover::Queue;
 use drover::events::EventStore;
 use drover::outbox::{NewOutboxRow, OutboxStatus, OutboxStore, Relay, RelayConfig};
-use drover::NewItem;
 use drover::store::{ItemStore, ListFilter, Store};
 use drover::testing::{pg_drop_schema, pg_fresh_store, pg_owner_url};
 use serde_json::json;
@@ -239,7 +239,11 @@ async fn an_id_held_by_an_older_child_of_the_ring_is_not_written_again() {
     let first = NewOutboxRow::new("work.send_receipt", json!({"v": 1}));
     store.outbox_insert(&first).await.unwrap();
     rotate(&store).await;
-    assert_eq!(ring_current(&schema).await, 1, "new rows go to another child");
+    assert_eq!(
+        ring_current(&schema).await,
+        1,
+        "new rows go to another child"
+    );
     let again = NewOutboxRow {
         payload: json!({"v": 2}),
         ..first.clone()
@@ -255,7 +259,11 @@ async fn an_id_held_by_an_older_child_of_the_ring_is_not_written_again() {
         .await
         .unwrap();
     tx.commit().await.unwrap();
-    assert_eq!(copies(&schema, first.id).await, 1, "one row across the ring");
+    assert_eq!(
+        copies(&schema, first.id).await,
+        1,
+        "one row across the ring"
+    );
     let stored = store
         .outbox_get(Uuid::nil(), first.id)
         .await

@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests state their expectations by panicking
 
 use drover::Queue;
-use drover::outbox::{OutboxStore, Relay, RelayConfig};
+use drover::outbox::{Relay, RelayConfig};
 use drover::queue::{Kind, Principal};
 use metrics_exporter_prometheus::PrometheusBuilder;
 use serde::{Deserialize, Serialize};

@@ -96,8 +96,7 @@ impl RelaySweep {
         let started = tokio::time::Instant::now();
         let mut relay_failed = false;
         loop {
-            if report.batches >= config.sweep_batches || started.elapsed() >= config.sweep_budget
-            {
+            if report.batches >= config.sweep_batches || started.elapsed() >= config.sweep_budget {
                 report.budget_spent = true;
                 break;
             }

@@ -56,10 +56,7 @@ pub async fn outbox_payload_lane_field_reaches_the_handler(h: &Harness) {
         lane: "left-dock".into(),
         parcel: 7,
     };
-    let row = queue
-        .outbox_work_row(&who, &job)
-        .unwrap()
-        .with_priority(-3);
+    let row = queue.outbox_work_row(&who, &job).unwrap().with_priority(-3);
     write(h, &row).await;
     let r = relay(h, quick()).run_once().await.unwrap();
     assert_eq!((r.relayed, r.items_inserted, r.retried), (1, 1, 0), "{r:?}");
@@ -87,9 +84,20 @@ pub async fn outbox_an_existing_id_changes_nothing(h: &Harness) {
         ..again.clone()
     };
     write(h, &theirs).await;
-    let stored = h.store.outbox_get(tenant_a(), first.id).await.unwrap().unwrap();
+    let stored = h
+        .store
+        .outbox_get(tenant_a(), first.id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(stored.payload, json!({"v": 1}));
-    assert!(h.store.outbox_get(tenant_b(), first.id).await.unwrap().is_none());
+    assert!(
+        h.store
+            .outbox_get(tenant_b(), first.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
     let r = relay(h, quick()).run_once().await.unwrap();
     assert_eq!((r.claimed, r.relayed), (1, 1), "{r:?}");
     write(h, &again).await;
@@ -126,10 +134,21 @@ pub async fn outbox_events_of_a_tenant_relay_in_order_across_claims(h: &Harness)
     let r = relay(h, quick()).run_once().await.unwrap();
     assert_eq!(r.relayed, 1, "only the other tenant's event: {r:?}");
     assert!(
-        h.store.event_read(tenant_a(), 0, &[], 10).await.unwrap().is_empty(),
+        h.store
+            .event_read(tenant_a(), 0, &[], 10)
+            .await
+            .unwrap()
+            .is_empty(),
         "a younger event of the tenant overtook the held one"
     );
-    assert_eq!(h.store.event_read(tenant_b(), 0, &[], 10).await.unwrap().len(), 1);
+    assert_eq!(
+        h.store
+            .event_read(tenant_b(), 0, &[], 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     h.pass(PAST_SHORT).await;
     let r = relay(h, quick()).run_once().await.unwrap();
     assert_eq!(r.relayed, 2, "{r:?}");
@@ -173,7 +192,13 @@ pub async fn outbox_relay_step_under_saturation(h: &Harness) {
     assert_eq!(stats.pending, 13, "{stats:?}");
     if h.clock.is_some() {
         assert_eq!(report.purged, Some(1), "{report:?}");
-        assert!(h.store.outbox_get(tenant_a(), old.id).await.unwrap().is_none());
+        assert!(
+            h.store
+                .outbox_get(tenant_a(), old.id)
+                .await
+                .unwrap()
+                .is_none()
+        );
     }
 }
 
@@ -207,17 +232,32 @@ pub async fn outbox_bad_event_fails_alone(h: &Harness) {
     }
     let r = relay.run_once().await.unwrap();
     assert_eq!(
-        (r.claimed, r.relayed, r.items_inserted, r.events_appended, r.retried),
+        (
+            r.claimed,
+            r.relayed,
+            r.items_inserted,
+            r.events_appended,
+            r.retried
+        ),
         (3, 2, 1, 1, 1),
         "{r:?}"
     );
     let log = h.store.event_read(tenant_a(), 0, &[], 10).await.unwrap();
     assert_eq!(log.iter().map(|e| e.id).collect::<Vec<_>>(), vec![good.id]);
     assert_eq!(items_of(h, tenant_a()).await.len(), 1);
-    let stored = h.store.outbox_get(tenant_a(), bad.id).await.unwrap().unwrap();
+    let stored = h
+        .store
+        .outbox_get(tenant_a(), bad.id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((stored.status, stored.attempts), (OutboxStatus::Pending, 1));
     assert!(
-        stored.last_error.as_deref().unwrap_or("").contains("payload"),
+        stored
+            .last_error
+            .as_deref()
+            .unwrap_or("")
+            .contains("payload"),
         "{stored:?}"
     );
 }
@@ -237,7 +277,13 @@ pub async fn outbox_raw_write_checks_the_kinds_permission(h: &Harness) {
         ErrorKind::Forbidden,
         "a principal without the kind's permission",
     );
-    assert!(h.store.outbox_get(tenant_a(), row.id).await.unwrap().is_none());
+    assert!(
+        h.store
+            .outbox_get(tenant_a(), row.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
     let foreign = NewOutboxRow {
         tenant_id: tenant_b(),
         ..NewOutboxRow::new("work.issue_refund", json!({"amount": 6}))
