@@ -4,7 +4,9 @@
 //! Each run claims a batch of pending rows, enqueues the `work.*` rows as
 //! items in one bulk insert (the item's id and idempotency key are the
 //! row's id, `created_by` its actor, its request and trace context kept,
-//! the lane taken out of the payload's `lane` entry), appends the `event.*`
+//! the lane, priority and attempt budget from the row's own columns, the
+//! payload as written; a legacy row's lane from its payload's `lane`
+//! entry, see [`relayed_item`]), appends the `event.*`
 //! rows to the event log under the row's id, then marks the rows done. A
 //! row that cannot be relayed is failed with backoff and parked after its
 //! budget.
@@ -687,5 +689,49 @@ pub fn relayed_event(row: &OutboxRow, topic: &str) -> NewEvent {
         actor: row.actor,
         request_id: row.request_id.clone(),
         traceparent: row.traceparent.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relay_role_declares_all_four_strategies() {
+        let role = relay_role();
+        let named: Vec<&str> = role.strategies.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            named,
+            ["idempotency", "retry", "checkpoint", "recovery"],
+            "{role:?}"
+        );
+        assert!(role.strategies.iter().all(|(_, v)| !v.trim().is_empty()));
+    }
+
+    #[test]
+    fn every_relay_batch_size_has_a_validated_maximum() {
+        let ok = RelayConfig::default();
+        assert!(ok.validate().is_ok());
+        for bad in [
+            RelayConfig {
+                batch: RELAY_BATCH_MAX + 1,
+                ..ok.clone()
+            },
+            RelayConfig {
+                sweep_batches: RELAY_SWEEP_BATCHES_MAX + 1,
+                ..ok.clone()
+            },
+            RelayConfig {
+                sweep_batches: 0,
+                ..ok.clone()
+            },
+            RelayConfig {
+                sweep_budget: Duration::ZERO,
+                ..ok.clone()
+            },
+        ] {
+            let e = bad.validate().unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::Config, "{bad:?}");
+        }
     }
 }
