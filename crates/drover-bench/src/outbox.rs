@@ -316,8 +316,9 @@ pub(crate) async fn run(
             .bind(Uuid::now_v7())
             .execute(&mut *tx)
             .await?;
-        let row = queue.outbox_work_row(&Principal::system(), &Timed { n })?;
-        queue.outbox_write_in(&mut *tx, &row).await?;
+        let who = Principal::system();
+        let row = queue.outbox_work_row(&who, &Timed { n })?;
+        queue.outbox_write_in(&mut *tx, &who, &row).await?;
         // Stamped before the commit (so a handler that starts before this
         // task resumes still finds a stamp, an earlier and so a
         // conservative one), then restamped right after the commit returns.

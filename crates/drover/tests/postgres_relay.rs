@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use drover::NewItem;
 use drover::Queue;
 use drover::events::EventStore;
 use drover::outbox::{NewOutboxRow, OutboxStatus, OutboxStore, Relay, RelayConfig};
@@ -99,12 +100,18 @@ async fn a_batch_cut_off_part_way_leaves_no_claim_and_relays_at_the_next_run() {
 async fn a_row_that_cannot_be_relayed_keeps_the_claim_for_its_failure_and_the_rest_are_done() {
     let (store, schema) = pg_fresh_store().await;
     let queue = Queue::new(store.clone() as Arc<dyn Store>);
-    let good = NewOutboxRow::new("work.send_receipt", json!({"lane": "mail"}));
-    let bad = NewOutboxRow::new("work.send_receipt", json!({"lane": "Not A Lane!"}));
+    let good = NewOutboxRow::new("work.send_receipt", json!({})).with_lane("mail");
+    let bad = NewOutboxRow::new("work.send_receipt", json!({}));
     let event = NewOutboxRow::new("event.order_placed", json!({"n": 1}));
     for row in [&good, &bad, &event] {
         store.outbox_insert(row).await.unwrap();
     }
+    // Another item holds the bad row's id as its key: its insert meets
+    // KeyExists and the row cannot be relayed.
+    store
+        .item_insert(&NewItem::new("blocker", json!({})).with_key(bad.id.to_string()))
+        .await
+        .unwrap();
     let r = relay(&queue).run_once().await.unwrap();
     assert_eq!(
         (r.claimed, r.relayed, r.retried, r.parked, r.stale),
@@ -127,7 +134,11 @@ async fn a_row_that_cannot_be_relayed_keeps_the_claim_for_its_failure_and_the_re
         failed.claim_token.is_none(),
         "the failure released the claim"
     );
-    assert!(failed.last_error.is_some_and(|e| e.contains("lane")));
+    assert!(
+        failed
+            .last_error
+            .is_some_and(|e| e.contains("idempotency key"))
+    );
     assert!(
         failed.available_at > failed.created_at,
         "a backoff before the retry"
@@ -141,7 +152,11 @@ async fn a_row_that_cannot_be_relayed_keeps_the_claim_for_its_failure_and_the_re
         .await
         .unwrap();
     assert_eq!(
-        items.iter().map(|i| i.id).collect::<Vec<_>>(),
+        items
+            .iter()
+            .filter(|i| i.kind == "send_receipt")
+            .map(|i| i.id)
+            .collect::<Vec<_>>(),
         vec![good.id]
     );
     pg_drop_schema(&pg_owner_url().await, &schema).await;
@@ -186,5 +201,171 @@ async fn an_event_over_the_logs_bound_fails_alone_and_the_batch_lands() {
     assert_eq!((failed.status, failed.attempts), (OutboxStatus::Pending, 1));
     let log = store.event_read(Uuid::nil(), 0, &[], 10).await.unwrap();
     assert_eq!(log.iter().map(|e| e.id).collect::<Vec<_>>(), vec![small.id]);
+    pg_drop_schema(&pg_owner_url().await, &schema).await;
+}
+
+async fn scalar_i64(sql: &str) -> i64 {
+    let mut conn = sqlx::PgConnection::connect(&pg_owner_url().await)
+        .await
+        .unwrap();
+    let v: i64 = sqlx::query_scalar(sql).fetch_one(&mut conn).await.unwrap();
+    conn.close().await.unwrap();
+    v
+}
+
+async fn ring_current(schema: &str) -> i64 {
+    scalar_i64(&format!(
+        "SELECT current::bigint FROM \"{schema}\".outbox_ring"
+    ))
+    .await
+}
+
+async fn copies(schema: &str, id: Uuid) -> i64 {
+    scalar_i64(&format!(
+        "SELECT count(*) FROM \"{schema}\".outbox WHERE id = '{id}'"
+    ))
+    .await
+}
+
+/// One rotation of the ring (every child's done rows past retention).
+async fn rotate(store: &drover::store::postgres::PgStore) {
+    let before = store.db_now().await.unwrap() + chrono::Duration::hours(1);
+    store.outbox_purge(before, Duration::ZERO).await.unwrap();
+}
+
+#[tokio::test]
+async fn an_id_held_by_an_older_child_of_the_ring_is_not_written_again() {
+    let (store, schema) = pg_fresh_store().await;
+    let first = NewOutboxRow::new("work.send_receipt", json!({"v": 1}));
+    store.outbox_insert(&first).await.unwrap();
+    rotate(&store).await;
+    assert_eq!(
+        ring_current(&schema).await,
+        1,
+        "new rows go to another child"
+    );
+    let again = NewOutboxRow {
+        payload: json!({"v": 2}),
+        ..first.clone()
+    };
+    store.outbox_insert(&again).await.unwrap();
+    // Under another tenant, in the caller's transaction: nothing either.
+    let mut tx = store.pool().begin().await.unwrap();
+    let theirs = NewOutboxRow {
+        tenant_id: Uuid::from_u128(0xB),
+        ..again.clone()
+    };
+    drover::store::postgres::outbox_insert_in(&mut tx, &schema, &theirs)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(
+        copies(&schema, first.id).await,
+        1,
+        "one row across the ring"
+    );
+    let stored = store
+        .outbox_get(Uuid::nil(), first.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.payload, json!({"v": 1}));
+    pg_drop_schema(&pg_owner_url().await, &schema).await;
+}
+
+#[tokio::test]
+async fn a_parked_row_never_pins_the_rotation_even_when_its_id_is_written_again() {
+    let (store, schema) = pg_fresh_store().await;
+    let queue = Queue::new(store.clone() as Arc<dyn Store>);
+    let row = NewOutboxRow::new("work.send_receipt", json!({}));
+    store.outbox_insert(&row).await.unwrap();
+    store
+        .item_insert(&NewItem::new("blocker", json!({})).with_key(row.id.to_string()))
+        .await
+        .unwrap();
+    let parking = Relay::new(
+        queue.clone(),
+        RelayConfig {
+            max_attempts: 1,
+            ..RelayConfig::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(parking.run_once().await.unwrap().parked, 1);
+    // Around the ring twice: the parked row is carried forward each time
+    // its child is emptied, and a write of its id while it lives in an
+    // older child changes nothing (a second copy would collide with the
+    // carry and stop the rotation for good).
+    for turn in 1..=8i64 {
+        rotate(&store).await;
+        assert_eq!(ring_current(&schema).await, turn % 4, "rotation {turn}");
+        store.outbox_insert(&row).await.unwrap();
+        assert_eq!(copies(&schema, row.id).await, 1, "rotation {turn}");
+    }
+    let parked = store
+        .outbox_get(Uuid::nil(), row.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(parked.status, OutboxStatus::Failed);
+    pg_drop_schema(&pg_owner_url().await, &schema).await;
+}
+
+#[tokio::test]
+async fn a_tenants_events_wait_while_another_batch_holds_its_event_lock() {
+    let (store, schema) = pg_fresh_store().await;
+    let queue = Queue::new(store.clone() as Arc<dyn Store>);
+    let a = Uuid::from_u128(0xA);
+    let b = Uuid::from_u128(0xB);
+    let ev_a = NewOutboxRow {
+        tenant_id: a,
+        ..NewOutboxRow::new("event.order_placed", json!({"n": 1}))
+    };
+    let ev_b = NewOutboxRow {
+        tenant_id: b,
+        ..NewOutboxRow::new("event.order_placed", json!({"n": 2}))
+    };
+    store.outbox_insert(&ev_a).await.unwrap();
+    store.outbox_insert(&ev_b).await.unwrap();
+    // Another relay batch holds tenant A's event lock (its transaction open).
+    let mut other = sqlx::PgConnection::connect(&pg_owner_url().await)
+        .await
+        .unwrap();
+    let mut held = other.begin().await.unwrap();
+    sqlx::query(&format!(
+        "SELECT pg_advisory_xact_lock(hashtext('drover.outbox_events'), \
+         hashtext('{schema}' || ':' || '{a}'))"
+    ))
+    .execute(&mut *held)
+    .await
+    .unwrap();
+    let r = relay(&queue).run_once().await.unwrap();
+    assert_eq!((r.claimed, r.relayed), (1, 1), "only tenant B's: {r:?}");
+    assert!(store.event_read(a, 0, &[], 10).await.unwrap().is_empty());
+    held.rollback().await.unwrap();
+    let r = relay(&queue).run_once().await.unwrap();
+    assert_eq!((r.claimed, r.relayed), (1, 1), "{r:?}");
+    assert_eq!(store.event_read(a, 0, &[], 10).await.unwrap().len(), 1);
+    pg_drop_schema(&pg_owner_url().await, &schema).await;
+}
+
+#[tokio::test]
+async fn a_row_written_before_the_lane_column_relays_as_written() {
+    let (store, schema) = pg_fresh_store().await;
+    let queue = Queue::new(store.clone() as Arc<dyn Store>);
+    let id = Uuid::now_v7();
+    admin(&format!(
+        "INSERT INTO \"{schema}\".outbox (id, tenant_id, kind, payload, actor, created_at) \
+         VALUES ('{id}', '{nil}', 'work.send_receipt', '{{\"lane\": \"mail\", \"order\": 3}}', \
+         '{nil}', now())",
+        nil = Uuid::nil()
+    ))
+    .await;
+    let r = relay(&queue).run_once().await.unwrap();
+    assert_eq!((r.relayed, r.items_inserted), (1, 1), "{r:?}");
+    let item = store.item_get(Uuid::nil(), id).await.unwrap().unwrap();
+    assert_eq!(item.lane, "mail");
+    assert_eq!(item.payload, json!({"order": 3}));
+    assert_eq!(item.max_attempts, drover::item::DEFAULT_MAX_ATTEMPTS);
     pg_drop_schema(&pg_owner_url().await, &schema).await;
 }

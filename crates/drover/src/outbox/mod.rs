@@ -42,25 +42,33 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
+use crate::item::{DEFAULT_LANE, DEFAULT_MAX_ATTEMPTS};
 
 mod relay;
+mod sweep;
 mod write;
 
 pub use relay::{
-    RELAY_BACKOFF_BASE_DEFAULT, RELAY_BACKOFF_CAP_DEFAULT, RELAY_BATCH_DEFAULT,
+    RELAY_BACKOFF_BASE_DEFAULT, RELAY_BACKOFF_CAP_DEFAULT, RELAY_BATCH_DEFAULT, RELAY_BATCH_MAX,
     RELAY_CONCURRENCY_DEFAULT, RELAY_INTERVAL_DEFAULT, RELAY_JITTER, RELAY_LEASE_DEFAULT,
-    RELAY_MAX_ATTEMPTS_DEFAULT, RELAY_RETENTION_DEFAULT, RELAY_RETRY_MIN, RELAY_STRATEGY, Relay,
-    RelayBatch, RelayConfig, RelayPlan, RelayPlanner, RelayReport, RelaySweep, RelayTally,
-    relay_role, relayed_event, relayed_item,
+    RELAY_MAX_ATTEMPTS_DEFAULT, RELAY_RETENTION_DEFAULT, RELAY_RETRY_MIN, RELAY_STRATEGY,
+    RELAY_SWEEP_BATCHES_DEFAULT, RELAY_SWEEP_BATCHES_MAX, RELAY_SWEEP_BUDGET_DEFAULT, Relay,
+    RelayBatch, RelayConfig, RelayPlan, RelayPlanner, RelayReport, RelayTally, relay_role,
+    relayed_event, relayed_item,
 };
+pub use sweep::{RelaySweep, RelaySweepReport};
 pub use write::OutboxConnection;
 
 /// The kind prefix of a row the relay turns into a work item.
 pub const WORK_PREFIX: &str = "work.";
 /// The kind prefix of a row the relay appends to the event log.
 pub const EVENT_PREFIX: &str = "event.";
-/// The payload entry of a `work.<kind>` row naming the item's lane; the
-/// relay removes it from the item's payload.
+/// The payload entry that named the item's lane in a `work.<kind>` row
+/// written before migration 0030 (a row whose `lane` column is empty). Only
+/// such a legacy row's `lane` entry is read (and removed) by the relay; a
+/// row written since carries its lane, priority and attempt budget in
+/// columns of its own, so a payload field named `lane` is the job's own and
+/// reaches the handler untouched.
 pub const LANE_ENTRY: &str = "lane";
 /// The wake-up name an outbox insert publishes on the store's wake-up
 /// channel (`NOTIFY drover_wake, '<schema>:drover.outbox'` on PostgreSQL).
@@ -124,8 +132,16 @@ pub struct NewOutboxRow {
     pub tenant_id: Uuid,
     /// `work.<kind>` or `event.<topic>`.
     pub kind: String,
-    /// The item's payload (with a `lane` entry) or the event's.
+    /// The item's payload (exactly as the handler decodes it) or the event's.
     pub payload: serde_json::Value,
+    /// The item's lane (`work.*` rows; an event row ignores it). Default
+    /// [`DEFAULT_LANE`]; a typed write takes the kind's.
+    pub lane: String,
+    /// The item's priority (lower runs first; `work.*` rows). Default 0.
+    pub priority: i16,
+    /// The item's attempt budget (`work.*` rows). Default
+    /// [`DEFAULT_MAX_ATTEMPTS`]; a typed write takes the kind's.
+    pub max_attempts: i32,
     /// Who caused it: the item's `created_by`, the event's actor.
     pub actor: Uuid,
     /// The request that caused it.
@@ -144,6 +160,9 @@ impl NewOutboxRow {
             tenant_id: Uuid::nil(),
             kind: kind.into(),
             payload,
+            lane: DEFAULT_LANE.to_owned(),
+            priority: 0,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
             actor: Uuid::nil(),
             request_id: None,
             traceparent: None,
@@ -151,25 +170,51 @@ impl NewOutboxRow {
         }
     }
 
+    /// The same row with the item's lane set.
+    #[must_use]
+    pub fn with_lane(mut self, lane: impl Into<String>) -> Self {
+        self.lane = lane.into();
+        self
+    }
+
+    /// The same row with the item's priority set (lower runs first).
+    #[must_use]
+    pub fn with_priority(mut self, priority: i16) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// The same row with the item's attempt budget set.
+    #[must_use]
+    pub fn with_max_attempts(mut self, max_attempts: i32) -> Self {
+        self.max_attempts = max_attempts;
+        self
+    }
+
     /// Checks the row before anything is written.
     ///
     /// # Errors
     /// [`Error::InvalidInput`] on `kind` unless it is `work.<kind>` or
     /// `event.<topic>` with a valid name; on `payload` when it is larger than
-    /// `max_payload_bytes`, or when a `work.*` payload is not an object or
-    /// its `lane` entry is not a string; on `traceparent` when malformed.
+    /// `max_payload_bytes`, or when a `work.*` payload is not a JSON object;
+    /// on `lane` or `max_attempts` of a `work.*` row as an item's are
+    /// checked; on `traceparent` when malformed.
     pub fn validate(&self, max_payload_bytes: usize) -> Result<()> {
         match OutboxTarget::of(&self.kind) {
             Some(OutboxTarget::Work(k)) => {
                 crate::item::validate_kind(k)?;
-                let Some(obj) = self.payload.as_object() else {
+                crate::item::validate_lane(&self.lane)?;
+                if self.max_attempts < 1 {
+                    return Err(Error::invalid(
+                        "max_attempts",
+                        format!("must be at least 1, got {}", self.max_attempts),
+                    ));
+                }
+                if !self.payload.is_object() {
                     return Err(Error::invalid(
                         "payload",
                         "a work.<kind> row's payload must be a JSON object",
                     ));
-                };
-                if obj.get(LANE_ENTRY).is_some_and(|l| !l.is_string()) {
-                    return Err(Error::invalid("payload", "its lane entry must be a string"));
                 }
             }
             Some(OutboxTarget::Event(t)) => crate::item::validate_kind(t).map_err(|_| {
@@ -221,6 +266,14 @@ pub struct OutboxRow {
     pub kind: String,
     /// Its payload as written.
     pub payload: serde_json::Value,
+    /// The item's lane; `None` for a row written before migration 0030,
+    /// whose lane is its payload's [`LANE_ENTRY`] (the legacy format).
+    pub lane: Option<String>,
+    /// The item's priority (0 for a legacy row).
+    pub priority: i16,
+    /// The item's attempt budget; `None` for a legacy row (the default
+    /// budget then).
+    pub max_attempts: Option<i32>,
     /// Who caused it.
     pub actor: Uuid,
     /// The causing request.

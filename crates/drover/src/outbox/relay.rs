@@ -4,7 +4,9 @@
 //! Each run claims a batch of pending rows, enqueues the `work.*` rows as
 //! items in one bulk insert (the item's id and idempotency key are the
 //! row's id, `created_by` its actor, its request and trace context kept,
-//! the lane taken out of the payload's `lane` entry), appends the `event.*`
+//! the lane, priority and attempt budget from the row's own columns, the
+//! payload as written; a legacy row's lane from its payload's `lane`
+//! entry, see [`relayed_item`]), appends the `event.*`
 //! rows to the event log under the row's id, then marks the rows done. A
 //! row that cannot be relayed is failed with backoff and parked after its
 //! budget.
@@ -27,13 +29,24 @@
 //!
 //! It runs on two paths: the fast path (woken by the outbox insert:
 //! `NOTIFY` on PostgreSQL, the in-process signal on SQLite and memory, with
-//! a jittered poll as the fallback) and the sweep step [`RelaySweep`]
-//! (relays what a crash left, purges done rows past the retention, and
-//! publishes `drover_outbox_lag_seconds`).
+//! a jittered poll as the fallback) and the sweep step
+//! [`RelaySweep`](super::RelaySweep) (publishes `drover_outbox_lag_seconds`,
+//! purges done rows past the retention, relays what a crash left within a
+//! budget).
+//!
+//! An item the relay inserts counts in `drover_enqueued_total` (by lane and
+//! kind) exactly as a direct enqueue's does; an item a second relay meets
+//! (`IdExists`) does not.
+//!
+//! **Event order.** A claim never takes an `event.*` row of a tenant while
+//! another live claim holds an `event.*` row of that tenant (on PostgreSQL's
+//! one-transaction batch: while another batch holds the tenant's event
+//! advisory lock), and a batch appends its rows oldest first. So one
+//! tenant's events are relayed by one batch at a time, in the order of their
+//! rows (`created_at`, then id) among the rows committed when the batch
+//! claimed; a row committed later, or one retried after a failed relay, is
+//! appended after the events relayed meanwhile.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::broadcast;
@@ -44,9 +57,8 @@ use super::{
     OutboxRow, OutboxTarget,
 };
 use crate::error::{Error, Result};
-use crate::events::{EventAppended, NewEvent};
+use crate::events::{EVENT_PAYLOAD_MAX_DEFAULT, EventAppended, NewEvent};
 use crate::item::{DEFAULT_LANE, DEFAULT_MAX_ATTEMPTS, InsertResult, NewItem};
-use crate::maintenance::SweepStep;
 use crate::queue::Queue;
 use crate::rules::RetryPolicy;
 use crate::store::Wake;
@@ -54,6 +66,18 @@ use crate::worker::{RoleInfo, Strategy};
 
 /// Rows one relay run claims at most.
 pub const RELAY_BATCH_DEFAULT: u32 = 1000;
+/// The largest batch [`RelayConfig::validate`] accepts: one batch is one
+/// transaction on PostgreSQL, and its rows, items and events are held in
+/// memory at once.
+pub const RELAY_BATCH_MAX: u32 = 10_000;
+/// Relay batches one pass of the sweep step runs at most.
+pub const RELAY_SWEEP_BATCHES_DEFAULT: u32 = 10;
+/// The largest [`RelayConfig::sweep_batches`] accepted.
+pub const RELAY_SWEEP_BATCHES_MAX: u32 = 1000;
+/// The wall time after which one pass of the sweep step starts no further
+/// batch: well below the sweep's step timeout (10 s by default), and the
+/// gauge and purge run before it anyway.
+pub const RELAY_SWEEP_BUDGET_DEFAULT: Duration = Duration::from_secs(3);
 /// How long a relay's claim on its batch holds: a relay that dies leaves
 /// its rows to the next one after this.
 pub const RELAY_LEASE_DEFAULT: Duration = Duration::from_secs(30);
@@ -90,7 +114,8 @@ pub const RELAY_STRATEGY: Strategy = Strategy {
                inserted",
 };
 
-/// The relay's role row for `drover handlers`.
+/// The relay's role row for `drover handlers`: all four strategies of
+/// [`RELAY_STRATEGY`].
 pub fn relay_role() -> RoleInfo {
     RoleInfo {
         role: "outbox relay".into(),
@@ -124,6 +149,12 @@ pub struct RelayConfig {
     /// Relay loops run at once by [`Relay::run`]. Default
     /// [`RELAY_CONCURRENCY_DEFAULT`].
     pub concurrency: usize,
+    /// Batches one pass of the sweep step relays at most. Default
+    /// [`RELAY_SWEEP_BATCHES_DEFAULT`].
+    pub sweep_batches: u32,
+    /// Wall time after which a pass of the sweep step starts no further
+    /// batch. Default [`RELAY_SWEEP_BUDGET_DEFAULT`].
+    pub sweep_budget: Duration,
 }
 
 impl Default for RelayConfig {
@@ -137,6 +168,8 @@ impl Default for RelayConfig {
             backoff_cap: RELAY_BACKOFF_CAP_DEFAULT,
             retention: RELAY_RETENTION_DEFAULT,
             concurrency: RELAY_CONCURRENCY_DEFAULT,
+            sweep_batches: RELAY_SWEEP_BATCHES_DEFAULT,
+            sweep_budget: RELAY_SWEEP_BUDGET_DEFAULT,
         }
     }
 }
@@ -147,8 +180,22 @@ impl RelayConfig {
     /// # Errors
     /// [`Error::Config`] naming the field and the relation broken.
     pub fn validate(&self) -> Result<()> {
-        if self.batch == 0 {
-            return Err(Error::Config("the relay batch must be at least 1".into()));
+        if self.batch == 0 || self.batch > RELAY_BATCH_MAX {
+            return Err(Error::Config(format!(
+                "the relay batch must be between 1 and {RELAY_BATCH_MAX}, got {}",
+                self.batch
+            )));
+        }
+        if self.sweep_batches == 0 || self.sweep_batches > RELAY_SWEEP_BATCHES_MAX {
+            return Err(Error::Config(format!(
+                "the relay's sweep_batches must be between 1 and {RELAY_SWEEP_BATCHES_MAX}, got {}",
+                self.sweep_batches
+            )));
+        }
+        if self.sweep_budget.is_zero() {
+            return Err(Error::Config(
+                "the relay's sweep_budget must be longer than zero".into(),
+            ));
         }
         if self.lease < Duration::from_millis(100) {
             return Err(Error::Config(
@@ -218,7 +265,9 @@ pub struct RelayPlan {
 
 impl RelayPlan {
     /// The plan for `rows`: items and events under each row's id, payloads
-    /// checked against `max_payload` bytes.
+    /// checked against `max_payload` bytes (an event's also against the
+    /// event log's bound). The one decision of what a batch writes and
+    /// refuses, which both relay paths execute.
     pub fn of(rows: &[OutboxRow], max_payload: usize) -> RelayPlan {
         let mut plan = RelayPlan::default();
         for (i, row) in rows.iter().enumerate() {
@@ -229,7 +278,11 @@ impl RelayPlan {
                 },
                 Some(OutboxTarget::Event(topic)) => {
                     let ev = relayed_event(row, topic);
-                    match ev.validate(max_payload) {
+                    // The event log's own bound too (a queue may set its
+                    // bound above it): a bad event is refused here, alone,
+                    // the same on the one-transaction path and the stepwise
+                    // one, never by the append failing the whole batch.
+                    match ev.validate(max_payload.min(EVENT_PAYLOAD_MAX_DEFAULT)) {
                         Ok(()) => plan.events.push((i, ev)),
                         Err(e) => plan.failed.push((i, e.to_string())),
                     }
@@ -254,6 +307,9 @@ pub struct RelayTally {
     pub failed: Vec<(usize, String)>,
     /// Items inserted now (the others met their own item).
     pub items_inserted: u64,
+    /// The lane and kind of each item inserted now, for
+    /// `drover_enqueued_total`.
+    pub inserted: Vec<(String, String)>,
     /// Events appended now (the others were already in the log).
     pub events_appended: u64,
 }
@@ -274,11 +330,12 @@ impl RelayTally {
         items: &[(usize, NewItem)],
         results: &[InsertResult],
     ) {
-        for ((i, _), r) in items.iter().zip(results) {
+        for ((i, item), r) in items.iter().zip(results) {
             let row = &rows[*i];
             match r {
                 InsertResult::Inserted => {
                     self.items_inserted += 1;
+                    self.inserted.push((item.lane.clone(), item.kind.clone()));
                     self.done.extend(row.claim());
                 }
                 // Its own item, from an earlier relay of this row.
@@ -332,8 +389,8 @@ pub struct RelayBatch {
 /// The relay service.
 #[derive(Debug, Clone)]
 pub struct Relay {
-    queue: Queue,
-    config: RelayConfig,
+    pub(super) queue: Queue,
+    pub(super) config: RelayConfig,
 }
 
 impl Relay {
@@ -349,6 +406,11 @@ impl Relay {
     /// Its settings.
     pub fn config(&self) -> &RelayConfig {
         &self.config
+    }
+
+    /// Its role row for `drover handlers` (see [`relay_role`]).
+    pub fn role_info(&self) -> RoleInfo {
+        relay_role()
     }
 
     /// Claims one batch and relays it.
@@ -388,6 +450,15 @@ impl Relay {
         if report.relayed > 0 {
             metrics::counter!("drover_outbox_relayed_total").increment(report.relayed);
         }
+        // Counted as a direct enqueue counts its insert, with the same labels.
+        crate::queue::counters::count_each(
+            "drover_enqueued_total",
+            batch
+                .tally
+                .inserted
+                .iter()
+                .map(|(lane, kind)| (lane.as_str(), kind.as_str())),
+        );
         for (i, error) in batch.tally.failed {
             let row = &batch.rows[i];
             let Some(claim) = row.claim() else { continue };
@@ -562,25 +633,32 @@ async fn recv(wake: &mut Option<broadcast::Receiver<Wake>>) -> Option<String> {
 }
 
 /// The item a `work.<kind>` row becomes: id and key the row's id, created
-/// by its actor, its request and trace, the lane from the payload's `lane`
-/// entry (removed from the item's payload).
+/// by its actor, its request and trace, the lane, priority and attempt
+/// budget of the row's own columns, and the payload exactly as written.
+///
+/// A legacy row (written before migration 0030: no lane column) keeps the
+/// format it was written in: its lane is the payload's [`LANE_ENTRY`]
+/// (removed from the item's payload), the default lane without one.
 pub fn relayed_item(row: &OutboxRow, kind: &str, max_payload: usize) -> Result<NewItem> {
     let mut payload = row.payload.clone();
-    let lane = match payload.as_object_mut().map(|o| o.remove(LANE_ENTRY)) {
-        Some(Some(serde_json::Value::String(lane))) => lane,
-        Some(None) => DEFAULT_LANE.to_owned(),
-        Some(Some(_)) => {
-            return Err(Error::invalid(
-                "lane",
-                "the payload's lane entry is not a string",
-            ));
-        }
-        None => {
-            return Err(Error::invalid(
-                "payload",
-                "a work row's payload is not an object",
-            ));
-        }
+    let lane = match &row.lane {
+        Some(lane) => lane.clone(),
+        None => match payload.as_object_mut().map(|o| o.remove(LANE_ENTRY)) {
+            Some(Some(serde_json::Value::String(lane))) => lane,
+            Some(None) => DEFAULT_LANE.to_owned(),
+            Some(Some(_)) => {
+                return Err(Error::invalid(
+                    "lane",
+                    "the payload's lane entry is not a string",
+                ));
+            }
+            None => {
+                return Err(Error::invalid(
+                    "payload",
+                    "a work row's payload is not an object",
+                ));
+            }
+        },
     };
     let item = NewItem {
         id: row.id,
@@ -588,9 +666,9 @@ pub fn relayed_item(row: &OutboxRow, kind: &str, max_payload: usize) -> Result<N
         kind: kind.to_owned(),
         lane,
         payload,
-        priority: 0,
+        priority: row.priority,
         available_at: None,
-        max_attempts: DEFAULT_MAX_ATTEMPTS,
+        max_attempts: row.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
         idempotency_key: Some(row.id.to_string()),
         created_by: row.actor,
         request_id: row.request_id.clone(),
@@ -614,52 +692,46 @@ pub fn relayed_event(row: &OutboxRow, topic: &str) -> NewEvent {
     }
 }
 
-/// The relay's sweep step: relays what a crash left (rows whose claim's
-/// lease passed), purges done rows past the retention, and publishes
-/// `drover_outbox_lag_seconds`.
-#[derive(Debug, Clone)]
-pub struct RelaySweep {
-    relay: Arc<Relay>,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl RelaySweep {
-    /// The step for `relay`.
-    pub fn new(relay: Arc<Relay>) -> Self {
-        RelaySweep { relay }
-    }
-}
-
-/// How many ring children the PostgreSQL outbox has; a child is current
-/// for `retention / (N - 1)`.
-const RING_CHILDREN: u32 = 4;
-
-impl SweepStep for RelaySweep {
-    fn name(&self) -> &str {
-        "outbox"
+    #[test]
+    fn relay_role_declares_all_four_strategies() {
+        let role = relay_role();
+        let named: Vec<&str> = role.strategies.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            named,
+            ["idempotency", "retry", "checkpoint", "recovery"],
+            "{role:?}"
+        );
+        assert!(role.strategies.iter().all(|(_, v)| !v.trim().is_empty()));
     }
 
-    fn run<'a>(
-        &'a self,
-        queue: &'a Queue,
-    ) -> Pin<Box<dyn Future<Output = Result<u64>> + Send + 'a>> {
-        Box::pin(async move {
-            let mut n = 0;
-            loop {
-                let r = self.relay.run_once().await?;
-                n += r.relayed + r.parked;
-                if r.claimed < u64::from(self.relay.config.batch) {
-                    break;
-                }
-            }
-            let store = queue.store();
-            let retention = self.relay.config.retention;
-            let before = store.db_now().await? - crate::rules::to_chrono(retention);
-            n += store
-                .outbox_purge(before, retention / (RING_CHILDREN - 1))
-                .await?;
-            let lag = store.outbox_lag().await?;
-            metrics::gauge!("drover_outbox_lag_seconds").set(lag);
-            Ok(n)
-        })
+    #[test]
+    fn every_relay_batch_size_has_a_validated_maximum() {
+        let ok = RelayConfig::default();
+        assert!(ok.validate().is_ok());
+        for bad in [
+            RelayConfig {
+                batch: RELAY_BATCH_MAX + 1,
+                ..ok.clone()
+            },
+            RelayConfig {
+                sweep_batches: RELAY_SWEEP_BATCHES_MAX + 1,
+                ..ok.clone()
+            },
+            RelayConfig {
+                sweep_batches: 0,
+                ..ok.clone()
+            },
+            RelayConfig {
+                sweep_budget: Duration::ZERO,
+                ..ok.clone()
+            },
+        ] {
+            let e = bad.validate().unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::Config, "{bad:?}");
+        }
     }
 }

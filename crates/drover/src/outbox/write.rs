@@ -15,7 +15,7 @@ use sqlx::PgConnection;
 use sqlx::SqliteConnection;
 use uuid::Uuid;
 
-use super::{EVENT_PREFIX, LANE_ENTRY, NewOutboxRow, OUTBOX_WAKE, WORK_PREFIX};
+use super::{EVENT_PREFIX, NewOutboxRow, OUTBOX_WAKE, OutboxTarget, WORK_PREFIX};
 use crate::error::{Error, Result};
 use crate::queue::{Kind, Principal, Queue};
 
@@ -55,9 +55,10 @@ impl OutboxConnection for SqliteConnection {
 }
 
 impl Queue {
-    /// Builds the `work.<kind>` row for `job` as `principal`: the kind's
-    /// lane as the payload's `lane` entry, the principal's actor, tenant,
-    /// request and trace. Nothing is written.
+    /// Builds the `work.<kind>` row for `job` as `principal`: the payload
+    /// as the job serializes (a field named `lane` is the job's own), the
+    /// kind's lane and attempt budget in the row's columns, the principal's
+    /// actor, tenant, request and trace. Nothing is written.
     ///
     /// # Errors
     /// [`Error::Forbidden`] when the principal lacks the kind's permission;
@@ -72,16 +73,18 @@ impl Queue {
             )));
         }
         self.register_kind::<K>();
-        let mut payload = serde_json::to_value(job)
+        let payload = serde_json::to_value(job)
             .map_err(|e| Error::invalid("payload", format!("does not serialize: {e}")))?;
-        let Some(obj) = payload.as_object_mut() else {
+        if !payload.is_object() {
             return Err(Error::invalid(
                 "payload",
                 "a work.<kind> row's payload must serialize to a JSON object",
             ));
-        };
-        obj.insert(LANE_ENTRY.to_owned(), K::LANE.into());
-        self.outbox_row(principal, format!("{WORK_PREFIX}{}", K::NAME), payload)
+        }
+        let row = self.outbox_row(principal, format!("{WORK_PREFIX}{}", K::NAME), payload)?;
+        let row = row.with_lane(K::LANE).with_max_attempts(K::MAX_ATTEMPTS);
+        row.validate(self.config().max_payload_bytes)?;
+        Ok(row)
     }
 
     /// Builds the `event.<topic>` row for `payload` as `principal`.
@@ -172,34 +175,87 @@ impl Queue {
         Ok(row.id)
     }
 
-    /// Writes a prepared row (see [`Queue::outbox_work_row`]) on the
-    /// caller's connection, inside the caller's transaction.
+    /// Stamps a raw row for `principal` and checks it, as
+    /// [`Queue::prepare`] does an untyped item: the principal's actor; the
+    /// principal's tenant for a nil tenant (another tenant only for a
+    /// principal holding `*`); the principal's request and trace where the
+    /// row has none; and, for a `work.<kind>` row, the permission the kind
+    /// names (registered kinds; [`crate::queue::DEFAULT_PERMISSION`]
+    /// otherwise), so nobody reaches through the outbox what they could not
+    /// enqueue directly.
     ///
     /// # Errors
-    /// As [`Queue::outbox_work_in`], and [`Error::InvalidInput`] for a row
-    /// that does not validate.
+    /// [`Error::Forbidden`] for a missing permission or a foreign tenant;
+    /// [`Error::InvalidInput`] for a row that does not validate.
+    pub fn prepare_outbox_row(
+        &self,
+        principal: &Principal,
+        row: &NewOutboxRow,
+    ) -> Result<NewOutboxRow> {
+        if let Some(OutboxTarget::Work(kind)) = OutboxTarget::of(&row.kind) {
+            let permission = self.kind_permission(kind);
+            if !principal.holds(&permission) {
+                return Err(Error::Forbidden(format!(
+                    "writing work.{kind} requires the permission {permission:?}"
+                )));
+            }
+        }
+        let mut row = row.clone();
+        row.actor = principal.actor;
+        if row.tenant_id.is_nil() {
+            row.tenant_id = principal.tenant;
+        } else if row.tenant_id != principal.tenant && !principal.holds("*") {
+            return Err(Error::Forbidden(format!(
+                "the principal may not write outbox rows of tenant {}",
+                row.tenant_id
+            )));
+        }
+        if row.request_id.is_none() {
+            row.request_id = principal.request_id.clone();
+        }
+        if row.traceparent.is_none() {
+            row.traceparent = principal.traceparent.clone();
+        }
+        row.validate(self.config().max_payload_bytes)?;
+        Ok(row)
+    }
+
+    /// Writes a raw row as `principal` (stamped and checked by
+    /// [`Queue::prepare_outbox_row`]) on the caller's connection, inside
+    /// the caller's transaction. Returns the row's id.
+    ///
+    /// # Errors
+    /// As [`Queue::prepare_outbox_row`] and [`Queue::outbox_work_in`].
     ///
     /// # Cancel safety
     /// Not cancel safe: drop the caller's transaction if this is dropped.
-    pub async fn outbox_write_in<C>(&self, conn: &mut C, row: &NewOutboxRow) -> Result<()>
+    pub async fn outbox_write_in<C>(
+        &self,
+        conn: &mut C,
+        principal: &Principal,
+        row: &NewOutboxRow,
+    ) -> Result<Uuid>
     where
         C: OutboxConnection + ?Sized,
     {
-        row.validate(self.config().max_payload_bytes)?;
-        conn.outbox_insert_prepared(self, row).await
+        let row = self.prepare_outbox_row(principal, row)?;
+        conn.outbox_insert_prepared(self, &row).await?;
+        Ok(row.id)
     }
 
-    /// Writes a row in a transaction of its own (the memory store's way;
-    /// a service with its own write uses [`Queue::outbox_write_in`]).
+    /// Writes a raw row as `principal` in a transaction of its own (the
+    /// memory store's way; a service with its own write uses
+    /// [`Queue::outbox_write_in`]). Returns the row's id.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] for a row that does not validate; storage errors.
+    /// As [`Queue::prepare_outbox_row`]; storage errors.
     ///
     /// # Cancel safety
     /// One transaction: dropped, it either committed or not.
-    pub async fn outbox_write(&self, row: &NewOutboxRow) -> Result<()> {
-        row.validate(self.config().max_payload_bytes)?;
-        self.store().outbox_insert(row).await
+    pub async fn outbox_write(&self, principal: &Principal, row: &NewOutboxRow) -> Result<Uuid> {
+        let row = self.prepare_outbox_row(principal, row)?;
+        self.store().outbox_insert(&row).await?;
+        Ok(row.id)
     }
 
     /// Publishes the in-process outbox wake-up: call it after committing an

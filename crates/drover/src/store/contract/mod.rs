@@ -266,6 +266,7 @@ mod listing;
 mod operations;
 pub mod orchestration;
 pub mod outbox;
+mod outbox_rules;
 pub mod projector;
 pub mod reconcile;
 mod schedule;

@@ -16,13 +16,20 @@ use uuid::Uuid;
 
 use super::{Harness, LONG, PAST_SHORT, SHORT, assert_kind, tenant_a, tenant_b};
 use crate::error::ErrorKind;
-use crate::item::InsertResult;
+use crate::item::{InsertResult, NewItem};
 use crate::outbox::{
     NewOutboxRow, OutboxClaimParams, OutboxFailParams, OutboxFilter, OutboxStatus, Relay,
     RelayConfig, relayed_item,
 };
 use crate::queue::Queue;
 use crate::store::ListFilter;
+
+pub use super::outbox_rules::{
+    outbox_an_existing_id_changes_nothing, outbox_bad_event_fails_alone,
+    outbox_events_of_a_tenant_relay_in_order_across_claims,
+    outbox_payload_lane_field_reaches_the_handler, outbox_raw_write_checks_the_kinds_permission,
+    outbox_relay_step_under_saturation,
+};
 
 /// Expands to one `#[tokio::test]` per outbox contract case.
 #[macro_export]
@@ -37,6 +44,12 @@ macro_rules! outbox_contract_suite {
             outbox_unrelayable_row_retried_then_parked,
             outbox_tenants_isolated,
             outbox_purge_leaves_pending_and_failed,
+            outbox_payload_lane_field_reaches_the_handler,
+            outbox_an_existing_id_changes_nothing,
+            outbox_events_of_a_tenant_relay_in_order_across_claims,
+            outbox_relay_step_under_saturation,
+            outbox_bad_event_fails_alone,
+            outbox_raw_write_checks_the_kinds_permission,
         );
     };
 }
@@ -58,7 +71,7 @@ macro_rules! __outbox_cases {
 
 const TRACE: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
-fn work_row(tenant: Uuid, payload: serde_json::Value) -> NewOutboxRow {
+pub(super) fn work_row(tenant: Uuid, payload: serde_json::Value) -> NewOutboxRow {
     NewOutboxRow {
         tenant_id: tenant,
         actor: Uuid::from_u128(0xAC7),
@@ -68,7 +81,7 @@ fn work_row(tenant: Uuid, payload: serde_json::Value) -> NewOutboxRow {
     }
 }
 
-fn event_row(tenant: Uuid, n: u64) -> NewOutboxRow {
+pub(super) fn event_row(tenant: Uuid, n: u64) -> NewOutboxRow {
     NewOutboxRow {
         tenant_id: tenant,
         actor: Uuid::from_u128(0xAC7),
@@ -76,11 +89,11 @@ fn event_row(tenant: Uuid, n: u64) -> NewOutboxRow {
     }
 }
 
-fn relay(h: &Harness, config: RelayConfig) -> Relay {
+pub(super) fn relay(h: &Harness, config: RelayConfig) -> Relay {
     Relay::new(Queue::new(h.store.clone()), config).unwrap()
 }
 
-fn quick() -> RelayConfig {
+pub(super) fn quick() -> RelayConfig {
     RelayConfig {
         lease: LONG,
         ..RelayConfig::default()
@@ -88,14 +101,14 @@ fn quick() -> RelayConfig {
 }
 
 /// Writes through the caller's transaction where the backend has one.
-async fn write(h: &Harness, row: &NewOutboxRow) {
+pub(super) async fn write(h: &Harness, row: &NewOutboxRow) {
     match &h.outbox_in {
         Some(f) => f(row.clone(), true).await.unwrap(),
         None => h.store.outbox_insert(row).await.unwrap(),
     }
 }
 
-async fn items_of(h: &Harness, tenant: Uuid) -> Vec<crate::item::Item> {
+pub(super) async fn items_of(h: &Harness, tenant: Uuid) -> Vec<crate::item::Item> {
     h.store
         .item_list(&ListFilter {
             tenant_id: Some(tenant),
@@ -141,7 +154,7 @@ pub async fn outbox_rolled_back_row_never_relayed(h: &Harness) {
 /// leaves the row to the next relay, which meets its own item (`IdExists`)
 /// and changes nothing; the item carries the row's identity.
 pub async fn outbox_relayed_twice_is_one_item_with_the_rows_identity(h: &Harness) {
-    let row = work_row(tenant_a(), json!({"lane": "mail", "order": 7}));
+    let row = work_row(tenant_a(), json!({"order": 7})).with_lane("mail");
     write(h, &row).await;
     // The first relay: claims, inserts the item, and dies.
     let claimed = h
@@ -173,7 +186,7 @@ pub async fn outbox_relayed_twice_is_one_item_with_the_rows_identity(h: &Harness
     assert_eq!(it.traceparent.as_deref(), Some(TRACE));
     assert_eq!(it.kind, "send_receipt");
     assert_eq!(it.lane, "mail");
-    assert_eq!(it.payload, json!({"order": 7}), "the lane entry is removed");
+    assert_eq!(it.payload, json!({"order": 7}), "the payload as written");
     assert_eq!(
         it.updated_at, first.item.updated_at,
         "the second relay changed nothing"
@@ -186,7 +199,7 @@ pub async fn outbox_relayed_twice_is_one_item_with_the_rows_identity(h: &Harness
         .unwrap();
     assert_eq!(stored.status, OutboxStatus::Done);
     assert!(stored.claim_token.is_none() && stored.relayed_at.is_some());
-    // A row without a lane entry goes to the default lane.
+    // A row whose lane is not set goes to the default lane.
     let plain = work_row(tenant_a(), json!({"order": 8}));
     write(h, &plain).await;
     relay(h, quick()).run_once().await.unwrap();
@@ -353,11 +366,22 @@ pub async fn outbox_marks_after_the_lease_are_refused(h: &Harness) {
     assert_eq!((stored.status, stored.attempts), (OutboxStatus::Done, 0));
 }
 
-/// A row that cannot be relayed (an invalid lane) is retried after a
-/// backoff, then parked as failed with its error, counted in stats.
+/// Makes `row` unrelayable: another item of its tenant holds the row's id
+/// as its idempotency key, so the relay's insert meets `KeyExists`.
+pub(super) async fn block(h: &Harness, row: &NewOutboxRow) {
+    let blocker = NewItem::new("blocker", json!({}))
+        .with_key(row.id.to_string())
+        .with_tenant(row.tenant_id);
+    let out = h.store.item_insert(&blocker).await.unwrap();
+    assert_eq!(out.result, InsertResult::Inserted);
+}
+
+/// A row that cannot be relayed (its id is another item's key) is retried
+/// after a backoff, then parked as failed with its error, counted in stats.
 pub async fn outbox_unrelayable_row_retried_then_parked(h: &Harness) {
-    let row = work_row(tenant_a(), json!({"lane": "Not A Lane!"}));
+    let row = work_row(tenant_a(), json!({}));
     write(h, &row).await;
+    block(h, &row).await;
     let r = relay(
         h,
         RelayConfig {
@@ -389,7 +413,11 @@ pub async fn outbox_unrelayable_row_retried_then_parked(h: &Harness) {
         (OutboxStatus::Pending, 1)
     );
     assert!(
-        waiting.last_error.as_deref().unwrap_or("").contains("lane"),
+        waiting
+            .last_error
+            .as_deref()
+            .unwrap_or("")
+            .contains("idempotency key"),
         "{waiting:?}"
     );
     h.pass(PAST_SHORT).await;
@@ -404,7 +432,13 @@ pub async fn outbox_unrelayable_row_retried_then_parked(h: &Harness) {
     assert_eq!((parked.status, parked.attempts), (OutboxStatus::Failed, 2));
     let stats = h.store.outbox_stats().await.unwrap();
     assert_eq!((stats.pending, stats.failed), (0, 1));
-    assert!(items_of(h, tenant_a()).await.is_empty());
+    assert!(
+        h.store
+            .item_get(tenant_a(), row.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
     let listed = h
         .store
         .outbox_list(&OutboxFilter {
@@ -521,8 +555,9 @@ pub async fn outbox_purge_leaves_pending_and_failed(h: &Harness) {
     let done = work_row(tenant_a(), json!({}));
     write(h, &done).await;
     relay(h, quick()).run_once().await.unwrap();
-    let failed = work_row(tenant_a(), json!({"lane": "Not A Lane!"}));
+    let failed = work_row(tenant_a(), json!({}));
     write(h, &failed).await;
+    block(h, &failed).await;
     relay(
         h,
         RelayConfig {

@@ -1,8 +1,10 @@
 //! The outbox of the memory backend, under the store's one lock: each call
 //! is one atomic step, as a statement is. There is no caller transaction to
 //! join here: a row is written by [`OutboxStore::outbox_insert`] alone.
+//! An event row is claimed only while no live claim holds an event row of
+//! its tenant (one tenant's events are relayed by one claim at a time).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -14,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::item::bound_error;
 use crate::outbox::{
     NewOutboxRow, OUTBOX_WAKE, OutboxClaim, OutboxClaimParams, OutboxFailOutcome, OutboxFailParams,
-    OutboxFilter, OutboxRow, OutboxStats, OutboxStatus, OutboxStore,
+    OutboxFilter, OutboxRow, OutboxStats, OutboxStatus, OutboxStore, OutboxTarget,
 };
 use crate::rules::to_chrono;
 
@@ -26,6 +28,10 @@ fn held(r: &OutboxRow, c: &OutboxClaim, now: DateTime<Utc>) -> bool {
         && r.claim_token == Some(c.token)
         && r.status == OutboxStatus::Pending
         && r.lease_expires_at.is_some_and(|l| l > now)
+}
+
+fn is_event(r: &OutboxRow) -> bool {
+    matches!(r.target(), Some(OutboxTarget::Event(_)))
 }
 
 fn age(now: DateTime<Utc>, rows: &Rows) -> f64 {
@@ -49,6 +55,9 @@ impl OutboxStore for MemoryStore {
                 tenant_id: row.tenant_id,
                 kind: row.kind.clone(),
                 payload: row.payload.clone(),
+                lane: Some(row.lane.clone()),
+                priority: row.priority,
+                max_attempts: Some(row.max_attempts),
                 actor: row.actor,
                 request_id: row.request_id.clone(),
                 traceparent: row.traceparent.clone(),
@@ -80,6 +89,19 @@ impl OutboxStore for MemoryStore {
         let token = Uuid::new_v4();
         let lease = now + to_chrono(p.lease);
         let mut st = self.lock();
+        // Tenants whose events another live claim relays: their event rows
+        // wait, so one tenant's events are relayed by one claim at a time.
+        let relaying: HashSet<Uuid> = st
+            .outbox
+            .values()
+            .filter(|r| {
+                is_event(r)
+                    && r.status == OutboxStatus::Pending
+                    && r.claim_token.is_some()
+                    && r.lease_expires_at.is_some_and(|l| l > now)
+            })
+            .map(|r| r.tenant_id)
+            .collect();
         let mut ready: Vec<&mut OutboxRow> = st
             .outbox
             .values_mut()
@@ -87,6 +109,7 @@ impl OutboxStore for MemoryStore {
                 r.status == OutboxStatus::Pending
                     && r.available_at <= now
                     && r.lease_expires_at.is_none_or(|l| l <= now)
+                    && !(is_event(r) && relaying.contains(&r.tenant_id))
             })
             .collect();
         ready.sort_by_key(|r| (r.created_at, r.id));

@@ -5,12 +5,19 @@
 //! stats and the purge are system operations; the fenced failure runs
 //! under the row's tenant.
 //!
+//! An id is one row across the whole ring, whatever its tenant: the
+//! primary key `(id, slot)` holds it inside a child, the `outbox_id_once`
+//! trigger (migration 0030) across children, so a write of an id a row of
+//! an older child holds changes nothing, as in one child.
+//!
 //! The purge is the ring's rotation: once the current child has been
 //! current for `rotate_after`, the next child (the oldest) is locked whole,
 //! checked (no pending row, every done row past the retention), its parked
 //! rows carried into the current child, and truncated; then it becomes
-//! current. A child that still holds pending or young rows pins the ring:
-//! the table grows until they are done, it never loses one.
+//! current. A parked (failed) row never pins the ring: it is carried
+//! forward at every rotation. A child that still holds pending or young
+//! done rows pins the ring: the table grows until they are done (a pending
+//! row is relayed or parked within its attempt budget), it never loses one.
 
 use std::time::Duration;
 
@@ -39,6 +46,7 @@ macro_rules! sql {
 sql!(OUTBOX_INSERT, "outbox_insert.sql");
 sql!(OUTBOX_GET, "outbox_get.sql");
 sql!(OUTBOX_CLAIM, "outbox_claim.sql");
+sql!(OUTBOX_CLAIM_SERIALIZE, "outbox_claim_serialize.sql");
 sql!(OUTBOX_COMPLETE, "outbox_complete.sql");
 sql!(OUTBOX_CLAIM_LOCKED, "outbox_claim_locked.sql");
 sql!(OUTBOX_COMPLETE_LOCKED, "outbox_complete_locked.sql");
@@ -97,6 +105,9 @@ async fn insert_row(conn: &mut PgConnection, row: &NewOutboxRow, persistent: boo
         .bind(row.request_id.as_deref())
         .bind(row.traceparent.as_deref())
         .bind(row.created_at)
+        .bind(&row.lane)
+        .bind(row.priority)
+        .bind(row.max_attempts)
         .execute(&mut *conn)
         .await?;
     Ok(())
@@ -122,6 +133,9 @@ fn outbox_row(r: &PgRow) -> Result<OutboxRow> {
         claim_token: r.try_get("claim_token")?,
         lease_expires_at: r.try_get("lease_expires_at")?,
         relayed_at: r.try_get("relayed_at")?,
+        lane: r.try_get("lane")?,
+        priority: r.try_get("priority")?,
+        max_attempts: r.try_get("max_attempts")?,
     })
 }
 
@@ -232,6 +246,10 @@ impl OutboxStore for PgStore {
 
     async fn outbox_claim(&self, p: &OutboxClaimParams) -> Result<Vec<OutboxRow>> {
         let mut tx = self.begin_system().await?;
+        sqlx::query(OUTBOX_CLAIM_SERIALIZE)
+            .persistent(self.persistent)
+            .execute(&mut *tx)
+            .await?;
         let rows = sqlx::query(OUTBOX_CLAIM)
             .persistent(self.persistent)
             .bind(i64::from(p.limit))
@@ -281,23 +299,14 @@ impl OutboxStore for PgStore {
                 super::items::insert_groups(&mut tx, &items, self.persistent, false).await?;
             tally.items(&rows, &plan.items, &item_results);
         }
-        // The append checks its events against the event log's own payload
-        // bound, which a queue may set its bound above: such a row fails on
-        // its own here, so it cannot fail the whole batch again and again.
-        let mut appendable = Vec::with_capacity(plan.events.len());
-        for (i, e) in plan.events {
-            match e.validate(crate::events::EVENT_PAYLOAD_MAX_DEFAULT) {
-                Ok(()) => appendable.push((i, e)),
-                Err(err) => tally.failed.push((i, err.to_string())),
-            }
-        }
-        if !appendable.is_empty() {
+        // The plan refused every event the append would (RelayPlan::of
+        // checks the event log's bound too), as on the stepwise path: an
+        // error here is the database's, and fails the whole run.
+        if !plan.events.is_empty() {
             let events: Vec<crate::events::NewEvent> =
-                appendable.iter().map(|(_, e)| e.clone()).collect();
-            // Validated as the append validates: an error here is the
-            // database's, and fails the whole run.
+                plan.events.iter().map(|(_, e)| e.clone()).collect();
             let answers = super::events::append_system(&mut tx, &events, self.persistent).await?;
-            tally.events(&rows, &appendable, answers.into_iter().map(Ok).collect());
+            tally.events(&rows, &plan.events, answers.into_iter().map(Ok).collect());
         }
         let landed = if tally.done.is_empty() {
             0

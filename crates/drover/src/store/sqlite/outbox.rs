@@ -69,6 +69,9 @@ pub async fn outbox_insert_in(
         .bind(row.traceparent.as_deref())
         .bind(to_micros(row.created_at))
         .bind(to_micros(now))
+        .bind(&row.lane)
+        .bind(row.priority)
+        .bind(row.max_attempts)
         .execute(&mut *conn)
         .await?;
     Ok(())
@@ -98,6 +101,9 @@ fn outbox_row(r: &SqliteRow) -> Result<OutboxRow> {
         claim_token: r.try_get("claim_token")?,
         lease_expires_at: opt("lease_expires_at")?,
         relayed_at: opt("relayed_at")?,
+        lane: r.try_get("lane")?,
+        priority: r.try_get("priority")?,
+        max_attempts: r.try_get("max_attempts")?,
     })
 }
 
