@@ -16,7 +16,7 @@ use drover::orchestration::{
     Next, Orchestration, OrchestrationStatus, SignalOutcome, Start, StepContext, StepError,
     Workflow, WorkflowStrategy, Workflows,
 };
-use drover::queue::{Queue, QueueConfig};
+use drover::queue::{Principal, Queue, QueueConfig};
 use drover::rules::RetryPolicy;
 use drover::store::Store;
 use drover::worker::{RunningWorker, WorkerSettings};
@@ -437,6 +437,7 @@ async fn signal_wakes_a_parked_orchestration_at_once(store: Arc<dyn Store>) {
     let sent = Instant::now();
     let out = q
         .signal(
+            &Principal::system(),
             Uuid::nil(),
             id,
             "payment_confirmed",
@@ -467,6 +468,7 @@ async fn signal_wakes_a_parked_orchestration_at_once(store: Arc<dyn Store>) {
     // A resent signal with the key, and any signal after the end, are refused.
     let again = q
         .signal(
+            &Principal::system(),
             Uuid::nil(),
             id,
             "payment_confirmed",
@@ -492,7 +494,14 @@ async fn signal_before_the_park_is_consumed(store: Arc<dyn Store>) {
     // Until the gate opens s1 cannot park: the record is running, so the
     // signal is kept for the park.
     let out = q
-        .signal(Uuid::nil(), id, "payment_confirmed", json!(1), None)
+        .signal(
+            &Principal::system(),
+            Uuid::nil(),
+            id,
+            "payment_confirmed",
+            json!(1),
+            None,
+        )
         .await
         .unwrap();
     assert_eq!(out, SignalOutcome::Kept);
@@ -584,7 +593,7 @@ async fn unknown_step_is_stuck_then_resumed_after_the_fix(store: Arc<dyn Store>)
         .step("s1", |_cx, s| async move { Ok(Next::step("s2", s)) })
         .step("s2", move |cx, s| step(p.clone(), cx, s, "s2", None));
     let w = worker(&q, Workflows::new().with(fixed), Duration::from_millis(50)).await;
-    q.resume_orchestration(Uuid::nil(), id).await.unwrap();
+    q.resume_orchestration(&Principal::system(), Uuid::nil(), id).await.unwrap();
     wait_status(
         &q,
         id,
@@ -617,7 +626,7 @@ async fn cancel_runs_the_compensations(store: Arc<dyn Store>) {
         Duration::from_secs(30),
     )
     .await;
-    q.cancel_orchestration(Uuid::nil(), id).await.unwrap();
+    q.cancel_orchestration(&Principal::system(), Uuid::nil(), id).await.unwrap();
     wait_status(
         &q,
         id,
@@ -628,7 +637,7 @@ async fn cancel_runs_the_compensations(store: Arc<dyn Store>) {
     w.shutdown().await;
     assert_eq!(plan.log(), vec!["s1", "undo:s1"]);
     assert_eq!(
-        q.cancel_orchestration(Uuid::nil(), id)
+        q.cancel_orchestration(&Principal::system(), Uuid::nil(), id)
             .await
             .unwrap_err()
             .kind(),
