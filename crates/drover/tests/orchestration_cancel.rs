@@ -166,7 +166,12 @@ async fn start(q: &Queue, w: &Workflow<St>) -> Uuid {
 async fn cancel_during_a_running_step_compensates_it(store: Arc<dyn Store>) {
     let q = queue(store);
     let plan = Plan::new(true);
-    let w = worker(&q, Workflows::new().with(three(&plan, "default")), "default").await;
+    let w = worker(
+        &q,
+        Workflows::new().with(three(&plan, "default")),
+        "default",
+    )
+    .await;
     let id = start(&q, &three(&plan, "default")).await;
     plan.entered.acquire().await.unwrap().forget();
     let asked = q
@@ -219,7 +224,12 @@ async fn cancelled_step_item_is_repaired_by_the_sweep(store: Arc<dyn Store>) {
         r.error
     );
     assert_eq!(store.orchestration_parked_count().await.unwrap(), 0);
-    let w = worker(&q, Workflows::new().with(three(&plan, "default")), "default").await;
+    let w = worker(
+        &q,
+        Workflows::new().with(three(&plan, "default")),
+        "default",
+    )
+    .await;
     wait_status(&q, id, OrchestrationStatus::Cancelled).await;
     w.shutdown().await;
     assert_eq!(plan.log(), ["undo:s1"]);
@@ -260,8 +270,32 @@ macro_rules! on_every_backend {
     };
 }
 
-on_every_backend!(cancel_running_step, cancel_during_a_running_step_compensates_it);
-on_every_backend!(cancelled_step_item, cancelled_step_item_is_repaired_by_the_sweep);
+on_every_backend!(
+    cancel_running_step,
+    cancel_during_a_running_step_compensates_it
+);
+on_every_backend!(
+    cancelled_step_item,
+    cancelled_step_item_is_repaired_by_the_sweep
+);
+
+/// A workflow with a blank strategy is refused when the worker is built.
+#[test]
+fn blank_strategy_refused() {
+    let w = Workflow::<St>::new(
+        "blank",
+        WorkflowStrategy {
+            compensation: " ",
+            resume: "sweep",
+        },
+    )
+    .step("s1", |_cx, s| async move { Ok(Next::step("s1", s)) });
+    let err = Worker::builder(Queue::memory())
+        .workflows(Workflows::new().with(w))
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("compensation"), "{err}");
+}
 
 /// Signal, cancel and resume need the operate permission on the tenant.
 #[tokio::test]
@@ -281,13 +315,22 @@ async fn signal_cancel_resume_need_the_operate_permission() {
             .await
             .unwrap_err();
         assert_eq!(sig.kind(), ErrorKind::Forbidden, "{sig}");
-        let cancel = q.cancel_orchestration(p, Uuid::nil(), id).await.unwrap_err();
+        let cancel = q
+            .cancel_orchestration(p, Uuid::nil(), id)
+            .await
+            .unwrap_err();
         assert_eq!(cancel.kind(), ErrorKind::Forbidden, "{cancel}");
-        let resume = q.resume_orchestration(p, Uuid::nil(), id).await.unwrap_err();
+        let resume = q
+            .resume_orchestration(p, Uuid::nil(), id)
+            .await
+            .unwrap_err();
         assert_eq!(resume.kind(), ErrorKind::Forbidden, "{resume}");
     }
     let r = q.orchestration(Uuid::nil(), id).await.unwrap();
-    assert!(!r.cancel_requested && r.version == 1, "nothing changed: {r:?}");
+    assert!(
+        !r.cancel_requested && r.version == 1,
+        "nothing changed: {r:?}"
+    );
     let operator = Principal::new(
         Uuid::now_v7(),
         Uuid::nil(),
@@ -392,8 +435,8 @@ async fn wait_lock_wait(pool: &sqlx::PgPool, pattern: &str) {
 /// `kept`, and the park, reading it under the lock, consumes it and runs on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn signal_committing_while_a_park_is_open_is_not_lost_postgres() {
-    use drover::orchestration::{RecordWrite, STEP_KIND, Transition};
     use drover::orchestration::OrchestrationStore;
+    use drover::orchestration::{RecordWrite, STEP_KIND, Transition};
     use drover::store::{ClaimParams, ClaimRef, ItemStore};
     let (store, schema) = drover::testing::pg_fresh_store().await;
     let pool = store.pool().clone();
@@ -436,8 +479,15 @@ async fn signal_committing_while_a_park_is_open_is_not_lost_postgres() {
     .unwrap();
     let sq = q.clone();
     let signal = tokio::spawn(async move {
-        sq.signal(&Principal::system(), Uuid::nil(), id, "go", json!("yes"), None)
-            .await
+        sq.signal(
+            &Principal::system(),
+            Uuid::nil(),
+            id,
+            "go",
+            json!("yes"),
+            None,
+        )
+        .await
     });
     wait_lock_wait(&pool, "%INSERT INTO orchestration_signals%").await;
     let ps = store.clone();
@@ -448,7 +498,10 @@ async fn signal_committing_while_a_park_is_open_is_not_lost_postgres() {
     let after = parked.await.unwrap().unwrap();
     assert_eq!(after.status, OrchestrationStatus::Running, "{after:?}");
     assert_eq!(after.waiting_for, None);
-    let sigs = store.orchestration_signal_list(Uuid::nil(), id).await.unwrap();
+    let sigs = store
+        .orchestration_signal_list(Uuid::nil(), id)
+        .await
+        .unwrap();
     assert_eq!(sigs.len(), 1);
     assert!(sigs[0].consumed_at.is_some(), "the park consumed it");
     drover::testing::pg_drop_schema(&drover::testing::pg_url().await, &schema).await;

@@ -40,9 +40,9 @@ pub mod transition;
 mod workflow;
 
 pub use record::{
-    COMPLETED_CAP, DeadStep, HISTORY_CAP, HistoryEntry, NewOrchestration, Orchestration, OrchestrationFilter,
-    OrchestrationInserted, OrchestrationStatus, OrchestrationStore, RecordWrite, Signal,
-    SignalOutcome, Transition,
+    COMPLETED_CAP, DeadStep, HISTORY_CAP, HistoryEntry, NewOrchestration, Orchestration,
+    OrchestrationFilter, OrchestrationInserted, OrchestrationStatus, OrchestrationStore,
+    RecordWrite, Signal, SignalOutcome, Transition,
 };
 pub use runner::{UNKNOWN_KIND_SNOOZE, Workflows};
 pub use transition::{STEP_KIND, StepJob};
@@ -312,9 +312,12 @@ impl Queue {
                     .await
             } else {
                 let t = transition::cancel_requested(&rec, Utc::now());
-                self.store().orchestration_update(&t).await.inspect(|after| {
-                    count_step_item(after);
-                })
+                self.store()
+                    .orchestration_update(&t)
+                    .await
+                    .inspect(|after| {
+                        count_step_item(after);
+                    })
             };
             match out {
                 Ok(after) => return Ok(after),
@@ -438,7 +441,10 @@ impl ResumeParked {
         let before = now - crate::rules::to_chrono(self.retention);
         let purged = store.orchestration_purge(before, self.purge_limit).await?;
         if purged > 0 {
-            tracing::info!(purged, "purged finished orchestrations and consumed signals");
+            tracing::info!(
+                purged,
+                "purged finished orchestrations and consumed signals"
+            );
         }
         Ok(resumed)
     }
@@ -503,9 +509,15 @@ impl WorkerBuilder {
                 role: "workflow runner".into(),
                 name,
                 strategies: vec![
-                    ("idempotency".into(), runner::STEP_STRATEGY.idempotency.to_owned()),
+                    (
+                        "idempotency".into(),
+                        runner::STEP_STRATEGY.idempotency.to_owned(),
+                    ),
                     ("retry".into(), runner::STEP_STRATEGY.retry.to_owned()),
-                    ("checkpoint".into(), runner::STEP_STRATEGY.checkpoint.to_owned()),
+                    (
+                        "checkpoint".into(),
+                        runner::STEP_STRATEGY.checkpoint.to_owned(),
+                    ),
                     ("recovery".into(), runner::STEP_STRATEGY.recovery.to_owned()),
                     ("compensation".into(), s.compensation.to_owned()),
                     ("resume".into(), s.resume.to_owned()),

@@ -124,11 +124,11 @@ impl Handler for StepRunner {
 /// The four strategies every workflow runner keeps (its `drover.step`
 /// handler's, listed again on each workflow's role).
 pub(crate) const STEP_STRATEGY: Strategy = Strategy {
-        idempotency: "each transition is a compare-and-set on the record's version, written in the transaction that completes the step's item; a stale item changes nothing",
-        retry: "a step's retryable error uses the item's backoff; only its last attempt fails the orchestration (compensation in reverse)",
-        checkpoint: "the record is the checkpoint: its current step, state and version are committed with each step's item, so a rerun resumes at the last committed step",
-        recovery: "a crashed step's item is swept and runs again against the same version; parked records are resumed by the sweep; a step item dead-lettered or cancelled behind the runner's back takes the failure path from the sweep",
-    };
+    idempotency: "each transition is a compare-and-set on the record's version, written in the transaction that completes the step's item; a stale item changes nothing",
+    retry: "a step's retryable error uses the item's backoff; only its last attempt fails the orchestration (compensation in reverse)",
+    checkpoint: "the record is the checkpoint: its current step, state and version are committed with each step's item, so a rerun resumes at the last committed step",
+    recovery: "a crashed step's item is swept and runs again against the same version; parked records are resumed by the sweep; a step item dead-lettered or cancelled behind the runner's back takes the failure path from the sweep",
+};
 
 fn entry(
     step: &str,
@@ -541,14 +541,9 @@ pub(crate) fn dead_step(dead: &super::record::DeadStep) -> Transition {
             ));
             transition(rec, w, false)
         }
-        (_, cancelled) => start_compensation(
-            rec,
-            dead.attempts,
-            dead.failed_at,
-            &why,
-            true,
-            cancelled,
-        ),
+        (_, cancelled) => {
+            start_compensation(rec, dead.attempts, dead.failed_at, &why, true, cancelled)
+        }
     }
 }
 

@@ -45,7 +45,10 @@ pub async fn orchestration_cancel_request_lets_the_running_step_land(h: &Harness
         .expect("the step lands");
     assert_eq!(after.status, OrchestrationStatus::Compensating);
     assert!(after.cancel_requested);
-    assert_eq!(after.step, "reserve", "compensation starts at the step just done");
+    assert_eq!(
+        after.step, "reserve",
+        "compensation starts at the step just done"
+    );
     assert_eq!(after.completed, vec!["reserve".to_owned()]);
     let next = claim(h, LONG).await;
     assert_eq!(next.len(), 1, "only the compensation's item: {next:?}");
@@ -104,7 +107,10 @@ pub async fn orchestration_cancel_request_overrides_a_park(h: &Harness) {
     assert_eq!(after.status, OrchestrationStatus::Compensating);
     assert_eq!(after.parked_until, None);
     assert_eq!(after.history.len(), crate::orchestration::HISTORY_CAP);
-    assert_eq!(after.history_dropped, 6, "5 over the cap, then the cancel's entry");
+    assert_eq!(
+        after.history_dropped, 6,
+        "5 over the cap, then the cancel's entry"
+    );
     assert_eq!(claim(h, LONG).await.len(), 1, "the compensation's item");
 }
 
@@ -130,7 +136,9 @@ pub async fn orchestration_step_item_not_inserted_fails_the_transition(h: &Harne
     assert_eq!(record(h, tenant_a(), r.id).await, r, "nothing changed");
     assert_eq!(get(h, tenant_a(), item.id).await.status, Status::Claimed);
     assert_kind(
-        h.store.orchestration_update(&to_step(&r, "charge", 1)).await,
+        h.store
+            .orchestration_update(&to_step(&r, "charge", 1))
+            .await,
         ErrorKind::Conflict,
         "update with a colliding item",
     );
@@ -145,7 +153,10 @@ pub async fn orchestration_step_item_not_inserted_fails_the_transition(h: &Harne
         "start with a colliding item",
     );
     assert_eq!(
-        h.store.orchestration_get(tenant_a(), new.id).await.expect("get"),
+        h.store
+            .orchestration_get(tenant_a(), new.id)
+            .await
+            .expect("get"),
         None
     );
 }
@@ -179,7 +190,13 @@ pub async fn orchestration_cancelled_step_item_is_listed_and_counted(h: &Harness
         .await
         .expect("repair");
     assert_eq!(moved.status, OrchestrationStatus::Cancelled);
-    assert!(h.store.orchestration_dead_steps(10).await.expect("dead").is_empty());
+    assert!(
+        h.store
+            .orchestration_dead_steps(10)
+            .await
+            .expect("dead")
+            .is_empty()
+    );
     assert_eq!(
         h.store.orchestration_parked_count().await.expect("count"),
         before
@@ -233,15 +250,31 @@ pub async fn orchestration_purge_removes_finished_and_consumed(h: &Harness) {
         .expect("kept");
     // A cutoff in the past purges nothing.
     let past = h.store.now() - Span::seconds(3600);
-    assert_eq!(h.store.orchestration_purge(past, 100).await.expect("purge"), 0);
+    assert_eq!(
+        h.store.orchestration_purge(past, 100).await.expect("purge"),
+        0
+    );
     let future = h.store.now() + Span::seconds(3600);
-    let n = h.store.orchestration_purge(future, 100).await.expect("purge");
+    let n = h
+        .store
+        .orchestration_purge(future, 100)
+        .await
+        .expect("purge");
     assert_eq!(n, 3, "the finished record, its signal, the consumed signal");
     assert_eq!(
-        h.store.orchestration_get(tenant_a(), done.id).await.expect("get"),
+        h.store
+            .orchestration_get(tenant_a(), done.id)
+            .await
+            .expect("get"),
         None
     );
-    assert!(h.store.orchestration_get(tenant_a(), live.id).await.expect("get").is_some());
+    assert!(
+        h.store
+            .orchestration_get(tenant_a(), live.id)
+            .await
+            .expect("get")
+            .is_some()
+    );
     let left = h
         .store
         .orchestration_signal_list(tenant_a(), live.id)
@@ -249,5 +282,11 @@ pub async fn orchestration_purge_removes_finished_and_consumed(h: &Harness) {
         .expect("signals");
     assert_eq!(left.len(), 1, "{left:?}");
     assert_eq!(left[0].name, "other");
-    assert_eq!(h.store.orchestration_purge(future, 100).await.expect("again"), 0);
+    assert_eq!(
+        h.store
+            .orchestration_purge(future, 100)
+            .await
+            .expect("again"),
+        0
+    );
 }
