@@ -583,6 +583,7 @@ fn orchestrations_and_the_reconciler_through_pgbouncer_transaction_pooling() {
         }
         queue
             .signal(
+                &drover::queue::Principal::system(),
                 uuid::Uuid::nil(),
                 w,
                 "go",

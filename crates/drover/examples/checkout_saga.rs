@@ -173,6 +173,7 @@ async fn main() -> drover::Result<()> {
         // The payment provider's webhook, keyed so a resent webhook is harmless.
         queue
             .signal(
+                &drover::queue::Principal::system(),
                 Uuid::nil(),
                 id,
                 "payment_confirmed",

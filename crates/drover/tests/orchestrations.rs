@@ -16,7 +16,7 @@ use drover::orchestration::{
     Next, Orchestration, OrchestrationStatus, SignalOutcome, Start, StepContext, StepError,
     Workflow, WorkflowStrategy, Workflows,
 };
-use drover::queue::{Queue, QueueConfig};
+use drover::queue::{Principal, Queue, QueueConfig};
 use drover::rules::RetryPolicy;
 use drover::store::Store;
 use drover::worker::{RunningWorker, WorkerSettings};
@@ -234,6 +234,24 @@ async fn wait_status(
     }
 }
 
+/// Signals `id` in the nil tenant as the system principal.
+async fn send(
+    q: &Queue,
+    id: Uuid,
+    payload: serde_json::Value,
+    key: Option<&str>,
+) -> drover::Result<SignalOutcome> {
+    q.signal(
+        &Principal::system(),
+        Uuid::nil(),
+        id,
+        "payment_confirmed",
+        payload,
+        key,
+    )
+    .await
+}
+
 async fn start(q: &Queue, w: &Workflow<St>) -> Uuid {
     q.start(&Start::of(w, &St::default()).unwrap())
         .await
@@ -435,14 +453,7 @@ async fn signal_wakes_a_parked_orchestration_at_once(store: Arc<dyn Store>) {
     )
     .await;
     let sent = Instant::now();
-    let out = q
-        .signal(
-            Uuid::nil(),
-            id,
-            "payment_confirmed",
-            json!({"psp": "ok"}),
-            Some("psp-1"),
-        )
+    let out = send(&q, id, json!({"psp": "ok"}), Some("psp-1"))
         .await
         .unwrap();
     assert_eq!(out, SignalOutcome::Woke);
@@ -465,15 +476,7 @@ async fn signal_wakes_a_parked_orchestration_at_once(store: Arc<dyn Store>) {
         vec!["s1".to_owned(), r#"paid+{"psp":"ok"}"#.to_owned()]
     );
     // A resent signal with the key, and any signal after the end, are refused.
-    let again = q
-        .signal(
-            Uuid::nil(),
-            id,
-            "payment_confirmed",
-            json!({}),
-            Some("psp-1"),
-        )
-        .await;
+    let again = send(&q, id, json!({}), Some("psp-1")).await;
     assert_eq!(again.unwrap_err().kind(), ErrorKind::Conflict);
 }
 on_every_backend!(signal_wakes, signal_wakes_a_parked_orchestration_at_once);
@@ -491,10 +494,7 @@ async fn signal_before_the_park_is_consumed(store: Arc<dyn Store>) {
     let id = start(&q, &waits(&plan, Duration::from_secs(60), None)).await;
     // Until the gate opens s1 cannot park: the record is running, so the
     // signal is kept for the park.
-    let out = q
-        .signal(Uuid::nil(), id, "payment_confirmed", json!(1), None)
-        .await
-        .unwrap();
+    let out = send(&q, id, json!(1), None).await.unwrap();
     assert_eq!(out, SignalOutcome::Kept);
     gate.add_permits(1);
     let r = wait_status(
@@ -584,7 +584,9 @@ async fn unknown_step_is_stuck_then_resumed_after_the_fix(store: Arc<dyn Store>)
         .step("s1", |_cx, s| async move { Ok(Next::step("s2", s)) })
         .step("s2", move |cx, s| step(p.clone(), cx, s, "s2", None));
     let w = worker(&q, Workflows::new().with(fixed), Duration::from_millis(50)).await;
-    q.resume_orchestration(Uuid::nil(), id).await.unwrap();
+    q.resume_orchestration(&Principal::system(), Uuid::nil(), id)
+        .await
+        .unwrap();
     wait_status(
         &q,
         id,
@@ -617,7 +619,9 @@ async fn cancel_runs_the_compensations(store: Arc<dyn Store>) {
         Duration::from_secs(30),
     )
     .await;
-    q.cancel_orchestration(Uuid::nil(), id).await.unwrap();
+    q.cancel_orchestration(&Principal::system(), Uuid::nil(), id)
+        .await
+        .unwrap();
     wait_status(
         &q,
         id,
@@ -628,7 +632,7 @@ async fn cancel_runs_the_compensations(store: Arc<dyn Store>) {
     w.shutdown().await;
     assert_eq!(plan.log(), vec!["s1", "undo:s1"]);
     assert_eq!(
-        q.cancel_orchestration(Uuid::nil(), id)
+        q.cancel_orchestration(&Principal::system(), Uuid::nil(), id)
             .await
             .unwrap_err()
             .kind(),
@@ -636,24 +640,6 @@ async fn cancel_runs_the_compensations(store: Arc<dyn Store>) {
     );
 }
 on_every_backend!(cancel, cancel_runs_the_compensations);
-
-/// A workflow with a blank strategy is refused when the worker is built.
-#[test]
-fn blank_strategy_refused() {
-    let w = Workflow::<St>::new(
-        "blank",
-        WorkflowStrategy {
-            compensation: " ",
-            resume: "sweep",
-        },
-    )
-    .step("s1", |_cx, s| async move { Ok(Next::step("s1", s)) });
-    let err = Worker::builder(Queue::memory())
-        .workflows(Workflows::new().with(w))
-        .build()
-        .unwrap_err();
-    assert!(err.to_string().contains("compensation"), "{err}");
-}
 
 /// A step that panics on every attempt fails the orchestration into
 /// compensation once its attempts are spent (not a silent dead letter).

@@ -195,17 +195,26 @@ pub async fn run(args: &OrchestrationsArgs, cx: &mut Context<'_>) -> Result<(), 
             let tenant = parse::tenant(tenant.as_deref())?;
             let queue = cx.queue().await?;
             let r = queue
-                .cancel_orchestration(tenant, id)
+                .cancel_orchestration(&drover::queue::Principal::system(), tenant, id)
                 .await
                 .map_err(|e| super::show::hint_tenant(e, tenant))?;
-            writeln!(cx.out, "cancelling {} ({})", r.id, r.status)?;
+            if r.status == drover::orchestration::OrchestrationStatus::Running {
+                // Cooperative: the step in flight lands first.
+                writeln!(
+                    cx.out,
+                    "cancel requested for {}: compensation starts when its running step {} lands",
+                    r.id, r.step
+                )?;
+            } else {
+                writeln!(cx.out, "cancelling {} ({})", r.id, r.status)?;
+            }
         }
         Action::Resume { id, tenant } => {
             let id = parse::uuid("id", id)?;
             let tenant = parse::tenant(tenant.as_deref())?;
             let queue = cx.queue().await?;
             let r = queue
-                .resume_orchestration(tenant, id)
+                .resume_orchestration(&drover::queue::Principal::system(), tenant, id)
                 .await
                 .map_err(|e| super::show::hint_tenant(e, tenant))?;
             writeln!(cx.out, "resumed {} at step {}", r.id, r.step)?;

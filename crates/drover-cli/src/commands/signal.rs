@@ -1,6 +1,8 @@
 //! `drover signal ID NAME [--payload JSON] [--key KEY]`: sends a signal to
 //! an orchestration. Parked for it, the orchestration runs again at once;
-//! otherwise the signal is kept for its next park.
+//! otherwise the signal is kept for its next park. The CLI holds the
+//! database's credentials, so it acts as the system principal (as
+//! `drover cancel` does).
 
 use crate::{CliError, Context, parse};
 
@@ -40,7 +42,14 @@ pub async fn run(args: &SignalArgs, cx: &mut Context<'_>) -> Result<(), CliError
     };
     let queue = cx.queue().await?;
     let out = queue
-        .signal(tenant, id, &args.name, payload, args.key.as_deref())
+        .signal(
+            &drover::queue::Principal::system(),
+            tenant,
+            id,
+            &args.name,
+            payload,
+            args.key.as_deref(),
+        )
         .await
         .map_err(|e| super::show::hint_tenant(e, tenant))?;
     let word = match out {

@@ -7,17 +7,22 @@
 //! | [`workflow`](Workflow) | orchestration types declared in code: steps, compensations, strategies |
 //! | `runner` | the `drover.step` handler that runs one step per work item |
 //! | [`transition`] | the pure transitions the backends share (wake-ups, step items) |
-//! | [`ResumeParked`] | the sweep step: resumes due parks, times out signal waits, sets `drover_records_parked` |
+//! | [`ResumeParked`] | the sweep step: resumes due parks, times out signal waits, repairs dead or cancelled step items, purges finished records, sets `drover_records_parked` |
 //! | this module | the producer API on [`Queue`]: start, signal, cancel, resume, read |
 //!
 //! Invariants: an orchestration's record changes only by a compare-and-set
 //! on its version; a step's transition lands in the transaction that
 //! completes the step's work item, or not at all; a signal is never lost
 //! between a park and its arrival; a finished record takes no signal and no
-//! transition. The model and its state machine: `docs/orchestrations.md`.
+//! transition; an operator's cancel never discards a step in flight (it is
+//! a request the step's own transition honours); signal, cancel and resume
+//! need the operate permission. The model and its state machine:
+//! `docs/orchestrations.md`.
 
 use std::future::Future;
 use std::pin::Pin;
+
+use std::time::Duration;
 
 use chrono::Utc;
 use serde::Serialize;
@@ -26,7 +31,7 @@ use uuid::Uuid;
 use crate::error::{Error, Result};
 use crate::item::{InsertResult, NewItem};
 use crate::maintenance::SweepStep;
-use crate::queue::Queue;
+use crate::queue::{Principal, Queue};
 use crate::worker::WorkerBuilder;
 
 mod record;
@@ -35,9 +40,9 @@ pub mod transition;
 mod workflow;
 
 pub use record::{
-    DeadStep, HistoryEntry, NewOrchestration, Orchestration, OrchestrationFilter,
-    OrchestrationInserted, OrchestrationStatus, OrchestrationStore, RecordWrite, Signal,
-    SignalOutcome, Transition,
+    COMPLETED_CAP, DeadStep, HISTORY_CAP, HistoryEntry, NewOrchestration, Orchestration,
+    OrchestrationFilter, OrchestrationInserted, OrchestrationStatus, OrchestrationStore,
+    RecordWrite, Signal, SignalOutcome, Transition,
 };
 pub use runner::{UNKNOWN_KIND_SNOOZE, Workflows};
 pub use transition::{STEP_KIND, StepJob};
@@ -45,6 +50,25 @@ pub use workflow::{Next, StepContext, StepError, StepResult, Workflow, WorkflowS
 
 /// How many due parks one sweep resumes by default.
 pub const RESUME_LIMIT_DEFAULT: u32 = 1000;
+/// How many finished records (and, separately, consumed signals) one sweep
+/// purges by default.
+pub const PURGE_LIMIT_DEFAULT: u32 = 1000;
+/// How many times an operator's cancel re-reads a record that moved under
+/// it before giving up with `Conflict`.
+const CANCEL_TRIES: u32 = 5;
+
+/// Counts the step item a landed transition inserted: every transition
+/// that leaves a record `running` or `compensating` inserts exactly one
+/// (a wake-up or cancel folded into it replaces the first one's), and no
+/// other does. Same labels as a direct enqueue.
+pub(crate) fn count_step_item(r: &Orchestration) {
+    if matches!(
+        r.status,
+        OrchestrationStatus::Running | OrchestrationStatus::Compensating
+    ) {
+        crate::queue::counters::count("drover_enqueued_total", &r.lane, STEP_KIND, 1);
+    }
+}
 
 /// How to start an orchestration.
 #[derive(Debug, Clone)]
@@ -151,6 +175,7 @@ impl Queue {
         let out = self.store().orchestration_insert(&new, &first).await?;
         if out.result == InsertResult::Inserted {
             metrics::counter!("drover_orchestrations_started_total").increment(1);
+            count_step_item(&out.record);
         }
         Ok(out)
     }
@@ -176,6 +201,7 @@ impl Queue {
         let out = conn.start_prepared(self, &new, &first).await?;
         if out.result == InsertResult::Inserted {
             metrics::counter!("drover_orchestrations_started_total").increment(1);
+            count_step_item(&out.record);
         }
         Ok(out)
     }
@@ -199,12 +225,14 @@ impl Queue {
         self.store().orchestration_list(filter).await
     }
 
-    /// Sends the signal `name` to an orchestration. Parked for it, the
+    /// Sends the signal `name` to an orchestration, as `principal` (an
+    /// operator of the tenant, as for [`Queue::cancel`]). Parked for it, the
     /// orchestration runs again at once; otherwise the signal is kept and
     /// its next park for `name` consumes it. With a key, a resent signal
     /// changes nothing ([`SignalOutcome::Duplicate`]).
     ///
     /// # Errors
+    /// [`Error::Forbidden`] without the operate permission on the tenant;
     /// [`Error::NotFound`] for no such orchestration; [`Error::Conflict`]
     /// when it has finished; [`Error::InvalidInput`] on `name` when empty.
     ///
@@ -212,12 +240,14 @@ impl Queue {
     /// One transaction.
     pub async fn signal(
         &self,
+        principal: &Principal,
         tenant: Uuid,
         orchestration_id: Uuid,
         name: &str,
         payload: serde_json::Value,
         key: Option<&str>,
     ) -> Result<SignalOutcome> {
+        self.check_operator(principal, tenant, "signal orchestrations")?;
         if name.trim().is_empty() || name.len() > 128 {
             return Err(Error::invalid("name", "must be 1 to 128 bytes"));
         }
@@ -231,44 +261,87 @@ impl Queue {
             consumed_at: None,
             created_at: Utc::now(),
         };
-        self.store().orchestration_signal(&signal).await
-    }
-
-    /// Cancels an orchestration (operator): the completed steps'
-    /// compensations run newest first, and it ends `cancelled`. A step
-    /// running meanwhile finds its version moved and changes nothing.
-    ///
-    /// # Errors
-    /// [`Error::NotFound`]; [`Error::Conflict`] when it has finished or is
-    /// compensating already, or a transition landed meanwhile (read and
-    /// retry).
-    pub async fn cancel_orchestration(&self, tenant: Uuid, id: Uuid) -> Result<Orchestration> {
-        let rec = self.orchestration(tenant, id).await?;
-        if rec.status.is_final() || rec.status == OrchestrationStatus::Compensating {
-            return Err(Error::Conflict(format!(
-                "orchestration {id} is {}: nothing to cancel",
-                rec.status
-            )));
+        let out = self.store().orchestration_signal(&signal).await?;
+        if out == SignalOutcome::Woke
+            && let Ok(r) = self.orchestration(tenant, orchestration_id).await
+        {
+            crate::queue::counters::count("drover_enqueued_total", &r.lane, STEP_KIND, 1);
         }
-        let mut w = RecordWrite::of(&rec);
-        let now = Utc::now();
-        w.history.push(HistoryEntry {
-            step: rec.step.clone(),
-            attempt: 0,
-            started: now,
-            ended: now,
-            outcome: "cancelled by an operator".into(),
-        });
-        let t = runner::begin_compensation(&rec, w, "cancelled by an operator".into(), true);
-        self.store().orchestration_update(&t).await
+        Ok(out)
     }
 
-    /// Resumes a `stuck` orchestration (operator, after the code was
-    /// fixed): its step runs again as it was when it got stuck.
+    /// Cancels an orchestration, as `principal` (an operator of the
+    /// tenant): the completed steps' compensations run newest first, and it
+    /// ends `cancelled`.
+    ///
+    /// Cooperative: a `running` record has a step in flight, whose effect
+    /// must not be lost, so the cancel is a request (the record comes back
+    /// still `running`, `cancel_requested` set). The step's transition
+    /// lands as usual and compensation starts from there, the step just
+    /// finished first; a step not yet started is not run. A record that is
+    /// `parked` or `stuck` has nothing in flight and starts compensating at
+    /// once. A step that completes the orchestration before the request
+    /// is seen wins: the record stays `completed`.
     ///
     /// # Errors
+    /// [`Error::Forbidden`] without the operate permission on the tenant;
+    /// [`Error::NotFound`]; [`Error::Conflict`] when it has finished or is
+    /// compensating already, or kept moving under every try.
+    pub async fn cancel_orchestration(
+        &self,
+        principal: &Principal,
+        tenant: Uuid,
+        id: Uuid,
+    ) -> Result<Orchestration> {
+        self.check_operator(principal, tenant, "cancel orchestrations")?;
+        let mut last = None;
+        for _ in 0..CANCEL_TRIES {
+            let rec = self.orchestration(tenant, id).await?;
+            if rec.status.is_final() || rec.status == OrchestrationStatus::Compensating {
+                return Err(Error::Conflict(format!(
+                    "orchestration {id} is {}: nothing to cancel",
+                    rec.status
+                )));
+            }
+            let out = if rec.status == OrchestrationStatus::Running {
+                if rec.cancel_requested {
+                    return Ok(rec);
+                }
+                self.store()
+                    .orchestration_request_cancel(tenant, id, rec.version)
+                    .await
+            } else {
+                let t = transition::cancel_requested(&rec, Utc::now());
+                self.store()
+                    .orchestration_update(&t)
+                    .await
+                    .inspect(|after| {
+                        count_step_item(after);
+                    })
+            };
+            match out {
+                Ok(after) => return Ok(after),
+                Err(e) if e.is_conflict() => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::Conflict(format!("orchestration {id} kept moving"))))
+    }
+
+    /// Resumes a `stuck` orchestration, as `principal` (an operator of the
+    /// tenant, after the code was fixed): its step runs again as it was
+    /// when it got stuck.
+    ///
+    /// # Errors
+    /// [`Error::Forbidden`] without the operate permission on the tenant;
     /// [`Error::NotFound`]; [`Error::Conflict`] when it is not stuck.
-    pub async fn resume_orchestration(&self, tenant: Uuid, id: Uuid) -> Result<Orchestration> {
+    pub async fn resume_orchestration(
+        &self,
+        principal: &Principal,
+        tenant: Uuid,
+        id: Uuid,
+    ) -> Result<Orchestration> {
+        self.check_operator(principal, tenant, "resume orchestrations")?;
         let rec = self.orchestration(tenant, id).await?;
         if rec.status != OrchestrationStatus::Stuck {
             return Err(Error::Conflict(format!(
@@ -280,7 +353,7 @@ impl Queue {
         let now = Utc::now();
         w.status = rec.resume_as.unwrap_or(OrchestrationStatus::Running);
         w.resume_as = None;
-        w.history.push(HistoryEntry {
+        w.push_history(HistoryEntry {
             step: rec.step.clone(),
             attempt: 0,
             started: now,
@@ -302,25 +375,37 @@ impl Queue {
             )),
             consume_signal: None,
         };
-        self.store().orchestration_update(&t).await
+        let after = self.store().orchestration_update(&t).await?;
+        count_step_item(&after);
+        Ok(after)
     }
 }
 
 /// The sweep step: resumes parked orchestrations whose time has come (a
 /// signal wait past its timeout runs its timeout step), takes the failure
 /// path for records whose step item was dead-lettered behind the runner's
-/// back ([`ResumeParked::fail_dead_steps`]), and sets
-/// `drover_records_parked` (parked and stuck records).
+/// back or cancelled through the item API ([`ResumeParked::fail_dead_steps`]),
+/// purges finished records and consumed signals past `retention`, and sets
+/// `drover_records_parked` (parked, stuck and stranded records).
 #[derive(Debug, Clone)]
 pub struct ResumeParked {
     /// At most this many per sweep. Default [`RESUME_LIMIT_DEFAULT`].
     pub limit: u32,
+    /// Finished records (with their signals) last written longer ago, and
+    /// signals consumed longer ago, are purged. Default: the items'
+    /// [`ITEM_RETENTION_DEFAULT`](crate::maintenance::ITEM_RETENTION_DEFAULT).
+    pub retention: Duration,
+    /// At most this many finished records (and as many consumed signals)
+    /// purged per sweep. Default [`PURGE_LIMIT_DEFAULT`].
+    pub purge_limit: u32,
 }
 
 impl Default for ResumeParked {
     fn default() -> Self {
         ResumeParked {
             limit: RESUME_LIMIT_DEFAULT,
+            retention: crate::maintenance::ITEM_RETENTION_DEFAULT,
+            purge_limit: PURGE_LIMIT_DEFAULT,
         }
     }
 }
@@ -340,7 +425,10 @@ impl ResumeParked {
                 .orchestration_update(&transition::resume_due(&rec, now))
                 .await
             {
-                Ok(_) => resumed += 1,
+                Ok(after) => {
+                    count_step_item(&after);
+                    resumed += 1;
+                }
                 Err(e) if e.is_conflict() => {
                     tracing::debug!(orchestration = %rec.id, "resume lost a race; the record moved on");
                 }
@@ -350,6 +438,14 @@ impl ResumeParked {
         resumed += self.fail_dead_steps(queue).await?;
         let parked = store.orchestration_parked_count().await?;
         metrics::gauge!("drover_records_parked").set(parked as f64);
+        let before = now - crate::rules::to_chrono(self.retention);
+        let purged = store.orchestration_purge(before, self.purge_limit).await?;
+        if purged > 0 {
+            tracing::info!(
+                purged,
+                "purged finished orchestrations and consumed signals"
+            );
+        }
         Ok(resumed)
     }
 }
@@ -369,6 +465,7 @@ impl ResumeParked {
         for dead in store.orchestration_dead_steps(self.limit).await? {
             match store.orchestration_update(&runner::dead_step(&dead)).await {
                 Ok(after) => {
+                    count_step_item(&after);
                     moved += 1;
                     tracing::warn!(orchestration = %after.id, kind = %after.kind, status = %after.status,
                         error = ?dead.error, "a step's item was dead-lettered: the orchestration takes the failure path");
@@ -412,6 +509,16 @@ impl WorkerBuilder {
                 role: "workflow runner".into(),
                 name,
                 strategies: vec![
+                    (
+                        "idempotency".into(),
+                        runner::STEP_STRATEGY.idempotency.to_owned(),
+                    ),
+                    ("retry".into(), runner::STEP_STRATEGY.retry.to_owned()),
+                    (
+                        "checkpoint".into(),
+                        runner::STEP_STRATEGY.checkpoint.to_owned(),
+                    ),
+                    ("recovery".into(), runner::STEP_STRATEGY.recovery.to_owned()),
                     ("compensation".into(), s.compensation.to_owned()),
                     ("resume".into(), s.resume.to_owned()),
                 ],

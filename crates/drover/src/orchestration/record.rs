@@ -16,6 +16,20 @@
 //!   the signal's transaction: no signal is lost between the two.
 //! - Starting with an idempotency key already used by the tenant inserts
 //!   nothing and returns the existing record.
+//! - A transition's step item is inserted or the transition fails: a
+//!   record is never left `running` or `compensating` without its item
+//!   (a key held by another item is [`Error::Conflict`](crate::Error::Conflict)).
+//! - An operator's cancel of a running record is a request
+//!   ([`OrchestrationStore::orchestration_request_cancel`]): the flag is
+//!   set by a compare-and-set on the version that does not bump it, so the
+//!   step in flight still lands its transition; every later write keeps
+//!   the flag, and the store turns a transition that leaves the record
+//!   `running` or `parked` with the flag set into the start of
+//!   compensation, in the same transaction.
+//! - The history keeps the last [`HISTORY_CAP`] entries and counts the
+//!   ones dropped ([`Orchestration::history_dropped`]); the completed list
+//!   (what compensation walks) is never trimmed, and is bounded instead by
+//!   [`COMPLETED_CAP`] (see there).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -25,6 +39,18 @@ use uuid::Uuid;
 use crate::error::Result;
 use crate::item::{InsertResult, NewItem};
 use crate::store::ClaimRef;
+
+/// How many history entries a record keeps: the newest ones; older ones are
+/// dropped and counted in [`Orchestration::history_dropped`].
+pub const HISTORY_CAP: usize = 100;
+
+/// How many steps a record's completed list holds at most. Only steps that
+/// declare a compensation are listed (a step without one has nothing to
+/// undo), so a polling loop of plain steps does not grow it. The list is
+/// what compensation walks, so it is never trimmed: a step that would list
+/// one more fails the orchestration into compensation instead, which then
+/// undoes every listed step.
+pub const COMPLETED_CAP: usize = 1000;
 
 /// Where an orchestration is in its life. Drawn in `docs/orchestrations.md`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -154,13 +180,17 @@ pub struct Orchestration {
     /// The steps that completed, oldest first (the compensation order is
     /// its reverse).
     pub completed: Vec<String>,
-    /// Every step taken.
+    /// The steps taken, the newest [`HISTORY_CAP`] of them.
     pub history: Vec<HistoryEntry>,
+    /// How many older history entries were dropped by the cap.
+    pub history_dropped: i64,
     /// The result a completing step gave.
     pub result: Option<serde_json::Value>,
     /// Why it failed, was cancelled, or is stuck.
     pub error: Option<String>,
-    /// An operator asked for the cancel: compensation ends `cancelled`.
+    /// An operator asked for the cancel: a running record starts
+    /// compensating when its step in flight lands, and compensation ends
+    /// `cancelled`.
     pub cancel_requested: bool,
     /// The status a stuck record resumes as (`running` or `compensating`).
     pub resume_as: Option<OrchestrationStatus>,
@@ -219,8 +249,10 @@ pub struct RecordWrite {
     pub timeout_step: Option<String>,
     /// New completed-steps list.
     pub completed: Vec<String>,
-    /// New history.
+    /// New history (at most [`HISTORY_CAP`]: use [`RecordWrite::push_history`]).
     pub history: Vec<HistoryEntry>,
+    /// New count of dropped history entries.
+    pub history_dropped: i64,
     /// New result.
     pub result: Option<serde_json::Value>,
     /// New error.
@@ -243,10 +275,22 @@ impl RecordWrite {
             timeout_step: r.timeout_step.clone(),
             completed: r.completed.clone(),
             history: r.history.clone(),
+            history_dropped: r.history_dropped,
             result: r.result.clone(),
             error: r.error.clone(),
             cancel_requested: r.cancel_requested,
             resume_as: r.resume_as,
+        }
+    }
+
+    /// Appends a history entry, dropping (and counting) the oldest beyond
+    /// [`HISTORY_CAP`].
+    pub fn push_history(&mut self, entry: HistoryEntry) {
+        self.history.push(entry);
+        if self.history.len() > HISTORY_CAP {
+            let extra = self.history.len() - HISTORY_CAP;
+            self.history.drain(..extra);
+            self.history_dropped += i64::try_from(extra).unwrap_or(i64::MAX);
         }
     }
 }
@@ -301,9 +345,10 @@ pub enum SignalOutcome {
     Duplicate,
 }
 
-/// A live record whose current step's work item is in the dead letter: its
+/// A live record whose current step's work item is in the dead letter (its
 /// last attempt ended by a timeout, a lease that expired with no attempt
-/// left, or a handler failure that never reached the runner. The sweep
+/// left, or a handler failure that never reached the runner) or was
+/// cancelled by an operator through the item API. The sweep
 /// takes the failure path for it ([`OrchestrationStore::orchestration_dead_steps`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeadStep {
@@ -314,6 +359,8 @@ pub struct DeadStep {
     pub attempts: i32,
     /// The dead item's last error (`lease expired`, a timeout, …).
     pub error: Option<String>,
+    /// The item was cancelled (by an operator), not failed.
+    pub cancelled: bool,
     /// When the item was dead-lettered.
     pub failed_at: DateTime<Utc>,
 }
@@ -369,13 +416,33 @@ pub trait OrchestrationStore: Send + Sync {
     async fn orchestration_due(&self, limit: u32) -> Result<Vec<Orchestration>>;
 
     /// Live records (`running`, `compensating`) whose current step's item
-    /// (`drover.step:<id>:<version>`, same tenant) is `failed` (system
-    /// operation), at most `limit`, oldest write first.
+    /// (`drover.step:<id>:<version>`, same tenant) is `failed` or
+    /// `cancelled` (system operation), at most `limit`, oldest write first.
     async fn orchestration_dead_steps(&self, limit: u32) -> Result<Vec<DeadStep>>;
 
-    /// How many records are parked or stuck (system operation), for
-    /// `drover_records_parked`.
+    /// How many records wait for a time, a signal or an operator (system
+    /// operation), for `drover_records_parked`: parked and stuck records,
+    /// and live ones whose step item is `failed` or `cancelled` (stranded
+    /// until the sweep repairs them).
     async fn orchestration_parked_count(&self) -> Result<i64>;
+
+    /// Records an operator's cancel request on a `running` record at
+    /// `expected_version`: sets `cancel_requested` without bumping the
+    /// version, so the step in flight still lands (and the store then
+    /// starts compensation). `Conflict` if the version moved or the record
+    /// is not running; `NotFound` for no such record.
+    async fn orchestration_request_cancel(
+        &self,
+        tenant: Uuid,
+        id: Uuid,
+        expected_version: i64,
+    ) -> Result<Orchestration>;
+
+    /// Deletes final records last written before `before`, with their
+    /// signals, and consumed signals of any record consumed before
+    /// `before` (system operation), at most `limit` of each. How many rows
+    /// it deleted.
+    async fn orchestration_purge(&self, before: DateTime<Utc>, limit: u32) -> Result<u64>;
 
     /// Sends a signal: kept for the next park, or waking the record if it is
     /// parked for this name, in one transaction. `NotFound` for no such

@@ -14,6 +14,14 @@
 //!   earlier failures are retried with the item's backoff.
 //! - A step the code does not declare parks the record as `stuck`; it never
 //!   crashes the worker and never guesses a step.
+//! - A step whose effect may or may not have applied (its last attempt
+//!   panicked, timed out or lost its lease, its item was cancelled, or a
+//!   cancel request found it after an earlier attempt) counts as
+//!   completed for compensation: its own compensation runs first, so
+//!   compensations must tolerate "never applied". A step that answers
+//!   with an error is taken at its word: it left no effect.
+//! - A cancel request found before the step runs starts compensation
+//!   without running it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,7 +29,9 @@ use std::time::Duration;
 
 use chrono::Utc;
 
-use super::record::{HistoryEntry, Orchestration, OrchestrationStatus, RecordWrite, Transition};
+use super::record::{
+    COMPLETED_CAP, HistoryEntry, Orchestration, OrchestrationStatus, RecordWrite, Transition,
+};
 use super::transition::{StepJob, step_item};
 use super::workflow::{ErasedWorkflow, Next, StepContext, StepError, Workflow, WorkflowStrategy};
 use crate::error::{Error, Result};
@@ -104,17 +114,21 @@ pub(crate) struct StepRunner {
 
 impl Handler for StepRunner {
     type Job = StepJob;
-    const STRATEGY: Strategy = Strategy {
-        idempotency: "each transition is a compare-and-set on the record's version, written in the transaction that completes the step's item; a stale item changes nothing",
-        retry: "a step's retryable error uses the item's backoff; only its last attempt fails the orchestration (compensation in reverse)",
-        checkpoint: "the record is the checkpoint: its current step, state and version are committed with each step's item, so a rerun resumes at the last committed step",
-        recovery: "a crashed step's item is swept and runs again against the same version; parked records are resumed by the sweep",
-    };
+    const STRATEGY: Strategy = STEP_STRATEGY;
 
     async fn handle(&self, cx: &JobContext, job: StepJob) -> Outcome {
         run_step(self, cx, job).await
     }
 }
+
+/// The four strategies every workflow runner keeps (its `drover.step`
+/// handler's, listed again on each workflow's role).
+pub(crate) const STEP_STRATEGY: Strategy = Strategy {
+    idempotency: "each transition is a compare-and-set on the record's version, written in the transaction that completes the step's item; a stale item changes nothing",
+    retry: "a step's retryable error uses the item's backoff; only its last attempt fails the orchestration (compensation in reverse)",
+    checkpoint: "the record is the checkpoint: its current step, state and version are committed with each step's item, so a rerun resumes at the last committed step",
+    recovery: "a crashed step's item is swept and runs again against the same version; parked records are resumed by the sweep; a step item dead-lettered or cancelled behind the runner's back takes the failure path from the sweep",
+};
 
 fn entry(
     step: &str,
@@ -174,10 +188,25 @@ async fn run_step(r: &StepRunner, cx: &JobContext, job: StepJob) -> Outcome {
         let Some(step) = def.steps.get(&rec.step).cloned() else {
             return settle(r, cx, &rec, stuck(&rec, cx, started)).await;
         };
-        match guarded(step(scx, rec.state.clone())).await {
-            Ok(next) => forward(&rec, cx, started, next),
-            Err(StepError::Retry(m)) if !last_attempt => return Err(JobError::Retry(m)),
-            Err(e) => start_compensation(&rec, cx.attempt(), started, e.message(), false),
+        let compensable = def.compensations.contains_key(&rec.step);
+        if rec.cancel_requested {
+            // Not run: an earlier attempt of it may have applied (it ended
+            // without an answer, or with a retry), so it is undone too.
+            let maybe = compensable && cx.attempt() > 1;
+            start_compensation(&rec, cx.attempt(), started, "not run", maybe, true)
+        } else {
+            match guarded(step(scx, rec.state.clone())).await {
+                Ok(next) => forward(&rec, cx, started, next, compensable),
+                Err((StepError::Retry(m), _)) if !last_attempt => return Err(JobError::Retry(m)),
+                Err((e, panicked)) => start_compensation(
+                    &rec,
+                    cx.attempt(),
+                    started,
+                    e.message(),
+                    panicked && compensable,
+                    false,
+                ),
+            }
         }
     } else {
         if !def.steps.contains_key(&rec.step) {
@@ -186,11 +215,11 @@ async fn run_step(r: &StepRunner, cx: &JobContext, job: StepJob) -> Outcome {
         match def.compensations.get(&rec.step).cloned() {
             Some(comp) => match guarded(comp(scx, rec.state.clone())).await {
                 Ok(()) => compensated_one(&rec, &def, cx, started),
-                Err(StepError::Retry(m)) if !last_attempt => return Err(JobError::Retry(m)),
-                Err(e) => compensation_failed(&rec, cx.attempt(), started, e.message()),
+                Err((StepError::Retry(m), _)) if !last_attempt => return Err(JobError::Retry(m)),
+                Err((e, _)) => compensation_failed(&rec, cx.attempt(), started, e.message()),
             },
-            // Entered by an operator's cancel, which does not know the code:
-            // steps without a compensation are skipped here.
+            // Entered by an operator's cancel or the sweep, which do not
+            // know the code: steps without a compensation are skipped here.
             None => compensated_one(&rec, &def, cx, started),
         }
     };
@@ -199,13 +228,14 @@ async fn run_step(r: &StepRunner, cx: &JobContext, job: StepJob) -> Outcome {
 
 /// Runs a step or compensation, turning a panic into a retryable error: a
 /// panic on the last attempt then fails the orchestration into
-/// compensation instead of dead-lettering its item behind its back.
+/// compensation instead of dead-lettering its item behind its back. The
+/// flag is true for a panic (its effect may have applied).
 async fn guarded<T>(
     f: impl std::future::Future<Output = std::result::Result<T, StepError>>,
-) -> std::result::Result<T, StepError> {
+) -> std::result::Result<T, (StepError, bool)> {
     use futures::FutureExt;
     match std::panic::AssertUnwindSafe(f).catch_unwind().await {
-        Ok(r) => r,
+        Ok(r) => r.map_err(|e| (e, false)),
         Err(p) => {
             let msg = p
                 .downcast_ref::<&str>()
@@ -213,7 +243,7 @@ async fn guarded<T>(
                 .or_else(|| p.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "non-string panic payload".into());
             tracing::error!(panic = %msg, "orchestration step panicked");
-            Err(StepError::Retry(format!("step panicked: {msg}")))
+            Err((StepError::Retry(format!("step panicked: {msg}")), true))
         }
     }
 }
@@ -222,6 +252,7 @@ async fn guarded<T>(
 async fn settle(r: &StepRunner, cx: &JobContext, rec: &Orchestration, t: Transition) -> Outcome {
     match r.queue.store().orchestration_advance(cx.claim(), &t).await {
         Ok(after) => {
+            super::count_step_item(&after);
             match after.status {
                 OrchestrationStatus::CompensationFailed => {
                     metrics::counter!("drover_orchestrations_compensation_failed_total")
@@ -283,19 +314,27 @@ fn forward(
     cx: &JobContext,
     started: chrono::DateTime<Utc>,
     next: Next<serde_json::Value>,
+    compensable: bool,
 ) -> Transition {
     let mut w = base(rec);
-    w.completed.push(rec.step.clone());
+    if compensable {
+        if w.completed.len() >= COMPLETED_CAP {
+            // Compensation must know every step to undo, so the list is not
+            // trimmed: the orchestration fails (and undoes them all) instead.
+            let why = format!("more than {COMPLETED_CAP} compensable steps completed");
+            return start_compensation(rec, cx.attempt(), started, &why, true, false);
+        }
+        w.completed.push(rec.step.clone());
+    }
     let enqueue = match next {
         Next::Step { step, state } => {
-            w.history
-                .push(entry(&rec.step, cx, started, format!("next:{step}")));
+            w.push_history(entry(&rec.step, cx, started, format!("next:{step}")));
             w.step = step.to_owned();
             w.state = state;
             true
         }
         Next::ParkUntil { at, step, state } => {
-            w.history.push(entry(
+            w.push_history(entry(
                 &rec.step,
                 cx,
                 started,
@@ -314,7 +353,7 @@ fn forward(
             on_timeout,
             state,
         } => {
-            w.history.push(entry(
+            w.push_history(entry(
                 &rec.step,
                 cx,
                 started,
@@ -329,8 +368,7 @@ fn forward(
             false
         }
         Next::Complete { result, state } => {
-            w.history
-                .push(entry(&rec.step, cx, started, "completed".into()));
+            w.push_history(entry(&rec.step, cx, started, "completed".into()));
             w.status = OrchestrationStatus::Completed;
             w.result = Some(result);
             w.state = state;
@@ -372,21 +410,35 @@ pub(crate) fn begin_compensation(
     }
 }
 
+/// The failure path of the current step: compensation of the completed
+/// steps, newest first. With `maybe_applied` the step itself is listed
+/// first (its effect may have applied; its compensation tolerates it not
+/// having). With `cancel` it ends `cancelled` (an operator's request).
 fn start_compensation(
     rec: &Orchestration,
     attempt: i32,
     started: chrono::DateTime<Utc>,
     error: &str,
+    maybe_applied: bool,
     cancel: bool,
 ) -> Transition {
     let mut w = base(rec);
-    w.history.push(entry_at(
-        &rec.step,
-        attempt,
-        started,
-        format!("failed: {error}"),
-    ));
-    begin_compensation(rec, w, format!("step {} failed: {error}", rec.step), cancel)
+    let (outcome, why) = if cancel {
+        (
+            format!("cancelled by an operator: {error}"),
+            "cancelled by an operator".to_owned(),
+        )
+    } else {
+        (
+            format!("failed: {error}"),
+            format!("step {} failed: {error}", rec.step),
+        )
+    };
+    w.push_history(entry_at(&rec.step, attempt, started, outcome));
+    if maybe_applied && w.completed.last() != Some(&rec.step) {
+        w.completed.push(rec.step.clone());
+    }
+    begin_compensation(rec, w, why, cancel || rec.cancel_requested)
 }
 
 fn compensated_one(
@@ -397,7 +449,7 @@ fn compensated_one(
 ) -> Transition {
     let mut w = base(rec);
     let had = def.compensations.contains_key(&rec.step);
-    w.history.push(entry(
+    w.push_history(entry(
         &rec.step,
         cx,
         started,
@@ -434,7 +486,7 @@ fn compensation_failed(
     error: &str,
 ) -> Transition {
     let mut w = base(rec);
-    w.history.push(entry_at(
+    w.push_history(entry_at(
         &rec.step,
         attempt,
         started,
@@ -446,28 +498,52 @@ fn compensation_failed(
 }
 
 /// The failure path for a live record whose current step's item is in the
-/// dead letter without the runner having written a transition (its last
-/// attempt timed out, or its lease expired with no attempt left): exactly
-/// what a final error returned by the step would have written. A
-/// `running` record starts compensating; a `compensating` one ends
-/// `compensation_failed`.
+/// dead letter, or was cancelled, without the runner having written a
+/// transition (its last attempt timed out, its lease expired with no
+/// attempt left, an operator cancelled the item). The step may or may not
+/// have applied, so it is compensated too (the sweep does not know the
+/// code: a step without a compensation is skipped when its turn comes).
+///
+/// - `running`, failed item: compensation, as a final error would start.
+/// - `running`, cancelled item: the operator's cancel of the orchestration,
+///   compensating and ending `cancelled`.
+/// - `compensating`, failed item: `compensation_failed`.
+/// - `compensating`, cancelled item: `stuck`, so `drover orchestrations
+///   resume` runs the compensation again once the operator means it.
 pub(crate) fn dead_step(dead: &super::record::DeadStep) -> Transition {
     let rec = &dead.record;
     let why = dead.error.as_deref().unwrap_or("dead-lettered");
-    let why = format!(
-        "its item was dead-lettered after {} attempts: {why}",
-        dead.attempts
-    );
-    if rec.status == OrchestrationStatus::Compensating {
-        compensation_failed(rec, dead.attempts, dead.failed_at, &why)
+    let why = if dead.cancelled {
+        format!("its item was cancelled after {} attempts", dead.attempts)
     } else {
-        start_compensation(
-            rec,
-            dead.attempts,
-            dead.failed_at,
-            &why,
-            rec.cancel_requested,
+        format!(
+            "its item was dead-lettered after {} attempts: {why}",
+            dead.attempts
         )
+    };
+    match (rec.status, dead.cancelled) {
+        (OrchestrationStatus::Compensating, false) => {
+            compensation_failed(rec, dead.attempts, dead.failed_at, &why)
+        }
+        (OrchestrationStatus::Compensating, true) => {
+            let mut w = base(rec);
+            w.push_history(entry_at(
+                &rec.step,
+                dead.attempts,
+                dead.failed_at,
+                format!("stuck: {why}"),
+            ));
+            w.status = OrchestrationStatus::Stuck;
+            w.resume_as = Some(OrchestrationStatus::Compensating);
+            w.error = Some(format!(
+                "the compensation of {} was cancelled ({why}); `drover orchestrations resume {}` runs it again",
+                rec.step, rec.id
+            ));
+            transition(rec, w, false)
+        }
+        (_, cancelled) => {
+            start_compensation(rec, dead.attempts, dead.failed_at, &why, true, cancelled)
+        }
     }
 }
 
@@ -477,8 +553,7 @@ fn stuck(rec: &Orchestration, cx: &JobContext, started: chrono::DateTime<Utc>) -
         "step {:?} is not declared by workflow {} in the deployed code; fix the code, then `drover orchestrations resume {}`",
         rec.step, rec.kind, rec.id
     );
-    w.history
-        .push(entry(&rec.step, cx, started, "stuck: unknown step".into()));
+    w.push_history(entry(&rec.step, cx, started, "stuck: unknown step".into()));
     w.status = OrchestrationStatus::Stuck;
     w.resume_as = Some(rec.status);
     w.error = Some(why);

@@ -66,7 +66,7 @@ pub fn wake_on_signal(r: &Orchestration, sig: &Signal, now: DateTime<Utc>) -> Tr
     w.parked_until = None;
     w.waiting_for = None;
     w.timeout_step = None;
-    w.history.push(HistoryEntry {
+    w.push_history(HistoryEntry {
         step: r.step.clone(),
         attempt: 0,
         started: now,
@@ -106,7 +106,7 @@ pub fn resume_due(r: &Orchestration, now: DateTime<Utc>) -> Transition {
     };
     w.waiting_for = None;
     w.timeout_step = None;
-    w.history.push(HistoryEntry {
+    w.push_history(HistoryEntry {
         step: r.step.clone(),
         attempt: 0,
         started: now,
@@ -137,4 +137,31 @@ pub fn parks_for_signal(t: &Transition) -> Option<&str> {
         (OrchestrationStatus::Parked, Some(name)) => Some(name),
         _ => None,
     }
+}
+
+/// True when `r`, as a transition just left it, carries an operator's cancel
+/// request and is `running` or `parked`: the store then inserts none of
+/// the transition's item (nor matches a waiting signal) and applies
+/// [`cancel_requested`] in the same transaction. The step that just landed
+/// is in the completed list by then, so its compensation runs first.
+pub fn cancel_due(r: &Orchestration) -> bool {
+    r.cancel_requested
+        && matches!(
+            r.status,
+            OrchestrationStatus::Running | OrchestrationStatus::Parked
+        )
+}
+
+/// The transition that starts compensating `r` for an operator's cancel
+/// request: newest completed step first, ending `cancelled`.
+pub fn cancel_requested(r: &Orchestration, now: DateTime<Utc>) -> Transition {
+    let mut w = RecordWrite::of(r);
+    w.push_history(HistoryEntry {
+        step: r.step.clone(),
+        attempt: 0,
+        started: now,
+        ended: now,
+        outcome: "cancelled by an operator".into(),
+    });
+    super::runner::begin_compensation(r, w, "cancelled by an operator".into(), true)
 }

@@ -321,7 +321,15 @@ where
     }
 
     /// Adds the compensation of step `name`: it runs, with the state at the
-    /// failure, when a later step fails for good.
+    /// failure, when a later step fails for good or an operator cancels.
+    ///
+    /// It must tolerate "never applied": it also runs for step `name`
+    /// itself when that step's outcome is unknown (its last attempt timed
+    /// out, lost its lease or panicked, its item was cancelled, or a cancel
+    /// request found it after an earlier attempt). Undo by the key the step
+    /// would have written (`orchestration_id`, step, version); finding
+    /// nothing to undo is success. Only steps with a compensation are
+    /// listed as completed (see [`COMPLETED_CAP`](super::COMPLETED_CAP)).
     pub fn compensate<F, Fut>(mut self, name: &'static str, f: F) -> Self
     where
         F: Fn(StepContext, S) -> Fut + Send + Sync + 'static,

@@ -661,7 +661,12 @@ impl Queue {
     /// Checks that `principal` may operate on `tenant`'s items: it holds
     /// [`OPERATE_PERMISSION`] and is of that tenant (or holds `"*"`, as the
     /// system principal does).
-    fn check_operator(&self, principal: &Principal, tenant: Uuid, what: &str) -> Result<()> {
+    pub(crate) fn check_operator(
+        &self,
+        principal: &Principal,
+        tenant: Uuid,
+        what: &str,
+    ) -> Result<()> {
         if !principal.holds(OPERATE_PERMISSION) {
             return Err(Error::Forbidden(format!(
                 "{what} requires the permission {OPERATE_PERMISSION:?}"

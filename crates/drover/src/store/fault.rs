@@ -434,6 +434,19 @@ impl crate::orchestration::OrchestrationStore for FaultStore {
     async fn orchestration_parked_count(&self) -> Result<i64> {
         self.inner.orchestration_parked_count().await
     }
+    async fn orchestration_request_cancel(
+        &self,
+        tenant: Uuid,
+        id: Uuid,
+        expected_version: i64,
+    ) -> Result<crate::orchestration::Orchestration> {
+        self.inner
+            .orchestration_request_cancel(tenant, id, expected_version)
+            .await
+    }
+    async fn orchestration_purge(&self, before: DateTime<Utc>, limit: u32) -> Result<u64> {
+        self.inner.orchestration_purge(before, limit).await
+    }
     async fn orchestration_signal(
         &self,
         signal: &crate::orchestration::Signal,

@@ -18,6 +18,9 @@ use crate::orchestration::{
 };
 use crate::store::ClaimRef;
 
+mod bounds;
+pub use bounds::*;
+
 /// Expands to one `#[tokio::test]` per orchestration contract case.
 #[macro_export]
 macro_rules! orchestration_contract_suite {
@@ -35,6 +38,11 @@ macro_rules! orchestration_contract_suite {
             orchestration_due_lists_passed_parks_only,
             orchestration_tenants_isolated,
             orchestration_dead_steps_lists_live_records_with_failed_items,
+            orchestration_cancel_request_lets_the_running_step_land,
+            orchestration_cancel_request_overrides_a_park,
+            orchestration_step_item_not_inserted_fails_the_transition,
+            orchestration_cancelled_step_item_is_listed_and_counted,
+            orchestration_purge_removes_finished_and_consumed,
         );
     };
 }

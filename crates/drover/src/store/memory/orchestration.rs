@@ -11,7 +11,9 @@ use uuid::Uuid;
 use super::{MemoryStore, State, clear_claim};
 use crate::error::{Error, Result};
 use crate::item::{InsertResult, NewItem, Status};
-use crate::orchestration::transition::{parks_for_signal, wake_on_signal};
+use crate::orchestration::transition::{
+    cancel_due, cancel_requested, parks_for_signal, wake_on_signal,
+};
 use crate::orchestration::{
     DeadStep, NewOrchestration, Orchestration, OrchestrationFilter, OrchestrationInserted,
     OrchestrationStatus, OrchestrationStore, Signal, SignalOutcome, Transition,
@@ -34,9 +36,14 @@ impl State {
             .filter(|r| r.tenant_id == tenant)
     }
 
-    /// The compare-and-set, the signal consumption and the next item.
-    fn apply(&mut self, t: &Transition, now: DateTime<Utc>) -> Result<Orchestration> {
-        let Some(r) = self.record(t.tenant_id, t.id) else {
+    /// The record `t` would leave, or why it is refused (a stale version,
+    /// no such record); writes nothing.
+    fn written(
+        r: Option<&Orchestration>,
+        t: &Transition,
+        now: DateTime<Utc>,
+    ) -> Result<Orchestration> {
+        let Some(r) = r else {
             return Err(Error::NotFound(format!("orchestration {}", t.id)));
         };
         if r.version != t.expected_version {
@@ -55,12 +62,38 @@ impl State {
         r.timeout_step = w.timeout_step.clone();
         r.completed = w.completed.clone();
         r.history = w.history.clone();
+        r.history_dropped = w.history_dropped;
         r.result = w.result.clone();
         r.error = w.error.clone();
-        r.cancel_requested = w.cancel_requested;
+        // A cancel request is never written away by a writer that read the
+        // record before it.
+        r.cancel_requested = r.cancel_requested || w.cancel_requested;
         r.resume_as = w.resume_as;
         r.version += 1;
         r.updated_at = now;
+        Ok(r)
+    }
+
+    /// `Conflict` when `item` would not be inserted: its id or its key is
+    /// held by another item. A step item that cannot be inserted fails its
+    /// transition rather than leave the record without one.
+    fn insertable(&self, item: &NewItem) -> Result<()> {
+        let key_held = item
+            .idempotency_key
+            .as_ref()
+            .is_some_and(|k| self.keys.contains_key(&(item.tenant_id, k.clone())));
+        if self.items.contains_key(&item.id) || key_held {
+            return Err(Error::Conflict(format!(
+                "the step item {} could not be inserted: its id or key {:?} is taken",
+                item.id, item.idempotency_key
+            )));
+        }
+        Ok(())
+    }
+
+    /// Writes a record `written` computed, consuming the signal and
+    /// inserting the item (unless `skip_item`), all checked beforehand.
+    fn commit(&mut self, r: Orchestration, t: &Transition, skip_item: bool, now: DateTime<Utc>) {
         if let Some(sid) = t.consume_signal
             && let Some(s) = self
                 .orchestrations
@@ -70,22 +103,47 @@ impl State {
         {
             s.consumed_at = Some(now);
         }
-        if let Some(item) = &t.enqueue {
+        if let Some(item) = t.enqueue.as_ref().filter(|_| !skip_item) {
             self.insert(item, now);
         }
-        self.orchestrations.records.insert(r.id, r.clone());
-        Ok(r)
+        self.orchestrations.records.insert(r.id, r);
     }
 
-    /// `apply`, then a park for a signal already waiting becomes its wake-up.
+    /// The compare-and-set with what rides along, and what follows it in the
+    /// same critical section: a cancel request found on a record left
+    /// running or parked starts compensation (the transition's own item is
+    /// not inserted); else a park for a signal already waiting becomes its
+    /// wake-up. Every check runs before the first write: all or nothing.
     fn apply_and_match(&mut self, t: &Transition, now: DateTime<Utc>) -> Result<Orchestration> {
-        let r = self.apply(t, now)?;
-        if let Some(name) = parks_for_signal(t)
-            && let Some(sig) = self.pending_signal(&r, name)
-        {
-            return self.apply(&wake_on_signal(&r, &sig, now), now);
+        let first = Self::written(self.record(t.tenant_id, t.id), t, now)?;
+        let cancel = cancel_due(&first);
+        let follow = if cancel {
+            Some(cancel_requested(&first, now))
+        } else {
+            parks_for_signal(t)
+                .and_then(|name| self.pending_signal(&first, name))
+                .map(|sig| wake_on_signal(&first, &sig, now))
+        };
+        if let Some(item) = t.enqueue.as_ref().filter(|_| !cancel) {
+            self.insertable(item)?;
         }
-        Ok(r)
+        let second = match &follow {
+            Some(f) => {
+                if let Some(item) = &f.enqueue {
+                    self.insertable(item)?;
+                }
+                Some(Self::written(Some(&first), f, now)?)
+            }
+            None => None,
+        };
+        self.commit(first.clone(), t, cancel, now);
+        match (follow, second) {
+            (Some(f), Some(second)) => {
+                self.commit(second.clone(), &f, false, now);
+                Ok(second)
+            }
+            _ => Ok(first),
+        }
     }
 
     fn pending_signal(&self, r: &Orchestration, name: &str) -> Option<Signal> {
@@ -118,6 +176,7 @@ fn stamp(new: &NewOrchestration, now: DateTime<Utc>) -> Orchestration {
         timeout_step: None,
         completed: Vec::new(),
         history: Vec::new(),
+        history_dropped: 0,
         result: None,
         error: None,
         cancel_requested: false,
@@ -161,6 +220,7 @@ impl OrchestrationStore for MemoryStore {
                 record: r.clone(),
             });
         }
+        st.insertable(first)?;
         let record = stamp(new, now);
         if let Some(key) = &new.idempotency_key {
             st.orchestrations
@@ -204,24 +264,16 @@ impl OrchestrationStore for MemoryStore {
     ) -> Result<Orchestration> {
         let now = self.now();
         let mut st = self.lock();
-        // Both fences are checked before anything is written.
+        // The claim's fence first; the record's fence and the inserts are
+        // checked by `apply_and_match` before it writes anything, and the
+        // lock is held throughout, so both land or neither does.
         st.fenced(claim, now)?;
-        match st.record(t.tenant_id, t.id) {
-            Some(r) if r.version == t.expected_version => {}
-            Some(r) => {
-                return Err(Error::Conflict(format!(
-                    "orchestration {}: version {} expected, {} stored",
-                    t.id, t.expected_version, r.version
-                )));
-            }
-            None => return Err(Error::NotFound(format!("orchestration {}", t.id))),
-        }
+        let r = st.apply_and_match(t, now)?;
         let item = st.fenced(claim, now)?;
         item.status = Status::Done;
         clear_claim(item);
         item.updated_at = now;
         item.updated_by = Uuid::nil();
-        let r = st.apply_and_match(t, now)?;
         let lane = r.lane.clone();
         drop(st);
         self.wake.counted(&lane);
@@ -266,11 +318,15 @@ impl OrchestrationStore for MemoryStore {
             .filter_map(|r| {
                 let key = format!("{}:{}:{}", crate::orchestration::STEP_KIND, r.id, r.version);
                 let id = st.keys.get(&(r.tenant_id, key))?;
-                let item = st.items.get(id).filter(|i| i.status == Status::Failed)?;
+                let item = st
+                    .items
+                    .get(id)
+                    .filter(|i| matches!(i.status, Status::Failed | Status::Cancelled))?;
                 Some(DeadStep {
                     record: r.clone(),
                     attempts: item.attempts,
                     error: item.last_error.clone(),
+                    cancelled: item.status == Status::Cancelled,
                     failed_at: item.updated_at,
                 })
             })
@@ -282,18 +338,88 @@ impl OrchestrationStore for MemoryStore {
 
     async fn orchestration_parked_count(&self) -> Result<i64> {
         let st = self.lock();
+        let stranded = |r: &Orchestration| {
+            let key = format!("{}:{}:{}", crate::orchestration::STEP_KIND, r.id, r.version);
+            st.keys
+                .get(&(r.tenant_id, key))
+                .and_then(|id| st.items.get(id))
+                .is_some_and(|i| matches!(i.status, Status::Failed | Status::Cancelled))
+        };
         let n = st
             .orchestrations
             .records
             .values()
-            .filter(|r| {
-                matches!(
-                    r.status,
-                    OrchestrationStatus::Parked | OrchestrationStatus::Stuck
-                )
+            .filter(|r| match r.status {
+                OrchestrationStatus::Parked | OrchestrationStatus::Stuck => true,
+                OrchestrationStatus::Running | OrchestrationStatus::Compensating => stranded(r),
+                _ => false,
             })
             .count();
         Ok(i64::try_from(n).unwrap_or(i64::MAX))
+    }
+
+    async fn orchestration_request_cancel(
+        &self,
+        tenant: Uuid,
+        id: Uuid,
+        expected_version: i64,
+    ) -> Result<Orchestration> {
+        let mut st = self.lock();
+        let Some(r) = st
+            .orchestrations
+            .records
+            .get_mut(&id)
+            .filter(|r| r.tenant_id == tenant)
+        else {
+            return Err(Error::NotFound(format!("orchestration {id}")));
+        };
+        if r.version != expected_version || r.status != OrchestrationStatus::Running {
+            return Err(Error::Conflict(format!(
+                "orchestration {id}: running at version {expected_version} expected, {} at {} stored",
+                r.status, r.version
+            )));
+        }
+        // The version stays: the step in flight must still land.
+        r.cancel_requested = true;
+        Ok(r.clone())
+    }
+
+    async fn orchestration_purge(&self, before: DateTime<Utc>, limit: u32) -> Result<u64> {
+        let mut st = self.lock();
+        let mut gone: Vec<(DateTime<Utc>, Uuid)> = st
+            .orchestrations
+            .records
+            .values()
+            .filter(|r| r.status.is_final() && r.updated_at < before)
+            .map(|r| (r.updated_at, r.id))
+            .collect();
+        gone.sort();
+        gone.truncate(limit as usize);
+        let mut n = 0u64;
+        for (_, id) in &gone {
+            if let Some(r) = st.orchestrations.records.remove(id) {
+                n += 1;
+                if let Some(k) = &r.idempotency_key {
+                    st.orchestrations.keys.remove(&(r.tenant_id, k.clone()));
+                }
+            }
+        }
+        let sigs = &mut st.orchestrations.signals;
+        let before_len = sigs.len();
+        sigs.retain(|s| !gone.iter().any(|(_, id)| *id == s.orchestration_id));
+        n += (before_len - sigs.len()) as u64;
+        let mut budget = limit as usize;
+        let before_len = sigs.len();
+        sigs.retain(|s| {
+            let old = s.consumed_at.is_some_and(|c| c < before);
+            if old && budget > 0 {
+                budget -= 1;
+                return false;
+            }
+            true
+        });
+        n += (before_len - sigs.len()) as u64;
+        Ok(n)
     }
 
     async fn orchestration_signal(&self, signal: &Signal) -> Result<SignalOutcome> {
@@ -331,7 +457,14 @@ impl OrchestrationStore for MemoryStore {
             && r.waiting_for.as_deref() == Some(signal.name.as_str())
             && let Some(sig) = st.pending_signal(&r, &signal.name)
         {
-            let woke = st.apply(&wake_on_signal(&r, &sig, now), now)?;
+            let woke = match st.apply_and_match(&wake_on_signal(&r, &sig, now), now) {
+                Ok(w) => w,
+                Err(e) => {
+                    // All or nothing: the signal goes with the refused wake-up.
+                    st.orchestrations.signals.retain(|s| s.id != stored.id);
+                    return Err(e);
+                }
+            };
             drop(st);
             self.wake.counted(&woke.lane);
             return Ok(SignalOutcome::Woke);

@@ -10,6 +10,15 @@
 //! work (READ COMMITTED gives each statement a fresh snapshot), so a signal
 //! that arrives while a park commits is either consumed by the park or
 //! wakes the parked record.
+//!
+//! An operator's cancel request takes the row lock too (its `UPDATE`), so a
+//! step's transition either reads the flag under the lock (its `UPDATE`
+//! keeps it, `cancel_requested OR $13`) and turns into compensation in the
+//! same transaction, or commits first and the request meets the new
+//! version (the operator's call re-reads and retries).
+//!
+//! A transition's step item that is not inserted (its id or key held by
+//! another item) fails the transaction: no record is left without its item.
 
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
@@ -21,7 +30,9 @@ use super::items::{insert_one, miss};
 use super::{PgStore, sql};
 use crate::error::{Error, Opaque, Result};
 use crate::item::{InsertResult, NewItem};
-use crate::orchestration::transition::{parks_for_signal, wake_on_signal};
+use crate::orchestration::transition::{
+    cancel_due, cancel_requested, parks_for_signal, wake_on_signal,
+};
 use crate::orchestration::{
     DeadStep, HistoryEntry, NewOrchestration, Orchestration, OrchestrationFilter,
     OrchestrationInserted, OrchestrationStatus, OrchestrationStore, Signal, SignalOutcome,
@@ -53,6 +64,7 @@ fn record(row: &PgRow) -> Result<Orchestration> {
         timeout_step: row.try_get("timeout_step")?,
         completed: completed.0,
         history: history.0,
+        history_dropped: row.try_get("history_dropped")?,
         result: row.try_get("result")?,
         error: row.try_get("error")?,
         cancel_requested: row.try_get("cancel_requested")?,
@@ -98,6 +110,7 @@ async fn apply(conn: &mut PgConnection, p: bool, t: &Transition) -> Result<Orche
         .bind(w.error.as_deref())
         .bind(w.cancel_requested)
         .bind(w.resume_as.map(|s| s.as_str()))
+        .bind(w.history_dropped)
         .fetch_optional(&mut *conn)
         .await?;
     let Some(row) = row else {
@@ -124,10 +137,25 @@ async fn apply(conn: &mut PgConnection, p: bool, t: &Transition) -> Result<Orche
             .execute(&mut *conn)
             .await?;
     }
-    if let Some(item) = &t.enqueue {
-        insert_one(conn, item, p).await?;
+    // A cancel request found under the lock: the follow-up transition
+    // inserts the compensation's item instead of this one.
+    if let Some(item) = t.enqueue.as_ref().filter(|_| !cancel_due(&r)) {
+        inserted(insert_one(conn, item, p).await?.result, item)?;
     }
     Ok(r)
+}
+
+/// `Conflict` unless the step item was inserted: a key or id held by
+/// another item must fail the transition, not leave the record without its
+/// item. The caller's transaction is then dropped, rolling back everything.
+pub(super) fn inserted(result: InsertResult, item: &NewItem) -> Result<()> {
+    if result == InsertResult::Inserted {
+        return Ok(());
+    }
+    Err(Error::Conflict(format!(
+        "the step item {} could not be inserted ({result:?}, key {:?})",
+        item.id, item.idempotency_key
+    )))
 }
 
 async fn pending(
@@ -152,6 +180,9 @@ async fn apply_and_match(
     t: &Transition,
 ) -> Result<Orchestration> {
     let r = apply(conn, p, t).await?;
+    if cancel_due(&r) {
+        return apply(conn, p, &cancel_requested(&r, chrono::Utc::now())).await;
+    }
     if let Some(name) = parks_for_signal(t)
         && let Some(sig) = pending(conn, p, &r, name).await?
     {
@@ -183,7 +214,7 @@ async fn insert_on(
         .await?;
     if let Some(row) = row {
         let r = record(&row)?;
-        insert_one(conn, first, p).await?;
+        inserted(insert_one(conn, first, p).await?.result, first)?;
         return Ok(OrchestrationInserted {
             result: InsertResult::Inserted,
             record: r,
@@ -343,6 +374,7 @@ impl OrchestrationStore for PgStore {
                     record: record(row)?,
                     attempts: row.try_get("step_attempts")?,
                     error: row.try_get("step_error")?,
+                    cancelled: row.try_get("step_cancelled")?,
                     failed_at: row.try_get("step_failed_at")?,
                 })
             })
@@ -355,6 +387,61 @@ impl OrchestrationStore for PgStore {
             .persistent(self.persistent)
             .fetch_one(&mut *tx)
             .await?;
+        tx.commit().await?;
+        Ok(n)
+    }
+
+    async fn orchestration_request_cancel(
+        &self,
+        tenant: Uuid,
+        id: Uuid,
+        expected_version: i64,
+    ) -> Result<Orchestration> {
+        let mut tx = self.begin_tenant(tenant).await?;
+        let row = sqlx::query(sql::ORCHESTRATION_REQUEST_CANCEL)
+            .persistent(self.persistent)
+            .bind(id)
+            .bind(expected_version)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(row) = row else {
+            let now = sqlx::query(sql::ORCHESTRATION_GET)
+                .persistent(self.persistent)
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?;
+            return Err(match now.as_ref().map(record).transpose()? {
+                Some(r) => Error::Conflict(format!(
+                    "orchestration {id}: running at version {expected_version} expected, {} at {} stored",
+                    r.status, r.version
+                )),
+                None => Error::NotFound(format!("orchestration {id}")),
+            });
+        };
+        tx.commit().await?;
+        record(&row)
+    }
+
+    async fn orchestration_purge(
+        &self,
+        before: chrono::DateTime<chrono::Utc>,
+        limit: u32,
+    ) -> Result<u64> {
+        let mut tx = self.begin_system().await?;
+        let mut n = 0u64;
+        for q in [
+            sql::ORCHESTRATION_PURGE_SIGNALS_OF,
+            sql::ORCHESTRATION_PURGE,
+            sql::ORCHESTRATION_PURGE_CONSUMED,
+        ] {
+            n += sqlx::query(q)
+                .persistent(self.persistent)
+                .bind(before)
+                .bind(i64::from(limit))
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+        }
         tx.commit().await?;
         Ok(n)
     }
@@ -398,7 +485,7 @@ impl OrchestrationStore for PgStore {
             && r.waiting_for.as_deref() == Some(s.name.as_str())
             && let Some(sig) = pending(&mut tx, self.persistent, &r, &s.name).await?
         {
-            apply(
+            apply_and_match(
                 &mut tx,
                 self.persistent,
                 &wake_on_signal(&r, &sig, chrono::Utc::now()),

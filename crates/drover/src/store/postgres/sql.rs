@@ -95,6 +95,18 @@ pub(super) const WORKER_PURGE: &str = include_str!("../../../sql/postgres/worker
 /// `sql/postgres/orchestration_insert.sql`.
 pub(super) const ORCHESTRATION_INSERT: &str =
     include_str!("../../../sql/postgres/orchestration_insert.sql");
+/// `sql/postgres/orchestration_request_cancel.sql`.
+pub(super) const ORCHESTRATION_REQUEST_CANCEL: &str =
+    include_str!("../../../sql/postgres/orchestration_request_cancel.sql");
+/// `sql/postgres/orchestration_purge_signals_of.sql`.
+pub(super) const ORCHESTRATION_PURGE_SIGNALS_OF: &str =
+    include_str!("../../../sql/postgres/orchestration_purge_signals_of.sql");
+/// `sql/postgres/orchestration_purge.sql`.
+pub(super) const ORCHESTRATION_PURGE: &str =
+    include_str!("../../../sql/postgres/orchestration_purge.sql");
+/// `sql/postgres/orchestration_purge_consumed.sql`.
+pub(super) const ORCHESTRATION_PURGE_CONSUMED: &str =
+    include_str!("../../../sql/postgres/orchestration_purge_consumed.sql");
 /// `sql/postgres/orchestration_find_collision.sql`.
 pub(super) const ORCHESTRATION_FIND_COLLISION: &str =
     include_str!("../../../sql/postgres/orchestration_find_collision.sql");

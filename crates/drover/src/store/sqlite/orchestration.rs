@@ -3,7 +3,13 @@
 //! Every write runs in one `BEGIN IMMEDIATE` transaction on the single
 //! writer, so the step item's fenced completion, the record's
 //! compare-and-set, the signal's consumption and the next item's insert
-//! land together, and a signal and a park never interleave.
+//! land together, and a signal and a park never interleave. An operator's
+//! cancel request is a write on the same writer, so a step's transition
+//! either sees it (and turns into compensation in its transaction) or
+//! commits first.
+//!
+//! A transition's step item that is not inserted (its id or key held by
+//! another item) fails the transaction: no record is left without its item.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -16,7 +22,9 @@ use super::row::{from_micros, to_micros};
 use super::{SqliteStore, insert, sql};
 use crate::error::{Error, Opaque, Result};
 use crate::item::{InsertResult, NewItem};
-use crate::orchestration::transition::{parks_for_signal, wake_on_signal};
+use crate::orchestration::transition::{
+    cancel_due, cancel_requested, parks_for_signal, wake_on_signal,
+};
 use crate::orchestration::{
     DeadStep, NewOrchestration, Orchestration, OrchestrationFilter, OrchestrationInserted,
     OrchestrationStatus, OrchestrationStore, Signal, SignalOutcome, Transition,
@@ -58,6 +66,7 @@ fn record(row: &SqliteRow) -> Result<Orchestration> {
         timeout_step: row.try_get("timeout_step")?,
         completed: serde_json::from_str(&completed).map_err(|e| json_err("completed", e))?,
         history: serde_json::from_str(&history).map_err(|e| json_err("history", e))?,
+        history_dropped: row.try_get("history_dropped")?,
         result: result
             .map(|s| serde_json::from_str(&s).map_err(|e| json_err("result", e)))
             .transpose()?,
@@ -126,6 +135,7 @@ async fn apply(
         .bind(i64::from(w.cancel_requested))
         .bind(w.resume_as.map(|s| s.as_str()))
         .bind(to_micros(now))
+        .bind(w.history_dropped)
         .fetch_optional(&mut *conn)
         .await?;
     let Some(row) = row else {
@@ -146,10 +156,25 @@ async fn apply(
             .execute(&mut *conn)
             .await?;
     }
-    if let Some(item) = &t.enqueue {
-        insert::insert_on(conn, item, now).await?;
+    // A cancel request on the record: the follow-up transition inserts the
+    // compensation's item instead of this one.
+    if let Some(item) = t.enqueue.as_ref().filter(|_| !cancel_due(&r)) {
+        inserted(insert::insert_on(conn, item, now).await?.result, item)?;
     }
     Ok(r)
+}
+
+/// `Conflict` unless the step item was inserted: a key or id held by
+/// another item must fail the transition, not leave the record without its
+/// item. The transaction is then dropped, rolling back everything.
+fn inserted(result: InsertResult, item: &NewItem) -> Result<()> {
+    if result == InsertResult::Inserted {
+        return Ok(());
+    }
+    Err(Error::Conflict(format!(
+        "the step item {} could not be inserted ({result:?}, key {:?})",
+        item.id, item.idempotency_key
+    )))
 }
 
 async fn pending(
@@ -173,6 +198,9 @@ async fn apply_and_match(
     now: DateTime<Utc>,
 ) -> Result<Orchestration> {
     let r = apply(conn, t, now).await?;
+    if cancel_due(&r) {
+        return apply(conn, &cancel_requested(&r, now), now).await;
+    }
     if let Some(name) = parks_for_signal(t)
         && let Some(sig) = pending(conn, &r, name).await?
     {
@@ -241,7 +269,7 @@ pub async fn start_in(
         .fetch_one(&mut *conn)
         .await?;
     let r = record(&row)?;
-    insert::insert_on(conn, first, now).await?;
+    inserted(insert::insert_on(conn, first, now).await?.result, first)?;
     Ok(OrchestrationInserted {
         result: InsertResult::Inserted,
         record: r,
@@ -337,6 +365,7 @@ impl OrchestrationStore for SqliteStore {
                     record: record(row)?,
                     attempts: row.try_get("step_attempts")?,
                     error: row.try_get("step_error")?,
+                    cancelled: row.try_get::<i64, _>("step_cancelled")? != 0,
                     failed_at: from_micros(row.try_get("step_failed_at")?)?,
                 })
             })
@@ -347,6 +376,59 @@ impl OrchestrationStore for SqliteStore {
         Ok(sqlx::query_scalar(sql::ORCHESTRATION_PARKED_COUNT)
             .fetch_one(&self.reader)
             .await?)
+    }
+
+    async fn orchestration_request_cancel(
+        &self,
+        tenant: Uuid,
+        id: Uuid,
+        expected_version: i64,
+    ) -> Result<Orchestration> {
+        let mut tx = self.begin().await?;
+        let now = self.now();
+        let row = sqlx::query(sql::ORCHESTRATION_REQUEST_CANCEL)
+            .bind(tenant)
+            .bind(id)
+            .bind(expected_version)
+            .bind(to_micros(now))
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(row) = row else {
+            return Err(match get(&mut tx, tenant, id).await? {
+                Some(r) => Error::Conflict(format!(
+                    "orchestration {id}: running at version {expected_version} expected, {} at {} stored",
+                    r.status, r.version
+                )),
+                None => Error::NotFound(format!("orchestration {id}")),
+            });
+        };
+        let r = record(&row)?;
+        tx.commit().await?;
+        Ok(r)
+    }
+
+    async fn orchestration_purge(&self, before: DateTime<Utc>, limit: u32) -> Result<u64> {
+        let mut tx = self.begin().await?;
+        let mut n = 0u64;
+        for q in [
+            sql::ORCHESTRATION_PURGE_SIGNALS_OF,
+            sql::ORCHESTRATION_PURGE,
+            sql::ORCHESTRATION_PURGE_CONSUMED,
+        ] {
+            n += sqlx::query(q)
+                .bind(to_micros(before))
+                .bind(i64::from(limit))
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+        }
+        if n == 0 {
+            // Nothing to delete writes nothing (the writer is shared).
+            tx.rollback().await?;
+        } else {
+            tx.commit().await?;
+        }
+        Ok(n)
     }
 
     async fn orchestration_signal(&self, s: &Signal) -> Result<SignalOutcome> {
@@ -383,7 +465,7 @@ impl OrchestrationStore for SqliteStore {
             && r.waiting_for.as_deref() == Some(s.name.as_str())
             && let Some(sig) = pending(&mut tx, &r, &s.name).await?
         {
-            apply(&mut tx, &wake_on_signal(&r, &sig, now), now).await?;
+            apply_and_match(&mut tx, &wake_on_signal(&r, &sig, now), now).await?;
             outcome = SignalOutcome::Woke;
         }
         tx.commit().await?;

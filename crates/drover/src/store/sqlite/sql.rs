@@ -63,6 +63,19 @@ sql!(SWEEP_LAST_PASS, "sweep_last_pass.sql");
 sql!(WORKER_PURGE, "worker_purge.sql");
 sql!(WORKER_PURGE_DUE, "worker_purge_due.sql");
 sql!(ORCHESTRATION_INSERT, "orchestration_insert.sql");
+sql!(
+    ORCHESTRATION_REQUEST_CANCEL,
+    "orchestration_request_cancel.sql"
+);
+sql!(
+    ORCHESTRATION_PURGE_SIGNALS_OF,
+    "orchestration_purge_signals_of.sql"
+);
+sql!(ORCHESTRATION_PURGE, "orchestration_purge.sql");
+sql!(
+    ORCHESTRATION_PURGE_CONSUMED,
+    "orchestration_purge_consumed.sql"
+);
 sql!(ORCHESTRATION_GET, "orchestration_get.sql");
 sql!(ORCHESTRATION_GET_ANY, "orchestration_get_any.sql");
 sql!(ORCHESTRATION_GET_BY_KEY, "orchestration_get_by_key.sql");
