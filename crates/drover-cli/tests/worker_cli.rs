@@ -406,21 +406,11 @@ mod memory {
         }
 
         let v = drover(None, &["handlers", "--json"]).ok().json();
-        let rows = v.as_array().expect("array");
-        // The four diagnostic kinds, the heartbeat, and the scheduler's row.
-        assert_eq!(rows.len(), 6, "{v}");
-        assert!(rows.iter().any(|r| r["kind"] == "drover.heartbeat"), "{v}");
-        let sched = rows
-            .iter()
-            .find(|r| r["kind"] == "drover.scheduler")
-            .unwrap_or_else(|| panic!("the scheduler declares its strategies: {v}"));
-        assert!(
-            sched["idempotency"]
-                .as_str()
-                .unwrap_or("")
-                .contains("periodic:<name>:<tick>"),
-            "{sched}"
-        );
+        let rows = v["handlers"].as_array().expect("handlers");
+        // The four diagnostic kinds only: the test environment turns the
+        // heartbeat off (DROVER_HEARTBEAT_CRON=off), as `drover worker`
+        // would read it.
+        assert_eq!(rows.len(), 4, "{v}");
         for row in rows {
             for field in [
                 "kind",
@@ -435,6 +425,77 @@ mod memory {
             }
             assert!(!row["retry"].as_str().unwrap_or("").is_empty());
         }
+        assert!(
+            !v["roles"]
+                .as_array()
+                .expect("roles")
+                .iter()
+                .any(|r| r["role"] == "scheduler"),
+            "no schedule, no scheduler: {v}"
+        );
+    }
+
+    /// What `drover handlers --json` lists under a worker configuration
+    /// that runs the relay, a schedule (the heartbeat) and the vacuum: every
+    /// kind and every role, each with the four strategies non-empty.
+    #[test]
+    fn handlers_json_lists_every_kind_and_role_with_four_strategies() {
+        let mut c = command(None, &["handlers", "--json"]);
+        c.env("DROVER_HEARTBEAT_CRON", "*/5 * * * *")
+            .env("DROVER_HEARTBEAT_LANE", "beats")
+            .env("DROVER_VACUUM", "on");
+        let v = from_output(c.output().expect("spawn drover")).ok().json();
+        let four = ["idempotency", "retry", "checkpoint", "recovery"];
+        let kinds = v["handlers"].as_array().expect("handlers");
+        let names: Vec<&str> = kinds.iter().filter_map(|h| h["kind"].as_str()).collect();
+        for want in [
+            "drover.noop",
+            "drover.sleep",
+            "drover.fail",
+            "drover.panic",
+            "drover.heartbeat",
+        ] {
+            assert!(names.contains(&want), "{want} missing: {names:?}");
+        }
+        for h in kinds {
+            for what in four {
+                let says = h[what].as_str().unwrap_or("");
+                assert!(!says.trim().is_empty(), "{} has no {what}: {h}", h["kind"]);
+            }
+        }
+        let roles = v["roles"].as_array().expect("roles");
+        let listed: Vec<&str> = roles.iter().filter_map(|r| r["role"].as_str()).collect();
+        for want in ["outbox relay", "scheduler", "sweep", "paced vacuum"] {
+            assert!(listed.contains(&want), "{want} missing: {listed:?}");
+        }
+        for r in roles {
+            let strategies = r["strategies"].as_object().expect("an object");
+            for what in four {
+                let says = strategies.get(what).and_then(|s| s.as_str()).unwrap_or("");
+                assert!(
+                    !says.trim().is_empty(),
+                    "the {} {} has no {what}: {r}",
+                    r["role"],
+                    r["name"]
+                );
+            }
+        }
+        let sched = roles
+            .iter()
+            .find(|r| r["role"] == "scheduler")
+            .expect("the scheduler");
+        let schedules = sched["strategies"]["schedules"].as_str().unwrap_or("");
+        assert!(
+            schedules.contains("drover.heartbeat (*/5 * * * *") && schedules.contains("lane beats"),
+            "the heartbeat as configured: {sched}"
+        );
+        assert!(
+            sched["strategies"]["idempotency"]
+                .as_str()
+                .unwrap_or("")
+                .contains("periodic:<name>:<tick>"),
+            "{sched}"
+        );
     }
 
     #[test]
