@@ -51,6 +51,8 @@ async fn a_worker_with_only_a_relay_builds_relays_a_row_and_claims_nothing() {
     // Subscribed before the row is written: the relay's insert wakes the
     // item's lane, and that wake-up is what the test waits for.
     let mut wake = q.store().wakeups().await.expect("wake-ups");
+    // Waiting before the worker starts: a claim loop would take it at once.
+    let waiting = q.enqueue(Ping { n: 0 }).await.expect("enqueue").item.id;
     let running = worker.start().await.expect("start");
     let row = q
         .outbox_work_row(&Principal::system(), &Ping { n: 1 })
@@ -71,8 +73,13 @@ async fn a_worker_with_only_a_relay_builds_relays_a_row_and_claims_nothing() {
     let item = q.get(Uuid::nil(), row.id).await.expect("the relayed item");
     assert_eq!(item.kind, Ping::NAME);
     // A claim with no kinds takes every kind: a worker without handlers
-    // must never issue one.
-    assert_eq!(item.status, Status::Pending, "claimed by nobody: {item:?}");
+    // must never issue one (a claim moves the fencing token for good, even
+    // once the unhandled item is released).
+    for id in [row.id, waiting] {
+        let item = q.get(Uuid::nil(), id).await.expect("item");
+        assert_eq!(item.status, Status::Pending, "{item:?}");
+        assert_eq!(item.claim_seq, 0, "claimed by nobody: {item:?}");
+    }
 }
 
 /// Sends every event it applies to the test.
