@@ -399,11 +399,6 @@ impl Registry {
         Ok(())
     }
 
-    /// True when no role is declared.
-    pub fn has_roles(&self) -> bool {
-        !self.roles.is_empty()
-    }
-
     /// Every role's declared strategies, in the order they were added.
     pub fn roles(&self) -> &[RoleInfo] {
         &self.roles
