@@ -48,11 +48,12 @@ async fn a_worker_with_only_a_relay_builds_relays_a_row_and_claims_nothing() {
         .build()
         .expect("a relay is work enough: no dummy handler");
     assert!(worker.registry().is_empty(), "no handler was added");
-    // Subscribed before the row is written: the relay's insert wakes the
-    // item's lane, and that wake-up is what the test waits for.
-    let mut wake = q.store().wakeups().await.expect("wake-ups");
     // Waiting before the worker starts: a claim loop would take it at once.
     let waiting = q.enqueue(Ping { n: 0 }).await.expect("enqueue").item.id;
+    // Subscribed after that enqueue's wake-up and before the row is
+    // written: the relay's insert wakes the item's lane, and that wake-up
+    // is what the test waits for.
+    let mut wake = q.store().wakeups().await.expect("wake-ups");
     let running = worker.start().await.expect("start");
     let row = q
         .outbox_work_row(&Principal::system(), &Ping { n: 1 })
