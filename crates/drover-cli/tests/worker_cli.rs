@@ -1,4 +1,5 @@
-//! End-to-end tests of `drover worker`, `drover handlers` and `drover demo`,
+//! End-to-end tests of `drover worker` and `drover demo` (`drover handlers`:
+//! `handlers_cli.rs`),
 //! driving the real binary (`CARGO_BIN_EXE_drover`).
 //!
 //! - `memory::*` run on `memory:` and need nothing else.
@@ -376,65 +377,6 @@ mod memory {
             "planned panics stay quiet: {}",
             r.stderr
         );
-    }
-
-    #[test]
-    fn handlers_lists_builtin_strategies() {
-        let r = drover(None, &["handlers"]).ok();
-        let header = r.stdout.lines().next().expect("header");
-        for col in [
-            "KIND",
-            "IDEMPOTENCY",
-            "RETRY",
-            "CHECKPOINT",
-            "RECOVERY",
-            "PERMISSION",
-            "REQUIRES",
-        ] {
-            assert!(header.contains(col), "{header}");
-        }
-        for kind in ["drover.noop", "drover.sleep", "drover.fail", "drover.panic"] {
-            let line = r
-                .stdout
-                .lines()
-                .find(|l| l.starts_with(kind))
-                .unwrap_or_else(|| panic!("{kind} missing: {}", r.stdout));
-            assert!(line.contains("running twice is harmless"), "{line}");
-            assert!(line.contains("swept after its lease"), "{line}");
-            assert!(line.contains("a rerun starts over"), "{line}");
-            assert!(line.contains("drover.enqueue"), "{line}");
-        }
-
-        let v = drover(None, &["handlers", "--json"]).ok().json();
-        let rows = v.as_array().expect("array");
-        // The four diagnostic kinds, the heartbeat, and the scheduler's row.
-        assert_eq!(rows.len(), 6, "{v}");
-        assert!(rows.iter().any(|r| r["kind"] == "drover.heartbeat"), "{v}");
-        let sched = rows
-            .iter()
-            .find(|r| r["kind"] == "drover.scheduler")
-            .unwrap_or_else(|| panic!("the scheduler declares its strategies: {v}"));
-        assert!(
-            sched["idempotency"]
-                .as_str()
-                .unwrap_or("")
-                .contains("periodic:<name>:<tick>"),
-            "{sched}"
-        );
-        for row in rows {
-            for field in [
-                "kind",
-                "idempotency",
-                "retry",
-                "checkpoint",
-                "recovery",
-                "permission",
-                "requires",
-            ] {
-                assert!(row.get(field).is_some(), "{field} missing: {row}");
-            }
-            assert!(!row["retry"].as_str().unwrap_or("").is_empty());
-        }
     }
 
     #[test]

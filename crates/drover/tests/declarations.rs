@@ -5,7 +5,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 use drover::queue::{JobContext, Kind, Queue};
-use drover::worker::{Done, Handler, Outcome, Strategy, Worker};
+use drover::worker::{Done, Handler, Outcome, RoleInfo, Strategy, Worker};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -122,20 +122,91 @@ fn a_blank_checkpoint_strategy_is_refused() {
     assert!(e.to_string().contains("checkpoint"), "{e}");
 }
 
+// Every kind and role `drover handlers --json` lists declares the four
+// strategies: crates/drover-cli/tests/worker_cli.rs
+// (`handlers_json_lists_every_kind_and_role_with_four_strategies`) reads
+// the real binary's output; the refusals behind it are tested here.
+
 #[test]
-fn the_builtin_kinds_declare_all_four_strategies() {
+fn a_role_missing_one_of_the_four_strategies_is_refused_naming_both() {
+    let three = RoleInfo {
+        role: "exporter".into(),
+        name: "nightly".into(),
+        strategies: vec![
+            ("idempotency".into(), "keyed by the day".into()),
+            ("retry".into(), "next run".into()),
+            ("checkpoint".into(), "the last day exported".into()),
+            ("format".into(), "csv".into()),
+        ],
+    };
+    let e = Worker::builder(Queue::memory())
+        .builtins()
+        .role(three.clone())
+        .build()
+        .unwrap_err();
+    assert!(matches!(e, drover::Error::Config(_)), "{e:?}");
+    let msg = e.to_string();
+    assert!(msg.contains("exporter nightly"), "names the role: {msg}");
+    assert!(msg.contains("recovery"), "names the strategy: {msg}");
+
+    let four = three.with("recovery", "rerun the day");
+    let w = Worker::builder(Queue::memory())
+        .builtins()
+        .role(four)
+        .build()
+        .expect("all four declared");
+    let r = w
+        .registry()
+        .roles()
+        .iter()
+        .find(|r| r.role == "exporter")
+        .expect("listed");
+    assert_eq!(r.strategy("format"), Some("csv"), "its own kept");
+}
+
+#[test]
+fn a_role_declaring_a_strategy_twice_or_blank_is_refused() {
+    let twice = RoleInfo::new("exporter", "nightly", FULL).with("retry", "again");
+    let e = Worker::builder(Queue::memory())
+        .builtins()
+        .role(twice)
+        .build()
+        .unwrap_err();
+    assert!(e.to_string().contains("retry strategy twice"), "{e}");
+    let blank = RoleInfo::new("exporter", "nightly", FULL).with("format", " ");
+    let e = Worker::builder(Queue::memory())
+        .builtins()
+        .role(blank)
+        .build()
+        .unwrap_err();
+    assert!(e.to_string().contains("no format strategy"), "{e}");
+}
+
+#[test]
+fn the_default_worker_lists_its_relay_scheduler_sweep_and_vacuum_roles() {
     let w = Worker::builder(Queue::memory())
         .builtins()
         .build()
-        .expect("builtins are complete");
-    for h in w.registry().describe() {
-        for (name, v) in [
-            ("idempotency", &h.idempotency),
-            ("retry", &h.retry),
-            ("checkpoint", &h.checkpoint),
-            ("recovery", &h.recovery),
-        ] {
-            assert!(!v.trim().is_empty(), "{} has no {name}", h.kind);
-        }
+        .expect("builds");
+    let roles: Vec<&str> = w
+        .registry()
+        .roles()
+        .iter()
+        .map(|r| r.role.as_str())
+        .collect();
+    for want in ["outbox relay", "scheduler", "sweep", "paced vacuum"] {
+        assert!(roles.contains(&want), "{want} missing from {roles:?}");
     }
+    let json = serde_json::to_value(w.registry().roles()).expect("serializes");
+    let sched = json
+        .as_array()
+        .and_then(|a| a.iter().find(|r| r["role"] == "scheduler"))
+        .expect("the scheduler's row");
+    assert!(
+        sched["strategies"]["schedules"]
+            .as_str()
+            .unwrap_or("")
+            .contains("drover.heartbeat"),
+        "{sched}"
+    );
 }

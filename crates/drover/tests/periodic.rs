@@ -552,3 +552,104 @@ async fn jitter_delays_availability_by_the_same_offset_on_every_worker() {
     assert_eq!(a, b, "deterministic");
     assert!(a >= t && a < t + chrono::Duration::seconds(30), "{a}");
 }
+
+#[test]
+fn a_max_backfill_above_the_limit_is_refused() {
+    let limit = drover::periodic::MAX_BACKFILL_LIMIT;
+    let e = refused(minutely().misfire(MisfirePolicy::All {
+        max_backfill: limit + 1,
+    }));
+    let drover::Error::InvalidInput { field, reason } = &e else {
+        panic!("{e}")
+    };
+    assert_eq!(*field, "misfire");
+    assert!(
+        reason.contains(&limit.to_string()),
+        "names the limit: {reason}"
+    );
+    assert!(reason.contains("\"every-minute\""), "{reason}");
+    minutely()
+        .misfire(MisfirePolicy::All {
+            max_backfill: limit,
+        })
+        .compile()
+        .expect("the limit itself is accepted");
+}
+
+/// The value of `drover_enqueued_total{lane, kind}` in a rendering.
+fn enqueued_total(rendered: &str, lane: &str, kind: &str) -> f64 {
+    rendered
+        .lines()
+        .filter(|l| l.starts_with("drover_enqueued_total{"))
+        .filter(|l| {
+            l.contains(&format!("lane=\"{lane}\"")) && l.contains(&format!("kind=\"{kind}\""))
+        })
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum()
+}
+
+/// Ticks and backfilled ticks count in `drover_enqueued_total` under the
+/// same lane and kind labels a direct enqueue of the kind uses.
+#[tokio::test]
+async fn scheduler_ticks_and_backfill_count_as_enqueued_like_a_direct_enqueue() {
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    // This thread's recorder: the test runs on one thread, and no other
+    // test's counts reach it.
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let clock = SetClock::at(at(0) + chrono::Duration::seconds(10));
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::with_clock(clock.clone()));
+    let s = scheduler(
+        store.clone(),
+        vec![minutely().misfire(MisfirePolicy::All { max_backfill: 50 })],
+    );
+    s.run_once().await.expect("declare");
+    clock.advance(chrono::Duration::minutes(1));
+    assert_eq!(s.run_once().await.expect("a tick").enqueued, 1);
+    clock.advance(chrono::Duration::hours(3));
+    let r = s.run_once().await.expect("after an outage");
+    assert_eq!(r.enqueued, 51, "50 backfilled and the current tick");
+    assert_eq!(enqueued_total(&handle.render(), "default", "tick"), 52.0);
+    Queue::new(store)
+        .enqueue(Tick {})
+        .await
+        .expect("a direct enqueue");
+    assert_eq!(
+        enqueued_total(&handle.render(), "default", "tick"),
+        53.0,
+        "one series for both"
+    );
+}
+
+/// Two workers draining different first lanes declare the heartbeat with
+/// one lane (the `heartbeat_lane` setting), so neither rewrites the row the
+/// other declared.
+#[tokio::test]
+async fn workers_with_different_first_lanes_declare_one_heartbeat_row() {
+    let q = Queue::memory();
+    let worker = |lane: &str| {
+        Worker::builder(q.clone())
+            .settings(drover::worker::WorkerSettings {
+                lanes: vec![lane.to_owned(), "default".to_owned()],
+                metrics_addr: None,
+                ..Default::default()
+            })
+            .handler(TickHandler)
+            .build()
+            .expect("build")
+    };
+    let (mail, reports) = (worker("mail"), worker("reports"));
+    let run = |w: &Worker| w.scheduler().expect("the heartbeat's").clone();
+    let first = run(&mail).run_once().await.expect("mail's run");
+    assert_eq!(first.declared, 1, "the first declares the row");
+    for w in [&reports, &mail, &reports] {
+        let r = run(w).run_once().await.expect("run");
+        assert_eq!(r.declared, 0, "the row is not rewritten: {r:?}");
+    }
+    let rows = q.store().schedule_list().await.expect("rows");
+    let beat = rows
+        .iter()
+        .find(|r| r.decl.name == drover::periodic::HEARTBEAT_NAME)
+        .expect("the heartbeat's row");
+    assert_eq!(beat.decl.lane, "default");
+}

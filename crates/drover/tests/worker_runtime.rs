@@ -595,7 +595,7 @@ async fn handler_without_a_strategy_is_refused_and_pool_is_checked() {
         .unwrap_err();
     assert!(e.to_string().contains("idempotency"), "{e}");
     let e = Worker::builder(Queue::memory()).build().unwrap_err();
-    assert!(e.to_string().contains("no handlers"), "{e}");
+    assert!(e.to_string().contains("nothing to do"), "{e}");
 }
 
 /// A handler whose effect is a fenced write: the second run of the same

@@ -105,6 +105,8 @@ pub async fn run(args: &DemoArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
         pool_size: POOL_SIZE_DEFAULT,
         metrics_addr: None,
         heartbeat_cron: Some(DEMO_HEARTBEAT_CRON.to_owned()),
+        // The demo drains its own lane only: its beats go there too.
+        heartbeat_lane: lane.clone(),
         ..WorkerSettings::default()
     };
     // Registers the kinds (and their retry policy) on the queue before the

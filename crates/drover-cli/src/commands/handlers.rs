@@ -1,68 +1,66 @@
-//! `drover handlers`: every handler the worker would run (the built-in
-//! kinds and the host's own), with the strategies each declares.
+//! `drover handlers`: everything the worker would run — each handler (the
+//! built-in kinds and the host's own) and each role beside the claim loop
+//! (the outbox relay, the scheduler, the sweep, the paced vacuum,
+//! projectors, workflow runners, reconcilers) — with the strategies each
+//! declares.
 //!
-//! No database is opened: the handlers are registered on a worker built
-//! over an in-memory queue, which runs the same strategy checks `drover
-//! worker` does at start.
+//! No database is opened: the worker is built over an in-memory queue with
+//! the settings `drover worker` reads from the environment (`DROVER_*`), so
+//! the same strategy checks run and the same roles are listed (the
+//! heartbeat's schedule unless `DROVER_HEARTBEAT_CRON=off`, the vacuum
+//! unless `DROVER_VACUUM=off`).
 
 use drover::Queue;
-use drover::worker::HandlerInfo;
+use drover::worker::{HandlerInfo, RoleInfo, WorkerSettings};
 
 use crate::{CliError, Context, table};
 
 /// Arguments of `drover handlers`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct HandlersArgs {
-    /// Print a JSON array of `{kind, idempotency, retry, checkpoint,
-    /// recovery, permission, requires}` instead of the table.
+    /// Print a JSON object `{"handlers": [...], "roles": [...]}` instead of
+    /// the tables: each handler as `{kind, idempotency, retry, checkpoint,
+    /// recovery, permission, requires}`, each role as `{role, name,
+    /// strategies: {idempotency, retry, checkpoint, recovery, ...its own}}`.
     #[arg(long)]
     pub json: bool,
 }
 
-/// The name the scheduler's row carries: it is not a kind, but it declares
-/// its strategies as a handler does.
-pub const SCHEDULER_ROW: &str = "drover.scheduler";
-
-/// The handlers this binary registers, sorted by kind, then the
-/// scheduler's declared strategies (as [`SCHEDULER_ROW`]) when the worker
-/// runs schedules.
-///
-/// # Errors
-/// [`CliError::Drover`] (exit 1) when a handler declares no strategy, its
-/// `REQUIRES` is not covered by its kind's permission, two handlers claim
-/// one kind, or a schedule does not compile.
-pub fn describe(cx: &Context<'_>) -> Result<Vec<HandlerInfo>, CliError> {
-    let worker = cx.worker_builder(Queue::memory()).build()?;
-    let mut rows = worker.registry().describe();
-    if let Some(s) = worker.scheduler() {
-        let names: Vec<&str> = s.schedules().iter().map(|c| c.name()).collect();
-        let st = drover::periodic::SCHEDULER_STRATEGY;
-        rows.push(HandlerInfo {
-            kind: SCHEDULER_ROW.to_owned(),
-            idempotency: st.idempotency.to_owned(),
-            retry: st.retry.to_owned(),
-            checkpoint: st.checkpoint.to_owned(),
-            recovery: format!("{} (schedules: {})", st.recovery, names.join(", ")),
-            // Not a kind: nobody enqueues the scheduler; its ticks are
-            // enqueued as the system principal.
-            permission: "-".to_owned(),
-            requires: Vec::new(),
-        });
-    }
-    Ok(rows)
+/// What `drover handlers` lists: the handlers sorted by kind, the roles in
+/// the order the worker declares them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Declarations {
+    /// Every handler's declared strategies.
+    pub handlers: Vec<HandlerInfo>,
+    /// Every role's declared strategies (each has the four, and its own).
+    pub roles: Vec<RoleInfo>,
 }
 
-/// The roles this binary declares (workflow runners, reconcilers) with
-/// their strategies.
+/// The handlers and roles this binary's worker declares, with the settings
+/// `drover worker` would read from the environment.
 ///
 /// # Errors
-/// As [`describe`].
-pub fn roles(cx: &Context<'_>) -> Result<Vec<drover::worker::RoleInfo>, CliError> {
-    let worker = cx.worker_builder(Queue::memory()).build()?;
-    Ok(worker.registry().roles().to_vec())
+/// [`CliError`] (exit 2) for a `DROVER_*` variable that does not parse;
+/// [`CliError::Drover`] (exit 1) when a handler or role declares no
+/// strategy, a handler's `REQUIRES` is not covered by its kind's
+/// permission, two handlers claim one kind, or a schedule does not compile.
+pub fn describe(cx: &Context<'_>) -> Result<Declarations, CliError> {
+    let settings = WorkerSettings {
+        // Nothing listens: the worker is built, never started.
+        metrics_addr: None,
+        ..WorkerSettings::from_env()?
+    };
+    let worker = cx
+        .worker_builder(Queue::memory())
+        .settings(settings)
+        .build()?;
+    Ok(Declarations {
+        handlers: worker.registry().describe(),
+        roles: worker.registry().roles().to_vec(),
+    })
 }
 
-/// Prints the handlers' declared strategies.
+/// Prints the handlers' and roles' declared strategies.
 ///
 /// # Errors
 /// As [`describe`]; output errors.
@@ -70,13 +68,14 @@ pub fn roles(cx: &Context<'_>) -> Result<Vec<drover::worker::RoleInfo>, CliError
 /// # Cancel safety
 /// No I/O but the output.
 pub async fn run(args: &HandlersArgs, cx: &mut Context<'_>) -> Result<(), CliError> {
-    let handlers = describe(cx)?;
+    let d = describe(cx)?;
     if args.json {
-        let v = serde_json::to_string(&handlers).map_err(super::show::json_err)?;
+        let v = serde_json::to_string(&d).map_err(super::show::json_err)?;
         writeln!(cx.out, "{v}")?;
         return Ok(());
     }
-    let rows: Vec<Vec<String>> = handlers
+    let rows: Vec<Vec<String>> = d
+        .handlers
         .into_iter()
         .map(|h| {
             let requires = if h.requires.is_empty() {
@@ -108,10 +107,10 @@ pub async fn run(args: &HandlersArgs, cx: &mut Context<'_>) -> Result<(), CliErr
         ],
         &rows,
     )?;
-    let roles = roles(cx)?;
-    if !roles.is_empty() {
+    if !d.roles.is_empty() {
         writeln!(cx.out)?;
-        let rows: Vec<Vec<String>> = roles
+        let rows: Vec<Vec<String>> = d
+            .roles
             .into_iter()
             .flat_map(|r| {
                 r.strategies

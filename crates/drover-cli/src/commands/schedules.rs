@@ -130,12 +130,14 @@ fn time(t: &DateTime<Utc>) -> String {
 /// # Cancel safety
 /// A trigger is one insert: dropped, it either committed or not.
 pub async fn run(args: &SchedulesArgs, cx: &mut Context<'_>) -> Result<(), CliError> {
-    let heartbeat_cron = WorkerSettings::from_env()?.heartbeat_cron;
+    // The heartbeat as `drover worker` would declare it (cron and lane).
+    let env = WorkerSettings::from_env()?;
     let queue = cx.queue().await?;
     let worker = cx
         .worker_builder(queue.clone())
         .settings(WorkerSettings {
-            heartbeat_cron,
+            heartbeat_cron: env.heartbeat_cron,
+            heartbeat_lane: env.heartbeat_lane,
             metrics_addr: None,
             ..WorkerSettings::default()
         })

@@ -72,6 +72,11 @@ pub struct WorkerArgs {
     /// (seconds optional), or `off` [default: * * * * *, every minute].
     #[arg(long, env = "DROVER_HEARTBEAT_CRON", value_name = "CRON|off")]
     pub heartbeat_cron: Option<String>,
+    /// The lane the drover.heartbeat job's items go to, the same on every
+    /// worker whatever lanes it drains (some worker must drain it)
+    /// [default: default].
+    #[arg(long, env = "DROVER_HEARTBEAT_LANE", value_name = "LANE")]
+    pub heartbeat_lane: Option<String>,
     /// Where /healthz and /metrics listen, or `off` [default:
     /// 127.0.0.1:9464].
     #[arg(long, env = "DROVER_METRICS_ADDR", value_name = "HOST:PORT|off")]
@@ -136,6 +141,9 @@ impl WorkerArgs {
         }
         if let Some(v) = &self.heartbeat_cron {
             s.heartbeat_cron = drover::worker::parse_heartbeat_cron(v);
+        }
+        if let Some(v) = &self.heartbeat_lane {
+            v.trim().clone_into(&mut s.heartbeat_lane);
         }
         if let Some(v) = &self.metrics_addr {
             let v = v.trim();

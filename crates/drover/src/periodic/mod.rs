@@ -57,7 +57,8 @@ pub use heartbeat::{
 };
 pub use plan::{MISSED_COUNT_CAP, Plan, plan};
 pub use schedule::{
-    Compiled, MAX_BACKFILL_DEFAULT, MAX_NAME_LEN, MisfirePolicy, Schedule, ZONE_DEFAULT, tick_key,
+    Compiled, MAX_BACKFILL_DEFAULT, MAX_BACKFILL_LIMIT, MAX_NAME_LEN, MisfirePolicy, Schedule,
+    ZONE_DEFAULT, tick_key,
 };
 pub use scheduler::*;
 pub use store::{AdvanceOutcome, AdvanceParams, ScheduleDecl, ScheduleRow, ScheduleStore};
@@ -105,8 +106,10 @@ macro_rules! register {
 }
 
 /// The scheduler a worker runs: its declared schedules plus the heartbeat
-/// (unless turned off, on the worker's first lane), whose handler is added
-/// when the worker has none for it. `None` when there is nothing to run.
+/// (unless turned off, on the `heartbeat_lane` setting, the same on every
+/// worker so none rewrites another's schedule row), whose handler is added
+/// when the worker has none for it, and the scheduler's role row. `None`
+/// when there is nothing to run.
 pub(crate) fn worker_scheduler(
     queue: &crate::Queue,
     schedules: Vec<Schedule>,
@@ -118,10 +121,17 @@ pub(crate) fn worker_scheduler(
         .map(Schedule::compile)
         .collect::<crate::Result<Vec<_>>>()?;
     if let Some(cron) = &settings.heartbeat_cron {
-        let lane = settings
-            .lanes
-            .first()
-            .map_or(crate::item::DEFAULT_LANE, String::as_str);
+        let lane = settings.heartbeat_lane.as_str();
+        if !settings.lanes.iter().any(|l| l == lane) {
+            // Legal (another worker drains it), but a fleet where none does
+            // piles a beat a tick up in that lane: say so once, at start.
+            tracing::warn!(
+                heartbeat_lane = lane,
+                lanes = ?settings.lanes,
+                "this worker does not drain the heartbeat's lane; some worker must \
+                 (DROVER_HEARTBEAT_LANE names it)"
+            );
+        }
         compiled.push(heartbeat_schedule(cron).compile()?.with_lane(lane));
         if !registry.kinds().iter().any(|k| k == HEARTBEAT_NAME) {
             registry.add(HeartbeatHandler)?;
@@ -134,6 +144,7 @@ pub(crate) fn worker_scheduler(
         interval: settings.scheduler_interval,
         ..SchedulerConfig::default()
     };
+    registry.add_role(scheduler_role(&compiled))?;
     Ok(Some(std::sync::Arc::new(Scheduler::from_compiled(
         queue.clone(),
         compiled,

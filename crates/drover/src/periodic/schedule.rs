@@ -23,6 +23,11 @@ pub const MAX_NAME_LEN: usize = 64;
 pub const ZONE_DEFAULT: &str = "UTC";
 /// The most missed ticks [`MisfirePolicy::All`] enqueues unless told.
 pub const MAX_BACKFILL_DEFAULT: u32 = 100;
+/// The largest `max_backfill` a schedule may ask for: one run enqueues at
+/// most this many items per schedule in one transaction, so the catch-up
+/// after an outage stays one bounded write. Above it,
+/// [`Schedule::compile`] refuses the schedule.
+pub const MAX_BACKFILL_LIMIT: u32 = 10_000;
 
 /// What a scheduler does with ticks that passed while no worker ran
 /// (ticks later than the scheduler's misfire grace).
@@ -37,7 +42,8 @@ pub enum MisfirePolicy {
     #[default]
     Once,
     /// Every missed tick, oldest first, but at most `max_backfill` of the
-    /// latest ones (older ones are dropped and counted).
+    /// latest ones (older ones are dropped and counted). `max_backfill` is
+    /// 1 to [`MAX_BACKFILL_LIMIT`].
     All {
         /// The most missed ticks enqueued after one outage.
         max_backfill: u32,
@@ -214,8 +220,13 @@ impl Schedule {
             .payload
             .clone()
             .map_err(|e| refuse("payload", format!("does not serialize: {e}")))?;
-        if let MisfirePolicy::All { max_backfill: 0 } = self.misfire {
-            return Err(refuse("misfire", "max_backfill must be at least 1".into()));
+        if let MisfirePolicy::All { max_backfill } = self.misfire
+            && !(1..=MAX_BACKFILL_LIMIT).contains(&max_backfill)
+        {
+            return Err(refuse(
+                "misfire",
+                format!("max_backfill must be 1 to {MAX_BACKFILL_LIMIT}, not {max_backfill}"),
+            ));
         }
         Ok(Compiled {
             name: self.name.clone(),
@@ -303,7 +314,8 @@ impl Compiled {
         self.misfire
     }
 
-    /// Replaces the lane (the heartbeat follows its worker's first lane).
+    /// Replaces the lane (the heartbeat's comes from the `heartbeat_lane`
+    /// setting).
     pub(crate) fn with_lane(mut self, lane: &str) -> Self {
         lane.clone_into(&mut self.lane);
         self

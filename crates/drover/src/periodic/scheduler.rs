@@ -55,6 +55,32 @@ pub const SCHEDULER_STRATEGY: Strategy = Strategy {
                nor repeats a tick; ticks missed while none ran follow the misfire policy",
 };
 
+/// The scheduler's role row for `drover handlers`: the four strategies,
+/// each schedule's misfire policy, and the schedules it runs.
+pub fn scheduler_role(schedules: &[Compiled]) -> crate::worker::RoleInfo {
+    let listed: Vec<String> = schedules
+        .iter()
+        .map(|s| {
+            format!(
+                "{} ({}, {}, lane {}, misfire {})",
+                s.name(),
+                s.cron(),
+                s.zone_name(),
+                s.lane(),
+                s.misfire()
+            )
+        })
+        .collect();
+    crate::worker::RoleInfo::new("scheduler", "drover.scheduler", SCHEDULER_STRATEGY)
+        .with(
+            "misfire",
+            "ticks later than the misfire grace follow the schedule's policy: skip drops them, \
+             once enqueues one catch-up keyed by the latest, all enqueues each (at most \
+             max_backfill of the latest, itself at most MAX_BACKFILL_LIMIT)",
+        )
+        .with("schedules", listed.join("; "))
+}
+
 /// The scheduler's settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SchedulerConfig {

@@ -47,18 +47,14 @@ pub const VACUUM_STRATEGY: Strategy = Strategy {
                next check of any worker vacuums what is still over the threshold",
 };
 
-/// The paced vacuum's role row for `drover handlers`.
+/// The paced vacuum's role row for `drover handlers`: the four strategies
+/// and how it paces itself.
 pub fn vacuum_role() -> RoleInfo {
-    RoleInfo {
-        role: "paced vacuum".into(),
-        name: "vacuum".into(),
-        strategies: vec![
-            ("idempotency".into(), VACUUM_STRATEGY.idempotency.into()),
-            ("retry".into(), VACUUM_STRATEGY.retry.into()),
-            ("checkpoint".into(), VACUUM_STRATEGY.checkpoint.into()),
-            ("recovery".into(), VACUUM_STRATEGY.recovery.into()),
-        ],
-    }
+    RoleInfo::new("paced vacuum", "vacuum", VACUUM_STRATEGY).with(
+        "pacing",
+        "a table is vacuumed once its dead tuples reach the threshold (DROVER_VACUUM_THRESHOLD) \
+         and the dead ratio of its live rows; PostgreSQL only, off with DROVER_VACUUM=off",
+    )
 }
 
 /// The paced vacuum's settings.

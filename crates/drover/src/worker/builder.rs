@@ -41,6 +41,10 @@ pub struct WorkerBuilder {
     schedules: Vec<crate::periodic::Schedule>,
     services: Vec<Service>,
     relay: Option<crate::outbox::RelayConfig>,
+    /// True once [`relay`](WorkerBuilder::relay) was called: the relay is
+    /// then work of its own (a relay-only worker needs no handler), not
+    /// only the default every worker runs.
+    relay_asked: bool,
     /// The paced vacuum's settings when set explicitly (else the defaults
     /// with the settings' threshold, when the settings turn it on).
     vacuum: Option<crate::vacuum::VacuumConfig>,
@@ -92,6 +96,7 @@ impl WorkerBuilder {
             schedules: Vec::new(),
             services: Vec::new(),
             relay: Some(crate::outbox::RelayConfig::default()),
+            relay_asked: false,
             vacuum: None,
             vacuum_on: true,
             projectors: Vec::new(),
@@ -165,10 +170,14 @@ impl WorkerBuilder {
         self
     }
 
-    /// Declares a role's strategies (printed by `drover handlers`; a blank
-    /// one makes [`WorkerBuilder::build`] fail).
+    /// Declares a role's strategies (printed by `drover handlers`). A
+    /// blank one, or a role missing one of the four
+    /// [`ROLE_STRATEGIES`](super::ROLE_STRATEGIES), makes
+    /// [`WorkerBuilder::build`] fail naming the role and the strategy. For
+    /// drover's own roles (projector, workflow runner, sync reconciler) the
+    /// runtime's guarantee fills a missing one of the four (see `roles`).
     pub fn role(mut self, role: RoleInfo) -> Self {
-        if let Err(e) = self.registry.add_role(role) {
+        if let Err(e) = self.registry.add_role(super::roles::complete(role)) {
             self.errors.push(e);
         }
         self
@@ -214,7 +223,8 @@ impl WorkerBuilder {
         let p: Arc<dyn crate::projector::Projector> = Arc::new(projector);
         match crate::projector::validate(p.as_ref()) {
             Ok(()) => {
-                if let Err(e) = self.registry.add_role(p.strategy().as_role(p.name())) {
+                let role = super::roles::complete(p.strategy().as_role(p.name()));
+                if let Err(e) = self.registry.add_role(role) {
                     self.errors.push(e);
                 }
                 if self.projectors.iter().any(|q| q.name() == p.name()) {
@@ -238,8 +248,11 @@ impl WorkerBuilder {
 
     /// Sets the outbox relay this worker runs beside its claim loop (on by
     /// default with [`RelayConfig::default`](crate::outbox::RelayConfig)).
+    /// Called explicitly, the relay counts as this worker's work: a worker
+    /// that only relays needs no handler.
     pub fn relay(mut self, config: crate::outbox::RelayConfig) -> Self {
         self.relay = Some(config);
+        self.relay_asked = true;
         self
     }
 
@@ -247,6 +260,7 @@ impl WorkerBuilder {
     /// sweep then relays no outbox rows either.
     pub fn without_relay(mut self) -> Self {
         self.relay = None;
+        self.relay_asked = false;
         self
     }
 
@@ -270,23 +284,45 @@ impl WorkerBuilder {
         self
     }
 
+    /// True when the worker has work of its own: a handler, a projector, a
+    /// service (a reconciler), a schedule of its own, or a relay asked for
+    /// with [`relay`](WorkerBuilder::relay). A worker may run roles only
+    /// (no handler: it then claims nothing); the housekeeping every worker
+    /// runs by default (the relay, the sweep, the heartbeat, the vacuum)
+    /// does not count, so a builder whose handlers were forgotten is still
+    /// refused.
+    pub fn has_work(&self) -> bool {
+        !self.registry.is_empty()
+            || !self.projectors.is_empty()
+            || !self.services.is_empty()
+            || !self.schedules.is_empty()
+            || (self.relay_asked && self.relay.is_some())
+    }
+
     /// Checks everything and builds the worker.
     ///
     /// # Errors
     /// [`Error::Config`] naming the first problem: a handler without a
-    /// strategy, two handlers for a kind, no handler at all, settings that
-    /// contradict each other, or a capacity the store's pool cannot serve;
+    /// strategy, a role missing one of the four strategies, two handlers for
+    /// a kind, nothing to do (see [`WorkerBuilder::has_work`]), settings
+    /// that contradict each other, or a capacity the store's pool cannot
+    /// serve;
     /// [`Error::InvalidInput`] naming the schedule and field for a schedule
     /// that does not compile (a bad cron expression, an unknown zone).
     pub fn build(mut self) -> Result<Worker> {
         let settings = self.effective_settings();
-        if let Some(e) = self.errors.into_iter().next() {
+        if let Some(e) = std::mem::take(&mut self.errors).into_iter().next() {
             return Err(e);
         }
-        if self.registry.is_empty() {
-            return Err(Error::Config("the worker has no handlers".into()));
+        if !self.has_work() {
+            return Err(Error::Config(
+                "the worker has nothing to do: no handler, projector, service (reconciler), \
+                 schedule of its own, or relay asked for; add a handler, or call \
+                 .relay(RelayConfig::default()) for a worker that only relays (the default \
+                 relay, sweep, heartbeat and vacuum alone are housekeeping, not work)"
+                    .into(),
+            ));
         }
-        self.registry.validate()?;
         settings.validate(self.queue.store().pool_size())?;
         let scheduler = crate::periodic::worker_scheduler(
             &self.queue,
@@ -327,6 +363,12 @@ impl WorkerBuilder {
         } else {
             None
         };
+        if self.sweep {
+            let steps: Vec<String> = self.steps.iter().map(|s| s.name().to_owned()).collect();
+            self.registry.add_role(super::roles::sweep_role(&steps))?;
+        }
+        // Every role and handler is in now: check them all once more.
+        self.registry.validate()?;
         let sweeper = self
             .steps
             .into_iter()

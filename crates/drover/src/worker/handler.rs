@@ -252,9 +252,19 @@ pub struct Registry {
     roles: Vec<RoleInfo>,
 }
 
-/// A worker role beyond handlers (a workflow runner, a reconciler) and the
-/// strategies it declares, as `drover handlers` prints them.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+/// The four strategies every role declares (DESIGN §9), besides any of
+/// its own: [`Registry::add_role`] refuses a role missing one.
+pub const ROLE_STRATEGIES: [&str; 4] = ["idempotency", "retry", "checkpoint", "recovery"];
+
+/// A worker role beyond handlers (the outbox relay, the scheduler, the
+/// sweep, the paced vacuum, a projector, a workflow runner, a reconciler)
+/// and the strategies it declares, as `drover handlers` prints them.
+///
+/// Every role declares the four of [`ROLE_STRATEGIES`] and may add its own
+/// (a projector's `lag`, a workflow's `compensation`). Serialized as
+/// `{"role", "name", "strategies": {"<what>": "<declared>", ...}}`, the
+/// strategies in declaration order.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RoleInfo {
     /// The role (`workflow runner`, `sync reconciler`).
     pub role: String,
@@ -262,6 +272,88 @@ pub struct RoleInfo {
     pub name: String,
     /// Each declared strategy: what it is for, and what it says.
     pub strategies: Vec<(String, String)>,
+}
+
+impl RoleInfo {
+    /// A role declaring the four strategies of `strategy`; add its own with
+    /// [`RoleInfo::with`].
+    pub fn new(role: impl Into<String>, name: impl Into<String>, strategy: Strategy) -> Self {
+        RoleInfo {
+            role: role.into(),
+            name: name.into(),
+            strategies: vec![
+                ("idempotency".into(), strategy.idempotency.into()),
+                ("retry".into(), strategy.retry.into()),
+                ("checkpoint".into(), strategy.checkpoint.into()),
+                ("recovery".into(), strategy.recovery.into()),
+            ],
+        }
+    }
+
+    /// Adds a role-specific strategy.
+    #[must_use]
+    pub fn with(mut self, what: impl Into<String>, says: impl Into<String>) -> Self {
+        self.strategies.push((what.into(), says.into()));
+        self
+    }
+
+    /// What the role declares for `what`, if anything.
+    pub fn strategy(&self, what: &str) -> Option<&str> {
+        self.strategies
+            .iter()
+            .find(|(w, _)| w == what)
+            .map(|(_, s)| s.as_str())
+    }
+
+    /// Refuses a blank strategy, one declared twice, or one of the four
+    /// [`ROLE_STRATEGIES`] missing, naming the role and the strategy.
+    fn check(&self) -> Result<()> {
+        let who = format!("the {} {}", self.role, self.name);
+        for (i, (what, says)) in self.strategies.iter().enumerate() {
+            if says.trim().is_empty() {
+                return Err(Error::Config(format!("{who} declares no {what} strategy")));
+            }
+            if self.strategies[..i].iter().any(|(w, _)| w == what) {
+                return Err(Error::Config(format!(
+                    "{who} declares its {what} strategy twice"
+                )));
+            }
+        }
+        if let Some(missing) = ROLE_STRATEGIES.iter().find(|w| self.strategy(w).is_none()) {
+            return Err(Error::Config(format!(
+                "{who} declares no {missing} strategy (every role declares idempotency, \
+                 retry, checkpoint and recovery)"
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl serde::Serialize for RoleInfo {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeStruct};
+
+        /// The strategies as one object, in declaration order.
+        struct Strategies<'a>(&'a [(String, String)]);
+        impl serde::Serialize for Strategies<'_> {
+            fn serialize<S: serde::Serializer>(
+                &self,
+                s: S,
+            ) -> std::result::Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(Some(self.0.len()))?;
+                for (what, says) in self.0 {
+                    m.serialize_entry(what, says)?;
+                }
+                m.end()
+            }
+        }
+
+        let mut st = s.serialize_struct("RoleInfo", 3)?;
+        st.serialize_field("role", &self.role)?;
+        st.serialize_field("name", &self.name)?;
+        st.serialize_field("strategies", &Strategies(&self.strategies))?;
+        st.end()
+    }
 }
 
 impl fmt::Debug for Registry {
@@ -298,14 +390,11 @@ impl Registry {
     /// Adds a role's declared strategies.
     ///
     /// # Errors
-    /// [`Error::Config`] when one is blank.
+    /// [`Error::Config`] naming the role and the strategy when one is
+    /// blank, declared twice, or one of the four [`ROLE_STRATEGIES`] is
+    /// missing.
     pub fn add_role(&mut self, role: RoleInfo) -> Result<()> {
-        if let Some((what, _)) = role.strategies.iter().find(|(_, v)| v.trim().is_empty()) {
-            return Err(Error::Config(format!(
-                "the {} {} declares no {what} strategy",
-                role.role, role.name
-            )));
-        }
+        role.check()?;
         self.roles.push(role);
         Ok(())
     }
@@ -348,16 +437,20 @@ impl Registry {
             .collect()
     }
 
-    /// Checks every handler's strategy and permissions again (the worker
-    /// calls this at start).
+    /// Checks every handler's strategy and permissions, and every role's
+    /// strategies, again (the worker calls this at build).
     ///
     /// # Errors
     /// [`Error::Config`] naming the first handler with a blank strategy or
-    /// a requirement its kind's permission does not cover.
+    /// a requirement its kind's permission does not cover, or the first
+    /// role missing one of the four strategies.
     pub fn validate(&self) -> Result<()> {
         for (kind, h) in &self.handlers {
             h.strategy().check(kind)?;
             check_requires(kind, h.permission(), h.requires())?;
+        }
+        for role in &self.roles {
+            role.check()?;
         }
         Ok(())
     }

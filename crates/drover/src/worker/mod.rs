@@ -10,6 +10,7 @@
 //! | `liveness` | the in-memory beat, the workers row, `/healthz`, `/readyz` and `/metrics` |
 //! | `span` | the span of one run: a root, linked to the item's trace |
 //! | `spread` | which worker of a lane claims at once on a wake-up |
+//! | `roles` | the sweep's declared strategies, the runtime's share of a role's four, a roles-only worker's idle loop |
 //! | [`WorkerSettings`] | every knob, its default, and their validation |
 //!
 //! Invariants: never more than `capacity` handlers run at once (a semaphore
@@ -45,6 +46,7 @@ mod executor;
 mod handler;
 pub(crate) mod liveness;
 mod pause;
+mod roles;
 mod settings;
 mod span;
 mod spread;
@@ -52,9 +54,11 @@ pub mod testkit;
 
 pub use builder::{Service, ServiceContext, WorkerBuilder};
 pub use handler::{
-    Done, Handler, HandlerInfo, JobError, Outcome, Registry, ResultExt, RoleInfo, Strategy,
+    Done, Handler, HandlerInfo, JobError, Outcome, ROLE_STRATEGIES, Registry, ResultExt, RoleInfo,
+    Strategy,
 };
 pub use liveness::{Health, READY_CHECK_TIMEOUT, prometheus};
+pub use roles::SWEEP_STRATEGY;
 pub use settings::*;
 
 use completer::Completer;
@@ -188,11 +192,17 @@ impl Worker {
             completer,
             work: work.clone(),
         };
+        // A worker of roles only claims nothing, so it is no lane's peer.
+        let kinds = self.registry.kinds();
         let row = WorkerRow {
             id: id.clone(),
             host: liveness::host_name(),
             pid: i32::try_from(std::process::id()).unwrap_or(i32::MAX),
-            lanes: s.lanes.clone(),
+            lanes: if kinds.is_empty() {
+                Vec::new()
+            } else {
+                s.lanes.clone()
+            },
             capacity: i32::try_from(s.capacity).unwrap_or(i32::MAX),
             started_at: Utc::now(),
             last_beat_at: Utc::now(),
@@ -252,19 +262,27 @@ impl Worker {
         }
         let slots = Arc::new(Semaphore::new(s.capacity));
         let tracker = TaskTracker::new();
-        let claim_loop = tokio::spawn(claim_loop(ClaimLoop {
-            id: id.clone(),
-            exec,
-            slots: slots.clone(),
-            tracker: tracker.clone(),
-            fetch: fetch.clone(),
-            health: health.clone(),
-            wake,
-            paused,
-            seen: seen_tx,
-            peers: peers.clone(),
-            kinds: self.registry.kinds(),
-        }));
+        let claim_loop = if kinds.is_empty() {
+            tokio::spawn(roles::claim_nothing(
+                health.clone(),
+                fetch.clone(),
+                s.poll_interval,
+            ))
+        } else {
+            tokio::spawn(claim_loop(ClaimLoop {
+                id: id.clone(),
+                exec,
+                slots: slots.clone(),
+                tracker: tracker.clone(),
+                fetch: fetch.clone(),
+                health: health.clone(),
+                wake,
+                paused,
+                seen: seen_tx,
+                peers: peers.clone(),
+                kinds,
+            }))
+        };
         tracing::info!(worker = %id, lanes = ?s.lanes, capacity = s.capacity, "worker started");
         Ok(RunningWorker {
             id,

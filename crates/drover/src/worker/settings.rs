@@ -68,6 +68,11 @@ pub const SPREAD_FALLBACK_DEFAULT: Duration = Duration::from_millis(3);
 /// `DROVER_HEARTBEAT_CRON`: when the built-in `drover.heartbeat` job fires
 /// (a cron expression, seconds optional); `off` disables it.
 pub const HEARTBEAT_CRON_DEFAULT: &str = crate::periodic::HEARTBEAT_CRON_DEFAULT;
+/// `DROVER_HEARTBEAT_LANE`: the lane the built-in `drover.heartbeat` job's
+/// items go to. The same on every worker by default, whatever lanes each
+/// drains, so workers with different first lanes do not rewrite its
+/// schedule row in turn.
+pub const HEARTBEAT_LANE_DEFAULT: &str = crate::item::DEFAULT_LANE;
 /// `DROVER_SCHEDULER_INTERVAL`: the longest the scheduler waits between
 /// runs (it also wakes for each schedule's next tick).
 pub const SCHEDULER_INTERVAL_DEFAULT: Duration = crate::periodic::SCHEDULER_INTERVAL_DEFAULT;
@@ -149,6 +154,9 @@ pub struct WorkerSettings {
     /// The heartbeat job's cron expression; `None` turns it off. Default
     /// [`HEARTBEAT_CRON_DEFAULT`] (every minute).
     pub heartbeat_cron: Option<String>,
+    /// The lane the heartbeat's items go to (some worker must drain it).
+    /// Default [`HEARTBEAT_LANE_DEFAULT`].
+    pub heartbeat_lane: String,
     /// The scheduler's longest wait. Default [`SCHEDULER_INTERVAL_DEFAULT`].
     pub scheduler_interval: Duration,
 }
@@ -196,6 +204,7 @@ impl Default for WorkerSettings {
             db_timeout: crate::store::DB_TIMEOUT_DEFAULT,
             spread_fallback: SPREAD_FALLBACK_DEFAULT,
             heartbeat_cron: Some(HEARTBEAT_CRON_DEFAULT.to_owned()),
+            heartbeat_lane: HEARTBEAT_LANE_DEFAULT.to_owned(),
             scheduler_interval: SCHEDULER_INTERVAL_DEFAULT,
         }
     }
@@ -342,6 +351,11 @@ impl WorkerSettings {
                 "when the built-in drover.heartbeat job fires (cron, seconds optional), or off",
             ),
             v(
+                "DROVER_HEARTBEAT_LANE",
+                d.heartbeat_lane.clone(),
+                "the lane the drover.heartbeat job's items go to, the same on every worker (some worker must drain it)",
+            ),
+            v(
                 "DROVER_SCHEDULER_INTERVAL",
                 text(d.scheduler_interval),
                 "the longest the scheduler waits between two looks at its schedules",
@@ -404,6 +418,9 @@ impl WorkerSettings {
         if let Ok(v) = std::env::var("DROVER_HEARTBEAT_CRON") {
             s.heartbeat_cron = parse_heartbeat_cron(&v);
         }
+        if let Ok(v) = std::env::var("DROVER_HEARTBEAT_LANE") {
+            v.trim().clone_into(&mut s.heartbeat_lane);
+        }
         env_duration("DROVER_SCHEDULER_INTERVAL", &mut s.scheduler_interval)?;
         Ok(s)
     }
@@ -432,6 +449,7 @@ impl WorkerSettings {
         for l in &self.lanes {
             crate::item::validate_lane(l)?;
         }
+        crate::item::validate_lane(&self.heartbeat_lane)?;
         if self.capacity == 0 {
             return Err(Error::Config("capacity must be at least 1".into()));
         }
