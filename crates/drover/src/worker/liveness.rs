@@ -36,6 +36,10 @@ pub struct Health {
     loop_ms: AtomicI64,
     draining: AtomicBool,
     stale_after: Duration,
+    /// Background roles failing now (a projector's tenants in backoff),
+    /// by role: shown by `/healthz`, which stays 200 (a restart does not
+    /// cure a poison event; the role keeps running and retrying).
+    failing: std::sync::Mutex<std::collections::BTreeMap<String, usize>>,
 }
 
 fn now_ms() -> i64 {
@@ -50,7 +54,29 @@ impl Health {
             loop_ms: AtomicI64::new(now),
             draining: AtomicBool::new(false),
             stale_after,
+            failing: std::sync::Mutex::default(),
         }
+    }
+
+    /// Records how many units of `role` are failing now (0: none).
+    pub(crate) fn set_failing(&self, role: &str, count: usize) {
+        let mut f = self.failing.lock().unwrap_or_else(|p| p.into_inner());
+        if count == 0 {
+            f.remove(role);
+        } else {
+            f.insert(role.to_owned(), count);
+        }
+    }
+
+    /// The background roles failing now, with how many of their units (a
+    /// projector's tenants in backoff) fail.
+    pub fn failing(&self) -> Vec<(String, usize)> {
+        self.failing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect()
     }
 
     /// Records a beat.
@@ -172,6 +198,14 @@ fn register_metrics() {
         "orchestrations parked (waiting for a time or a signal) or stuck, read by every sweep"
     );
     metrics::describe_gauge!(
+        "drover_projector_failing_tenants",
+        "per projector, tenants whose last batch failed or panicked and that wait out a backoff (set every pass)"
+    );
+    metrics::describe_counter!(
+        "drover_projector_panics_total",
+        "per projector, panics in apply or reset contained as failed batches"
+    );
+    metrics::describe_gauge!(
         "drover_schedule_late_seconds",
         metrics::Unit::Seconds,
         "per schedule, how long its first due tick has waited without being enqueued (0 when on time)"
@@ -196,13 +230,21 @@ fn register_metrics() {
     );
 }
 
-async fn healthz(State(health): State<Arc<Health>>) -> (StatusCode, &'static str) {
-    if health.is_healthy() {
-        (StatusCode::OK, "ok\n")
+async fn healthz(State(health): State<Arc<Health>>) -> (StatusCode, std::borrow::Cow<'static, str>) {
+    let failing = health.failing();
+    if health.is_healthy() && !failing.is_empty() {
+        // Alive (a restart would not help) but visibly degraded.
+        let what: Vec<String> = failing
+            .iter()
+            .map(|(role, n)| format!("{role}: {n} failing"))
+            .collect();
+        (StatusCode::OK, format!("ok; degraded: {}\n", what.join(", ")).into())
+    } else if health.is_healthy() {
+        (StatusCode::OK, "ok\n".into())
     } else if health.is_draining() {
-        (StatusCode::SERVICE_UNAVAILABLE, "draining\n")
+        (StatusCode::SERVICE_UNAVAILABLE, "draining\n".into())
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "stale\n")
+        (StatusCode::SERVICE_UNAVAILABLE, "stale\n".into())
     }
 }
 
