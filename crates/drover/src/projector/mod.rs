@@ -50,7 +50,6 @@ use crate::events::Event;
 mod runner;
 mod store;
 
-pub(crate) use runner::FailingSink;
 pub use runner::{
     PROJECTOR_BACKOFF_BASE_DEFAULT, PROJECTOR_BACKOFF_CAP_DEFAULT, PROJECTOR_BATCH_DEFAULT,
     PROJECTOR_BATCH_MAX, PROJECTOR_BATCH_SQLITE_DEFAULT, PROJECTOR_INTERVAL_DEFAULT,

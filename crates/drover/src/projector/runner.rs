@@ -279,7 +279,7 @@ struct Backoff {
 
 /// Where a runner reports the tenants it is backing off (the worker's
 /// health, read by `/healthz`).
-pub(crate) type FailingSink = Arc<dyn Fn(&str, usize) + Send + Sync>;
+type FailingSink = Arc<dyn Fn(&str, usize) + Send + Sync>;
 
 /// Runs one projector over every tenant's log. See the module docs.
 pub struct ProjectorRunner {
