@@ -644,3 +644,120 @@ impl ProjectorRunner {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::events::{Event, EventStore, NewEvent};
+    use crate::projector::{ProjectionTx, ProjectorStrategy};
+    use crate::store::memory::MemoryStore;
+
+    /// Counts what it applied.
+    #[derive(Default)]
+    struct Count(std::sync::atomic::AtomicU64);
+
+    #[async_trait]
+    impl Projector for Arc<Count> {
+        fn name(&self) -> &str {
+            "count"
+        }
+        fn topics(&self) -> Vec<String> {
+            vec![]
+        }
+        fn strategy(&self) -> ProjectorStrategy {
+            ProjectorStrategy {
+                idempotency: "a test double: counts every call",
+                retry: ProjectorStrategy::RETRY_DEFAULT,
+                checkpoint: "the memory store's checkpoint",
+                recovery: ProjectorStrategy::RECOVERY_DEFAULT,
+                rebuild: "nothing to reset",
+                lag: "read by the test",
+            }
+        }
+        async fn apply(&self, _e: &Event, _tx: &mut ProjectionTx<'_>) -> Result<()> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Ok(())
+        }
+        async fn reset(&self, _t: Uuid, _tx: &mut ProjectionTx<'_>) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    /// The defect: a pass read a fixed prefix of 10,000 tenants, so the
+    /// 10,001st was never projected. With the default page, one pass now
+    /// reaches every tenant.
+    #[tokio::test]
+    async fn one_pass_projects_more_than_ten_thousand_tenants() {
+        let store = Arc::new(MemoryStore::new());
+        let n = 10_001u128;
+        let events: Vec<NewEvent> = (1..=n)
+            .map(|t| NewEvent::new("t", serde_json::json!({})).in_tenant(Uuid::from_u128(t)))
+            .collect();
+        store.event_append_many(&events).await.unwrap();
+        let p = Arc::new(Count::default());
+        let runner =
+            ProjectorRunner::new(store, Arc::new(Arc::clone(&p)), ProjectorConfig::default())
+                .unwrap();
+        let r = runner.run_once().await.unwrap();
+        assert_eq!(r.tenants as u128, n);
+        assert_eq!(p.0.load(std::sync::atomic::Ordering::Relaxed) as u128, n);
+        assert_eq!(r.behind_events, 0, "every tenant caught up: {r:?}");
+    }
+
+    #[test]
+    fn batch_sizes_and_pages_have_a_maximum() {
+        let ok = ProjectorConfig::default();
+        ok.validate().unwrap();
+        for bad in [
+            ProjectorConfig {
+                batch: PROJECTOR_BATCH_MAX + 1,
+                ..ok.clone()
+            },
+            ProjectorConfig {
+                max_batches: PROJECTOR_MAX_BATCHES_MAX + 1,
+                ..ok.clone()
+            },
+            ProjectorConfig {
+                tenant_page: PROJECTOR_TENANT_PAGE_MAX + 1,
+                ..ok.clone()
+            },
+            ProjectorConfig {
+                tenant_page: 0,
+                ..ok.clone()
+            },
+            ProjectorConfig {
+                backoff_base: Duration::from_secs(120),
+                ..ok.clone()
+            },
+        ] {
+            assert!(
+                matches!(bad.validate(), Err(Error::Config(_))),
+                "{bad:?} accepted"
+            );
+        }
+        assert_eq!(
+            ProjectorConfig::for_backend(Backend::Sqlite).batch,
+            PROJECTOR_BATCH_SQLITE_DEFAULT
+        );
+        assert_eq!(
+            ProjectorConfig::for_backend(Backend::Postgres).batch,
+            PROJECTOR_BATCH_DEFAULT
+        );
+    }
+
+    #[test]
+    fn the_role_declares_the_four_strategies_then_its_own() {
+        let role = Count::default();
+        let role = Arc::new(role).strategy().as_role("count");
+        let names: Vec<&str> = role.strategies.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            names,
+            ["idempotency", "retry", "checkpoint", "recovery", "rebuild", "lag"]
+        );
+        assert_eq!(role.role, "projector");
+    }
+}
