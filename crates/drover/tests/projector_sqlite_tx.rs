@@ -14,8 +14,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use drover::events::{Event, EventStore, NewEvent};
 use drover::projector::{
-    ProjectionTx, Projector, ProjectorConfig, ProjectorRunner, ProjectorStore, ProjectorStrategy,
-    apply_failed,
+    ProjectionTx, Projector, ProjectorConfig, ProjectorRunner, ProjectorStrategy, apply_failed,
 };
 use drover::store::Store;
 use serde_json::json;
@@ -25,11 +24,11 @@ use uuid::Uuid;
 /// Inserts one row per event into `proj`, in the checkpoint's transaction;
 /// refuses (after writing the rows before it) the event at `fail_at`.
 struct Rows {
-    fail_at: Mutex<Option<i64>>,
+    fail_at: Arc<Mutex<Option<i64>>>,
 }
 
 #[async_trait]
-impl Projector for Arc<Rows> {
+impl Projector for Rows {
     fn name(&self) -> &str {
         "rows"
     }
@@ -48,9 +47,13 @@ impl Projector for Arc<Rows> {
     }
     async fn apply(&self, e: &Event, tx: &mut ProjectionTx<'_>) -> drover::Result<()> {
         if *self.fail_at.lock().unwrap() == Some(e.position) {
-            return Err(apply_failed("refused after the rows before it were written"));
+            return Err(apply_failed(
+                "refused after the rows before it were written",
+            ));
         }
-        let conn = tx.sqlite().expect("the SQLite store shares its transaction");
+        let conn = tx
+            .sqlite()
+            .expect("the SQLite store shares its transaction");
         sqlx::query("INSERT INTO proj (position) VALUES (?1)")
             .bind(e.position)
             .execute(conn)
@@ -74,13 +77,14 @@ async fn projection_and_checkpoint_commit_together() {
         .event_append_many(&[NewEvent::new("t", json!({})), NewEvent::new("t", json!({}))])
         .await
         .unwrap();
-    let p = Arc::new(Rows {
-        fail_at: Mutex::new(Some(2)),
-    });
+    let fail_at = Arc::new(Mutex::new(Some(2)));
+    let p = Rows {
+        fail_at: Arc::clone(&fail_at),
+    };
     let store: Arc<dyn Store> = Arc::new(db.store.clone());
     let runner = ProjectorRunner::new(
         Arc::clone(&store),
-        Arc::new(Arc::clone(&p)),
+        Arc::new(p),
         ProjectorConfig {
             batch: 2,
             backoff_base: Duration::ZERO,
@@ -111,7 +115,7 @@ async fn projection_and_checkpoint_commit_together() {
     assert_eq!(rows().await, Vec::<i64>::new(), "no projection row moved");
     assert_eq!(checkpoint().await, 0, "the checkpoint did not move");
 
-    *p.fail_at.lock().unwrap() = None;
+    *fail_at.lock().unwrap() = None;
     let r = runner.run_once().await.unwrap();
     assert_eq!((r.failed, r.applied), (0, 2));
     assert_eq!(rows().await, vec![1, 2], "both rows, once each");

@@ -756,7 +756,14 @@ mod tests {
         let names: Vec<&str> = role.strategies.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(
             names,
-            ["idempotency", "retry", "checkpoint", "recovery", "rebuild", "lag"]
+            [
+                "idempotency",
+                "retry",
+                "checkpoint",
+                "recovery",
+                "rebuild",
+                "lag"
+            ]
         );
         assert_eq!(role.role, "projector");
     }

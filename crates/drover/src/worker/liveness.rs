@@ -230,7 +230,9 @@ fn register_metrics() {
     );
 }
 
-async fn healthz(State(health): State<Arc<Health>>) -> (StatusCode, std::borrow::Cow<'static, str>) {
+async fn healthz(
+    State(health): State<Arc<Health>>,
+) -> (StatusCode, std::borrow::Cow<'static, str>) {
     let failing = health.failing();
     if health.is_healthy() && !failing.is_empty() {
         // Alive (a restart would not help) but visibly degraded.
@@ -238,7 +240,10 @@ async fn healthz(State(health): State<Arc<Health>>) -> (StatusCode, std::borrow:
             .iter()
             .map(|(role, n)| format!("{role}: {n} failing"))
             .collect();
-        (StatusCode::OK, format!("ok; degraded: {}\n", what.join(", ")).into())
+        (
+            StatusCode::OK,
+            format!("ok; degraded: {}\n", what.join(", ")).into(),
+        )
     } else if health.is_healthy() {
         (StatusCode::OK, "ok\n".into())
     } else if health.is_draining() {

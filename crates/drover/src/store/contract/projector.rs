@@ -450,7 +450,13 @@ pub async fn projector_runner_pages_through_every_tenant(h: &Harness) {
     let r = runner.run_once().await.expect("pass");
     assert_eq!((r.tenants, r.leased, r.failed), (5, 5, 0));
     assert_eq!((r.behind_events, r.applied), (0, 10));
-    let mut seen: Vec<Uuid> = p.seen.lock().expect("lock").iter().map(|(t, _)| *t).collect();
+    let mut seen: Vec<Uuid> = p
+        .seen
+        .lock()
+        .expect("lock")
+        .iter()
+        .map(|(t, _)| *t)
+        .collect();
     seen.sort();
     assert_eq!(seen, tenants, "every tenant, past the first page");
     let r = runner.run_once().await.expect("pass");
@@ -481,7 +487,10 @@ pub async fn projector_panic_is_a_failed_batch(h: &Harness) {
         },
     )
     .expect("runner");
-    let r = runner.run_once().await.expect("the pass survives the panic");
+    let r = runner
+        .run_once()
+        .await
+        .expect("the pass survives the panic");
     assert_eq!((r.failed, r.panicked), (1, 1));
     assert_eq!(runner.failing_tenants(), 1);
     let pos = |rows: &[crate::projector::CheckpointRow], t: Uuid| {
@@ -509,7 +518,11 @@ pub async fn projector_panic_is_a_failed_batch(h: &Harness) {
         .filter(|(t, _)| *t == tenant_a())
         .map(|(_, p)| *p)
         .collect();
-    assert_eq!(seen_a, vec![1, 2], "the panicking event applied once, after");
+    assert_eq!(
+        seen_a,
+        vec![1, 2],
+        "the panicking event applied once, after"
+    );
 }
 
 /// The checkpoints of a projector no runner has recorded alive since the

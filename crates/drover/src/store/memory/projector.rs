@@ -266,9 +266,8 @@ impl ProjectorStore for MemoryStore {
             .map(|(p, _)| p.clone())
             .collect();
         let n = logs.checkpoints.len();
-        logs.checkpoints.retain(|(_, p), c| {
-            live.contains(p) || c.written_at.is_some_and(|w| w >= before)
-        });
+        logs.checkpoints
+            .retain(|(_, p), c| live.contains(p) || c.written_at.is_some_and(|w| w >= before));
         logs.runners.retain(|_, at| *at >= before);
         Ok((n - logs.checkpoints.len()) as u64)
     }
