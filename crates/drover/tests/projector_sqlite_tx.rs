@@ -128,5 +128,5 @@ fn sqlite_default_batch_is_small() {
         ProjectorConfig::for_backend(drover::Backend::Sqlite).batch,
         drover::projector::PROJECTOR_BATCH_SQLITE_DEFAULT
     );
-    assert!(drover::projector::PROJECTOR_BATCH_SQLITE_DEFAULT <= 50);
+    const { assert!(drover::projector::PROJECTOR_BATCH_SQLITE_DEFAULT <= 50) };
 }
