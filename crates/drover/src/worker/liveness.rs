@@ -459,3 +459,22 @@ pub(crate) fn host_name() -> String {
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| "unknown".to_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A failing projector shows in `/healthz` (still 200: the worker is
+    /// alive and retrying), and goes once it recovers.
+    #[tokio::test]
+    async fn healthz_names_a_failing_role() {
+        let health = Arc::new(Health::new(Duration::from_secs(10)));
+        health.set_failing("projector orders", 2);
+        let (code, body) = healthz(State(health.clone())).await;
+        assert_eq!(code, StatusCode::OK);
+        assert_eq!(body, "ok; degraded: projector orders: 2 failing\n");
+        health.set_failing("projector orders", 0);
+        let (code, body) = healthz(State(health)).await;
+        assert_eq!((code, body.as_ref()), (StatusCode::OK, "ok\n"));
+    }
+}
