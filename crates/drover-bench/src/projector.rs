@@ -49,7 +49,10 @@ impl Projector for Noop {
     }
     fn strategy(&self) -> ProjectorStrategy {
         ProjectorStrategy {
-            replay: "writes nothing: a replay changes nothing",
+            idempotency: "writes nothing: a replay changes nothing",
+            retry: ProjectorStrategy::RETRY_DEFAULT,
+            checkpoint: "the store's checkpoint; nothing else to keep",
+            recovery: ProjectorStrategy::RECOVERY_DEFAULT,
             rebuild: "nothing to reset",
             lag: "measured, not read",
         }

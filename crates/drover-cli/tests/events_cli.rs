@@ -29,7 +29,10 @@ impl Projector for Counter {
     }
     fn strategy(&self) -> ProjectorStrategy {
         ProjectorStrategy {
-            replay: "counts keyed by position: a replay rewrites the same entries",
+            idempotency: "counts keyed by position: a replay rewrites the same entries",
+            retry: ProjectorStrategy::RETRY_DEFAULT,
+            checkpoint: "the store's checkpoint; a replay rewrites the same entries",
+            recovery: ProjectorStrategy::RECOVERY_DEFAULT,
             rebuild: "reset clears the counts; the log is replayed",
             lag: "counts trail the log by the lag gauge",
         }
@@ -201,7 +204,10 @@ async fn a_projector_with_a_blank_strategy_is_refused() {
         }
         fn strategy(&self) -> ProjectorStrategy {
             ProjectorStrategy {
-                replay: "x",
+                idempotency: "x",
+                retry: "x",
+                checkpoint: "x",
+                recovery: "x",
                 rebuild: " ",
                 lag: "x",
             }

@@ -73,7 +73,10 @@ impl Projector for Totals {
     }
     fn strategy(&self) -> ProjectorStrategy {
         ProjectorStrategy {
-            replay: "never replayed: the totals move in the checkpoint's transaction",
+            idempotency: "never replayed: the totals move in the checkpoint's transaction",
+            retry: ProjectorStrategy::RETRY_DEFAULT,
+            checkpoint: "the checkpoint commits with the totals, in the same database",
+            recovery: ProjectorStrategy::RECOVERY_DEFAULT,
             rebuild: "reset deletes the tenant's totals; the log is replayed from position 1",
             lag: "totals trail the log by the lag gauge",
         }

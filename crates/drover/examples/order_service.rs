@@ -88,7 +88,10 @@ impl Projector for OrdersPerCustomer {
 
     fn strategy(&self) -> ProjectorStrategy {
         ProjectorStrategy {
-            replay: "never replayed: the checkpoint moves in the apply's transaction",
+            idempotency: "never replayed: the checkpoint moves in the apply's transaction",
+            retry: ProjectorStrategy::RETRY_DEFAULT,
+            checkpoint: "the checkpoint commits with the rows, in the same database",
+            recovery: ProjectorStrategy::RECOVERY_DEFAULT,
             rebuild: "reset deletes the tenant's rows; the log replays from position 1",
             lag: "a reader may miss orders placed in the last relay and apply round",
         }

@@ -31,7 +31,10 @@ impl Projector for OrdersPerCustomer {
     }
     fn strategy(&self) -> ProjectorStrategy {
         ProjectorStrategy {
-            replay: "never replayed: the count moves in the checkpoint's transaction",
+            idempotency: "never replayed: the count moves in the checkpoint's transaction",
+            retry: ProjectorStrategy::RETRY_DEFAULT,
+            checkpoint: "the checkpoint commits with the counts, in the same database",
+            recovery: ProjectorStrategy::RECOVERY_DEFAULT,
             rebuild: "reset deletes the tenant's counts; the log is replayed",
             lag: "counts trail the log by drover_projector_lag_seconds",
         }

@@ -108,7 +108,10 @@ impl Projector for GapProjector {
     }
     fn strategy(&self) -> ProjectorStrategy {
         ProjectorStrategy {
-            replay: "never replayed: the row lands in the checkpoint's transaction",
+            idempotency: "never replayed: the row lands in the checkpoint's transaction",
+            retry: ProjectorStrategy::RETRY_DEFAULT,
+            checkpoint: "the checkpoint commits with the row, in the same database",
+            recovery: ProjectorStrategy::RECOVERY_DEFAULT,
             rebuild: "not rebuilt in this test",
             lag: "the test waits until it is caught up",
         }

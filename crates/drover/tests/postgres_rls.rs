@@ -241,6 +241,7 @@ async fn every_table_forces_rls_and_runtime_role_is_unprivileged() {
             "outbox_3",
             "outbox_ring",
             "projector_checkpoints",
+            "projector_runners",
             "schedules",
             "sweep_lease",
             "sync_checkpoints",

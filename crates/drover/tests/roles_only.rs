@@ -58,7 +58,9 @@ async fn a_worker_with_only_a_relay_builds_relays_a_row_and_claims_nothing() {
     let row = q
         .outbox_work_row(&Principal::system(), &Ping { n: 1 })
         .expect("row");
-    q.outbox_write(&row).await.expect("outbox write");
+    q.outbox_write(&Principal::system(), &row)
+        .await
+        .expect("outbox write");
     q.wake_outbox();
     tokio::time::timeout(LIMIT, async {
         loop {
@@ -96,7 +98,10 @@ impl Projector for Forward {
     }
     fn strategy(&self) -> ProjectorStrategy {
         ProjectorStrategy {
-            replay: "a test double: forwards every call",
+            idempotency: "a test double: forwards every call",
+            retry: ProjectorStrategy::RETRY_DEFAULT,
+            checkpoint: "the runner's checkpoint per tenant",
+            recovery: ProjectorStrategy::RECOVERY_DEFAULT,
             rebuild: "reset forgets nothing",
             lag: "none: the test reads each apply",
         }

@@ -30,7 +30,11 @@
 //!   relay that runs twice appends once.
 //! - **Append-only**: an event is never updated; only the retention purge
 //!   removes events, oldest first (on PostgreSQL a whole child of the ring
-//!   is truncated, never a row-by-row delete).
+//!   is truncated, never a row-by-row delete), and never one a known
+//!   projector has not applied (a tenant it has not reached yet included).
+//! - **A purge never stalls appenders** (PostgreSQL): it waits for the
+//!   oldest child's lock under a short `lock_timeout` before it checks the
+//!   pin and counts, and skips the pass when a long transaction holds it.
 //! - **Tenant isolation**: every per-tenant call reads and writes only that
 //!   tenant's events. [`EventStore::event_tenants`] and
 //!   [`EventStore::event_purge`] are the system operations.
@@ -43,7 +47,7 @@ use uuid::Uuid;
 use crate::error::{Error, Result};
 
 mod retention;
-pub use retention::{EVENT_RETENTION_MIN, EventRetention};
+pub use retention::{CHECKPOINT_FORGET_MIN, EVENT_RETENTION_MIN, EventRetention};
 
 /// The largest payload an event may carry, in bytes of JSON text, when the
 /// caller does not say otherwise (the work item's limit).
@@ -181,6 +185,10 @@ pub struct EventPurge {
     /// True when the oldest retained events are past the retention but a
     /// projector's checkpoint has not passed them yet, so they were kept.
     pub pinned: bool,
+    /// True when the purge skipped this pass because its lock was taken
+    /// (PostgreSQL: a long transaction holds the oldest child); the next
+    /// pass tries again.
+    pub busy: bool,
 }
 
 /// The event log of the storage seam. Entity-then-verb; see the module docs
@@ -216,14 +224,21 @@ pub trait EventStore: Send + Sync {
     /// The newest position of `tenant`'s log and when it was appended.
     async fn event_head(&self, tenant: Uuid) -> Result<EventHead>;
 
-    /// The tenants whose log holds at least one event (system operation:
-    /// the projector runner's discovery), at most `limit`.
-    async fn event_tenants(&self, limit: u32) -> Result<Vec<Uuid>>;
+    /// The tenants whose log holds at least one event, after `after` (by
+    /// id; `None`: from the first), at most `limit`, in tenant order (system
+    /// operation). Page on the last id returned to visit every tenant.
+    async fn event_tenants(&self, after: Option<Uuid>, limit: u32) -> Result<Vec<Uuid>>;
 
     /// Removes events appended before `before`, oldest first, never one a
-    /// projector's checkpoint has not passed (system operation). On
+    /// known projector has not passed (system operation). A projector is
+    /// known once it has a checkpoint row of any tenant or was recorded
+    /// alive ([`ProjectorStore::projector_seen`](crate::projector::ProjectorStore::projector_seen));
+    /// a tenant without a row of a known projector counts as checkpoint 0,
+    /// so a tenant its runner has not reached yet keeps its events. On
     /// PostgreSQL a whole child of the log's ring is truncated at a time, so
     /// events a little younger than `before` may stay until the next child
-    /// qualifies.
+    /// qualifies; the child's lock is waited for briefly, and a purge that
+    /// cannot get it (a long appender or reader) skips the pass
+    /// ([`EventPurge::busy`]) rather than queue every appender behind it.
     async fn event_purge(&self, before: DateTime<Utc>) -> Result<EventPurge>;
 }

@@ -4,6 +4,16 @@
 //! checkpoint has passed (on PostgreSQL by truncating the ring's oldest
 //! child; see [`EventStore::event_purge`](super::EventStore::event_purge)).
 //!
+//! The same step forgets removed projectors: the checkpoint rows of a
+//! projector no runner has recorded alive for the retention, and at least
+//! [`CHECKPOINT_FORGET_MIN`], are deleted
+//! ([`ProjectorStore::projector_forget`](crate::projector::ProjectorStore::projector_forget)),
+//! so a projector taken out of the code stops pinning the log. A runner
+//! records itself alive every few seconds, so a live projector's
+//! checkpoints are never forgotten; the floor keeps a projector whose
+//! workers are down for a while (a long deploy, an outage) from coming back
+//! to a checkpoint of 0.
+//!
 //! Off unless registered: the log is what rebuilds replay, so how long to
 //! keep it is the application's decision.
 
@@ -18,6 +28,10 @@ use crate::queue::Queue;
 /// The shortest retention accepted: a child of the PostgreSQL ring is
 /// closed after a third of it, and a rebuild must have something to replay.
 pub const EVENT_RETENTION_MIN: Duration = Duration::from_secs(60);
+
+/// The shortest time a projector goes unseen before its checkpoints are
+/// forgotten, whatever the retention.
+pub const CHECKPOINT_FORGET_MIN: Duration = Duration::from_secs(24 * 3600);
 
 /// A sweep step purging events past a retention.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,15 +66,32 @@ impl SweepStep for EventRetention {
     ) -> Pin<Box<dyn Future<Output = Result<u64>> + Send + 'a>> {
         Box::pin(async move {
             let store = queue.store();
-            let before = store.db_now().await? - crate::rules::to_chrono(self.retention);
-            let purged = store.event_purge(before).await?;
+            let now = store.db_now().await?;
+            let unseen = self.retention.max(CHECKPOINT_FORGET_MIN);
+            let forgotten = store
+                .projector_forget(now - crate::rules::to_chrono(unseen))
+                .await?;
+            if forgotten > 0 {
+                tracing::info!(
+                    checkpoints = forgotten,
+                    "checkpoints of projectors no runner has run for the retention were deleted"
+                );
+            }
+            let purged = store
+                .event_purge(now - crate::rules::to_chrono(self.retention))
+                .await?;
             if purged.pinned {
                 tracing::info!(
                     "events past the retention are kept: a projector has not applied them yet"
                 );
             }
+            if purged.busy {
+                tracing::info!(
+                    "event purge skipped this pass: a long transaction holds the log's oldest child"
+                );
+            }
             metrics::counter!("drover_events_purged_total").increment(purged.removed);
-            Ok(purged.removed)
+            Ok(purged.removed + forgotten)
         })
     }
 }

@@ -27,9 +27,15 @@
 //! - **One runner per (projector, tenant) across the fleet**: a lease row on
 //!   the database clock, taken only when free or passed, renewed by every
 //!   batch; a runner that lost it gets [`Error::Conflict`] and stops.
-//! - **Never skip**: a batch whose `apply` fails is rolled back and retried
-//!   after a backoff; the projector stalls on a poison event (its lag gauge
-//!   grows) rather than pass it.
+//! - **Never skip**: a batch whose `apply` fails (an error, or a panic the
+//!   runner contains) is rolled back and retried after a per-tenant
+//!   backoff; the projector stalls on a poison event (its lag gauge and
+//!   `drover_projector_failing_tenants` grow, `/healthz` names it) rather
+//!   than pass it, and its other tenants go on.
+//! - **Every tenant**: a pass pages through every tenant behind its head;
+//!   the retention purge never removes an event a known projector (one with
+//!   a checkpoint row anywhere, or recorded alive) has not passed, a tenant
+//!   without a checkpoint row of its own counting as position 0.
 //! - **Rebuild** (`drover projector rebuild NAME`) sets a flag on the
 //!   checkpoint rows; the runner holding the lease then calls
 //!   [`Projector::reset`] and moves the checkpoint to 0 in one transaction,
@@ -45,20 +51,38 @@ mod runner;
 mod store;
 
 pub use runner::{
-    PROJECTOR_BATCH_DEFAULT, PROJECTOR_INTERVAL_DEFAULT, PROJECTOR_LEASE_DEFAULT,
-    PROJECTOR_MAX_BATCHES_DEFAULT, ProjectorConfig, ProjectorReport, ProjectorRunner, TenantStatus,
-    status,
+    PROJECTOR_BACKOFF_BASE_DEFAULT, PROJECTOR_BACKOFF_CAP_DEFAULT, PROJECTOR_BATCH_DEFAULT,
+    PROJECTOR_BATCH_MAX, PROJECTOR_BATCH_SQLITE_DEFAULT, PROJECTOR_INTERVAL_DEFAULT,
+    PROJECTOR_LEASE_DEFAULT, PROJECTOR_MAX_BATCHES_DEFAULT, PROJECTOR_MAX_BATCHES_MAX,
+    PROJECTOR_TENANT_PAGE_DEFAULT, PROJECTOR_TENANT_PAGE_MAX, ProjectorConfig, ProjectorReport,
+    ProjectorRunner, TenantStatus, status,
 };
-pub use store::{CheckpointRow, LeaseParams, ProjectorLease, ProjectorStore};
+pub use store::{CheckpointRow, LeaseParams, ProjectorLag, ProjectorLease, ProjectorStore};
 
-/// What a projector declares about itself, as `drover handlers` prints it.
-/// Every field must say something: a blank one is refused.
+/// What a projector declares about itself, as `drover handlers` prints it:
+/// the four strategies every role declares (idempotency, retry,
+/// checkpoint, recovery) and the two of its own (rebuild, lag). Every field
+/// must say something: a blank one is refused.
+///
+/// The runner's own retry and recovery are the same for every projector;
+/// [`ProjectorStrategy::RETRY_DEFAULT`] and
+/// [`ProjectorStrategy::RECOVERY_DEFAULT`] say so and are honest to
+/// declare unless the projection adds something of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProjectorStrategy {
-    /// How a replay of events it already applied behaves (same database:
-    /// "never replayed: checkpoint in the apply transaction"; elsewhere:
-    /// why applying twice is harmless).
-    pub replay: &'static str,
+    /// Why applying an event twice is harmless, or why it never happens
+    /// (same database: "never applied twice: the checkpoint moves in the
+    /// apply transaction"; elsewhere: the key the writes are made on).
+    pub idempotency: &'static str,
+    /// What happens to a batch that fails (usually
+    /// [`ProjectorStrategy::RETRY_DEFAULT`]).
+    pub retry: &'static str,
+    /// Where the checkpoint lives and what a replay re-applies (same
+    /// database: "the checkpoint commits with the projection").
+    pub checkpoint: &'static str,
+    /// How it comes back after a crash of its worker (usually
+    /// [`ProjectorStrategy::RECOVERY_DEFAULT`]).
+    pub recovery: &'static str,
     /// How its projection is rebuilt from the log (what `reset` clears) and
     /// what is lost if the log's retention has passed.
     pub rebuild: &'static str,
@@ -68,16 +92,22 @@ pub struct ProjectorStrategy {
 }
 
 impl ProjectorStrategy {
+    /// The runner's retry, the same for every projector.
+    pub const RETRY_DEFAULT: &'static str = "a batch that fails (an error or a panic in apply or \
+        reset) is rolled back with its checkpoint and retried after a per-tenant backoff; an \
+        event is never skipped: a poison event stalls its tenant and the lag gauge grows";
+    /// The runner's recovery, the same for every projector.
+    pub const RECOVERY_DEFAULT: &'static str = "a worker that dies holds its lease at most the \
+        lease's length; another worker's runner then takes it and resumes from the checkpoint \
+        (a batch cut off mid-way rolled back with it, or is replayed where the projection lives \
+        elsewhere)";
+
     /// Refuses a blank field, naming it.
     ///
     /// # Errors
     /// [`Error::Config`] naming the projector and the blank strategy.
     pub fn check(&self, projector: &str) -> Result<()> {
-        for (name, v) in [
-            ("replay", self.replay),
-            ("rebuild", self.rebuild),
-            ("lag", self.lag),
-        ] {
+        for (name, v) in self.fields() {
             if v.trim().is_empty() {
                 return Err(Error::Config(format!(
                     "the projector {projector} declares no {name} strategy"
@@ -87,16 +117,29 @@ impl ProjectorStrategy {
         Ok(())
     }
 
-    /// The strategies as `drover handlers` lists a role's.
+    /// Every field with its name, the four every role declares first.
+    fn fields(&self) -> [(&'static str, &'static str); 6] {
+        [
+            ("idempotency", self.idempotency),
+            ("retry", self.retry),
+            ("checkpoint", self.checkpoint),
+            ("recovery", self.recovery),
+            ("rebuild", self.rebuild),
+            ("lag", self.lag),
+        ]
+    }
+
+    /// The strategies as `drover handlers` lists a role's (role
+    /// `projector`): the four every role declares, then rebuild and lag.
     pub fn as_role(&self, projector: &str) -> crate::worker::RoleInfo {
         crate::worker::RoleInfo {
             role: "projector".into(),
             name: projector.into(),
-            strategies: vec![
-                ("replay".into(), self.replay.into()),
-                ("rebuild".into(), self.rebuild.into()),
-                ("lag".into(), self.lag.into()),
-            ],
+            strategies: self
+                .fields()
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
         }
     }
 }
@@ -168,7 +211,10 @@ impl ProjectionTx<'_> {
 ///     fn topics(&self) -> Vec<String> { vec!["order_placed".into()] }
 ///     fn strategy(&self) -> ProjectorStrategy {
 ///         ProjectorStrategy {
-///             replay: "never replayed: the count moves in the checkpoint's transaction",
+///             idempotency: "never applied twice: the count moves in the checkpoint's transaction",
+///             retry: ProjectorStrategy::RETRY_DEFAULT,
+///             checkpoint: "the checkpoint commits with the counts, in the same database",
+///             recovery: ProjectorStrategy::RECOVERY_DEFAULT,
 ///             rebuild: "reset deletes the tenant's counts; the log is replayed",
 ///             lag: "counts trail the log by the lag gauge; reads may be seconds stale",
 ///         }

@@ -80,6 +80,19 @@ pub struct CheckpointRow {
     pub applied_at: Option<DateTime<Utc>>,
 }
 
+/// A projector's lag over every tenant, as one aggregate read returns it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProjectorLag {
+    /// Tenants whose head is past the projector's checkpoint (a tenant
+    /// without a checkpoint row counts from 0).
+    pub tenants: u64,
+    /// Events behind the heads, summed over those tenants.
+    pub behind_events: i64,
+    /// Age of the oldest retained event not applied yet, over those
+    /// tenants, on the store's clock (0 when caught up).
+    pub behind_seconds: f64,
+}
+
 /// The checkpoints and leases of the storage seam. Entity-then-verb; see the
 /// module docs for the invariants.
 #[async_trait]
@@ -130,4 +143,33 @@ pub trait ProjectorStore: Send + Sync {
     /// Every checkpoint row, of one projector or all, by projector then
     /// tenant (system operation).
     async fn projector_checkpoints(&self, projector: Option<&str>) -> Result<Vec<CheckpointRow>>;
+
+    /// The runner's discovery page (system operation): tenants after
+    /// `after` (by id; `None`: from the first) whose log's head is past
+    /// `projector`'s checkpoint (none yet: 0) or whose rebuild is asked, at
+    /// most `limit`, in tenant order. Tenants caught up are not returned, so
+    /// paging on the last id returned visits every tenant with work.
+    async fn projector_pending(
+        &self,
+        projector: &str,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> Result<Vec<Uuid>>;
+
+    /// `projector`'s lag over every tenant in one aggregate read (system
+    /// operation): the tenants behind, the events behind, and the age of
+    /// the oldest event not applied yet.
+    async fn projector_lag(&self, projector: &str) -> Result<ProjectorLag>;
+
+    /// Records that a runner of `projector` is alive, on the store's clock
+    /// (system operation). A projector recorded alive pins the event purge
+    /// for every tenant, and its checkpoints are never forgotten.
+    async fn projector_seen(&self, projector: &str) -> Result<()>;
+
+    /// Retention of removed projectors (system operation): deletes the
+    /// checkpoint rows, last written before `before`, of every projector no
+    /// runner has recorded alive since `before`, and those projectors'
+    /// records. Returns the checkpoint rows deleted. Their pin on the event
+    /// purge goes with them.
+    async fn projector_forget(&self, before: DateTime<Utc>) -> Result<u64>;
 }

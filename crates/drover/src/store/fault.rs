@@ -577,8 +577,8 @@ impl crate::events::EventStore for FaultStore {
     async fn event_head(&self, tenant: Uuid) -> Result<crate::events::EventHead> {
         self.inner.event_head(tenant).await
     }
-    async fn event_tenants(&self, limit: u32) -> Result<Vec<Uuid>> {
-        self.inner.event_tenants(limit).await
+    async fn event_tenants(&self, after: Option<Uuid>, limit: u32) -> Result<Vec<Uuid>> {
+        self.inner.event_tenants(after, limit).await
     }
     async fn event_purge(&self, before: DateTime<Utc>) -> Result<crate::events::EventPurge> {
         self.inner.event_purge(before).await
@@ -742,5 +742,22 @@ impl crate::projector::ProjectorStore for FaultStore {
         projector: Option<&str>,
     ) -> Result<Vec<crate::projector::CheckpointRow>> {
         self.inner.projector_checkpoints(projector).await
+    }
+    async fn projector_pending(
+        &self,
+        projector: &str,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> Result<Vec<Uuid>> {
+        self.inner.projector_pending(projector, after, limit).await
+    }
+    async fn projector_lag(&self, projector: &str) -> Result<crate::projector::ProjectorLag> {
+        self.inner.projector_lag(projector).await
+    }
+    async fn projector_seen(&self, projector: &str) -> Result<()> {
+        self.inner.projector_seen(projector).await
+    }
+    async fn projector_forget(&self, before: DateTime<Utc>) -> Result<u64> {
+        self.inner.projector_forget(before).await
     }
 }

@@ -173,11 +173,9 @@ impl WorkerBuilder {
     /// Declares a role's strategies (printed by `drover handlers`). A
     /// blank one, or a role missing one of the four
     /// [`ROLE_STRATEGIES`](super::ROLE_STRATEGIES), makes
-    /// [`WorkerBuilder::build`] fail naming the role and the strategy. For
-    /// drover's own roles (projector, workflow runner, sync reconciler) the
-    /// runtime's guarantee fills a missing one of the four (see `roles`).
+    /// [`WorkerBuilder::build`] fail naming the role and the strategy.
     pub fn role(mut self, role: RoleInfo) -> Self {
-        if let Err(e) = self.registry.add_role(super::roles::complete(role)) {
+        if let Err(e) = self.registry.add_role(role) {
             self.errors.push(e);
         }
         self
@@ -223,7 +221,7 @@ impl WorkerBuilder {
         let p: Arc<dyn crate::projector::Projector> = Arc::new(projector);
         match crate::projector::validate(p.as_ref()) {
             Ok(()) => {
-                let role = super::roles::complete(p.strategy().as_role(p.name()));
+                let role = p.strategy().as_role(p.name());
                 if let Err(e) = self.registry.add_role(role) {
                     self.errors.push(e);
                 }

@@ -9,7 +9,7 @@
 //! restarted); `/readyz` does (reachable, migrations current), bounded by
 //! [`READY_CHECK_TIMEOUT`], and answers 503 without asking the database
 //! once draining has begun. A background role (a sync reconciler) that
-//! keeps failing reports itself with [`Health::set_failing`]: `/healthz`
+//! keeps failing (a projector's tenants in backoff, a sync reconciler) reports itself with [`Health::set_failing`]: `/healthz`
 //! names it in its body but stays 200, because restarting the process
 //! fixes neither a source that is down nor a bug that panics; the role's
 //! failure counters and gauges are what alerts.
@@ -208,6 +208,14 @@ fn register_metrics() {
         "orchestrations parked (waiting for a time or a signal) or stuck, read by every sweep"
     );
     metrics::describe_gauge!(
+        "drover_projector_failing_tenants",
+        "per projector, tenants whose last batch failed or panicked and that wait out a backoff (set every pass)"
+    );
+    metrics::describe_counter!(
+        "drover_projector_panics_total",
+        "per projector, panics in apply or reset contained as failed batches"
+    );
+    metrics::describe_gauge!(
         "drover_schedule_late_seconds",
         metrics::Unit::Seconds,
         "per schedule, how long its first due tick has waited without being enqueued (0 when on time)"
@@ -242,8 +250,17 @@ fn register_metrics() {
 
 async fn healthz(State(health): State<Arc<Health>>) -> (StatusCode, String) {
     if health.is_healthy() {
-        let mut body = "ok\n".to_owned();
-        for (who, detail) in health.failing() {
+        // Alive (a restart cures neither a poison event nor a source that
+        // is down: the roles keep running and retrying) but visibly
+        // degraded, one line per failing role.
+        let failing = health.failing();
+        let mut body = if failing.is_empty() {
+            "ok\n"
+        } else {
+            "ok; degraded\n"
+        }
+        .to_owned();
+        for (who, detail) in failing {
             body.push_str(&format!("failing: {who}: {detail}\n"));
         }
         (StatusCode::OK, body)
@@ -459,4 +476,26 @@ pub(crate) fn host_name() -> String {
         .filter(|s| !s.is_empty())
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| "unknown".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A failing projector shows in `/healthz` (still 200: the worker is
+    /// alive and retrying), and goes once it recovers.
+    #[tokio::test]
+    async fn healthz_names_a_failing_role() {
+        let health = Arc::new(Health::new(Duration::from_secs(10)));
+        health.set_failing("projector orders", Some("2 tenants failing".into()));
+        let (code, body) = healthz(State(health.clone())).await;
+        assert_eq!(code, StatusCode::OK);
+        assert_eq!(
+            body,
+            "ok; degraded\nfailing: projector orders: 2 tenants failing\n"
+        );
+        health.set_failing("projector orders", None);
+        let (code, body) = healthz(State(health)).await;
+        assert_eq!((code, body.as_str()), (StatusCode::OK, "ok\n"));
+    }
 }

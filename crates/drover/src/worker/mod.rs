@@ -249,14 +249,19 @@ impl Worker {
         });
         let mut projectors = Vec::with_capacity(self.projectors.len());
         for p in self.projectors {
+            let sink_health = health.clone();
             let runner = crate::projector::ProjectorRunner::new(
                 store.clone(),
                 p,
                 crate::projector::ProjectorConfig {
                     holder: id.clone(),
-                    ..crate::projector::ProjectorConfig::default()
+                    ..crate::projector::ProjectorConfig::for_backend(store.backend())
                 },
-            )?;
+            )?
+            .with_failing_sink(Arc::new(move |name, n| {
+                let detail = (n > 0).then(|| format!("{n} tenants failing"));
+                sink_health.set_failing(&format!("projector {name}"), detail);
+            }));
             let stop = background.clone();
             projectors.push(tokio::spawn(async move { runner.run(stop).await }));
         }

@@ -1,16 +1,12 @@
 //! The roles a worker runs beside its claim loop, as `drover handlers`
-//! lists them: the sweep's declaration, the runtime's share of the four
-//! strategies for the roles whose own declaration does not (yet) carry all
-//! of them, and the idle claim loop of a worker that runs roles only.
+//! lists them: the sweep's declaration, and the idle claim loop of a worker
+//! that runs roles only.
 //!
 //! Invariant: every role the [`Registry`](super::Registry) holds declares
 //! idempotency, retry, checkpoint and recovery (the registry refuses one
 //! that does not). A projector, a workflow runner and a sync reconciler
-//! declare their own role-specific strategies in their modules; where such
-//! a declaration lacks one of the four, [`complete`] fills it with what
-//! drover's runtime guarantees for that role, worded as the runtime's
-//! (never as the user's code's), and only the missing ones: a module that
-//! declares its own keeps its own.
+//! declare all four, and their role-specific strategies, in their own
+//! modules.
 
 use super::{RoleInfo, Strategy};
 
@@ -59,119 +55,4 @@ pub(crate) fn sweep_role(steps: &[String]) -> RoleInfo {
              silent workers and expired idempotency markers; {steps}"
         ),
     )
-}
-
-/// Fills the strategies of the four a drover role's declaration lacks with
-/// the runtime's guarantee for that role (see the module docs); a role
-/// drover does not know is returned as it is (and refused by the registry
-/// if it lacks one).
-///
-/// Declared here, where the worker registers the role, until the role's
-/// module declares all four itself: each text says what the runtime does,
-/// whatever the user's code is.
-pub(crate) fn complete(mut role: RoleInfo) -> RoleInfo {
-    let runtime: &[(&str, &str)] = match role.role.as_str() {
-        "projector" => &[
-            (
-                "idempotency",
-                "on PostgreSQL and SQLite the checkpoint moves in the transaction that applies \
-                 the batch, fenced on the runner's lease: no event is applied twice; a \
-                 projection kept elsewhere (the memory store's) gets each event at least once \
-                 and keys its writes on the event's id or position",
-            ),
-            (
-                "retry",
-                "a batch whose apply fails is rolled back and retried on a later pass; the \
-                 projector stalls on a poison event (its lag gauge grows) rather than skip it",
-            ),
-            (
-                "checkpoint",
-                "a checkpoint per (projector, tenant): the position of the last event applied, \
-                 moved with the batch",
-            ),
-            (
-                "recovery",
-                "one runner per (projector, tenant) by a lease on the database clock: a runner \
-                 that dies is replaced once its lease passes, and the next one resumes from \
-                 the committed checkpoint",
-            ),
-        ],
-        "sync reconciler" => &[
-            (
-                "idempotency",
-                "a change at or below the version last taken from the source for its record \
-                 is a replay and changes nothing; the checkpoint moves by a compare-and-set, so \
-                 of two runners applying one batch only one lands",
-            ),
-            (
-                "retry",
-                "a failed pull or apply changes nothing; the next run (after the interval) \
-                 pulls the same changes again from the committed cursor",
-            ),
-            (
-                "recovery",
-                "a batch's records and the cursor past it commit in one transaction: a crash \
-                 mid-batch leaves neither, and the next run pulls the batch again",
-            ),
-        ],
-        "workflow runner" => &[
-            (
-                "idempotency",
-                "each step runs as a drover.step work item whose transition lands in the \
-                 transaction that completes the item, fenced on its claim; the record changes \
-                 only by a compare-and-set on its version, so a step run twice moves it once",
-            ),
-            (
-                "retry",
-                "a step that fails is retried as its work item is (backoff, the kind's budget); \
-                 one that fails for good fails the orchestration into compensation",
-            ),
-            (
-                "checkpoint",
-                "the orchestration record: its state and completed steps, written with each \
-                 step's transition; a rerun resumes from the last completed step",
-            ),
-            (
-                "recovery",
-                "a step item whose worker died is swept after its lease and run again; parked \
-                 orchestrations are resumed by the sweep step resume_parked",
-            ),
-        ],
-        _ => &[],
-    };
-    for (what, says) in runtime {
-        if role.strategy(what).is_none() {
-            role.strategies
-                .push(((*what).to_owned(), (*says).to_owned()));
-        }
-    }
-    role
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn complete_keeps_a_modules_own_text_and_fills_only_the_missing() {
-        let own = RoleInfo {
-            role: "projector".into(),
-            name: "orders".into(),
-            strategies: vec![
-                ("retry".into(), "the module's own".into()),
-                ("lag".into(), "seconds".into()),
-            ],
-        };
-        let done = complete(own);
-        assert_eq!(done.strategy("retry"), Some("the module's own"));
-        for what in super::super::ROLE_STRATEGIES {
-            assert!(done.strategy(what).is_some(), "{what}");
-        }
-        let unknown = RoleInfo {
-            role: "custom".into(),
-            name: "x".into(),
-            strategies: vec![],
-        };
-        assert!(complete(unknown).strategies.is_empty());
-    }
 }

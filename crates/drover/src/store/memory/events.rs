@@ -22,6 +22,8 @@ pub(super) struct Checkpoint {
     pub(super) rebuild_requested: bool,
     pub(super) rebuilds: i32,
     pub(super) applied_at: Option<DateTime<Utc>>,
+    /// When the row was last written (created, leased, applied, flagged).
+    pub(super) written_at: Option<DateTime<Utc>>,
 }
 
 /// One tenant's log.
@@ -42,6 +44,8 @@ pub(super) struct Logs {
     pub(super) tenants: BTreeMap<Uuid, TenantLog>,
     /// (tenant, projector) → checkpoint row.
     pub(super) checkpoints: BTreeMap<(Uuid, String), Checkpoint>,
+    /// projector → when a runner of it last recorded itself alive.
+    pub(super) runners: BTreeMap<String, DateTime<Utc>>,
 }
 
 impl Logs {
@@ -67,13 +71,27 @@ impl Logs {
         EventAppended::Appended { position: log.head }
     }
 
-    /// The lowest checkpoint of any projector of `tenant` (none: nothing
-    /// pins its log).
-    fn lowest_checkpoint(&self, tenant: Uuid) -> Option<i64> {
+    /// The projectors the purge must not pass: every one with a checkpoint
+    /// row of any tenant or recorded alive.
+    pub(super) fn known_projectors(&self) -> std::collections::BTreeSet<&str> {
         self.checkpoints
-            .iter()
-            .filter(|((t, _), _)| *t == tenant)
-            .map(|(_, c)| c.position)
+            .keys()
+            .map(|(_, p)| p.as_str())
+            .chain(self.runners.keys().map(String::as_str))
+            .collect()
+    }
+
+    /// The lowest checkpoint over the known projectors of `tenant`, a
+    /// projector without a row of the tenant counting as 0 (no known
+    /// projector: nothing pins its log).
+    fn lowest_checkpoint(&self, tenant: Uuid) -> Option<i64> {
+        self.known_projectors()
+            .into_iter()
+            .map(|p| {
+                self.checkpoints
+                    .get(&(tenant, p.to_owned()))
+                    .map_or(0, |c| c.position)
+            })
             .min()
     }
 }
@@ -130,12 +148,14 @@ impl EventStore for MemoryStore {
         ))
     }
 
-    async fn event_tenants(&self, limit: u32) -> Result<Vec<Uuid>> {
+    async fn event_tenants(&self, after: Option<Uuid>, limit: u32) -> Result<Vec<Uuid>> {
+        use std::ops::Bound;
         let st = self.lock();
+        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
         Ok(st
             .events
             .tenants
-            .iter()
+            .range((from, Bound::Unbounded))
             .filter(|(_, l)| l.head > 0)
             .map(|(t, _)| *t)
             .take(limit as usize)

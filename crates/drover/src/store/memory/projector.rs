@@ -14,7 +14,8 @@ use super::events::{Checkpoint, Logs};
 use crate::error::{Error, Result};
 use crate::events::Event;
 use crate::projector::{
-    CheckpointRow, LeaseParams, ProjectionTx, Projector, ProjectorLease, ProjectorStore,
+    CheckpointRow, LeaseParams, ProjectionTx, Projector, ProjectorLag, ProjectorLease,
+    ProjectorStore,
 };
 use crate::rules::to_chrono;
 
@@ -58,6 +59,7 @@ impl ProjectorStore for MemoryStore {
         }
         let token = Uuid::new_v4();
         c.lease = Some((token, p.holder.clone(), now + to_chrono(p.lease)));
+        c.written_at = Some(now);
         Ok(Some(ProjectorLease {
             projector: p.projector.clone(),
             tenant: p.tenant,
@@ -108,6 +110,7 @@ impl ProjectorStore for MemoryStore {
         let c = fenced(&mut st.events, lease, now)?;
         c.position = last.position.max(c.position);
         c.applied_at = Some(now);
+        c.written_at = Some(now);
         if let Some((_, _, until)) = &mut c.lease {
             *until = now + to_chrono(renew);
         }
@@ -134,6 +137,7 @@ impl ProjectorStore for MemoryStore {
         c.position = 0;
         c.rebuild_requested = false;
         c.rebuilds += 1;
+        c.written_at = Some(now);
         if let Some((_, _, until)) = &mut c.lease {
             *until = now + to_chrono(renew);
         }
@@ -150,19 +154,23 @@ impl ProjectorStore for MemoryStore {
         tenant: Option<Uuid>,
     ) -> Result<u64> {
         crate::item::validate_kind(projector)?;
+        let now = self.now();
         let mut st = self.lock();
         if let Some(t) = tenant {
-            st.events
+            let c = st
+                .events
                 .checkpoints
                 .entry((t, projector.to_owned()))
-                .or_default()
-                .rebuild_requested = true;
+                .or_default();
+            c.rebuild_requested = true;
+            c.written_at = Some(now);
             return Ok(1);
         }
         let mut n = 0;
         for ((_, name), c) in st.events.checkpoints.iter_mut() {
             if name == projector {
                 c.rebuild_requested = true;
+                c.written_at = Some(now);
                 n += 1;
             }
         }
@@ -193,5 +201,74 @@ impl ProjectorStore for MemoryStore {
             .collect();
         rows.sort_by(|a, b| (&a.projector, a.tenant).cmp(&(&b.projector, b.tenant)));
         Ok(rows)
+    }
+
+    async fn projector_pending(
+        &self,
+        projector: &str,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> Result<Vec<Uuid>> {
+        use std::ops::Bound;
+        let st = self.lock();
+        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
+        Ok(st
+            .events
+            .tenants
+            .range((from, Bound::Unbounded))
+            .filter(|(t, log)| {
+                let c = st.events.checkpoints.get(&(**t, projector.to_owned()));
+                log.head > c.map_or(0, |c| c.position) || c.is_some_and(|c| c.rebuild_requested)
+            })
+            .map(|(t, _)| *t)
+            .take(limit as usize)
+            .collect())
+    }
+
+    async fn projector_lag(&self, projector: &str) -> Result<ProjectorLag> {
+        let now = self.now();
+        let st = self.lock();
+        let mut lag = ProjectorLag::default();
+        for (t, log) in &st.events.tenants {
+            let position = st
+                .events
+                .checkpoints
+                .get(&(*t, projector.to_owned()))
+                .map_or(0, |c| c.position);
+            if log.head <= position {
+                continue;
+            }
+            lag.tenants += 1;
+            lag.behind_events += log.head - position;
+            let start = log.events.partition_point(|e| e.position <= position);
+            if let Some(e) = log.events.get(start) {
+                let age = (now - e.created_at).num_milliseconds().max(0) as f64 / 1000.0;
+                lag.behind_seconds = lag.behind_seconds.max(age);
+            }
+        }
+        Ok(lag)
+    }
+
+    async fn projector_seen(&self, projector: &str) -> Result<()> {
+        crate::item::validate_kind(projector)?;
+        let now = self.now();
+        self.lock().events.runners.insert(projector.to_owned(), now);
+        Ok(())
+    }
+
+    async fn projector_forget(&self, before: DateTime<Utc>) -> Result<u64> {
+        let mut st = self.lock();
+        let logs = &mut st.events;
+        let live: std::collections::BTreeSet<String> = logs
+            .runners
+            .iter()
+            .filter(|(_, at)| **at >= before)
+            .map(|(p, _)| p.clone())
+            .collect();
+        let n = logs.checkpoints.len();
+        logs.checkpoints
+            .retain(|(_, p), c| live.contains(p) || c.written_at.is_some_and(|w| w >= before));
+        logs.runners.retain(|_, at| *at >= before);
+        Ok((n - logs.checkpoints.len()) as u64)
     }
 }

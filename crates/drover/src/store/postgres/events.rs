@@ -7,7 +7,12 @@
 //! Appends of several tenants in one transaction lock their heads in tenant
 //! order, so two such batches cannot deadlock. The purge (system role)
 //! rotates the ring of four children and truncates the oldest one; it never
-//! deletes row by row.
+//! deletes row by row. Every appender touches every child (the idempotent
+//! append's id lookup reads them all), so the purge takes the oldest
+//! child's ACCESS EXCLUSIVE lock first, waiting at most a short
+//! `lock_timeout`, and only then checks the pin and counts: a long appender
+//! or reader makes the purge skip its pass instead of queueing every later
+//! append behind the waiting lock request.
 
 use std::collections::HashMap;
 
@@ -38,6 +43,23 @@ const EVENT_SLOT_COUNT: &str = include_str!("../../../sql/postgres/event_slot_co
 const EVENT_SLOT_TRUNCATE: &str = include_str!("../../../sql/postgres/event_slot_truncate.sql");
 const EVENT_SLOT_CLOSE: &str = include_str!("../../../sql/postgres/event_slot_close.sql");
 const EVENT_SLOT_OPEN: &str = include_str!("../../../sql/postgres/event_slot_open.sql");
+const EVENT_LOCK_TIMEOUT: &str = include_str!("../../../sql/postgres/event_lock_timeout.sql");
+const EVENT_SLOT_LOCK: &str = include_str!("../../../sql/postgres/event_slot_lock.sql");
+
+/// Whether `e` is PostgreSQL's `lock_not_available` (the lock timeout).
+fn lock_timed_out(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.code().as_deref() == Some("55P03"))
+}
+
+/// How one rotation attempt of the event ring ended.
+enum Rotation {
+    /// Nothing due: the transaction changed nothing.
+    NotDue,
+    /// A lock was not granted within the lock timeout: skip this pass.
+    Busy,
+    /// Pinned (nothing changed) or truncated (commit).
+    Done(EventPurge),
+}
 
 /// The children of the ring (migration 0012).
 const SLOTS: i16 = 4;
@@ -302,10 +324,11 @@ impl EventStore for PgStore {
         ))
     }
 
-    async fn event_tenants(&self, limit: u32) -> Result<Vec<Uuid>> {
+    async fn event_tenants(&self, after: Option<Uuid>, limit: u32) -> Result<Vec<Uuid>> {
         let mut tx = self.begin_system().await?;
         let rows = sqlx::query_scalar(EVENT_TENANTS)
             .persistent(self.persistent)
+            .bind(after)
             .bind(i64::from(limit))
             .fetch_all(&mut *tx)
             .await?;
@@ -315,10 +338,56 @@ impl EventStore for PgStore {
 
     async fn event_purge(&self, before: DateTime<Utc>) -> Result<EventPurge> {
         let mut tx = self.begin_system().await?;
-        let slots: Vec<PgRow> = sqlx::query(EVENT_SLOTS_LOCK)
+        match self.purge_locked(&mut tx, before).await? {
+            Rotation::Done(purged) if purged.removed > 0 || !purged.pinned => {
+                tx.commit().await?;
+                Ok(purged)
+            }
+            Rotation::Done(pinned) => {
+                tx.rollback().await?;
+                Ok(pinned)
+            }
+            Rotation::NotDue => {
+                tx.rollback().await?;
+                Ok(EventPurge::default())
+            }
+            Rotation::Busy => {
+                // A long appender or reader holds the oldest child (or
+                // another purge the ring): skip this pass rather than queue
+                // every appender behind a waiting ACCESS EXCLUSIVE.
+                tx.rollback().await?;
+                tracing::debug!("event purge skipped: its lock is held by a long transaction");
+                Ok(EventPurge {
+                    busy: true,
+                    ..EventPurge::default()
+                })
+            }
+        }
+    }
+}
+
+impl PgStore {
+    /// One rotation of the event ring on the system-role transaction `tx`
+    /// (see the module docs): not due; busy when a lock was not granted
+    /// within `event_lock_timeout.sql`'s bound (SQLSTATE 55P03: the
+    /// transaction is then aborted, for the caller to roll back); pinned
+    /// when a known projector has not passed the oldest child; otherwise the
+    /// oldest child truncated and made current. The pin and the count are
+    /// read under the child's lock, so they hold until the truncation.
+    async fn purge_locked(&self, tx: &mut PgConnection, before: DateTime<Utc>) -> Result<Rotation> {
+        sqlx::query(EVENT_LOCK_TIMEOUT)
+            .persistent(self.persistent)
+            .execute(&mut *tx)
+            .await?;
+        let slots: Vec<PgRow> = match sqlx::query(EVENT_SLOTS_LOCK)
             .persistent(self.persistent)
             .fetch_all(&mut *tx)
-            .await?;
+            .await
+        {
+            Ok(rows) => rows,
+            Err(e) if lock_timed_out(&e) => return Ok(Rotation::Busy),
+            Err(e) => return Err(e.into()),
+        };
         let mut current = None;
         let mut opened = HashMap::new();
         let mut closed = HashMap::new();
@@ -353,8 +422,15 @@ impl EventStore for PgStore {
             .flatten()
             .is_none_or(|at| at < before);
         if !due || !oldest_expired {
-            tx.rollback().await?;
-            return Ok(EventPurge::default());
+            return Ok(Rotation::NotDue);
+        }
+        // `oldest` is 0..=3 from the ring's own CHECK: an integer is safe to
+        // splice, and LOCK and TRUNCATE take no parameters.
+        let lock = EVENT_SLOT_LOCK.replace("{slot}", &oldest.to_string());
+        match sqlx::query(&lock).persistent(false).execute(&mut *tx).await {
+            Ok(_) => {}
+            Err(e) if lock_timed_out(&e) => return Ok(Rotation::Busy),
+            Err(e) => return Err(e.into()),
         }
         let pinned: bool = sqlx::query_scalar(EVENT_SLOT_PINNED)
             .persistent(self.persistent)
@@ -362,19 +438,16 @@ impl EventStore for PgStore {
             .fetch_one(&mut *tx)
             .await?;
         if pinned {
-            tx.rollback().await?;
-            return Ok(EventPurge {
-                removed: 0,
+            return Ok(Rotation::Done(EventPurge {
                 pinned: true,
-            });
+                ..EventPurge::default()
+            }));
         }
         let removed: i64 = sqlx::query_scalar(EVENT_SLOT_COUNT)
             .persistent(self.persistent)
             .bind(oldest)
             .fetch_one(&mut *tx)
             .await?;
-        // `oldest` is 0..=3 from the ring's own CHECK: an integer is safe to
-        // splice, and TRUNCATE takes no parameters.
         let truncate = EVENT_SLOT_TRUNCATE.replace("{slot}", &oldest.to_string());
         sqlx::query(&truncate)
             .persistent(false)
@@ -389,10 +462,9 @@ impl EventStore for PgStore {
             .bind(oldest)
             .execute(&mut *tx)
             .await?;
-        tx.commit().await?;
-        Ok(EventPurge {
+        Ok(Rotation::Done(EventPurge {
             removed: u64::try_from(removed).unwrap_or(0),
-            pinned: false,
-        })
+            ..EventPurge::default()
+        }))
     }
 }

@@ -11,6 +11,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
 use uuid::Uuid;
@@ -20,7 +21,8 @@ use super::{PgStore, secs};
 use crate::error::{Error, Result};
 use crate::events::Event;
 use crate::projector::{
-    CheckpointRow, LeaseParams, ProjectionTx, Projector, ProjectorLease, ProjectorStore,
+    CheckpointRow, LeaseParams, ProjectionTx, Projector, ProjectorLag, ProjectorLease,
+    ProjectorStore,
 };
 
 const LEASE_TAKE: &str = include_str!("../../../sql/postgres/projector_lease_take.sql");
@@ -31,6 +33,11 @@ const REBUILD_TENANT: &str =
     include_str!("../../../sql/postgres/projector_request_rebuild_tenant.sql");
 const REBUILD_ALL: &str = include_str!("../../../sql/postgres/projector_request_rebuild_all.sql");
 const CHECKPOINTS: &str = include_str!("../../../sql/postgres/projector_checkpoints.sql");
+const PENDING: &str = include_str!("../../../sql/postgres/projector_pending.sql");
+const LAG: &str = include_str!("../../../sql/postgres/projector_lag.sql");
+const SEEN: &str = include_str!("../../../sql/postgres/projector_seen.sql");
+const FORGET: &str = include_str!("../../../sql/postgres/projector_forget.sql");
+const RUNNERS_FORGET: &str = include_str!("../../../sql/postgres/projector_runners_forget.sql");
 
 fn lost(lease: &ProjectorLease) -> Error {
     Error::Conflict(format!(
@@ -226,5 +233,67 @@ impl ProjectorStore for PgStore {
                 })
             })
             .collect()
+    }
+
+    async fn projector_pending(
+        &self,
+        projector: &str,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> Result<Vec<Uuid>> {
+        let mut tx = self.begin_system().await?;
+        let rows = sqlx::query_scalar(PENDING)
+            .persistent(self.persistent)
+            .bind(projector)
+            .bind(after)
+            .bind(i64::from(limit))
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(rows)
+    }
+
+    async fn projector_lag(&self, projector: &str) -> Result<ProjectorLag> {
+        let mut tx = self.begin_system().await?;
+        let r = sqlx::query(LAG)
+            .persistent(self.persistent)
+            .bind(projector)
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(ProjectorLag {
+            tenants: u64::try_from(r.try_get::<i64, _>("tenants")?).unwrap_or(0),
+            behind_events: r.try_get("behind_events")?,
+            behind_seconds: r.try_get::<f64, _>("behind_seconds")?.max(0.0),
+        })
+    }
+
+    async fn projector_seen(&self, projector: &str) -> Result<()> {
+        crate::item::validate_kind(projector)?;
+        let mut tx = self.begin_system().await?;
+        sqlx::query(SEEN)
+            .persistent(self.persistent)
+            .bind(projector)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn projector_forget(&self, before: DateTime<Utc>) -> Result<u64> {
+        let mut tx = self.begin_system().await?;
+        let n = sqlx::query(FORGET)
+            .persistent(self.persistent)
+            .bind(before)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        sqlx::query(RUNNERS_FORGET)
+            .persistent(self.persistent)
+            .bind(before)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(n)
     }
 }

@@ -163,8 +163,9 @@ impl EventStore for SqliteStore {
         })
     }
 
-    async fn event_tenants(&self, limit: u32) -> Result<Vec<Uuid>> {
+    async fn event_tenants(&self, after: Option<Uuid>, limit: u32) -> Result<Vec<Uuid>> {
         Ok(sqlx::query_scalar(EVENT_TENANTS)
+            .bind(after)
             .bind(i64::from(limit))
             .fetch_all(&self.reader)
             .await?)
@@ -190,6 +191,10 @@ impl EventStore for SqliteStore {
             .bind(to_micros(before))
             .fetch_one(&self.reader)
             .await?;
-        Ok(EventPurge { removed, pinned })
+        Ok(EventPurge {
+            removed,
+            pinned,
+            busy: false,
+        })
     }
 }

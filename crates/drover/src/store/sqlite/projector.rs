@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 use uuid::Uuid;
@@ -16,7 +17,8 @@ use super::row::{after, from_micros, to_micros};
 use crate::error::{Error, Result};
 use crate::events::Event;
 use crate::projector::{
-    CheckpointRow, LeaseParams, ProjectionTx, Projector, ProjectorLease, ProjectorStore,
+    CheckpointRow, LeaseParams, ProjectionTx, Projector, ProjectorLag, ProjectorLease,
+    ProjectorStore,
 };
 
 const LEASE_TAKE: &str = include_str!("../../../sql/sqlite/projector_lease_take.sql");
@@ -27,6 +29,11 @@ const REBUILD_TENANT: &str =
     include_str!("../../../sql/sqlite/projector_request_rebuild_tenant.sql");
 const REBUILD_ALL: &str = include_str!("../../../sql/sqlite/projector_request_rebuild_all.sql");
 const CHECKPOINTS: &str = include_str!("../../../sql/sqlite/projector_checkpoints.sql");
+const PENDING: &str = include_str!("../../../sql/sqlite/projector_pending.sql");
+const LAG: &str = include_str!("../../../sql/sqlite/projector_lag.sql");
+const SEEN: &str = include_str!("../../../sql/sqlite/projector_seen.sql");
+const FORGET: &str = include_str!("../../../sql/sqlite/projector_forget.sql");
+const RUNNERS_FORGET: &str = include_str!("../../../sql/sqlite/projector_runners_forget.sql");
 
 fn lost(lease: &ProjectorLease) -> Error {
     Error::Conflict(format!(
@@ -202,5 +209,61 @@ impl ProjectorStore for SqliteStore {
                 })
             })
             .collect()
+    }
+
+    async fn projector_pending(
+        &self,
+        projector: &str,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> Result<Vec<Uuid>> {
+        Ok(sqlx::query_scalar(PENDING)
+            .bind(projector)
+            .bind(after)
+            .bind(i64::from(limit))
+            .fetch_all(&self.reader)
+            .await?)
+    }
+
+    async fn projector_lag(&self, projector: &str) -> Result<ProjectorLag> {
+        let r = sqlx::query(LAG)
+            .bind(projector)
+            .bind(to_micros(self.now()))
+            .fetch_one(&self.reader)
+            .await?;
+        let micros: i64 = r.try_get("behind_micros")?;
+        Ok(ProjectorLag {
+            tenants: u64::try_from(r.try_get::<i64, _>("tenants")?).unwrap_or(0),
+            behind_events: r.try_get("behind_events")?,
+            behind_seconds: micros.max(0) as f64 / 1_000_000.0,
+        })
+    }
+
+    async fn projector_seen(&self, projector: &str) -> Result<()> {
+        crate::item::validate_kind(projector)?;
+        let mut tx = self.begin().await?;
+        sqlx::query(SEEN)
+            .bind(projector)
+            .bind(to_micros(self.now()))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn projector_forget(&self, before: DateTime<Utc>) -> Result<u64> {
+        let before = to_micros(before);
+        let mut tx = self.begin().await?;
+        let n = sqlx::query(FORGET)
+            .bind(before)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        sqlx::query(RUNNERS_FORGET)
+            .bind(before)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(n)
     }
 }

@@ -1,0 +1,7 @@
+-- System: the retention of removed projectors. Deletes the checkpoint rows,
+-- last written before ?1, of every projector no runner has recorded alive
+-- since ?1.
+DELETE FROM projector_checkpoints
+WHERE updated_at < ?1
+  AND NOT EXISTS (SELECT 1 FROM projector_runners r
+                  WHERE r.projector = projector_checkpoints.projector AND r.seen_at >= ?1)
