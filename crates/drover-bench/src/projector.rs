@@ -90,7 +90,9 @@ pub async fn projector_apply_rate(
         Arc::new(Noop),
         ProjectorConfig {
             batch,
-            max_batches: u32::MAX,
+            // The loop below runs passes until the head; each pass takes
+            // as many batches as a runner may.
+            max_batches: drover::projector::PROJECTOR_MAX_BATCHES_MAX,
             ..ProjectorConfig::default()
         },
     )?;
