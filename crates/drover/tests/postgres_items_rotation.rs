@@ -345,8 +345,14 @@ async fn big_child(
     lane: &str,
     n: u32,
 ) -> (String, Uuid, ClaimRef) {
+    // Every id carries one instant, so all of them (the held one too) fall
+    // in one child however long the inserts take: the children are
+    // WIDTH wide by id time, and on a loaded machine 300 inserts can
+    // outlast one.
+    let at = uuid::Timestamp::now(uuid::NoContext);
     let put = |k: String| {
         NewItem::new("big", json!({ "k": k, "pad": "x".repeat(200) }))
+            .with_id(Uuid::new_v7(at))
             .with_tenant(tenant)
             .with_lane(lane)
     };
