@@ -446,4 +446,22 @@ mod tests {
         assert_eq!(args.pool_size.as_deref(), Some("30"));
         assert_eq!(args.lease.as_deref(), Some("3s"));
     }
+
+    /// README's `drover worker` table has one line per flag, naming the
+    /// row's variable, so the documented flags follow the table too.
+    #[test]
+    fn readme_lists_every_flag_with_its_variable() {
+        let readme = include_str!("../../../../README.md");
+        for row in SETTINGS {
+            let Some(long) = row.long() else { continue };
+            let line = readme
+                .lines()
+                .find(|l| l.starts_with(&format!("| `--{long} ")))
+                .unwrap_or_default();
+            assert!(
+                line.contains(&format!("`{}`", row.env)),
+                "--{long}: {line:?}"
+            );
+        }
+    }
 }
