@@ -354,11 +354,8 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         ..QueueConfig::default()
     });
     let db = effects_db(&args).await?;
-    let settings = WorkerSettings {
+    let mut settings = WorkerSettings {
         capacity,
-        lease: args.lease,
-        renew_interval: args.lease / 3,
-        renew_timeout: args.lease / 15,
         sweep_interval: args.sweep_interval,
         poll_interval: args.poll_interval,
         shutdown_grace: args.shutdown_grace,
@@ -368,6 +365,8 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         heartbeat_cron: None,
         ..WorkerSettings::default()
     };
+    // The renewal interval and timeout follow the lease (the lease rule).
+    settings.set_lease(args.lease);
     // A sweep with its own timeouts or a host step runs beside the worker,
     // through the sweep's public API, as a host would run its own.
     let own_sweep = (!args.no_sweep

@@ -3,8 +3,9 @@
 //! settings types so it cannot drift from what the code reads.
 //!
 //! Sources: the global options' variables (clap), the worker's
-//! [`WorkerSettings::variables`] (the same list `from_env` reads, held
-//! together by a unit test), and every other variable a command's clap
+//! [`WorkerSettings::variables`] (the rows of the settings table
+//! `drover::worker::SETTINGS`, which `from_env` and `drover worker`'s flags
+//! are generated from too), and every other variable a command's clap
 //! argument declares. `crates/drover-cli/tests/env_example.rs` compares the
 //! committed file with this output.
 

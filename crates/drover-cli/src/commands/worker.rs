@@ -1,10 +1,15 @@
 //! `drover worker`: drain lanes until SIGTERM or SIGINT, then shut down
 //! drain-first and exit 0.
 //!
-//! Settings come in two steps: [`WorkerSettings::from_env`] (every
-//! `DROVER_*` variable over the documented defaults), then each flag given
-//! on the command line. Clap also reads each flag's variable, so `--help`
-//! shows them; both read the same variable, so the result is the same.
+//! The flags are built from the settings table
+//! ([`drover::worker::SETTINGS`]): each row with a flag is one `--field`
+//! flag falling back to the row's variable (clap reads it, so `--help`
+//! shows it), with the row's meaning and default as its help. Settings come
+//! in two steps: [`WorkerSettings::from_env`] (every `DROVER_*` variable
+//! over the documented defaults), then each flag, row by row, with the
+//! flag's own checks; a variable read from the environment only is applied
+//! again after the flags, so an explicit one wins over what a `--lease`
+//! brings along.
 //!
 //! The pool is sized before the connection: the store opens `--pool-size`
 //! connections, and a capacity that pool cannot serve is refused before
@@ -13,80 +18,124 @@
 use std::time::Duration;
 
 use drover::store::ConnectOptions;
-use drover::worker::WorkerSettings;
+use drover::worker::{FlagCheck, SETTINGS, SettingDef, SettingKind, SettingValue, WorkerSettings};
 
 use crate::{CliError, Context, parse};
 
-/// The largest `--capacity` accepted.
-pub const CAPACITY_MAX: usize = 100_000;
+/// The largest `--capacity` accepted (the settings table's bound).
+pub use drover::worker::CAPACITY_MAX;
 
-/// Arguments of `drover worker`. Every flag falls back to its `DROVER_*`
-/// variable, then to the [`WorkerSettings`] default shown.
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct WorkerArgs {
-    /// Lanes drained, comma-separated, in claim order [default: default].
-    #[arg(long, env = "DROVER_LANES", value_name = "A,B")]
-    pub lanes: Option<String>,
-    /// Handlers running at once [default: 20].
-    #[arg(long, env = "DROVER_CAPACITY", value_name = "N")]
-    pub capacity: Option<String>,
-    /// How long a claim holds without renewal [default: 30s].
-    #[arg(long, env = "DROVER_LEASE", value_name = "DURATION")]
-    pub lease: Option<String>,
-    /// How often a running item renews its lease [default: a third of the
-    /// lease].
-    #[arg(long, env = "DROVER_RENEW_INTERVAL", value_name = "DURATION")]
-    pub renew_interval: Option<String>,
-    /// How often liveness is beaten and published [default: 5s].
-    #[arg(long, env = "DROVER_HEARTBEAT_INTERVAL", value_name = "DURATION")]
-    pub heartbeat_interval: Option<String>,
-    /// The claim poll when no wake-up arrives [default: 1s].
-    #[arg(long, env = "DROVER_POLL_INTERVAL", value_name = "DURATION")]
-    pub poll_interval: Option<String>,
-    /// How often the sweep runs, jittered ±20 % [default: 15s].
-    #[arg(long, env = "DROVER_SWEEP_INTERVAL", value_name = "DURATION")]
-    pub sweep_interval: Option<String>,
-    /// How long done, failed and cancelled items are kept [default: 7days].
-    #[arg(long, env = "DROVER_ITEM_RETENTION", value_name = "DURATION")]
-    pub item_retention: Option<String>,
-    /// PostgreSQL: vacuum drover's tables once their dead tuples pass the
-    /// threshold, `on` or `off` [default: on].
-    #[arg(long, env = "DROVER_VACUUM", value_name = "on|off")]
-    pub vacuum: Option<String>,
-    /// PostgreSQL: the dead tuples at which the paced vacuum vacuums a
-    /// table [default: 5000].
-    #[arg(long, env = "DROVER_VACUUM_THRESHOLD", value_name = "N")]
-    pub vacuum_threshold: Option<String>,
-    /// How long in-flight items may finish on shutdown [default: 30s].
-    #[arg(long, env = "DROVER_SHUTDOWN_GRACE", value_name = "DURATION")]
-    pub shutdown_grace: Option<String>,
-    /// Database connections the process opens [default: 10].
-    #[arg(long, env = "DROVER_POOL_SIZE", value_name = "N")]
-    pub pool_size: Option<String>,
-    /// The longest a database call waits for a connection before it fails
-    /// fast, e.g. while the server restarts [default: 5s].
-    #[arg(long, env = "DROVER_DB_TIMEOUT", value_name = "DURATION")]
-    pub db_timeout: Option<String>,
+/// Declares [`WorkerArgs`]: one field per flagged row of
+/// [`SETTINGS`] (a unit test holds the two together), and clap's
+/// argument set built from the rows.
+macro_rules! worker_args {
+    ($($field:ident),* $(,)?) => {
+        /// Arguments of `drover worker`. Every flag falls back to its
+        /// `DROVER_*` variable, then to the [`WorkerSettings`] default
+        /// shown; each holds the text given, parsed by
+        /// [`WorkerArgs::settings`].
+        #[derive(Debug, Clone, Default)]
+        pub struct WorkerArgs {
+            $(
+                #[doc = concat!("The `", stringify!($field), "` row's flag or variable, as given.")]
+                pub $field: Option<String>,
+            )*
+        }
 
-    /// When the built-in drover.heartbeat job fires: a cron expression
-    /// (seconds optional), or `off` [default: * * * * *, every minute].
-    #[arg(long, env = "DROVER_HEARTBEAT_CRON", value_name = "CRON|off")]
-    pub heartbeat_cron: Option<String>,
-    /// The lane the drover.heartbeat job's items go to, the same on every
-    /// worker whatever lanes it drains (some worker must drain it)
-    /// [default: default].
-    #[arg(long, env = "DROVER_HEARTBEAT_LANE", value_name = "LANE")]
-    pub heartbeat_lane: Option<String>,
-    /// Where /healthz and /metrics listen, or `off` [default:
-    /// 127.0.0.1:9464].
-    #[arg(long, env = "DROVER_METRICS_ADDR", value_name = "HOST:PORT|off")]
-    pub metrics_addr: Option<String>,
+        impl WorkerArgs {
+            /// The fields, each a flagged row of [`SETTINGS`].
+            #[cfg(test)]
+            const FIELDS: &[&str] = &[$(stringify!($field)),*];
+
+            /// The text given for a row's flag (or its variable).
+            fn given(&self, field: &str) -> Option<&str> {
+                match field {
+                    $(stringify!($field) => self.$field.as_deref(),)*
+                    _ => None,
+                }
+            }
+        }
+
+        impl clap::FromArgMatches for WorkerArgs {
+            fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+                let mut args = WorkerArgs::default();
+                args.update_from_arg_matches(m)?;
+                Ok(args)
+            }
+
+            fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+                $(
+                    if let Some(v) = m.try_get_one::<String>(stringify!($field)).ok().flatten() {
+                        self.$field = Some(v.clone());
+                    }
+                )*
+                Ok(())
+            }
+        }
+    };
+}
+
+worker_args!(
+    lanes,
+    capacity,
+    lease,
+    renew_interval,
+    heartbeat_interval,
+    poll_interval,
+    sweep_interval,
+    item_retention,
+    vacuum,
+    vacuum_threshold,
+    shutdown_grace,
+    pool_size,
+    db_timeout,
+    heartbeat_cron,
+    heartbeat_lane,
+    metrics_addr,
+);
+
+impl clap::Args for WorkerArgs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        SETTINGS
+            .iter()
+            .fold(cmd, |cmd, row| match (row.flag, row.long()) {
+                (Some(flag), Some(long)) => cmd.arg(
+                    clap::Arg::new(row.field)
+                        .long(long)
+                        .env(row.env)
+                        .value_name(flag.value_name)
+                        .value_parser(clap::value_parser!(String))
+                        .action(clap::ArgAction::Set)
+                        .help(help(row)),
+                ),
+                _ => cmd,
+            })
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+/// A flag's help: the row's meaning, capitalised, with its default unless
+/// the meaning states one.
+fn help(row: &SettingDef) -> String {
+    let mut chars = row.doc.chars();
+    let mut text: String = chars
+        .next()
+        .map(|c| c.to_uppercase().collect())
+        .unwrap_or_default();
+    text.push_str(chars.as_str());
+    if !row.doc.contains("(default:") {
+        text.push_str(&format!(" [default: {}]", row.default_text()));
+    }
+    text
 }
 
 impl WorkerArgs {
-    /// The settings: `DROVER_*` variables over the defaults, then the flags.
-    /// A lease given without a renewal interval brings the interval (a
-    /// third) and the renewal timeout (a fifteenth, unless
+    /// The settings: `DROVER_*` variables over the defaults, then the flags
+    /// in table order. A lease given without a renewal interval brings the
+    /// interval (a third) and the renewal timeout (a fifteenth, unless
     /// `DROVER_RENEW_TIMEOUT` is set) along.
     ///
     /// # Errors
@@ -94,71 +143,76 @@ impl WorkerArgs {
     /// not parse.
     pub fn settings(&self) -> Result<WorkerSettings, CliError> {
         let mut s = WorkerSettings::from_env()?;
-        if let Some(v) = &self.lanes {
-            s.lanes = v.split(',').map(|l| l.trim().to_owned()).collect();
-        }
-        if let Some(v) = &self.capacity {
-            s.capacity = parse::int("capacity", v, 1usize, CAPACITY_MAX)?;
-        }
-        if let Some(v) = &self.lease {
-            s.lease = duration("lease", v)?;
-            if self.renew_interval.is_none() {
-                s.renew_interval = s.lease / 3;
+        for row in SETTINGS {
+            match row.flag {
+                Some(flag) => {
+                    if let Some(v) = self.given(row.field) {
+                        (row.set)(&mut s, parse_flag(row, flag.check, v)?);
+                    }
+                }
+                // Read from the environment only: applied again, so a set
+                // variable wins over what a flag brought along.
+                None => {
+                    if let Some(v) = row.env_text().filter(|_| !row.store_reads) {
+                        (row.set)(&mut s, row.parse_env(&v)?);
+                    }
+                }
             }
-            if std::env::var_os("DROVER_RENEW_TIMEOUT").is_none() {
-                s.renew_timeout = s.lease / 15;
-            }
         }
-        if let Some(v) = &self.renew_interval {
-            s.renew_interval = duration("renew_interval", v)?;
+        Ok(s)
+    }
+}
+
+/// A flag's text, parsed by its row's kind with the flag's check; a
+/// refusal names the field.
+fn parse_flag(row: &SettingDef, check: FlagCheck, v: &str) -> Result<SettingValue, CliError> {
+    let field = row.field;
+    Ok(match row.kind {
+        SettingKind::Lanes => {
+            SettingValue::Lanes(v.split(',').map(|l| l.trim().to_owned()).collect())
         }
-        if let Some(v) = &self.heartbeat_interval {
-            s.heartbeat_interval = duration("heartbeat_interval", v)?;
+        SettingKind::Usize => SettingValue::Usize(int(field, v, check)?),
+        SettingKind::U32 => SettingValue::U32(int(field, v, check)?),
+        SettingKind::U64 => SettingValue::U64(int(field, v, check)?),
+        SettingKind::Prefetch => SettingValue::Prefetch(Some(int(field, v, check)?)),
+        SettingKind::Duration if check == FlagCheck::NonZero => {
+            SettingValue::Duration(duration(field, v)?)
         }
-        if let Some(v) = &self.poll_interval {
-            s.poll_interval = duration("poll_interval", v)?;
-        }
-        if let Some(v) = &self.sweep_interval {
-            s.sweep_interval = duration("sweep_interval", v)?;
-        }
-        if let Some(v) = &self.item_retention {
-            s.item_retention = duration("item_retention", v)?;
-        }
-        if let Some(v) = &self.vacuum {
-            s.vacuum = drover::worker::parse_on_off("vacuum", v)?;
-        }
-        if let Some(v) = &self.vacuum_threshold {
-            s.vacuum_threshold = parse::int("vacuum_threshold", v, 1u64, u64::MAX)?;
-        }
-        if let Some(v) = &self.shutdown_grace {
-            s.shutdown_grace = parse::duration("shutdown_grace", v)?;
-        }
-        if let Some(v) = &self.pool_size {
-            s.pool_size = parse::int("pool_size", v, 1u32, u32::MAX)?;
-        }
-        if let Some(v) = &self.db_timeout {
-            s.db_timeout = duration("db_timeout", v)?;
-        }
-        if let Some(v) = &self.heartbeat_cron {
-            s.heartbeat_cron = drover::worker::parse_heartbeat_cron(v);
-        }
-        if let Some(v) = &self.heartbeat_lane {
-            v.trim().clone_into(&mut s.heartbeat_lane);
-        }
-        if let Some(v) = &self.metrics_addr {
+        SettingKind::Duration => SettingValue::Duration(parse::duration(field, v)?),
+        SettingKind::Switch => SettingValue::Switch(drover::worker::parse_on_off(field, v)?),
+        SettingKind::Cron => SettingValue::Cron(drover::worker::parse_heartbeat_cron(v)),
+        SettingKind::Lane => SettingValue::Lane(v.trim().to_owned()),
+        SettingKind::Addr => {
             let v = v.trim();
-            s.metrics_addr = if v.is_empty() || v.eq_ignore_ascii_case("off") {
+            SettingValue::Addr(if v.is_empty() || v.eq_ignore_ascii_case("off") {
                 None
             } else {
                 Some(v.parse().map_err(|_| {
                     CliError::invalid(
-                        "metrics_addr",
+                        field,
                         format!("{v:?} is not host:port (e.g. 127.0.0.1:9464) or off"),
                     )
                 })?)
-            };
+            })
         }
-        Ok(s)
+    })
+}
+
+/// A count within the flag's range (the whole type without one).
+fn int<T>(field: &'static str, text: &str, check: FlagCheck) -> Result<T, CliError>
+where
+    T: TryFrom<u64> + std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
+{
+    let (min, max) = match check {
+        FlagCheck::Range { min, max } => (min, max),
+        FlagCheck::None | FlagCheck::NonZero => (0, u64::MAX),
+    };
+    match (T::try_from(min), T::try_from(max)) {
+        (Ok(min), Ok(max)) => parse::int(field, text, min, max),
+        _ => Err(CliError::invalid(
+            field,
+            "has a range its type cannot hold in the settings table",
+        )),
     }
 }
 
@@ -341,6 +395,73 @@ mod tests {
             let e = args.settings().expect_err("refused");
             assert_eq!(e.exit_code(), crate::EXIT_INVALID);
             assert!(e.to_string().contains(field), "{e}");
+        }
+    }
+
+    /// Every flagged row of the settings table is exactly one field of
+    /// `WorkerArgs` and one flag of `drover worker` with the row's
+    /// variable, and nothing else is.
+    #[test]
+    fn flags_are_the_flagged_rows_of_the_settings_table() {
+        use clap::CommandFactory;
+        let rows: Vec<&SettingDef> = SETTINGS.iter().filter(|r| r.flag.is_some()).collect();
+        let fields: Vec<&str> = rows.iter().map(|r| r.field).collect();
+        assert_eq!(fields, WorkerArgs::FIELDS);
+        let cli = crate::Cli::command();
+        let worker = cli.find_subcommand("worker").expect("drover worker");
+        let flags: Vec<(String, String)> = worker
+            .get_arguments()
+            .filter(|a| {
+                a.get_env()
+                    .is_some_and(|e| e.to_string_lossy().starts_with("DROVER_"))
+            })
+            .filter(|a| !a.is_global_set())
+            .map(|a| {
+                let env = a.get_env().map(|e| e.to_string_lossy().into_owned());
+                (
+                    a.get_long().unwrap_or_default().to_owned(),
+                    env.unwrap_or_default(),
+                )
+            })
+            .collect();
+        let expected: Vec<(String, String)> = rows
+            .iter()
+            .map(|r| (r.long().unwrap_or_default().to_owned(), r.env.to_owned()))
+            .collect();
+        for e in &expected {
+            assert!(flags.contains(e), "{e:?} missing from {flags:?}");
+        }
+        assert_eq!(flags.len(), expected.len(), "{flags:?}");
+    }
+
+    #[test]
+    fn flags_parse_from_the_command_line() {
+        use clap::Parser;
+        let cli =
+            crate::Cli::try_parse_from(["drover", "worker", "--pool-size", "30", "--lease", "3s"])
+                .expect("parses");
+        let crate::Command::Worker(args) = cli.command else {
+            panic!("not the worker command");
+        };
+        assert_eq!(args.pool_size.as_deref(), Some("30"));
+        assert_eq!(args.lease.as_deref(), Some("3s"));
+    }
+
+    /// README's `drover worker` table has one line per flag, naming the
+    /// row's variable, so the documented flags follow the table too.
+    #[test]
+    fn readme_lists_every_flag_with_its_variable() {
+        let readme = include_str!("../../../../README.md");
+        for row in SETTINGS {
+            let Some(long) = row.long() else { continue };
+            let line = readme
+                .lines()
+                .find(|l| l.starts_with(&format!("| `--{long} ")))
+                .unwrap_or_default();
+            assert!(
+                line.contains(&format!("`{}`", row.env)),
+                "--{long}: {line:?}"
+            );
         }
     }
 }

@@ -151,9 +151,7 @@ impl WorkerBuilder {
             s.capacity = c;
         }
         if let Some(lease) = self.lease {
-            s.lease = lease;
-            s.renew_interval = lease / 3;
-            s.renew_timeout = lease / 15;
+            s.set_lease(lease);
         }
         if let Some(addr) = self.metrics_addr {
             s.metrics_addr = addr;

@@ -1,11 +1,22 @@
 //! Worker settings: one type, from flags and `DROVER_*` environment
 //! variables, every field with a documented default, validated together at
 //! start so a bad combination is refused with the relation it breaks.
+//!
+//! One table, [`SETTINGS`], lists every setting (field, variable, flag,
+//! default, parser, meaning); `from_env`, `drover worker`'s flags,
+//! `.env.example` and `drover env-example` are generated from it. The
+//! lease rule is [`renewal_for`]; `DROVER_POOL_SIZE` is read by the store
+//! alone ([`ConnectOptions::from_env`](crate::store::ConnectOptions::from_env)).
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+
+mod row;
+use row::setting;
+pub use row::{FlagCheck, SettingDef, SettingFlag, SettingKind, SettingValue};
+use row::{flag, nonzero, range};
 
 /// `DROVER_LANES`: lanes drained (comma-separated).
 pub const LANES_DEFAULT: &str = "default";
@@ -14,8 +25,19 @@ pub const CAPACITY_DEFAULT: usize = 20;
 /// `DROVER_LEASE`: how long a claim holds without renewal.
 pub const LEASE_DEFAULT: Duration = Duration::from_secs(30);
 /// `DROVER_RENEW_TIMEOUT`: the longest one renewal may take (a fifteenth
-/// of the lease unless set, so several retries fit in half a lease).
+/// of the lease unless set, so several retries fit in half a lease): the
+/// [`renewal_for`] the default lease, held equal by a unit test.
 pub const RENEW_TIMEOUT_DEFAULT: Duration = Duration::from_secs(2);
+
+/// The lease rule: the renewal interval (a third of the lease) and the
+/// renewal timeout (a fifteenth) a lease brings along unless they are set.
+/// A failed renewal is retried after half the timeout, so with these the
+/// interval plus two timeouts stay under half the lease
+/// ([`WorkerSettings::validate`]). Every place that sets a lease uses it,
+/// through [`WorkerSettings::set_lease`].
+pub fn renewal_for(lease: Duration) -> (Duration, Duration) {
+    (lease / 3, lease / 15)
+}
 /// `DROVER_HEARTBEAT_INTERVAL`: how often liveness is beaten and published.
 pub const HEARTBEAT_INTERVAL_DEFAULT: Duration = Duration::from_secs(5);
 /// `DROVER_POLL_INTERVAL`: the claim poll when no wake-up arrives.
@@ -35,8 +57,11 @@ pub const VACUUM_THRESHOLD_DEFAULT: u64 = crate::vacuum::VACUUM_DEAD_THRESHOLD_D
 pub const SHUTDOWN_GRACE_DEFAULT: Duration = Duration::from_secs(30);
 /// `DROVER_HANDLER_TIMEOUT`: a run's time limit when its handler names none.
 pub const HANDLER_TIMEOUT_DEFAULT: Duration = Duration::from_secs(300);
-/// `DROVER_POOL_SIZE`: database connections the process opens.
-pub const POOL_SIZE_DEFAULT: u32 = 10;
+/// `DROVER_POOL_SIZE`: database connections the process opens (the
+/// store's default: `Queue::connect` opens the same pool).
+pub const POOL_SIZE_DEFAULT: u32 = crate::store::POOL_SIZE_DEFAULT;
+/// The largest `--capacity` `drover worker` accepts.
+pub const CAPACITY_MAX: usize = 100_000;
 /// `DROVER_METRICS_ADDR`: where `/healthz` and `/metrics` listen.
 pub const METRICS_ADDR_DEFAULT: &str = "127.0.0.1:9464";
 /// `DROVER_COMPLETE_BATCH`: the most completions written in one statement.
@@ -174,18 +199,14 @@ pub struct Variable {
     pub meaning: &'static str,
 }
 
-fn text(d: Duration) -> String {
-    humantime::format_duration(d).to_string()
-}
-
 impl Default for WorkerSettings {
     fn default() -> Self {
         WorkerSettings {
             lanes: vec![LANES_DEFAULT.to_owned()],
             capacity: CAPACITY_DEFAULT,
             lease: LEASE_DEFAULT,
-            renew_interval: LEASE_DEFAULT / 3,
-            renew_timeout: RENEW_TIMEOUT_DEFAULT,
+            renew_interval: renewal_for(LEASE_DEFAULT).0,
+            renew_timeout: renewal_for(LEASE_DEFAULT).1,
             heartbeat_interval: HEARTBEAT_INTERVAL_DEFAULT,
             poll_interval: POLL_INTERVAL_DEFAULT,
             sweep_interval: SWEEP_INTERVAL_DEFAULT,
@@ -210,219 +231,112 @@ impl Default for WorkerSettings {
     }
 }
 
-fn env_duration(name: &'static str, into: &mut Duration) -> Result<()> {
-    if let Ok(v) = std::env::var(name) {
-        *into = humantime::parse_duration(v.trim())
-            .map_err(|e| Error::invalid(name, format!("{v:?} is not a duration: {e}")))?;
-    }
-    Ok(())
-}
-
-fn env_num<T: std::str::FromStr>(name: &'static str, into: &mut T) -> Result<()> {
-    if let Ok(v) = std::env::var(name) {
-        *into = v
-            .trim()
-            .parse()
-            .map_err(|_| Error::invalid(name, format!("{v:?} is not a number")))?;
-    }
-    Ok(())
-}
-
 impl WorkerSettings {
     /// Every variable [`WorkerSettings::from_env`] reads, in the order it
-    /// reads them, with the default rendered from [`WorkerSettings::default`].
-    /// A test holds this list and `from_env` together.
+    /// reads them, with the default rendered from [`WorkerSettings::default`]:
+    /// the rows of [`SETTINGS`].
     pub fn variables() -> Vec<Variable> {
-        let d = WorkerSettings::default();
-        let v = |name, default: String, meaning| Variable {
-            name,
-            default,
-            meaning,
-        };
-        vec![
-            v(
-                "DROVER_LANES",
-                d.lanes.join(","),
-                "lanes drained, comma-separated, in claim order",
-            ),
-            v(
-                "DROVER_CAPACITY",
-                d.capacity.to_string(),
-                "handlers running at once",
-            ),
-            v(
-                "DROVER_LEASE",
-                text(d.lease),
-                "how long a claim holds without renewal",
-            ),
-            v(
-                "DROVER_RENEW_INTERVAL",
-                text(d.renew_interval),
-                "how often a running item renews its lease (default: a third of the lease)",
-            ),
-            v(
-                "DROVER_RENEW_TIMEOUT",
-                text(d.lease / 15),
-                "the longest one renewal may take (default: a fifteenth of the lease)",
-            ),
-            v(
-                "DROVER_HEARTBEAT_INTERVAL",
-                text(d.heartbeat_interval),
-                "how often liveness is beaten in memory and published to the workers table",
-            ),
-            v(
-                "DROVER_POLL_INTERVAL",
-                text(d.poll_interval),
-                "the claim poll when no wake-up arrives",
-            ),
-            v(
-                "DROVER_SWEEP_INTERVAL",
-                text(d.sweep_interval),
-                "how often the sweep runs (stale requeue, purge, gauges), jittered +-20 %",
-            ),
-            v(
-                "DROVER_ITEM_RETENTION",
-                text(d.item_retention),
-                "done, failed and cancelled items are purged after this",
-            ),
-            v(
-                "DROVER_VACUUM",
-                on_off(d.vacuum),
-                "PostgreSQL: vacuum drover's tables once their dead tuples pass the threshold (on|off)",
-            ),
-            v(
-                "DROVER_VACUUM_THRESHOLD",
-                d.vacuum_threshold.to_string(),
-                "PostgreSQL: the dead tuples at which the paced vacuum vacuums a table",
-            ),
-            v(
-                "DROVER_SHUTDOWN_GRACE",
-                text(d.shutdown_grace),
-                "how long in-flight items may finish on shutdown before they are released",
-            ),
-            v(
-                "DROVER_HANDLER_TIMEOUT",
-                text(d.handler_timeout),
-                "a run's time limit when its handler names none",
-            ),
-            v(
-                "DROVER_POOL_SIZE",
-                d.pool_size.to_string(),
-                "database connections the process opens (2 + claimers + capacity / 4 at least)",
-            ),
-            v(
-                "DROVER_PREFETCH",
-                String::new(),
-                "claimed items held ready beyond the free slots (unset: adaptive, about 20 ms of work)",
-            ),
-            v(
-                "DROVER_CLAIMERS",
-                d.claimers.to_string(),
-                "claim statements in flight at once",
-            ),
-            v(
-                "DROVER_DB_TIMEOUT",
-                text(d.db_timeout),
-                "the longest a database call waits for a connection before it fails fast",
-            ),
-            v(
-                "DROVER_COMPLETE_BATCH",
-                d.complete_batch.to_string(),
-                "the most completions written in one statement",
-            ),
-            v(
-                "DROVER_COMPLETE_WINDOW",
-                text(d.complete_window),
-                "how long finished items wait to share a completion write",
-            ),
-            v(
-                "DROVER_CANCEL_GRACE",
-                text(d.cancel_grace),
-                "how long a handler whose token fired may take to return before it is dropped",
-            ),
-            v(
-                "DROVER_SPREAD_FALLBACK",
-                text(d.spread_fallback),
-                "after a wake-up designating another worker of the lane, the wait before claiming anyway (0: at once)",
-            ),
-            v(
-                "DROVER_HEARTBEAT_CRON",
-                d.heartbeat_cron.clone().unwrap_or_else(|| "off".to_owned()),
-                "when the built-in drover.heartbeat job fires (cron, seconds optional), or off",
-            ),
-            v(
-                "DROVER_HEARTBEAT_LANE",
-                d.heartbeat_lane.clone(),
-                "the lane the drover.heartbeat job's items go to, the same on every worker (some worker must drain it)",
-            ),
-            v(
-                "DROVER_SCHEDULER_INTERVAL",
-                text(d.scheduler_interval),
-                "the longest the scheduler waits between two looks at its schedules",
-            ),
-            v(
-                "DROVER_METRICS_ADDR",
-                METRICS_ADDR_DEFAULT.to_owned(),
-                "where /healthz, /readyz and /metrics listen (host:port, or off)",
-            ),
-        ]
+        SETTINGS
+            .iter()
+            .map(|r| Variable {
+                name: r.env,
+                default: r.default_text(),
+                meaning: r.doc,
+            })
+            .collect()
     }
 
-    /// The defaults overridden by any `DROVER_*` variable set. The renewal
-    /// interval follows the lease unless `DROVER_RENEW_INTERVAL` is set.
+    /// The defaults overridden by any `DROVER_*` variable set, each row of
+    /// [`SETTINGS`] in turn. The renewal interval and timeout follow the
+    /// lease unless `DROVER_RENEW_INTERVAL` / `DROVER_RENEW_TIMEOUT` are
+    /// set (their rows come after the lease's). `DROVER_POOL_SIZE` is read
+    /// by [`ConnectOptions::from_env`](crate::store::ConnectOptions::from_env),
+    /// the one place it is read, so the worker and `Queue::connect` agree.
     ///
     /// # Errors
     /// [`Error::InvalidInput`] naming the variable that does not parse.
     pub fn from_env() -> Result<Self> {
         let mut s = WorkerSettings::default();
-        if let Ok(v) = std::env::var("DROVER_LANES") {
-            s.lanes = v.split(',').map(|l| l.trim().to_owned()).collect();
+        for row in SETTINGS {
+            if row.store_reads {
+                s.pool_size = crate::store::ConnectOptions::from_env()?.pool_size;
+            } else if let Some(v) = row.env_text() {
+                (row.set)(&mut s, row.parse_env(&v)?);
+            }
         }
-        env_num("DROVER_CAPACITY", &mut s.capacity)?;
-        env_duration("DROVER_LEASE", &mut s.lease)?;
-        s.renew_interval = s.lease / 3;
-        s.renew_timeout = s.lease / 15;
-        env_duration("DROVER_RENEW_INTERVAL", &mut s.renew_interval)?;
-        env_duration("DROVER_RENEW_TIMEOUT", &mut s.renew_timeout)?;
-        env_duration("DROVER_HEARTBEAT_INTERVAL", &mut s.heartbeat_interval)?;
-        env_duration("DROVER_POLL_INTERVAL", &mut s.poll_interval)?;
-        env_duration("DROVER_SWEEP_INTERVAL", &mut s.sweep_interval)?;
-        env_duration("DROVER_ITEM_RETENTION", &mut s.item_retention)?;
-        if let Ok(v) = std::env::var("DROVER_VACUUM") {
-            s.vacuum = parse_on_off("DROVER_VACUUM", &v)?;
-        }
-        env_num("DROVER_VACUUM_THRESHOLD", &mut s.vacuum_threshold)?;
-        env_duration("DROVER_SHUTDOWN_GRACE", &mut s.shutdown_grace)?;
-        env_duration("DROVER_HANDLER_TIMEOUT", &mut s.handler_timeout)?;
-        env_num("DROVER_POOL_SIZE", &mut s.pool_size)?;
-        if let Ok(v) = std::env::var("DROVER_PREFETCH") {
-            s.prefetch = Some(v.trim().parse().map_err(|_| {
-                Error::invalid("DROVER_PREFETCH", format!("{v:?} is not a number"))
-            })?);
-        }
-        env_num("DROVER_CLAIMERS", &mut s.claimers)?;
-        env_duration("DROVER_DB_TIMEOUT", &mut s.db_timeout)?;
-        env_num("DROVER_COMPLETE_BATCH", &mut s.complete_batch)?;
-        env_duration("DROVER_COMPLETE_WINDOW", &mut s.complete_window)?;
-        env_duration("DROVER_CANCEL_GRACE", &mut s.cancel_grace)?;
-        env_duration("DROVER_SPREAD_FALLBACK", &mut s.spread_fallback)?;
-        if let Ok(v) = std::env::var("DROVER_METRICS_ADDR") {
-            s.metrics_addr = if v.trim().is_empty() || v.trim() == "off" {
-                None
-            } else {
-                Some(v.trim().parse().map_err(|_| {
-                    Error::invalid("DROVER_METRICS_ADDR", format!("{v:?} is not host:port"))
-                })?)
-            };
-        }
-        if let Ok(v) = std::env::var("DROVER_HEARTBEAT_CRON") {
-            s.heartbeat_cron = parse_heartbeat_cron(&v);
-        }
-        if let Ok(v) = std::env::var("DROVER_HEARTBEAT_LANE") {
-            v.trim().clone_into(&mut s.heartbeat_lane);
-        }
-        env_duration("DROVER_SCHEDULER_INTERVAL", &mut s.scheduler_interval)?;
         Ok(s)
+    }
+}
+
+/// The one source of worker settings: per setting its field, variable,
+/// `drover worker` flag (with what the flag refuses beyond the variable),
+/// default (the field's in [`WorkerSettings::default`]), parser (its
+/// [`SettingKind`]) and meaning. [`WorkerSettings::from_env`], the CLI's flags,
+/// `.env.example` and `drover env-example` are generated from it. Order
+/// matters: a row may bring later ones along (the lease), and is the order
+/// of `.env.example` and `--help`.
+pub const SETTINGS: &[SettingDef] = &[
+    setting!(lanes: Lanes, "DROVER_LANES", flag("lanes", "A,B"),
+        "lanes drained, comma-separated, in claim order"),
+    setting!(capacity: Usize, "DROVER_CAPACITY", range("capacity", "N", 1, CAPACITY_MAX as u64),
+        "handlers running at once"),
+    setting!(lease: Duration, "DROVER_LEASE", nonzero("lease", "DURATION"),
+        "how long a claim holds without renewal", set = WorkerSettings::set_lease),
+    setting!(renew_interval: Duration, "DROVER_RENEW_INTERVAL", nonzero("renew-interval", "DURATION"),
+        "how often a running item renews its lease (default: a third of the lease)"),
+    setting!(renew_timeout: Duration, "DROVER_RENEW_TIMEOUT", None,
+        "the longest one renewal may take (default: a fifteenth of the lease)"),
+    setting!(heartbeat_interval: Duration, "DROVER_HEARTBEAT_INTERVAL", nonzero("heartbeat-interval", "DURATION"),
+        "how often liveness is beaten in memory and published to the workers table"),
+    setting!(poll_interval: Duration, "DROVER_POLL_INTERVAL", nonzero("poll-interval", "DURATION"),
+        "the claim poll when no wake-up arrives"),
+    setting!(sweep_interval: Duration, "DROVER_SWEEP_INTERVAL", nonzero("sweep-interval", "DURATION"),
+        "how often the sweep runs (stale requeue, purge, gauges), jittered +-20 %"),
+    setting!(item_retention: Duration, "DROVER_ITEM_RETENTION", nonzero("item-retention", "DURATION"),
+        "done, failed and cancelled items are purged after this"),
+    setting!(vacuum: Switch, "DROVER_VACUUM", flag("vacuum", "on|off"),
+        "PostgreSQL: vacuum drover's tables once their dead tuples pass the threshold (on|off)"),
+    setting!(vacuum_threshold: U64, "DROVER_VACUUM_THRESHOLD", range("vacuum-threshold", "N", 1, u64::MAX),
+        "PostgreSQL: the dead tuples at which the paced vacuum vacuums a table"),
+    setting!(shutdown_grace: Duration, "DROVER_SHUTDOWN_GRACE", flag("shutdown-grace", "DURATION"),
+        "how long in-flight items may finish on shutdown before they are released"),
+    setting!(handler_timeout: Duration, "DROVER_HANDLER_TIMEOUT", None,
+        "a run's time limit when its handler names none"),
+    SettingDef {
+        store_reads: true,
+        ..setting!(pool_size: U32, "DROVER_POOL_SIZE", range("pool-size", "N", 1, u32::MAX as u64),
+            "database connections the process opens (2 + claimers + capacity / 4 at least)")
+    },
+    setting!(prefetch: Prefetch, "DROVER_PREFETCH", None,
+        "claimed items held ready beyond the free slots (unset: adaptive, about 20 ms of work)"),
+    setting!(claimers: Usize, "DROVER_CLAIMERS", None,
+        "claim statements in flight at once"),
+    setting!(db_timeout: Duration, "DROVER_DB_TIMEOUT", nonzero("db-timeout", "DURATION"),
+        "the longest a database call waits for a connection before it fails fast"),
+    setting!(complete_batch: Usize, "DROVER_COMPLETE_BATCH", None,
+        "the most completions written in one statement"),
+    setting!(complete_window: Duration, "DROVER_COMPLETE_WINDOW", None,
+        "how long finished items wait to share a completion write"),
+    setting!(cancel_grace: Duration, "DROVER_CANCEL_GRACE", None,
+        "how long a handler whose token fired may take to return before it is dropped"),
+    setting!(spread_fallback: Duration, "DROVER_SPREAD_FALLBACK", None,
+        "after a wake-up designating another worker of the lane, the wait before claiming anyway (0: at once)"),
+    setting!(heartbeat_cron: Cron, "DROVER_HEARTBEAT_CRON", flag("heartbeat-cron", "CRON|off"),
+        "when the built-in drover.heartbeat job fires (cron, seconds optional), or off"),
+    setting!(heartbeat_lane: Lane, "DROVER_HEARTBEAT_LANE", flag("heartbeat-lane", "LANE"),
+        "the lane the drover.heartbeat job's items go to, the same on every worker (some worker must drain it)"),
+    setting!(scheduler_interval: Duration, "DROVER_SCHEDULER_INTERVAL", None,
+        "the longest the scheduler waits between two looks at its schedules"),
+    setting!(metrics_addr: Addr, "DROVER_METRICS_ADDR", flag("metrics-addr", "HOST:PORT|off"),
+        "where /healthz, /readyz and /metrics listen (host:port, or off)"),
+];
+
+impl WorkerSettings {
+    /// Sets the lease and what follows it ([`renewal_for`]): the renewal
+    /// interval and timeout. The one place the lease rule is applied.
+    pub fn set_lease(&mut self, lease: Duration) {
+        self.lease = lease;
+        (self.renew_interval, self.renew_timeout) = renewal_for(lease);
     }
 
     /// The pool size that serves `capacity` running items: the runtime's
@@ -530,11 +444,6 @@ impl WorkerSettings {
     }
 }
 
-/// `on` or `off` as a setting is written.
-fn on_off(b: bool) -> String {
-    if b { "on" } else { "off" }.to_owned()
-}
-
 /// An on/off setting: `on`, `true`, `1` or `off`, `false`, `0` (any case).
 ///
 /// # Errors
@@ -625,5 +534,54 @@ mod tests {
         // item's writes waiting on the connection LISTEN holds.
         s.validate(Some(10))
             .expect_err("the listener's connection counted");
+    }
+
+    /// Each row's default, rendered as its variable takes it, parses back
+    /// to the default, and `set` takes what `get` gives: the table's
+    /// parsers, renderers and fields agree.
+    #[test]
+    fn every_row_round_trips_its_default() {
+        let d = WorkerSettings::default();
+        for row in SETTINGS {
+            let v = (row.get)(&d);
+            let mut s = WorkerSettings::default();
+            (row.set)(&mut s, v.clone());
+            assert_eq!(s, d, "{}", row.field);
+            if row.kind == SettingKind::Prefetch || row.store_reads {
+                continue; // unset means adaptive; the store parses the pool
+            }
+            let parsed = row.parse_env(&row.default_text());
+            assert_eq!(parsed.ok(), Some(v), "{}", row.field);
+        }
+    }
+
+    #[test]
+    fn rows_are_unique_and_only_the_pool_is_the_stores() {
+        let mut fields: Vec<_> = SETTINGS.iter().map(|r| r.field).collect();
+        let mut envs: Vec<_> = SETTINGS.iter().map(|r| r.env).collect();
+        let n = SETTINGS.len();
+        fields.sort_unstable();
+        fields.dedup();
+        envs.sort_unstable();
+        envs.dedup();
+        assert_eq!((fields.len(), envs.len()), (n, n));
+        let store: Vec<_> = SETTINGS.iter().filter(|r| r.store_reads).collect();
+        assert_eq!(store.len(), 1);
+        assert_eq!(store[0].env, "DROVER_POOL_SIZE");
+        for r in SETTINGS {
+            let long = r.field.replace('_', "-");
+            assert_eq!(r.long(), r.flag.map(|_| long.as_str()), "{}", r.field);
+        }
+    }
+
+    #[test]
+    fn the_lease_brings_the_renewal_along() {
+        assert_eq!(renewal_for(LEASE_DEFAULT).1, RENEW_TIMEOUT_DEFAULT);
+        let mut s = WorkerSettings::default();
+        let lease = SETTINGS.iter().find(|r| r.field == "lease");
+        let lease = lease.map(|r| r.parse_env("3s").map(|v| (r.set)(&mut s, v)));
+        assert!(matches!(lease, Some(Ok(()))));
+        assert_eq!(s.renew_interval, Duration::from_secs(1));
+        assert_eq!(s.renew_timeout, Duration::from_millis(200));
     }
 }
