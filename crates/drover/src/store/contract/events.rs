@@ -1,4 +1,4 @@
-//! Contract cases of the event log ([`EventStore`](crate::events::EventStore)):
+//! Contract cases of the event log ([`EventStore`](crate::store::events::EventStore)):
 //! dense positions in order, append twice is a no-op, concurrent appenders
 //! leave no gap, tenant isolation, topic filtering, and the purge (old
 //! events go, newer ones and positions stay). Run by every backend through
@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::{Harness, assert_kind, tenant_a, tenant_b};
 use crate::error::ErrorKind;
-use crate::events::{EventAppended, NewEvent};
+use crate::store::events::{EventAppended, NewEvent};
 
 /// Expands to one `#[tokio::test]` per event-log contract case.
 #[macro_export]

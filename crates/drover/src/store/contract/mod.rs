@@ -33,7 +33,7 @@ pub type InsertIn = Arc<
 /// `Queue::outbox_write_in` runs it.
 pub type OutboxIn = Arc<
     dyn Fn(
-            crate::outbox::NewOutboxRow,
+            crate::store::outbox::NewOutboxRow,
             bool,
         ) -> Pin<Box<dyn Future<Output = crate::Result<()>> + Send>>
         + Send
@@ -92,6 +92,22 @@ use crate::error::ErrorKind;
 use crate::item::{InsertResult, Inserted, Item, NewItem, Status};
 use crate::rules::RetryPolicy;
 use crate::store::{ClaimParams, ClaimRef, FailOutcome, FailParams, ListFilter, WorkerRow};
+
+/// Expands the whole contract suite against one backend: every part (the
+/// items' cases, orchestration, reconcile, outbox, the event log and the
+/// projectors), one `#[tokio::test]` per case, each building a fresh store
+/// with `$setup` (an `async fn() -> Harness`). Each backend's runner calls
+/// this once, so no backend can skip a part; a new part is added here.
+#[macro_export]
+macro_rules! full_contract_suite {
+    ($setup:path) => {
+        $crate::contract_suite!($setup);
+        $crate::orchestration_contract_suite!($setup);
+        $crate::reconcile_contract_suite!($setup);
+        $crate::outbox_contract_suite!($setup);
+        $crate::events_contract_suite!($setup);
+    };
+}
 
 /// Expands to one `#[tokio::test]` per contract case, each building a fresh
 /// store with `$setup` (an `async fn() -> Harness`).

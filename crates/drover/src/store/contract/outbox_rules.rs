@@ -212,7 +212,7 @@ pub async fn outbox_bad_event_fails_alone(h: &Harness) {
         ..QueueConfig::default()
     });
     let relay = Relay::new(queue, quick()).unwrap();
-    let big = "x".repeat(crate::events::EVENT_PAYLOAD_MAX_DEFAULT + 1024);
+    let big = "x".repeat(crate::store::events::EVENT_PAYLOAD_MAX_DEFAULT + 1024);
     let base = chrono::Utc::now() - chrono::Duration::seconds(5);
     let bad = NewOutboxRow {
         payload: json!({"blob": big}),

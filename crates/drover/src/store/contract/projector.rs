@@ -15,10 +15,9 @@ use uuid::Uuid;
 
 use super::{Harness, LONG, PAST_SHORT, SHORT, assert_kind, tenant_a, tenant_b};
 use crate::error::ErrorKind;
-use crate::events::{Event, NewEvent};
-use crate::projector::{
-    LeaseParams, ProjectionTx, Projector, ProjectorConfig, ProjectorRunner, ProjectorStrategy,
-};
+use crate::projector::{ProjectorConfig, ProjectorRunner};
+use crate::store::events::{Event, NewEvent};
+use crate::store::projector::{LeaseParams, ProjectionTx, Projector, ProjectorStrategy};
 
 /// Records what it applied in memory; fails on `fail_at` while it is set,
 /// and panics on `panic_at` (tenant, position) while that is set.
@@ -50,7 +49,7 @@ impl Projector for Arc<Recorder> {
     }
     async fn apply(&self, e: &Event, _tx: &mut ProjectionTx<'_>) -> crate::Result<()> {
         if *self.fail_at.lock().expect("lock") == Some(e.position) {
-            return Err(crate::projector::apply_failed("refused on purpose"));
+            return Err(crate::store::projector::apply_failed("refused on purpose"));
         }
         let panic_here = *self.panic_at.lock().expect("lock") == Some((e.tenant, e.position));
         if panic_here {
@@ -493,7 +492,7 @@ pub async fn projector_panic_is_a_failed_batch(h: &Harness) {
         .expect("the pass survives the panic");
     assert_eq!((r.failed, r.panicked), (1, 1));
     assert_eq!(runner.failing_tenants(), 1);
-    let pos = |rows: &[crate::projector::CheckpointRow], t: Uuid| {
+    let pos = |rows: &[crate::store::projector::CheckpointRow], t: Uuid| {
         rows.iter().find(|r| r.tenant == t).map(|r| r.position)
     };
     let rows = h

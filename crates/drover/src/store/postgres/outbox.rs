@@ -32,7 +32,7 @@ use super::{PgStore, secs, validate_schema};
 use crate::error::{Error, Result};
 use crate::item::NewItem;
 use crate::item::bound_error;
-use crate::outbox::{
+use crate::store::outbox::{
     NewOutboxRow, OUTBOX_WAKE, OutboxClaim, OutboxClaimParams, OutboxFailOutcome, OutboxFailParams,
     OutboxFilter, OutboxRow, OutboxStats, OutboxStatus, OutboxStore, RelayBatch, RelayPlanner,
     RelayTally,
@@ -303,7 +303,7 @@ impl OutboxStore for PgStore {
         // checks the event log's bound too), as on the stepwise path: an
         // error here is the database's, and fails the whole run.
         if !plan.events.is_empty() {
-            let events: Vec<crate::events::NewEvent> =
+            let events: Vec<crate::store::events::NewEvent> =
                 plan.events.iter().map(|(_, e)| e.clone()).collect();
             let answers = super::events::append_system(&mut tx, &events, self.persistent).await?;
             tally.events(&rows, &plan.events, answers.into_iter().map(Ok).collect());
