@@ -53,15 +53,15 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    OUTBOX_WAKE, OutboxClaimParams, OutboxFailOutcome, OutboxFailParams, OutboxRow, RelayBatch,
-    RelayPlan, RelayPlanner, RelayTally,
+    OUTBOX_WAKE, OutboxClaim, OutboxClaimParams, OutboxFailOutcome, OutboxFailParams, RelayBatch,
 };
 use crate::error::{Error, Result};
-use crate::events::NewEvent;
-use crate::item::NewItem;
+use crate::events::{EventAppended, NewEvent};
+use crate::item::{InsertResult, NewItem};
 use crate::queue::Queue;
 use crate::rules::RetryPolicy;
-use crate::store::Wake;
+use crate::store::outbox::{RelayWrites, relay_rows};
+use crate::store::{Store, Wake};
 use crate::worker::{RoleInfo, Strategy};
 
 /// Rows one relay run claims at most.
@@ -289,14 +289,13 @@ impl Relay {
             limit: self.config.batch,
         };
         let max_payload = self.queue.config().max_payload_bytes;
-        let plan = move |rows: &[OutboxRow]| RelayPlan::of(rows, max_payload);
         // One transaction where the store has it (PostgreSQL): a run that
         // dies or loses its connection part-way leaves nothing behind, not
         // even a claim, so the next run (after a restart, too) takes the
         // rows at once instead of after their lease.
-        let batch = match store.outbox_relay_atomic(&params, &plan).await? {
+        let batch = match store.outbox_relay_atomic(&params, max_payload).await? {
             Some(batch) => batch,
-            None => self.relay_in_steps(&params, &plan).await?,
+            None => self.relay_in_steps(&params, max_payload).await?,
         };
         let mut report = RelayReport {
             claimed: batch.rows.len() as u64,
@@ -351,49 +350,11 @@ impl Relay {
     async fn relay_in_steps(
         &self,
         params: &OutboxClaimParams,
-        plan: &RelayPlanner,
+        max_payload: usize,
     ) -> Result<RelayBatch> {
         let store = self.queue.store();
         let rows = store.outbox_claim(params).await?;
-        if rows.is_empty() {
-            return Ok(RelayBatch::default());
-        }
-        let plan = plan(&rows);
-        let mut tally = RelayTally::new(plan.failed);
-        if !plan.items.is_empty() {
-            let batch: Vec<NewItem> = plan.items.iter().map(|(_, it)| it.clone()).collect();
-            let results = store.item_insert_many(&batch).await?;
-            tally.items(&rows, &plan.items, &results);
-        }
-        if !plan.events.is_empty() {
-            let batch: Vec<NewEvent> = plan.events.iter().map(|(_, e)| e.clone()).collect();
-            let answers = match store.event_append_many(&batch).await {
-                Ok(a) => a.into_iter().map(Ok).collect::<Vec<_>>(),
-                // One bad event refuses the batch: find it one by one.
-                Err(e) if e.kind() == crate::ErrorKind::InvalidInput => {
-                    let mut each = Vec::with_capacity(batch.len());
-                    for ev in &batch {
-                        each.push(match store.event_append(ev).await {
-                            Err(e) if e.kind() == crate::ErrorKind::InvalidInput => Err(e),
-                            other => Ok(other?),
-                        });
-                    }
-                    each
-                }
-                Err(e) => return Err(e),
-            };
-            tally.events(&rows, &plan.events, answers);
-        }
-        let landed = if tally.done.is_empty() {
-            0
-        } else {
-            store.outbox_complete(&tally.done).await?.len() as u64
-        };
-        Ok(RelayBatch {
-            rows,
-            tally,
-            landed,
-        })
+        relay_rows(rows, max_payload, &mut StoreWrites(store.as_ref())).await
     }
 
     /// The backoff before relay attempt `attempts + 1` of a row.
@@ -488,6 +449,39 @@ async fn recv(wake: &mut Option<broadcast::Receiver<Wake>>) -> Option<String> {
             }
         },
         None => std::future::pending().await,
+    }
+}
+
+/// The stepwise relay's writes: each one the store's own call, in its own
+/// transaction (safe because the item and the event carry the row's id).
+struct StoreWrites<'a>(&'a dyn Store);
+
+#[async_trait::async_trait]
+impl RelayWrites for StoreWrites<'_> {
+    async fn insert_items(&mut self, items: &[NewItem]) -> Result<Vec<InsertResult>> {
+        self.0.item_insert_many(items).await
+    }
+
+    async fn append_events(&mut self, events: &[NewEvent]) -> Result<Vec<Result<EventAppended>>> {
+        match self.0.event_append_many(events).await {
+            Ok(a) => Ok(a.into_iter().map(Ok).collect()),
+            // One bad event refuses the batch: find it one by one.
+            Err(e) if e.kind() == crate::ErrorKind::InvalidInput => {
+                let mut each = Vec::with_capacity(events.len());
+                for ev in events {
+                    each.push(match self.0.event_append(ev).await {
+                        Err(e) if e.kind() == crate::ErrorKind::InvalidInput => Err(e),
+                        other => Ok(other?),
+                    });
+                }
+                Ok(each)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn mark_done(&mut self, done: &[OutboxClaim]) -> Result<u64> {
+        Ok(self.0.outbox_complete(done).await?.len() as u64)
     }
 }
 

@@ -363,20 +363,24 @@ pub trait OutboxStore: Send + Sync {
 
     /// Relays one batch in a single transaction: claims up to
     /// `params.limit` rows (as [`OutboxStore::outbox_claim`]), writes the
-    /// items and events `plan` makes of them, and marks the rows whose item
-    /// or event exists done, all in one commit. A run that dies or loses its
-    /// connection part-way rolls back whole, its claim included, so the rows
-    /// are claimable again at once. The rows `plan` or the writes refused
-    /// keep their claim (for [`OutboxStore::outbox_fail`]).
+    /// items and events [`RelayPlan::of`] makes of them (payloads checked
+    /// against `max_payload` bytes), counts the answers in a
+    /// [`RelayTally`], and marks the rows whose item or event exists done,
+    /// all in one commit: the relay's decision is data the store computes,
+    /// the same plan and tally the stepwise path executes. A run that dies
+    /// or loses its connection part-way rolls back whole, its claim
+    /// included, so the rows are claimable again at once. The rows the plan
+    /// or the writes refused keep their claim (for
+    /// [`OutboxStore::outbox_fail`]).
     ///
     /// `None` (the default) when the store cannot hold a claim and the
     /// writes in one transaction; the relay then runs the steps one by one.
     async fn outbox_relay_atomic(
         &self,
         params: &OutboxClaimParams,
-        plan: &RelayPlanner,
+        max_payload: usize,
     ) -> Result<Option<RelayBatch>> {
-        let _ = (params, plan);
+        let _ = (params, max_payload);
         Ok(None)
     }
 
@@ -413,8 +417,9 @@ pub trait OutboxStore: Send + Sync {
     async fn outbox_purge(&self, before: DateTime<Utc>, rotate_after: Duration) -> Result<u64>;
 }
 
-/// What turns a claimed batch into its [`RelayPlan`] (pure: no I/O), as
-/// [`OutboxStore::outbox_relay_atomic`] takes it.
+/// What turns a claimed batch into its [`RelayPlan`] (pure: no I/O). Kept
+/// for code that names it; the store and the relay compute the plan with
+/// [`RelayPlan::of`] and take no callback.
 pub type RelayPlanner = dyn Fn(&[OutboxRow]) -> RelayPlan + Send + Sync;
 
 /// What a relay run makes of its claimed rows, before anything is
@@ -539,6 +544,69 @@ impl RelayTally {
             }
         }
     }
+}
+
+/// The writes one relay batch is made of, as [`relay_rows`] runs them:
+/// the stepwise relay implements it on the store's own calls, PostgreSQL's
+/// one-transaction path on its open transaction. Only how each write is
+/// made differs; what is written, in which order, and what the answers
+/// come to is [`relay_rows`]'s, written once.
+#[async_trait]
+pub trait RelayWrites: Send {
+    /// Inserts `items` (bulk, never overwriting): one answer per item, in
+    /// order.
+    async fn insert_items(&mut self, items: &[NewItem]) -> Result<Vec<InsertResult>>;
+
+    /// Appends `events`: one answer per event, in order; an event the log
+    /// refuses on its own is that event's `Err`, any other error fails the
+    /// batch.
+    async fn append_events(&mut self, events: &[NewEvent]) -> Result<Vec<Result<EventAppended>>>;
+
+    /// Marks the rows of `done` done; returns how many landed (the others
+    /// were stale).
+    async fn mark_done(&mut self, done: &[OutboxClaim]) -> Result<u64>;
+}
+
+/// The relay algorithm, once: the plan of the claimed `rows`
+/// ([`RelayPlan::of`], payloads checked against `max_payload` bytes), the
+/// items inserted and the events appended through `writes`, their answers
+/// counted in a [`RelayTally`], and the rows whose item or event exists
+/// marked done. Both relay paths run it (the stepwise one and PostgreSQL's
+/// one transaction), so they cannot disagree on a row.
+///
+/// # Errors
+/// The first error of a write (the batch's run fails; see
+/// [`OutboxStore::outbox_relay_atomic`] for what is left behind).
+pub async fn relay_rows(
+    rows: Vec<OutboxRow>,
+    max_payload: usize,
+    writes: &mut (dyn RelayWrites + '_),
+) -> Result<RelayBatch> {
+    if rows.is_empty() {
+        return Ok(RelayBatch::default());
+    }
+    let plan = RelayPlan::of(&rows, max_payload);
+    let mut tally = RelayTally::new(plan.failed);
+    if !plan.items.is_empty() {
+        let batch: Vec<NewItem> = plan.items.iter().map(|(_, it)| it.clone()).collect();
+        let results = writes.insert_items(&batch).await?;
+        tally.items(&rows, &plan.items, &results);
+    }
+    if !plan.events.is_empty() {
+        let batch: Vec<NewEvent> = plan.events.iter().map(|(_, e)| e.clone()).collect();
+        let answers = writes.append_events(&batch).await?;
+        tally.events(&rows, &plan.events, answers);
+    }
+    let landed = if tally.done.is_empty() {
+        0
+    } else {
+        writes.mark_done(&tally.done).await?
+    };
+    Ok(RelayBatch {
+        rows,
+        tally,
+        landed,
+    })
 }
 
 /// One relayed batch as the store reports it: the rows claimed, the tally

@@ -29,7 +29,7 @@ pub(super) async fn open_pool(url: &str, field: &'static str, opts: &PgOptions) 
         // (each query is non-persistent), so the cache stays empty.
         PoolMode::Transaction => connect.extra_float_digits(None).statement_cache_capacity(0),
     };
-    Ok(PgPoolOptions::new()
+    PgPoolOptions::new()
         .max_connections(opts.max_connections)
         // Bounds every acquire, a new connection's handshake included: with
         // the server down a call fails after this instead of waiting out the
@@ -56,7 +56,7 @@ pub(super) async fn open_pool(url: &str, field: &'static str, opts: &PgOptions) 
         })
         .connect_with(connect)
         .await
-        .map_err(|e| explain_refusal(e, field, opts.pooler.mode))?)
+        .map_err(|e| explain_refusal(e, field, opts.pooler.mode))
 }
 
 /// A connect error, with the setting that fixes it when the server refused
