@@ -118,7 +118,7 @@ impl ScheduleRow {
 /// The largest `max_backfill` a schedule may ask for: one run enqueues at
 /// most this many items per schedule in one transaction, so the catch-up
 /// after an outage stays one bounded write. Above it,
-/// [`Schedule::compile`] refuses the schedule.
+/// `Schedule::compile` (`crate::periodic`) refuses the schedule.
 pub const MAX_BACKFILL_LIMIT: u32 = 10_000;
 
 /// What a scheduler does with ticks that passed while no worker ran
