@@ -4,7 +4,8 @@
 //!
 //! This module owns the outbox row and its statuses, the storage seam for
 //! it ([`OutboxStore`], a supertrait of [`Store`](crate::Store)), the typed
-//! writers ([`Queue::outbox_work_in`], [`Queue::outbox_event_in`] and their
+//! writers ([`Queue::outbox_work_in`](crate::Queue::outbox_work_in),
+//! [`Queue::outbox_event_in`](crate::Queue::outbox_event_in) and their
 //! own-transaction twins) and the relay service ([`Relay`]).
 //!
 //! Invariants every backend keeps (the contract cases in

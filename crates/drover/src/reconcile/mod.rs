@@ -16,7 +16,7 @@
 //!   batch again from the committed cursor.
 //! - The checkpoint moves by a compare-and-set on its version: of two
 //!   runners applying the same batch, one lands and the other changes
-//!   nothing ([`Error::Conflict`](crate::Error::Conflict)).
+//!   nothing ([`Error::Conflict`]).
 //! - A change at or below the version last taken from the source for its
 //!   record is a replay and changes nothing, so an at-least-once source
 //!   cannot move a record backwards.

@@ -211,7 +211,7 @@ pub struct Orchestration {
 /// What a start writes: the record (at version 1, running its first step).
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewOrchestration {
-    /// The id (minted v7 by [`NewOrchestration::new`]).
+    /// The id (a v7 UUID, minted when the orchestration is started).
     pub id: Uuid,
     /// The tenant.
     pub tenant_id: Uuid,

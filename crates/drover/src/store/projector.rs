@@ -16,7 +16,7 @@
 //!   the lease not having passed and on the checkpoint still being the one
 //!   the lease carries; otherwise they change nothing (the projection
 //!   included, where it shares the transaction) and return
-//!   [`Error::Conflict`](crate::Error::Conflict). Both renew the lease.
+//!   [`Error::Conflict`]. Both renew the lease.
 //! - The checkpoint only moves forward, except to 0 by a rebuild.
 //! - Per tenant: a call under tenant A never reads or moves tenant B's
 //!   rows. [`ProjectorStore::projector_checkpoints`] and
@@ -114,7 +114,7 @@ pub trait ProjectorStore: Send + Sync {
     /// rebuild flag).
     ///
     /// # Errors
-    /// [`Error::Conflict`](crate::Error::Conflict) when the lease is lost,
+    /// [`Error::Conflict`] when the lease is lost,
     /// passed or the checkpoint moved (nothing applied); the projector's own
     /// error (nothing applied, checkpoint unmoved).
     async fn projector_apply(

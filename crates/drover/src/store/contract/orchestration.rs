@@ -1,4 +1,4 @@
-//! Contract cases for [`OrchestrationStore`]: the start and its key, the
+//! Contract cases for [`OrchestrationStore`](crate::store::orchestration::OrchestrationStore): the start and its key, the
 //! advance's two fences (claim token and version) landing together or not
 //! at all, signals kept, consumed and refused, the sweep's due list, and
 //! tenant isolation. Run by every backend through
