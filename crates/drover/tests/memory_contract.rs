@@ -19,8 +19,4 @@ async fn memory_harness() -> Harness {
     }
 }
 
-drover::contract_suite!(memory_harness);
-drover::orchestration_contract_suite!(memory_harness);
-drover::reconcile_contract_suite!(memory_harness);
-drover::outbox_contract_suite!(memory_harness);
-drover::events_contract_suite!(memory_harness);
+drover::full_contract_suite!(memory_harness);

@@ -1,8 +1,4 @@
 //! The shared store contract suite, run against PostgreSQL (a fresh schema
 //! per case).
 
-drover::contract_suite!(drover::testing::pg_harness);
-drover::orchestration_contract_suite!(drover::testing::pg_harness);
-drover::reconcile_contract_suite!(drover::testing::pg_harness);
-drover::outbox_contract_suite!(drover::testing::pg_harness);
-drover::events_contract_suite!(drover::testing::pg_harness);
+drover::full_contract_suite!(drover::testing::pg_harness);

@@ -5,8 +5,4 @@
 //! pooler-safe paths keep every rule of the contract; the PgBouncer
 //! end-to-end test (drover-cli `tests/pgbouncer.rs`) checks the pooler.
 
-drover::contract_suite!(drover::testing::pg_pooled_harness);
-drover::orchestration_contract_suite!(drover::testing::pg_pooled_harness);
-drover::reconcile_contract_suite!(drover::testing::pg_pooled_harness);
-drover::outbox_contract_suite!(drover::testing::pg_pooled_harness);
-drover::events_contract_suite!(drover::testing::pg_pooled_harness);
+drover::full_contract_suite!(drover::testing::pg_pooled_harness);

@@ -1,8 +1,4 @@
 //! The shared store contract suite, run against SQLite: a fresh database
 //! file per case on a `ManualClock` (see `drover::store::sqlite::sqlite_harness`).
 
-drover::contract_suite!(drover::store::sqlite::sqlite_harness);
-drover::orchestration_contract_suite!(drover::store::sqlite::sqlite_harness);
-drover::reconcile_contract_suite!(drover::store::sqlite::sqlite_harness);
-drover::outbox_contract_suite!(drover::store::sqlite::sqlite_harness);
-drover::events_contract_suite!(drover::store::sqlite::sqlite_harness);
+drover::full_contract_suite!(drover::store::sqlite::sqlite_harness);

@@ -34,12 +34,11 @@ use crate::maintenance::SweepStep;
 use crate::queue::{Principal, Queue};
 use crate::worker::WorkerBuilder;
 
-mod record;
 mod runner;
-pub mod transition;
 mod workflow;
 
-pub use record::{
+pub use crate::store::orchestration::transition;
+pub use crate::store::orchestration::{
     COMPLETED_CAP, DeadStep, HISTORY_CAP, HistoryEntry, NewOrchestration, Orchestration,
     OrchestrationFilter, OrchestrationInserted, OrchestrationStatus, OrchestrationStore,
     RecordWrite, Signal, SignalOutcome, Transition,
@@ -47,6 +46,12 @@ pub use record::{
 pub use runner::{UNKNOWN_KIND_SNOOZE, Workflows};
 pub use transition::{STEP_KIND, StepJob};
 pub use workflow::{Next, StepContext, StepError, StepResult, Workflow, WorkflowStrategy};
+
+// A step's item is a work item of the built-in kind: the queue's trait is
+// implemented here, above the store that defines the payload.
+impl crate::queue::Kind for StepJob {
+    const NAME: &'static str = STEP_KIND;
+}
 
 /// How many due parks one sweep resumes by default.
 pub const RESUME_LIMIT_DEFAULT: u32 = 1000;

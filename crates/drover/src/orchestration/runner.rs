@@ -29,13 +29,13 @@ use std::time::Duration;
 
 use chrono::Utc;
 
-use super::record::{
-    COMPLETED_CAP, HistoryEntry, Orchestration, OrchestrationStatus, RecordWrite, Transition,
-};
-use super::transition::{StepJob, step_item};
+use super::transition::{StepJob, begin_compensation, transition};
 use super::workflow::{ErasedWorkflow, Next, StepContext, StepError, Workflow, WorkflowStrategy};
 use crate::error::{Error, Result};
 use crate::queue::JobContext;
+use crate::store::orchestration::{
+    COMPLETED_CAP, HistoryEntry, Orchestration, OrchestrationStatus, RecordWrite, Transition,
+};
 use crate::worker::{Done, Handler, JobError, Outcome, Strategy};
 
 /// How long an item of a workflow this worker does not know is snoozed
@@ -288,27 +288,6 @@ fn base(rec: &Orchestration) -> RecordWrite {
     w
 }
 
-fn transition(rec: &Orchestration, w: RecordWrite, next_item: bool) -> Transition {
-    let enqueue = next_item.then(|| {
-        step_item(
-            rec.tenant_id,
-            rec.id,
-            &rec.lane,
-            rec.max_attempts,
-            rec.version + 1,
-            None,
-        )
-    });
-    Transition {
-        tenant_id: rec.tenant_id,
-        id: rec.id,
-        expected_version: rec.version,
-        write: w,
-        enqueue,
-        consume_signal: None,
-    }
-}
-
 fn forward(
     rec: &Orchestration,
     cx: &JobContext,
@@ -376,38 +355,6 @@ fn forward(
         }
     };
     transition(rec, w, enqueue)
-}
-
-/// The write that starts compensating the completed steps (newest first),
-/// or ends the record at once when none completed. Shared with an
-/// operator's cancel.
-pub(crate) fn begin_compensation(
-    rec: &Orchestration,
-    mut w: RecordWrite,
-    error: String,
-    cancel: bool,
-) -> Transition {
-    w.error = Some(error);
-    w.cancel_requested = cancel;
-    w.parked_until = None;
-    w.waiting_for = None;
-    w.timeout_step = None;
-    w.resume_as = None;
-    match w.completed.last().cloned() {
-        Some(last) => {
-            w.status = OrchestrationStatus::Compensating;
-            w.step = last;
-            transition(rec, w, true)
-        }
-        None => {
-            w.status = if cancel {
-                OrchestrationStatus::Cancelled
-            } else {
-                OrchestrationStatus::Compensated
-            };
-            transition(rec, w, false)
-        }
-    }
 }
 
 /// The failure path of the current step: compensation of the completed
@@ -510,7 +457,7 @@ fn compensation_failed(
 /// - `compensating`, failed item: `compensation_failed`.
 /// - `compensating`, cancelled item: `stuck`, so `drover orchestrations
 ///   resume` runs the compensation again once the operator means it.
-pub(crate) fn dead_step(dead: &super::record::DeadStep) -> Transition {
+pub(crate) fn dead_step(dead: &crate::store::orchestration::DeadStep) -> Transition {
     let rec = &dead.record;
     let why = dead.error.as_deref().unwrap_or("dead-lettered");
     let why = if dead.cancelled {

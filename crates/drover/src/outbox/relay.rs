@@ -53,15 +53,15 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    LANE_ENTRY, OUTBOX_WAKE, OutboxClaim, OutboxClaimParams, OutboxFailOutcome, OutboxFailParams,
-    OutboxRow, OutboxTarget,
+    OUTBOX_WAKE, OutboxClaim, OutboxClaimParams, OutboxFailOutcome, OutboxFailParams, RelayBatch,
 };
 use crate::error::{Error, Result};
-use crate::events::{EVENT_PAYLOAD_MAX_DEFAULT, EventAppended, NewEvent};
-use crate::item::{DEFAULT_LANE, DEFAULT_MAX_ATTEMPTS, InsertResult, NewItem};
+use crate::events::{EventAppended, NewEvent};
+use crate::item::{InsertResult, NewItem};
 use crate::queue::Queue;
 use crate::rules::RetryPolicy;
-use crate::store::Wake;
+use crate::store::outbox::{RelayWrites, relay_rows};
+use crate::store::{Store, Wake};
 use crate::worker::{RoleInfo, Strategy};
 
 /// Rows one relay run claims at most.
@@ -245,147 +245,6 @@ pub struct RelayReport {
     pub stale: u64,
 }
 
-/// What turns a claimed batch into its [`RelayPlan`] (pure: no I/O), as
-/// [`crate::outbox::OutboxStore::outbox_relay_atomic`] takes it.
-pub type RelayPlanner = dyn Fn(&[OutboxRow]) -> RelayPlan + Send + Sync;
-
-/// What a relay run makes of its claimed rows, before anything is
-/// written: each `work.*` row's item, each `event.*` row's event, and the
-/// rows it cannot relay with the reason (an invalid lane, an unknown kind).
-/// Indexes are the rows' positions in the claimed batch.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RelayPlan {
-    /// The items to insert, each with its row's index.
-    pub items: Vec<(usize, NewItem)>,
-    /// The events to append, each with its row's index.
-    pub events: Vec<(usize, NewEvent)>,
-    /// The rows refused before any write, with the error.
-    pub failed: Vec<(usize, String)>,
-}
-
-impl RelayPlan {
-    /// The plan for `rows`: items and events under each row's id, payloads
-    /// checked against `max_payload` bytes (an event's also against the
-    /// event log's bound). The one decision of what a batch writes and
-    /// refuses, which both relay paths execute.
-    pub fn of(rows: &[OutboxRow], max_payload: usize) -> RelayPlan {
-        let mut plan = RelayPlan::default();
-        for (i, row) in rows.iter().enumerate() {
-            match row.target() {
-                Some(OutboxTarget::Work(kind)) => match relayed_item(row, kind, max_payload) {
-                    Ok(item) => plan.items.push((i, item)),
-                    Err(e) => plan.failed.push((i, e.to_string())),
-                },
-                Some(OutboxTarget::Event(topic)) => {
-                    let ev = relayed_event(row, topic);
-                    // The event log's own bound too (a queue may set its
-                    // bound above it): a bad event is refused here, alone,
-                    // the same on the one-transaction path and the stepwise
-                    // one, never by the append failing the whole batch.
-                    match ev.validate(max_payload.min(EVENT_PAYLOAD_MAX_DEFAULT)) {
-                        Ok(()) => plan.events.push((i, ev)),
-                        Err(e) => plan.failed.push((i, e.to_string())),
-                    }
-                }
-                None => plan
-                    .failed
-                    .push((i, format!("unknown outbox kind {:?}", row.kind))),
-            }
-        }
-        plan
-    }
-}
-
-/// What the writes of one batch came to: the claims of the rows whose item
-/// or event now exists (to be marked done), the rows that failed, and how
-/// many items and events were new.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RelayTally {
-    /// Claims of the rows to mark done.
-    pub done: Vec<OutboxClaim>,
-    /// Rows that cannot be relayed (by index in the batch), with the error.
-    pub failed: Vec<(usize, String)>,
-    /// Items inserted now (the others met their own item).
-    pub items_inserted: u64,
-    /// The lane and kind of each item inserted now, for
-    /// `drover_enqueued_total`.
-    pub inserted: Vec<(String, String)>,
-    /// Events appended now (the others were already in the log).
-    pub events_appended: u64,
-}
-
-impl RelayTally {
-    /// A tally starting from the plan's refused rows.
-    pub fn new(failed: Vec<(usize, String)>) -> Self {
-        RelayTally {
-            failed,
-            ..RelayTally::default()
-        }
-    }
-
-    /// Counts the answers of the bulk item insert for `items` (in order).
-    pub fn items(
-        &mut self,
-        rows: &[OutboxRow],
-        items: &[(usize, NewItem)],
-        results: &[InsertResult],
-    ) {
-        for ((i, item), r) in items.iter().zip(results) {
-            let row = &rows[*i];
-            match r {
-                InsertResult::Inserted => {
-                    self.items_inserted += 1;
-                    self.inserted.push((item.lane.clone(), item.kind.clone()));
-                    self.done.extend(row.claim());
-                }
-                // Its own item, from an earlier relay of this row.
-                InsertResult::IdExists => self.done.extend(row.claim()),
-                InsertResult::KeyExists => self.failed.push((
-                    *i,
-                    "another item of the tenant holds the row's id as its idempotency key".into(),
-                )),
-                InsertResult::IdTaken => self.failed.push((
-                    *i,
-                    "the row's id is held by an item of another tenant".into(),
-                )),
-            }
-        }
-    }
-
-    /// Counts the answers of the event append for `events` (in order).
-    pub fn events(
-        &mut self,
-        rows: &[OutboxRow],
-        events: &[(usize, NewEvent)],
-        answers: Vec<Result<EventAppended>>,
-    ) {
-        for ((i, _), a) in events.iter().zip(answers) {
-            let row = &rows[*i];
-            match a {
-                Ok(EventAppended::Appended { .. }) => {
-                    self.events_appended += 1;
-                    self.done.extend(row.claim());
-                }
-                Ok(EventAppended::AlreadyThere { .. }) => self.done.extend(row.claim()),
-                Err(e) => self.failed.push((*i, e.to_string())),
-            }
-        }
-    }
-}
-
-/// One relayed batch as the store reports it: the rows claimed, the tally
-/// of the writes, and how many of `tally.done` were marked done (the rest
-/// were stale: their claim had passed to another relay).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RelayBatch {
-    /// The rows claimed, oldest first.
-    pub rows: Vec<OutboxRow>,
-    /// What the writes came to.
-    pub tally: RelayTally,
-    /// Rows marked done.
-    pub landed: u64,
-}
-
 /// The relay service.
 #[derive(Debug, Clone)]
 pub struct Relay {
@@ -430,14 +289,13 @@ impl Relay {
             limit: self.config.batch,
         };
         let max_payload = self.queue.config().max_payload_bytes;
-        let plan = move |rows: &[OutboxRow]| RelayPlan::of(rows, max_payload);
         // One transaction where the store has it (PostgreSQL): a run that
         // dies or loses its connection part-way leaves nothing behind, not
         // even a claim, so the next run (after a restart, too) takes the
         // rows at once instead of after their lease.
-        let batch = match store.outbox_relay_atomic(&params, &plan).await? {
+        let batch = match store.outbox_relay_atomic(&params, max_payload).await? {
             Some(batch) => batch,
-            None => self.relay_in_steps(&params, &plan).await?,
+            None => self.relay_in_steps(&params, max_payload).await?,
         };
         let mut report = RelayReport {
             claimed: batch.rows.len() as u64,
@@ -492,49 +350,11 @@ impl Relay {
     async fn relay_in_steps(
         &self,
         params: &OutboxClaimParams,
-        plan: &RelayPlanner,
+        max_payload: usize,
     ) -> Result<RelayBatch> {
         let store = self.queue.store();
         let rows = store.outbox_claim(params).await?;
-        if rows.is_empty() {
-            return Ok(RelayBatch::default());
-        }
-        let plan = plan(&rows);
-        let mut tally = RelayTally::new(plan.failed);
-        if !plan.items.is_empty() {
-            let batch: Vec<NewItem> = plan.items.iter().map(|(_, it)| it.clone()).collect();
-            let results = store.item_insert_many(&batch).await?;
-            tally.items(&rows, &plan.items, &results);
-        }
-        if !plan.events.is_empty() {
-            let batch: Vec<NewEvent> = plan.events.iter().map(|(_, e)| e.clone()).collect();
-            let answers = match store.event_append_many(&batch).await {
-                Ok(a) => a.into_iter().map(Ok).collect::<Vec<_>>(),
-                // One bad event refuses the batch: find it one by one.
-                Err(e) if e.kind() == crate::ErrorKind::InvalidInput => {
-                    let mut each = Vec::with_capacity(batch.len());
-                    for ev in &batch {
-                        each.push(match store.event_append(ev).await {
-                            Err(e) if e.kind() == crate::ErrorKind::InvalidInput => Err(e),
-                            other => Ok(other?),
-                        });
-                    }
-                    each
-                }
-                Err(e) => return Err(e),
-            };
-            tally.events(&rows, &plan.events, answers);
-        }
-        let landed = if tally.done.is_empty() {
-            0
-        } else {
-            store.outbox_complete(&tally.done).await?.len() as u64
-        };
-        Ok(RelayBatch {
-            rows,
-            tally,
-            landed,
-        })
+        relay_rows(rows, max_payload, &mut StoreWrites(store.as_ref())).await
     }
 
     /// The backoff before relay attempt `attempts + 1` of a row.
@@ -632,63 +452,36 @@ async fn recv(wake: &mut Option<broadcast::Receiver<Wake>>) -> Option<String> {
     }
 }
 
-/// The item a `work.<kind>` row becomes: id and key the row's id, created
-/// by its actor, its request and trace, the lane, priority and attempt
-/// budget of the row's own columns, and the payload exactly as written.
-///
-/// A legacy row (written before migration 0030: no lane column) keeps the
-/// format it was written in: its lane is the payload's [`LANE_ENTRY`]
-/// (removed from the item's payload), the default lane without one.
-pub fn relayed_item(row: &OutboxRow, kind: &str, max_payload: usize) -> Result<NewItem> {
-    let mut payload = row.payload.clone();
-    let lane = match &row.lane {
-        Some(lane) => lane.clone(),
-        None => match payload.as_object_mut().map(|o| o.remove(LANE_ENTRY)) {
-            Some(Some(serde_json::Value::String(lane))) => lane,
-            Some(None) => DEFAULT_LANE.to_owned(),
-            Some(Some(_)) => {
-                return Err(Error::invalid(
-                    "lane",
-                    "the payload's lane entry is not a string",
-                ));
-            }
-            None => {
-                return Err(Error::invalid(
-                    "payload",
-                    "a work row's payload is not an object",
-                ));
-            }
-        },
-    };
-    let item = NewItem {
-        id: row.id,
-        tenant_id: row.tenant_id,
-        kind: kind.to_owned(),
-        lane,
-        payload,
-        priority: row.priority,
-        available_at: None,
-        max_attempts: row.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
-        idempotency_key: Some(row.id.to_string()),
-        created_by: row.actor,
-        request_id: row.request_id.clone(),
-        traceparent: row.traceparent.clone(),
-        created_at: row.created_at,
-    };
-    item.validate(max_payload)?;
-    Ok(item)
-}
+/// The stepwise relay's writes: each one the store's own call, in its own
+/// transaction (safe because the item and the event carry the row's id).
+struct StoreWrites<'a>(&'a dyn Store);
 
-/// The event an `event.<topic>` row becomes, under the row's id.
-pub fn relayed_event(row: &OutboxRow, topic: &str) -> NewEvent {
-    NewEvent {
-        id: row.id,
-        tenant: row.tenant_id,
-        topic: topic.to_owned(),
-        payload: row.payload.clone(),
-        actor: row.actor,
-        request_id: row.request_id.clone(),
-        traceparent: row.traceparent.clone(),
+#[async_trait::async_trait]
+impl RelayWrites for StoreWrites<'_> {
+    async fn insert_items(&mut self, items: &[NewItem]) -> Result<Vec<InsertResult>> {
+        self.0.item_insert_many(items).await
+    }
+
+    async fn append_events(&mut self, events: &[NewEvent]) -> Result<Vec<Result<EventAppended>>> {
+        match self.0.event_append_many(events).await {
+            Ok(a) => Ok(a.into_iter().map(Ok).collect()),
+            // One bad event refuses the batch: find it one by one.
+            Err(e) if e.kind() == crate::ErrorKind::InvalidInput => {
+                let mut each = Vec::with_capacity(events.len());
+                for ev in events {
+                    each.push(match self.0.event_append(ev).await {
+                        Err(e) if e.kind() == crate::ErrorKind::InvalidInput => Err(e),
+                        other => Ok(other?),
+                    });
+                }
+                Ok(each)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn mark_done(&mut self, done: &[OutboxClaim]) -> Result<u64> {
+        Ok(self.0.outbox_complete(done).await?.len() as u64)
     }
 }
 

@@ -50,8 +50,10 @@ mod heartbeat;
 mod plan;
 mod schedule;
 mod scheduler;
-mod store;
 
+pub use crate::store::schedule::{
+    AdvanceOutcome, AdvanceParams, ScheduleDecl, ScheduleRow, ScheduleStore,
+};
 pub use heartbeat::{
     HEARTBEAT_CRON_DEFAULT, HEARTBEAT_NAME, Heartbeat, HeartbeatHandler, beats, heartbeat_schedule,
 };
@@ -61,7 +63,6 @@ pub use schedule::{
     ZONE_DEFAULT, tick_key,
 };
 pub use scheduler::*;
-pub use store::{AdvanceOutcome, AdvanceParams, ScheduleDecl, ScheduleRow, ScheduleStore};
 
 #[doc(hidden)]
 pub use inventory as __inventory;

@@ -10,12 +10,13 @@
 use std::fmt;
 use std::time::Duration;
 
-use chrono::{DateTime, SecondsFormat, Utc};
-use serde::{Deserialize, Serialize};
+use chrono::{DateTime, Utc};
 
 use crate::error::{Error, Result};
 use crate::item::NewItem;
 use crate::queue::{Kind, Queue};
+
+pub use crate::store::schedule::{MAX_BACKFILL_LIMIT, MisfirePolicy, tick_key};
 
 /// The longest schedule name: the key `periodic:<name>:<tick>` stays short.
 pub const MAX_NAME_LEN: usize = 64;
@@ -23,76 +24,6 @@ pub const MAX_NAME_LEN: usize = 64;
 pub const ZONE_DEFAULT: &str = "UTC";
 /// The most missed ticks [`MisfirePolicy::All`] enqueues unless told.
 pub const MAX_BACKFILL_DEFAULT: u32 = 100;
-/// The largest `max_backfill` a schedule may ask for: one run enqueues at
-/// most this many items per schedule in one transaction, so the catch-up
-/// after an outage stays one bounded write. Above it,
-/// [`Schedule::compile`] refuses the schedule.
-pub const MAX_BACKFILL_LIMIT: u32 = 10_000;
-
-/// What a scheduler does with ticks that passed while no worker ran
-/// (ticks later than the scheduler's misfire grace).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "policy")]
-pub enum MisfirePolicy {
-    /// Drop every missed tick; only ticks within the grace (and the future
-    /// ones) run.
-    Skip,
-    /// One catch-up item for all missed ticks, keyed by the latest of them.
-    /// The default: a nightly report runs once after an outage.
-    #[default]
-    Once,
-    /// Every missed tick, oldest first, but at most `max_backfill` of the
-    /// latest ones (older ones are dropped and counted). `max_backfill` is
-    /// 1 to [`MAX_BACKFILL_LIMIT`].
-    All {
-        /// The most missed ticks enqueued after one outage.
-        max_backfill: u32,
-    },
-}
-
-impl MisfirePolicy {
-    /// `skip`, `once` or `all`, as the state table and the CLI show it.
-    pub fn name(&self) -> &'static str {
-        match self {
-            MisfirePolicy::Skip => "skip",
-            MisfirePolicy::Once => "once",
-            MisfirePolicy::All { .. } => "all",
-        }
-    }
-
-    /// The backfill cap (0 unless `all`).
-    pub fn max_backfill(&self) -> u32 {
-        match self {
-            MisfirePolicy::All { max_backfill } => *max_backfill,
-            _ => 0,
-        }
-    }
-
-    /// The policy a state row names.
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`] on `misfire` for an unknown name.
-    pub fn from_parts(name: &str, max_backfill: u32) -> Result<Self> {
-        match name {
-            "skip" => Ok(MisfirePolicy::Skip),
-            "once" => Ok(MisfirePolicy::Once),
-            "all" => Ok(MisfirePolicy::All { max_backfill }),
-            other => Err(Error::invalid(
-                "misfire",
-                format!("{other:?} is not skip, once or all"),
-            )),
-        }
-    }
-}
-
-impl fmt::Display for MisfirePolicy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            MisfirePolicy::All { max_backfill } => write!(f, "all (max {max_backfill})"),
-            other => f.write_str(other.name()),
-        }
-    }
-}
 
 /// A periodic job as code declares it: a name, a cron expression, a zone,
 /// the item each tick enqueues, a misfire policy and an optional jitter.
@@ -362,14 +293,6 @@ impl Compiled {
         let key = format!("periodic:{}:manual:{}", self.name, item.id);
         item.with_key(key)
     }
-}
-
-/// `periodic:<name>:<tick as RFC 3339 UTC, whole seconds>`.
-pub fn tick_key(name: &str, tick: DateTime<Utc>) -> String {
-    format!(
-        "periodic:{name}:{}",
-        tick.to_rfc3339_opts(SecondsFormat::Secs, true)
-    )
 }
 
 /// A deterministic offset in `[0, jitter)` from the name and tick, so every

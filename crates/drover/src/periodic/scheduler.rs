@@ -19,11 +19,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::plan::plan;
 use super::schedule::{Compiled, Schedule};
-use super::store::{AdvanceOutcome, AdvanceParams, ScheduleRow};
 use crate::error::{Error, Result};
 use crate::item::InsertResult;
 use crate::queue::{Principal, Queue};
 use crate::rules::to_chrono;
+use crate::store::schedule::{AdvanceOutcome, AdvanceParams, ScheduleRow};
 use crate::worker::Strategy;
 
 /// The longest wait between two runs (each run also wakes for the next tick).

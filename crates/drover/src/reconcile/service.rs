@@ -24,10 +24,10 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::backoff::{Backoff, TenantFailure};
-use super::store::{ApplyBatch, ApplyReport};
 use super::{Change, ReconcilerStrategy, validate_key, validate_name};
 use crate::error::{Error, Opaque, Result};
 use crate::queue::Queue;
+use crate::store::reconcile::{ApplyBatch, ApplyReport};
 use crate::worker::Health;
 
 /// The longest wait between two runs once the source is drained.

@@ -153,9 +153,9 @@ impl Store for FaultStore {
     async fn item_insert_each_answered(
         &self,
         items: &[NewItem],
-        markers: &[Option<crate::access::MarkerKey>],
+        markers: &[Option<crate::store::access::MarkerKey>],
         answer: &crate::store::AnswerFn<'_>,
-        known: &[crate::access::MarkerAnswer],
+        known: &[crate::store::access::MarkerAnswer],
     ) -> Result<Vec<Result<Inserted>>> {
         if self.faults.insert_hold.load(Ordering::SeqCst) {
             self.faults.insert_gate.pass().await;
@@ -374,61 +374,61 @@ impl super::SweepStore for FaultStore {
 }
 
 #[async_trait]
-impl crate::vacuum::VacuumStore for FaultStore {
-    async fn table_garbage(&self) -> Result<Vec<crate::vacuum::TableGarbage>> {
+impl crate::store::vacuum::VacuumStore for FaultStore {
+    async fn table_garbage(&self) -> Result<Vec<crate::store::vacuum::TableGarbage>> {
         self.inner.table_garbage().await
     }
 
-    async fn table_vacuum(&self, table: &str) -> Result<crate::vacuum::TableVacuum> {
+    async fn table_vacuum(&self, table: &str) -> Result<crate::store::vacuum::TableVacuum> {
         self.inner.table_vacuum(table).await
     }
 }
 
 #[async_trait]
-impl crate::orchestration::OrchestrationStore for FaultStore {
+impl crate::store::orchestration::OrchestrationStore for FaultStore {
     async fn orchestration_insert(
         &self,
-        new: &crate::orchestration::NewOrchestration,
+        new: &crate::store::orchestration::NewOrchestration,
         first: &NewItem,
-    ) -> Result<crate::orchestration::OrchestrationInserted> {
+    ) -> Result<crate::store::orchestration::OrchestrationInserted> {
         self.inner.orchestration_insert(new, first).await
     }
     async fn orchestration_get(
         &self,
         tenant: Uuid,
         id: Uuid,
-    ) -> Result<Option<crate::orchestration::Orchestration>> {
+    ) -> Result<Option<crate::store::orchestration::Orchestration>> {
         self.inner.orchestration_get(tenant, id).await
     }
     async fn orchestration_list(
         &self,
-        filter: &crate::orchestration::OrchestrationFilter,
-    ) -> Result<Vec<crate::orchestration::Orchestration>> {
+        filter: &crate::store::orchestration::OrchestrationFilter,
+    ) -> Result<Vec<crate::store::orchestration::Orchestration>> {
         self.inner.orchestration_list(filter).await
     }
     async fn orchestration_advance(
         &self,
         claim: &ClaimRef,
-        t: &crate::orchestration::Transition,
-    ) -> Result<crate::orchestration::Orchestration> {
+        t: &crate::store::orchestration::Transition,
+    ) -> Result<crate::store::orchestration::Orchestration> {
         self.inner.orchestration_advance(claim, t).await
     }
     async fn orchestration_update(
         &self,
-        t: &crate::orchestration::Transition,
-    ) -> Result<crate::orchestration::Orchestration> {
+        t: &crate::store::orchestration::Transition,
+    ) -> Result<crate::store::orchestration::Orchestration> {
         self.inner.orchestration_update(t).await
     }
     async fn orchestration_due(
         &self,
         limit: u32,
-    ) -> Result<Vec<crate::orchestration::Orchestration>> {
+    ) -> Result<Vec<crate::store::orchestration::Orchestration>> {
         self.inner.orchestration_due(limit).await
     }
     async fn orchestration_dead_steps(
         &self,
         limit: u32,
-    ) -> Result<Vec<crate::orchestration::DeadStep>> {
+    ) -> Result<Vec<crate::store::orchestration::DeadStep>> {
         self.inner.orchestration_dead_steps(limit).await
     }
     async fn orchestration_parked_count(&self) -> Result<i64> {
@@ -439,7 +439,7 @@ impl crate::orchestration::OrchestrationStore for FaultStore {
         tenant: Uuid,
         id: Uuid,
         expected_version: i64,
-    ) -> Result<crate::orchestration::Orchestration> {
+    ) -> Result<crate::store::orchestration::Orchestration> {
         self.inner
             .orchestration_request_cancel(tenant, id, expected_version)
             .await
@@ -449,44 +449,44 @@ impl crate::orchestration::OrchestrationStore for FaultStore {
     }
     async fn orchestration_signal(
         &self,
-        signal: &crate::orchestration::Signal,
-    ) -> Result<crate::orchestration::SignalOutcome> {
+        signal: &crate::store::orchestration::Signal,
+    ) -> Result<crate::store::orchestration::SignalOutcome> {
         self.inner.orchestration_signal(signal).await
     }
     async fn orchestration_signal_list(
         &self,
         tenant: Uuid,
         id: Uuid,
-    ) -> Result<Vec<crate::orchestration::Signal>> {
+    ) -> Result<Vec<crate::store::orchestration::Signal>> {
         self.inner.orchestration_signal_list(tenant, id).await
     }
 }
 
 /// Reconciler calls pass through unfaulted.
 #[async_trait]
-impl crate::reconcile::ReconcileStore for FaultStore {
+impl crate::store::reconcile::ReconcileStore for FaultStore {
     async fn reconcile_checkpoint_get(
         &self,
         tenant: Uuid,
         reconciler: &str,
-    ) -> Result<Option<crate::reconcile::Checkpoint>> {
+    ) -> Result<Option<crate::store::reconcile::Checkpoint>> {
         self.inner
             .reconcile_checkpoint_get(tenant, reconciler)
             .await
     }
-    async fn reconcile_checkpoint_list(&self) -> Result<Vec<crate::reconcile::Checkpoint>> {
+    async fn reconcile_checkpoint_list(&self) -> Result<Vec<crate::store::reconcile::Checkpoint>> {
         self.inner.reconcile_checkpoint_list().await
     }
     async fn reconcile_apply(
         &self,
-        batch: &crate::reconcile::ApplyBatch,
-    ) -> Result<crate::reconcile::ApplyReport> {
+        batch: &crate::store::reconcile::ApplyBatch,
+    ) -> Result<crate::store::reconcile::ApplyReport> {
         self.inner.reconcile_apply(batch).await
     }
     async fn reconcile_local_put(
         &self,
-        put: &crate::reconcile::LocalPut,
-    ) -> Result<crate::reconcile::SyncRecord> {
+        put: &crate::store::reconcile::LocalPut,
+    ) -> Result<crate::store::reconcile::SyncRecord> {
         self.inner.reconcile_local_put(put).await
     }
     async fn reconcile_purge_deleted(
@@ -504,15 +504,15 @@ impl crate::reconcile::ReconcileStore for FaultStore {
         tenant: Uuid,
         reconciler: &str,
         key: &str,
-    ) -> Result<Option<crate::reconcile::SyncRecord>> {
+    ) -> Result<Option<crate::store::reconcile::SyncRecord>> {
         self.inner
             .reconcile_record_get(tenant, reconciler, key)
             .await
     }
     async fn reconcile_record_list(
         &self,
-        filter: &crate::reconcile::RecordFilter,
-    ) -> Result<Vec<crate::reconcile::SyncRecord>> {
+        filter: &crate::store::reconcile::RecordFilter,
+    ) -> Result<Vec<crate::store::reconcile::SyncRecord>> {
         self.inner.reconcile_record_list(filter).await
     }
     async fn reconcile_review_resolve(
@@ -520,8 +520,8 @@ impl crate::reconcile::ReconcileStore for FaultStore {
         tenant: Uuid,
         reconciler: &str,
         key: &str,
-        resolution: crate::reconcile::Resolution,
-    ) -> Result<crate::reconcile::SyncRecord> {
+        resolution: crate::store::reconcile::Resolution,
+    ) -> Result<crate::store::reconcile::SyncRecord> {
         self.inner
             .reconcile_review_resolve(tenant, reconciler, key, resolution)
             .await
@@ -530,20 +530,20 @@ impl crate::reconcile::ReconcileStore for FaultStore {
 
 /// Schedules pass straight through: no faults are injected there yet.
 #[async_trait]
-impl crate::periodic::ScheduleStore for FaultStore {
+impl crate::store::schedule::ScheduleStore for FaultStore {
     async fn schedule_upsert(
         &self,
-        decl: &crate::periodic::ScheduleDecl,
-    ) -> Result<crate::periodic::ScheduleRow> {
+        decl: &crate::store::schedule::ScheduleDecl,
+    ) -> Result<crate::store::schedule::ScheduleRow> {
         self.inner.schedule_upsert(decl).await
     }
-    async fn schedule_list(&self) -> Result<Vec<crate::periodic::ScheduleRow>> {
+    async fn schedule_list(&self) -> Result<Vec<crate::store::schedule::ScheduleRow>> {
         self.inner.schedule_list().await
     }
     async fn schedule_advance(
         &self,
-        params: &crate::periodic::AdvanceParams,
-    ) -> Result<crate::periodic::AdvanceOutcome> {
+        params: &crate::store::schedule::AdvanceParams,
+    ) -> Result<crate::store::schedule::AdvanceOutcome> {
         self.inner.schedule_advance(params).await
     }
     async fn schedule_purge(&self, before: DateTime<Utc>) -> Result<u64> {
@@ -552,17 +552,17 @@ impl crate::periodic::ScheduleStore for FaultStore {
 }
 
 #[async_trait]
-impl crate::events::EventStore for FaultStore {
+impl crate::store::events::EventStore for FaultStore {
     async fn event_append(
         &self,
-        event: &crate::events::NewEvent,
-    ) -> Result<crate::events::EventAppended> {
+        event: &crate::store::events::NewEvent,
+    ) -> Result<crate::store::events::EventAppended> {
         self.inner.event_append(event).await
     }
     async fn event_append_many(
         &self,
-        events: &[crate::events::NewEvent],
-    ) -> Result<Vec<crate::events::EventAppended>> {
+        events: &[crate::store::events::NewEvent],
+    ) -> Result<Vec<crate::store::events::EventAppended>> {
         self.inner.event_append_many(events).await
     }
     async fn event_read(
@@ -571,51 +571,58 @@ impl crate::events::EventStore for FaultStore {
         after: i64,
         topics: &[String],
         limit: u32,
-    ) -> Result<Vec<crate::events::Event>> {
+    ) -> Result<Vec<crate::store::events::Event>> {
         self.inner.event_read(tenant, after, topics, limit).await
     }
-    async fn event_head(&self, tenant: Uuid) -> Result<crate::events::EventHead> {
+    async fn event_head(&self, tenant: Uuid) -> Result<crate::store::events::EventHead> {
         self.inner.event_head(tenant).await
     }
     async fn event_tenants(&self, after: Option<Uuid>, limit: u32) -> Result<Vec<Uuid>> {
         self.inner.event_tenants(after, limit).await
     }
-    async fn event_purge(&self, before: DateTime<Utc>) -> Result<crate::events::EventPurge> {
+    async fn event_purge(&self, before: DateTime<Utc>) -> Result<crate::store::events::EventPurge> {
         self.inner.event_purge(before).await
     }
 }
 
 #[async_trait]
-impl crate::outbox::OutboxStore for FaultStore {
-    async fn outbox_insert(&self, row: &crate::outbox::NewOutboxRow) -> Result<()> {
+impl crate::store::outbox::OutboxStore for FaultStore {
+    async fn outbox_insert(&self, row: &crate::store::outbox::NewOutboxRow) -> Result<()> {
         self.inner.outbox_insert(row).await
     }
-    async fn outbox_get(&self, tenant: Uuid, id: Uuid) -> Result<Option<crate::outbox::OutboxRow>> {
+    async fn outbox_get(
+        &self,
+        tenant: Uuid,
+        id: Uuid,
+    ) -> Result<Option<crate::store::outbox::OutboxRow>> {
         self.inner.outbox_get(tenant, id).await
     }
     async fn outbox_claim(
         &self,
-        params: &crate::outbox::OutboxClaimParams,
-    ) -> Result<Vec<crate::outbox::OutboxRow>> {
+        params: &crate::store::outbox::OutboxClaimParams,
+    ) -> Result<Vec<crate::store::outbox::OutboxRow>> {
         self.inner.outbox_claim(params).await
     }
-    async fn outbox_complete(&self, claims: &[crate::outbox::OutboxClaim]) -> Result<Vec<Uuid>> {
+    async fn outbox_complete(
+        &self,
+        claims: &[crate::store::outbox::OutboxClaim],
+    ) -> Result<Vec<Uuid>> {
         self.inner.outbox_complete(claims).await
     }
     async fn outbox_fail(
         &self,
-        claim: &crate::outbox::OutboxClaim,
-        params: &crate::outbox::OutboxFailParams,
-    ) -> Result<crate::outbox::OutboxFailOutcome> {
+        claim: &crate::store::outbox::OutboxClaim,
+        params: &crate::store::outbox::OutboxFailParams,
+    ) -> Result<crate::store::outbox::OutboxFailOutcome> {
         self.inner.outbox_fail(claim, params).await
     }
     async fn outbox_list(
         &self,
-        filter: &crate::outbox::OutboxFilter,
-    ) -> Result<Vec<crate::outbox::OutboxRow>> {
+        filter: &crate::store::outbox::OutboxFilter,
+    ) -> Result<Vec<crate::store::outbox::OutboxRow>> {
         self.inner.outbox_list(filter).await
     }
-    async fn outbox_stats(&self) -> Result<crate::outbox::OutboxStats> {
+    async fn outbox_stats(&self) -> Result<crate::store::outbox::OutboxStats> {
         self.inner.outbox_stats().await
     }
     async fn outbox_lag(&self) -> Result<f64> {
@@ -628,28 +635,31 @@ impl crate::outbox::OutboxStore for FaultStore {
 
 /// Lane states pass straight through: no faults are injected there yet.
 #[async_trait]
-impl crate::lane::LaneStore for FaultStore {
+impl crate::store::lane::LaneStore for FaultStore {
     async fn lane_set(
         &self,
-        params: &crate::lane::LaneSetParams,
-    ) -> Result<crate::lane::LaneState> {
+        params: &crate::store::lane::LaneSetParams,
+    ) -> Result<crate::store::lane::LaneState> {
         self.inner.lane_set(params).await
     }
-    async fn lane_list(&self) -> Result<Vec<crate::lane::LaneState>> {
+    async fn lane_list(&self) -> Result<Vec<crate::store::lane::LaneState>> {
         self.inner.lane_list().await
     }
 }
 
 /// Tokens and markers pass straight through: no faults are injected there.
 #[async_trait]
-impl crate::access::AccessStore for FaultStore {
-    async fn token_insert(&self, t: &crate::access::NewToken) -> Result<crate::access::TokenRow> {
+impl crate::store::access::AccessStore for FaultStore {
+    async fn token_insert(
+        &self,
+        t: &crate::store::access::NewToken,
+    ) -> Result<crate::store::access::TokenRow> {
         self.inner.token_insert(t).await
     }
-    async fn token_by_hash(&self, hash: &str) -> Result<Option<crate::access::TokenRow>> {
+    async fn token_by_hash(&self, hash: &str) -> Result<Option<crate::store::access::TokenRow>> {
         self.inner.token_by_hash(hash).await
     }
-    async fn token_list(&self) -> Result<Vec<crate::access::TokenRow>> {
+    async fn token_list(&self) -> Result<Vec<crate::store::access::TokenRow>> {
         self.inner.token_list().await
     }
     async fn token_revoke(&self, id: Uuid) -> Result<bool> {
@@ -657,37 +667,40 @@ impl crate::access::AccessStore for FaultStore {
     }
     async fn marker_begin(
         &self,
-        k: &crate::access::MarkerKey,
+        k: &crate::store::access::MarkerKey,
         fingerprint: &str,
         retention: std::time::Duration,
         stale_after: std::time::Duration,
-    ) -> Result<crate::access::MarkerBegin> {
+    ) -> Result<crate::store::access::MarkerBegin> {
         self.inner
             .marker_begin(k, fingerprint, retention, stale_after)
             .await
     }
     async fn marker_finish(
         &self,
-        k: &crate::access::MarkerKey,
+        k: &crate::store::access::MarkerKey,
         status: u16,
         body: &str,
     ) -> Result<()> {
         self.inner.marker_finish(k, status, body).await
     }
-    async fn marker_release(&self, k: &crate::access::MarkerKey) -> Result<()> {
+    async fn marker_release(&self, k: &crate::store::access::MarkerKey) -> Result<()> {
         self.inner.marker_release(k).await
     }
     async fn marker_begin_many(
         &self,
-        claims: &[crate::access::MarkerClaim],
+        claims: &[crate::store::access::MarkerClaim],
         retention: std::time::Duration,
         stale_after: std::time::Duration,
-    ) -> Result<Vec<crate::access::MarkerBegin>> {
+    ) -> Result<Vec<crate::store::access::MarkerBegin>> {
         self.inner
             .marker_begin_many(claims, retention, stale_after)
             .await
     }
-    async fn marker_finish_many(&self, answers: &[crate::access::MarkerAnswer]) -> Result<()> {
+    async fn marker_finish_many(
+        &self,
+        answers: &[crate::store::access::MarkerAnswer],
+    ) -> Result<()> {
         self.inner.marker_finish_many(answers).await
     }
     async fn marker_purge(&self, batch: u32) -> Result<u64> {
@@ -696,36 +709,36 @@ impl crate::access::AccessStore for FaultStore {
 }
 
 #[async_trait]
-impl crate::projector::ProjectorStore for FaultStore {
+impl crate::store::projector::ProjectorStore for FaultStore {
     async fn projector_lease_take(
         &self,
-        params: &crate::projector::LeaseParams,
-    ) -> Result<Option<crate::projector::ProjectorLease>> {
+        params: &crate::store::projector::LeaseParams,
+    ) -> Result<Option<crate::store::projector::ProjectorLease>> {
         self.inner.projector_lease_take(params).await
     }
     async fn projector_lease_release(
         &self,
-        lease: &crate::projector::ProjectorLease,
+        lease: &crate::store::projector::ProjectorLease,
     ) -> Result<()> {
         self.inner.projector_lease_release(lease).await
     }
     async fn projector_apply(
         &self,
-        lease: &crate::projector::ProjectorLease,
+        lease: &crate::store::projector::ProjectorLease,
         renew: Duration,
-        events: &[crate::events::Event],
-        projector: &dyn crate::projector::Projector,
-    ) -> Result<crate::projector::ProjectorLease> {
+        events: &[crate::store::events::Event],
+        projector: &dyn crate::store::projector::Projector,
+    ) -> Result<crate::store::projector::ProjectorLease> {
         self.inner
             .projector_apply(lease, renew, events, projector)
             .await
     }
     async fn projector_rebuild(
         &self,
-        lease: &crate::projector::ProjectorLease,
+        lease: &crate::store::projector::ProjectorLease,
         renew: Duration,
-        projector: &dyn crate::projector::Projector,
-    ) -> Result<crate::projector::ProjectorLease> {
+        projector: &dyn crate::store::projector::Projector,
+    ) -> Result<crate::store::projector::ProjectorLease> {
         self.inner.projector_rebuild(lease, renew, projector).await
     }
     async fn projector_request_rebuild(
@@ -740,7 +753,7 @@ impl crate::projector::ProjectorStore for FaultStore {
     async fn projector_checkpoints(
         &self,
         projector: Option<&str>,
-    ) -> Result<Vec<crate::projector::CheckpointRow>> {
+    ) -> Result<Vec<crate::store::projector::CheckpointRow>> {
         self.inner.projector_checkpoints(projector).await
     }
     async fn projector_pending(
@@ -751,7 +764,10 @@ impl crate::projector::ProjectorStore for FaultStore {
     ) -> Result<Vec<Uuid>> {
         self.inner.projector_pending(projector, after, limit).await
     }
-    async fn projector_lag(&self, projector: &str) -> Result<crate::projector::ProjectorLag> {
+    async fn projector_lag(
+        &self,
+        projector: &str,
+    ) -> Result<crate::store::projector::ProjectorLag> {
         self.inner.projector_lag(projector).await
     }
     async fn projector_seen(&self, projector: &str) -> Result<()> {

@@ -44,12 +44,12 @@ struct State {
     sweep_last_pass: Option<DateTime<Utc>>,
     orchestrations: orchestration::Records,
     sync: reconcile::Sync,
-    schedules: std::collections::BTreeMap<String, crate::periodic::ScheduleRow>,
+    schedules: std::collections::BTreeMap<String, crate::store::schedule::ScheduleRow>,
     outbox: outbox::Rows,
     events: events::Logs,
-    lanes: std::collections::BTreeMap<String, crate::lane::LaneState>,
-    tokens: Vec<crate::access::TokenRow>,
-    markers: HashMap<crate::access::MarkerKey, access::Marker>,
+    lanes: std::collections::BTreeMap<String, crate::store::lane::LaneState>,
+    tokens: Vec<crate::store::access::TokenRow>,
+    markers: HashMap<crate::store::access::MarkerKey, access::Marker>,
 }
 
 /// The in-memory store.

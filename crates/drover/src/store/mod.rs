@@ -1,8 +1,8 @@
 //! The storage seam: one [`Store`] every backend implements, made of one
 //! trait per entity ([`ItemStore`], [`AuditStore`], [`WorkerStore`],
 //! [`SweepStore`], and each capability's own, such as
-//! [`ScheduleStore`](crate::periodic::ScheduleStore) and
-//! [`VacuumStore`](crate::vacuum::VacuumStore)), methods named
+//! [`ScheduleStore`](schedule::ScheduleStore) and
+//! [`VacuumStore`](vacuum::VacuumStore)), methods named
 //! entity-then-verb (`item_claim`, `item_complete`, `worker_beat`). `Store`
 //! itself keeps what belongs to the store as a whole: its engine, clock,
 //! migrations and wake-ups.
@@ -46,19 +46,28 @@ use serde::{Deserialize, Serialize};
 use crate::error::Result;
 use crate::item::{Inserted, NewItem};
 
+pub mod access;
 mod audit;
 #[cfg(feature = "postgres")]
 mod begin;
 pub mod clock;
+pub mod events;
 mod item;
+pub mod lane;
 pub mod memory;
 mod migrations;
+pub mod orchestration;
+pub mod outbox;
 pub mod pooler;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod projector;
+pub mod reconcile;
+pub mod schedule;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 mod sweep;
+pub mod vacuum;
 pub mod wake;
 mod worker;
 
@@ -250,15 +259,15 @@ pub trait Store:
     + AuditStore
     + WorkerStore
     + SweepStore
-    + crate::orchestration::OrchestrationStore
-    + crate::periodic::ScheduleStore
-    + crate::reconcile::ReconcileStore
-    + crate::outbox::OutboxStore
-    + crate::events::EventStore
-    + crate::lane::LaneStore
-    + crate::access::AccessStore
-    + crate::projector::ProjectorStore
-    + crate::vacuum::VacuumStore
+    + orchestration::OrchestrationStore
+    + schedule::ScheduleStore
+    + reconcile::ReconcileStore
+    + outbox::OutboxStore
+    + events::EventStore
+    + lane::LaneStore
+    + access::AccessStore
+    + projector::ProjectorStore
+    + vacuum::VacuumStore
     + Send
     + Sync
     + 'static
@@ -281,9 +290,9 @@ pub trait Store:
     async fn item_insert_each_answered(
         &self,
         items: &[NewItem],
-        markers: &[Option<crate::access::MarkerKey>],
+        markers: &[Option<access::MarkerKey>],
         answer: &crate::store::AnswerFn<'_>,
-        known: &[crate::access::MarkerAnswer],
+        known: &[access::MarkerAnswer],
     ) -> Result<Vec<Result<Inserted>>> {
         let out = self.item_insert_each(items).await?;
         let answers = answers_of(&out, markers, answer, known);
@@ -308,24 +317,24 @@ pub trait Store:
     /// transaction for the lot (a key in flight is told by an advisory
     /// lock there, so it still answers [`MarkerBegin::InFlight`]).
     ///
-    /// [`AccessStore::marker_begin_many`]: crate::access::AccessStore::marker_begin_many
-    /// [`MarkerBegin::InFlight`]: crate::access::MarkerBegin::InFlight
+    /// [`AccessStore::marker_begin_many`]: access::AccessStore::marker_begin_many
+    /// [`MarkerBegin::InFlight`]: access::MarkerBegin::InFlight
     async fn item_insert_each_claimed(
         &self,
-        claims: &[Option<crate::access::MarkerClaim>],
+        claims: &[Option<access::MarkerClaim>],
         prepared: Vec<Result<NewItem>>,
         answer: &crate::store::AnswerFn<'_>,
         retention: std::time::Duration,
         stale_after: std::time::Duration,
-    ) -> Result<Vec<crate::access::Claimed>> {
-        let present: Vec<crate::access::MarkerClaim> = claims.iter().flatten().cloned().collect();
+    ) -> Result<Vec<access::Claimed>> {
+        let present: Vec<access::MarkerClaim> = claims.iter().flatten().cloned().collect();
         let begun = if present.is_empty() {
             Vec::new()
         } else {
             self.marker_begin_many(&present, retention, stale_after)
                 .await?
         };
-        let plan = crate::access::ClaimedPlan::new(claims, prepared, begun, answer);
+        let plan = access::ClaimedPlan::new(claims, prepared, begun, answer);
         if plan.items.is_empty() && plan.known.is_empty() {
             // Every input settled by its marker: nothing to write.
             return Ok(plan.finish(Vec::new()));
@@ -417,15 +426,15 @@ pub type AnswerFn<'a> =
 /// ones, then one per input holding a marker.
 pub(crate) fn answers_of(
     out: &[Result<Inserted>],
-    markers: &[Option<crate::access::MarkerKey>],
+    markers: &[Option<access::MarkerKey>],
     answer: &crate::store::AnswerFn<'_>,
-    known: &[crate::access::MarkerAnswer],
-) -> Vec<crate::access::MarkerAnswer> {
+    known: &[access::MarkerAnswer],
+) -> Vec<access::MarkerAnswer> {
     let mut answers = known.to_vec();
     for (i, (o, m)) in out.iter().zip(markers).enumerate() {
         if let Some(key) = m {
             let (status, body) = answer(i, o);
-            answers.push(crate::access::MarkerAnswer {
+            answers.push(access::MarkerAnswer {
                 key: key.clone(),
                 status,
                 body,

@@ -24,7 +24,7 @@ pub const NONCE_SEPARATOR: char = '#';
 /// that runs ahead of the transaction's `NOTIFY`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Wake {
-    /// The lane (or, for the outbox relay, [`OUTBOX_WAKE`](crate::outbox::OUTBOX_WAKE)).
+    /// The lane (or, for the outbox relay, [`OUTBOX_WAKE`](crate::store::outbox::OUTBOX_WAKE)).
     pub lane: String,
     /// Identical for every listener of this one wake-up.
     pub nonce: Option<u64>,

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::access::{MarkerAnswer, MarkerBegin, MarkerClaim, MarkerKey, NewToken};
+use crate::store::access::{MarkerAnswer, MarkerBegin, MarkerClaim, MarkerKey, NewToken};
 
 fn token(hash_byte: char) -> NewToken {
     NewToken {

@@ -1,4 +1,4 @@
-//! Contract cases of the event log ([`EventStore`](crate::events::EventStore)):
+//! Contract cases of the event log ([`EventStore`](crate::store::events::EventStore)):
 //! dense positions in order, append twice is a no-op, concurrent appenders
 //! leave no gap, tenant isolation, topic filtering, and the purge (old
 //! events go, newer ones and positions stay). Run by every backend through
@@ -13,35 +13,7 @@ use uuid::Uuid;
 
 use super::{Harness, assert_kind, tenant_a, tenant_b};
 use crate::error::ErrorKind;
-use crate::events::{EventAppended, NewEvent};
-
-/// Expands to one `#[tokio::test]` per event-log contract case.
-#[macro_export]
-macro_rules! events_contract_suite {
-    ($setup:path) => {
-        $crate::__events_cases!($setup;
-            event_positions_are_dense_and_ordered,
-            event_append_twice_is_a_no_op,
-            event_concurrent_appenders_leave_no_gap,
-            event_tenants_isolated,
-            event_read_filters_topics_and_limit,
-            event_invalid_append_writes_nothing,
-            event_purge_removes_old_keeps_new_and_positions,
-        );
-        $crate::__projector_cases!($setup;
-            projector_lease_is_exclusive_and_resumes,
-            projector_apply_is_fenced,
-            projector_runner_applies_in_order_and_never_skips,
-            projector_rebuild_resets_and_replays,
-            projector_checkpoints_per_tenant,
-            projector_checkpoint_pins_the_purge,
-            projector_purge_keeps_tenants_not_reached_yet,
-            projector_runner_pages_through_every_tenant,
-            projector_panic_is_a_failed_batch,
-            projector_checkpoints_of_removed_projectors_are_forgotten,
-        );
-    };
-}
+use crate::store::events::{EventAppended, NewEvent};
 
 #[doc(hidden)]
 #[macro_export]
@@ -52,21 +24,6 @@ macro_rules! __events_cases {
             async fn $case() {
                 let h = $setup().await;
                 $crate::store::contract::events::$case(&h).await;
-                h.finish().await;
-            }
-        )*
-    };
-}
-
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __projector_cases {
-    ($setup:path; $($case:ident),* $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn $case() {
-                let h = $setup().await;
-                $crate::store::contract::projector::$case(&h).await;
                 h.finish().await;
             }
         )*

@@ -3,7 +3,7 @@
 //! running), and the list answers every recorded lane by name.
 
 use super::*;
-use crate::lane::{LaneSetParams, LaneState};
+use crate::store::lane::{LaneSetParams, LaneState};
 
 fn set(lane: &str, paused: bool, actor: u128) -> LaneSetParams {
     LaneSetParams {

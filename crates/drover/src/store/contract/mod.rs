@@ -33,7 +33,7 @@ pub type InsertIn = Arc<
 /// `Queue::outbox_write_in` runs it.
 pub type OutboxIn = Arc<
     dyn Fn(
-            crate::outbox::NewOutboxRow,
+            crate::store::outbox::NewOutboxRow,
             bool,
         ) -> Pin<Box<dyn Future<Output = crate::Result<()>> + Send>>
         + Send
@@ -186,16 +186,20 @@ macro_rules! __contract_cases {
     };
 }
 
-const LONG: Duration = Duration::from_secs(60);
+/// A lease no case outlives.
+pub(crate) const LONG: Duration = Duration::from_secs(60);
 /// Short enough to pass by sleeping on PostgreSQL, long enough that the
 /// statements between a claim and the fenced write fit in it.
-const SHORT: Duration = Duration::from_millis(600);
-const PAST_SHORT: Duration = Duration::from_millis(900);
+pub(crate) const SHORT: Duration = Duration::from_millis(600);
+/// Past [`SHORT`]: a lease of `SHORT` has passed after sleeping this long.
+pub(crate) const PAST_SHORT: Duration = Duration::from_millis(900);
 
-fn tenant_a() -> Uuid {
+/// The first tenant of the cross-tenant cases.
+pub(crate) fn tenant_a() -> Uuid {
     Uuid::from_u128(0xA)
 }
-fn tenant_b() -> Uuid {
+/// The second tenant of the cross-tenant cases.
+pub(crate) fn tenant_b() -> Uuid {
     Uuid::from_u128(0xB)
 }
 
@@ -247,7 +251,8 @@ fn fail_params(delay: Duration) -> FailParams {
     }
 }
 
-fn assert_kind<T: std::fmt::Debug>(r: crate::Result<T>, kind: ErrorKind, what: &str) {
+/// Asserts `r` failed with `kind`.
+pub(crate) fn assert_kind<T: std::fmt::Debug>(r: crate::Result<T>, kind: ErrorKind, what: &str) {
     match r {
         Err(e) => assert_eq!(e.kind(), kind, "{what}: got {e}"),
         Ok(v) => panic!("{what}: expected {kind:?}, got Ok({v:?})"),
@@ -265,9 +270,6 @@ mod lanes;
 mod listing;
 mod operations;
 pub mod orchestration;
-pub mod outbox;
-mod outbox_rules;
-pub mod projector;
 pub mod reconcile;
 mod schedule;
 mod sweep;

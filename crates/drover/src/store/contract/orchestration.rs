@@ -1,4 +1,4 @@
-//! Contract cases for [`OrchestrationStore`]: the start and its key, the
+//! Contract cases for [`OrchestrationStore`](crate::store::orchestration::OrchestrationStore): the start and its key, the
 //! advance's two fences (claim token and version) landing together or not
 //! at all, signals kept, consumed and refused, the sweep's due list, and
 //! tenant isolation. Run by every backend through
@@ -11,12 +11,12 @@ use uuid::Uuid;
 use super::{Harness, LONG, PAST_SHORT, SHORT, assert_kind, claim_params, get, tenant_a, tenant_b};
 use crate::error::ErrorKind;
 use crate::item::{InsertResult, Status};
-use crate::orchestration::transition::step_item;
-use crate::orchestration::{
+use crate::store::ClaimRef;
+use crate::store::orchestration::transition::step_item;
+use crate::store::orchestration::{
     NewOrchestration, Orchestration, OrchestrationFilter, OrchestrationStatus, RecordWrite, Signal,
     SignalOutcome, Transition,
 };
-use crate::store::ClaimRef;
 
 mod bounds;
 pub use bounds::*;
@@ -172,7 +172,7 @@ pub async fn orchestration_start_writes_record_and_first_item(h: &Harness) {
     assert_eq!(r.step, "reserve");
     let got = claim(h, LONG).await;
     assert_eq!(got.len(), 1, "one first-step item");
-    assert_eq!(got[0].0.kind, crate::orchestration::STEP_KIND);
+    assert_eq!(got[0].0.kind, crate::store::orchestration::STEP_KIND);
     assert_eq!(got[0].0.payload["orchestration_id"], json!(r.id));
     assert_eq!(got[0].0.payload["version"], json!(1));
 }
@@ -447,7 +447,7 @@ pub async fn orchestration_due_lists_passed_parks_only(h: &Harness) {
     );
     let resumed = h
         .store
-        .orchestration_update(&crate::orchestration::transition::resume_due(
+        .orchestration_update(&crate::store::orchestration::transition::resume_due(
             &due[0],
             h.store.now(),
         ))

@@ -1,4 +1,4 @@
-//! Contract cases for [`ReconcileStore`](crate::reconcile::ReconcileStore):
+//! Contract cases for [`ReconcileStore`](crate::store::reconcile::ReconcileStore):
 //! the first batch and its checkpoint, the checkpoint's compare-and-set
 //! (stale and racing batches change nothing), replays, each conflict
 //! strategy, reviews listed and resolved, and tenant isolation. Run by every
@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::{Harness, assert_kind, tenant_a, tenant_b};
 use crate::error::ErrorKind;
-use crate::reconcile::{
+use crate::store::reconcile::{
     ApplyBatch, Change, ConflictStrategy, LocalPut, RecordFilter, Resolution, SyncRecord,
 };
 

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration as CDuration, SubsecRound, Utc};
 
 use super::*;
-use crate::periodic::{AdvanceOutcome, AdvanceParams, MisfirePolicy, ScheduleDecl, tick_key};
+use crate::store::schedule::{
+    AdvanceOutcome, AdvanceParams, MisfirePolicy, ScheduleDecl, tick_key,
+};
 
 fn decl(name: &str) -> ScheduleDecl {
     ScheduleDecl {

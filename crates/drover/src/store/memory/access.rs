@@ -7,9 +7,9 @@ use async_trait::async_trait;
 use uuid::Uuid;
 
 use super::MemoryStore;
-use crate::access::{AccessStore, MarkerBegin, MarkerKey, NewToken, TokenRow};
 use crate::error::{Error, Result};
 use crate::rules::to_chrono;
+use crate::store::access::{AccessStore, MarkerBegin, MarkerKey, NewToken, TokenRow};
 
 /// A marker as the memory backend keeps it.
 #[derive(Debug, Clone)]
@@ -88,7 +88,7 @@ impl AccessStore for MemoryStore {
                     Some((s, b)) => ("done", Some(*s), Some(b.clone())),
                     None => ("in_flight", None, None),
                 };
-                return Ok(crate::access::classify(
+                return Ok(crate::store::access::classify(
                     &m.fingerprint,
                     fingerprint,
                     state,

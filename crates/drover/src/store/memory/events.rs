@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::MemoryStore;
 use crate::error::Result;
-use crate::events::{
+use crate::store::events::{
     EVENT_PAYLOAD_MAX_DEFAULT, Event, EventAppended, EventHead, EventPurge, EventStore, NewEvent,
 };
 

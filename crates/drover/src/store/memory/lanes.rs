@@ -4,7 +4,7 @@ use async_trait::async_trait;
 
 use super::MemoryStore;
 use crate::error::Result;
-use crate::lane::{LaneSetParams, LaneState, LaneStore};
+use crate::store::lane::{LaneSetParams, LaneState, LaneStore};
 
 #[async_trait]
 impl LaneStore for MemoryStore {

@@ -11,14 +11,14 @@ use uuid::Uuid;
 use super::{MemoryStore, State, clear_claim};
 use crate::error::{Error, Result};
 use crate::item::{InsertResult, NewItem, Status};
-use crate::orchestration::transition::{
+use crate::store::ClaimRef;
+use crate::store::orchestration::transition::{
     cancel_due, cancel_requested, parks_for_signal, wake_on_signal,
 };
-use crate::orchestration::{
+use crate::store::orchestration::{
     DeadStep, NewOrchestration, Orchestration, OrchestrationFilter, OrchestrationInserted,
     OrchestrationStatus, OrchestrationStore, Signal, SignalOutcome, Transition,
 };
-use crate::store::ClaimRef;
 
 /// The records and signals.
 #[derive(Default)]
@@ -316,7 +316,12 @@ impl OrchestrationStore for MemoryStore {
                 )
             })
             .filter_map(|r| {
-                let key = format!("{}:{}:{}", crate::orchestration::STEP_KIND, r.id, r.version);
+                let key = format!(
+                    "{}:{}:{}",
+                    crate::store::orchestration::STEP_KIND,
+                    r.id,
+                    r.version
+                );
                 let id = st.keys.get(&(r.tenant_id, key))?;
                 let item = st
                     .items
@@ -339,7 +344,12 @@ impl OrchestrationStore for MemoryStore {
     async fn orchestration_parked_count(&self) -> Result<i64> {
         let st = self.lock();
         let stranded = |r: &Orchestration| {
-            let key = format!("{}:{}:{}", crate::orchestration::STEP_KIND, r.id, r.version);
+            let key = format!(
+                "{}:{}:{}",
+                crate::store::orchestration::STEP_KIND,
+                r.id,
+                r.version
+            );
             st.keys
                 .get(&(r.tenant_id, key))
                 .and_then(|id| st.items.get(id))

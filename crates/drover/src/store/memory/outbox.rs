@@ -14,11 +14,11 @@ use uuid::Uuid;
 use super::MemoryStore;
 use crate::error::{Error, Result};
 use crate::item::bound_error;
-use crate::outbox::{
+use crate::rules::to_chrono;
+use crate::store::outbox::{
     NewOutboxRow, OUTBOX_WAKE, OutboxClaim, OutboxClaimParams, OutboxFailOutcome, OutboxFailParams,
     OutboxFilter, OutboxRow, OutboxStats, OutboxStatus, OutboxStore, OutboxTarget,
 };
-use crate::rules::to_chrono;
 
 /// The rows by id.
 pub(super) type Rows = HashMap<Uuid, OutboxRow>;

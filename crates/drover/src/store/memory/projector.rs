@@ -12,12 +12,12 @@ use uuid::Uuid;
 use super::MemoryStore;
 use super::events::{Checkpoint, Logs};
 use crate::error::{Error, Result};
-use crate::events::Event;
-use crate::projector::{
+use crate::rules::to_chrono;
+use crate::store::events::Event;
+use crate::store::projector::{
     CheckpointRow, LeaseParams, ProjectionTx, Projector, ProjectorLag, ProjectorLease,
     ProjectorStore,
 };
-use crate::rules::to_chrono;
 
 fn lost(lease: &ProjectorLease) -> Error {
     Error::Conflict(format!(

@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::MemoryStore;
 use crate::error::{Error, Result};
-use crate::reconcile::{
+use crate::store::reconcile::{
     ApplyBatch, ApplyReport, Checkpoint, LocalPut, ReconcileStore, RecordFilter, Resolution,
     SyncRecord, batch_keys, plan_batch, put_local, resolved, validate_key, validate_name,
 };

@@ -7,7 +7,9 @@ use chrono::{DateTime, Utc};
 use super::MemoryStore;
 use crate::error::Result;
 use crate::item::InsertResult;
-use crate::periodic::{AdvanceOutcome, AdvanceParams, ScheduleDecl, ScheduleRow, ScheduleStore};
+use crate::store::schedule::{
+    AdvanceOutcome, AdvanceParams, ScheduleDecl, ScheduleRow, ScheduleStore,
+};
 
 #[async_trait]
 impl ScheduleStore for MemoryStore {

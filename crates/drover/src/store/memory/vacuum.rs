@@ -6,7 +6,7 @@ use async_trait::async_trait;
 
 use super::MemoryStore;
 use crate::error::{Error, Result};
-use crate::vacuum::{TableGarbage, TableVacuum, VacuumStore};
+use crate::store::vacuum::{TableGarbage, TableVacuum, VacuumStore};
 
 #[async_trait]
 impl VacuumStore for MemoryStore {

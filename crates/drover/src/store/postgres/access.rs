@@ -12,10 +12,10 @@ use uuid::Uuid;
 use super::{PgStore, secs};
 use std::collections::{HashMap, HashSet};
 
-use crate::access::{
+use crate::error::{Error, Result};
+use crate::store::access::{
     AccessStore, MarkerAnswer, MarkerBegin, MarkerClaim, MarkerKey, NewToken, TokenRow,
 };
-use crate::error::{Error, Result};
 
 const TOKEN_INSERT: &str = include_str!("../../../sql/postgres/token_insert.sql");
 const TOKEN_BY_HASH: &str = include_str!("../../../sql/postgres/token_by_hash.sql");
@@ -212,7 +212,7 @@ impl AccessStore for PgStore {
             let fp: String = r.try_get("fingerprint")?;
             let state: String = r.try_get("state")?;
             let status: Option<i32> = r.try_get("status")?;
-            crate::access::classify(
+            crate::store::access::classify(
                 &fp,
                 fingerprint,
                 &state,
@@ -426,7 +426,7 @@ pub(super) async fn begin_many_on(
         for i in rest {
             let c = &claims[i];
             out[i] = Some(match found.get(&scoped(&c.key)) {
-                Some((fp, state, status, body)) => crate::access::classify(
+                Some((fp, state, status, body)) => crate::store::access::classify(
                     fp,
                     &c.fingerprint,
                     state,

@@ -25,7 +25,7 @@ use uuid::Uuid;
 use super::items::{enter_caller_tx, leave_caller_tx};
 use super::{PgStore, switch_tenant, validate_schema};
 use crate::error::{Error, Result};
-use crate::events::{
+use crate::store::events::{
     EVENT_PAYLOAD_MAX_DEFAULT, Event, EventAppended, EventHead, EventPurge, EventStore, NewEvent,
 };
 

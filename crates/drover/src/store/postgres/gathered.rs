@@ -9,10 +9,10 @@
 use std::time::Duration;
 
 use super::PgStore;
-use crate::access::{Claimed, ClaimedPlan, MarkerClaim};
 use crate::error::Result;
 use crate::item::{Inserted, NewItem};
 use crate::store::AnswerFn;
+use crate::store::access::{Claimed, ClaimedPlan, MarkerClaim};
 
 /// Claims, inserts and answers one gathered batch in one transaction.
 pub(super) async fn write(

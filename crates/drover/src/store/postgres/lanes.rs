@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::PgStore;
 use crate::error::Result;
-use crate::lane::{LaneSetParams, LaneState, LaneStore};
+use crate::store::lane::{LaneSetParams, LaneState, LaneStore};
 
 const LANE_SET: &str = include_str!("../../../sql/postgres/lane_set.sql");
 const LANE_LIST: &str = include_str!("../../../sql/postgres/lane_list.sql");

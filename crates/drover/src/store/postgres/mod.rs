@@ -41,6 +41,7 @@
 
 mod access;
 mod audit;
+mod child;
 mod connect;
 use connect::open_pool;
 mod events;
@@ -611,9 +612,9 @@ impl Store for PgStore {
     async fn item_insert_each_answered(
         &self,
         items: &[NewItem],
-        markers: &[Option<crate::access::MarkerKey>],
+        markers: &[Option<crate::store::access::MarkerKey>],
         answer: &crate::store::AnswerFn<'_>,
-        known: &[crate::access::MarkerAnswer],
+        known: &[crate::store::access::MarkerAnswer],
     ) -> Result<Vec<Result<Inserted>>> {
         let tenant = match (items.first(), known.first()) {
             (Some(i), _) => i.tenant_id,
@@ -633,12 +634,12 @@ impl Store for PgStore {
 
     async fn item_insert_each_claimed(
         &self,
-        claims: &[Option<crate::access::MarkerClaim>],
+        claims: &[Option<crate::store::access::MarkerClaim>],
         prepared: Vec<Result<NewItem>>,
         answer: &crate::store::AnswerFn<'_>,
         retention: std::time::Duration,
         stale_after: std::time::Duration,
-    ) -> Result<Vec<crate::access::Claimed>> {
+    ) -> Result<Vec<crate::store::access::Claimed>> {
         gathered::write(self, claims, prepared, answer, retention, stale_after).await
     }
 

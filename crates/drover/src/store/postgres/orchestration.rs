@@ -30,15 +30,15 @@ use super::items::{insert_one, miss};
 use super::{PgStore, sql};
 use crate::error::{Error, Opaque, Result};
 use crate::item::{InsertResult, NewItem};
-use crate::orchestration::transition::{
+use crate::store::ClaimRef;
+use crate::store::orchestration::transition::{
     cancel_due, cancel_requested, parks_for_signal, wake_on_signal,
 };
-use crate::orchestration::{
+use crate::store::orchestration::{
     DeadStep, HistoryEntry, NewOrchestration, Orchestration, OrchestrationFilter,
     OrchestrationInserted, OrchestrationStatus, OrchestrationStore, Signal, SignalOutcome,
     Transition,
 };
-use crate::store::ClaimRef;
 
 fn bad(e: impl std::fmt::Display) -> Error {
     Error::Storage(Opaque::msg(e.to_string()))

@@ -30,12 +30,13 @@ use uuid::Uuid;
 use super::items::{enter_caller_tx, leave_caller_tx};
 use super::{PgStore, secs, validate_schema};
 use crate::error::{Error, Result};
-use crate::item::NewItem;
 use crate::item::bound_error;
-use crate::outbox::{
+use crate::item::{InsertResult, NewItem};
+use crate::store::events::{EventAppended, NewEvent};
+use crate::store::outbox::{
     NewOutboxRow, OUTBOX_WAKE, OutboxClaim, OutboxClaimParams, OutboxFailOutcome, OutboxFailParams,
-    OutboxFilter, OutboxRow, OutboxStats, OutboxStatus, OutboxStore, RelayBatch, RelayPlanner,
-    RelayTally,
+    OutboxFilter, OutboxRow, OutboxStats, OutboxStatus, OutboxStore, RelayBatch, RelayWrites,
+    relay_rows,
 };
 
 macro_rules! sql {
@@ -137,6 +138,44 @@ fn outbox_row(r: &PgRow) -> Result<OutboxRow> {
         priority: r.try_get("priority")?,
         max_attempts: r.try_get("max_attempts")?,
     })
+}
+
+/// The one-transaction relay's writes: each on the open system-role
+/// transaction that holds the claim's row locks, keeping the items it
+/// inserted (for the wake-ups after the commit).
+struct TxWrites<'t> {
+    tx: &'t mut sqlx::PgConnection,
+    persistent: bool,
+    items: Vec<NewItem>,
+    results: Vec<InsertResult>,
+}
+
+#[async_trait]
+impl RelayWrites for TxWrites<'_> {
+    async fn insert_items(&mut self, items: &[NewItem]) -> Result<Vec<InsertResult>> {
+        let results = super::items::insert_groups(self.tx, items, self.persistent, false).await?;
+        self.items = items.to_vec();
+        self.results.clone_from(&results);
+        Ok(results)
+    }
+
+    async fn append_events(&mut self, events: &[NewEvent]) -> Result<Vec<Result<EventAppended>>> {
+        // The plan refused every event the append would (RelayPlan::of
+        // checks the event log's bound too), as on the stepwise path: an
+        // error here is the database's, and fails the whole run.
+        let answers = super::events::append_system(self.tx, events, self.persistent).await?;
+        Ok(answers.into_iter().map(Ok).collect())
+    }
+
+    async fn mark_done(&mut self, done: &[OutboxClaim]) -> Result<u64> {
+        let ids: Vec<Uuid> = done.iter().map(|c| c.id).collect();
+        let marked: Vec<Uuid> = sqlx::query_scalar(OUTBOX_COMPLETE_LOCKED)
+            .persistent(self.persistent)
+            .bind(ids)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        Ok(marked.len() as u64)
+    }
 }
 
 /// Marks claimed rows done on an open system-role transaction, each fenced
@@ -266,7 +305,7 @@ impl OutboxStore for PgStore {
     async fn outbox_relay_atomic(
         &self,
         p: &OutboxClaimParams,
-        plan: &RelayPlanner,
+        max_payload: usize,
     ) -> Result<Option<RelayBatch>> {
         // Claim, items, events and marks on one system-role transaction.
         // The claim is the rows' FOR UPDATE lock, held until the commit, so
@@ -290,35 +329,15 @@ impl OutboxStore for PgStore {
             return Ok(Some(RelayBatch::default()));
         }
         let rows = rows.iter().map(outbox_row).collect::<Result<Vec<_>>>()?;
-        let plan = plan(&rows);
-        let mut tally = RelayTally::new(plan.failed);
-        let items: Vec<NewItem> = plan.items.iter().map(|(_, it)| it.clone()).collect();
-        let mut item_results = Vec::new();
-        if !items.is_empty() {
-            item_results =
-                super::items::insert_groups(&mut tx, &items, self.persistent, false).await?;
-            tally.items(&rows, &plan.items, &item_results);
-        }
-        // The plan refused every event the append would (RelayPlan::of
-        // checks the event log's bound too), as on the stepwise path: an
-        // error here is the database's, and fails the whole run.
-        if !plan.events.is_empty() {
-            let events: Vec<crate::events::NewEvent> =
-                plan.events.iter().map(|(_, e)| e.clone()).collect();
-            let answers = super::events::append_system(&mut tx, &events, self.persistent).await?;
-            tally.events(&rows, &plan.events, answers.into_iter().map(Ok).collect());
-        }
-        let landed = if tally.done.is_empty() {
-            0
-        } else {
-            let ids: Vec<Uuid> = tally.done.iter().map(|c| c.id).collect();
-            let done: Vec<Uuid> = sqlx::query_scalar(OUTBOX_COMPLETE_LOCKED)
-                .persistent(self.persistent)
-                .bind(ids)
-                .fetch_all(&mut *tx)
-                .await?;
-            done.len() as u64
+        let mut writes = TxWrites {
+            tx: &mut tx,
+            persistent: self.persistent,
+            items: Vec::new(),
+            results: Vec::new(),
         };
+        let batch = relay_rows(rows, max_payload, &mut writes).await?;
+        let (items, item_results) = (writes.items, writes.results);
+        let (rows, tally, landed) = (batch.rows, batch.tally, batch.landed);
         if !tally.failed.is_empty() {
             // The rows that failed keep the batch's claim past the commit,
             // for the relay's fenced outbox_fail.

@@ -19,8 +19,8 @@ use uuid::Uuid;
 use super::items::{enter_caller_tx, leave_caller_tx};
 use super::{PgStore, secs};
 use crate::error::{Error, Result};
-use crate::events::Event;
-use crate::projector::{
+use crate::store::events::Event;
+use crate::store::projector::{
     CheckpointRow, LeaseParams, ProjectionTx, Projector, ProjectorLag, ProjectorLease,
     ProjectorStore,
 };

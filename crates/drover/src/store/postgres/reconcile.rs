@@ -28,7 +28,7 @@ use uuid::Uuid;
 
 use super::PgStore;
 use crate::error::{Error, Result};
-use crate::reconcile::{
+use crate::store::reconcile::{
     ApplyBatch, ApplyReport, Change, Checkpoint, LocalPut, ReconcileStore, RecordFilter,
     Resolution, SyncRecord, batch_keys, plan_batch, put_local, resolved, validate_key,
     validate_name,
@@ -245,7 +245,7 @@ impl ReconcileStore for PgStore {
             let locals = lock(&mut tx, self.persistent, &b.reconciler, &keys).await?;
             let (writes, planned) = plan_batch(b, locals.clone(), chrono::Utc::now());
             #[cfg(feature = "test-util")]
-            crate::reconcile::hook::after_plan(b.tenant_id, &b.reconciler).await;
+            crate::store::reconcile::hook::after_plan(b.tenant_id, &b.reconciler).await;
             let (old, new): (Vec<SyncRecord>, Vec<SyncRecord>) = writes
                 .into_iter()
                 .partition(|r| locals.contains_key(&r.key));

@@ -40,6 +40,7 @@ use sqlx::Row;
 use uuid::Uuid;
 
 use super::PgStore;
+use super::child::{Child, checked_child};
 use super::tally::{GroupTally, Partial, TallyLimits, child_pages, tally_rows};
 use crate::error::{Error, Result};
 
@@ -109,30 +110,6 @@ pub fn children_ahead(width: chrono::TimeDelta) -> chrono::TimeDelta {
 /// Whether `e` is PostgreSQL's `lock_not_available` (the lock timeout).
 fn lock_timed_out(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.code().as_deref() == Some("55P03"))
-}
-
-/// A child's name as the catalog gave it, checked before it is spliced
-/// into a statement (the migration's functions check it again).
-pub(super) fn checked_child(name: &str) -> Result<&str> {
-    let ok = name == "items_legacy"
-        || name
-            .strip_prefix("items_c")
-            .is_some_and(|h| h.len() == 12 && h.bytes().all(|b| b.is_ascii_hexdigit()));
-    if ok {
-        Ok(name)
-    } else {
-        Err(Error::invalid(
-            "child",
-            format!("not an items child: {name}"),
-        ))
-    }
-}
-
-/// One due child: its name and window of ids.
-pub(super) struct Child {
-    pub(super) name: String,
-    pub(super) lo: Uuid,
-    pub(super) hi: Uuid,
 }
 
 /// What one child's rotation did.

@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::{PgStore, items};
 use crate::error::Result;
 use crate::item::InsertResult;
-use crate::periodic::{
+use crate::store::schedule::{
     AdvanceOutcome, AdvanceParams, MisfirePolicy, ScheduleDecl, ScheduleRow, ScheduleStore,
 };
 

@@ -14,7 +14,7 @@ use sqlx::Row;
 use uuid::Uuid;
 
 use super::PgStore;
-use super::rotate::{Child, checked_child};
+use super::child::{Child, checked_child};
 use crate::error::Result;
 
 macro_rules! sql {

@@ -17,7 +17,7 @@ use sqlx::{Executor, Row};
 
 use super::{PgStore, quote_ident, sql, validate_schema};
 use crate::error::{Error, Result};
-use crate::vacuum::{TableGarbage, TableVacuum, VacuumStore};
+use crate::store::vacuum::{TableGarbage, TableVacuum, VacuumStore};
 
 /// A row of `table_garbage.sql` or `table_vacuum_after.sql`.
 fn garbage(row: &PgRow) -> Result<TableGarbage> {

@@ -12,11 +12,11 @@ use uuid::Uuid;
 
 use super::SqliteStore;
 use super::row::{from_micros, to_micros};
-use crate::access::{
-    AccessStore, MarkerAnswer, MarkerBegin, MarkerClaim, MarkerKey, NewToken, TokenRow,
-};
 use crate::error::{Error, Result};
 use crate::rules::to_chrono;
+use crate::store::access::{
+    AccessStore, MarkerAnswer, MarkerBegin, MarkerClaim, MarkerKey, NewToken, TokenRow,
+};
 
 const TOKEN_INSERT: &str = include_str!("../../../sql/sqlite/token_insert.sql");
 const TOKEN_BY_HASH: &str = include_str!("../../../sql/sqlite/token_by_hash.sql");
@@ -63,7 +63,7 @@ async fn begin_on(
     let fp: String = r.try_get("fingerprint")?;
     let state: String = r.try_get("state")?;
     let status: Option<i64> = r.try_get("status")?;
-    Ok(crate::access::classify(
+    Ok(crate::store::access::classify(
         &fp,
         fingerprint,
         &state,

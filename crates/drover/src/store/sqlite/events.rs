@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::SqliteStore;
 use super::row::{from_micros, to_micros};
 use crate::error::{Error, Opaque, Result};
-use crate::events::{
+use crate::store::events::{
     EVENT_PAYLOAD_MAX_DEFAULT, Event, EventAppended, EventHead, EventPurge, EventStore, NewEvent,
 };
 

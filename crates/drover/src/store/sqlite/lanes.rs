@@ -9,7 +9,7 @@ use uuid::Uuid;
 use super::SqliteStore;
 use super::row::{from_micros, to_micros};
 use crate::error::Result;
-use crate::lane::{LaneSetParams, LaneState, LaneStore};
+use crate::store::lane::{LaneSetParams, LaneState, LaneStore};
 
 const LANE_SET: &str = include_str!("../../../sql/sqlite/lane_set.sql");
 const LANE_LIST: &str = include_str!("../../../sql/sqlite/lane_list.sql");

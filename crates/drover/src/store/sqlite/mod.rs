@@ -341,7 +341,7 @@ async fn end_abandoned_transaction(
 ///
 /// # Errors
 /// As [`ItemStore::item_insert`](crate::store::ItemStore::item_insert); a collision is not an error but an
-/// [`InsertResult`]. An id held by another tenant's item is
+/// [`InsertResult`](crate::item::InsertResult). An id held by another tenant's item is
 /// [`Error::Conflict`], without that item.
 ///
 /// # Cancel safety

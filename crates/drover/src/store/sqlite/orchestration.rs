@@ -22,14 +22,14 @@ use super::row::{from_micros, to_micros};
 use super::{SqliteStore, insert, sql};
 use crate::error::{Error, Opaque, Result};
 use crate::item::{InsertResult, NewItem};
-use crate::orchestration::transition::{
+use crate::store::ClaimRef;
+use crate::store::orchestration::transition::{
     cancel_due, cancel_requested, parks_for_signal, wake_on_signal,
 };
-use crate::orchestration::{
+use crate::store::orchestration::{
     DeadStep, NewOrchestration, Orchestration, OrchestrationFilter, OrchestrationInserted,
     OrchestrationStatus, OrchestrationStore, Signal, SignalOutcome, Transition,
 };
-use crate::store::ClaimRef;
 
 fn json_err(what: &str, e: serde_json::Error) -> Error {
     Error::Storage(Opaque::msg(format!("stored {what} is not valid JSON: {e}")))

@@ -18,7 +18,7 @@ use super::SqliteStore;
 use super::row::{after, from_micros, to_micros};
 use crate::error::{Error, Result};
 use crate::item::bound_error;
-use crate::outbox::{
+use crate::store::outbox::{
     NewOutboxRow, OUTBOX_WAKE, OutboxClaim, OutboxClaimParams, OutboxFailOutcome, OutboxFailParams,
     OutboxFilter, OutboxRow, OutboxStats, OutboxStatus, OutboxStore,
 };

@@ -15,8 +15,8 @@ use uuid::Uuid;
 use super::SqliteStore;
 use super::row::{after, from_micros, to_micros};
 use crate::error::{Error, Result};
-use crate::events::Event;
-use crate::projector::{
+use crate::store::events::Event;
+use crate::store::projector::{
     CheckpointRow, LeaseParams, ProjectionTx, Projector, ProjectorLag, ProjectorLease,
     ProjectorStore,
 };

@@ -19,7 +19,7 @@ use uuid::Uuid;
 use super::row::{from_micros, to_micros};
 use super::{SqliteStore, sql};
 use crate::error::{Error, Opaque, Result};
-use crate::reconcile::{
+use crate::store::reconcile::{
     ApplyBatch, ApplyReport, Change, Checkpoint, LocalPut, ReconcileStore, RecordFilter,
     Resolution, SyncRecord, batch_keys, plan_batch, put_local, resolved, validate_key,
     validate_name,

@@ -14,7 +14,7 @@ use super::insert::insert_on;
 use super::row::{from_micros, to_micros};
 use crate::error::Result;
 use crate::item::InsertResult;
-use crate::periodic::{
+use crate::store::schedule::{
     AdvanceOutcome, AdvanceParams, MisfirePolicy, ScheduleDecl, ScheduleRow, ScheduleStore,
 };
 

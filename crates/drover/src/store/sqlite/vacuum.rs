@@ -9,7 +9,7 @@ use async_trait::async_trait;
 
 use super::SqliteStore;
 use crate::error::{Error, Result};
-use crate::vacuum::{TableGarbage, TableVacuum, VacuumStore};
+use crate::store::vacuum::{TableGarbage, TableVacuum, VacuumStore};
 
 #[async_trait]
 impl VacuumStore for SqliteStore {

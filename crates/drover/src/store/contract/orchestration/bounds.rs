@@ -11,8 +11,8 @@ use super::super::{Harness, LONG, assert_kind, get, tenant_a};
 use super::{claim, park_for, record, sig, start, to_step};
 use crate::error::ErrorKind;
 use crate::item::Status;
-use crate::orchestration::transition::step_item;
-use crate::orchestration::{OrchestrationStatus, RecordWrite, SignalOutcome, Transition};
+use crate::store::orchestration::transition::step_item;
+use crate::store::orchestration::{OrchestrationStatus, RecordWrite, SignalOutcome, Transition};
 
 /// A cancel request on a running record keeps its version (the step in
 /// flight still lands); the step's transition keeps the flag and, in its
@@ -94,19 +94,23 @@ pub async fn orchestration_cancel_request_overrides_a_park(h: &Harness) {
         .expect("request");
     let until = h.store.now() + Span::seconds(3600);
     let mut t = park_for(&r, "payment_confirmed", until);
-    for i in 0..(crate::orchestration::HISTORY_CAP + 5) {
-        t.write.push_history(crate::orchestration::HistoryEntry {
-            step: format!("s{i}"),
-            attempt: 1,
-            started: until,
-            ended: until,
-            outcome: "next".into(),
-        });
+    for i in 0..(crate::store::orchestration::HISTORY_CAP + 5) {
+        t.write
+            .push_history(crate::store::orchestration::HistoryEntry {
+                step: format!("s{i}"),
+                attempt: 1,
+                started: until,
+                ended: until,
+                outcome: "next".into(),
+            });
     }
     let after = h.store.orchestration_advance(&c, &t).await.expect("park");
     assert_eq!(after.status, OrchestrationStatus::Compensating);
     assert_eq!(after.parked_until, None);
-    assert_eq!(after.history.len(), crate::orchestration::HISTORY_CAP);
+    assert_eq!(
+        after.history.len(),
+        crate::store::orchestration::HISTORY_CAP
+    );
     assert_eq!(
         after.history_dropped, 6,
         "5 over the cap, then the cancel's entry"
@@ -124,7 +128,11 @@ pub async fn orchestration_step_item_not_inserted_fails_the_transition(h: &Harne
     let mut squatter = crate::item::NewItem::new("other.kind", json!({}))
         .with_tenant(tenant_a())
         .with_lane("elsewhere");
-    squatter.idempotency_key = Some(format!("{}:{}:2", crate::orchestration::STEP_KIND, r.id));
+    squatter.idempotency_key = Some(format!(
+        "{}:{}:2",
+        crate::store::orchestration::STEP_KIND,
+        r.id
+    ));
     h.store.item_insert(&squatter).await.expect("squatter");
     assert_kind(
         h.store
@@ -183,7 +191,7 @@ pub async fn orchestration_cancelled_step_item_is_listed_and_counted(h: &Harness
     );
     let moved = h
         .store
-        .orchestration_update(&crate::orchestration::transition::cancel_requested(
+        .orchestration_update(&crate::store::orchestration::transition::cancel_requested(
             &dead[0].record,
             h.store.now(),
         ))

@@ -1,5 +1,8 @@
 //! The schedule entity of the storage seam: one state row per schedule,
-//! recording the last tick enqueued.
+//! recording the last tick enqueued; its records, the [`ScheduleStore`]
+//! trait, the [`MisfirePolicy`] a row names and the tick key every backend
+//! stores ([`tick_key`]). `crate::periodic` re-exports them under their old
+//! paths and keeps the scheduler.
 //!
 //! The table is **tenant-less in meaning, tenant-scoped in form**: a
 //! schedule is declared in code once for the whole fleet, not per tenant,
@@ -19,12 +22,13 @@
 //!   item exists (inserted now or already there under its key), or nothing
 //!   changed. Two schedulers racing over one range: exactly one advances.
 
+use std::fmt;
+
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::MisfirePolicy;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::item::{InsertResult, NewItem};
 
 /// A schedule as a scheduler declares it to the state table.
@@ -109,4 +113,83 @@ impl ScheduleRow {
     pub fn is_active(&self, now: DateTime<Utc>, inactive_after: std::time::Duration) -> bool {
         now - self.seen_at < crate::rules::to_chrono(inactive_after)
     }
+}
+
+/// The largest `max_backfill` a schedule may ask for: one run enqueues at
+/// most this many items per schedule in one transaction, so the catch-up
+/// after an outage stays one bounded write. Above it,
+/// `Schedule::compile` (`crate::periodic`) refuses the schedule.
+pub const MAX_BACKFILL_LIMIT: u32 = 10_000;
+
+/// What a scheduler does with ticks that passed while no worker ran
+/// (ticks later than the scheduler's misfire grace).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "policy")]
+pub enum MisfirePolicy {
+    /// Drop every missed tick; only ticks within the grace (and the future
+    /// ones) run.
+    Skip,
+    /// One catch-up item for all missed ticks, keyed by the latest of them.
+    /// The default: a nightly report runs once after an outage.
+    #[default]
+    Once,
+    /// Every missed tick, oldest first, but at most `max_backfill` of the
+    /// latest ones (older ones are dropped and counted). `max_backfill` is
+    /// 1 to [`MAX_BACKFILL_LIMIT`].
+    All {
+        /// The most missed ticks enqueued after one outage.
+        max_backfill: u32,
+    },
+}
+
+impl MisfirePolicy {
+    /// `skip`, `once` or `all`, as the state table and the CLI show it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            MisfirePolicy::Skip => "skip",
+            MisfirePolicy::Once => "once",
+            MisfirePolicy::All { .. } => "all",
+        }
+    }
+
+    /// The backfill cap (0 unless `all`).
+    pub fn max_backfill(&self) -> u32 {
+        match self {
+            MisfirePolicy::All { max_backfill } => *max_backfill,
+            _ => 0,
+        }
+    }
+
+    /// The policy a state row names.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] on `misfire` for an unknown name.
+    pub fn from_parts(name: &str, max_backfill: u32) -> Result<Self> {
+        match name {
+            "skip" => Ok(MisfirePolicy::Skip),
+            "once" => Ok(MisfirePolicy::Once),
+            "all" => Ok(MisfirePolicy::All { max_backfill }),
+            other => Err(Error::invalid(
+                "misfire",
+                format!("{other:?} is not skip, once or all"),
+            )),
+        }
+    }
+}
+
+impl fmt::Display for MisfirePolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MisfirePolicy::All { max_backfill } => write!(f, "all (max {max_backfill})"),
+            other => f.write_str(other.name()),
+        }
+    }
+}
+
+/// `periodic:<name>:<tick as RFC 3339 UTC, whole seconds>`.
+pub fn tick_key(name: &str, tick: DateTime<Utc>) -> String {
+    format!(
+        "periodic:{name}:{}",
+        tick.to_rfc3339_opts(SecondsFormat::Secs, true)
+    )
 }

@@ -8,11 +8,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::record::{
-    HistoryEntry, Orchestration, OrchestrationStatus, RecordWrite, Signal, Transition,
-};
+use super::{HistoryEntry, Orchestration, OrchestrationStatus, RecordWrite, Signal, Transition};
 use crate::item::NewItem;
-use crate::queue::Kind;
 
 /// The payload of a step's work item: which record, at which version.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -25,10 +22,6 @@ pub struct StepJob {
     /// The payload of the signal that woke the record, if one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<serde_json::Value>,
-}
-
-impl Kind for StepJob {
-    const NAME: &'static str = STEP_KIND;
 }
 
 /// The built-in kind every orchestration step runs as.
@@ -163,5 +156,60 @@ pub fn cancel_requested(r: &Orchestration, now: DateTime<Utc>) -> Transition {
         ended: now,
         outcome: "cancelled by an operator".into(),
     });
-    super::runner::begin_compensation(r, w, "cancelled by an operator".into(), true)
+    begin_compensation(r, w, "cancelled by an operator".into(), true)
+}
+
+/// The write of `rec` as `w`, with the next step's item when `next_item`
+/// (the record's next version).
+pub fn transition(rec: &Orchestration, w: RecordWrite, next_item: bool) -> Transition {
+    let enqueue = next_item.then(|| {
+        step_item(
+            rec.tenant_id,
+            rec.id,
+            &rec.lane,
+            rec.max_attempts,
+            rec.version + 1,
+            None,
+        )
+    });
+    Transition {
+        tenant_id: rec.tenant_id,
+        id: rec.id,
+        expected_version: rec.version,
+        write: w,
+        enqueue,
+        consume_signal: None,
+    }
+}
+
+/// The write that starts compensating the completed steps (newest first),
+/// or ends the record at once when none completed. Shared with an
+/// operator's cancel.
+pub fn begin_compensation(
+    rec: &Orchestration,
+    mut w: RecordWrite,
+    error: String,
+    cancel: bool,
+) -> Transition {
+    w.error = Some(error);
+    w.cancel_requested = cancel;
+    w.parked_until = None;
+    w.waiting_for = None;
+    w.timeout_step = None;
+    w.resume_as = None;
+    match w.completed.last().cloned() {
+        Some(last) => {
+            w.status = OrchestrationStatus::Compensating;
+            w.step = last;
+            transition(rec, w, true)
+        }
+        None => {
+            w.status = if cancel {
+                OrchestrationStatus::Cancelled
+            } else {
+                OrchestrationStatus::Compensated
+            };
+            transition(rec, w, false)
+        }
+    }
 }

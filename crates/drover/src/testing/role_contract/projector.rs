@@ -13,12 +13,55 @@ use async_trait::async_trait;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{Harness, LONG, PAST_SHORT, SHORT, assert_kind, tenant_a, tenant_b};
 use crate::error::ErrorKind;
-use crate::events::{Event, NewEvent};
-use crate::projector::{
-    LeaseParams, ProjectionTx, Projector, ProjectorConfig, ProjectorRunner, ProjectorStrategy,
-};
+use crate::projector::{ProjectorConfig, ProjectorRunner};
+use crate::store::contract::{Harness, LONG, PAST_SHORT, SHORT, assert_kind, tenant_a, tenant_b};
+use crate::store::events::{Event, NewEvent};
+use crate::store::projector::{LeaseParams, ProjectionTx, Projector, ProjectorStrategy};
+
+/// Expands to one `#[tokio::test]` per event-log contract case and per
+/// projector case (the checkpoints and the runner).
+#[macro_export]
+macro_rules! events_contract_suite {
+    ($setup:path) => {
+        $crate::__events_cases!($setup;
+            event_positions_are_dense_and_ordered,
+            event_append_twice_is_a_no_op,
+            event_concurrent_appenders_leave_no_gap,
+            event_tenants_isolated,
+            event_read_filters_topics_and_limit,
+            event_invalid_append_writes_nothing,
+            event_purge_removes_old_keeps_new_and_positions,
+        );
+        $crate::__projector_cases!($setup;
+            projector_lease_is_exclusive_and_resumes,
+            projector_apply_is_fenced,
+            projector_runner_applies_in_order_and_never_skips,
+            projector_rebuild_resets_and_replays,
+            projector_checkpoints_per_tenant,
+            projector_checkpoint_pins_the_purge,
+            projector_purge_keeps_tenants_not_reached_yet,
+            projector_runner_pages_through_every_tenant,
+            projector_panic_is_a_failed_batch,
+            projector_checkpoints_of_removed_projectors_are_forgotten,
+        );
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __projector_cases {
+    ($setup:path; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $case() {
+                let h = $setup().await;
+                $crate::testing::role_contract::projector::$case(&h).await;
+                h.finish().await;
+            }
+        )*
+    };
+}
 
 /// Records what it applied in memory; fails on `fail_at` while it is set,
 /// and panics on `panic_at` (tenant, position) while that is set.
@@ -50,7 +93,7 @@ impl Projector for Arc<Recorder> {
     }
     async fn apply(&self, e: &Event, _tx: &mut ProjectionTx<'_>) -> crate::Result<()> {
         if *self.fail_at.lock().expect("lock") == Some(e.position) {
-            return Err(crate::projector::apply_failed("refused on purpose"));
+            return Err(crate::store::projector::apply_failed("refused on purpose"));
         }
         let panic_here = *self.panic_at.lock().expect("lock") == Some((e.tenant, e.position));
         if panic_here {
@@ -493,7 +536,7 @@ pub async fn projector_panic_is_a_failed_batch(h: &Harness) {
         .expect("the pass survives the panic");
     assert_eq!((r.failed, r.panicked), (1, 1));
     assert_eq!(runner.failing_tenants(), 1);
-    let pos = |rows: &[crate::projector::CheckpointRow], t: Uuid| {
+    let pos = |rows: &[crate::store::projector::CheckpointRow], t: Uuid| {
         rows.iter().find(|r| r.tenant == t).map(|r| r.position)
     };
     let rows = h

@@ -15,12 +15,12 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::outbox::{event_row, items_of, quick, relay, work_row, write};
-use super::{Harness, LONG, PAST_SHORT, SHORT, assert_kind, tenant_a, tenant_b};
 use crate::error::ErrorKind;
 use crate::outbox::{
     NewOutboxRow, OutboxClaimParams, OutboxStatus, Relay, RelayConfig, RelaySweep,
 };
 use crate::queue::{Kind, Principal, Queue, QueueConfig};
+use crate::store::contract::{Harness, LONG, PAST_SHORT, SHORT, assert_kind, tenant_a, tenant_b};
 
 /// A job with a field named `lane`: the entry the old outbox format took.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -212,7 +212,7 @@ pub async fn outbox_bad_event_fails_alone(h: &Harness) {
         ..QueueConfig::default()
     });
     let relay = Relay::new(queue, quick()).unwrap();
-    let big = "x".repeat(crate::events::EVENT_PAYLOAD_MAX_DEFAULT + 1024);
+    let big = "x".repeat(crate::store::events::EVENT_PAYLOAD_MAX_DEFAULT + 1024);
     let base = chrono::Utc::now() - chrono::Duration::seconds(5);
     let bad = NewOutboxRow {
         payload: json!({"blob": big}),

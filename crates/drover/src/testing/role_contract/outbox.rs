@@ -14,7 +14,6 @@ use std::time::Duration;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{Harness, LONG, PAST_SHORT, SHORT, assert_kind, tenant_a, tenant_b};
 use crate::error::ErrorKind;
 use crate::item::{InsertResult, NewItem};
 use crate::outbox::{
@@ -23,6 +22,7 @@ use crate::outbox::{
 };
 use crate::queue::Queue;
 use crate::store::ListFilter;
+use crate::store::contract::{Harness, LONG, PAST_SHORT, SHORT, assert_kind, tenant_a, tenant_b};
 
 pub use super::outbox_rules::{
     outbox_an_existing_id_changes_nothing, outbox_bad_event_fails_alone,
@@ -62,7 +62,7 @@ macro_rules! __outbox_cases {
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn $case() {
                 let h = $setup().await;
-                $crate::store::contract::outbox::$case(&h).await;
+                $crate::testing::role_contract::outbox::$case(&h).await;
                 h.finish().await;
             }
         )*

@@ -1,5 +1,7 @@
 //! The orchestration record, its signals, and the storage seam for them
-//! ([`OrchestrationStore`]).
+//! ([`OrchestrationStore`]), with the pure transitions the backends and the
+//! runner share ([`transition`]). `crate::orchestration` re-exports them
+//! under their old paths and keeps the runner and the workflows.
 //!
 //! Invariants every backend keeps (the contract cases in
 //! `store/contract/orchestration.rs` check each one):
@@ -39,6 +41,10 @@ use uuid::Uuid;
 use crate::error::Result;
 use crate::item::{InsertResult, NewItem};
 use crate::store::ClaimRef;
+
+pub mod transition;
+
+pub use transition::{STEP_KIND, StepJob};
 
 /// How many history entries a record keeps: the newest ones; older ones are
 /// dropped and counted in [`Orchestration::history_dropped`].
@@ -205,7 +211,7 @@ pub struct Orchestration {
 /// What a start writes: the record (at version 1, running its first step).
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewOrchestration {
-    /// The id (minted v7 by [`NewOrchestration::new`]).
+    /// The id (a v7 UUID, minted when the orchestration is started).
     pub id: Uuid,
     /// The tenant.
     pub tenant_id: Uuid,
