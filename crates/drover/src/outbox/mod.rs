@@ -44,10 +44,12 @@ use uuid::Uuid;
 use crate::error::{Error, Result};
 use crate::item::{DEFAULT_LANE, DEFAULT_MAX_ATTEMPTS};
 
+mod as_service;
 mod relay;
 mod sweep;
 mod write;
 
+pub(crate) use as_service::relay_service;
 pub use relay::{
     RELAY_BACKOFF_BASE_DEFAULT, RELAY_BACKOFF_CAP_DEFAULT, RELAY_BATCH_DEFAULT, RELAY_BATCH_MAX,
     RELAY_CONCURRENCY_DEFAULT, RELAY_INTERVAL_DEFAULT, RELAY_JITTER, RELAY_LEASE_DEFAULT,

@@ -46,12 +46,14 @@
 //! drover::register!(setup);
 //! ```
 
+mod as_service;
 mod heartbeat;
 mod plan;
 mod schedule;
 mod scheduler;
 mod store;
 
+pub(crate) use as_service::scheduler_service;
 pub use heartbeat::{
     HEARTBEAT_CRON_DEFAULT, HEARTBEAT_NAME, Heartbeat, HeartbeatHandler, beats, heartbeat_schedule,
 };

@@ -47,6 +47,7 @@ use uuid::Uuid;
 use crate::error::{Error, Opaque, Result};
 use crate::events::Event;
 
+mod as_service;
 mod runner;
 mod store;
 

@@ -32,6 +32,7 @@ use uuid::Uuid;
 
 use crate::error::{Error, Result};
 
+mod as_service;
 mod backoff;
 #[cfg(feature = "test-util")]
 pub mod hook;

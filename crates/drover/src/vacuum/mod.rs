@@ -49,6 +49,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 
+mod as_service;
 mod service;
 
 pub use service::{
