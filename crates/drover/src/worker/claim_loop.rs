@@ -8,17 +8,22 @@
 //! never waits in the buffer past half its lease; no claim goes to a lane
 //! seen paused; a burst of wake-ups costs one claim round.
 
+use std::collections::VecDeque;
 use std::future::Future;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use tokio::sync::{Semaphore, broadcast};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::executor::Executor;
-use super::{Health, pause, spread};
+use super::{Health, WorkerSettings, pause, spread};
 use crate::error::Result;
+use crate::queue::JobContext;
 
 /// How much work the adaptive prefetch holds ready: the items this worker
 /// starts in this long.
@@ -61,257 +66,460 @@ type ClaimFuture = std::pin::Pin<
 /// a WAL flush. Neither loosens a fence: a buffered item's lease runs from
 /// its claim, and the executor drops one that waited past it.
 pub(super) async fn claim_loop(l: ClaimLoop) {
-    use futures::StreamExt;
-    use std::collections::VecDeque;
+    let mut c = Claimer::new(l);
+    loop {
+        c.health.loop_tick();
+        if c.fetch.is_cancelled() {
+            break;
+        }
+        c.start_buffered();
+        c.prefetch.remeasure();
+        c.release_overdue();
+        c.refresh();
+        match c.try_claim() {
+            Next::Claimed => continue,
+            Next::Wait(w) => {
+                if c.wait(w).await.is_break() {
+                    break;
+                }
+            }
+        }
+    }
+    c.stop().await;
+}
 
-    let ClaimLoop {
-        id,
-        exec,
-        slots,
-        tracker,
-        fetch,
-        health,
-        mut wake,
-        mut paused,
-        seen,
-        peers,
-        kinds,
-    } = l;
-    let s = exec.settings.clone();
-    let lanes = s.lanes.clone();
-    // Fixed when set; otherwise adaptive: about PREFETCH_HORIZON of work at
-    // the rate items are being started, so quick handlers get large claims
-    // (one commit for many items) and slow ones claim only for free slots
-    // (nothing waits claimed that another worker could run).
-    let adaptive = s.prefetch.is_none();
-    let max_ahead = s.capacity.saturating_mul(PREFETCH_MAX_FACTOR);
-    let mut prefetch = s.prefetch.unwrap_or(s.capacity);
-    let mut window_start = std::time::Instant::now();
-    let mut window_started = 0usize;
-    let mut start_rate = 0.0f64;
-    // A second claim in flight must be worth its commit.
-    let min_extra = (s.capacity / 4).max(1);
-    let mut buffer: VecDeque<crate::queue::JobContext> = VecDeque::new();
-    let mut outstanding: futures::stream::FuturesUnordered<ClaimFuture> =
-        futures::stream::FuturesUnordered::new();
-    let mut requested = 0usize;
-    // Lanes whose last claim came back short: wait for a wake-up or the poll.
-    let mut idle = vec![false; lanes.len()];
-    // Lanes woken on another worker's turn (`spread`): claimed when the
-    // instant comes, unless a claim on the lane runs first.
-    let mut deferred: Vec<Option<tokio::time::Instant>> = vec![None; lanes.len()];
-    // Paused lanes are skipped, whatever their wake-ups say.
-    let mut paused_now = pause::Applied::new(paused.borrow_and_update().clone(), seen);
-    let mut paused_open = true;
-    let mut next_lane = 0usize;
-    let mut backoff = Duration::from_millis(50);
-    // Consecutive failed claims: the outage is logged when it begins and ends.
-    let mut claim_failures: u64 = 0;
-    let mut failing_until: Option<tokio::time::Instant> = None;
-    let jittered_poll = || {
-        let jitter = 1.0 + 0.1 * (2.0 * rand::random::<f64>() - 1.0);
-        tokio::time::Instant::now() + s.poll_interval.mul_f64(jitter)
-    };
-    let mut poll_at = jittered_poll();
+/// The adaptive prefetch: how many items to hold ready beyond the free
+/// slots. Fixed when set; otherwise about PREFETCH_HORIZON of work at the
+/// rate items are being started, so quick handlers get large claims (one
+/// commit for many items) and slow ones claim only for free slots (nothing
+/// waits claimed that another worker could run).
+struct Prefetch {
+    adaptive: bool,
+    max_ahead: usize,
+    size: usize,
+    window_start: std::time::Instant,
+    window_started: usize,
+    start_rate: f64,
+    /// False after a buffered item was handed back unstarted: claims then
+    /// ask only for free slots until a buffered item starts again.
+    on: bool,
+}
 
-    let spawn = |cx: crate::queue::JobContext, permit: tokio::sync::OwnedSemaphorePermit| {
-        let exec = exec.clone();
-        tracker.spawn(async move { exec.run(cx, permit).await });
-    };
-    // A buffered item is handed back (no attempt spent) once it has waited
-    // half its lease for a slot: left to expire, the sweep would charge it
-    // an attempt it never ran (slow handlers would dead-letter items that
-    // never started). After such a hand-back, claims ask only for free
-    // slots until a buffered item starts again.
-    let buffer_limit = s.lease / 2;
-    let mut prefetch_on = true;
-    let release_unstarted = |cx: crate::queue::JobContext, note: &'static str| {
-        let queue = exec.queue.clone();
-        tracker.spawn(async move {
+impl Prefetch {
+    fn new(s: &WorkerSettings) -> Self {
+        Prefetch {
+            adaptive: s.prefetch.is_none(),
+            max_ahead: s.capacity.saturating_mul(PREFETCH_MAX_FACTOR),
+            size: s.prefetch.unwrap_or(s.capacity),
+            window_start: std::time::Instant::now(),
+            window_started: 0,
+            start_rate: 0.0,
+            on: true,
+        }
+    }
+
+    /// A buffered item started.
+    fn started(&mut self) {
+        self.on = true;
+        self.window_started += 1;
+    }
+
+    /// Re-measures the start rate once a window has passed.
+    fn remeasure(&mut self) {
+        if !self.adaptive || self.window_start.elapsed() < PREFETCH_WINDOW {
+            return;
+        }
+        let r = self.window_started as f64 / self.window_start.elapsed().as_secs_f64();
+        self.start_rate = if self.start_rate == 0.0 {
+            r
+        } else {
+            0.7 * self.start_rate + 0.3 * r
+        };
+        self.size =
+            ((self.start_rate * PREFETCH_HORIZON.as_secs_f64()) as usize).min(self.max_ahead);
+        self.window_start = std::time::Instant::now();
+        self.window_started = 0;
+    }
+
+    /// How many to claim beyond the free slots.
+    fn ahead(&self) -> usize {
+        if self.on { self.size } else { 0 }
+    }
+}
+
+/// What the loop does after deciding on a claim.
+enum Next {
+    /// A claim went out: decide again at once.
+    Claimed,
+    /// Nothing to claim now: wait for one of the loop's events.
+    Wait(Waiting),
+}
+
+/// Why the loop waits.
+struct Waiting {
+    /// No free slot: a freed one may start a buffered item.
+    full: bool,
+    /// No lane to claim from (all idle or paused) or claims failing: a
+    /// wake-up may give one.
+    for_work: bool,
+}
+
+/// The claim loop's state between rounds.
+struct Claimer {
+    id: String,
+    exec: Executor,
+    slots: Arc<Semaphore>,
+    tracker: TaskTracker,
+    fetch: CancellationToken,
+    health: Arc<Health>,
+    wake: broadcast::Receiver<crate::store::Wake>,
+    paused: tokio::sync::watch::Receiver<pause::PausedLanes>,
+    peers: tokio::sync::watch::Receiver<spread::Peers>,
+    kinds: Vec<String>,
+    s: Arc<WorkerSettings>,
+    lanes: Vec<String>,
+    prefetch: Prefetch,
+    /// A second claim in flight must be worth its commit.
+    min_extra: usize,
+    buffer: VecDeque<JobContext>,
+    outstanding: FuturesUnordered<ClaimFuture>,
+    requested: usize,
+    /// Lanes whose last claim came back short: wait for a wake-up or the poll.
+    idle: Vec<bool>,
+    /// Lanes woken on another worker's turn (`spread`): claimed when the
+    /// instant comes, unless a claim on the lane runs first.
+    deferred: Vec<Option<tokio::time::Instant>>,
+    /// Paused lanes are skipped, whatever their wake-ups say.
+    paused_now: pause::Applied,
+    paused_open: bool,
+    next_lane: usize,
+    backoff: Duration,
+    /// Consecutive failed claims: the outage is logged when it begins and ends.
+    claim_failures: u64,
+    failing_until: Option<tokio::time::Instant>,
+    poll_at: tokio::time::Instant,
+    /// A buffered item is handed back (no attempt spent) once it has waited
+    /// this long (half its lease) for a slot: left to expire, the sweep
+    /// would charge it an attempt it never ran (slow handlers would
+    /// dead-letter items that never started).
+    buffer_limit: Duration,
+}
+
+impl Claimer {
+    fn new(l: ClaimLoop) -> Self {
+        let ClaimLoop {
+            id,
+            exec,
+            slots,
+            tracker,
+            fetch,
+            health,
+            wake,
+            mut paused,
+            seen,
+            peers,
+            kinds,
+        } = l;
+        let s = exec.settings.clone();
+        let lanes = s.lanes.clone();
+        let paused_now = pause::Applied::new(paused.borrow_and_update().clone(), seen);
+        Claimer {
+            prefetch: Prefetch::new(&s),
+            min_extra: (s.capacity / 4).max(1),
+            buffer: VecDeque::new(),
+            outstanding: FuturesUnordered::new(),
+            requested: 0,
+            idle: vec![false; lanes.len()],
+            deferred: vec![None; lanes.len()],
+            paused_now,
+            paused_open: true,
+            next_lane: 0,
+            backoff: Duration::from_millis(50),
+            claim_failures: 0,
+            failing_until: None,
+            poll_at: jittered_poll(s.poll_interval),
+            buffer_limit: s.lease / 2,
+            id,
+            exec,
+            slots,
+            tracker,
+            fetch,
+            health,
+            wake,
+            paused,
+            peers,
+            kinds,
+            s,
+            lanes,
+        }
+    }
+
+    /// Runs `cx` on a slot.
+    fn spawn(&mut self, cx: JobContext, permit: tokio::sync::OwnedSemaphorePermit) {
+        self.prefetch.started();
+        let exec = self.exec.clone();
+        self.tracker
+            .spawn(async move { exec.run(cx, permit).await });
+    }
+
+    /// Hands `cx` back, spending no attempt.
+    fn release_unstarted(&self, cx: JobContext, note: &'static str) {
+        let queue = self.exec.queue.clone();
+        self.tracker.spawn(async move {
             if let Err(e) = queue.release_retried(&cx, Some(note)).await {
                 tracing::warn!(item = %cx.id(), error = %e, "release of an unstarted item failed; the sweep will hand it back");
             }
         });
-    };
+    }
 
-    loop {
-        health.loop_tick();
-        if fetch.is_cancelled() {
-            break;
-        }
-        while !buffer.is_empty() {
-            let Ok(permit) = slots.clone().try_acquire_owned() else {
+    /// Starts buffered items on the slots free now.
+    fn start_buffered(&mut self) {
+        while !self.buffer.is_empty() {
+            let Ok(permit) = self.slots.clone().try_acquire_owned() else {
                 break;
             };
-            if let Some(cx) = buffer.pop_front() {
-                prefetch_on = true;
-                window_started += 1;
-                spawn(cx, permit);
+            if let Some(cx) = self.buffer.pop_front() {
+                self.spawn(cx, permit);
             }
         }
-        if adaptive && window_start.elapsed() >= PREFETCH_WINDOW {
-            let r = window_started as f64 / window_start.elapsed().as_secs_f64();
-            start_rate = if start_rate == 0.0 {
-                r
-            } else {
-                0.7 * start_rate + 0.3 * r
-            };
-            prefetch = ((start_rate * PREFETCH_HORIZON.as_secs_f64()) as usize).min(max_ahead);
-            window_start = std::time::Instant::now();
-            window_started = 0;
-        }
-        while buffer
+    }
+
+    /// Hands back the buffered items that waited half their lease; claims
+    /// then ask only for free slots until a buffered item starts again.
+    fn release_overdue(&mut self) {
+        while self
+            .buffer
             .front()
-            .is_some_and(|cx| cx.claimed_at().elapsed() >= buffer_limit)
+            .is_some_and(|cx| cx.claimed_at().elapsed() >= self.buffer_limit)
         {
-            if let Some(cx) = buffer.pop_front() {
-                prefetch_on = false;
-                release_unstarted(cx, "released unstarted: no slot within half the lease");
+            if let Some(cx) = self.buffer.pop_front() {
+                self.prefetch.on = false;
+                self.release_unstarted(cx, "released unstarted: no slot within half the lease");
             }
         }
+    }
+
+    /// Ends a backoff that has passed, puts a published pause change into
+    /// effect, and on the poll forgets which lanes were idle or deferred.
+    fn refresh(&mut self) {
         let now = tokio::time::Instant::now();
-        if failing_until.is_some_and(|t| now >= t) {
-            failing_until = None;
+        if self.failing_until.is_some_and(|t| now >= t) {
+            self.failing_until = None;
         }
         // A change the refresher published is in effect before the next
         // claim goes out, whichever select branch woke the loop.
-        if paused_open && paused.has_changed().unwrap_or(false) {
-            let next = paused.borrow_and_update().clone();
-            paused_now.apply(next, outstanding.len(), &mut idle);
+        if self.paused_open && self.paused.has_changed().unwrap_or(false) {
+            self.apply_paused();
         }
-        if now >= poll_at {
-            idle.iter_mut().for_each(|i| *i = false);
-            deferred.iter_mut().for_each(|d| *d = None);
-            poll_at = jittered_poll();
+        if now >= self.poll_at {
+            self.idle.iter_mut().for_each(|i| *i = false);
+            self.deferred.iter_mut().for_each(|d| *d = None);
+            self.poll_at = jittered_poll(self.s.poll_interval);
         }
-        // Ask for more while the buffer and the claims in flight fall short
-        // of the free slots plus the prefetch.
-        let free = slots.available_permits();
-        let ahead = if prefetch_on { prefetch } else { 0 };
-        let want = (free + ahead).saturating_sub(buffer.len() + requested);
-        let lane = (0..lanes.len())
-            .map(|i| (next_lane + i) % lanes.len())
-            .find(|&i| !idle[i] && !paused_now.is_paused(i));
-        let worth = if outstanding.is_empty() {
+    }
+
+    /// Puts the refresher's latest paused set into effect.
+    fn apply_paused(&mut self) {
+        let next = self.paused.borrow_and_update().clone();
+        self.paused_now
+            .apply(next, self.outstanding.len(), &mut self.idle);
+    }
+
+    /// Sends a claim when the buffer and the claims in flight fall short of
+    /// the free slots plus the prefetch, from the next lane neither idle
+    /// nor paused.
+    fn try_claim(&mut self) -> Next {
+        let free = self.slots.available_permits();
+        let want =
+            (free + self.prefetch.ahead()).saturating_sub(self.buffer.len() + self.requested);
+        let lane = (0..self.lanes.len())
+            .map(|i| (self.next_lane + i) % self.lanes.len())
+            .find(|&i| !self.idle[i] && !self.paused_now.is_paused(i));
+        let worth = if self.outstanding.is_empty() {
             want > 0
         } else {
-            want >= min_extra
+            want >= self.min_extra
         };
-        if let (Some(li), true, true, None) =
-            (lane, worth, outstanding.len() < s.claimers, failing_until)
-        {
-            next_lane = li + 1;
-            // This claim covers whatever a deferred wake-up announced.
-            deferred[li] = None;
-            requested += want;
-            let queue = exec.queue.clone();
-            let (lane_name, kinds, id, lease) =
-                (lanes[li].clone(), kinds.clone(), id.clone(), s.lease);
-            let n = u32::try_from(want).unwrap_or(u32::MAX);
-            let generation = paused_now.generation();
-            outstanding.push(Box::pin(async move {
-                let r = queue.claim(&lane_name, &kinds, &id, lease, n).await;
-                (li, want, generation, r)
-            }));
-            continue;
+        let room = self.outstanding.len() < self.s.claimers;
+        if let (Some(li), true, true, None) = (lane, worth, room, self.failing_until) {
+            self.claim(li, want);
+            return Next::Claimed;
         }
-        let full = free == 0;
-        let waiting_for_work = lane.is_none() || failing_until.is_some();
-        let next_deferred = deferred.iter().flatten().min().copied();
+        Next::Wait(Waiting {
+            full: free == 0,
+            for_work: lane.is_none() || self.failing_until.is_some(),
+        })
+    }
+
+    /// Sends a claim for `want` items on lane `li`.
+    fn claim(&mut self, li: usize, want: usize) {
+        self.next_lane = li + 1;
+        // This claim covers whatever a deferred wake-up announced.
+        self.deferred[li] = None;
+        self.requested += want;
+        let queue = self.exec.queue.clone();
+        let (lane_name, kinds, id, lease) = (
+            self.lanes[li].clone(),
+            self.kinds.clone(),
+            self.id.clone(),
+            self.s.lease,
+        );
+        let n = u32::try_from(want).unwrap_or(u32::MAX);
+        let generation = self.paused_now.generation();
+        self.outstanding.push(Box::pin(async move {
+            let r = queue.claim(&lane_name, &kinds, &id, lease, n).await;
+            (li, want, generation, r)
+        }));
+    }
+
+    /// Waits for the first of: shutdown, a claim's answer, a free slot
+    /// (when full), a buffered item's deadline, a deferred wake-up's
+    /// instant, a wake-up (when waiting for work), a pause change, the poll
+    /// or the end of a backoff. Breaks on shutdown.
+    async fn wait(&mut self, w: Waiting) -> ControlFlow<()> {
+        let next_deferred = self.deferred.iter().flatten().min().copied();
+        let poll_at = self.poll_at;
+        let buffer_due = self.buffer.front().map_or(poll_at, |cx| {
+            tokio::time::Instant::from_std(cx.claimed_at() + self.buffer_limit)
+        });
+        let backoff_due = self.failing_until.unwrap_or(poll_at).min(poll_at);
         tokio::select! {
-            () = fetch.cancelled() => break,
-            Some((li, asked, generation, r)) = outstanding.next(), if !outstanding.is_empty() => {
-                requested -= asked;
-                paused_now.settled(generation);
-                match r {
-                    Ok(batch) => {
-                        if claim_failures > 0 {
-                            tracing::info!(failures = claim_failures, "claims succeed again");
-                            claim_failures = 0;
-                        }
-                        backoff = Duration::from_millis(50);
-                        if batch.items.len() < asked {
-                            idle[li] = true;
-                        }
-                        buffer.extend(batch.items);
-                    }
-                    Err(e) => {
-                        // Once per outage, not once per retry.
-                        if claim_failures == 0 {
-                            tracing::warn!(error = %e, lane = %lanes[li], "claim failed; retrying with backoff, logged once until a claim succeeds");
-                        } else {
-                            tracing::debug!(error = %e, lane = %lanes[li], failures = claim_failures + 1, "claim still failing");
-                        }
-                        claim_failures += 1;
-                        failing_until = Some(tokio::time::Instant::now() + backoff);
-                        backoff = (backoff * 2).min(s.poll_interval.max(Duration::from_millis(100)));
-                    }
+            () = self.fetch.cancelled() => return ControlFlow::Break(()),
+            Some((li, asked, generation, r)) = self.outstanding.next(), if !self.outstanding.is_empty() => {
+                self.answered(li, asked, generation, r);
+            }
+            permit = self.slots.clone().acquire_owned(), if w.full => {
+                if let (Ok(permit), Some(cx)) = (permit, self.buffer.pop_front()) {
+                    self.spawn(cx, permit);
                 }
             }
-            permit = slots.clone().acquire_owned(), if full => {
-                if let (Ok(permit), Some(cx)) = (permit, buffer.pop_front()) {
-                    prefetch_on = true;
-                    window_started += 1;
-                    spawn(cx, permit);
-                }
-            }
-            () = tokio::time::sleep_until(
-                buffer.front().map_or(poll_at, |cx| tokio::time::Instant::from_std(cx.claimed_at() + buffer_limit)),
-            ), if !buffer.is_empty() => {}
+            () = tokio::time::sleep_until(buffer_due), if !self.buffer.is_empty() => {}
             () = tokio::time::sleep_until(next_deferred.unwrap_or(poll_at)), if next_deferred.is_some() => {
                 let now = tokio::time::Instant::now();
-                for (i, d) in deferred.iter_mut().enumerate() {
+                for (i, d) in self.deferred.iter_mut().enumerate() {
                     if d.is_some_and(|t| t <= now) {
                         *d = None;
-                        idle[i] = false;
+                        self.idle[i] = false;
                     }
                 }
             }
-            r = wake.recv(), if waiting_for_work => {
-                match r {
-                    Ok(w) => {
-                        let view = peers.borrow();
-                        take_turn(&w, &lanes, &view, s.spread_fallback, &mut idle, &mut deferred);
-                    }
-                    // Lagged: wake-ups were lost, so any lane may have work.
-                    Err(broadcast::error::RecvError::Lagged(_)) => idle.iter_mut().for_each(|i| *i = false),
-                    Err(broadcast::error::RecvError::Closed) => {
-                        tracing::warn!("wake-up channel closed; polling");
-                        // Without wake-ups, only the poll (and backoff) wakes the loop.
-                        let until = poll_at;
-                        tokio::select! {
-                            () = fetch.cancelled() => break,
-                            () = tokio::time::sleep_until(until) => {}
-                        }
-                    }
-                }
-                // Coalesce: a burst of wake-ups costs one claim round.
-                let view = peers.borrow();
-                while let Ok(w) = wake.try_recv() {
-                    take_turn(&w, &lanes, &view, s.spread_fallback, &mut idle, &mut deferred);
-                }
-            }
-            r = paused.changed(), if paused_open => {
+            r = self.wake.recv(), if w.for_work => return self.woken(r).await,
+            r = self.paused.changed(), if self.paused_open => {
                 if r.is_err() {
-                    paused_open = false;
+                    self.paused_open = false;
                 } else {
-                    let next = paused.borrow_and_update().clone();
-                    paused_now.apply(next, outstanding.len(), &mut idle);
+                    self.apply_paused();
                 }
             }
-            () = tokio::time::sleep_until(failing_until.unwrap_or(poll_at).min(poll_at)) => {}
+            () = tokio::time::sleep_until(backoff_due) => {}
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// A claim came back: buffer its items, or back off on a failure.
+    fn answered(
+        &mut self,
+        li: usize,
+        asked: usize,
+        generation: u64,
+        r: Result<crate::queue::ClaimBatch>,
+    ) {
+        self.requested -= asked;
+        self.paused_now.settled(generation);
+        match r {
+            Ok(batch) => {
+                if self.claim_failures > 0 {
+                    tracing::info!(failures = self.claim_failures, "claims succeed again");
+                    self.claim_failures = 0;
+                }
+                self.backoff = Duration::from_millis(50);
+                if batch.items.len() < asked {
+                    self.idle[li] = true;
+                }
+                self.buffer.extend(batch.items);
+            }
+            Err(e) => {
+                let lane = &self.lanes[li];
+                // Once per outage, not once per retry.
+                if self.claim_failures == 0 {
+                    tracing::warn!(error = %e, lane = %lane, "claim failed; retrying with backoff, logged once until a claim succeeds");
+                } else {
+                    tracing::debug!(error = %e, lane = %lane, failures = self.claim_failures + 1, "claim still failing");
+                }
+                self.claim_failures += 1;
+                self.failing_until = Some(tokio::time::Instant::now() + self.backoff);
+                self.backoff =
+                    (self.backoff * 2).min(self.s.poll_interval.max(Duration::from_millis(100)));
+            }
         }
     }
-    // Stop claiming: settle the claims in flight, then hand back everything
-    // claimed but never started, spending no attempt.
-    while let Some((_, _, _, r)) = outstanding.next().await {
-        if let Ok(batch) = r {
-            buffer.extend(batch.items);
+
+    /// A wake-up arrived (or the channel lagged or closed): mark the lanes
+    /// it concerns, then coalesce the burst behind it into this round.
+    /// Breaks on shutdown while the channel is closed.
+    async fn woken(
+        &mut self,
+        r: std::result::Result<crate::store::Wake, broadcast::error::RecvError>,
+    ) -> ControlFlow<()> {
+        match r {
+            Ok(w) => {
+                let view = self.peers.borrow();
+                take_turn(
+                    &w,
+                    &self.lanes,
+                    &view,
+                    self.s.spread_fallback,
+                    &mut self.idle,
+                    &mut self.deferred,
+                );
+            }
+            // Lagged: wake-ups were lost, so any lane may have work.
+            Err(broadcast::error::RecvError::Lagged(_)) => {
+                self.idle.iter_mut().for_each(|i| *i = false)
+            }
+            Err(broadcast::error::RecvError::Closed) => {
+                tracing::warn!("wake-up channel closed; polling");
+                // Without wake-ups, only the poll (and backoff) wakes the loop.
+                let until = self.poll_at;
+                tokio::select! {
+                    () = self.fetch.cancelled() => return ControlFlow::Break(()),
+                    () = tokio::time::sleep_until(until) => {}
+                }
+            }
+        }
+        // Coalesce: a burst of wake-ups costs one claim round.
+        let view = self.peers.borrow();
+        while let Ok(w) = self.wake.try_recv() {
+            take_turn(
+                &w,
+                &self.lanes,
+                &view,
+                self.s.spread_fallback,
+                &mut self.idle,
+                &mut self.deferred,
+            );
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// Stops claiming: settles the claims in flight, then hands back
+    /// everything claimed but never started, spending no attempt.
+    async fn stop(mut self) {
+        while let Some((_, _, _, r)) = self.outstanding.next().await {
+            if let Ok(batch) = r {
+                self.buffer.extend(batch.items);
+            }
+        }
+        for cx in std::mem::take(&mut self.buffer) {
+            self.release_unstarted(cx, "released unstarted: worker shutting down");
         }
     }
-    for cx in buffer {
-        release_unstarted(cx, "released unstarted: worker shutting down");
-    }
+}
+
+/// The next poll instant: the poll interval, jittered by ±10%.
+fn jittered_poll(every: Duration) -> tokio::time::Instant {
+    let jitter = 1.0 + 0.1 * (2.0 * rand::random::<f64>() - 1.0);
+    tokio::time::Instant::now() + every.mul_f64(jitter)
 }
 
 /// Applies one wake-up to the claim loop's lanes: on this worker's turn
