@@ -142,8 +142,8 @@ impl Worker {
     }
 
     /// Starts claiming, the heartbeat, the metrics listener and every
-    /// service (the default roles among them: the sweep, the scheduler, the
-    /// relay, the paced vacuum on PostgreSQL).
+    /// service the builder collected (the default roles among them, as
+    /// `defaults` turned them on from the settings).
     ///
     /// # Errors
     /// [`Error::Config`] when the metrics address cannot be bound; storage
@@ -310,10 +310,10 @@ fn start_services(
 /// claiming stops at once, running handlers see their cancellation token
 /// fire and get `cancel_grace` to return (an outcome they return is kept);
 /// the rest are dropped and their items, like any claimed but not started,
-/// are released with a fenced write that spends no attempt; the heartbeat, sweep and
-/// metrics listener stop. Those last writes run on the Tokio runtime after
-/// the drop returns (if the runtime is gone too, the sweep hands the items
-/// back once their lease passes). The workers row is not marked offline:
+/// are released with a fenced write that spends no attempt; the heartbeat,
+/// every service and the metrics listener stop. Those last writes run on
+/// the Tokio runtime after the drop returns (if the runtime is gone too,
+/// the sweep hands the items back once their lease passes). The workers row is not marked offline:
 /// it ages out by its heartbeat.
 pub struct RunningWorker {
     id: String,
