@@ -719,3 +719,28 @@ impl Sweeper {
         }
     }
 }
+
+/// The sweep as a worker role: run every sweep interval until the worker
+/// stops.
+impl crate::worker::Service for Sweeper {
+    fn run(
+        self: Box<Self>,
+        cx: crate::worker::ServiceContext,
+    ) -> Result<crate::worker::ServiceFuture> {
+        Ok(Box::pin(async move { Sweeper::run(&self, cx.stop).await }))
+    }
+}
+
+impl crate::worker::WorkerBuilder {
+    /// Adds a host step to the sweep.
+    pub fn sweep_step(mut self, step: Box<dyn SweepStep>) -> Self {
+        self.defaults_mut().steps.push(step);
+        self
+    }
+
+    /// Turns this worker's sweep off (another process sweeps).
+    pub fn without_sweep(mut self) -> Self {
+        self.defaults_mut().sweep = false;
+        self
+    }
+}

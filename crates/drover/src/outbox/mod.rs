@@ -35,6 +35,7 @@
 //!   tenant's rows; claim, the fenced writes after it, purge, stats and the
 //!   unscoped list are the documented system operations.
 
+mod as_service;
 mod relay;
 mod sweep;
 mod write;
@@ -45,6 +46,7 @@ pub use crate::store::outbox::{
     OutboxStore, OutboxTarget, RelayBatch, RelayPlan, RelayPlanner, RelayTally, WORK_PREFIX,
     relayed_event, relayed_item,
 };
+pub(crate) use as_service::relay_service;
 pub use relay::{
     RELAY_BACKOFF_BASE_DEFAULT, RELAY_BACKOFF_CAP_DEFAULT, RELAY_BATCH_DEFAULT, RELAY_BATCH_MAX,
     RELAY_CONCURRENCY_DEFAULT, RELAY_INTERVAL_DEFAULT, RELAY_JITTER, RELAY_LEASE_DEFAULT,

@@ -46,6 +46,7 @@
 //! drover::register!(setup);
 //! ```
 
+mod as_service;
 mod heartbeat;
 mod plan;
 mod schedule;
@@ -54,6 +55,7 @@ mod scheduler;
 pub use crate::store::schedule::{
     AdvanceOutcome, AdvanceParams, ScheduleDecl, ScheduleRow, ScheduleStore,
 };
+pub(crate) use as_service::scheduler_service;
 pub use heartbeat::{
     HEARTBEAT_CRON_DEFAULT, HEARTBEAT_NAME, Heartbeat, HeartbeatHandler, beats, heartbeat_schedule,
 };

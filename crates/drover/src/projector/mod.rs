@@ -43,6 +43,7 @@
 
 use crate::error::{Error, Result};
 
+mod as_service;
 mod runner;
 
 pub use crate::store::projector::{

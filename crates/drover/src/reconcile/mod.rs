@@ -28,6 +28,7 @@
 
 use crate::error::{Error, Result};
 
+mod as_service;
 mod backoff;
 mod service;
 

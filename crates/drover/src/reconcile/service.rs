@@ -200,7 +200,7 @@ pub struct Reconciler {
     config: ReconcilerConfig,
     backoff: Mutex<Backoff>,
     /// The worker's health once a worker runs it.
-    health: OnceLock<Arc<Health>>,
+    pub(super) health: OnceLock<Arc<Health>>,
 }
 
 /// The message of a panic's payload.
@@ -469,21 +469,5 @@ impl Reconciler {
                 () = tokio::time::sleep(wait) => {}
             }
         }
-    }
-}
-
-impl crate::worker::WorkerBuilder {
-    /// Adds a sync reconciler: it runs beside the claim loop until the
-    /// worker shuts down, and its declared strategies are printed by
-    /// `drover handlers`.
-    pub fn reconciler(self, r: Reconciler) -> Self {
-        let role = r.role();
-        let r = Arc::new(r);
-        self.role(role).service(Box::new(move |cx| {
-            Box::pin(async move {
-                let _ = r.health.set(cx.health);
-                r.run(cx.stop).await;
-            })
-        }))
     }
 }

@@ -43,6 +43,7 @@
 //!   [`VacuumConfig::backoff_max`]; a vacuum that reclaims resets it. The
 //!   service logs once when a table enters backoff, not on every tick.
 
+mod as_service;
 mod service;
 
 pub use service::{

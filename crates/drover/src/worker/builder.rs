@@ -1,5 +1,8 @@
-//! [`WorkerBuilder`]: collects lanes, handlers, sweep steps, schedules and
-//! knobs, and checks them all before a [`Worker`] exists.
+//! [`WorkerBuilder`]: collects lanes, handlers, services and knobs, and
+//! checks them all before a [`Worker`] exists. Each role adds its own
+//! builder calls next to its code (`relay`, `schedule`, `projector`,
+//! `reconciler`, `vacuum`, `sweep_step`); the default roles' knobs are kept
+//! in [`Defaults`] and turned into services at `build`.
 //!
 //! Invariants: the order of calls never matters (the base settings and
 //! the explicit calls are kept apart and merged at [`WorkerBuilder::build`]);
@@ -7,16 +10,13 @@
 //! never dropped; nothing runs or connects until
 //! [`Worker::start`].
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio_util::sync::CancellationToken;
-
-use super::{Handler, Registry, RoleInfo, Worker, WorkerSettings};
+use super::defaults::Defaults;
+use super::{Handler, Registry, RoleInfo, Service, Worker, WorkerSettings};
 use crate::error::{Error, Result};
-use crate::maintenance::{SweepConfig, SweepStep, Sweeper};
 use crate::queue::Queue;
 
 /// Builds a [`Worker`]: one call per lane, handler and knob.
@@ -36,39 +36,11 @@ pub struct WorkerBuilder {
     metrics_addr: Option<Option<SocketAddr>>,
     registry: Registry,
     errors: Vec<Error>,
-    steps: Vec<Box<dyn SweepStep>>,
-    sweep: bool,
-    schedules: Vec<crate::periodic::Schedule>,
-    services: Vec<Service>,
-    relay: Option<crate::outbox::RelayConfig>,
-    /// True once [`relay`](WorkerBuilder::relay) was called: the relay is
-    /// then work of its own (a relay-only worker needs no handler), not
-    /// only the default every worker runs.
-    relay_asked: bool,
-    /// The paced vacuum's settings when set explicitly (else the defaults
-    /// with the settings' threshold, when the settings turn it on).
-    vacuum: Option<crate::vacuum::VacuumConfig>,
-    /// False after `without_vacuum`.
-    vacuum_on: bool,
-    projectors: Vec<Arc<dyn crate::projector::Projector>>,
+    /// The services added so far (roles of their own), in call order.
+    services: Vec<Box<dyn Service>>,
+    /// The default roles' knobs.
+    defaults: Defaults,
 }
-
-/// What a background service is handed when the worker starts.
-#[derive(Debug, Clone)]
-pub struct ServiceContext {
-    /// Fires at shutdown; the service runs until then.
-    pub stop: CancellationToken,
-    /// The worker's health, where the service reports itself failing
-    /// ([`Health::set_failing`](super::Health::set_failing)) so `/healthz`
-    /// names it.
-    pub health: Arc<super::Health>,
-}
-
-/// A background service a worker runs beside its claim loop (a sync
-/// reconciler): given the token that fires at shutdown and the worker's
-/// health, it runs until then.
-pub type Service =
-    Box<dyn FnOnce(ServiceContext) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
 
 impl std::fmt::Debug for WorkerBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -91,15 +63,8 @@ impl WorkerBuilder {
             metrics_addr: None,
             registry: Registry::new(),
             errors: Vec::new(),
-            steps: Vec::new(),
-            sweep: true,
-            schedules: Vec::new(),
             services: Vec::new(),
-            relay: Some(crate::outbox::RelayConfig::default()),
-            relay_asked: false,
-            vacuum: None,
-            vacuum_on: true,
-            projectors: Vec::new(),
+            defaults: Defaults::default(),
         }
     }
 
@@ -190,94 +155,34 @@ impl WorkerBuilder {
         self
     }
 
-    /// Adds a host step to the sweep.
-    pub fn sweep_step(mut self, step: Box<dyn SweepStep>) -> Self {
-        self.steps.push(step);
-        self
+    /// Adds a background service given as a boxed closure, run beside the
+    /// claim loop from start to shutdown (its token fires once in-flight
+    /// work has drained). As [`with_service`](WorkerBuilder::with_service).
+    pub fn service(self, service: super::ServiceFn) -> Self {
+        self.with_service(service)
     }
 
-    /// Adds a periodic schedule; this worker's scheduler enqueues its ticks
-    /// (one item per tick across every worker declaring it). Checked by
-    /// [`WorkerBuilder::build`].
-    pub fn schedule(mut self, schedule: crate::periodic::Schedule) -> Self {
-        self.schedules.push(schedule);
-        self
-    }
-
-    /// Adds a background service, run beside the claim loop from start to
-    /// shutdown (its token fires once in-flight work has drained).
-    pub fn service(mut self, service: Service) -> Self {
-        self.services.push(service);
-        self
-    }
-
-    /// Adds a projector: the worker runs it beside its claim loop (one runner
-    /// per projector and tenant across the fleet, by lease), and `drover
-    /// handlers` prints its declared strategies. Checked by
-    /// [`WorkerBuilder::build`] (a bad name or a blank strategy fails it).
-    pub fn projector(mut self, projector: impl crate::projector::Projector) -> Self {
-        let p: Arc<dyn crate::projector::Projector> = Arc::new(projector);
-        match crate::projector::validate(p.as_ref()) {
-            Ok(()) => {
-                let role = p.strategy().as_role(p.name());
-                if let Err(e) = self.registry.add_role(role) {
-                    self.errors.push(e);
-                }
-                if self.projectors.iter().any(|q| q.name() == p.name()) {
-                    self.errors.push(Error::Config(format!(
-                        "two projectors are named {}",
-                        p.name()
-                    )));
-                }
-                self.projectors.push(p);
-            }
-            Err(e) => self.errors.push(e),
+    /// Adds a [`Service`], run beside the claim loop from start to shutdown
+    /// (its token fires once in-flight work has drained); its
+    /// [`role`](Service::role), if it declares one, is added as
+    /// [`role`](WorkerBuilder::role) adds it. Every role's own builder call
+    /// (`reconciler`, `projector`) ends here.
+    pub fn with_service(mut self, service: impl Service) -> Self {
+        if let Some(role) = service.role() {
+            self = self.role(role);
         }
+        self.services.push(Box::new(service));
         self
     }
 
-    /// Turns this worker's sweep off (another process sweeps).
-    pub fn without_sweep(mut self) -> Self {
-        self.sweep = false;
-        self
+    /// The services added so far, in call order.
+    pub(crate) fn services(&self) -> &[Box<dyn Service>] {
+        &self.services
     }
 
-    /// Sets the outbox relay this worker runs beside its claim loop (on by
-    /// default with [`RelayConfig::default`](crate::outbox::RelayConfig)).
-    /// Called explicitly, the relay counts as this worker's work: a worker
-    /// that only relays needs no handler.
-    pub fn relay(mut self, config: crate::outbox::RelayConfig) -> Self {
-        self.relay = Some(config);
-        self.relay_asked = true;
-        self
-    }
-
-    /// Turns this worker's outbox relay off (another process relays); the
-    /// sweep then relays no outbox rows either.
-    pub fn without_relay(mut self) -> Self {
-        self.relay = None;
-        self.relay_asked = false;
-        self
-    }
-
-    /// Sets the paced vacuum this worker runs beside its claim loop on
-    /// PostgreSQL (on by default with [`VacuumConfig::default`] and the
-    /// settings' `vacuum_threshold`); overrides the settings' `vacuum` and
-    /// `vacuum_threshold` (`DROVER_VACUUM`, `DROVER_VACUUM_THRESHOLD`).
-    /// [`without_vacuum`](WorkerBuilder::without_vacuum), before or after,
-    /// still turns it off.
-    ///
-    /// [`VacuumConfig::default`]: crate::vacuum::VacuumConfig
-    pub fn vacuum(mut self, config: crate::vacuum::VacuumConfig) -> Self {
-        self.vacuum = Some(config);
-        self
-    }
-
-    /// Turns this worker's paced vacuum off (autovacuum alone, or another
-    /// process, keeps the tables), whatever the settings say.
-    pub fn without_vacuum(mut self) -> Self {
-        self.vacuum_on = false;
-        self
+    /// The default roles' knobs, for the roles' own builder calls.
+    pub(crate) fn defaults_mut(&mut self) -> &mut Defaults {
+        &mut self.defaults
     }
 
     /// True when the worker has work of its own: a handler, a projector, a
@@ -288,11 +193,7 @@ impl WorkerBuilder {
     /// does not count, so a builder whose handlers were forgotten is still
     /// refused.
     pub fn has_work(&self) -> bool {
-        !self.registry.is_empty()
-            || !self.projectors.is_empty()
-            || !self.services.is_empty()
-            || !self.schedules.is_empty()
-            || (self.relay_asked && self.relay.is_some())
+        !self.registry.is_empty() || !self.services.is_empty() || self.defaults.is_work()
     }
 
     /// Checks everything and builds the worker.
@@ -320,65 +221,18 @@ impl WorkerBuilder {
             ));
         }
         settings.validate(self.queue.store().pool_size())?;
-        let scheduler = crate::periodic::worker_scheduler(
-            &self.queue,
-            std::mem::take(&mut self.schedules),
-            &settings,
-            &mut self.registry,
-        )?;
-        let sweeper = Sweeper::new(
-            self.queue.clone(),
-            SweepConfig {
-                retention: settings.item_retention,
-                ..SweepConfig::every(settings.sweep_interval)
-            },
-        )?;
-        let relay = match self.relay.take() {
-            Some(config) => {
-                let relay = Arc::new(crate::outbox::Relay::new(self.queue.clone(), config)?);
-                self.registry.add_role(crate::outbox::relay_role())?;
-                self.steps
-                    .push(Box::new(crate::outbox::RelaySweep::new(relay.clone())));
-                Some(relay)
-            }
-            None => None,
-        };
-        // Declared wherever it is on, so `drover handlers` (over memory)
-        // lists it; started only where there is garbage: PostgreSQL.
-        let vacuumer = if self.vacuum_on && (settings.vacuum || self.vacuum.is_some()) {
-            let config = self
-                .vacuum
-                .take()
-                .unwrap_or_else(|| crate::vacuum::VacuumConfig {
-                    dead_threshold: settings.vacuum_threshold,
-                    ..crate::vacuum::VacuumConfig::default()
-                });
-            let vacuumer = crate::vacuum::Vacuumer::new(self.queue.clone(), config)?;
-            self.registry.add_role(crate::vacuum::vacuum_role())?;
-            (self.queue.store().backend() == crate::store::Backend::Postgres).then_some(vacuumer)
-        } else {
-            None
-        };
-        if self.sweep {
-            let steps: Vec<String> = self.steps.iter().map(|s| s.name().to_owned()).collect();
-            self.registry.add_role(super::roles::sweep_role(&steps))?;
-        }
+        // The default roles first: they are declared after the builder's own.
+        let mut services = self
+            .defaults
+            .assemble(&self.queue, &settings, &mut self.registry)?;
+        services.append(&mut self.services);
         // Every role and handler is in now: check them all once more.
         self.registry.validate()?;
-        let sweeper = self
-            .steps
-            .into_iter()
-            .fold(sweeper, |s, step| s.with_step(step));
         Ok(Worker {
             queue: self.queue,
             settings: Arc::new(settings),
             registry: Arc::new(self.registry),
-            sweeper: self.sweep.then_some(sweeper),
-            scheduler,
-            services: self.services,
-            relay,
-            vacuumer,
-            projectors: self.projectors,
+            services,
         })
     }
 }
