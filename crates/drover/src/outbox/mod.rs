@@ -3,9 +3,10 @@
 //! (`work.<kind>`) or an event (`event.<topic>`) under the row's own id.
 //!
 //! This module owns the outbox row and its statuses, the storage seam for
-//! it ([`OutboxStore`], a supertrait of [`Store`](crate::Store)), the typed
-//! writers ([`Queue::outbox_work_in`], [`Queue::outbox_event_in`] and their
-//! own-transaction twins) and the relay service ([`Relay`]).
+//! it ([`OutboxStore`], a supertrait of [`Store`](crate::Store)) and the
+//! relay service ([`Relay`]). The typed writers ([`Queue::outbox_work_in`],
+//! [`Queue::outbox_event_in`] and their own-transaction twins) are the
+//! queue's API and live with it (`queue/outbox.rs`).
 //!
 //! Invariants every backend keeps (the contract cases in
 //! `store/contract/outbox.rs` check each one):
@@ -46,8 +47,8 @@ use crate::item::{DEFAULT_LANE, DEFAULT_MAX_ATTEMPTS};
 
 mod relay;
 mod sweep;
-mod write;
 
+pub use crate::queue::OutboxConnection;
 pub use relay::{
     RELAY_BACKOFF_BASE_DEFAULT, RELAY_BACKOFF_CAP_DEFAULT, RELAY_BATCH_DEFAULT, RELAY_BATCH_MAX,
     RELAY_CONCURRENCY_DEFAULT, RELAY_INTERVAL_DEFAULT, RELAY_JITTER, RELAY_LEASE_DEFAULT,
@@ -57,7 +58,6 @@ pub use relay::{
     relayed_event, relayed_item,
 };
 pub use sweep::{RelaySweep, RelaySweepReport};
-pub use write::OutboxConnection;
 
 /// The kind prefix of a row the relay turns into a work item.
 pub const WORK_PREFIX: &str = "work.";

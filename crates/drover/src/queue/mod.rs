@@ -29,12 +29,17 @@ mod each;
 mod enqueue;
 mod fenced;
 mod kind;
+mod lanes;
+mod ops;
+mod orchestration;
+mod outbox;
 mod tenant;
 mod tx;
 
 pub use context::JobContext;
 pub use enqueue::{Enqueue, EnqueueBatch, OnConnection, ToStore};
 pub use kind::{DEFAULT_PERMISSION, Kind, OPERATE_PERMISSION, Principal, permission_covers};
+pub use outbox::OutboxConnection;
 pub use tenant::{AllLive, TenantDirectory};
 pub use tx::Transactional;
 
