@@ -7,6 +7,13 @@
 //! tenant directory check that decides who a claimed item runs for (its
 //! creator, the tenant's service context, or nobody: an orphan), and the
 //! retried outcome writes the worker settles items with (`fenced`).
+//!
+//! Every `impl Queue` lives in this module: items (here, `enqueue`, `each`,
+//! `fenced`, `tx`), lanes (`lanes`), orchestrations (`orchestration`), the
+//! producer side of the outbox (`outbox`) and the operator's reads and
+//! admin calls (`ops`). Callers above the queue (the HTTP API, the CLI) use
+//! these, never [`Queue::store`]; a caller's own transaction reaches the
+//! store only through its seam ([`Store::item_insert_in`] and siblings).
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
