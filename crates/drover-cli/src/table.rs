@@ -1,6 +1,43 @@
-//! A plain text table: left-aligned columns two spaces apart.
+//! A plain text table: left-aligned columns two spaces apart, and the one
+//! way every listing command prints (JSON when asked, else a note when
+//! there is nothing, else the table).
 
 use std::io::Write;
+
+use serde::Serialize;
+
+use crate::CliError;
+
+/// Prints a listing: with `json`, `items` as one line of JSON; else
+/// `empty` when there are no items (a header-only table when `empty` is
+/// `None`); else the table of `header` with one row per item, made by
+/// `row`.
+///
+/// # Errors
+/// [`CliError`] when the JSON does not encode or the output fails.
+pub(crate) fn listing<T: Serialize>(
+    out: &mut dyn Write,
+    json: bool,
+    items: &[T],
+    empty: Option<&str>,
+    header: &[&str],
+    row: impl Fn(&T) -> Vec<String>,
+) -> Result<(), CliError> {
+    if json {
+        let v = serde_json::to_string(items).map_err(crate::commands::show::json_err)?;
+        writeln!(out, "{v}")?;
+        return Ok(());
+    }
+    if let Some(note) = empty
+        && items.is_empty()
+    {
+        writeln!(out, "{note}")?;
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = items.iter().map(row).collect();
+    write(out, header, &rows)?;
+    Ok(())
+}
 
 /// Writes `header` and `rows` as aligned columns.
 pub(crate) fn write(

@@ -32,6 +32,7 @@
 pub mod api;
 pub mod auth;
 pub mod dashboard;
+mod filter;
 pub mod problem;
 pub mod tokens;
 

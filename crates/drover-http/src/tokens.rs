@@ -44,7 +44,6 @@ pub async fn create(queue: &Queue, grant: &TokenGrant) -> drover::Result<(TokenS
     }
     let secret = TokenSecret::generate();
     let row = queue
-        .store()
         .token_insert(&NewToken {
             id: Uuid::now_v7(),
             hash: secret.hash().to_hex(),
@@ -92,7 +91,7 @@ impl StoreTokens {
 impl TokenLookup for StoreTokens {
     async fn lookup(&self, hash: &TokenHash) -> drover::Result<Option<ApiPrincipal>> {
         let hex = hash.to_hex();
-        let Some(row) = self.queue.store().token_by_hash(&hex).await? else {
+        let Some(row) = self.queue.token_by_hash(&hex).await? else {
             return Ok(None);
         };
         // The store found it by equality; compare again in constant time
@@ -113,7 +112,6 @@ impl TokenLookup for StoreTokens {
 /// Storage errors.
 pub async fn auth_from_store(queue: &Queue) -> drover::Result<Auth> {
     let live = queue
-        .store()
         .token_list()
         .await?
         .iter()

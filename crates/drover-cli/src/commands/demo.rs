@@ -120,7 +120,7 @@ pub async fn run(args: &DemoArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
         cx.out,
         "drover demo on {} (lane {lane}); retries back off from {} ms (default 1 s), \
          the worker polls every {} ms",
-        crate::commands::migrate::backend_name(queue.store().backend()),
+        crate::commands::migrate::backend_name(queue.backend()),
         DEMO_RETRY_BASE.as_millis(),
         DEMO_POLL_INTERVAL.as_millis(),
     )?;

@@ -91,13 +91,12 @@ pub async fn run(args: &EventsArgs, cx: &mut Context<'_>) -> Result<(), CliError
         .map(|l| parse::int("limit", l, 1u64, u64::MAX))
         .transpose()?;
     let queue = cx.queue().await?;
-    let store = queue.store().clone();
     let mut after = match from {
         Some(f) => f,
-        None => (store.event_head(tenant).await?.position - TAIL_BACKLOG_DEFAULT).max(0),
+        None => (queue.event_head(tenant).await?.position - TAIL_BACKLOG_DEFAULT).max(0),
     };
     loop {
-        let batch = store.event_read(tenant, after, topic, TAIL_BATCH).await?;
+        let batch = queue.event_read(tenant, after, topic, TAIL_BATCH).await?;
         if let Some(last) = batch.last() {
             after = last.position;
         }

@@ -65,23 +65,21 @@ pub async fn run(args: &LaneArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
         LaneAction::Resume { lane, json } => (queue.lane_resume(&system, lane).await?, *json),
         LaneAction::List { json } => {
             let lanes = queue.lane_list().await?;
-            if *json {
-                let v = serde_json::to_string(&lanes).map_err(super::show::json_err)?;
-                writeln!(cx.out, "{v}")?;
-                return Ok(());
-            }
-            let rows: Vec<Vec<String>> = lanes
-                .iter()
-                .map(|l| {
+            table::listing(
+                cx.out,
+                *json,
+                &lanes,
+                None,
+                &["LANE", "STATE", "SINCE", "BY"],
+                |l| {
                     vec![
                         l.lane.clone(),
                         state_word(l).to_owned(),
                         l.changed_at.to_rfc3339_opts(SecondsFormat::Secs, true),
                         l.changed_by.to_string(),
                     ]
-                })
-                .collect();
-            table::write(cx.out, &["LANE", "STATE", "SINCE", "BY"], &rows)?;
+                },
+            )?;
             return Ok(());
         }
     };

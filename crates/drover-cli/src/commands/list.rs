@@ -68,32 +68,11 @@ pub async fn run(args: &ListArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
             ..Default::default()
         })
         .await?;
-    if args.json {
-        let v = serde_json::to_string(&items).map_err(super::show::json_err)?;
-        writeln!(cx.out, "{v}")?;
-        return Ok(());
-    }
-    if items.is_empty() {
-        writeln!(cx.out, "no items")?;
-        return Ok(());
-    }
-    let rows: Vec<Vec<String>> = items
-        .iter()
-        .map(|i| {
-            vec![
-                i.id.to_string(),
-                i.kind.clone(),
-                i.lane.clone(),
-                i.status.to_string(),
-                i.priority.to_string(),
-                format!("{}/{}", i.attempts, i.max_attempts),
-                i.available_at.format("%Y-%m-%d %H:%M:%S").to_string(),
-                i.last_error.clone().unwrap_or_default(),
-            ]
-        })
-        .collect();
-    table::write(
+    table::listing(
         cx.out,
+        args.json,
+        &items,
+        Some("no items"),
         &[
             "ID",
             "KIND",
@@ -104,7 +83,17 @@ pub async fn run(args: &ListArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
             "AVAILABLE_AT (UTC)",
             "LAST_ERROR",
         ],
-        &rows,
-    )?;
-    Ok(())
+        |i| {
+            vec![
+                i.id.to_string(),
+                i.kind.clone(),
+                i.lane.clone(),
+                i.status.to_string(),
+                i.priority.to_string(),
+                format!("{}/{}", i.attempts, i.max_attempts),
+                i.available_at.format("%Y-%m-%d %H:%M:%S").to_string(),
+                i.last_error.clone().unwrap_or_default(),
+            ]
+        },
+    )
 }

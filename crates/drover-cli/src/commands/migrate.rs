@@ -34,7 +34,7 @@ pub struct MigrateArgs {
 /// Each grant is one statement.
 pub async fn run(args: &MigrateArgs, cx: &mut Context<'_>) -> Result<(), CliError> {
     let queue = cx.queue().await?;
-    let backend = queue.store().backend();
+    let backend = queue.backend();
     let grants = LoginGrants {
         runtime: args.runtime_logins.clone(),
         system: args.system_logins.clone(),
@@ -58,7 +58,6 @@ pub async fn run(args: &MigrateArgs, cx: &mut Context<'_>) -> Result<(), CliErro
             cx.database_url(),
             PgOptions {
                 schema: queue
-                    .store()
                     .pg_schema()
                     .unwrap_or(drover::store::postgres::SCHEMA_DEFAULT)
                     .to_owned(),

@@ -110,18 +110,13 @@ pub async fn run(args: &OrchestrationsArgs, cx: &mut Context<'_>) -> Result<(), 
                     limit,
                 })
                 .await?;
-            if *json {
-                let v = serde_json::to_string(&recs).map_err(super::show::json_err)?;
-                writeln!(cx.out, "{v}")?;
-                return Ok(());
-            }
-            if recs.is_empty() {
-                writeln!(cx.out, "no orchestrations")?;
-                return Ok(());
-            }
-            let rows: Vec<Vec<String>> = recs
-                .iter()
-                .map(|r| {
+            table::listing(
+                cx.out,
+                *json,
+                &recs,
+                Some("no orchestrations"),
+                &["ID", "KIND", "STATUS", "STEP", "VERSION", "ERROR"],
+                |r| {
                     vec![
                         r.id.to_string(),
                         r.kind.clone(),
@@ -130,12 +125,7 @@ pub async fn run(args: &OrchestrationsArgs, cx: &mut Context<'_>) -> Result<(), 
                         r.version.to_string(),
                         r.error.clone().unwrap_or_else(|| "-".into()),
                     ]
-                })
-                .collect();
-            table::write(
-                cx.out,
-                &["ID", "KIND", "STATUS", "STEP", "VERSION", "ERROR"],
-                &rows,
+                },
             )?;
         }
         Action::Show { id, tenant, json } => {

@@ -69,25 +69,21 @@ pub async fn run(args: &OutboxArgs, cx: &mut Context<'_>) -> Result<(), CliError
                 .transpose()?;
             let queue = cx.queue().await?;
             let rows = queue
-                .store()
                 .outbox_list(&OutboxFilter {
                     tenant_id,
                     status,
                     limit,
                 })
                 .await?;
-            if *json {
-                let v = serde_json::to_string(&rows).map_err(super::show::json_err)?;
-                writeln!(cx.out, "{v}")?;
-                return Ok(());
-            }
-            if rows.is_empty() {
-                writeln!(cx.out, "no outbox rows")?;
-                return Ok(());
-            }
-            let cells: Vec<Vec<String>> = rows
-                .iter()
-                .map(|r| {
+            table::listing(
+                cx.out,
+                *json,
+                &rows,
+                Some("no outbox rows"),
+                &[
+                    "ID", "TENANT", "KIND", "STATUS", "ATTEMPTS", "CREATED", "ERROR",
+                ],
+                |r| {
                     vec![
                         r.id.to_string(),
                         r.tenant_id.to_string(),
@@ -98,19 +94,12 @@ pub async fn run(args: &OutboxArgs, cx: &mut Context<'_>) -> Result<(), CliError
                             .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
                         r.last_error.clone().unwrap_or_else(|| "-".into()),
                     ]
-                })
-                .collect();
-            table::write(
-                cx.out,
-                &[
-                    "ID", "TENANT", "KIND", "STATUS", "ATTEMPTS", "CREATED", "ERROR",
-                ],
-                &cells,
+                },
             )?;
         }
         Action::Stats { json } => {
             let queue = cx.queue().await?;
-            let stats = queue.store().outbox_stats().await?;
+            let stats = queue.outbox_stats().await?;
             if *json {
                 let v = serde_json::to_string(&stats).map_err(super::show::json_err)?;
                 writeln!(cx.out, "{v}")?;

@@ -95,15 +95,14 @@ pub async fn run(args: &ProjectorArgs, cx: &mut Context<'_>) -> Result<(), CliEr
                 .map(|r| r.name.clone())
                 .collect();
             let queue = cx.queue().await?;
-            let store = queue.store().clone();
             let mut names: BTreeMap<String, bool> =
                 registered.into_iter().map(|n| (n, true)).collect();
-            for r in store.projector_checkpoints(None).await? {
+            for r in queue.projector_checkpoints(None).await? {
                 names.entry(r.projector).or_insert(false);
             }
             let mut rows = Vec::with_capacity(names.len());
             for (name, registered) in names {
-                let st = drover::projector::status(store.as_ref(), &name).await?;
+                let st = queue.projector_status(&name).await?;
                 rows.push(ProjectorRow {
                     tenants: st
                         .iter()
@@ -114,30 +113,20 @@ pub async fn run(args: &ProjectorArgs, cx: &mut Context<'_>) -> Result<(), CliEr
                     registered,
                 });
             }
-            if *json {
-                let v = serde_json::to_string(&rows).map_err(super::show::json_err)?;
-                writeln!(cx.out, "{v}")?;
-                return Ok(());
-            }
-            if rows.is_empty() {
-                writeln!(cx.out, "no projectors")?;
-                return Ok(());
-            }
-            let cells: Vec<Vec<String>> = rows
-                .iter()
-                .map(|r| {
+            table::listing(
+                cx.out,
+                *json,
+                &rows,
+                Some("no projectors"),
+                &["PROJECTOR", "REGISTERED", "TENANTS", "BEHIND"],
+                |r| {
                     vec![
                         r.name.clone(),
                         if r.registered { "yes" } else { "no" }.into(),
                         r.tenants.to_string(),
                         r.behind_events.to_string(),
                     ]
-                })
-                .collect();
-            table::write(
-                cx.out,
-                &["PROJECTOR", "REGISTERED", "TENANTS", "BEHIND"],
-                &cells,
+                },
             )?;
         }
         Action::Status { name, tenant, json } => {
@@ -147,22 +136,21 @@ pub async fn run(args: &ProjectorArgs, cx: &mut Context<'_>) -> Result<(), CliEr
                 .map(|t| parse::uuid("tenant", t))
                 .transpose()?;
             let queue = cx.queue().await?;
-            let mut st = drover::projector::status(queue.store().as_ref(), name).await?;
+            let mut st = queue.projector_status(name).await?;
             if let Some(t) = tenant {
                 st.retain(|s| s.tenant == t);
             }
-            if *json {
-                let v = serde_json::to_string(&st).map_err(super::show::json_err)?;
-                writeln!(cx.out, "{v}")?;
-                return Ok(());
-            }
-            if st.is_empty() {
-                writeln!(cx.out, "no events and no checkpoints for {name}")?;
-                return Ok(());
-            }
-            let cells: Vec<Vec<String>> = st
-                .iter()
-                .map(|s| {
+            let empty = format!("no events and no checkpoints for {name}");
+            table::listing(
+                cx.out,
+                *json,
+                &st,
+                Some(&empty),
+                &[
+                    "TENANT", "POSITION", "HEAD", "BEHIND", "LAG_S", "HOLDER", "REBUILD",
+                    "REBUILDS",
+                ],
+                |s| {
                     vec![
                         s.tenant.to_string(),
                         s.position.to_string(),
@@ -178,15 +166,7 @@ pub async fn run(args: &ProjectorArgs, cx: &mut Context<'_>) -> Result<(), CliEr
                         .into(),
                         s.rebuilds.to_string(),
                     ]
-                })
-                .collect();
-            table::write(
-                cx.out,
-                &[
-                    "TENANT", "POSITION", "HEAD", "BEHIND", "LAG_S", "HOLDER", "REBUILD",
-                    "REBUILDS",
-                ],
-                &cells,
+                },
             )?;
         }
         Action::Rebuild { name, tenant, json } => {
@@ -196,10 +176,7 @@ pub async fn run(args: &ProjectorArgs, cx: &mut Context<'_>) -> Result<(), CliEr
                 .map(|t| parse::uuid("tenant", t))
                 .transpose()?;
             let queue = cx.queue().await?;
-            let n = queue
-                .store()
-                .projector_request_rebuild(name, tenant)
-                .await?;
+            let n = queue.projector_request_rebuild(name, tenant).await?;
             if *json {
                 writeln!(
                     cx.out,

@@ -82,30 +82,12 @@ pub async fn run(args: &ReconcileArgs, cx: &mut Context<'_>) -> Result<(), CliEr
     match &args.action {
         Action::Checkpoints { json: as_json } => {
             let queue = cx.queue().await?;
-            let all = queue.store().reconcile_checkpoint_list().await?;
-            if *as_json {
-                writeln!(cx.out, "{}", json(&all)?)?;
-                return Ok(());
-            }
-            if all.is_empty() {
-                writeln!(cx.out, "no checkpoints")?;
-                return Ok(());
-            }
-            let rows: Vec<Vec<String>> = all
-                .iter()
-                .map(|c| {
-                    vec![
-                        c.reconciler.clone(),
-                        c.tenant_id.to_string(),
-                        c.cursor.clone(),
-                        c.version.to_string(),
-                        c.applied.to_string(),
-                        c.updated_at.to_rfc3339(),
-                    ]
-                })
-                .collect();
-            table::write(
+            let all = queue.reconcile_checkpoint_list().await?;
+            table::listing(
                 cx.out,
+                *as_json,
+                &all,
+                Some("no checkpoints"),
                 &[
                     "RECONCILER",
                     "TENANT",
@@ -114,7 +96,16 @@ pub async fn run(args: &ReconcileArgs, cx: &mut Context<'_>) -> Result<(), CliEr
                     "CHANGES",
                     "UPDATED",
                 ],
-                &rows,
+                |c| {
+                    vec![
+                        c.reconciler.clone(),
+                        c.tenant_id.to_string(),
+                        c.cursor.clone(),
+                        c.version.to_string(),
+                        c.applied.to_string(),
+                        c.updated_at.to_rfc3339(),
+                    ]
+                },
             )?;
         }
         Action::Reviews {
@@ -131,7 +122,6 @@ pub async fn run(args: &ReconcileArgs, cx: &mut Context<'_>) -> Result<(), CliEr
             };
             let queue = cx.queue().await?;
             let recs = queue
-                .store()
                 .reconcile_record_list(&RecordFilter {
                     tenant_id,
                     reconciler: name.clone(),
@@ -140,17 +130,13 @@ pub async fn run(args: &ReconcileArgs, cx: &mut Context<'_>) -> Result<(), CliEr
                     limit,
                 })
                 .await?;
-            if *as_json {
-                writeln!(cx.out, "{}", json(&recs)?)?;
-                return Ok(());
-            }
-            if recs.is_empty() {
-                writeln!(cx.out, "no records parked for review")?;
-                return Ok(());
-            }
-            let rows: Vec<Vec<String>> = recs
-                .iter()
-                .map(|r| {
+            table::listing(
+                cx.out,
+                *as_json,
+                &recs,
+                Some("no records parked for review"),
+                &["KEY", "LOCAL VERSION", "LOCAL", "SOURCE VERSION", "SOURCE"],
+                |r| {
                     let (sv, sd) = r.review.as_ref().map_or_else(
                         || ("-".into(), "-".into()),
                         |c| (c.version.to_string(), c.data.to_string()),
@@ -162,12 +148,7 @@ pub async fn run(args: &ReconcileArgs, cx: &mut Context<'_>) -> Result<(), CliEr
                         sv,
                         sd,
                     ]
-                })
-                .collect();
-            table::write(
-                cx.out,
-                &["KEY", "LOCAL VERSION", "LOCAL", "SOURCE VERSION", "SOURCE"],
-                &rows,
+                },
             )?;
         }
         Action::Resolve {
@@ -188,7 +169,6 @@ pub async fn run(args: &ReconcileArgs, cx: &mut Context<'_>) -> Result<(), CliEr
             };
             let queue = cx.queue().await?;
             let r = queue
-                .store()
                 .reconcile_review_resolve(tenant_id, name, key, resolution)
                 .await
                 .map_err(|e| super::show::hint_tenant(e, tenant_id))?;

@@ -164,9 +164,8 @@ pub async fn run(args: &SchedulesArgs, cx: &mut Context<'_>) -> Result<(), CliEr
         }
         return Ok(());
     }
-    let store = queue.store();
-    let now = store.db_now().await?;
-    let rows = store.schedule_list().await?;
+    let now = queue.db_now().await?;
+    let rows = queue.schedule_list().await?;
     let declared: Vec<Compiled> = scheduler
         .as_ref()
         .map(|s| s.schedules().to_vec())
@@ -176,14 +175,21 @@ pub async fn run(args: &SchedulesArgs, cx: &mut Context<'_>) -> Result<(), CliEr
         .map(|s| s.config().clone())
         .unwrap_or_default();
     let list = merge(&declared, rows, now, &config);
-    if args.json {
-        let v = serde_json::to_string(&list).map_err(super::show::json_err)?;
-        writeln!(cx.out, "{v}")?;
-        return Ok(());
-    }
-    let rows: Vec<Vec<String>> = list
-        .iter()
-        .map(|i| {
+    table::listing(
+        cx.out,
+        args.json,
+        &list,
+        None,
+        &[
+            "NAME",
+            "CRON",
+            "ZONE",
+            "POLICY",
+            "LAST TICK",
+            "NEXT",
+            "ACTIVE",
+        ],
+        |i| {
             let policy = if i.policy == "all" {
                 format!("all (max {})", i.max_backfill)
             } else {
@@ -203,22 +209,8 @@ pub async fn run(args: &SchedulesArgs, cx: &mut Context<'_>) -> Result<(), CliEr
                 },
                 if i.active { "yes" } else { "no" }.to_owned(),
             ]
-        })
-        .collect();
-    table::write(
-        cx.out,
-        &[
-            "NAME",
-            "CRON",
-            "ZONE",
-            "POLICY",
-            "LAST TICK",
-            "NEXT",
-            "ACTIVE",
-        ],
-        &rows,
-    )?;
-    Ok(())
+        },
+    )
 }
 
 #[cfg(test)]

@@ -83,34 +83,33 @@ pub async fn run(args: &TokenArgs, cx: &mut Context<'_>) -> Result<(), CliError>
         }
         TokenAction::List => {
             let queue = cx.queue().await?;
-            let rows = queue.store().token_list().await?;
-            let rows: Vec<Vec<String>> = rows
-                .into_iter()
-                .map(|r| {
-                    vec![
-                        r.id.to_string(),
-                        r.role,
-                        r.scope_tenant
-                            .map_or_else(|| "*".to_owned(), |u| u.to_string()),
-                        r.enqueue.join(","),
-                        r.label,
-                        r.created_at.to_rfc3339(),
-                        r.revoked_at.map_or_else(String::new, |t| t.to_rfc3339()),
-                    ]
-                })
-                .collect();
-            table::write(
+            let rows = queue.token_list().await?;
+            table::listing(
                 cx.out,
+                false,
+                &rows,
+                None,
                 &[
                     "ID", "ROLE", "TENANT", "ENQUEUE", "LABEL", "CREATED", "REVOKED",
                 ],
-                &rows,
+                |r| {
+                    vec![
+                        r.id.to_string(),
+                        r.role.clone(),
+                        r.scope_tenant
+                            .map_or_else(|| "*".to_owned(), |u| u.to_string()),
+                        r.enqueue.join(","),
+                        r.label.clone(),
+                        r.created_at.to_rfc3339(),
+                        r.revoked_at.map_or_else(String::new, |t| t.to_rfc3339()),
+                    ]
+                },
             )?;
         }
         TokenAction::Revoke { id } => {
             let id = parse::uuid("id", id)?;
             let queue = cx.queue().await?;
-            if !queue.store().token_revoke(id).await? {
+            if !queue.token_revoke(id).await? {
                 return Err(CliError::Drover(drover::Error::NotFound(format!(
                     "live token {id}"
                 ))));

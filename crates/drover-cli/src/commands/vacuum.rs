@@ -57,19 +57,14 @@ pub async fn run(args: &VacuumArgs, cx: &mut Context<'_>) -> Result<(), CliError
     match &args.action {
         Action::Status { json } => {
             let queue = cx.queue().await?;
-            let garbage = queue.store().table_garbage().await?;
-            if *json {
-                let v = serde_json::to_string(&garbage).map_err(super::show::json_err)?;
-                writeln!(cx.out, "{v}")?;
-                return Ok(());
-            }
-            if garbage.is_empty() {
-                writeln!(cx.out, "{NOTHING_HERE}")?;
-                return Ok(());
-            }
-            let cells: Vec<Vec<String>> = garbage
-                .iter()
-                .map(|g| {
+            let garbage = queue.table_garbage().await?;
+            table::listing(
+                cx.out,
+                *json,
+                &garbage,
+                Some(NOTHING_HERE),
+                &["TABLE", "LIVE", "DEAD", "LAST_VACUUM"],
+                |g| {
                     vec![
                         g.table.clone(),
                         g.live.to_string(),
@@ -79,9 +74,8 @@ pub async fn run(args: &VacuumArgs, cx: &mut Context<'_>) -> Result<(), CliError
                             |t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
                         ),
                     ]
-                })
-                .collect();
-            table::write(cx.out, &["TABLE", "LIVE", "DEAD", "LAST_VACUUM"], &cells)?;
+                },
+            )?;
         }
         Action::Run { threshold, json } => {
             let dead_threshold = match threshold {

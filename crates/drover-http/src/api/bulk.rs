@@ -143,7 +143,7 @@ pub async fn bulk(
         Err(p) => return p.into_response(),
     };
     idempotency::once(&state, key, tenant, who.token_id, "POST /v1/items/bulk", &body, || async {
-        let mut matched = match state.queue.store().item_list(&filter).await {
+        let mut matched = match state.queue.list(&filter).await {
             Ok(m) => m,
             Err(e) => return Answer::from(Problem::from(e)),
         };

@@ -24,7 +24,7 @@ pub async fn healthz() -> (StatusCode, &'static str) {
         (status = 200, description = "ready", body = String, content_type = "text/plain"),
         (status = 503, description = "database unreachable or not migrated", body = String, content_type = "text/plain")))]
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
-    let status = tokio::time::timeout(READY_TIMEOUT, state.queue.store().migration_status()).await;
+    let status = tokio::time::timeout(READY_TIMEOUT, state.queue.migration_status()).await;
     match status {
         Ok(Ok(s)) if s.is_current() => (StatusCode::OK, "ready"),
         Ok(Ok(_)) => (StatusCode::SERVICE_UNAVAILABLE, "migrations pending"),

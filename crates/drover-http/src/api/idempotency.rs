@@ -132,8 +132,8 @@ where
         return work().await.into_response();
     };
     let claim = claim_of(key, tenant, principal, route, body);
-    let store = state.queue.store();
-    let begun = store
+    let queue = &state.queue;
+    let begun = queue
         .marker_begin(
             &claim.key,
             &claim.fingerprint,
@@ -147,9 +147,9 @@ where
         Ok(MarkerBegin::Started) => {
             let answer = work().await;
             let stored = if answer.status.is_server_error() {
-                store.marker_release(&marker).await
+                queue.marker_release(&marker).await
             } else {
-                store
+                queue
                     .marker_finish(&marker, answer.status.as_u16(), &answer.body)
                     .await
             };

@@ -12,6 +12,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use drover::store::ListFilter;
+
+use crate::filter::ItemFilter;
 use drover::{InsertResult, NewItem};
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -269,8 +271,7 @@ impl ListQuery {
         if let Some(k) = &self.kind {
             drover::item::validate_kind(k).map_err(|e| Problem::from(e).field("kind"))?;
         }
-        Ok(ListFilter {
-            tenant_id,
+        let filter = ItemFilter {
             status: self
                 .status
                 .as_deref()
@@ -281,10 +282,10 @@ impl ListQuery {
             key: self.key.clone(),
             created_after: self.created_after,
             created_before: self.created_before,
-            error_contains: self.error.clone().filter(|e| !e.is_empty()),
+            error: self.error.clone(),
             after: self.cursor.as_deref().map(parse::cursor).transpose()?,
-            limit,
-        })
+        };
+        Ok(filter.list_filter(tenant_id, limit))
     }
 }
 
@@ -311,7 +312,7 @@ pub async fn list_items(
     }
     // One more than the page tells whether another page follows.
     let filter = q.filter(&who, limit + 1)?;
-    let mut items = state.queue.store().item_list(&filter).await?;
+    let mut items = state.queue.list(&filter).await?;
     let more = items.len() > limit as usize;
     items.truncate(limit as usize);
     let next_cursor = if more {

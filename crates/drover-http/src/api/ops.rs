@@ -285,7 +285,7 @@ pub async fn schedules(
     Extension(who): Extension<ApiPrincipal>,
 ) -> ApiResult<Json<Vec<ScheduleView>>> {
     who.tenant_for(Some(Uuid::nil()))?;
-    let rows = state.queue.store().schedule_list().await?;
+    let rows = state.queue.schedule_list().await?;
     Ok(Json(
         rows.into_iter()
             .map(|r| ScheduleView {
@@ -359,8 +359,7 @@ pub async fn orchestrations(
     };
     let rows = state
         .queue
-        .store()
-        .orchestration_list(&OrchestrationFilter {
+        .orchestrations(&OrchestrationFilter {
             tenant_id,
             status: None,
             kind: q.kind,

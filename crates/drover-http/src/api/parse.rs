@@ -1,6 +1,6 @@
 //! Request parsing that answers RFC 9457 problems naming the field: JSON
 //! bodies and query strings through `serde_path_to_error`, cursors, and
-//! status names.
+//! status names (the last two read by the shared item filter, `filter`).
 
 use chrono::{DateTime, Utc};
 use drover::Status;
@@ -46,7 +46,7 @@ pub fn query<T: DeserializeOwned>(raw: Option<&str>) -> Result<T, Problem> {
 /// # Errors
 /// 400 naming `field`.
 pub fn status(field: &str, s: &str) -> Result<Status, Problem> {
-    s.parse::<Status>().map_err(|_| {
+    crate::filter::status(s).ok_or_else(|| {
         Problem::invalid(
             field,
             format!("{s:?} is not a status (pending, claimed, done, failed, cancelled)"),
@@ -57,7 +57,7 @@ pub fn status(field: &str, s: &str) -> Result<Status, Problem> {
 /// The opaque cursor of a page: the last item's creation time in
 /// microseconds and its id.
 pub fn cursor_text(created_at: DateTime<Utc>, id: Uuid) -> String {
-    format!("{}_{}", created_at.timestamp_micros(), id.simple())
+    crate::filter::cursor_text(created_at, id)
 }
 
 /// Reads a cursor made by [`cursor_text`].
@@ -65,10 +65,6 @@ pub fn cursor_text(created_at: DateTime<Utc>, id: Uuid) -> String {
 /// # Errors
 /// 400 naming `cursor`.
 pub fn cursor(text: &str) -> Result<ListCursor, Problem> {
-    let bad = || Problem::invalid("cursor", "is not a cursor this API handed out");
-    let (us, id) = text.split_once('_').ok_or_else(bad)?;
-    let us: i64 = us.parse().map_err(|_| bad())?;
-    let created_at = DateTime::<Utc>::from_timestamp_micros(us).ok_or_else(bad)?;
-    let id = Uuid::parse_str(id).map_err(|_| bad())?;
-    Ok(ListCursor { created_at, id })
+    crate::filter::cursor(text)
+        .ok_or_else(|| Problem::invalid("cursor", "is not a cursor this API handed out"))
 }

@@ -6,13 +6,13 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use chrono::{DateTime, Utc};
-use drover::Status;
-use drover::store::{ListCursor, ListFilter};
+use drover::store::ListFilter;
 use serde::Deserialize;
 use uuid::Uuid;
 
 use super::DashState;
 use super::pages::{Nav, nav, render, time, viewer};
+use crate::filter::{self, ItemFilter};
 
 /// Items per page of a list.
 const PAGE: u32 = 50;
@@ -59,10 +59,7 @@ impl ItemsQuery {
     fn filter(&self, scoped: Option<Uuid>) -> Result<ListFilter, String> {
         let status = match non_empty(&self.status) {
             None => None,
-            Some(s) => Some(
-                s.parse::<Status>()
-                    .map_err(|_| format!("status: unknown {s:?}"))?,
-            ),
+            Some(s) => Some(filter::status(&s).ok_or_else(|| format!("status: unknown {s:?}"))?),
         };
         let tenant_id = match (scoped, non_empty(&self.tenant)) {
             (Some(own), _) => Some(own),
@@ -71,27 +68,19 @@ impl ItemsQuery {
         };
         let after = match non_empty(&self.cursor) {
             None => None,
-            Some(c) => {
-                let (us, id) = c.split_once('_').ok_or("cursor: malformed")?;
-                let us: i64 = us.parse().map_err(|_| "cursor: malformed")?;
-                Some(ListCursor {
-                    created_at: DateTime::from_timestamp_micros(us).ok_or("cursor: malformed")?,
-                    id: id.parse().map_err(|_| "cursor: malformed")?,
-                })
-            }
+            Some(c) => Some(filter::cursor(&c).ok_or("cursor: malformed")?),
         };
-        Ok(ListFilter {
-            tenant_id,
+        let f = ItemFilter {
             status,
             lane: non_empty(&self.lane),
             kind: non_empty(&self.kind),
             key: non_empty(&self.key),
             created_after: parse_time("created after", &self.after)?,
             created_before: parse_time("created before", &self.before)?,
-            error_contains: non_empty(&self.error),
+            error: non_empty(&self.error),
             after,
-            limit: PAGE,
-        })
+        };
+        Ok(f.list_filter(tenant_id, PAGE))
     }
 
     fn query_string(&self, cursor: Option<&str>) -> String {

@@ -590,7 +590,7 @@ pub(super) async fn schedules(State(st): State<DashState>, headers: HeaderMap) -
         Ok(v) => v,
         Err(r) => return *r,
     };
-    let rows = match st.app.queue.store().schedule_list().await {
+    let rows = match st.app.queue.schedule_list().await {
         Ok(r) => r,
         Err(e) => {
             return note_page(
@@ -647,7 +647,7 @@ pub(super) async fn orchestrations(State(st): State<DashState>, headers: HeaderM
         limit: 100,
         ..Default::default()
     };
-    let rows = match st.app.queue.store().orchestration_list(&filter).await {
+    let rows = match st.app.queue.orchestrations(&filter).await {
         Ok(r) => r,
         Err(e) => {
             return note_page(

@@ -3,10 +3,10 @@
 //! (`work.<kind>`) or an event (`event.<topic>`) under the row's own id.
 //!
 //! This module owns the outbox row and its statuses, the storage seam for
-//! it ([`OutboxStore`], a supertrait of [`Store`](crate::Store)), the typed
-//! writers ([`Queue::outbox_work_in`](crate::Queue::outbox_work_in),
-//! [`Queue::outbox_event_in`](crate::Queue::outbox_event_in) and their
-//! own-transaction twins) and the relay service ([`Relay`]).
+//! it ([`OutboxStore`], a supertrait of [`Store`](crate::Store)) and the
+//! relay service ([`Relay`]). The typed writers ([`Queue::outbox_work_in`],
+//! [`Queue::outbox_event_in`] and their own-transaction twins) are the
+//! queue's API and live with it (`queue/outbox.rs`).
 //!
 //! Invariants every backend keeps (the contract cases in
 //! `store/contract/outbox.rs` check each one):
@@ -38,7 +38,6 @@
 mod as_service;
 mod relay;
 mod sweep;
-mod write;
 
 pub use crate::store::outbox::{
     EVENT_PREFIX, LANE_ENTRY, NewOutboxRow, OUTBOX_WAKE, OutboxClaim, OutboxClaimParams,
@@ -47,6 +46,7 @@ pub use crate::store::outbox::{
     relayed_event, relayed_item,
 };
 pub(crate) use as_service::relay_service;
+pub use crate::queue::OutboxConnection;
 pub use relay::{
     RELAY_BACKOFF_BASE_DEFAULT, RELAY_BACKOFF_CAP_DEFAULT, RELAY_BATCH_DEFAULT, RELAY_BATCH_MAX,
     RELAY_CONCURRENCY_DEFAULT, RELAY_INTERVAL_DEFAULT, RELAY_JITTER, RELAY_LEASE_DEFAULT,
@@ -55,4 +55,3 @@ pub use relay::{
     RelayConfig, RelayReport, relay_role,
 };
 pub use sweep::{RelaySweep, RelaySweepReport};
-pub use write::OutboxConnection;

@@ -7,6 +7,13 @@
 //! tenant directory check that decides who a claimed item runs for (its
 //! creator, the tenant's service context, or nobody: an orphan), and the
 //! retried outcome writes the worker settles items with (`fenced`).
+//!
+//! Every `impl Queue` lives in this module: items (here, `enqueue`, `each`,
+//! `fenced`, `tx`), lanes (`lanes`), orchestrations (`orchestration`), the
+//! producer side of the outbox (`outbox`) and the operator's reads and
+//! admin calls (`ops`). Callers above the queue (the HTTP API, the CLI) use
+//! these, never [`Queue::store`]; a caller's own transaction reaches the
+//! store only through its seam ([`Store::item_insert_in`] and siblings).
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -29,12 +36,17 @@ mod each;
 mod enqueue;
 mod fenced;
 mod kind;
+mod lanes;
+mod ops;
+mod orchestration;
+mod outbox;
 mod tenant;
 mod tx;
 
 pub use context::JobContext;
 pub use enqueue::{Enqueue, EnqueueBatch, OnConnection, ToStore};
 pub use kind::{DEFAULT_PERMISSION, Kind, OPERATE_PERMISSION, Principal, permission_covers};
+pub use outbox::OutboxConnection;
 pub use tenant::{AllLive, TenantDirectory};
 pub use tx::Transactional;
 

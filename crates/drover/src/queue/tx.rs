@@ -6,6 +6,11 @@
 //! caller's commit (and never after a rollback). On SQLite call
 //! [`Queue::wake`] after committing for an instant pickup; otherwise workers
 //! find the item on their next poll.
+//!
+//! The connection reaches the backend only through the store's seam
+//! ([`Store::item_insert_in`](crate::store::Store::item_insert_in) and its
+//! siblings, given a [`CallerTx`](crate::store::CallerTx)): this module names no
+//! backend.
 
 use async_trait::async_trait;
 #[cfg(feature = "postgres")]
@@ -13,11 +18,11 @@ use sqlx::PgConnection;
 #[cfg(feature = "sqlite")]
 use sqlx::SqliteConnection;
 
-#[cfg(any(feature = "postgres", feature = "sqlite"))]
-use crate::error::Error;
 use crate::error::Result;
 use crate::item::{Inserted, NewItem};
 use crate::queue::{Principal, Queue};
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+use crate::store::CallerTx;
 
 /// A connection drover can enqueue on inside the caller's transaction:
 /// `sqlx::PgConnection` (for a queue on PostgreSQL) and
@@ -40,12 +45,8 @@ pub trait Transactional: Send {
 #[async_trait]
 impl Transactional for PgConnection {
     async fn insert_prepared(&mut self, queue: &Queue, item: &NewItem) -> Result<Inserted> {
-        let schema = queue.store().pg_schema().ok_or_else(|| {
-            crate::Error::Config(
-                "a PostgreSQL connection was given to a queue that is not on PostgreSQL".into(),
-            )
-        })?;
-        crate::store::postgres::insert_in(self, schema, item).await
+        let tx = CallerTx::Postgres(self);
+        queue.store().item_insert_in(tx, item).await
     }
 
     async fn start_prepared(
@@ -54,12 +55,8 @@ impl Transactional for PgConnection {
         new: &crate::orchestration::NewOrchestration,
         first: &NewItem,
     ) -> Result<crate::orchestration::OrchestrationInserted> {
-        let schema = queue.store().pg_schema().ok_or_else(|| {
-            Error::Config(
-                "a PostgreSQL connection was given to a queue that is not on PostgreSQL".into(),
-            )
-        })?;
-        crate::store::postgres::start_in(self, schema, new, first).await
+        let tx = CallerTx::Postgres(self);
+        queue.store().orchestration_insert_in(tx, new, first).await
     }
 }
 
@@ -67,12 +64,8 @@ impl Transactional for PgConnection {
 #[async_trait]
 impl Transactional for SqliteConnection {
     async fn insert_prepared(&mut self, queue: &Queue, item: &NewItem) -> Result<Inserted> {
-        if queue.store().backend() != crate::store::Backend::Sqlite {
-            return Err(crate::Error::Config(
-                "a SQLite connection was given to a queue that is not on SQLite".into(),
-            ));
-        }
-        crate::store::sqlite::insert_in(self, item, queue.store().now()).await
+        let tx = CallerTx::Sqlite(self);
+        queue.store().item_insert_in(tx, item).await
     }
 
     async fn start_prepared(
@@ -81,12 +74,8 @@ impl Transactional for SqliteConnection {
         new: &crate::orchestration::NewOrchestration,
         first: &NewItem,
     ) -> Result<crate::orchestration::OrchestrationInserted> {
-        if queue.store().backend() != crate::store::Backend::Sqlite {
-            return Err(Error::Config(
-                "a SQLite connection was given to a queue that is not on SQLite".into(),
-            ));
-        }
-        crate::store::sqlite::start_in(self, new, first, queue.store().now()).await
+        let tx = CallerTx::Sqlite(self);
+        queue.store().orchestration_insert_in(tx, new, first).await
     }
 }
 

@@ -50,6 +50,7 @@ pub mod access;
 mod audit;
 #[cfg(feature = "postgres")]
 mod begin;
+mod caller;
 pub mod clock;
 pub mod events;
 mod item;
@@ -77,6 +78,7 @@ pub mod contract;
 pub mod fault;
 
 pub use audit::{AuditEntry, AuditStore};
+pub use caller::CallerTx;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use item::{
     ClaimParams, ClaimRef, CountRow, FailOutcome, FailParams, Gauges, ItemStore, ListCursor,
@@ -356,6 +358,44 @@ pub trait Store:
                 Err(e)
             }
         }
+    }
+
+    /// Inserts the prepared `item` on the caller's connection, inside the
+    /// caller's transaction (the store's seam for a caller's transaction;
+    /// see `caller`). The default writes with the backend of `conn`.
+    ///
+    /// # Errors
+    /// [`Error::Config`](crate::Error::Config) when `conn` is of another
+    /// engine than this store; database errors.
+    async fn item_insert_in(&self, conn: CallerTx<'_>, item: &NewItem) -> Result<Inserted> {
+        caller::item_insert_in(self, conn, item).await
+    }
+
+    /// Starts an orchestration (its record and first step item) on the
+    /// caller's connection, inside the caller's transaction.
+    ///
+    /// # Errors
+    /// As [`Store::item_insert_in`].
+    async fn orchestration_insert_in(
+        &self,
+        conn: CallerTx<'_>,
+        new: &crate::store::orchestration::NewOrchestration,
+        first: &NewItem,
+    ) -> Result<crate::store::orchestration::OrchestrationInserted> {
+        caller::orchestration_insert_in(self, conn, new, first).await
+    }
+
+    /// Writes the validated outbox `row` on the caller's connection, inside
+    /// the caller's transaction.
+    ///
+    /// # Errors
+    /// As [`Store::item_insert_in`].
+    async fn outbox_insert_in(
+        &self,
+        conn: CallerTx<'_>,
+        row: &crate::store::outbox::NewOutboxRow,
+    ) -> Result<()> {
+        caller::outbox_insert_in(self, conn, row).await
     }
 
     /// The connections the store's pool may open, if it has a pool; the

@@ -15,8 +15,8 @@ use sqlx::PgConnection;
 use sqlx::SqliteConnection;
 use uuid::Uuid;
 
-use super::{EVENT_PREFIX, NewOutboxRow, OUTBOX_WAKE, OutboxTarget, WORK_PREFIX};
 use crate::error::{Error, Result};
+use crate::outbox::{EVENT_PREFIX, NewOutboxRow, OUTBOX_WAKE, OutboxTarget, WORK_PREFIX};
 use crate::queue::{Kind, Principal, Queue};
 
 /// A connection an outbox row can be written on inside the caller's
@@ -32,12 +32,8 @@ pub trait OutboxConnection: Send {
 #[async_trait]
 impl OutboxConnection for PgConnection {
     async fn outbox_insert_prepared(&mut self, queue: &Queue, row: &NewOutboxRow) -> Result<()> {
-        let schema = queue.store().pg_schema().ok_or_else(|| {
-            Error::Config(
-                "a PostgreSQL connection was given to a queue that is not on PostgreSQL".into(),
-            )
-        })?;
-        crate::store::postgres::outbox_insert_in(self, schema, row).await
+        let tx = crate::store::CallerTx::Postgres(self);
+        queue.store().outbox_insert_in(tx, row).await
     }
 }
 
@@ -45,12 +41,8 @@ impl OutboxConnection for PgConnection {
 #[async_trait]
 impl OutboxConnection for SqliteConnection {
     async fn outbox_insert_prepared(&mut self, queue: &Queue, row: &NewOutboxRow) -> Result<()> {
-        if queue.store().backend() != crate::store::Backend::Sqlite {
-            return Err(Error::Config(
-                "a SQLite connection was given to a queue that is not on SQLite".into(),
-            ));
-        }
-        crate::store::sqlite::outbox_insert_in(self, row, queue.store().now()).await
+        let tx = crate::store::CallerTx::Sqlite(self);
+        queue.store().outbox_insert_in(tx, row).await
     }
 }
 
