@@ -10,6 +10,8 @@
 # machine.
 #
 # Usage: scripts/bench-ab.sh BEFORE_BIN AFTER_BIN OUTDIR
+#   each BIN a drover built with `drover bench` in it:
+#   cargo build --release -p drover-cli --features bench
 # Environment:
 #   DATABASE_URL  PostgreSQL URL (default postgres://postgres@127.0.0.1:5432/test)
 #   RUNS          runs per binary and backend (default 3)

@@ -46,7 +46,7 @@ skip() { [[ " $SKIP " == *" $1 "* ]]; }
 log() { echo "== $*" >&2; }
 
 log "building release binaries"
-cargo build --release -p drover-cli
+cargo build --release -p drover-cli --features bench
 cargo build --release -p drover-bench --example plot
 DROVER="$CARGO_TARGET_DIR/release/drover"
 PLOT="$CARGO_TARGET_DIR/release/examples/plot"

@@ -186,6 +186,11 @@ pub enum Command {
     /// server): enqueue a mix, drain it with an in-process worker, summarize.
     Demo(commands::demo::DemoArgs),
     /// Measure enqueue, drain and latency in a sandbox schema or file.
+    #[cfg_attr(
+        not(feature = "bench"),
+        command(about = "Not in this build: `drover bench` needs the `bench` feature \
+                         (cargo build --release -p drover-cli --features bench)")
+    )]
     Bench(commands::bench::BenchArgs),
     /// Probe a worker's /healthz (or /readyz with --ready): exit 0 on 200,
     /// 1 otherwise. The container image's HEALTHCHECK; opens no database.

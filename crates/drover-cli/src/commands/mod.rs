@@ -3,6 +3,14 @@
 //! [`Context`](crate::Context) for the queue, so refused input never
 //! touches the database.
 
+// `drover bench` is compiled only with the `bench` feature (it pulls in
+// drover-bench, plotters and the throwaway-cluster manager); without it the
+// same path names a stub that says how to build it, so `Command` and
+// `execute` read the same either way.
+#[cfg(feature = "bench")]
+pub mod bench;
+#[cfg(not(feature = "bench"))]
+#[path = "bench_absent.rs"]
 pub mod bench;
 pub mod cancel;
 pub mod demo;
