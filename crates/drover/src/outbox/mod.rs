@@ -39,6 +39,7 @@ mod as_service;
 mod relay;
 mod sweep;
 
+pub use crate::queue::OutboxConnection;
 pub use crate::store::outbox::{
     EVENT_PREFIX, LANE_ENTRY, NewOutboxRow, OUTBOX_WAKE, OutboxClaim, OutboxClaimParams,
     OutboxFailOutcome, OutboxFailParams, OutboxFilter, OutboxRow, OutboxStats, OutboxStatus,
@@ -46,7 +47,6 @@ pub use crate::store::outbox::{
     relayed_event, relayed_item,
 };
 pub(crate) use as_service::relay_service;
-pub use crate::queue::OutboxConnection;
 pub use relay::{
     RELAY_BACKOFF_BASE_DEFAULT, RELAY_BACKOFF_CAP_DEFAULT, RELAY_BATCH_DEFAULT, RELAY_BATCH_MAX,
     RELAY_CONCURRENCY_DEFAULT, RELAY_INTERVAL_DEFAULT, RELAY_JITTER, RELAY_LEASE_DEFAULT,
