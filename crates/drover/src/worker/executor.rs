@@ -273,9 +273,15 @@ impl Executor {
                 }
             }
         };
+        Self::close_run(cx, &end, started);
+        end
+    }
+
+    /// Ends a run: tells anything the handler spawned that the run is over
+    /// (the handler itself was told before it was dropped), and records
+    /// its duration by outcome.
+    fn close_run(cx: &JobContext, end: &RunEnd, started: Instant) {
         if !matches!(end, RunEnd::Finished(_)) {
-            // Tell anything the handler spawned that this run is over (the
-            // handler itself was told before it was dropped).
             cx.cancellation().cancel();
         }
         metrics::histogram!(
@@ -285,7 +291,6 @@ impl Executor {
             "outcome" => end.outcome(),
         )
         .record(started.elapsed().as_secs_f64());
-        end
     }
 
     /// Writes the outcome of a run under its claim.
@@ -305,27 +310,7 @@ impl Executor {
             return;
         }
         match end {
-            RunEnd::Finished(Ok(Done::Completed)) => {
-                let landed = match ticket {
-                    Some(t) => {
-                        self.completer
-                            .complete(t, *cx.claim(), cx.fencing_token())
-                            .await
-                    }
-                    None => Landed::Unknown,
-                };
-                match landed {
-                    Landed::Yes => {
-                        counters::count("drover_completed_total", cx.lane(), cx.kind(), 1)
-                    }
-                    Landed::Stale => self.lease_lost(cx, "completion refused"),
-                    Landed::Unknown => {
-                        tracing::error!(
-                            "completion not written; the item will be swept and run again"
-                        );
-                    }
-                }
-            }
+            RunEnd::Finished(Ok(Done::Completed)) => self.complete(cx, ticket).await,
             // The handler's own transaction completed the item, fenced.
             RunEnd::Finished(Ok(Done::Settled)) => {
                 counters::count("drover_completed_total", cx.lane(), cx.kind(), 1);
@@ -381,29 +366,7 @@ impl Executor {
                 );
             }
             RunEnd::LeaseLost(why) => self.lease_lost(cx, why),
-            RunEnd::RenewalFailing => {
-                // The handler is dropped already. Hand the item back now if
-                // the claim still holds (the fence refuses it otherwise):
-                // left to lapse, it would wait out the lease and the sweep
-                // would charge it an attempt for our store's trouble.
-                counters::count("drover_lease_lost_total", cx.lane(), cx.kind(), 1);
-                tracing::warn!(
-                    reason = "renewal failing for half the lease",
-                    "lease lost: run dropped; releasing the item if the claim still holds"
-                );
-                let note = "released: lease renewals failing, run dropped";
-                match self.queue.release_retried(cx, Some(note)).await {
-                    Ok(()) => tracing::info!("released after failing renewals; no attempt spent"),
-                    // Already counted and logged as lost above.
-                    Err(e) if e.is_conflict() => {
-                        tracing::debug!("release refused: the claim had lapsed")
-                    }
-                    Err(e) => tracing::error!(
-                        error = %e,
-                        "release not written; the item will be swept"
-                    ),
-                }
-            }
+            RunEnd::RenewalFailing => self.release_after_failing_renewals(cx).await,
             RunEnd::Shutdown => {
                 self.write(
                     cx,
@@ -413,6 +376,50 @@ impl Executor {
                         .await,
                 );
             }
+        }
+    }
+
+    /// Writes a completion through the completer (batched), and says
+    /// what became of it.
+    async fn complete(&self, cx: &JobContext, ticket: Option<Ticket>) {
+        let landed = match ticket {
+            Some(t) => {
+                self.completer
+                    .complete(t, *cx.claim(), cx.fencing_token())
+                    .await
+            }
+            None => Landed::Unknown,
+        };
+        match landed {
+            Landed::Yes => counters::count("drover_completed_total", cx.lane(), cx.kind(), 1),
+            Landed::Stale => self.lease_lost(cx, "completion refused"),
+            Landed::Unknown => {
+                tracing::error!("completion not written; the item will be swept and run again");
+            }
+        }
+    }
+
+    /// The handler is dropped already. Hands the item back now if the
+    /// claim still holds (the fence refuses it otherwise): left to lapse,
+    /// it would wait out the lease and the sweep would charge it an attempt
+    /// for our store's trouble.
+    async fn release_after_failing_renewals(&self, cx: &JobContext) {
+        counters::count("drover_lease_lost_total", cx.lane(), cx.kind(), 1);
+        tracing::warn!(
+            reason = "renewal failing for half the lease",
+            "lease lost: run dropped; releasing the item if the claim still holds"
+        );
+        let note = "released: lease renewals failing, run dropped";
+        match self.queue.release_retried(cx, Some(note)).await {
+            Ok(()) => tracing::info!("released after failing renewals; no attempt spent"),
+            // Already counted and logged as lost above.
+            Err(e) if e.is_conflict() => {
+                tracing::debug!("release refused: the claim had lapsed")
+            }
+            Err(e) => tracing::error!(
+                error = %e,
+                "release not written; the item will be swept"
+            ),
         }
     }
 
