@@ -66,11 +66,8 @@ pub fn wake_on_signal(r: &Orchestration, sig: &Signal, now: DateTime<Utc>) -> Tr
         ended: now,
         outcome: format!("signal {} received", sig.name),
     });
+    // The step item carries the signal's payload, unlike `transition`'s.
     Transition {
-        tenant_id: r.tenant_id,
-        id: r.id,
-        expected_version: r.version,
-        write: w,
         enqueue: Some(step_item(
             r.tenant_id,
             r.id,
@@ -80,6 +77,7 @@ pub fn wake_on_signal(r: &Orchestration, sig: &Signal, now: DateTime<Utc>) -> Tr
             Some(sig.payload.clone()),
         )),
         consume_signal: Some(sig.id),
+        ..transition(r, w, false)
     }
 }
 
@@ -106,21 +104,7 @@ pub fn resume_due(r: &Orchestration, now: DateTime<Utc>) -> Transition {
         ended: now,
         outcome,
     });
-    Transition {
-        tenant_id: r.tenant_id,
-        id: r.id,
-        expected_version: r.version,
-        write: w,
-        enqueue: Some(step_item(
-            r.tenant_id,
-            r.id,
-            &r.lane,
-            r.max_attempts,
-            r.version + 1,
-            None,
-        )),
-        consume_signal: None,
-    }
+    transition(r, w, true)
 }
 
 /// True when `t` parks its record for a signal (the store then looks for
