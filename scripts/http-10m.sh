@@ -35,7 +35,7 @@ conc=${CONC:-8}
 addr=${ADDR:-127.0.0.1:18080}
 url="${admin%/*}/$db"
 here=$(cd "$(dirname "$0")/.." && pwd)
-sql="$here/crates/drover/sql/postgres"
+sql="$here/crates/drover-store/sql/postgres"
 [ -x "$bin" ] || { echo "not an executable: $bin" >&2; exit 2; }
 command -v psql >/dev/null || { echo "psql is needed" >&2; exit 2; }
 mkdir -p "$out"

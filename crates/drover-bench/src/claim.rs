@@ -25,8 +25,8 @@ pub const LOAD_CHUNK: u64 = 250_000;
 pub const PROBE_EVERY: Duration = Duration::from_millis(200);
 
 /// The claim and batched-completion statements, as the store runs them.
-const CLAIM_SQL: &str = include_str!("../../drover/sql/postgres/item_claim.sql");
-const COMPLETE_SQL: &str = include_str!("../../drover/sql/postgres/item_complete_many.sql");
+const CLAIM_SQL: &str = include_str!("../../drover-store/sql/postgres/item_claim.sql");
+const COMPLETE_SQL: &str = include_str!("../../drover-store/sql/postgres/item_complete_many.sql");
 
 pub(crate) async fn run(
     config: &BenchConfig,

@@ -103,7 +103,10 @@ impl Drop for Worker {
 /// Applies every embedded migration but the newest, as the previous
 /// release's `drover migrate` would have.
 fn migrate_all_but_the_newest(url: &str) -> i64 {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../drover/migrations/postgres");
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../drover-store/migrations/postgres"
+    );
     block_on(async {
         let mut m = sqlx::migrate::Migrator::new(std::path::Path::new(dir))
             .await

@@ -57,7 +57,9 @@ pub mod periodic;
 pub mod projector;
 pub mod queue;
 pub mod reconcile;
-pub mod store;
+/// The storage floor (crate `drover-store`): each entity's records, storage
+/// trait and pure rules, and the three backends.
+pub use drover_store as store;
 #[cfg(any(
     all(feature = "test-util", feature = "postgres"),
     feature = "pg-cluster"
@@ -67,6 +69,16 @@ pub mod vacuum;
 pub mod worker;
 
 pub use drover_core::{error, item, jsonl, rules, trace};
+
+// The store's contract suites, at the crate root where `full_contract_suite!`
+// and users' tests of custom stores have always named them.
+#[cfg(feature = "test-util")]
+#[doc(hidden)]
+pub use drover_store::{
+    __contract_cases, __events_cases, __orchestration_cases, __reconcile_cases,
+};
+#[cfg(feature = "test-util")]
+pub use drover_store::{contract_suite, orchestration_contract_suite, reconcile_contract_suite};
 
 pub use error::{Error, ErrorKind, Result};
 pub use item::{InsertResult, Inserted, Item, NewItem, Status};

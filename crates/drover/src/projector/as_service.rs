@@ -18,7 +18,10 @@ struct ProjectorService {
 
 impl Service for ProjectorService {
     fn role(&self) -> Option<RoleInfo> {
-        Some(self.projector.strategy().as_role(self.projector.name()))
+        Some(super::strategy_role(
+            &self.projector.strategy(),
+            self.projector.name(),
+        ))
     }
 
     fn run(self: Box<Self>, cx: ServiceContext) -> Result<ServiceFuture> {

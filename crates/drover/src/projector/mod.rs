@@ -58,19 +58,17 @@ pub use runner::{
     ProjectorRunner, TenantStatus, status,
 };
 
-impl ProjectorStrategy {
-    /// The strategies as `drover handlers` lists a role's (role
-    /// `projector`): the four every role declares, then rebuild and lag.
-    pub fn as_role(&self, projector: &str) -> crate::worker::RoleInfo {
-        crate::worker::RoleInfo {
-            role: "projector".into(),
-            name: projector.into(),
-            strategies: self
-                .fields()
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-        }
+/// A projector's strategies as `drover handlers` lists a role's (role
+/// `projector`): the four every role declares, then rebuild and lag.
+pub fn strategy_role(strategy: &ProjectorStrategy, projector: &str) -> crate::worker::RoleInfo {
+    crate::worker::RoleInfo {
+        role: "projector".into(),
+        name: projector.into(),
+        strategies: strategy
+            .fields()
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
     }
 }
 

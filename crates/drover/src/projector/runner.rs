@@ -661,7 +661,7 @@ mod tests {
     struct Count(std::sync::atomic::AtomicU64);
 
     #[async_trait]
-    impl Projector for Arc<Count> {
+    impl Projector for Count {
         fn name(&self) -> &str {
             "count"
         }
@@ -699,9 +699,12 @@ mod tests {
             .collect();
         store.event_append_many(&events).await.unwrap();
         let p = Arc::new(Count::default());
-        let runner =
-            ProjectorRunner::new(store, Arc::new(Arc::clone(&p)), ProjectorConfig::default())
-                .unwrap();
+        let runner = ProjectorRunner::new(
+            store,
+            Arc::clone(&p) as Arc<dyn Projector>,
+            ProjectorConfig::default(),
+        )
+        .unwrap();
         let r = runner.run_once().await.unwrap();
         assert_eq!(r.tenants as u128, n);
         assert_eq!(p.0.load(std::sync::atomic::Ordering::Relaxed) as u128, n);
@@ -752,7 +755,7 @@ mod tests {
     #[test]
     fn the_role_declares_the_four_strategies_then_its_own() {
         let role = Count::default();
-        let role = Arc::new(role).strategy().as_role("count");
+        let role = crate::projector::strategy_role(&role.strategy(), "count");
         let names: Vec<&str> = role.strategies.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(
             names,

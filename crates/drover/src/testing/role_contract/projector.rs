@@ -74,7 +74,7 @@ struct Recorder {
 }
 
 #[async_trait]
-impl Projector for Arc<Recorder> {
+impl Projector for Recorder {
     fn name(&self) -> &str {
         "recorder"
     }
@@ -152,7 +152,7 @@ pub async fn projector_lease_is_exclusive_and_resumes(h: &Harness) {
         .expect("read");
     let l1 = h
         .store
-        .projector_apply(&l1, SHORT, &events, &p)
+        .projector_apply(&l1, SHORT, &events, &*p)
         .await
         .expect("apply");
     assert_eq!(l1.position, 1);
@@ -192,7 +192,7 @@ pub async fn projector_apply_is_fenced(h: &Harness) {
         .expect("free");
     h.pass(PAST_SHORT).await;
     assert_kind(
-        h.store.projector_apply(&old, LONG, &events[..1], &p).await,
+        h.store.projector_apply(&old, LONG, &events[..1], &*p).await,
         ErrorKind::Conflict,
         "passed lease",
     );
@@ -203,23 +203,23 @@ pub async fn projector_apply_is_fenced(h: &Harness) {
         .expect("take")
         .expect("passed");
     assert_kind(
-        h.store.projector_apply(&old, LONG, &events[..1], &p).await,
+        h.store.projector_apply(&old, LONG, &events[..1], &*p).await,
         ErrorKind::Conflict,
         "stale token",
     );
     let moved = h
         .store
-        .projector_apply(&new, LONG, &events[..2], &p)
+        .projector_apply(&new, LONG, &events[..2], &*p)
         .await
         .expect("apply");
     assert_eq!(moved.position, 2);
     assert_kind(
-        h.store.projector_apply(&new, LONG, &events[2..], &p).await,
+        h.store.projector_apply(&new, LONG, &events[2..], &*p).await,
         ErrorKind::Conflict,
         "a lease whose checkpoint moved since",
     );
     assert_kind(
-        h.store.projector_rebuild(&old, LONG, &p).await,
+        h.store.projector_rebuild(&old, LONG, &*p).await,
         ErrorKind::Conflict,
         "stale rebuild",
     );
@@ -245,7 +245,7 @@ pub async fn projector_runner_applies_in_order_and_never_skips(h: &Harness) {
     *p.fail_at.lock().expect("lock") = Some(3);
     let runner = ProjectorRunner::new(
         Arc::clone(&h.store),
-        Arc::new(Arc::clone(&p)),
+        Arc::clone(&p) as Arc<dyn Projector>,
         ProjectorConfig {
             batch: 2,
             // Retried on the very next pass.
@@ -291,7 +291,7 @@ pub async fn projector_rebuild_resets_and_replays(h: &Harness) {
     let p = Arc::new(Recorder::default());
     let runner = ProjectorRunner::new(
         Arc::clone(&h.store),
-        Arc::new(Arc::clone(&p)),
+        Arc::clone(&p) as Arc<dyn Projector>,
         ProjectorConfig::default(),
     )
     .expect("runner");
@@ -358,12 +358,12 @@ pub async fn projector_checkpoints_per_tenant(h: &Harness) {
         .await
         .expect("read");
     assert_kind(
-        h.store.projector_apply(&la, LONG, &b_events, &p).await,
+        h.store.projector_apply(&la, LONG, &b_events, &*p).await,
         ErrorKind::InvalidInput,
         "another tenant's events under A's lease",
     );
     h.store
-        .projector_apply(&lb, LONG, &b_events, &p)
+        .projector_apply(&lb, LONG, &b_events, &*p)
         .await
         .expect("apply b");
     let rows = h
@@ -391,7 +391,7 @@ pub async fn projector_checkpoint_pins_the_purge(h: &Harness) {
         .await
         .expect("read");
     h.store
-        .projector_apply(&l, LONG, &events, &p)
+        .projector_apply(&l, LONG, &events, &*p)
         .await
         .expect("apply");
     let all = h.store.db_now().await.expect("now") + chrono::Duration::hours(1);
@@ -434,7 +434,7 @@ pub async fn projector_purge_keeps_tenants_not_reached_yet(h: &Harness) {
         .await
         .expect("read");
     h.store
-        .projector_apply(&l, LONG, &events, &p)
+        .projector_apply(&l, LONG, &events, &*p)
         .await
         .expect("apply");
     let all = h.store.db_now().await.expect("now") + chrono::Duration::hours(1);
@@ -483,7 +483,7 @@ pub async fn projector_runner_pages_through_every_tenant(h: &Harness) {
     let p = Arc::new(Recorder::default());
     let runner = ProjectorRunner::new(
         Arc::clone(&h.store),
-        Arc::new(Arc::clone(&p)),
+        Arc::clone(&p) as Arc<dyn Projector>,
         ProjectorConfig {
             tenant_page: 2,
             ..ProjectorConfig::default()
@@ -522,7 +522,7 @@ pub async fn projector_panic_is_a_failed_batch(h: &Harness) {
     *p.panic_at.lock().expect("lock") = Some((tenant_a(), 2));
     let runner = ProjectorRunner::new(
         Arc::clone(&h.store),
-        Arc::new(Arc::clone(&p)),
+        Arc::clone(&p) as Arc<dyn Projector>,
         ProjectorConfig {
             batch: 1,
             backoff_base: Duration::ZERO,

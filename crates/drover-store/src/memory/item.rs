@@ -1,0 +1,473 @@
+//! [`ItemStore`] in memory: each call one step under the store's lock, so
+//! each transition is as atomic as one SQL statement, and the fence is the
+//! same check (token, `claimed`, lease not passed on the injected clock).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::{MemoryStore, clear_claim, id_taken};
+use crate::{
+    AuditEntry, ClaimParams, ClaimRef, CountRow, FailOutcome, FailParams, Gauges, ItemStore,
+    ListFilter, StaleReport,
+};
+use drover_core::error::{Error, Result};
+use drover_core::item::{InsertResult, Inserted, Item, NewItem, Status, bound_error};
+use drover_core::rules::{self, RetryPolicy, to_chrono};
+
+#[async_trait]
+impl ItemStore for MemoryStore {
+    async fn item_insert(&self, item: &NewItem) -> Result<Inserted> {
+        let now = self.now();
+        let id = item.id;
+        let (result, item) = self.lock().insert(item, now);
+        let Some(item) = item else {
+            return Err(id_taken(id));
+        };
+        if result == InsertResult::Inserted {
+            self.wake.counted(&item.lane);
+        }
+        Ok(Inserted { result, item })
+    }
+
+    async fn item_insert_many(&self, items: &[NewItem]) -> Result<Vec<InsertResult>> {
+        let now = self.now();
+        let mut lanes: Vec<String> = Vec::new();
+        let results = {
+            let mut st = self.lock();
+            items
+                .iter()
+                .map(|it| {
+                    let (r, _) = st.insert(it, now);
+                    if r == InsertResult::Inserted && !lanes.contains(&it.lane) {
+                        lanes.push(it.lane.clone());
+                    }
+                    r
+                })
+                .collect()
+        };
+        for lane in lanes {
+            self.wake.counted(&lane);
+        }
+        Ok(results)
+    }
+
+    async fn item_get(&self, tenant: Uuid, id: Uuid) -> Result<Option<Item>> {
+        Ok(self
+            .lock()
+            .items
+            .get(&id)
+            .filter(|i| i.tenant_id == tenant)
+            .cloned())
+    }
+
+    async fn item_get_by_key(&self, tenant: Uuid, key: &str) -> Result<Option<Item>> {
+        let st = self.lock();
+        Ok(st
+            .keys
+            .get(&(tenant, key.to_owned()))
+            .and_then(|id| st.items.get(id))
+            .cloned())
+    }
+
+    async fn item_claim(&self, p: &ClaimParams) -> Result<Vec<Item>> {
+        let now = self.now();
+        let mut st = self.lock();
+        let mut candidates: Vec<(i16, DateTime<Utc>, Uuid)> = st
+            .items
+            .values()
+            .filter(|i| {
+                i.status == Status::Pending
+                    && i.lane == p.lane
+                    && i.available_at <= now
+                    && (p.kinds.is_empty() || p.kinds.contains(&i.kind))
+            })
+            .map(|i| (i.priority, i.available_at, i.id))
+            .collect();
+        candidates.sort_unstable();
+        candidates.truncate(p.limit as usize);
+        let lease = now + to_chrono(p.lease);
+        let mut out = Vec::with_capacity(candidates.len());
+        for (_, _, id) in candidates {
+            if let Some(item) = st.items.get_mut(&id) {
+                item.status = Status::Claimed;
+                item.claim_token = Some(Uuid::new_v4());
+                item.claim_seq += 1;
+                item.claimed_by = Some(p.worker_id.clone());
+                item.lease_expires_at = Some(lease);
+                item.updated_at = now;
+                item.updated_by = Uuid::nil();
+                out.push(item.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    async fn item_complete(&self, claim: &ClaimRef) -> Result<()> {
+        let now = self.now();
+        let mut st = self.lock();
+        let item = st.fenced(claim, now)?;
+        item.status = Status::Done;
+        clear_claim(item);
+        item.updated_at = now;
+        item.updated_by = Uuid::nil();
+        Ok(())
+    }
+
+    async fn item_complete_many(&self, claims: &[ClaimRef]) -> Result<Vec<Uuid>> {
+        let now = self.now();
+        let mut st = self.lock();
+        let mut done = Vec::with_capacity(claims.len());
+        for c in claims {
+            if let Ok(item) = st.fenced(c, now) {
+                item.status = Status::Done;
+                clear_claim(item);
+                item.updated_at = now;
+                item.updated_by = Uuid::nil();
+                done.push(c.id);
+            }
+        }
+        Ok(done)
+    }
+
+    async fn item_fail(&self, claim: &ClaimRef, p: &FailParams) -> Result<FailOutcome> {
+        let now = self.now();
+        let (outcome, lane) = {
+            let mut st = self.lock();
+            let item = st.fenced(claim, now)?;
+            item.attempts += 1;
+            item.last_error = Some(bound_error(&p.error));
+            clear_claim(item);
+            item.updated_at = now;
+            item.updated_by = Uuid::nil();
+            let lane = item.lane.clone();
+            if p.fatal || rules::is_exhausted(item.attempts, item.max_attempts) {
+                st.dead_letter(claim.id, now);
+                (FailOutcome::DeadLettered, lane)
+            } else {
+                item.status = Status::Pending;
+                item.available_at = now + to_chrono(p.retry_delay);
+                let available_at = item.available_at;
+                (FailOutcome::Requeued { available_at }, lane)
+            }
+        };
+        if matches!(outcome, FailOutcome::Requeued { available_at } if available_at <= now) {
+            self.wake.counted(&lane);
+        }
+        Ok(outcome)
+    }
+
+    async fn item_defer(&self, claim: &ClaimRef, delay: Duration) -> Result<DateTime<Utc>> {
+        let now = self.now();
+        let (at, lane) = {
+            let mut st = self.lock();
+            let item = st.fenced(claim, now)?;
+            item.status = Status::Pending;
+            clear_claim(item);
+            item.available_at = now + to_chrono(delay);
+            item.updated_at = now;
+            item.updated_by = Uuid::nil();
+            (item.available_at, item.lane.clone())
+        };
+        if at <= now {
+            self.wake.counted(&lane);
+        }
+        Ok(at)
+    }
+
+    async fn item_release(&self, claim: &ClaimRef, note: Option<&str>) -> Result<()> {
+        let now = self.now();
+        let lane = {
+            let mut st = self.lock();
+            let item = st.fenced(claim, now)?;
+            item.status = Status::Pending;
+            clear_claim(item);
+            item.available_at = now;
+            if let Some(n) = note {
+                item.last_error = Some(bound_error(n));
+            }
+            item.updated_at = now;
+            item.updated_by = Uuid::nil();
+            item.lane.clone()
+        };
+        self.wake.counted(&lane);
+        Ok(())
+    }
+
+    async fn item_extend_lease(&self, claim: &ClaimRef, lease: Duration) -> Result<DateTime<Utc>> {
+        let now = self.now();
+        let mut st = self.lock();
+        let item = st.fenced(claim, now)?;
+        let until = now + to_chrono(lease);
+        item.lease_expires_at = Some(until);
+        item.updated_at = now;
+        item.updated_by = Uuid::nil();
+        Ok(until)
+    }
+
+    async fn item_cancel_claimed(&self, claim: &ClaimRef, note: &str) -> Result<()> {
+        let now = self.now();
+        let mut st = self.lock();
+        let item = st.fenced(claim, now)?;
+        item.status = Status::Cancelled;
+        item.last_error = Some(bound_error(note));
+        clear_claim(item);
+        item.updated_at = now;
+        item.updated_by = Uuid::nil();
+        Ok(())
+    }
+
+    async fn item_fail_orphaned(&self, id: Uuid, token: Uuid) -> Result<()> {
+        let now = self.now();
+        let mut st = self.lock();
+        match st.items.get_mut(&id) {
+            Some(item) if item.status == Status::Claimed && item.claim_token == Some(token) => {
+                item.status = Status::Failed;
+                item.last_error = Some("orphaned: tenant gone".into());
+                clear_claim(item);
+                item.updated_at = now;
+                item.updated_by = Uuid::nil();
+                Ok(())
+            }
+            Some(_) => Err(Error::Conflict(format!(
+                "item {id} is no longer held by this claim"
+            ))),
+            None => Err(Error::NotFound(format!("item {id}"))),
+        }
+    }
+
+    async fn item_stale_tenants(&self, limit: u32) -> Result<Vec<Uuid>> {
+        let now = self.now();
+        let st = self.lock();
+        let mut tenants: Vec<Uuid> = st
+            .items
+            .values()
+            .filter(|i| rules::is_stale(i.status, i.lease_expires_at, now))
+            .map(|i| i.tenant_id)
+            .collect();
+        tenants.sort_unstable();
+        tenants.dedup();
+        tenants.truncate(limit as usize);
+        Ok(tenants)
+    }
+
+    async fn item_requeue_stale(
+        &self,
+        tenant: Uuid,
+        limit: u32,
+        policy: &RetryPolicy,
+    ) -> Result<StaleReport> {
+        let now = self.now();
+        let mut st = self.lock();
+        let mut stale: Vec<(DateTime<Utc>, Uuid)> = st
+            .items
+            .values()
+            .filter(|i| i.tenant_id == tenant && rules::is_stale(i.status, i.lease_expires_at, now))
+            .filter_map(|i| i.lease_expires_at.map(|t| (t, i.id)))
+            .collect();
+        stale.sort_unstable();
+        stale.truncate(limit as usize);
+        let mut report = StaleReport::default();
+        let mut woke = std::collections::BTreeSet::new();
+        for (_, id) in stale {
+            let exhausted = {
+                let Some(item) = st.items.get_mut(&id) else {
+                    continue;
+                };
+                item.attempts += 1;
+                item.last_error = Some("lease expired".into());
+                clear_claim(item);
+                item.updated_at = now;
+                item.updated_by = Uuid::nil();
+                if rules::is_exhausted(item.attempts, item.max_attempts) {
+                    true
+                } else {
+                    item.status = Status::Pending;
+                    item.available_at = now + to_chrono(policy.nominal_delay(item.attempts));
+                    if item.available_at <= now {
+                        woke.insert(item.lane.clone());
+                    }
+                    false
+                }
+            };
+            if exhausted {
+                st.dead_letter(id, now);
+                report.dead_lettered += 1;
+            } else {
+                report.requeued += 1;
+            }
+        }
+        drop(st);
+        for lane in woke {
+            self.wake.counted(&lane);
+        }
+        Ok(report)
+    }
+
+    async fn item_purge(&self, before: DateTime<Utc>, _batch: u32) -> Result<u64> {
+        let mut st = self.lock();
+        let doomed: Vec<Uuid> = st
+            .items
+            .values()
+            .filter(|i| i.status.is_final() && i.updated_at < before)
+            .map(|i| i.id)
+            .collect();
+        for id in &doomed {
+            if let Some(Item {
+                tenant_id,
+                idempotency_key: Some(k),
+                ..
+            }) = st.items.remove(id)
+            {
+                st.keys.remove(&(tenant_id, k));
+            }
+        }
+        Ok(doomed.len() as u64)
+    }
+
+    async fn item_cancel(&self, tenant: Uuid, id: Uuid, actor: Uuid) -> Result<Item> {
+        let now = self.now();
+        let mut st = self.lock();
+        let item = st.tenant_item(tenant, id)?;
+        if item.status.is_final() {
+            return Err(Error::Conflict(format!(
+                "item {id} is {} and cannot be cancelled",
+                item.status
+            )));
+        }
+        item.status = Status::Cancelled;
+        clear_claim(item);
+        item.updated_at = now;
+        item.updated_by = actor;
+        let out = item.clone();
+        st.audit.push(AuditEntry {
+            tenant_id: tenant,
+            item_id: id,
+            action: "cancel".into(),
+            actor,
+            detail: None,
+            at: now,
+        });
+        Ok(out)
+    }
+
+    async fn item_retry(&self, tenant: Uuid, id: Uuid, actor: Uuid) -> Result<Item> {
+        let now = self.now();
+        let lane;
+        let out = {
+            let mut st = self.lock();
+            let item = st.tenant_item(tenant, id)?;
+            if !item.status.is_final() {
+                return Err(Error::Conflict(format!(
+                    "item {id} is {} and cannot be retried",
+                    item.status
+                )));
+            }
+            item.status = Status::Pending;
+            item.attempts = 0;
+            item.available_at = now;
+            item.updated_at = now;
+            item.updated_by = actor;
+            lane = item.lane.clone();
+            let out = item.clone();
+            st.audit.push(AuditEntry {
+                tenant_id: tenant,
+                item_id: id,
+                action: "retry".into(),
+                actor,
+                detail: None,
+                at: now,
+            });
+            out
+        };
+        self.wake.counted(&lane);
+        Ok(out)
+    }
+
+    async fn item_list(&self, f: &ListFilter) -> Result<Vec<Item>> {
+        let st = self.lock();
+        let mut out: Vec<Item> = st
+            .items
+            .values()
+            .filter(|i| f.tenant_id.is_none_or(|t| t == i.tenant_id))
+            .filter(|i| f.status.is_none_or(|s| s == i.status))
+            .filter(|i| f.lane.as_deref().is_none_or(|l| l == i.lane))
+            .filter(|i| f.kind.as_deref().is_none_or(|k| k == i.kind))
+            .filter(|i| {
+                f.key
+                    .as_deref()
+                    .is_none_or(|k| i.idempotency_key.as_deref() == Some(k))
+            })
+            .filter(|i| f.created_after.is_none_or(|t| i.created_at >= t))
+            .filter(|i| f.created_before.is_none_or(|t| i.created_at < t))
+            .filter(|i| {
+                f.error_contains.as_deref().is_none_or(|e| {
+                    i.last_error
+                        .as_deref()
+                        .is_some_and(|l| l.to_lowercase().contains(&e.to_lowercase()))
+                })
+            })
+            .filter(|i| f.after.is_none_or(|c| i.id < c.id))
+            .cloned()
+            .collect();
+        out.sort_by_key(|i| std::cmp::Reverse(i.id));
+        out.truncate(f.limit as usize);
+        Ok(out)
+    }
+
+    async fn counts(&self) -> Result<Vec<CountRow>> {
+        let st = self.lock();
+        let mut map: HashMap<(String, String, Status), i64> = HashMap::new();
+        for i in st.items.values() {
+            *map.entry((i.lane.clone(), i.kind.clone(), i.status))
+                .or_default() += 1;
+        }
+        let mut rows: Vec<CountRow> = map
+            .into_iter()
+            .map(|((lane, kind, status), count)| CountRow {
+                lane,
+                kind,
+                status,
+                count,
+            })
+            .collect();
+        rows.sort_by(|a, b| (&a.lane, &a.kind, a.status).cmp(&(&b.lane, &b.kind, b.status)));
+        Ok(rows)
+    }
+
+    async fn gauges(&self) -> Result<Gauges> {
+        let now = self.now();
+        let st = self.lock();
+        let mut oldest: HashMap<String, f64> = HashMap::new();
+        let mut failed = 0;
+        for i in st.items.values() {
+            match i.status {
+                Status::Pending => {
+                    let age = if i.available_at <= now {
+                        (now - i.available_at)
+                            .num_microseconds()
+                            .unwrap_or(i64::MAX) as f64
+                            / 1e6
+                    } else {
+                        0.0
+                    };
+                    let e = oldest.entry(i.lane.clone()).or_insert(0.0);
+                    if age > *e {
+                        *e = age;
+                    }
+                }
+                Status::Failed => failed += 1,
+                _ => {}
+            }
+        }
+        let mut oldest: Vec<(String, f64)> = oldest.into_iter().collect();
+        oldest.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(Gauges {
+            oldest_age_seconds: oldest,
+            failed,
+        })
+    }
+}

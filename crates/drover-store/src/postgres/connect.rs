@@ -1,0 +1,84 @@
+//! Opening the store's pools: the connect options per pooling mode, the
+//! pool's bounded acquire and idle ping, and a connect error turned into
+//! the setting that fixes it where the server's own words would not say.
+//!
+//! Invariant: in [`PoolMode::Session`] every connection carries the schema
+//! as its `search_path` startup option; in [`PoolMode::Transaction`] no
+//! startup parameter beyond the login's is sent and no statement is named.
+
+use std::str::FromStr;
+
+use sqlx::PgPool;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+
+use super::PgOptions;
+use crate::pooler::{DIRECT_URL_VAR, POOLER_VAR, PoolMode};
+use drover_core::error::{Error, Result};
+
+/// Opens a pool to `url` (named `field` in errors) with `search_path` set to
+/// the schema on every connection.
+pub(super) async fn open_pool(url: &str, field: &'static str, opts: &PgOptions) -> Result<PgPool> {
+    let connect = PgConnectOptions::from_str(url)
+        .map_err(|_| Error::invalid(field, "is not a PostgreSQL connection URL"))?;
+    let connect = match opts.pooler.mode {
+        // A startup parameter rather than an after-connect SET: same
+        // effect on every pooled connection, no extra round trip.
+        PoolMode::Session => connect.options([("search_path", opts.schema.as_str())]),
+        // PgBouncer refuses both startup parameters; every transaction
+        // sets its search_path locally anyway. No statement is named
+        // (each query is non-persistent), so the cache stays empty.
+        PoolMode::Transaction => connect.extra_float_digits(None).statement_cache_capacity(0),
+    };
+    PgPoolOptions::new()
+        .max_connections(opts.max_connections)
+        // Bounds every acquire, a new connection's handshake included: with
+        // the server down a call fails after this instead of waiting out the
+        // outage (sqlx's default is 30 s).
+        .acquire_timeout(opts.acquire_timeout)
+        // A ping before a checkout only for a connection that sat idle
+        // (sqlx's default pings before every checkout: a round trip in front
+        // of every claim, completion and request). A restart breaks every
+        // pooled connection, and the one that sat out the outage is pinged,
+        // found dead and replaced, so a caller's one-off call (an enqueue
+        // from a web request) gets a fresh connection instead of the error.
+        // A busy pool hands connections back within milliseconds and skips
+        // the ping; no restart is that short.
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for < PING_IF_IDLE_FOR {
+                    return Ok(true);
+                }
+                // A failed ping discards the connection; the pool opens a
+                // new one for this acquire.
+                Ok(sqlx::Connection::ping(conn).await.is_ok())
+            })
+        })
+        .connect_with(connect)
+        .await
+        .map_err(|e| explain_refusal(e, field, opts.pooler.mode))
+}
+
+/// A connect error, with the setting that fixes it when the server refused
+/// a startup parameter: in session mode drover sends `options` (the
+/// search path) and `extra_float_digits`, and a transaction-pooling
+/// PgBouncer refuses both ("unsupported startup parameter"), which alone
+/// leaves a user with PgBouncer's words and no hint that drover has a
+/// mode for it.
+fn explain_refusal(e: sqlx::Error, field: &'static str, mode: PoolMode) -> Error {
+    let said = e.to_string();
+    if mode == PoolMode::Session && said.contains("unsupported startup parameter") {
+        return Error::Config(format!(
+            "{field}: the server refused a startup parameter ({said}); this is what a \
+             transaction-pooling PgBouncer answers. Set {}=transaction (and {} to a URL \
+             straight to PostgreSQL for LISTEN and migrations), or connect directly",
+            POOLER_VAR, DIRECT_URL_VAR,
+        ));
+    }
+    e.into()
+}
+
+/// How long a pooled connection may sit idle before its next checkout
+/// pings it first: shorter than any server restart, longer than a busy
+/// pool's turnaround.
+const PING_IF_IDLE_FOR: std::time::Duration = std::time::Duration::from_millis(50);

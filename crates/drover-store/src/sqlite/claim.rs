@@ -1,0 +1,285 @@
+//! The claim and the fenced writes that follow it.
+//!
+//! A claim runs in `BEGIN IMMEDIATE` on the single writer, so its
+//! select-then-update is exclusive: two claimers never get the same item.
+//! Every write after a claim (complete, fail, defer, release, extend-lease)
+//! is one `UPDATE` conditioned on the token, `status = 'claimed'` and the
+//! lease against the store's clock (the SQL twin of
+//! [`rules::fence_holds`](drover_core::rules::fence_holds)). Zero rows is
+//! `Conflict`, or `NotFound` when the tenant has no such item; that read
+//! runs only on the error path.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sqlx::{Row, SqliteConnection};
+use uuid::Uuid;
+
+use super::SqliteStore;
+use super::row::{self, after, from_micros, to_micros};
+use super::sql;
+use crate::{ClaimParams, ClaimRef, FailOutcome, FailParams};
+use drover_core::error::{Error, Result};
+use drover_core::item::{Item, Status, bound_error};
+
+/// The actor that signs every write after the enqueue: the system.
+pub(super) const SYSTEM: Uuid = Uuid::nil();
+
+/// Why a fenced write changed nothing: the claim is stale, or the tenant
+/// has no such item.
+pub(super) async fn refused(conn: &mut SqliteConnection, tenant: Uuid, id: Uuid) -> Result<Error> {
+    let exists: bool = sqlx::query_scalar(sql::ITEM_EXISTS)
+        .bind(tenant)
+        .bind(id)
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok(if exists {
+        Error::Conflict(format!(
+            "item {id}: the claim is stale (another token, not claimed, or lease passed)"
+        ))
+    } else {
+        Error::NotFound(format!("item {id}"))
+    })
+}
+
+impl SqliteStore {
+    pub(super) async fn claim(&self, p: &ClaimParams) -> Result<Vec<Item>> {
+        if p.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let kinds = if p.kinds.is_empty() {
+            None
+        } else {
+            Some(
+                serde_json::to_string(&p.kinds)
+                    .map_err(|e| Error::invalid("kinds", e.to_string()))?,
+            )
+        };
+        // "Now" is read once the write lock is held: read before, it could
+        // be stale by the whole wait for the lock (up to the busy timeout),
+        // and a lease measured from it would start in the past.
+        let mut tx = self.begin().await?;
+        let now = self.now();
+        let rows = sqlx::query(sql::ITEM_CLAIM)
+            .bind(&p.worker_id)
+            .bind(to_micros(after(now, p.lease)))
+            .bind(to_micros(now))
+            .bind(SYSTEM)
+            .bind(&p.lane)
+            .bind(kinds)
+            .bind(i64::from(p.limit))
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        let mut items = rows.iter().map(row::item).collect::<Result<Vec<_>>>()?;
+        // RETURNING has no defined order: hand items out in claim order.
+        items.sort_by(|a, b| {
+            (a.priority, a.available_at, a.id).cmp(&(b.priority, b.available_at, b.id))
+        });
+        if !items.is_empty() {
+            tracing::debug!(target: "drover::sqlite", lane = %p.lane, worker = %p.worker_id,
+                n = items.len(), "claimed");
+        }
+        Ok(items)
+    }
+
+    pub(super) async fn complete(&self, c: &ClaimRef) -> Result<()> {
+        let mut tx = self.begin().await?;
+        let now = to_micros(self.now());
+        let done = complete_on(&mut tx, c, now).await?;
+        if !done {
+            let e = refused(&mut tx, c.tenant_id, c.id).await?;
+            return Err(e);
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn complete_many(&self, claims: &[ClaimRef]) -> Result<Vec<Uuid>> {
+        if claims.is_empty() {
+            return Ok(Vec::new());
+        }
+        // One statement for the batch: each row is still fenced on its own
+        // tenant and token, and a round trip to the writer per row would
+        // cost more than the writes.
+        let triples: Vec<[String; 3]> = claims
+            .iter()
+            .map(|c| {
+                [
+                    c.id.simple().to_string(),
+                    c.tenant_id.simple().to_string(),
+                    c.token.simple().to_string(),
+                ]
+            })
+            .collect();
+        let json = serde_json::to_string(&triples)
+            .map_err(|e| drover_core::error::Error::invalid("claims", e.to_string()))?;
+        let mut tx = self.begin().await?;
+        let now = to_micros(self.now());
+        let ids: Vec<Uuid> = sqlx::query_scalar(sql::ITEM_COMPLETE_MANY)
+            .bind(now)
+            .bind(SYSTEM)
+            .bind(json)
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        let ids: std::collections::HashSet<Uuid> = ids.into_iter().collect();
+        let landed: Vec<Uuid> = claims
+            .iter()
+            .map(|c| c.id)
+            .filter(|id| ids.contains(id))
+            .collect();
+        if landed.len() < claims.len() {
+            tracing::debug!(target: "drover::sqlite", stale = claims.len() - landed.len(),
+                "complete_many: stale claims refused");
+        }
+        Ok(landed)
+    }
+
+    pub(super) async fn fail(&self, c: &ClaimRef, p: &FailParams) -> Result<FailOutcome> {
+        let mut tx = self.begin().await?;
+        let now = self.now();
+        let message = bound_error(&p.error);
+        let Some(r) = fenced(sql::ITEM_FAIL, to_micros(now), c)
+            .bind(to_micros(after(now, p.retry_delay)))
+            .bind(p.fatal)
+            .bind(&message)
+            .fetch_optional(&mut *tx)
+            .await?
+        else {
+            let e = refused(&mut tx, c.tenant_id, c.id).await?;
+            return Err(e);
+        };
+        let status = row::status(r.try_get("status")?)?;
+        let lane: String = r.try_get("lane")?;
+        if status == Status::Failed {
+            // The dead letter and its audit entry land together or not at all.
+            sqlx::query(sql::AUDIT_INSERT)
+                .bind(c.tenant_id)
+                .bind(c.id)
+                .bind("dead_letter")
+                .bind(SYSTEM)
+                .bind(&message)
+                .bind(to_micros(now))
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            tracing::info!(target: "drover::sqlite", item = %c.id, tenant = %c.tenant_id,
+                fatal = p.fatal, "dead-lettered");
+            return Ok(FailOutcome::DeadLettered);
+        }
+        tx.commit().await?;
+        if p.retry_delay.is_zero() {
+            self.wake_lanes([lane.as_str()]);
+        }
+        Ok(FailOutcome::Requeued {
+            available_at: from_micros(r.try_get("available_at")?)?,
+        })
+    }
+
+    pub(super) async fn defer(&self, c: &ClaimRef, delay: Duration) -> Result<DateTime<Utc>> {
+        let mut tx = self.begin().await?;
+        let now = self.now();
+        let Some(r) = fenced(sql::ITEM_DEFER, to_micros(now), c)
+            .bind(to_micros(after(now, delay)))
+            .fetch_optional(&mut *tx)
+            .await?
+        else {
+            let e = refused(&mut tx, c.tenant_id, c.id).await?;
+            return Err(e);
+        };
+        tx.commit().await?;
+        if delay.is_zero() {
+            let lane: String = r.try_get("lane")?;
+            self.wake_lanes([lane.as_str()]);
+        }
+        from_micros(r.try_get("available_at")?)
+    }
+
+    pub(super) async fn release(&self, c: &ClaimRef, note: Option<&str>) -> Result<()> {
+        let mut tx = self.begin().await?;
+        let now = self.now();
+        let note = note.map(bound_error);
+        let Some(r) = fenced(sql::ITEM_RELEASE, to_micros(now), c)
+            .bind(note)
+            .fetch_optional(&mut *tx)
+            .await?
+        else {
+            let e = refused(&mut tx, c.tenant_id, c.id).await?;
+            return Err(e);
+        };
+        tx.commit().await?;
+        let lane: String = r.try_get("lane")?;
+        self.wake_lanes([lane.as_str()]);
+        Ok(())
+    }
+
+    /// Cancels a claimed item at its handler's request: final, no attempt
+    /// spent, `note` (bounded) kept as `last_error`, no audit entry (the
+    /// audit trail records operators). Fenced like every write after a claim.
+    ///
+    /// # Errors
+    /// [`Error::Conflict`] for a stale claim, [`Error::NotFound`] when the
+    /// tenant has no such item, storage errors otherwise.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the transaction commits whole or not at all.
+    pub async fn cancel_claimed(&self, c: &ClaimRef, note: &str) -> Result<()> {
+        let mut tx = self.begin().await?;
+        let now = to_micros(self.now());
+        let n = fenced(sql::ITEM_CANCEL_CLAIMED, now, c)
+            .bind(bound_error(note))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if n == 0 {
+            let e = refused(&mut tx, c.tenant_id, c.id).await?;
+            return Err(e);
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn extend_lease(
+        &self,
+        c: &ClaimRef,
+        lease: Duration,
+    ) -> Result<DateTime<Utc>> {
+        let mut tx = self.begin().await?;
+        let now = self.now();
+        let Some(r) = fenced(sql::ITEM_EXTEND_LEASE, to_micros(now), c)
+            .bind(to_micros(after(now, lease)))
+            .fetch_optional(&mut *tx)
+            .await?
+        else {
+            let e = refused(&mut tx, c.tenant_id, c.id).await?;
+            return Err(e);
+        };
+        tx.commit().await?;
+        from_micros(r.try_get("lease_expires_at")?)
+    }
+}
+
+/// A fenced statement with the binds every one starts with: `?1` now, `?2`
+/// the system actor, `?3` tenant, `?4` id, `?5` claim token.
+fn fenced<'q>(
+    sql: &'q str,
+    now: i64,
+    c: &ClaimRef,
+) -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
+    sqlx::query(sql)
+        .bind(now)
+        .bind(SYSTEM)
+        .bind(c.tenant_id)
+        .bind(c.id)
+        .bind(c.token)
+}
+
+/// One fenced completion; true when it landed.
+async fn complete_on(conn: &mut SqliteConnection, c: &ClaimRef, now: i64) -> Result<bool> {
+    let n = fenced(sql::ITEM_COMPLETE, now, c)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+    Ok(n == 1)
+}
