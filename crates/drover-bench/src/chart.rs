@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 
 use plotters::prelude::*;
 
-use crate::soak::SoakRow;
+use crate::report::SoakRow;
 
 const COLORS: [RGBColor; 5] = [
     RGBColor(31, 119, 180),

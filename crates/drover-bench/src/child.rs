@@ -9,7 +9,12 @@ use drover::Worker;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::BenchError;
-use crate::recorder::{BenchHandler, Exec, Recorder};
+use crate::recorder::{BenchHandler, Recorder, format_line};
+
+// The line format lives with `Exec` in the recorder, so the fleet that reads
+// these lines does not depend on the child mode that writes them; the path
+// `child::parse_line` stays for callers who found it here.
+pub use crate::recorder::parse_line;
 
 /// How often a child writes its new executions.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(5);
@@ -67,7 +72,7 @@ async fn flush(recorder: &Recorder, out: &mut tokio::io::Stdout) -> Result<(), B
     if new.is_empty() {
         return Ok(());
     }
-    let text: String = new.iter().map(crate::workers::format_line).collect();
+    let text: String = new.iter().map(format_line).collect();
     out.write_all(text.as_bytes())
         .await
         .map_err(|e| BenchError::io("writing executions", e))?;
@@ -75,38 +80,4 @@ async fn flush(recorder: &Recorder, out: &mut tokio::io::Stdout) -> Result<(), B
         .await
         .map_err(|e| BenchError::io("writing executions", e))?;
     Ok(())
-}
-
-/// Parses one line a child wrote; `None` for anything else.
-pub fn parse_line(line: &str) -> Option<Exec> {
-    let mut parts = line.split_whitespace();
-    if parts.next()? != "x" {
-        return None;
-    }
-    let id = parts.next()?.parse().ok()?;
-    let at_ns = parts.next()?.parse().ok()?;
-    let lat_ns = match parts.next()? {
-        "-" => None,
-        v => Some(v.parse().ok()?),
-    };
-    Some(Exec { id, at_ns, lat_ns })
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    #[test]
-    fn a_line_round_trips() {
-        let e = Exec {
-            id: uuid::Uuid::new_v4(),
-            at_ns: 12,
-            lat_ns: Some(-3),
-        };
-        assert_eq!(parse_line(&crate::workers::format_line(&e)), Some(e));
-        let e = Exec { lat_ns: None, ..e };
-        assert_eq!(parse_line(&crate::workers::format_line(&e)), Some(e));
-        assert_eq!(parse_line("ready"), None);
-    }
 }

@@ -1,6 +1,8 @@
 //! The bench kind, its handler, and the recorder that counts every
 //! execution: which item ran, when, and (for items that carry their enqueue
-//! time) how long after its enqueue the handler was entered.
+//! time) how long after its enqueue the handler was entered; and the line
+//! format a child process reports its executions in (`x <id> <at_ns>
+//! <lat_ns|->`), written by [`crate::child`] and read by the fleet.
 //!
 //! Invariants: the handler does nothing but this bookkeeping; one recorder
 //! sees every execution of a run, in-process or reported by a child, so
@@ -40,6 +42,30 @@ pub struct Exec {
     pub at_ns: i64,
     /// Entry time minus the enqueue time the payload carried.
     pub lat_ns: Option<i64>,
+}
+
+/// Formats one execution as a child process reports it on its stdout:
+/// `x <id> <at_ns> <lat_ns|->` and a newline.
+pub(crate) fn format_line(e: &Exec) -> String {
+    match e.lat_ns {
+        Some(l) => format!("x {} {} {l}\n", e.id, e.at_ns),
+        None => format!("x {} {} -\n", e.id, e.at_ns),
+    }
+}
+
+/// Parses one line a child wrote; `None` for anything else.
+pub fn parse_line(line: &str) -> Option<Exec> {
+    let mut parts = line.split_whitespace();
+    if parts.next()? != "x" {
+        return None;
+    }
+    let id = parts.next()?.parse().ok()?;
+    let at_ns = parts.next()?.parse().ok()?;
+    let lat_ns = match parts.next()? {
+        "-" => None,
+        v => Some(v.parse().ok()?),
+    };
+    Some(Exec { id, at_ns, lat_ns })
 }
 
 #[derive(Debug, Default)]
@@ -196,5 +222,24 @@ impl Handler for BenchHandler {
             lat_ns: job.t_ns.map(|t| at_ns - t),
         });
         Ok(Done::Completed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_line_round_trips() {
+        let e = Exec {
+            id: uuid::Uuid::new_v4(),
+            at_ns: 12,
+            lat_ns: Some(-3),
+        };
+        assert_eq!(parse_line(&format_line(&e)), Some(e));
+        let e = Exec { lat_ns: None, ..e };
+        assert_eq!(parse_line(&format_line(&e)), Some(e));
+        assert_eq!(parse_line("ready"), None);
     }
 }

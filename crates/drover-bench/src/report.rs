@@ -1,5 +1,6 @@
 //! What a bench found: one [`Report`] per run, printed as one JSON object
-//! (`--json`) or as a readable table ([`Report::write_table`]).
+//! (`--json`) or as a readable table ([`Report::write_table`]); and the
+//! rows of a soak run ([`SoakRow`]) its CSV and chart are made of.
 //!
 //! Rates are items per second, durations seconds, latencies milliseconds.
 
@@ -117,6 +118,35 @@ pub struct SoakSummary {
     pub e2e_p99_max_ms: f64,
     /// Smallest per-window handled rate, items/s.
     pub throughput_min_per_s: f64,
+}
+
+/// One row of a soak run's CSV: the window ending at one sample. The soak
+/// run makes them; its CSV and chart are drawn from them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SoakRow {
+    /// End of the window, seconds since the producers started.
+    pub t_s: f64,
+    /// Items offered in the window, per second.
+    pub enqueued_per_s: f64,
+    /// Handlers entered in the window, per second.
+    pub throughput_per_s: f64,
+    /// Enqueue-to-handler latency of those, ms.
+    pub e2e: Percentiles,
+    /// The probe's claims in the window, ms.
+    pub claim: Percentiles,
+    /// Pending and available at the sample.
+    pub ready: i64,
+    /// The held snapshot was open at the sample.
+    pub xmin_held: bool,
+    /// `(table, live, dead, bytes)`.
+    pub tables: Vec<(String, i64, i64, i64)>,
+}
+
+impl SoakRow {
+    /// Dead tuples over every drover table.
+    pub fn dead_total(&self) -> i64 {
+        self.tables.iter().map(|t| t.2).sum()
+    }
 }
 
 /// What one bench run measured. Fields a mode does not measure are `null`.

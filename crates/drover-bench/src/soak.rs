@@ -34,6 +34,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::recorder::{Exec, Recorder};
 use crate::report::{Percentiles, Report, SoakSummary};
+// The row type lives with the report so the chart can draw rows without
+// depending on the soak run that samples them; `soak::SoakRow` stays.
+pub use crate::report::SoakRow;
 use crate::standard::{base_report, drain_until_empty};
 use crate::sustained::produce;
 use crate::target::Target;
@@ -85,34 +88,6 @@ struct Sample {
 
 /// One probe claim: when it returned (unix ns) and how long it took (ms).
 type ClaimSample = (i64, f64);
-
-/// One row of the CSV.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SoakRow {
-    /// End of the window, seconds since the producers started.
-    pub t_s: f64,
-    /// Items offered in the window, per second.
-    pub enqueued_per_s: f64,
-    /// Handlers entered in the window, per second.
-    pub throughput_per_s: f64,
-    /// Enqueue-to-handler latency of those, ms.
-    pub e2e: Percentiles,
-    /// The probe's claims in the window, ms.
-    pub claim: Percentiles,
-    /// Pending and available at the sample.
-    pub ready: i64,
-    /// The held snapshot was open at the sample.
-    pub xmin_held: bool,
-    /// `(table, live, dead, bytes)`.
-    pub tables: Vec<(String, i64, i64, i64)>,
-}
-
-impl SoakRow {
-    /// Dead tuples over every drover table.
-    pub fn dead_total(&self) -> i64 {
-        self.tables.iter().map(|t| t.2).sum()
-    }
-}
 
 pub(crate) async fn run(
     config: &BenchConfig,

@@ -14,7 +14,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStdin};
 use tokio::task::JoinHandle;
 
-use crate::recorder::{BenchHandler, Exec, Recorder};
+use crate::recorder::{BenchHandler, Recorder, parse_line};
 use crate::target::Target;
 use crate::{BenchConfig, BenchError};
 
@@ -213,7 +213,7 @@ fn spawn_child(
     let reader = tokio::spawn(async move {
         let mut lines = BufReader::new(stdout).lines();
         while let Ok(Some(line)) = lines.next_line().await {
-            if let Some(exec) = crate::child::parse_line(&line) {
+            if let Some(exec) = parse_line(&line) {
                 rec.record(exec);
             }
         }
@@ -223,12 +223,4 @@ fn spawn_child(
         stdin,
         reader,
     })
-}
-
-/// Formats one execution as the child reports it.
-pub(crate) fn format_line(e: &Exec) -> String {
-    match e.lat_ns {
-        Some(l) => format!("x {} {} {l}\n", e.id, e.at_ns),
-        None => format!("x {} {} -\n", e.id, e.at_ns),
-    }
 }

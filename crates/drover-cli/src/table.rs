@@ -1,6 +1,7 @@
 //! A plain text table: left-aligned columns two spaces apart, and the one
 //! way every listing command prints (JSON when asked, else a note when
-//! there is nothing, else the table).
+//! there is nothing, else the table), with the one error a `--json` output
+//! that does not encode becomes.
 
 use std::io::Write;
 
@@ -24,7 +25,7 @@ pub(crate) fn listing<T: Serialize>(
     row: impl Fn(&T) -> Vec<String>,
 ) -> Result<(), CliError> {
     if json {
-        let v = serde_json::to_string(items).map_err(crate::commands::show::json_err)?;
+        let v = serde_json::to_string(items).map_err(json_err)?;
         writeln!(out, "{v}")?;
         return Ok(());
     }
@@ -37,6 +38,12 @@ pub(crate) fn listing<T: Serialize>(
     let rows: Vec<Vec<String>> = items.iter().map(row).collect();
     write(out, header, &rows)?;
     Ok(())
+}
+
+/// The error of a value that does not encode as JSON, for every command that
+/// prints JSON (`--json`).
+pub(crate) fn json_err(e: serde_json::Error) -> CliError {
+    CliError::io("encoding JSON", std::io::Error::other(e))
 }
 
 /// Writes `header` and `rows` as aligned columns.

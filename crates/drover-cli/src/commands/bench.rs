@@ -189,7 +189,7 @@ pub async fn run(args: &BenchArgs, cx: &mut Context<'_>) -> Result<(), CliError>
             .await
             .map_err(into_cli)?;
         if args.json {
-            let v = serde_json::to_string(&report).map_err(super::show::json_err)?;
+            let v = serde_json::to_string(&report).map_err(crate::table::json_err)?;
             writeln!(cx.out, "{v}")?;
         } else {
             report.write_table(cx.out)?;
@@ -211,7 +211,7 @@ pub async fn run(args: &BenchArgs, cx: &mut Context<'_>) -> Result<(), CliError>
             .await
             .map_err(into_cli)?;
         if args.json {
-            let v = serde_json::to_string(&report).map_err(super::show::json_err)?;
+            let v = serde_json::to_string(&report).map_err(crate::table::json_err)?;
             writeln!(cx.out, "{v}")?;
         } else {
             report.write_table(cx.out)?;
@@ -279,7 +279,7 @@ pub async fn run(args: &BenchArgs, cx: &mut Context<'_>) -> Result<(), CliError>
         .await
         .map_err(into_cli)?;
     if args.json {
-        let v = serde_json::to_string(&report).map_err(super::show::json_err)?;
+        let v = serde_json::to_string(&report).map_err(crate::table::json_err)?;
         writeln!(cx.out, "{v}")?;
     } else {
         report.write_table(cx.out)?;

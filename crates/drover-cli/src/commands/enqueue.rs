@@ -96,7 +96,7 @@ pub async fn run(args: &EnqueueArgs, cx: &mut Context<'_>) -> Result<(), CliErro
         )?,
     }
     if args.json {
-        let v = serde_json::to_string(&out.item).map_err(super::show::json_err)?;
+        let v = serde_json::to_string(&out.item).map_err(crate::table::json_err)?;
         writeln!(cx.out, "{v}")?;
     } else {
         writeln!(cx.out, "{}", out.item.id)?;

@@ -102,7 +102,7 @@ pub async fn run(args: &EventsArgs, cx: &mut Context<'_>) -> Result<(), CliError
         }
         for e in &batch {
             if *json {
-                let v = serde_json::to_string(e).map_err(super::show::json_err)?;
+                let v = serde_json::to_string(e).map_err(crate::table::json_err)?;
                 writeln!(cx.out, "{v}")?;
             } else {
                 writeln!(cx.out, "{}", line(e).join("  "))?;

@@ -70,7 +70,7 @@ pub fn describe(cx: &Context<'_>) -> Result<Declarations, CliError> {
 pub async fn run(args: &HandlersArgs, cx: &mut Context<'_>) -> Result<(), CliError> {
     let d = describe(cx)?;
     if args.json {
-        let v = serde_json::to_string(&d).map_err(super::show::json_err)?;
+        let v = serde_json::to_string(&d).map_err(crate::table::json_err)?;
         writeln!(cx.out, "{v}")?;
         return Ok(());
     }

@@ -87,7 +87,7 @@ pub(crate) async fn run(
         0.0
     };
     if json {
-        let v = serde_json::to_string(&summary).map_err(super::show::json_err)?;
+        let v = serde_json::to_string(&summary).map_err(crate::table::json_err)?;
         writeln!(cx.out, "{v}")?;
     } else {
         writeln!(

@@ -84,7 +84,7 @@ pub async fn run(args: &LaneArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
         }
     };
     if json {
-        let v = serde_json::to_string(&changed).map_err(super::show::json_err)?;
+        let v = serde_json::to_string(&changed).map_err(crate::table::json_err)?;
         writeln!(cx.out, "{v}")?;
     } else {
         writeln!(cx.out, "lane {} {}", changed.lane, state_word(&changed))?;

@@ -137,7 +137,7 @@ pub async fn run(args: &OrchestrationsArgs, cx: &mut Context<'_>) -> Result<(), 
                 .await
                 .map_err(|e| super::show::hint_tenant(e, tenant))?;
             if *json {
-                let v = serde_json::to_string(&r).map_err(super::show::json_err)?;
+                let v = serde_json::to_string(&r).map_err(crate::table::json_err)?;
                 writeln!(cx.out, "{v}")?;
                 return Ok(());
             }

@@ -101,7 +101,7 @@ pub async fn run(args: &OutboxArgs, cx: &mut Context<'_>) -> Result<(), CliError
             let queue = cx.queue().await?;
             let stats = queue.outbox_stats().await?;
             if *json {
-                let v = serde_json::to_string(&stats).map_err(super::show::json_err)?;
+                let v = serde_json::to_string(&stats).map_err(crate::table::json_err)?;
                 writeln!(cx.out, "{v}")?;
                 return Ok(());
             }

@@ -67,7 +67,7 @@ pub enum Action {
 }
 
 fn json<T: serde::Serialize>(v: &T) -> Result<String, CliError> {
-    serde_json::to_string(v).map_err(super::show::json_err)
+    serde_json::to_string(v).map_err(crate::table::json_err)
 }
 
 /// Runs the subcommand.

@@ -151,7 +151,7 @@ pub async fn run(args: &SchedulesArgs, cx: &mut Context<'_>) -> Result<(), CliEr
         };
         let out = s.trigger(name).await?;
         if *json {
-            let v = serde_json::to_string(&out.item).map_err(super::show::json_err)?;
+            let v = serde_json::to_string(&out.item).map_err(crate::table::json_err)?;
             writeln!(cx.out, "{v}")?;
         } else {
             writeln!(

@@ -4,6 +4,7 @@ use drover::Item;
 use drover::store::AuditEntry;
 use uuid::Uuid;
 
+use crate::table::json_err;
 use crate::{CliError, Context, parse};
 
 /// Arguments of `drover show`.
@@ -48,10 +49,6 @@ pub async fn run(args: &ShowArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
         write_item(cx.out, &item, &audit)?;
     }
     Ok(())
-}
-
-pub(crate) fn json_err(e: serde_json::Error) -> CliError {
-    CliError::io("encoding JSON", std::io::Error::other(e))
 }
 
 /// Adds a hint to a not-found error when the default tenant was used: the

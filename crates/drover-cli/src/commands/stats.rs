@@ -95,7 +95,7 @@ pub async fn run(args: &StatsArgs, cx: &mut Context<'_>) -> Result<(), CliError>
         queue.workers().await?,
     );
     if args.json {
-        let v = serde_json::to_string(&stats).map_err(super::show::json_err)?;
+        let v = serde_json::to_string(&stats).map_err(crate::table::json_err)?;
         writeln!(cx.out, "{v}")?;
         return Ok(());
     }

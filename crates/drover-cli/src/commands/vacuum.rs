@@ -92,7 +92,7 @@ pub async fn run(args: &VacuumArgs, cx: &mut Context<'_>) -> Result<(), CliError
             )?;
             let report = vacuumer.run_once().await?;
             if *json {
-                let v = serde_json::to_string(&report).map_err(super::show::json_err)?;
+                let v = serde_json::to_string(&report).map_err(crate::table::json_err)?;
                 writeln!(cx.out, "{v}")?;
             } else {
                 print_report(cx, &report, dead_threshold)?;

@@ -262,7 +262,7 @@ pub(crate) fn enqueue_answer(known_kind: bool, r: &drover::Result<drover::Insert
                 status,
                 &super::views::EnqueueResponse {
                     id: ins.item.id,
-                    result: super::items::result_name(ins.result).to_owned(),
+                    result: super::views::result_name(ins.result).to_owned(),
                     known_kind,
                     item: ins.item.clone().into(),
                 },

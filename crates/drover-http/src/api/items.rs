@@ -36,17 +36,6 @@ pub const PAGE_DEFAULT: u32 = 50;
 /// The largest page.
 pub const PAGE_MAX: u32 = 500;
 
-pub(crate) fn result_name(r: InsertResult) -> &'static str {
-    match r {
-        InsertResult::Inserted => "inserted",
-        InsertResult::IdExists => "id_exists",
-        InsertResult::KeyExists => "key_exists",
-        InsertResult::IdTaken => "id_taken",
-        #[allow(unreachable_patterns)]
-        _ => "other",
-    }
-}
-
 /// Builds the item a request asks for, checking the token's grant on the
 /// kind; returns it with the queue principal to enqueue it as.
 fn build(

@@ -1,4 +1,5 @@
-//! The JSON shapes of requests and answers, with their OpenAPI schemas.
+//! The JSON shapes of requests and answers, with their OpenAPI schemas, and
+//! the names values take in them.
 //! Item fields that only the runtime needs (the claim token) are never
 //! shown: the token is a fence, and a caller holding it could forge a
 //! worker's write.
@@ -116,6 +117,19 @@ pub struct EnqueueRequest {
     /// The tenant (default the token's, else the nil tenant).
     #[serde(default)]
     pub tenant: Option<Uuid>,
+}
+
+/// The name of an insert's result in an answer (`result` of
+/// [`EnqueueResponse`] and [`BatchRow`]).
+pub(crate) fn result_name(r: drover::InsertResult) -> &'static str {
+    match r {
+        drover::InsertResult::Inserted => "inserted",
+        drover::InsertResult::IdExists => "id_exists",
+        drover::InsertResult::KeyExists => "key_exists",
+        drover::InsertResult::IdTaken => "id_taken",
+        #[allow(unreachable_patterns)]
+        _ => "other",
+    }
 }
 
 /// What an enqueue did.

@@ -167,7 +167,7 @@ async fn list_page(
                 if items.len() == PAGE as usize
                     && let Some(last) = items.last()
                 {
-                    let c = format!("{}_{}", last.created_at.timestamp_micros(), last.id);
+                    let c = filter::cursor_text(last.created_at, last.id);
                     next = Some(format!(
                         "{}/{page}?{}",
                         st.config.base(),
