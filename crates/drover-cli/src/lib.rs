@@ -501,6 +501,26 @@ fn one_line(s: &str) -> String {
         .join(" ")
 }
 
+/// The log filter `RUST_LOG` names (a default level and `target=level`
+/// pairs), else `default_filter`; a value that does not parse is reported
+/// on stderr and `default_filter` applies. `Targets` rather than an
+/// `EnvFilter`: per-target levels are what drover's logs are filtered by,
+/// and they need no regex engine in the binary.
+fn log_filter(rust_log: Option<&str>, default_filter: &str) -> tracing_subscriber::filter::Targets {
+    if let Some(v) = rust_log.filter(|v| !v.trim().is_empty()) {
+        match v.parse() {
+            Ok(t) => return t,
+            Err(e) => {
+                eprintln!("warning: RUST_LOG={v:?} does not parse ({e}); using {default_filter:?}")
+            }
+        }
+    }
+    default_filter.parse().unwrap_or_else(|_| {
+        tracing_subscriber::filter::Targets::new()
+            .with_default(tracing_subscriber::filter::LevelFilter::WARN)
+    })
+}
+
 /// Sends `tracing` output to stderr, filtered by `RUST_LOG` (default
 /// `warn`). Does nothing if a subscriber is already installed.
 pub fn init_tracing() {
@@ -508,8 +528,10 @@ pub fn init_tracing() {
 }
 
 /// Sends `tracing` output to stderr, filtered by `RUST_LOG`, else by
-/// `default_filter` (an `EnvFilter` directive such as
-/// `warn,drover=info`). Does nothing if a subscriber is already installed.
+/// `default_filter`: a default level and `target=level` pairs, such as
+/// `warn,drover=info` (a `RUST_LOG` that does not parse is reported on
+/// stderr and the default applies). Does nothing if a subscriber is already
+/// installed.
 ///
 /// Built with feature `otel`, spans are also exported over OTLP as the
 /// `OTEL_*` variables say ([`drover::otel::init`]); an exporter that cannot
@@ -518,8 +540,7 @@ pub fn init_tracing_with(default_filter: &str) {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
 
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
+    let filter = log_filter(std::env::var("RUST_LOG").ok().as_deref(), default_filter);
     let fmt = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
@@ -568,4 +589,39 @@ pub fn main() -> ExitCode {
     let code = runtime.block_on(run(std::env::args_os()));
     shutdown_tracing();
     code
+}
+
+#[cfg(test)]
+mod tests {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+
+    fn level(t: &Targets, target: &str) -> LevelFilter {
+        t.iter()
+            .filter(|(prefix, _)| target.starts_with(*prefix))
+            .max_by_key(|(prefix, _)| prefix.len())
+            .map(|(_, l)| l)
+            .or_else(|| t.default_level())
+            .unwrap_or(LevelFilter::OFF)
+    }
+
+    #[test]
+    fn rust_log_levels_targets_and_falls_back_to_the_default() {
+        let t = super::log_filter(Some("info,drover::worker=debug"), "warn");
+        assert_eq!(level(&t, "drover::worker::claim"), LevelFilter::DEBUG);
+        assert_eq!(level(&t, "sqlx"), LevelFilter::INFO);
+
+        let unset = super::log_filter(None, "warn,drover=info");
+        assert_eq!(level(&unset, "drover::queue"), LevelFilter::INFO);
+        assert_eq!(level(&unset, "hyper"), LevelFilter::WARN);
+
+        let blank = super::log_filter(Some("  "), "warn");
+        assert_eq!(level(&blank, "drover"), LevelFilter::WARN);
+
+        let bad = super::log_filter(Some("drover=loud"), "error");
+        assert_eq!(
+            level(&bad, "drover"),
+            LevelFilter::ERROR,
+            "unparsable: the default"
+        );
+    }
 }

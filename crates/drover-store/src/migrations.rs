@@ -58,11 +58,89 @@ impl MigrationStatus {
         }
     }
 
-    /// The versions a migrator embeds.
+    /// The versions a backend's embedded migrations carry.
     #[cfg(any(feature = "postgres", feature = "sqlite"))]
-    pub(crate) fn embedded_by(migrator: &sqlx::migrate::Migrator) -> Vec<i64> {
-        migrator.iter().map(|m| m.version).collect()
+    pub(crate) fn embedded_by(files: &[(&str, &str)]) -> Vec<i64> {
+        files
+            .iter()
+            .filter_map(|(name, _)| name.split_once('_')?.0.parse().ok())
+            .collect()
     }
+}
+
+/// The migrations this binary carries, per backend (written by the build
+/// script from `migrations/<backend>/`).
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub(crate) mod embedded {
+    include!(concat!(env!("OUT_DIR"), "/embedded_migrations.rs"));
+}
+
+/// A backend's embedded migrations as sqlx's migrator runs them, read the
+/// way sqlx reads a migrations directory (`<version>_<description>.sql`,
+/// `.up.sql`/`.down.sql` reversible, `-- no-transaction` on the first line
+/// to run outside a transaction), so each checksum is the one a database
+/// migrated by an earlier drover recorded.
+///
+/// # Errors
+/// A file name without a numeric version (a build that embeds one is a
+/// packaging mistake, reported when migrating).
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub(crate) async fn migrator(
+    files: &'static [(&'static str, &'static str)],
+) -> drover_core::Result<sqlx::migrate::Migrator> {
+    Ok(sqlx::migrate::Migrator::new(Embedded(files)).await?)
+}
+
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+#[derive(Debug)]
+struct Embedded(&'static [(&'static str, &'static str)]);
+
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+impl<'s> sqlx::migrate::MigrationSource<'s> for Embedded {
+    fn resolve(
+        self,
+    ) -> std::pin::Pin<
+        Box<
+            dyn std::future::Future<
+                    Output = Result<Vec<sqlx::migrate::Migration>, sqlx::error::BoxDynError>,
+                > + Send
+                + 's,
+        >,
+    > {
+        Box::pin(async move {
+            let mut out = Vec::with_capacity(self.0.len());
+            for (name, sql) in self.0 {
+                out.push(migration(name, sql)?);
+            }
+            out.sort_by_key(|m| m.version);
+            Ok(out)
+        })
+    }
+}
+
+/// One embedded file as a migration.
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+fn migration(
+    name: &str,
+    sql: &'static str,
+) -> Result<sqlx::migrate::Migration, sqlx::error::BoxDynError> {
+    use sqlx::migrate::{Migration, MigrationType};
+    let (version, rest) = name
+        .split_once('_')
+        .ok_or_else(|| format!("migration file {name:?}: expected <version>_<description>.sql"))?;
+    let version: i64 = version
+        .parse()
+        .map_err(|_| format!("migration file {name:?}: the version is not a number"))?;
+    let kind = MigrationType::from_filename(rest);
+    let description = rest.trim_end_matches(kind.suffix()).replace('_', " ");
+    let no_tx = sql.starts_with("-- no-transaction");
+    Ok(Migration::new(
+        version,
+        std::borrow::Cow::Owned(description),
+        kind,
+        std::borrow::Cow::Borrowed(sql),
+        no_tx,
+    ))
 }
 
 impl std::fmt::Display for MigrationStatus {
@@ -89,6 +167,36 @@ impl std::fmt::Display for MigrationStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The embedded migrations are what sqlx reads from the directories:
+    /// same versions, descriptions, kinds, SQL and checksums, so a database
+    /// migrated by a drover built with `sqlx::migrate!` stays valid.
+    #[cfg(all(feature = "postgres", feature = "sqlite"))]
+    #[tokio::test]
+    async fn embedded_migrations_are_the_directory_as_sqlx_reads_it() {
+        for (files, dir) in [
+            (embedded::POSTGRES, "migrations/postgres"),
+            (embedded::SQLITE, "migrations/sqlite"),
+        ] {
+            let ours = migrator(files).await.expect("embedded");
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+            let theirs = sqlx::migrate::Migrator::new(path).await.expect("directory");
+            let ours: Vec<_> = ours.iter().collect();
+            let theirs: Vec<_> = theirs.iter().collect();
+            assert!(!ours.is_empty(), "{dir}: nothing embedded");
+            assert_eq!(ours.len(), theirs.len(), "{dir}");
+            for (a, b) in ours.iter().zip(&theirs) {
+                assert_eq!(a.version, b.version, "{dir}");
+                assert_eq!(a.description, b.description, "{dir} {}", a.version);
+                assert_eq!(a.migration_type, b.migration_type, "{dir} {}", a.version);
+                assert_eq!(a.sql, b.sql, "{dir} {}", a.version);
+                assert_eq!(a.checksum, b.checksum, "{dir} {}", a.version);
+                assert_eq!(a.no_tx, b.no_tx, "{dir} {}", a.version);
+            }
+            let versions: Vec<i64> = theirs.iter().map(|m| m.version).collect();
+            assert_eq!(MigrationStatus::embedded_by(files), versions, "{dir}");
+        }
+    }
 
     #[test]
     fn behind_or_dirty_is_not_current_and_ahead_is() {

@@ -17,7 +17,7 @@ use drover_core::rules::RetryPolicy;
 
 /// The embedded migrations, applied in order and recorded in the schema's own
 /// `_sqlx_migrations` table.
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+use crate::migrations::embedded::POSTGRES as MIGRATIONS;
 
 /// Creates the schema if missing, then applies the embedded migrations with
 /// `search_path` pointing at it (so the migrations table lives in it too).
@@ -46,7 +46,10 @@ pub(super) async fn migrate(store: &PgStore) -> Result<()> {
     // transactions, so a SET LOCAL would not reach them.
     let set_path = format!("SET search_path TO \"{schema}\"");
     conn.execute(set_path.as_str()).await?;
-    let outcome = MIGRATOR.run_direct(&mut *conn).await;
+    let outcome = match crate::migrations::migrator(MIGRATIONS).await {
+        Ok(m) => m.run_direct(&mut *conn).await.map_err(Into::into),
+        Err(e) => Err(e),
+    };
     let reset = conn.execute("RESET search_path").await;
     if reset.is_err() {
         // Never hand a connection with a foreign search_path back to the pool.
@@ -61,7 +64,7 @@ pub(super) async fn migrate(store: &PgStore) -> Result<()> {
 /// Where the schema's migrations stand. Runs as the login (which owns the
 /// migrations table), outside any role switch, over the simple protocol.
 pub(super) async fn migration_status(store: &PgStore) -> Result<crate::MigrationStatus> {
-    let embedded = crate::MigrationStatus::embedded_by(&MIGRATOR);
+    let embedded = crate::MigrationStatus::embedded_by(MIGRATIONS);
     let sql = sql::MIGRATIONS_STATUS.replace("{schema}", &store.schema);
     let rows = match store.pool.fetch_all(sql.as_str()).await {
         Ok(rows) => rows,

@@ -97,7 +97,7 @@ pub const BUSY_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
 /// How many read connections the store opens at most, by default.
 pub const MAX_READERS_DEFAULT: u32 = 4;
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+use crate::migrations::embedded::SQLITE as MIGRATIONS;
 
 /// How a [`SqliteStore`] is opened. Every field has a default.
 #[derive(Debug, Clone)]
@@ -384,13 +384,16 @@ impl Store for SqliteStore {
     }
 
     async fn migrate(&self) -> Result<()> {
-        MIGRATOR.run(&self.writer).await?;
+        crate::migrations::migrator(MIGRATIONS)
+            .await?
+            .run(&self.writer)
+            .await?;
         Ok(())
     }
 
     async fn migration_status(&self) -> Result<crate::MigrationStatus> {
         use sqlx::Row;
-        let embedded = crate::MigrationStatus::embedded_by(&MIGRATOR);
+        let embedded = crate::MigrationStatus::embedded_by(MIGRATIONS);
         let rows = match sqlx::query(sql::MIGRATIONS_STATUS)
             .fetch_all(&self.reader)
             .await
