@@ -54,15 +54,10 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::queue::{Queue, STALE_BATCH_DEFAULT};
 use crate::store::{Gauges, Store};
 
-/// How often the sweep runs by default (`DROVER_SWEEP_INTERVAL`; jittered
-/// ±20 %).
-pub const SWEEP_INTERVAL_DEFAULT: Duration = Duration::from_secs(15);
-/// How long final items are kept before purge by default
-/// (`DROVER_ITEM_RETENTION`).
-pub const ITEM_RETENTION_DEFAULT: Duration = Duration::from_secs(7 * 24 * 3600);
-/// How long the row of a worker that stopped beating (offline or lost) is
-/// kept by default before the sweep deletes it.
-pub const WORKER_RETENTION_DEFAULT: Duration = Duration::from_secs(24 * 3600);
+// The interval and retentions are worker settings (`DROVER_SWEEP_INTERVAL`,
+// `DROVER_ITEM_RETENTION`): their defaults live with the settings table,
+// below the sweep, and keep their paths here.
+pub use crate::worker::{ITEM_RETENTION_DEFAULT, SWEEP_INTERVAL_DEFAULT, WORKER_RETENTION_DEFAULT};
 /// How many stale items one tenant's requeue takes per run by default.
 pub const STALE_LIMIT_DEFAULT: u32 = STALE_BATCH_DEFAULT;
 /// The sweep interval varies by this fraction either way, so workers
