@@ -25,6 +25,17 @@
 //! | [`jsonl`] | one line of JSON Lines import to one checked item |
 //! | [`trace`] | the W3C `traceparent` an item carries |
 //! | `otel` | (feature `otel`) trace links and the OTLP exporter |
+//! | `defaults` | the default roles assembled: [`Worker::builder`] turns them on from the settings |
+//!
+//! The modules stand in floors, each importing only the ones below it
+//! (`scripts/check-circles.py` finds any import circle): the store and the
+//! core re-exports; [`queue`]; [`worker`] (it knows no role by name);
+//! [`maintenance`]; the roles ([`events`], [`outbox`], [`orchestration`],
+//! [`periodic`], [`projector`], [`reconcile`], [`vacuum`], [`lane`],
+//! [`access`], [`builtin`]), each adding its own builder calls; at the top
+//! `defaults` and `testing`. A record a lower floor needs lives in the
+//! store (`store::<entity>`) or the lower floor, and the role's module
+//! re-exports it, so every public path stays where it was.
 //!
 //! `item`, `rules`, `jsonl`, `trace` and `error` live in the `drover-core` crate
 //! (no runtime, no database driver) and are re-exported here unchanged.
@@ -46,6 +57,7 @@
 
 pub mod access;
 pub mod builtin;
+mod defaults;
 pub mod events;
 pub mod lane;
 pub mod maintenance;

@@ -37,6 +37,14 @@
 //!   lease runs from a read where a write would take a lock claims need
 //!   (SQLite's one write lock), and a purge with nothing to delete writes
 //!   nothing.
+//!
+//! The sweep as a worker role lives here too: its [`Service`](crate::worker::Service),
+//! its knobs as the builder keeps them (`SweepKnobs`: on, and the steps
+//! added), its role row, and the builder calls
+//! ([`sweep_step`](crate::worker::WorkerBuilder::sweep_step),
+//! [`without_sweep`](crate::worker::WorkerBuilder::without_sweep)). The
+//! worker names no role; the default roles are assembled above both
+//! (`crate::defaults`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
@@ -54,15 +62,13 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::queue::{Queue, STALE_BATCH_DEFAULT};
 use crate::store::{Gauges, Store};
 
-/// How often the sweep runs by default (`DROVER_SWEEP_INTERVAL`; jittered
-/// ±20 %).
-pub const SWEEP_INTERVAL_DEFAULT: Duration = Duration::from_secs(15);
-/// How long final items are kept before purge by default
-/// (`DROVER_ITEM_RETENTION`).
-pub const ITEM_RETENTION_DEFAULT: Duration = Duration::from_secs(7 * 24 * 3600);
-/// How long the row of a worker that stopped beating (offline or lost) is
-/// kept by default before the sweep deletes it.
-pub const WORKER_RETENTION_DEFAULT: Duration = Duration::from_secs(24 * 3600);
+// The interval and retentions are worker settings (`DROVER_SWEEP_INTERVAL`,
+// `DROVER_ITEM_RETENTION`): their defaults live with the settings table,
+// below the sweep, and keep their paths here.
+pub use crate::worker::{ITEM_RETENTION_DEFAULT, SWEEP_INTERVAL_DEFAULT, WORKER_RETENTION_DEFAULT};
+// What the sweep declares keeps its path in `worker` too, where it was
+// first published; the role row that names it is built here.
+pub use crate::worker::SWEEP_STRATEGY;
 /// How many stale items one tenant's requeue takes per run by default.
 pub const STALE_LIMIT_DEFAULT: u32 = STALE_BATCH_DEFAULT;
 /// The sweep interval varies by this fraction either way, so workers
@@ -731,16 +737,50 @@ impl crate::worker::Service for Sweeper {
     }
 }
 
+/// The sweep's knobs, as the builder's calls left them: on unless
+/// `without_sweep`, with the host's (and the roles') steps in call order.
+pub(crate) struct SweepKnobs {
+    /// False after `without_sweep`.
+    pub(crate) on: bool,
+    /// Steps added to the built-in ones.
+    pub(crate) steps: Vec<Box<dyn SweepStep>>,
+}
+
+impl Default for SweepKnobs {
+    fn default() -> Self {
+        SweepKnobs {
+            on: true,
+            steps: Vec::new(),
+        }
+    }
+}
+
+impl crate::worker::RoleKnobs for SweepKnobs {}
+
+/// The sweep's role row, naming its steps.
+pub(crate) fn sweep_role(steps: &[String]) -> crate::worker::RoleInfo {
+    let steps = if steps.is_empty() {
+        "the built-in steps only".to_owned()
+    } else {
+        format!("the built-in steps, then {}", steps.join(", "))
+    };
+    crate::worker::RoleInfo::new("sweep", "sweep", SWEEP_STRATEGY).with(
+        "steps",
+        format!(
+            "requeue stale items, settle counts, purge final items past retention, purge \
+             silent workers and expired idempotency markers; {steps}"
+        ),
+    )
+}
+
 impl crate::worker::WorkerBuilder {
     /// Adds a host step to the sweep.
-    pub fn sweep_step(mut self, step: Box<dyn SweepStep>) -> Self {
-        self.defaults_mut().steps.push(step);
-        self
+    pub fn sweep_step(self, step: Box<dyn SweepStep>) -> Self {
+        self.knobs(|k: &mut SweepKnobs| k.steps.push(step))
     }
 
     /// Turns this worker's sweep off (another process sweeps).
-    pub fn without_sweep(mut self) -> Self {
-        self.defaults_mut().sweep = false;
-        self
+    pub fn without_sweep(self) -> Self {
+        self.knobs(|k: &mut SweepKnobs| k.on = false)
     }
 }

@@ -8,7 +8,7 @@
 //! | `runner` | the `drover.step` handler that runs one step per work item |
 //! | [`transition`] | the pure transitions the backends share (wake-ups, step items) |
 //! | [`ResumeParked`] | the sweep step: resumes due parks, times out signal waits, repairs dead or cancelled step items, purges finished records, sets `drover_records_parked` |
-//! | this module | [`Start`], the sweep step, the runner's wiring; the producer API on [`Queue`] (start, signal, cancel, resume, read) lives in `queue/orchestration.rs` |
+//! | this module | building a [`Start`] from a [`Workflow`], the sweep step, the runner's wiring; [`Start`] itself and the producer API on [`Queue`] (start, signal, cancel, resume, read) live in `queue/orchestration.rs` |
 //!
 //! Invariants: an orchestration's record changes only by a compare-and-set
 //! on its version; a step's transition lands in the transaction that
@@ -28,7 +28,6 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use crate::item::NewItem;
 use crate::maintenance::SweepStep;
 use crate::queue::Queue;
 use crate::worker::WorkerBuilder;
@@ -36,6 +35,8 @@ use crate::worker::WorkerBuilder;
 mod runner;
 mod workflow;
 
+pub use crate::queue::orchestration::Start;
+pub(crate) use crate::queue::orchestration::count_step_item;
 pub use crate::store::orchestration::transition;
 pub use crate::store::orchestration::{
     COMPLETED_CAP, DeadStep, HISTORY_CAP, HistoryEntry, NewOrchestration, Orchestration,
@@ -57,42 +58,9 @@ pub const RESUME_LIMIT_DEFAULT: u32 = 1000;
 /// How many finished records (and, separately, consumed signals) one sweep
 /// purges by default.
 pub const PURGE_LIMIT_DEFAULT: u32 = 1000;
-/// How many times an operator's cancel re-reads a record that moved under
-/// it before giving up with `Conflict`.
-pub(crate) const CANCEL_TRIES: u32 = 5;
 
-/// Counts the step item a landed transition inserted: every transition
-/// that leaves a record `running` or `compensating` inserts exactly one
-/// (a wake-up or cancel folded into it replaces the first one's), and no
-/// other does. Same labels as a direct enqueue.
-pub(crate) fn count_step_item(r: &Orchestration) {
-    if matches!(
-        r.status,
-        OrchestrationStatus::Running | OrchestrationStatus::Compensating
-    ) {
-        crate::queue::counters::count("drover_enqueued_total", &r.lane, STEP_KIND, 1);
-    }
-}
-
-/// How to start an orchestration.
-#[derive(Debug, Clone)]
-pub struct Start {
-    /// The workflow's name.
-    pub kind: String,
-    /// The tenant (nil in single-tenant use).
-    pub tenant_id: Uuid,
-    /// The initial state, as JSON.
-    pub state: serde_json::Value,
-    /// The first step (the workflow's first declared step, by name).
-    pub first_step: String,
-    /// The lane its step items run in.
-    pub lane: String,
-    /// Each step item's attempt budget.
-    pub max_attempts: i32,
-    /// A retried start with the same key meets its own orchestration.
-    pub idempotency_key: Option<String>,
-}
-
+// `Start` is the queue's (its producer API takes one); building one from a
+// declared workflow is this module's, which knows workflows.
 impl Start {
     /// A start of `workflow` with `state` in the nil tenant.
     ///
@@ -113,54 +81,6 @@ impl Start {
             max_attempts: workflow.max_attempts,
             idempotency_key: None,
         })
-    }
-
-    /// Sets the idempotency key.
-    pub fn key(mut self, key: impl Into<String>) -> Self {
-        self.idempotency_key = Some(key.into());
-        self
-    }
-
-    /// Sets the tenant.
-    pub fn tenant(mut self, tenant: Uuid) -> Self {
-        self.tenant_id = tenant;
-        self
-    }
-
-    /// The record and its first step item, checked.
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`] naming a bad kind, lane, step or key.
-    pub fn build(&self) -> Result<(NewOrchestration, NewItem)> {
-        crate::item::validate_kind(&self.kind)?;
-        crate::item::validate_lane(&self.lane)?;
-        if self.first_step.trim().is_empty() {
-            return Err(Error::invalid("first_step", "must name a step"));
-        }
-        if self.max_attempts < 1 {
-            return Err(Error::invalid("max_attempts", "must be at least 1"));
-        }
-        if self
-            .idempotency_key
-            .as_ref()
-            .is_some_and(|k| k.is_empty() || k.len() > 512)
-        {
-            return Err(Error::invalid("idempotency_key", "must be 1 to 512 bytes"));
-        }
-        let id = Uuid::now_v7();
-        let new = NewOrchestration {
-            id,
-            tenant_id: self.tenant_id,
-            kind: self.kind.clone(),
-            lane: self.lane.clone(),
-            max_attempts: self.max_attempts,
-            step: self.first_step.clone(),
-            state: self.state.clone(),
-            idempotency_key: self.idempotency_key.clone(),
-        };
-        let first =
-            transition::step_item(self.tenant_id, id, &self.lane, self.max_attempts, 1, None);
-        Ok((new, first))
     }
 }
 

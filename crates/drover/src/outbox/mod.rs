@@ -46,7 +46,7 @@ pub use crate::store::outbox::{
     OutboxStore, OutboxTarget, RelayBatch, RelayPlan, RelayPlanner, RelayTally, WORK_PREFIX,
     relayed_event, relayed_item,
 };
-pub(crate) use as_service::relay_service;
+pub(crate) use as_service::{RelayKnobs, relay_service};
 pub use relay::{
     RELAY_BACKOFF_BASE_DEFAULT, RELAY_BACKOFF_CAP_DEFAULT, RELAY_BATCH_DEFAULT, RELAY_BATCH_MAX,
     RELAY_CONCURRENCY_DEFAULT, RELAY_INTERVAL_DEFAULT, RELAY_JITTER, RELAY_LEASE_DEFAULT,

@@ -14,8 +14,9 @@ use crate::worker::{Done, Handler, Outcome, Strategy};
 
 /// The heartbeat schedule's name (and its kind's).
 pub const HEARTBEAT_NAME: &str = "drover.heartbeat";
-/// Every minute, on the minute.
-pub const HEARTBEAT_CRON_DEFAULT: &str = "* * * * *";
+// The heartbeat's cron is a worker setting (`DROVER_HEARTBEAT_CRON`): its
+// default lives with the settings table, below this role.
+pub use crate::worker::HEARTBEAT_CRON_DEFAULT;
 
 /// The heartbeat's payload: nothing.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -55,7 +55,7 @@ mod scheduler;
 pub use crate::store::schedule::{
     AdvanceOutcome, AdvanceParams, ScheduleDecl, ScheduleRow, ScheduleStore,
 };
-pub(crate) use as_service::scheduler_service;
+pub(crate) use as_service::{ScheduleKnobs, scheduler_service};
 pub use heartbeat::{
     HEARTBEAT_CRON_DEFAULT, HEARTBEAT_NAME, Heartbeat, HeartbeatHandler, beats, heartbeat_schedule,
 };

@@ -1,5 +1,7 @@
 //! The pure part of the scheduler: which ticks are due between a schedule's
-//! last enqueued tick and now, and which of them a misfire policy fires.
+//! last enqueued tick and now, which of them a misfire policy fires, and a
+//! compiled schedule's next ticks ([`Compiled::next_ticks`]). It computes
+//! on what `schedule` declares and compiles; `schedule` never calls back.
 //!
 //! Every instant here is UTC; the cron expression is evaluated in the
 //! schedule's zone by croner, whose DST rules are drover's (see the README):
@@ -25,13 +27,19 @@ fn floor_sec(t: DateTime<Utc>) -> DateTime<Utc> {
 }
 
 /// Ticks strictly after `after`, ascending, in UTC.
-pub(crate) fn ticks_after(
-    s: &Compiled,
-    after: DateTime<Utc>,
-) -> impl Iterator<Item = DateTime<Utc>> + '_ {
+fn ticks_after(s: &Compiled, after: DateTime<Utc>) -> impl Iterator<Item = DateTime<Utc>> + '_ {
     s.cron
         .iter_after(floor_sec(after).with_timezone(&s.zone))
         .map(|t| t.with_timezone(&Utc))
+}
+
+// The tick arithmetic of a compiled schedule is this module's, so its
+// public reading lives here too: `schedule` declares, `plan` computes.
+impl Compiled {
+    /// The next `n` ticks strictly after `after`, in UTC.
+    pub fn next_ticks(&self, after: DateTime<Utc>, n: usize) -> Vec<DateTime<Utc>> {
+        ticks_after(self, after).take(n).collect()
+    }
 }
 
 /// Ticks at or before `at`, descending, in UTC.

@@ -257,11 +257,6 @@ impl Compiled {
         (self.register)(queue);
     }
 
-    /// The next `n` ticks strictly after `after`, in UTC.
-    pub fn next_ticks(&self, after: DateTime<Utc>, n: usize) -> Vec<DateTime<Utc>> {
-        super::plan::ticks_after(self, after).take(n).collect()
-    }
-
     /// The state-table declaration of this schedule.
     pub fn decl(&self) -> super::ScheduleDecl {
         super::ScheduleDecl {

@@ -26,8 +26,9 @@ use crate::rules::to_chrono;
 use crate::store::schedule::{AdvanceOutcome, AdvanceParams, ScheduleRow};
 use crate::worker::Strategy;
 
-/// The longest wait between two runs (each run also wakes for the next tick).
-pub const SCHEDULER_INTERVAL_DEFAULT: Duration = Duration::from_secs(15);
+// The longest wait between two runs is a worker setting
+// (`DROVER_SCHEDULER_INTERVAL`): its default lives with the settings table.
+pub use crate::worker::SCHEDULER_INTERVAL_DEFAULT;
 /// Each wait is lengthened by a random delay up to this, so workers that
 /// wake for the same tick do not all ask at once.
 pub const SCHEDULER_JITTER_DEFAULT: Duration = Duration::from_millis(250);

@@ -6,9 +6,12 @@
 //!
 //! The [`Projector`] trait and its declared [`ProjectorStrategy`], the
 //! transaction handed to `apply` ([`ProjectionTx`]), the storage seam of the
-//! checkpoints and their leases ([`ProjectorStore`], in `store.rs`), and the
+//! checkpoints and their leases ([`ProjectorStore`], the store's), and the
 //! runner the worker starts beside its claim loop ([`ProjectorRunner`], in
-//! `runner.rs`).
+//! `runner.rs`). The operator's read of where a projector stands
+//! ([`status`], [`TenantStatus`]) is the queue's (`queue/projector.rs`,
+//! behind [`Queue::projector_status`](crate::Queue::projector_status)) and
+//! re-exported here.
 //!
 //! # Invariants
 //!
@@ -46,6 +49,7 @@ use crate::error::{Error, Result};
 mod as_service;
 mod runner;
 
+pub use crate::queue::projector::{TenantStatus, status};
 pub use crate::store::projector::{
     CheckpointRow, LeaseParams, ProjectionTx, Projector, ProjectorLag, ProjectorLease,
     ProjectorStore, ProjectorStrategy, apply_failed,
@@ -55,7 +59,7 @@ pub use runner::{
     PROJECTOR_BATCH_MAX, PROJECTOR_BATCH_SQLITE_DEFAULT, PROJECTOR_INTERVAL_DEFAULT,
     PROJECTOR_LEASE_DEFAULT, PROJECTOR_MAX_BATCHES_DEFAULT, PROJECTOR_MAX_BATCHES_MAX,
     PROJECTOR_TENANT_PAGE_DEFAULT, PROJECTOR_TENANT_PAGE_MAX, ProjectorConfig, ProjectorReport,
-    ProjectorRunner, TenantStatus, status,
+    ProjectorRunner,
 };
 
 /// A projector's strategies as `drover handlers` lists a role's (role

@@ -24,7 +24,6 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
 use futures::FutureExt;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
@@ -67,8 +66,6 @@ pub const PROJECTOR_BACKOFF_CAP_DEFAULT: Duration = Duration::from_secs(60);
 /// How often a runner records that its projector is alive (what keeps its
 /// checkpoints from the retention of removed projectors' checkpoints).
 const SEEN_EVERY: Duration = Duration::from_secs(10);
-/// Tenants read per page by [`status`].
-const STATUS_PAGE: u32 = 1_000;
 
 /// How a [`ProjectorRunner`] runs. Every field has a default.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -191,83 +188,6 @@ pub struct ProjectorReport {
     pub behind_events: i64,
     /// Age of the oldest event not applied yet, over tenants, after the pass.
     pub behind_seconds: f64,
-}
-
-/// One tenant's checkpoint against its log's head.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TenantStatus {
-    /// The tenant.
-    pub tenant: Uuid,
-    /// The last position applied.
-    pub position: i64,
-    /// The log's newest position.
-    pub head: i64,
-    /// `head - position`.
-    pub behind_events: i64,
-    /// Age of the oldest event not applied yet (0 when caught up).
-    pub behind_seconds: f64,
-    /// The runner holding the lease, while one does.
-    pub holder: Option<String>,
-    /// When its lease passes.
-    pub lease_expires_at: Option<DateTime<Utc>>,
-    /// A rebuild is asked for and has not run yet.
-    pub rebuild_requested: bool,
-    /// Rebuilds run so far.
-    pub rebuilds: i32,
-}
-
-/// The checkpoint of `projector` against the head of every tenant's log
-/// (tenants it has not run for yet show position 0), for `drover projector
-/// status`. Pages through every tenant with events (no cap); reads each
-/// tenant's head and oldest unapplied event, so it is an operator's read:
-/// the runner's lag gauges come from one aggregate statement instead
-/// ([`ProjectorStore::projector_lag`](super::ProjectorStore::projector_lag)).
-///
-/// # Errors
-/// Storage errors.
-pub async fn status(store: &dyn Store, projector: &str) -> Result<Vec<TenantStatus>> {
-    let rows = store.projector_checkpoints(Some(projector)).await?;
-    let mut tenants: BTreeSet<Uuid> = rows.iter().map(|r| r.tenant).collect();
-    let mut after = None;
-    loop {
-        let page = store.event_tenants(after, STATUS_PAGE).await?;
-        let full = page.len() >= STATUS_PAGE as usize;
-        after = page.last().copied();
-        tenants.extend(page);
-        if !full {
-            break;
-        }
-    }
-    let now = store.db_now().await?;
-    let mut out = Vec::with_capacity(tenants.len());
-    for tenant in tenants {
-        let row = rows.iter().find(|r| r.tenant == tenant);
-        let position = row.map_or(0, |r| r.position);
-        let head = store.event_head(tenant).await?.position;
-        let behind_seconds = if head > position {
-            store
-                .event_read(tenant, position, &[], 1)
-                .await?
-                .first()
-                .map_or(0.0, |e| {
-                    (now - e.created_at).num_milliseconds().max(0) as f64 / 1000.0
-                })
-        } else {
-            0.0
-        };
-        out.push(TenantStatus {
-            tenant,
-            position,
-            head,
-            behind_events: (head - position).max(0),
-            behind_seconds,
-            holder: row.and_then(|r| r.holder.clone()),
-            lease_expires_at: row.and_then(|r| r.lease_expires_at),
-            rebuild_requested: row.is_some_and(|r| r.rebuild_requested),
-            rebuilds: row.map_or(0, |r| r.rebuilds),
-        });
-    }
-    Ok(out)
 }
 
 /// A failing tenant's backoff: failures in a row and when it may run again.

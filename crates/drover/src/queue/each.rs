@@ -14,7 +14,7 @@ impl Queue {
     /// none) validated and inserted with their answers, one transaction for
     /// the lot on PostgreSQL. Returns per input what became of it; an input
     /// refused here (invalid, or a permission its principal lacks) is
-    /// [`Claimed::Written`](crate::access::Claimed::Written) with its error,
+    /// [`Claimed::Written`](crate::store::access::Claimed::Written) with its error,
     /// and its marker stores the answer made from it.
     ///
     /// # Errors
@@ -23,11 +23,11 @@ impl Queue {
     pub async fn enqueue_each_claimed(
         &self,
         items: Vec<(Principal, NewItem)>,
-        claims: &[Option<crate::access::MarkerClaim>],
+        claims: &[Option<crate::store::access::MarkerClaim>],
         answer: &crate::store::AnswerFn<'_>,
         retention: std::time::Duration,
         stale_after: std::time::Duration,
-    ) -> Result<Vec<crate::access::Claimed>> {
+    ) -> Result<Vec<crate::store::access::Claimed>> {
         let prepared = items
             .into_iter()
             .map(|(principal, item)| self.prepare(&principal, item))
@@ -37,7 +37,7 @@ impl Queue {
             .item_insert_each_claimed(claims, prepared, answer, retention, stale_after)
             .await?;
         for c in &out {
-            if let crate::access::Claimed::Written(Ok(ins)) = c
+            if let crate::store::access::Claimed::Written(Ok(ins)) = c
                 && ins.result == InsertResult::Inserted
             {
                 counters::count("drover_enqueued_total", &ins.item.lane, &ins.item.kind, 1);

@@ -6,8 +6,8 @@
 //! tenant's items); the lane's name is validated before the store is asked.
 
 use crate::error::{Error, Result};
-use crate::lane::{LaneSetParams, LaneState};
 use crate::queue::{OPERATE_PERMISSION, Principal, Queue};
+use crate::store::lane::{LaneSetParams, LaneState};
 
 impl Queue {
     /// Checks that `principal` may steer lanes: it holds

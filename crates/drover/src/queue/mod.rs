@@ -9,11 +9,17 @@
 //! retried outcome writes the worker settles items with (`fenced`).
 //!
 //! Every `impl Queue` lives in this module: items (here, `enqueue`, `each`,
-//! `fenced`, `tx`), lanes (`lanes`), orchestrations (`orchestration`), the
-//! producer side of the outbox (`outbox`) and the operator's reads and
-//! admin calls (`ops`). Callers above the queue (the HTTP API, the CLI) use
-//! these, never [`Queue::store`]; a caller's own transaction reaches the
+//! `fenced`, `tx`), lanes (`lanes`), orchestrations (`orchestration`, with
+//! [`Start`](crate::orchestration::Start)), the producer side of the outbox
+//! (`outbox`), a projector's standing (`projector`) and the operator's reads
+//! and admin calls (`ops`). Callers above the queue (the HTTP API, the CLI)
+//! use these, never [`Queue::store`]; a caller's own transaction reaches the
 //! store only through its seam ([`Store::item_insert_in`] and siblings).
+//!
+//! The queue stands on the store and the core alone: the records it passes
+//! come from `crate::store::<entity>`, never from a role module (the roles,
+//! the worker and the maintenance sit above it and re-export what they
+//! share with it), so no module it imports imports it back.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -38,8 +44,9 @@ mod fenced;
 mod kind;
 mod lanes;
 mod ops;
-mod orchestration;
+pub(crate) mod orchestration;
 mod outbox;
+pub(crate) mod projector;
 mod tenant;
 mod tx;
 

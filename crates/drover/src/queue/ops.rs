@@ -52,7 +52,7 @@ impl Queue {
     ///
     /// # Errors
     /// Storage errors.
-    pub async fn schedule_list(&self) -> Result<Vec<crate::periodic::ScheduleRow>> {
+    pub async fn schedule_list(&self) -> Result<Vec<crate::store::schedule::ScheduleRow>> {
         self.store.schedule_list().await
     }
 
@@ -61,7 +61,7 @@ impl Queue {
     ///
     /// # Errors
     /// Storage errors.
-    pub async fn table_garbage(&self) -> Result<Vec<crate::vacuum::TableGarbage>> {
+    pub async fn table_garbage(&self) -> Result<Vec<crate::store::vacuum::TableGarbage>> {
         self.store.table_garbage().await
     }
 
@@ -69,7 +69,7 @@ impl Queue {
     ///
     /// # Errors
     /// Storage errors.
-    pub async fn event_head(&self, tenant: Uuid) -> Result<crate::events::EventHead> {
+    pub async fn event_head(&self, tenant: Uuid) -> Result<crate::store::events::EventHead> {
         self.store.event_head(tenant).await
     }
 
@@ -85,7 +85,7 @@ impl Queue {
         after: i64,
         topics: &[String],
         limit: u32,
-    ) -> Result<Vec<crate::events::Event>> {
+    ) -> Result<Vec<crate::store::events::Event>> {
         self.store.event_read(tenant, after, topics, limit).await
     }
 
@@ -95,8 +95,8 @@ impl Queue {
     /// Storage errors.
     pub async fn outbox_list(
         &self,
-        filter: &crate::outbox::OutboxFilter,
-    ) -> Result<Vec<crate::outbox::OutboxRow>> {
+        filter: &crate::store::outbox::OutboxFilter,
+    ) -> Result<Vec<crate::store::outbox::OutboxRow>> {
         self.store.outbox_list(filter).await
     }
 
@@ -104,7 +104,7 @@ impl Queue {
     ///
     /// # Errors
     /// Storage errors.
-    pub async fn outbox_stats(&self) -> Result<crate::outbox::OutboxStats> {
+    pub async fn outbox_stats(&self) -> Result<crate::store::outbox::OutboxStats> {
         self.store.outbox_stats().await
     }
 
@@ -116,20 +116,8 @@ impl Queue {
     pub async fn projector_checkpoints(
         &self,
         projector: Option<&str>,
-    ) -> Result<Vec<crate::projector::CheckpointRow>> {
+    ) -> Result<Vec<crate::store::projector::CheckpointRow>> {
         self.store.projector_checkpoints(projector).await
-    }
-
-    /// Where `projector` stands in each tenant's log
-    /// ([`crate::projector::status`]): an operator's read.
-    ///
-    /// # Errors
-    /// Storage errors.
-    pub async fn projector_status(
-        &self,
-        projector: &str,
-    ) -> Result<Vec<crate::projector::TenantStatus>> {
-        crate::projector::status(self.store.as_ref(), projector).await
     }
 
     /// Asks the runners of `projector` to rebuild, for `tenant` or every
@@ -151,7 +139,9 @@ impl Queue {
     ///
     /// # Errors
     /// Storage errors.
-    pub async fn reconcile_checkpoint_list(&self) -> Result<Vec<crate::reconcile::Checkpoint>> {
+    pub async fn reconcile_checkpoint_list(
+        &self,
+    ) -> Result<Vec<crate::store::reconcile::Checkpoint>> {
         self.store.reconcile_checkpoint_list().await
     }
 
@@ -162,9 +152,9 @@ impl Queue {
     /// reconciler name; storage errors.
     pub async fn reconcile_record_list(
         &self,
-        filter: &crate::reconcile::RecordFilter,
-    ) -> Result<Vec<crate::reconcile::SyncRecord>> {
-        crate::reconcile::validate_name(&filter.reconciler)?;
+        filter: &crate::store::reconcile::RecordFilter,
+    ) -> Result<Vec<crate::store::reconcile::SyncRecord>> {
+        crate::store::reconcile::validate_name(&filter.reconciler)?;
         self.store.reconcile_record_list(filter).await
     }
 
@@ -180,10 +170,10 @@ impl Queue {
         tenant: Uuid,
         reconciler: &str,
         key: &str,
-        resolution: crate::reconcile::Resolution,
-    ) -> Result<crate::reconcile::SyncRecord> {
-        crate::reconcile::validate_name(reconciler)?;
-        crate::reconcile::validate_key(key)?;
+        resolution: crate::store::reconcile::Resolution,
+    ) -> Result<crate::store::reconcile::SyncRecord> {
+        crate::store::reconcile::validate_name(reconciler)?;
+        crate::store::reconcile::validate_key(key)?;
         self.store
             .reconcile_review_resolve(tenant, reconciler, key, resolution)
             .await
@@ -195,8 +185,8 @@ impl Queue {
     /// Storage errors.
     pub async fn token_insert(
         &self,
-        token: &crate::access::NewToken,
-    ) -> Result<crate::access::TokenRow> {
+        token: &crate::store::access::NewToken,
+    ) -> Result<crate::store::access::TokenRow> {
         self.store.token_insert(token).await
     }
 
@@ -204,7 +194,10 @@ impl Queue {
     ///
     /// # Errors
     /// Storage errors.
-    pub async fn token_by_hash(&self, hash: &str) -> Result<Option<crate::access::TokenRow>> {
+    pub async fn token_by_hash(
+        &self,
+        hash: &str,
+    ) -> Result<Option<crate::store::access::TokenRow>> {
         self.store.token_by_hash(hash).await
     }
 
@@ -212,7 +205,7 @@ impl Queue {
     ///
     /// # Errors
     /// Storage errors.
-    pub async fn token_list(&self) -> Result<Vec<crate::access::TokenRow>> {
+    pub async fn token_list(&self) -> Result<Vec<crate::store::access::TokenRow>> {
         self.store.token_list().await
     }
 
@@ -232,11 +225,11 @@ impl Queue {
     /// Storage errors.
     pub async fn marker_begin(
         &self,
-        key: &crate::access::MarkerKey,
+        key: &crate::store::access::MarkerKey,
         fingerprint: &str,
         retention: Duration,
         stale_after: Duration,
-    ) -> Result<crate::access::MarkerBegin> {
+    ) -> Result<crate::store::access::MarkerBegin> {
         self.store
             .marker_begin(key, fingerprint, retention, stale_after)
             .await
@@ -248,7 +241,7 @@ impl Queue {
     /// Storage errors.
     pub async fn marker_finish(
         &self,
-        key: &crate::access::MarkerKey,
+        key: &crate::store::access::MarkerKey,
         status: u16,
         body: &str,
     ) -> Result<()> {
@@ -259,7 +252,7 @@ impl Queue {
     ///
     /// # Errors
     /// Storage errors.
-    pub async fn marker_release(&self, key: &crate::access::MarkerKey) -> Result<()> {
+    pub async fn marker_release(&self, key: &crate::store::access::MarkerKey) -> Result<()> {
         self.store.marker_release(key).await
     }
 }

@@ -1,6 +1,10 @@
-//! Orchestrations as the queue's API drives them: start (in a transaction
-//! of its own or the caller's), read, signal, cancel and resume. The record,
-//! its transitions and the runner are [`crate::orchestration`]'s.
+//! Orchestrations as the queue's API drives them: what a start is
+//! ([`Start`], checked into a record and its first step item), start (in a
+//! transaction of its own or the caller's), read, signal, cancel and
+//! resume, and the count of the step items a landed transition inserts.
+//! The record and its transitions are the store's
+//! (`crate::store::orchestration`); workflows, the runner and the sweep
+//! step are [`crate::orchestration`]'s, which re-exports [`Start`].
 //!
 //! Invariants: signal, cancel and resume need the operate permission on the
 //! tenant ([`Queue::check_operator`]); an operator's cancel never discards
@@ -11,13 +15,100 @@ use chrono::Utc;
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use crate::item::InsertResult;
-use crate::orchestration::transition::{self, STEP_KIND};
-use crate::orchestration::{
-    CANCEL_TRIES, HistoryEntry, Orchestration, OrchestrationFilter, OrchestrationInserted,
-    OrchestrationStatus, RecordWrite, Signal, SignalOutcome, Start, Transition, count_step_item,
-};
+use crate::item::{InsertResult, NewItem};
 use crate::queue::{Principal, Queue};
+use crate::store::orchestration::transition::{self, STEP_KIND};
+use crate::store::orchestration::{
+    HistoryEntry, NewOrchestration, Orchestration, OrchestrationFilter, OrchestrationInserted,
+    OrchestrationStatus, RecordWrite, Signal, SignalOutcome, Transition,
+};
+
+/// How many times an operator's cancel re-reads a record that moved under
+/// it before giving up with `Conflict`.
+pub(crate) const CANCEL_TRIES: u32 = 5;
+
+/// Counts the step item a landed transition inserted: every transition
+/// that leaves a record `running` or `compensating` inserts exactly one
+/// (a wake-up or cancel folded into it replaces the first one's), and no
+/// other does. Same labels as a direct enqueue.
+pub(crate) fn count_step_item(r: &Orchestration) {
+    if matches!(
+        r.status,
+        OrchestrationStatus::Running | OrchestrationStatus::Compensating
+    ) {
+        crate::queue::counters::count("drover_enqueued_total", &r.lane, STEP_KIND, 1);
+    }
+}
+
+/// How to start an orchestration; [`Start::of`](crate::orchestration::Start::of)
+/// makes one from a declared workflow.
+#[derive(Debug, Clone)]
+pub struct Start {
+    /// The workflow's name.
+    pub kind: String,
+    /// The tenant (nil in single-tenant use).
+    pub tenant_id: Uuid,
+    /// The initial state, as JSON.
+    pub state: serde_json::Value,
+    /// The first step (the workflow's first declared step, by name).
+    pub first_step: String,
+    /// The lane its step items run in.
+    pub lane: String,
+    /// Each step item's attempt budget.
+    pub max_attempts: i32,
+    /// A retried start with the same key meets its own orchestration.
+    pub idempotency_key: Option<String>,
+}
+
+impl Start {
+    /// Sets the idempotency key.
+    pub fn key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// Sets the tenant.
+    pub fn tenant(mut self, tenant: Uuid) -> Self {
+        self.tenant_id = tenant;
+        self
+    }
+
+    /// The record and its first step item, checked.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming a bad kind, lane, step or key.
+    pub fn build(&self) -> Result<(NewOrchestration, NewItem)> {
+        crate::item::validate_kind(&self.kind)?;
+        crate::item::validate_lane(&self.lane)?;
+        if self.first_step.trim().is_empty() {
+            return Err(Error::invalid("first_step", "must name a step"));
+        }
+        if self.max_attempts < 1 {
+            return Err(Error::invalid("max_attempts", "must be at least 1"));
+        }
+        if self
+            .idempotency_key
+            .as_ref()
+            .is_some_and(|k| k.is_empty() || k.len() > 512)
+        {
+            return Err(Error::invalid("idempotency_key", "must be 1 to 512 bytes"));
+        }
+        let id = Uuid::now_v7();
+        let new = NewOrchestration {
+            id,
+            tenant_id: self.tenant_id,
+            kind: self.kind.clone(),
+            lane: self.lane.clone(),
+            max_attempts: self.max_attempts,
+            step: self.first_step.clone(),
+            state: self.state.clone(),
+            idempotency_key: self.idempotency_key.clone(),
+        };
+        let first =
+            transition::step_item(self.tenant_id, id, &self.lane, self.max_attempts, 1, None);
+        Ok((new, first))
+    }
+}
 
 impl Queue {
     /// Starts an orchestration: its record and first step item in one

@@ -16,8 +16,8 @@ use sqlx::SqliteConnection;
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use crate::outbox::{EVENT_PREFIX, NewOutboxRow, OUTBOX_WAKE, OutboxTarget, WORK_PREFIX};
 use crate::queue::{Kind, Principal, Queue};
+use crate::store::outbox::{EVENT_PREFIX, NewOutboxRow, OUTBOX_WAKE, OutboxTarget, WORK_PREFIX};
 
 /// A connection an outbox row can be written on inside the caller's
 /// transaction: `sqlx::PgConnection` (a queue on PostgreSQL) and

@@ -36,9 +36,9 @@ pub trait Transactional: Send {
     async fn start_prepared(
         &mut self,
         queue: &Queue,
-        new: &crate::orchestration::NewOrchestration,
+        new: &crate::store::orchestration::NewOrchestration,
         first: &NewItem,
-    ) -> Result<crate::orchestration::OrchestrationInserted>;
+    ) -> Result<crate::store::orchestration::OrchestrationInserted>;
 }
 
 #[cfg(feature = "postgres")]
@@ -52,9 +52,9 @@ impl Transactional for PgConnection {
     async fn start_prepared(
         &mut self,
         queue: &Queue,
-        new: &crate::orchestration::NewOrchestration,
+        new: &crate::store::orchestration::NewOrchestration,
         first: &NewItem,
-    ) -> Result<crate::orchestration::OrchestrationInserted> {
+    ) -> Result<crate::store::orchestration::OrchestrationInserted> {
         let tx = CallerTx::Postgres(self);
         queue.store().orchestration_insert_in(tx, new, first).await
     }
@@ -71,9 +71,9 @@ impl Transactional for SqliteConnection {
     async fn start_prepared(
         &mut self,
         queue: &Queue,
-        new: &crate::orchestration::NewOrchestration,
+        new: &crate::store::orchestration::NewOrchestration,
         first: &NewItem,
-    ) -> Result<crate::orchestration::OrchestrationInserted> {
+    ) -> Result<crate::store::orchestration::OrchestrationInserted> {
         let tx = CallerTx::Sqlite(self);
         queue.store().orchestration_insert_in(tx, new, first).await
     }

@@ -46,6 +46,8 @@
 mod as_service;
 mod service;
 
+pub(crate) use as_service::VacuumKnobs;
+
 pub use service::{
     VACUUM_BACKOFF_MAX_DEFAULT, VACUUM_CHECK_EVERY_DEFAULT, VACUUM_DEAD_RATIO_DEFAULT,
     VACUUM_DEAD_THRESHOLD_DEFAULT, VACUUM_JITTER, VACUUM_STRATEGY, VacuumConfig, VacuumOutcome,

@@ -18,8 +18,10 @@ use crate::worker::{RoleInfo, Strategy};
 pub const VACUUM_CHECK_EVERY_DEFAULT: Duration = Duration::from_secs(1);
 /// A table is vacuumed once it has at least this many dead tuples by
 /// default (`DROVER_VACUUM_THRESHOLD`), and at least
-/// [`VACUUM_DEAD_RATIO_DEFAULT`] of its live rows.
-pub const VACUUM_DEAD_THRESHOLD_DEFAULT: u64 = 5_000;
+/// [`VACUUM_DEAD_RATIO_DEFAULT`] of its live rows. The worker setting's
+/// default ([`VACUUM_THRESHOLD_DEFAULT`](crate::worker::VACUUM_THRESHOLD_DEFAULT)),
+/// defined with the settings table below this role.
+pub const VACUUM_DEAD_THRESHOLD_DEFAULT: u64 = crate::worker::VACUUM_THRESHOLD_DEFAULT;
 /// A table is vacuumed only once its dead tuples are also at least this
 /// fraction of its live rows by default. At drover's steady state (a short
 /// retention: tables of at most a few tens of thousands of rows) the

@@ -1,8 +1,10 @@
 //! [`WorkerBuilder`]: collects lanes, handlers, services and knobs, and
 //! checks them all before a [`Worker`] exists. Each role adds its own
 //! builder calls next to its code (`relay`, `schedule`, `projector`,
-//! `reconciler`, `vacuum`, `sweep_step`); the default roles' knobs are kept
-//! in [`Defaults`] and turned into services at `build`.
+//! `reconciler`, `vacuum`, `sweep_step`); the builder names none of them:
+//! the default roles' knobs are kept in type-keyed slots (`knobs`) and
+//! turned into services at `build` by the assembly the module above the
+//! roles set (`crate::defaults`, through [`Worker::builder`]).
 //!
 //! Invariants: the order of calls never matters (the base settings and
 //! the explicit calls are kept apart and merged at [`WorkerBuilder::build`]);
@@ -14,7 +16,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::defaults::Defaults;
+use super::knobs::{Assembly, Knobs, RoleKnobs};
 use super::{Handler, Registry, RoleInfo, Service, Worker, WorkerSettings};
 use crate::error::{Error, Result};
 use crate::queue::Queue;
@@ -38,8 +40,11 @@ pub struct WorkerBuilder {
     errors: Vec<Error>,
     /// The services added so far (roles of their own), in call order.
     services: Vec<Box<dyn Service>>,
-    /// The default roles' knobs.
-    defaults: Defaults,
+    /// The default roles' knobs, one slot per role.
+    knobs: Knobs,
+    /// What turns the knobs into the default roles' services at `build`
+    /// (`None`: no default role runs).
+    assembly: Option<Assembly>,
 }
 
 impl std::fmt::Debug for WorkerBuilder {
@@ -52,8 +57,9 @@ impl std::fmt::Debug for WorkerBuilder {
 }
 
 impl WorkerBuilder {
-    /// A builder over `queue` with the default settings and nothing added.
-    pub(super) fn new(queue: Queue) -> Self {
+    /// A builder over `queue` with the default settings, nothing added and
+    /// no default role ([`Worker::builder`] adds those).
+    pub(crate) fn new(queue: Queue) -> Self {
         WorkerBuilder {
             queue,
             base: WorkerSettings::default(),
@@ -64,7 +70,8 @@ impl WorkerBuilder {
             registry: Registry::new(),
             errors: Vec::new(),
             services: Vec::new(),
-            defaults: Defaults::default(),
+            knobs: Knobs::default(),
+            assembly: None,
         }
     }
 
@@ -180,9 +187,18 @@ impl WorkerBuilder {
         &self.services
     }
 
-    /// The default roles' knobs, for the roles' own builder calls.
-    pub(crate) fn defaults_mut(&mut self) -> &mut Defaults {
-        &mut self.defaults
+    /// Changes a role's knobs (from its defaults when no call touched them
+    /// yet): what the roles' own builder calls end in.
+    pub(crate) fn knobs<K: RoleKnobs>(mut self, change: impl FnOnce(&mut K)) -> Self {
+        self.knobs.change(change);
+        self
+    }
+
+    /// Sets what turns the roles' knobs into the default roles' services at
+    /// [`build`](WorkerBuilder::build).
+    pub(crate) fn with_assembly(mut self, assembly: Assembly) -> Self {
+        self.assembly = Some(assembly);
+        self
     }
 
     /// True when the worker has work of its own: a handler, a projector, a
@@ -193,7 +209,7 @@ impl WorkerBuilder {
     /// does not count, so a builder whose handlers were forgotten is still
     /// refused.
     pub fn has_work(&self) -> bool {
-        !self.registry.is_empty() || !self.services.is_empty() || self.defaults.is_work()
+        !self.registry.is_empty() || !self.services.is_empty() || self.knobs.is_work()
     }
 
     /// Checks everything and builds the worker.
@@ -222,9 +238,12 @@ impl WorkerBuilder {
         }
         settings.validate(self.queue.store().pool_size())?;
         // The default roles first: they are declared after the builder's own.
-        let mut services = self
-            .defaults
-            .assemble(&self.queue, &settings, &mut self.registry)?;
+        let mut services = match self.assembly {
+            Some(assemble) => {
+                assemble(&mut self.knobs, &self.queue, &settings, &mut self.registry)?
+            }
+            None => Vec::new(),
+        };
         services.append(&mut self.services);
         // Every role and handler is in now: check them all once more.
         self.registry.validate()?;

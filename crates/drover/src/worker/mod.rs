@@ -6,7 +6,7 @@
 //! | `claim_loop` | the claim loop: claims ahead into a buffer, hands items to free slots |
 //! | `builder` | [`WorkerBuilder`]: order-independent knobs, the checks before a start |
 //! | [`service`](self::Service) | [`Service`]: a role run beside the claim loop; the worker knows none by name |
-//! | `defaults` | the default roles' knobs (relay, sweep, scheduler, vacuum), turned into services from the settings |
+//! | `knobs` | the roles' knobs as the builder keeps them (a slot per role, named by none), and the assembly hook that turns them into services |
 //! | [`handler`](self::Handler) | handlers, outcomes, strategies, the registry |
 //! | `executor` | one item's run: renewal, timeout, panic capture, outcome write |
 //! | `completer` | batched, per-row fenced completion |
@@ -15,6 +15,12 @@
 //! | `spread` | which worker of a lane claims at once on a wake-up |
 //! | `roles` | the sweep's declared strategies, the runtime's share of a role's four, a roles-only worker's idle loop |
 //! | [`WorkerSettings`] | every knob, its default, and their validation |
+//!
+//! The worker stands on the queue and the store and knows no role by name:
+//! every role (the sweep in [`crate::maintenance`], the relay, the
+//! scheduler, the vacuum, projectors, reconcilers) stands on it, is a
+//! [`Service`] and adds its own builder calls; [`Worker::builder`] is defined
+//! above them all (`crate::defaults`), where the default roles are assembled.
 //!
 //! Invariants: never more than `capacity` handlers run at once (a semaphore
 //! permit is taken before an item is claimed); claiming stops at once on
@@ -46,9 +52,9 @@ use crate::store::WorkerRow;
 mod builder;
 mod claim_loop;
 mod completer;
-mod defaults;
 mod executor;
 mod handler;
+mod knobs;
 pub(crate) mod liveness;
 mod pause;
 mod roles;
@@ -63,6 +69,7 @@ pub use handler::{
     Done, Handler, HandlerInfo, JobError, Outcome, ROLE_STRATEGIES, Registry, ResultExt, RoleInfo,
     Strategy,
 };
+pub(crate) use knobs::{Knobs, RoleKnobs};
 pub use liveness::{Health, READY_CHECK_TIMEOUT, prometheus};
 pub use roles::SWEEP_STRATEGY;
 pub use service::{Service, ServiceContext, ServiceFn, ServiceFuture};
@@ -103,12 +110,6 @@ pub struct ShutdownReport {
 }
 
 impl Worker {
-    /// Starts building a worker over `queue`.
-    /// Every [`register!`](crate::register)ed setup of the binary is applied.
-    pub fn builder(queue: Queue) -> WorkerBuilder {
-        crate::periodic::apply_registrations(WorkerBuilder::new(queue))
-    }
-
     /// The services it runs beside its claim loop (a role's module finds
     /// its own here).
     pub(crate) fn services(&self) -> &[Box<dyn Service>] {
@@ -142,8 +143,8 @@ impl Worker {
     }
 
     /// Starts claiming, the heartbeat, the metrics listener and every
-    /// service the builder collected (the default roles among them, as
-    /// `defaults` turned them on from the settings).
+    /// service the builder collected (the default roles among them, as the
+    /// builder's assembly turned them on from the settings).
     ///
     /// # Errors
     /// [`Error::Config`] when the metrics address cannot be bound; storage

@@ -1,6 +1,8 @@
 //! The roles a worker runs beside its claim loop, as `drover handlers`
-//! lists them: the sweep's declaration, and the idle claim loop of a worker
-//! that runs roles only.
+//! lists them: the sweep's declared strategies (published here as
+//! [`SWEEP_STRATEGY`]; the sweep's role row is built in
+//! [`crate::maintenance`]), and the idle claim loop of a worker that runs
+//! roles only.
 //!
 //! Invariant: every role the [`Registry`](super::Registry) holds declares
 //! idempotency, retry, checkpoint and recovery (the registry refuses one
@@ -8,7 +10,7 @@
 //! declare all four, and their role-specific strategies, in their own
 //! modules.
 
-use super::{RoleInfo, Strategy};
+use super::Strategy;
 
 /// The claim loop of a worker with no handler (roles only): it claims
 /// nothing — a claim with no kinds would take items of every kind — and
@@ -40,19 +42,3 @@ pub const SWEEP_STRATEGY: Strategy = Strategy {
     recovery: "a sweeper that dies, hangs or is paused loses the sweep lease when it passes, and \
                any worker takes it on its next tick",
 };
-
-/// The sweep's role row, naming its steps.
-pub(crate) fn sweep_role(steps: &[String]) -> RoleInfo {
-    let steps = if steps.is_empty() {
-        "the built-in steps only".to_owned()
-    } else {
-        format!("the built-in steps, then {}", steps.join(", "))
-    };
-    RoleInfo::new("sweep", "sweep", SWEEP_STRATEGY).with(
-        "steps",
-        format!(
-            "requeue stale items, settle counts, purge final items past retention, purge \
-             silent workers and expired idempotency markers; {steps}"
-        ),
-    )
-}

@@ -42,17 +42,24 @@ pub fn renewal_for(lease: Duration) -> (Duration, Duration) {
 pub const HEARTBEAT_INTERVAL_DEFAULT: Duration = Duration::from_secs(5);
 /// `DROVER_POLL_INTERVAL`: the claim poll when no wake-up arrives.
 pub const POLL_INTERVAL_DEFAULT: Duration = Duration::from_secs(1);
-// `DROVER_SWEEP_INTERVAL` and `DROVER_ITEM_RETENTION` default to the
-// sweep's own constants: the worker runs the sweep, so the arrow runs from
-// here to `maintenance`, never back.
-pub use crate::maintenance::{
-    ITEM_RETENTION_DEFAULT, SWEEP_INTERVAL_DEFAULT, WORKER_RETENTION_DEFAULT,
-};
+// The defaults of the settings that steer a role (the sweep, the paced
+// vacuum, the scheduler and its heartbeat) are defined here, with the table
+// that names them, and the roles' modules re-export them
+// (`maintenance::ITEM_RETENTION_DEFAULT`,
+// `vacuum::VACUUM_DEAD_THRESHOLD_DEFAULT`, ...): the roles stand on the
+// worker, so the arrow runs from them to here, never back.
+/// `DROVER_SWEEP_INTERVAL`: how often the sweep runs (jittered ±20 %).
+pub const SWEEP_INTERVAL_DEFAULT: Duration = Duration::from_secs(15);
+/// `DROVER_ITEM_RETENTION`: how long final items are kept before purge.
+pub const ITEM_RETENTION_DEFAULT: Duration = Duration::from_secs(7 * 24 * 3600);
+/// How long the row of a worker that stopped beating (offline or lost) is
+/// kept by default before the sweep deletes it.
+pub const WORKER_RETENTION_DEFAULT: Duration = Duration::from_secs(24 * 3600);
 /// `DROVER_VACUUM`: whether the worker runs the paced vacuum (PostgreSQL).
 pub const VACUUM_DEFAULT: bool = true;
 /// `DROVER_VACUUM_THRESHOLD`: the dead tuples at which the paced vacuum
 /// vacuums a table.
-pub const VACUUM_THRESHOLD_DEFAULT: u64 = crate::vacuum::VACUUM_DEAD_THRESHOLD_DEFAULT;
+pub const VACUUM_THRESHOLD_DEFAULT: u64 = 5_000;
 /// `DROVER_SHUTDOWN_GRACE`: how long in-flight items may finish on shutdown.
 pub const SHUTDOWN_GRACE_DEFAULT: Duration = Duration::from_secs(30);
 /// `DROVER_HANDLER_TIMEOUT`: a run's time limit when its handler names none.
@@ -91,8 +98,9 @@ pub const CANCEL_GRACE_DEFAULT: Duration = Duration::from_secs(1);
 pub const SPREAD_FALLBACK_DEFAULT: Duration = Duration::from_millis(3);
 
 /// `DROVER_HEARTBEAT_CRON`: when the built-in `drover.heartbeat` job fires
-/// (a cron expression, seconds optional); `off` disables it.
-pub const HEARTBEAT_CRON_DEFAULT: &str = crate::periodic::HEARTBEAT_CRON_DEFAULT;
+/// (a cron expression, seconds optional); `off` disables it. Every minute,
+/// on the minute.
+pub const HEARTBEAT_CRON_DEFAULT: &str = "* * * * *";
 /// `DROVER_HEARTBEAT_LANE`: the lane the built-in `drover.heartbeat` job's
 /// items go to. The same on every worker by default, whatever lanes each
 /// drains, so workers with different first lanes do not rewrite its
@@ -100,7 +108,7 @@ pub const HEARTBEAT_CRON_DEFAULT: &str = crate::periodic::HEARTBEAT_CRON_DEFAULT
 pub const HEARTBEAT_LANE_DEFAULT: &str = crate::item::DEFAULT_LANE;
 /// `DROVER_SCHEDULER_INTERVAL`: the longest the scheduler waits between
 /// runs (it also wakes for each schedule's next tick).
-pub const SCHEDULER_INTERVAL_DEFAULT: Duration = crate::periodic::SCHEDULER_INTERVAL_DEFAULT;
+pub const SCHEDULER_INTERVAL_DEFAULT: Duration = Duration::from_secs(15);
 
 /// Connections the runtime itself keeps busy at worst besides its claims:
 /// one completing, one for liveness and the sweep (each claim in flight

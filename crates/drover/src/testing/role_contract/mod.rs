@@ -10,6 +10,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 pub mod outbox;
+mod outbox_fixtures;
 mod outbox_rules;
 pub mod projector;
 

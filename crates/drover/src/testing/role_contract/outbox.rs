@@ -20,10 +20,9 @@ use crate::outbox::{
     NewOutboxRow, OutboxClaimParams, OutboxFailParams, OutboxFilter, OutboxStatus, Relay,
     RelayConfig, relayed_item,
 };
-use crate::queue::Queue;
-use crate::store::ListFilter;
 use crate::store::contract::{Harness, LONG, PAST_SHORT, SHORT, assert_kind, tenant_a, tenant_b};
 
+use super::outbox_fixtures::{TRACE, event_row, items_of, quick, relay, work_row, write};
 pub use super::outbox_rules::{
     outbox_an_existing_id_changes_nothing, outbox_bad_event_fails_alone,
     outbox_events_of_a_tenant_relay_in_order_across_claims,
@@ -67,56 +66,6 @@ macro_rules! __outbox_cases {
             }
         )*
     };
-}
-
-const TRACE: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-
-pub(super) fn work_row(tenant: Uuid, payload: serde_json::Value) -> NewOutboxRow {
-    NewOutboxRow {
-        tenant_id: tenant,
-        actor: Uuid::from_u128(0xAC7),
-        request_id: Some("req-1".into()),
-        traceparent: Some(TRACE.into()),
-        ..NewOutboxRow::new("work.send_receipt", payload)
-    }
-}
-
-pub(super) fn event_row(tenant: Uuid, n: u64) -> NewOutboxRow {
-    NewOutboxRow {
-        tenant_id: tenant,
-        actor: Uuid::from_u128(0xAC7),
-        ..NewOutboxRow::new("event.order_placed", json!({"n": n}))
-    }
-}
-
-pub(super) fn relay(h: &Harness, config: RelayConfig) -> Relay {
-    Relay::new(Queue::new(h.store.clone()), config).unwrap()
-}
-
-pub(super) fn quick() -> RelayConfig {
-    RelayConfig {
-        lease: LONG,
-        ..RelayConfig::default()
-    }
-}
-
-/// Writes through the caller's transaction where the backend has one.
-pub(super) async fn write(h: &Harness, row: &NewOutboxRow) {
-    match &h.outbox_in {
-        Some(f) => f(row.clone(), true).await.unwrap(),
-        None => h.store.outbox_insert(row).await.unwrap(),
-    }
-}
-
-pub(super) async fn items_of(h: &Harness, tenant: Uuid) -> Vec<crate::item::Item> {
-    h.store
-        .item_list(&ListFilter {
-            tenant_id: Some(tenant),
-            limit: 100_000,
-            ..ListFilter::default()
-        })
-        .await
-        .unwrap()
 }
 
 /// A row written in a transaction that rolls back does not exist and is

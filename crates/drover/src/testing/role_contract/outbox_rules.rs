@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use uuid::Uuid;
 
-use super::outbox::{event_row, items_of, quick, relay, work_row, write};
+use super::outbox_fixtures::{event_row, items_of, quick, relay, work_row, write};
 use crate::error::ErrorKind;
 use crate::outbox::{
     NewOutboxRow, OutboxClaimParams, OutboxStatus, Relay, RelayConfig, RelaySweep,
