@@ -95,7 +95,7 @@ pub const POOL_SIZE_DEFAULT: u32 = 10;
 /// The PostgreSQL schema holding drover's tables when none is given.
 pub const SCHEMA_DEFAULT: &str = "drover";
 
-/// Opens the store a URL names (see [`crate::Queue::connect`]).
+/// Opens the store a URL names (see `drover::Queue::connect`).
 ///
 /// # Errors
 /// [`Error::InvalidInput`](drover_core::Error::InvalidInput) on `database_url` for
@@ -148,7 +148,7 @@ impl Default for ConnectOptions {
 
 impl ConnectOptions {
     /// The defaults with `DROVER_POOL_SIZE` applied when set (what
-    /// [`Queue::connect`](crate::Queue::connect) opens, so the variable the
+    /// `drover::Queue::connect` opens, so the variable the
     /// worker's pool-vs-capacity error names is honoured by the library too).
     ///
     /// # Errors

@@ -349,7 +349,7 @@ pub struct OutboxStats {
 pub trait OutboxStore: Send + Sync {
     /// Writes one validated row in a transaction of its own (the memory
     /// store's only way; on PostgreSQL and SQLite prefer the caller's
-    /// transaction, [`crate::Queue::outbox_work_in`]), and publishes the
+    /// transaction, `drover::Queue::outbox_work_in`), and publishes the
     /// outbox wake-up. An id already there changes nothing.
     async fn outbox_insert(&self, row: &NewOutboxRow) -> Result<()>;
 

@@ -43,7 +43,7 @@ const PURGE_BATCH: i64 = 5000;
 
 /// Writes `row` inside the caller's own transaction on `conn`, so it
 /// exists if and only if the caller commits. `now` (the store's clock)
-/// makes it available. Call [`Queue::wake_outbox`](crate::Queue::wake_outbox)
+/// makes it available. Call `drover::Queue::wake_outbox`
 /// after the commit for an instant relay.
 ///
 /// `row` must already be validated ([`NewOutboxRow::validate`]).
