@@ -553,17 +553,11 @@ impl crate::schedule::ScheduleStore for FaultStore {
 
 #[async_trait]
 impl crate::events::EventStore for FaultStore {
-    async fn event_append(
-        &self,
-        event: &crate::events::NewEvent,
-    ) -> Result<crate::events::EventAppended> {
-        self.inner.event_append(event).await
-    }
-    async fn event_append_many(
+    async fn event_append_valid(
         &self,
         events: &[crate::events::NewEvent],
     ) -> Result<Vec<crate::events::EventAppended>> {
-        self.inner.event_append_many(events).await
+        self.inner.event_append_valid(events).await
     }
     async fn event_read(
         &self,
