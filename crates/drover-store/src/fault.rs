@@ -703,7 +703,7 @@ impl crate::projector::ProjectorStore for FaultStore {
     ) -> Result<()> {
         self.inner.projector_lease_release(lease).await
     }
-    async fn projector_apply(
+    async fn projector_apply_valid(
         &self,
         lease: &crate::projector::ProjectorLease,
         renew: Duration,
@@ -711,7 +711,7 @@ impl crate::projector::ProjectorStore for FaultStore {
         projector: &dyn crate::projector::Projector,
     ) -> Result<crate::projector::ProjectorLease> {
         self.inner
-            .projector_apply(lease, renew, events, projector)
+            .projector_apply_valid(lease, renew, events, projector)
             .await
     }
     async fn projector_rebuild(
