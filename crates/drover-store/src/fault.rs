@@ -483,11 +483,11 @@ impl crate::reconcile::ReconcileStore for FaultStore {
     ) -> Result<crate::reconcile::ApplyReport> {
         self.inner.reconcile_apply(batch).await
     }
-    async fn reconcile_local_put(
+    async fn reconcile_local_put_valid(
         &self,
         put: &crate::reconcile::LocalPut,
     ) -> Result<crate::reconcile::SyncRecord> {
-        self.inner.reconcile_local_put(put).await
+        self.inner.reconcile_local_put_valid(put).await
     }
     async fn reconcile_purge_deleted(
         &self,
