@@ -123,6 +123,8 @@ impl EventStore for SqliteStore {
         topics: &[String],
         limit: u32,
     ) -> Result<Vec<Event>> {
+        // SQLite has no arrays: the list is bound as JSON text. Not a check
+        // of the argument (any list of strings encodes), so not lifted.
         let topics =
             serde_json::to_string(topics).map_err(|e| Error::invalid("topics", e.to_string()))?;
         let rows = sqlx::query(EVENT_READ)
