@@ -38,7 +38,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use drover_core::error::{Error, Result};
+use drover_core::error::{Error, Opaque, Result};
 
 /// The largest payload an event may carry, in bytes of JSON text, when the
 /// caller does not say otherwise (the work item's limit).
@@ -103,6 +103,19 @@ impl NewEvent {
         }
         Ok(())
     }
+}
+
+/// Checks every event of a batch with [`EVENT_PAYLOAD_MAX_DEFAULT`], the
+/// event log's own bound: the rule each append entry applies before it
+/// writes (the provided appends of [`EventStore`], and PostgreSQL's append
+/// on the caller's transaction).
+///
+/// # Errors
+/// The first event's [`NewEvent::validate`] error.
+pub fn validate_all(events: &[NewEvent]) -> Result<()> {
+    events
+        .iter()
+        .try_for_each(|e| e.validate(EVENT_PAYLOAD_MAX_DEFAULT))
 }
 
 /// An event as the log holds it.
@@ -184,6 +197,10 @@ pub struct EventPurge {
 
 /// The event log of the storage seam. Entity-then-verb; see the module docs
 /// for the invariants.
+///
+/// The two appends are provided: they validate here, once for every
+/// backend, and then call [`EventStore::event_append_valid`], the one a
+/// backend writes.
 #[async_trait]
 pub trait EventStore: Send + Sync {
     /// Appends one event (validated with [`EVENT_PAYLOAD_MAX_DEFAULT`]).
@@ -191,7 +208,12 @@ pub trait EventStore: Send + Sync {
     /// # Errors
     /// [`Error::InvalidInput`] for a bad topic, payload or trace context
     /// (nothing is written); storage errors.
-    async fn event_append(&self, event: &NewEvent) -> Result<EventAppended>;
+    async fn event_append(&self, event: &NewEvent) -> Result<EventAppended> {
+        event.validate(EVENT_PAYLOAD_MAX_DEFAULT)?;
+        let mut out = self.event_append_valid(std::slice::from_ref(event)).await?;
+        out.pop()
+            .ok_or_else(|| Error::Storage(Opaque::msg("no answer for the append")))
+    }
 
     /// Appends events (of any tenants) in one transaction per store call:
     /// one answer per event, in order. An id repeated within the batch is
@@ -199,7 +221,18 @@ pub trait EventStore: Send + Sync {
     ///
     /// # Errors
     /// As [`EventStore::event_append`]; one invalid event refuses the batch.
-    async fn event_append_many(&self, events: &[NewEvent]) -> Result<Vec<EventAppended>>;
+    async fn event_append_many(&self, events: &[NewEvent]) -> Result<Vec<EventAppended>> {
+        validate_all(events)?;
+        self.event_append_valid(events).await
+    }
+
+    /// The backend's half of [`EventStore::event_append_many`]: appends
+    /// `events`, each already checked by [`validate_all`], as that method
+    /// says. Call the provided appends instead; they check first.
+    ///
+    /// # Errors
+    /// Storage errors.
+    async fn event_append_valid(&self, events: &[NewEvent]) -> Result<Vec<EventAppended>>;
 
     /// Events of `tenant` after `after` in position order, never skipping
     /// one that commits later (gap-safe). `topics` empty means every topic;

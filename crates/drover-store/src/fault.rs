@@ -483,11 +483,11 @@ impl crate::reconcile::ReconcileStore for FaultStore {
     ) -> Result<crate::reconcile::ApplyReport> {
         self.inner.reconcile_apply(batch).await
     }
-    async fn reconcile_local_put(
+    async fn reconcile_local_put_valid(
         &self,
         put: &crate::reconcile::LocalPut,
     ) -> Result<crate::reconcile::SyncRecord> {
-        self.inner.reconcile_local_put(put).await
+        self.inner.reconcile_local_put_valid(put).await
     }
     async fn reconcile_purge_deleted(
         &self,
@@ -553,17 +553,11 @@ impl crate::schedule::ScheduleStore for FaultStore {
 
 #[async_trait]
 impl crate::events::EventStore for FaultStore {
-    async fn event_append(
-        &self,
-        event: &crate::events::NewEvent,
-    ) -> Result<crate::events::EventAppended> {
-        self.inner.event_append(event).await
-    }
-    async fn event_append_many(
+    async fn event_append_valid(
         &self,
         events: &[crate::events::NewEvent],
     ) -> Result<Vec<crate::events::EventAppended>> {
-        self.inner.event_append_many(events).await
+        self.inner.event_append_valid(events).await
     }
     async fn event_read(
         &self,
@@ -709,7 +703,7 @@ impl crate::projector::ProjectorStore for FaultStore {
     ) -> Result<()> {
         self.inner.projector_lease_release(lease).await
     }
-    async fn projector_apply(
+    async fn projector_apply_valid(
         &self,
         lease: &crate::projector::ProjectorLease,
         renew: Duration,
@@ -717,7 +711,7 @@ impl crate::projector::ProjectorStore for FaultStore {
         projector: &dyn crate::projector::Projector,
     ) -> Result<crate::projector::ProjectorLease> {
         self.inner
-            .projector_apply(lease, renew, events, projector)
+            .projector_apply_valid(lease, renew, events, projector)
             .await
     }
     async fn projector_rebuild(

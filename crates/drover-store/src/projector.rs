@@ -97,10 +97,17 @@ pub struct ProjectorLag {
 
 /// The checkpoints and leases of the storage seam. Entity-then-verb; see the
 /// module docs for the invariants.
+///
+/// The projector's name is checked above the store, once: by the runner
+/// when it is built (`projector::validate`) and by `Queue::projector_request_rebuild`;
+/// the backends take it as valid. [`ProjectorStore::projector_apply`] is
+/// provided: it checks the events' tenant here, for every backend, and
+/// calls [`ProjectorStore::projector_apply_valid`], the one a backend writes.
 #[async_trait]
 pub trait ProjectorStore: Send + Sync {
     /// Takes the lease of (projector, tenant), creating the row at
     /// checkpoint 0 on first use; `None` while another runner holds it.
+    /// `params.projector` is a valid name (`[a-z0-9_.:-]{1,128}`).
     async fn projector_lease_take(&self, params: &LeaseParams) -> Result<Option<ProjectorLease>>;
 
     /// Gives the lease up (fenced on its token); a lease already lost is
@@ -114,10 +121,34 @@ pub trait ProjectorStore: Send + Sync {
     /// rebuild flag).
     ///
     /// # Errors
-    /// [`Error::Conflict`] when the lease is lost,
+    /// [`Error::InvalidInput`] on `events` when one is not of the lease's
+    /// tenant (nothing applied); [`Error::Conflict`] when the lease is lost,
     /// passed or the checkpoint moved (nothing applied); the projector's own
     /// error (nothing applied, checkpoint unmoved).
     async fn projector_apply(
+        &self,
+        lease: &ProjectorLease,
+        renew: Duration,
+        events: &[Event],
+        projector: &dyn Projector,
+    ) -> Result<ProjectorLease> {
+        if events.iter().any(|e| e.tenant != lease.tenant) {
+            return Err(Error::invalid(
+                "events",
+                "every event must be of the lease's tenant",
+            ));
+        }
+        self.projector_apply_valid(lease, renew, events, projector)
+            .await
+    }
+
+    /// The backend's half of [`ProjectorStore::projector_apply`], as that
+    /// method says, for `events` all of the lease's tenant (none: the lease
+    /// back unchanged). Call the provided method instead; it checks first.
+    ///
+    /// # Errors
+    /// As [`ProjectorStore::projector_apply`], but for the check.
+    async fn projector_apply_valid(
         &self,
         lease: &ProjectorLease,
         renew: Duration,
@@ -138,7 +169,8 @@ pub trait ProjectorStore: Send + Sync {
     /// Asks the runners of `projector` to rebuild: for `tenant`, or every
     /// tenant with a checkpoint when `None` (system operation). For one
     /// tenant the row is created if missing, so a rebuild asked before the
-    /// first run is not lost. Returns the rows flagged.
+    /// first run is not lost. Returns the rows flagged. `projector` is a
+    /// valid name.
     async fn projector_request_rebuild(&self, projector: &str, tenant: Option<Uuid>)
     -> Result<u64>;
 
@@ -166,6 +198,7 @@ pub trait ProjectorStore: Send + Sync {
     /// Records that a runner of `projector` is alive, on the store's clock
     /// (system operation). A projector recorded alive pins the event purge
     /// for every tenant, and its checkpoints are never forgotten.
+    /// `projector` is a valid name.
     async fn projector_seen(&self, projector: &str) -> Result<()>;
 
     /// Retention of removed projectors (system operation): deletes the

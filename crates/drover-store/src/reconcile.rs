@@ -101,6 +101,14 @@ pub struct RecordFilter {
 
 /// The storage of reconciler checkpoints and records. See the module docs
 /// of [`reconcile`](super) for the invariants.
+///
+/// Names and keys are checked ([`validate_name`], [`validate_key`]) above
+/// the backends, once: the reconciler checks its name when it is built and
+/// each change's key before [`ReconcileStore::reconcile_apply`]; the
+/// queue's record reads check theirs; and
+/// [`ReconcileStore::reconcile_local_put`], the entry an application calls
+/// on the store itself, is provided: it checks here, for every backend,
+/// and calls [`ReconcileStore::reconcile_local_put_valid`].
 #[async_trait]
 pub trait ReconcileStore: Send + Sync {
     /// The checkpoint of (`reconciler`, `tenant`), if a batch ever landed.
@@ -117,7 +125,7 @@ pub trait ReconcileStore: Send + Sync {
     /// Moves the checkpoint (compare-and-set on its version) and applies
     /// each change by `batch.conflict`, in one transaction. `Conflict` when
     /// the checkpoint moved since the batch was pulled; nothing changes
-    /// then.
+    /// then. The batch's name and keys are valid (its caller checked them).
     async fn reconcile_apply(&self, batch: &ApplyBatch) -> Result<ApplyReport>;
 
     /// A local write to a record (the application changed it): sets its
@@ -126,7 +134,23 @@ pub trait ReconcileStore: Send + Sync {
     /// ([`put_local`](put_local)). `Conflict` for a stale or
     /// absent-but-existing expectation, `NotFound` for a revision expected
     /// of no record; nothing changes then.
-    async fn reconcile_local_put(&self, put: &LocalPut) -> Result<SyncRecord>;
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] on `name` or `key` for a malformed one
+    /// (nothing changes); as above; storage errors.
+    async fn reconcile_local_put(&self, put: &LocalPut) -> Result<SyncRecord> {
+        validate_name(&put.reconciler)?;
+        validate_key(&put.key)?;
+        self.reconcile_local_put_valid(put).await
+    }
+
+    /// The backend's half of [`ReconcileStore::reconcile_local_put`], as
+    /// that method says, for a valid name and key. Call the provided method
+    /// instead; it checks first.
+    ///
+    /// # Errors
+    /// As [`ReconcileStore::reconcile_local_put`], but for the checks.
+    async fn reconcile_local_put_valid(&self, put: &LocalPut) -> Result<SyncRecord>;
 
     /// Purges up to `limit` tombstones of `reconciler` across tenants
     /// (system operation): records the source deleted, last written before

@@ -370,6 +370,74 @@ on_every_backend!(local_wins, ConflictStrategy::LocalWins);
 on_every_backend!(newest_version_wins, ConflictStrategy::NewestVersionWins);
 on_every_backend!(park_for_review, ConflictStrategy::ParkForReview);
 
+/// A change with a malformed key is refused by the reconciler before the
+/// store is asked (the key's one check, above every backend): nothing is
+/// applied and the checkpoint does not move. A malformed name is refused
+/// when the reconciler is built.
+#[tokio::test]
+async fn bad_key_or_name_refused_above_the_store() {
+    struct BadKey;
+    #[async_trait]
+    impl Source for BadKey {
+        async fn pull(
+            &self,
+            _tenant: Uuid,
+            _cursor: Option<&str>,
+            _limit: u32,
+        ) -> Result<SourceBatch, SourceError> {
+            Ok(SourceBatch {
+                changes: vec![
+                    Change {
+                        key: "fine".into(),
+                        version: 1,
+                        data: json!({}),
+                        deleted: false,
+                    },
+                    Change {
+                        key: String::new(),
+                        version: 1,
+                        data: json!({}),
+                        deleted: false,
+                    },
+                ],
+                cursor: Some("1".into()),
+            })
+        }
+    }
+    let store: Arc<dyn Store> = Arc::new(drover::store::memory::MemoryStore::new());
+    let queue = Queue::new(Arc::clone(&store));
+    let strategy = ReconcilerStrategy {
+        conflict: ConflictStrategy::LocalWins,
+        conflict_reason: "local edits are authoritative",
+        checkpoint: "cursor per tenant",
+    };
+    match Reconciler::new(
+        queue.clone(),
+        "Not A Name",
+        Arc::new(BadKey),
+        strategy,
+        ReconcilerConfig::default(),
+    ) {
+        Err(drover::Error::InvalidInput { field, .. }) => assert_eq!(field, "name"),
+        Err(e) => panic!("a bad name: expected InvalidInput, got {e}"),
+        Ok(_) => panic!("a bad name: expected InvalidInput, got a reconciler"),
+    }
+    let r = Reconciler::new(
+        queue,
+        NAME,
+        Arc::new(BadKey),
+        strategy,
+        ReconcilerConfig::default(),
+    )
+    .unwrap();
+    match r.run_tenant_once(Uuid::nil()).await {
+        Err(drover::Error::InvalidInput { field, .. }) => assert_eq!(field, "key"),
+        other => panic!("a bad key: expected InvalidInput, got {other:?}"),
+    }
+    assert!(all_records(&store).await.is_empty(), "nothing applied");
+    assert_eq!(cursor(&store).await, 0, "the checkpoint did not move");
+}
+
 /// A reconciler declared with a blank strategy is refused; `drover
 /// handlers` gets its declaration through the worker's roles.
 #[tokio::test]

@@ -28,6 +28,7 @@ macro_rules! reconcile_contract_suite {
             reconcile_park_for_review_is_listed_and_resolved,
             reconcile_tenants_isolated,
             reconcile_local_put_is_compare_and_set,
+            reconcile_local_put_refuses_a_bad_name_or_key,
             reconcile_batch_fences_a_stale_local_writer,
             reconcile_tombstones_purged_after_retention,
         );
@@ -658,4 +659,32 @@ pub async fn reconcile_tombstones_purged_after_retention(h: &Harness) {
         "another reconciler's tombstone is its own to purge"
     );
     assert_eq!(s.reconcile_purge_deleted(NAME, cut, 1000).await.unwrap(), 0);
+}
+
+/// A local write with a malformed reconciler name or key is refused,
+/// naming the field, and writes nothing: the store checks it once, above
+/// every backend.
+pub async fn reconcile_local_put_refuses_a_bad_name_or_key(h: &Harness) {
+    let t = tenant_a();
+    let mut bad_name = put(t, "k", json!(1), 1, None);
+    bad_name.reconciler = "Not A Name".into();
+    let long = "k".repeat(513);
+    for (p, field) in [
+        (bad_name, "name"),
+        (put(t, "", json!(1), 1, None), "key"),
+        (put(t, &long, json!(1), 1, None), "key"),
+    ] {
+        match h.store.reconcile_local_put(&p).await {
+            Err(drover_core::Error::InvalidInput { field: f, .. }) => assert_eq!(f, field),
+            other => panic!("{field}: expected InvalidInput, got {other:?}"),
+        }
+    }
+    assert!(
+        h.store
+            .reconcile_record_get(t, NAME, "k")
+            .await
+            .expect("get")
+            .is_none(),
+        "nothing written"
+    );
 }

@@ -8,9 +8,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::MemoryStore;
-use crate::events::{
-    EVENT_PAYLOAD_MAX_DEFAULT, Event, EventAppended, EventHead, EventPurge, EventStore, NewEvent,
-};
+use crate::events::{Event, EventAppended, EventHead, EventPurge, EventStore, NewEvent};
 use drover_core::error::Result;
 
 /// A projector's checkpoint for one tenant, with its lease.
@@ -98,16 +96,7 @@ impl Logs {
 
 #[async_trait]
 impl EventStore for MemoryStore {
-    async fn event_append(&self, event: &NewEvent) -> Result<EventAppended> {
-        event.validate(EVENT_PAYLOAD_MAX_DEFAULT)?;
-        let now = self.now();
-        Ok(self.lock().events.append(event, now))
-    }
-
-    async fn event_append_many(&self, events: &[NewEvent]) -> Result<Vec<EventAppended>> {
-        events
-            .iter()
-            .try_for_each(|e| e.validate(EVENT_PAYLOAD_MAX_DEFAULT))?;
+    async fn event_append_valid(&self, events: &[NewEvent]) -> Result<Vec<EventAppended>> {
         let now = self.now();
         let mut st = self.lock();
         Ok(events.iter().map(|e| st.events.append(e, now)).collect())

@@ -46,7 +46,6 @@ fn fenced<'a>(
 #[async_trait]
 impl ProjectorStore for MemoryStore {
     async fn projector_lease_take(&self, p: &LeaseParams) -> Result<Option<ProjectorLease>> {
-        drover_core::item::validate_kind(&p.projector)?;
         let now = self.now();
         let mut st = self.lock();
         let c = st
@@ -82,7 +81,7 @@ impl ProjectorStore for MemoryStore {
         Ok(())
     }
 
-    async fn projector_apply(
+    async fn projector_apply_valid(
         &self,
         lease: &ProjectorLease,
         renew: Duration,
@@ -92,12 +91,6 @@ impl ProjectorStore for MemoryStore {
         let Some(last) = events.last() else {
             return Ok(lease.clone());
         };
-        if events.iter().any(|e| e.tenant != lease.tenant) {
-            return Err(Error::invalid(
-                "events",
-                "every event must be of the lease's tenant",
-            ));
-        }
         fenced(&mut self.lock().events, lease, self.now())?;
         let topics = projector.topics();
         for e in events {
@@ -153,7 +146,6 @@ impl ProjectorStore for MemoryStore {
         projector: &str,
         tenant: Option<Uuid>,
     ) -> Result<u64> {
-        drover_core::item::validate_kind(projector)?;
         let now = self.now();
         let mut st = self.lock();
         if let Some(t) = tenant {
@@ -250,7 +242,6 @@ impl ProjectorStore for MemoryStore {
     }
 
     async fn projector_seen(&self, projector: &str) -> Result<()> {
-        drover_core::item::validate_kind(projector)?;
         let now = self.now();
         self.lock().events.runners.insert(projector.to_owned(), now);
         Ok(())

@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::MemoryStore;
 use crate::reconcile::{
     ApplyBatch, ApplyReport, Checkpoint, LocalPut, ReconcileStore, RecordFilter, Resolution,
-    SyncRecord, batch_keys, plan_batch, put_local, resolved, validate_key, validate_name,
+    SyncRecord, batch_keys, plan_batch, put_local, resolved,
 };
 use drover_core::error::{Error, Result};
 
@@ -51,10 +51,6 @@ impl ReconcileStore for MemoryStore {
     }
 
     async fn reconcile_apply(&self, b: &ApplyBatch) -> Result<ApplyReport> {
-        validate_name(&b.reconciler)?;
-        for c in &b.changes {
-            validate_key(&c.key)?;
-        }
         let now = self.now();
         let mut st = self.lock();
         let id = (b.tenant_id, b.reconciler.clone());
@@ -94,9 +90,7 @@ impl ReconcileStore for MemoryStore {
         Ok(report)
     }
 
-    async fn reconcile_local_put(&self, put: &LocalPut) -> Result<SyncRecord> {
-        validate_name(&put.reconciler)?;
-        validate_key(&put.key)?;
+    async fn reconcile_local_put_valid(&self, put: &LocalPut) -> Result<SyncRecord> {
         let now = self.now();
         let mut st = self.lock();
         let id = (put.tenant_id, put.reconciler.clone(), put.key.clone());

@@ -18,6 +18,7 @@ use drover_core::error::{Error, Result};
 /// Opens a pool to `url` (named `field` in errors) with `search_path` set to
 /// the schema on every connection.
 pub(super) async fn open_pool(url: &str, field: &'static str, opts: &PgOptions) -> Result<PgPool> {
+    // The URL is this backend's own configuration: only it can parse it.
     let connect = PgConnectOptions::from_str(url)
         .map_err(|_| Error::invalid(field, "is not a PostgreSQL connection URL"))?;
     let connect = match opts.pooler.mode {

@@ -25,7 +25,7 @@ use uuid::Uuid;
 use super::items::{enter_caller_tx, leave_caller_tx};
 use super::{PgStore, switch_tenant, validate_schema};
 use crate::events::{
-    EVENT_PAYLOAD_MAX_DEFAULT, Event, EventAppended, EventHead, EventPurge, EventStore, NewEvent,
+    Event, EventAppended, EventHead, EventPurge, EventStore, NewEvent, validate_all,
 };
 use drover_core::error::{Error, Result};
 
@@ -177,12 +177,6 @@ fn by_tenant(events: &[NewEvent]) -> Vec<(Uuid, Vec<usize>)> {
     groups.into_iter().collect()
 }
 
-fn validate_all(events: &[NewEvent]) -> Result<()> {
-    events
-        .iter()
-        .try_for_each(|e| e.validate(EVENT_PAYLOAD_MAX_DEFAULT))
-}
-
 /// Appends events inside the caller's own transaction on PostgreSQL (as
 /// `insert_in` enqueues): they exist if and only if the caller commits, and
 /// each tenant's head stays locked until then, so keep the transaction
@@ -200,6 +194,9 @@ pub async fn append_in(
     schema: &str,
     events: &[NewEvent],
 ) -> Result<Vec<EventAppended>> {
+    // A public entry of its own, beside the provided appends of
+    // `EventStore`: it checks the events by the same rule, and the schema
+    // name it splices into `search_path`, a PostgreSQL-only argument.
     validate_schema(schema)?;
     validate_all(events)?;
     let groups = by_tenant(events);
@@ -252,32 +249,23 @@ async fn append_groups(
 
 /// Appends events on the relay's system-role transaction (every statement
 /// names the event's tenant): the events exist if and only if that
-/// transaction commits.
+/// transaction commits. The events are valid already: `RelayPlan::of`
+/// checks each against the event log's bound and refuses a bad one alone.
 ///
 /// # Errors
-/// [`Error::InvalidInput`] for an event that fails validation (nothing is
-/// written); database errors.
+/// Database errors.
 pub(super) async fn append_system(
     tx: &mut PgConnection,
     events: &[NewEvent],
     persistent: bool,
 ) -> Result<Vec<EventAppended>> {
-    validate_all(events)?;
     let groups = by_tenant(events);
     append_groups(tx, events, &groups, persistent, false).await
 }
 
 #[async_trait]
 impl EventStore for PgStore {
-    async fn event_append(&self, event: &NewEvent) -> Result<EventAppended> {
-        let mut out = self.event_append_many(std::slice::from_ref(event)).await?;
-        out.pop().ok_or_else(|| {
-            Error::Storage(drover_core::error::Opaque::msg("no answer for the append"))
-        })
-    }
-
-    async fn event_append_many(&self, events: &[NewEvent]) -> Result<Vec<EventAppended>> {
-        validate_all(events)?;
+    async fn event_append_valid(&self, events: &[NewEvent]) -> Result<Vec<EventAppended>> {
         let groups = by_tenant(events);
         let Some((first, _)) = groups.first() else {
             return Ok(vec![]);

@@ -42,6 +42,9 @@ use drover_core::item::{InsertResult, Inserted, Item, NewItem, bound_error};
 /// the savepoint's rollback queued on the connection, which sqlx sends before
 /// the connection's next statement.
 pub async fn insert_in(conn: &mut PgConnection, schema: &str, item: &NewItem) -> Result<Inserted> {
+    // The item is the caller's to validate (the queue does); the schema is
+    // a PostgreSQL-only argument, spliced into SQL text, so it is checked
+    // here.
     validate_schema(schema)?;
     // A savepoint inside the caller's transaction (a transaction of its own
     // otherwise), so a failure here leaves the caller's transaction usable.

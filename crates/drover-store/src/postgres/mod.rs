@@ -179,6 +179,10 @@ pub struct LoginGrants {
 const DIRECT_MAX_CONNECTIONS: u32 = 2;
 
 /// Checks a schema name before it is spliced into DDL and `search_path`.
+/// The schema is this backend's own setting, so the check lives here, not
+/// above the store: every PostgreSQL entry that takes a schema (the
+/// connect options, the pools, and the functions on a caller's
+/// connection) calls it.
 ///
 /// # Errors
 /// [`Error::InvalidInput`] on `schema` unless it matches `[a-z_][a-z0-9_]{0,62}`.
@@ -261,6 +265,7 @@ impl PgStore {
     /// # Cancel safety
     /// Cancel safe: nothing is written.
     pub async fn connect(url: &str, opts: PgOptions) -> Result<PgStore> {
+        // The backend's own configuration: checked here, where it is used.
         validate_schema(&opts.schema)?;
         if opts.max_connections == 0 {
             return Err(Error::Config("max_connections must be at least 1".into()));
@@ -328,6 +333,7 @@ impl PgStore {
     /// # Errors
     /// [`Error::InvalidInput`] for a bad schema name.
     pub fn from_pools(pool: PgPool, system_pool: Option<PgPool>, schema: &str) -> Result<PgStore> {
+        // The backend's own configuration: checked here, where it is used.
         validate_schema(schema)?;
         Ok(PgStore {
             system_pool: system_pool.unwrap_or_else(|| pool.clone()),
@@ -414,6 +420,8 @@ impl PgStore {
     /// grant) otherwise.
     pub async fn grant_logins(&self, grants: &LoginGrants) -> Result<()> {
         let roles = self.roles().await?.clone();
+        // Logins and roles are PostgreSQL's alone (no other backend has
+        // them, and no caller above the store checks them): checked here.
         for login in grants.runtime.iter().chain(&grants.system) {
             if login.is_empty() {
                 return Err(Error::invalid("login", "must not be empty"));
@@ -539,6 +547,7 @@ impl PgStore {
 /// # Errors
 /// [`Error::InvalidInput`] for a bad schema name; database errors.
 pub async fn drop_installation(conn: &mut PgConnection, schema: &str) -> Result<()> {
+    // A PostgreSQL-only entry: its schema is spliced into SQL text.
     validate_schema(schema)?;
     let migrated: bool = sqlx::query_scalar(
         "SELECT EXISTS (SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \

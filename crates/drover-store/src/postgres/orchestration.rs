@@ -264,6 +264,9 @@ pub async fn start_in(
     first: &NewItem,
 ) -> Result<OrchestrationInserted> {
     use sqlx::Connection;
+    // The orchestration and its item are the caller's to validate (the
+    // queue does); the schema is a PostgreSQL-only argument, spliced into
+    // SQL text, so it is checked here.
     super::validate_schema(schema)?;
     let mut sp = conn.begin().await?;
     let saved = super::items::enter_caller_tx(&mut sp, schema, new.tenant_id).await?;

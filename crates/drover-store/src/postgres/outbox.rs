@@ -86,6 +86,9 @@ pub async fn outbox_insert_in(
     schema: &str,
     row: &NewOutboxRow,
 ) -> Result<()> {
+    // The row is the caller's to validate (the queue does); the schema is
+    // a PostgreSQL-only argument, spliced into SQL text, so it is checked
+    // here.
     validate_schema(schema)?;
     let mut sp = conn.begin().await?;
     let saved = enter_caller_tx(&mut sp, schema, row.tenant_id).await?;

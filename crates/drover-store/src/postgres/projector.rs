@@ -89,7 +89,6 @@ impl PgStore {
 #[async_trait]
 impl ProjectorStore for PgStore {
     async fn projector_lease_take(&self, p: &LeaseParams) -> Result<Option<ProjectorLease>> {
-        drover_core::item::validate_kind(&p.projector)?;
         let token = Uuid::new_v4();
         let mut tx = self.begin_tenant(p.tenant).await?;
         let row = sqlx::query(LEASE_TAKE)
@@ -127,7 +126,7 @@ impl ProjectorStore for PgStore {
         Ok(())
     }
 
-    async fn projector_apply(
+    async fn projector_apply_valid(
         &self,
         lease: &ProjectorLease,
         renew: Duration,
@@ -137,12 +136,6 @@ impl ProjectorStore for PgStore {
         let Some(last) = events.last() else {
             return Ok(lease.clone());
         };
-        if events.iter().any(|e| e.tenant != lease.tenant) {
-            return Err(Error::invalid(
-                "events",
-                "every event must be of the lease's tenant",
-            ));
-        }
         let topics = projector.topics();
         let mut tx = super::super::begin::begin(&self.pool, "BEGIN").await?;
         let moved = self
@@ -182,7 +175,6 @@ impl ProjectorStore for PgStore {
         projector: &str,
         tenant: Option<Uuid>,
     ) -> Result<u64> {
-        drover_core::item::validate_kind(projector)?;
         let n = match tenant {
             Some(t) => {
                 let mut tx = self.begin_tenant(t).await?;
@@ -269,7 +261,6 @@ impl ProjectorStore for PgStore {
     }
 
     async fn projector_seen(&self, projector: &str) -> Result<()> {
-        drover_core::item::validate_kind(projector)?;
         let mut tx = self.begin_system().await?;
         sqlx::query(SEEN)
             .persistent(self.persistent)

@@ -29,8 +29,7 @@ use uuid::Uuid;
 use super::PgStore;
 use crate::reconcile::{
     ApplyBatch, ApplyReport, Change, Checkpoint, LocalPut, ReconcileStore, RecordFilter,
-    Resolution, SyncRecord, batch_keys, plan_batch, put_local, resolved, validate_key,
-    validate_name,
+    Resolution, SyncRecord, batch_keys, plan_batch, put_local, resolved,
 };
 use drover_core::error::{Error, Result};
 
@@ -204,10 +203,6 @@ impl ReconcileStore for PgStore {
     }
 
     async fn reconcile_apply(&self, b: &ApplyBatch) -> Result<ApplyReport> {
-        validate_name(&b.reconciler)?;
-        for c in &b.changes {
-            validate_key(&c.key)?;
-        }
         let mut tx = self.begin_tenant(b.tenant_id).await?;
         let n = i64::try_from(b.changes.len()).unwrap_or(i64::MAX);
         let moved: Option<i64> = if b.expected_version == 0 {
@@ -269,9 +264,7 @@ impl ReconcileStore for PgStore {
         Ok(report)
     }
 
-    async fn reconcile_local_put(&self, put: &LocalPut) -> Result<SyncRecord> {
-        validate_name(&put.reconciler)?;
-        validate_key(&put.key)?;
+    async fn reconcile_local_put_valid(&self, put: &LocalPut) -> Result<SyncRecord> {
         let mut tx = self.begin_tenant(put.tenant_id).await?;
         let mut locked = lock(
             &mut tx,

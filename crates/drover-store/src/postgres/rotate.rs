@@ -132,6 +132,9 @@ pub(super) async fn purge(
     ahead: chrono::TimeDelta,
     batch: u32,
 ) -> Result<u64> {
+    // The partition ring is PostgreSQL's alone (`PgStore::items_rotate`,
+    // no trait method, no caller above the store): its limits are checked
+    // here.
     if batch == 0 {
         return Err(Error::invalid("batch", "must be at least 1"));
     }

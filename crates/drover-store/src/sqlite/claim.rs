@@ -50,6 +50,8 @@ impl SqliteStore {
         let kinds = if p.kinds.is_empty() {
             None
         } else {
+            // SQLite has no arrays: the list is bound as JSON text. Not a
+            // check of the argument (any list of strings encodes).
             Some(
                 serde_json::to_string(&p.kinds)
                     .map_err(|e| Error::invalid("kinds", e.to_string()))?,
@@ -112,6 +114,7 @@ impl SqliteStore {
                 ]
             })
             .collect();
+        // Bound as JSON text (SQLite has no arrays); strings always encode.
         let json = serde_json::to_string(&triples)
             .map_err(|e| drover_core::error::Error::invalid("claims", e.to_string()))?;
         let mut tx = self.begin().await?;

@@ -53,7 +53,6 @@ fn next(lease: &ProjectorLease, r: Option<SqliteRow>) -> Result<ProjectorLease> 
 #[async_trait]
 impl ProjectorStore for SqliteStore {
     async fn projector_lease_take(&self, p: &LeaseParams) -> Result<Option<ProjectorLease>> {
-        drover_core::item::validate_kind(&p.projector)?;
         let token = Uuid::new_v4();
         let now = self.now();
         let mut tx = self.begin().await?;
@@ -92,7 +91,7 @@ impl ProjectorStore for SqliteStore {
         Ok(())
     }
 
-    async fn projector_apply(
+    async fn projector_apply_valid(
         &self,
         lease: &ProjectorLease,
         renew: Duration,
@@ -102,12 +101,6 @@ impl ProjectorStore for SqliteStore {
         let Some(last) = events.last() else {
             return Ok(lease.clone());
         };
-        if events.iter().any(|e| e.tenant != lease.tenant) {
-            return Err(Error::invalid(
-                "events",
-                "every event must be of the lease's tenant",
-            ));
-        }
         let topics = projector.topics();
         let now = self.now();
         let mut tx = self.begin().await?;
@@ -164,7 +157,6 @@ impl ProjectorStore for SqliteStore {
         projector: &str,
         tenant: Option<Uuid>,
     ) -> Result<u64> {
-        drover_core::item::validate_kind(projector)?;
         let now = to_micros(self.now());
         let mut tx = self.begin().await?;
         let n = match tenant {
@@ -239,7 +231,6 @@ impl ProjectorStore for SqliteStore {
     }
 
     async fn projector_seen(&self, projector: &str) -> Result<()> {
-        drover_core::item::validate_kind(projector)?;
         let mut tx = self.begin().await?;
         sqlx::query(SEEN)
             .bind(projector)

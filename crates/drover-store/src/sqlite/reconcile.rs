@@ -20,8 +20,7 @@ use super::row::{from_micros, to_micros};
 use super::{SqliteStore, sql};
 use crate::reconcile::{
     ApplyBatch, ApplyReport, Change, Checkpoint, LocalPut, ReconcileStore, RecordFilter,
-    Resolution, SyncRecord, batch_keys, plan_batch, put_local, resolved, validate_key,
-    validate_name,
+    Resolution, SyncRecord, batch_keys, plan_batch, put_local, resolved,
 };
 use drover_core::error::{Error, Opaque, Result};
 
@@ -127,10 +126,6 @@ impl ReconcileStore for SqliteStore {
     }
 
     async fn reconcile_apply(&self, b: &ApplyBatch) -> Result<ApplyReport> {
-        validate_name(&b.reconciler)?;
-        for c in &b.changes {
-            validate_key(&c.key)?;
-        }
         let mut tx = self.begin().await?;
         let now = self.now();
         let n = i64::try_from(b.changes.len()).unwrap_or(i64::MAX);
@@ -171,9 +166,7 @@ impl ReconcileStore for SqliteStore {
         Ok(report)
     }
 
-    async fn reconcile_local_put(&self, put: &LocalPut) -> Result<SyncRecord> {
-        validate_name(&put.reconciler)?;
-        validate_key(&put.key)?;
+    async fn reconcile_local_put_valid(&self, put: &LocalPut) -> Result<SyncRecord> {
         // The read and the write share the one write transaction, so no
         // batch or other writer lands between the check and the write.
         let mut tx = self.begin().await?;

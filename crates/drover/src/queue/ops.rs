@@ -124,12 +124,15 @@ impl Queue {
     /// tenant with a checkpoint. Returns the rows flagged.
     ///
     /// # Errors
-    /// Storage errors.
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) for a malformed
+    /// projector name (nothing flagged); storage errors.
     pub async fn projector_request_rebuild(
         &self,
         projector: &str,
         tenant: Option<Uuid>,
     ) -> Result<u64> {
+        // The name's one check: the store takes it as valid.
+        crate::item::validate_kind(projector)?;
         self.store
             .projector_request_rebuild(projector, tenant)
             .await

@@ -38,6 +38,7 @@ macro_rules! events_contract_suite {
             projector_apply_is_fenced,
             projector_runner_applies_in_order_and_never_skips,
             projector_rebuild_resets_and_replays,
+            projector_rebuild_request_refuses_a_bad_name,
             projector_checkpoints_per_tenant,
             projector_checkpoint_pins_the_purge,
             projector_purge_keeps_tenants_not_reached_yet,
@@ -332,6 +333,26 @@ pub async fn projector_rebuild_resets_and_replays(h: &Harness) {
             .await
             .expect("all"),
         1
+    );
+}
+
+/// The queue refuses a rebuild request for a malformed projector name (the
+/// name's one check, above every backend) and flags nothing.
+pub async fn projector_rebuild_request_refuses_a_bad_name(h: &Harness) {
+    let queue = crate::Queue::new(Arc::clone(&h.store));
+    for tenant in [Some(tenant_a()), None] {
+        match queue.projector_request_rebuild("Not A Name", tenant).await {
+            Err(crate::Error::InvalidInput { field, .. }) => assert_eq!(field, "kind"),
+            other => panic!("a bad name: expected InvalidInput, got {other:?}"),
+        }
+    }
+    assert!(
+        h.store
+            .projector_checkpoints(None)
+            .await
+            .expect("rows")
+            .is_empty(),
+        "nothing flagged"
     );
 }
 
