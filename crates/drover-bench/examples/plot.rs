@@ -35,36 +35,48 @@ fn main() -> Result<(), Box<dyn Error>> {
     plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
         .map_err(|_| format!("{font} is not a font plotters can read"))?;
 
-    let med = |files: &[PathBuf], field: &str| -> Option<f64> {
-        let mut v: Vec<f64> = files
-            .iter()
-            .filter_map(|f| read(f).ok())
-            .filter_map(|j| j[field].as_f64())
-            .collect();
-        v.sort_by(f64::total_cmp);
-        v.get(v.len() / 2).copied()
-    };
-    let runs = |stem: &str| -> Vec<PathBuf> {
-        let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with(stem) && n.ends_with(".json"))
-            })
-            .collect();
-        v.sort();
-        v
-    };
+    drain_by_capacity(&dir)?;
+    drain_by_processes(&dir)?;
+    claim_by_backlog(&dir)?;
+    claim_under_churn(&dir)?;
+    sustained(&dir)
+}
 
-    // Drain rate by capacity (median of the runs of each).
+/// The median of `field` over the reports `files` (those that cannot be
+/// read or lack the field drop out).
+fn med(files: &[PathBuf], field: &str) -> Option<f64> {
+    let mut v: Vec<f64> = files
+        .iter()
+        .filter_map(|f| read(f).ok())
+        .filter_map(|j| j[field].as_f64())
+        .collect();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied()
+}
+
+/// The JSON reports in `dir` whose name starts with `stem`, sorted.
+fn runs(dir: &Path, stem: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(stem) && n.ends_with(".json"))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Drain rate by capacity (median of the runs of each).
+fn drain_by_capacity(dir: &Path) -> Result<(), Box<dyn Error>> {
     let caps: Vec<(f64, f64)> = [1, 5, 20, 100]
         .iter()
         .filter_map(|c| {
-            med(&runs(&format!("pg_capacity_{c}_")), "drain_rate").map(|r| (f64::from(*c), r))
+            med(&runs(dir, &format!("pg_capacity_{c}_")), "drain_rate").map(|r| (f64::from(*c), r))
         })
         .collect();
     line_chart(
@@ -74,18 +86,20 @@ fn main() -> Result<(), Box<dyn Error>> {
         "items/s",
         &[("drain items/s".into(), caps)],
         true,
-    )?;
+    )
+}
 
-    // Drain rate by processes.
+/// Drain rate by processes.
+fn drain_by_processes(dir: &Path) -> Result<(), Box<dyn Error>> {
     // One process: the processes runs and the memory run (`pg_rss_20`, the
     // same drain with one child process of capacity 20); runs that did not
     // finish have no rate and drop out of the median.
     let procs: Vec<(f64, f64)> = [1, 2, 4]
         .iter()
         .filter_map(|p| {
-            let mut files = runs(&format!("pg_processes_{p}_"));
+            let mut files = runs(dir, &format!("pg_processes_{p}_"));
             if *p == 1 {
-                files.extend(runs("pg_rss_20."));
+                files.extend(runs(dir, "pg_rss_20."));
             }
             med(&files, "drain_rate").map(|r| (f64::from(*p), r))
         })
@@ -97,13 +111,15 @@ fn main() -> Result<(), Box<dyn Error>> {
         "items/s",
         &[("drain items/s".into(), procs)],
         false,
-    )?;
+    )
+}
 
-    // Claim latency by backlog.
+/// Claim latency by backlog.
+fn claim_by_backlog(dir: &Path) -> Result<(), Box<dyn Error>> {
     let mut p50 = Vec::new();
     let mut p99 = Vec::new();
     for b in [10_000u64, 100_000, 1_000_000, 10_000_000] {
-        if let Some(j) = runs(&format!("pg_claim_backlog_{b}."))
+        if let Some(j) = runs(dir, &format!("pg_claim_backlog_{b}."))
             .first()
             .and_then(|f| read(f).ok())
         {
@@ -121,15 +137,17 @@ fn main() -> Result<(), Box<dyn Error>> {
         "ms",
         &[("claim p50".into(), p50), ("claim p99".into(), p99)],
         true,
-    )?;
+    )
+}
 
-    // Claim probes during churn, with and without a transaction held open.
+/// Claim probes during churn, with and without a transaction held open.
+fn claim_under_churn(dir: &Path) -> Result<(), Box<dyn Error>> {
     let mut series = Vec::new();
     for (stem, name) in [
         ("pg_claim_churn_plain.", "no open transaction"),
         ("pg_claim_churn_xact.", "transaction held open"),
     ] {
-        if let Some(j) = runs(stem).first().and_then(|f| read(f).ok()) {
+        if let Some(j) = runs(dir, stem).first().and_then(|f| read(f).ok()) {
             let pts = j["probes"]
                 .as_array()
                 .into_iter()
@@ -146,43 +164,48 @@ fn main() -> Result<(), Box<dyn Error>> {
         "claim ms",
         &series,
         false,
-    )?;
+    )
+}
 
-    // Sustained run, per 5 s window.
-    if let Some(j) = runs("pg_sustained.").first().and_then(|f| read(f).ok()) {
-        let w = j["windows"].as_array().cloned().unwrap_or_default();
-        let pick = |k: &str| -> Vec<(f64, f64)> {
-            w.iter()
-                .filter_map(|x| Some((x["start_s"].as_f64()?, x[k].as_f64()?)))
-                .collect()
-        };
-        line_chart(
-            &dir.join("sustained_rate.png"),
-            &format!(
-                "Sustained {} items/s offered (PostgreSQL)",
-                j["offered_rate"]
-            ),
-            "seconds",
-            "items/s",
-            &[
-                ("enqueued/s".into(), pick("enqueued_rate")),
-                ("achieved/s".into(), pick("achieved_rate")),
-            ],
-            false,
-        )?;
-        line_chart(
-            &dir.join("sustained_latency.png"),
-            "Sustained run: enqueue-to-handler latency per 5 s window",
-            "seconds",
-            "ms",
-            &[
-                ("p50".into(), pick("lat_p50")),
-                ("p99".into(), pick("lat_p99")),
-            ],
-            false,
-        )?;
-    }
-    Ok(())
+/// Sustained run, per 5 s window.
+fn sustained(dir: &Path) -> Result<(), Box<dyn Error>> {
+    let Some(j) = runs(dir, "pg_sustained.")
+        .first()
+        .and_then(|f| read(f).ok())
+    else {
+        return Ok(());
+    };
+    let w = j["windows"].as_array().cloned().unwrap_or_default();
+    let pick = |k: &str| -> Vec<(f64, f64)> {
+        w.iter()
+            .filter_map(|x| Some((x["start_s"].as_f64()?, x[k].as_f64()?)))
+            .collect()
+    };
+    line_chart(
+        &dir.join("sustained_rate.png"),
+        &format!(
+            "Sustained {} items/s offered (PostgreSQL)",
+            j["offered_rate"]
+        ),
+        "seconds",
+        "items/s",
+        &[
+            ("enqueued/s".into(), pick("enqueued_rate")),
+            ("achieved/s".into(), pick("achieved_rate")),
+        ],
+        false,
+    )?;
+    line_chart(
+        &dir.join("sustained_latency.png"),
+        "Sustained run: enqueue-to-handler latency per 5 s window",
+        "seconds",
+        "ms",
+        &[
+            ("p50".into(), pick("lat_p50")),
+            ("p99".into(), pick("lat_p99")),
+        ],
+        false,
+    )
 }
 
 /// An axis label for whole numbers only (a log axis or a padded range

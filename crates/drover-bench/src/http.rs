@@ -290,7 +290,56 @@ async fn phases(
     target: &Target,
     progress: &Progress,
 ) -> Result<HttpReport, BenchError> {
-    // Phase 1: every connection open before the clock starts.
+    let (samples, single_wall, gathered_batches) =
+        single_phase(spec, clients, addr, secret, stats, progress).await?;
+    let single_requests = samples.len() as u64;
+    let batch = spec.batch.clamp(1, 10_000);
+    let (batch_sent, batch_wall) = batch_phase(spec, batch, addr, secret, progress).await?;
+
+    let landed: i64 = sqlx::query_scalar("SELECT count(*) FROM items WHERE lane = ANY($1)")
+        .bind(vec![SINGLE_LANE.to_owned(), BATCH_LANE.to_owned()])
+        .fetch_one(target.admin()?)
+        .await?;
+    let expected = i64::try_from(single_requests + batch_sent).unwrap_or(i64::MAX);
+    if landed != expected {
+        return Err(BenchError::Incomplete(format!(
+            "{landed} items in the database for {expected} created answers"
+        )));
+    }
+    Ok(HttpReport {
+        target: target.describe(),
+        clients,
+        single_requests,
+        single_per_sec: single_requests as f64 / single_wall.max(1e-9),
+        single_latency: Percentiles::of(samples),
+        gathered_batches,
+        gathered_mean: if gathered_batches == 0 {
+            0.0
+        } else {
+            single_requests as f64 / gathered_batches as f64
+        },
+        batch_items: batch_sent,
+        batch,
+        batch_items_per_sec: batch_sent as f64 / batch_wall.max(1e-9),
+        items_landed: landed,
+        pgbench_tps: None,
+        pgbench_clients: None,
+        ratio: None,
+    })
+}
+
+/// Phase 1: `clients` keep-alive connections, all open before the clock
+/// starts, each posting one item per request for `spec.duration`. Answers
+/// each request's time (ms), the wall time (s) and the batches the
+/// server's gatherer wrote meanwhile.
+async fn single_phase(
+    spec: &HttpSpec,
+    clients: usize,
+    addr: SocketAddr,
+    secret: &TokenSecret,
+    stats: &Arc<drover_http::api::gather::GatherStats>,
+    progress: &Progress,
+) -> Result<(Vec<f64>, f64, u64), BenchError> {
     let mut conns = Vec::with_capacity(clients);
     for _ in 0..clients {
         conns.push(Client::connect(addr, secret).await?);
@@ -330,11 +379,20 @@ async fn phases(
         samples.extend(s);
     }
     let single_wall = started.elapsed().as_secs_f64();
-    let single_requests = samples.len() as u64;
     let gathered_batches = stats.batches() - batches_before;
+    Ok((samples, single_wall, gathered_batches))
+}
 
-    // Phase 2: the batch route.
-    let batch = spec.batch.clamp(1, 10_000);
+/// Phase 2: the batch route, `spec.batch_items` items in requests of
+/// `batch` shared among `spec.batch_clients` connections. Answers the
+/// items sent and the wall time, s.
+async fn batch_phase(
+    spec: &HttpSpec,
+    batch: usize,
+    addr: SocketAddr,
+    secret: &TokenSecret,
+    progress: &Progress,
+) -> Result<(u64, f64), BenchError> {
     let calls = spec.batch_items.div_ceil(batch as u64);
     progress.note(&format!(
         "batch: {} items, {batch} per request, {} clients",
@@ -378,38 +436,7 @@ async fn phases(
             .await
             .map_err(|e| BenchError::Http(format!("a batch client task failed: {e}")))??;
     }
-    let batch_wall = started.elapsed().as_secs_f64();
-
-    let landed: i64 = sqlx::query_scalar("SELECT count(*) FROM items WHERE lane = ANY($1)")
-        .bind(vec![SINGLE_LANE.to_owned(), BATCH_LANE.to_owned()])
-        .fetch_one(target.admin()?)
-        .await?;
-    let expected = i64::try_from(single_requests + batch_sent).unwrap_or(i64::MAX);
-    if landed != expected {
-        return Err(BenchError::Incomplete(format!(
-            "{landed} items in the database for {expected} created answers"
-        )));
-    }
-    Ok(HttpReport {
-        target: target.describe(),
-        clients,
-        single_requests,
-        single_per_sec: single_requests as f64 / single_wall.max(1e-9),
-        single_latency: Percentiles::of(samples),
-        gathered_batches,
-        gathered_mean: if gathered_batches == 0 {
-            0.0
-        } else {
-            single_requests as f64 / gathered_batches as f64
-        },
-        batch_items: batch_sent,
-        batch,
-        batch_items_per_sec: batch_sent as f64 / batch_wall.max(1e-9),
-        items_landed: landed,
-        pgbench_tps: None,
-        pgbench_clients: None,
-        ratio: None,
-    })
+    Ok((batch_sent, started.elapsed().as_secs_f64()))
 }
 
 fn whole_secs(d: Duration) -> u64 {

@@ -211,29 +211,80 @@ pub(crate) async fn run(
     let queue = target
         .queue(u32::try_from(producers + 4).unwrap_or(16))
         .await?;
-    let pool = match queue.store().pg_schema() {
-        Some(schema) => {
-            sqlx::postgres::PgPoolOptions::new()
-                .max_connections(u32::try_from(producers).unwrap_or(8))
-                .connect_with(
-                    target
-                        .url()
-                        .parse::<sqlx::postgres::PgConnectOptions>()?
-                        .options([("search_path", schema)]),
-                )
-                .await?
-        }
-        None => {
-            return Err(drover::Error::invalid(
-                "database_url",
-                "the outbox bench needs PostgreSQL",
-            )
-            .into());
-        }
-    };
+    let pool = producer_pool(&queue, target, producers).await?;
 
     // 1. Producers, no relay.
     progress.note("outbox producers");
+    let producer_secs = produce_backlog(spec, &queue, &pool, producers).await?;
+
+    // 2. Relay over the backlog.
+    progress.note("outbox relay");
+    let relay_secs = relay_backlog(spec, &queue).await?;
+    let relayed_items: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM items WHERE kind = 'drover_bench.outbox_parked'")
+            .fetch_one(&admin)
+            .await?;
+
+    // 3. Latency through a worker with its relay.
+    progress.note("outbox latency");
+    let samples = commit_to_start(spec, target, &queue, &pool).await?;
+
+    // 4. Projector apply rate, on the same sandbox (a tenant of its own).
+    let projector = if spec.projector_events > 0 {
+        progress.note("projector apply rate");
+        Some(
+            crate::projector_apply_rate(
+                queue.store().clone(),
+                spec.projector_events,
+                spec.projector_batch,
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
+    Ok(OutboxReport {
+        target: target.describe(),
+        rows: spec.rows,
+        producer_tx_per_sec: spec.rows as f64 / producer_secs,
+        relay_rows_per_sec: spec.rows as f64 / relay_secs,
+        relayed_items,
+        commit_to_start: Percentiles::of(samples),
+        projector,
+    })
+}
+
+/// The producers' own pool on the sandbox schema: their transactions write
+/// the business table beside the outbox, so they need its `search_path`.
+async fn producer_pool(
+    queue: &Queue,
+    target: &Target,
+    producers: usize,
+) -> Result<sqlx::PgPool, BenchError> {
+    match queue.store().pg_schema() {
+        Some(schema) => Ok(sqlx::postgres::PgPoolOptions::new()
+            .max_connections(u32::try_from(producers).unwrap_or(8))
+            .connect_with(
+                target
+                    .url()
+                    .parse::<sqlx::postgres::PgConnectOptions>()?
+                    .options([("search_path", schema)]),
+            )
+            .await?),
+        None => {
+            Err(drover::Error::invalid("database_url", "the outbox bench needs PostgreSQL").into())
+        }
+    }
+}
+
+/// Phase 1: `producers` tasks commit `spec.rows` producer transactions
+/// between them, no relay running; answers the wall time, s.
+async fn produce_backlog(
+    spec: &OutboxSpec,
+    queue: &Queue,
+    pool: &sqlx::PgPool,
+    producers: usize,
+) -> Result<f64, BenchError> {
     let started = Instant::now();
     let per = spec.rows / producers as u64;
     let mut tasks = Vec::new();
@@ -255,10 +306,12 @@ pub(crate) async fn run(
         t.await
             .map_err(|e| BenchError::Incomplete(format!("a producer panicked: {e}")))??;
     }
-    let producer_secs = started.elapsed().as_secs_f64();
+    Ok(started.elapsed().as_secs_f64())
+}
 
-    // 2. Relay over the backlog.
-    progress.note("outbox relay");
+/// Phase 2: relays over the backlog until no row is pending; answers the
+/// wall time, s.
+async fn relay_backlog(spec: &OutboxSpec, queue: &Queue) -> Result<f64, BenchError> {
     let relay = Relay::new(
         queue.clone(),
         RelayConfig {
@@ -274,7 +327,7 @@ pub(crate) async fn run(
         tokio::spawn(async move { relay.run(stop).await })
     };
     let deadline = started + spec.timeout;
-    while pending(&queue).await? > 0 {
+    while pending(queue).await? > 0 {
         if Instant::now() > deadline {
             stop.cancel();
             return Err(BenchError::Incomplete(
@@ -286,13 +339,18 @@ pub(crate) async fn run(
     let relay_secs = started.elapsed().as_secs_f64();
     stop.cancel();
     let _ = running.await;
-    let relayed_items: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM items WHERE kind = 'drover_bench.outbox_parked'")
-            .fetch_one(&admin)
-            .await?;
+    Ok(relay_secs)
+}
 
-    // 3. Latency through a worker with its relay.
-    progress.note("outbox latency");
+/// Phase 3: a worker (with its relay) idles, then `spec.latency_rows`
+/// producer transactions commit [`LATENCY_SPACING`] apart; answers each
+/// one's commit → handler start, ms.
+async fn commit_to_start(
+    spec: &OutboxSpec,
+    target: &Target,
+    queue: &Queue,
+    pool: &sqlx::PgPool,
+) -> Result<Vec<f64>, BenchError> {
     let commits: Commits = Arc::new(Mutex::new(HashMap::new()));
     let samples = Arc::new(Mutex::new(Vec::new()));
     let settings = crate::workers::settings(20);
@@ -352,28 +410,5 @@ pub(crate) async fn run(
     }
     worker.shutdown().await;
     let samples = std::mem::take(&mut *samples.lock().unwrap_or_else(|p| p.into_inner()));
-
-    // 4. Projector apply rate, on the same sandbox (a tenant of its own).
-    let projector = if spec.projector_events > 0 {
-        progress.note("projector apply rate");
-        Some(
-            crate::projector_apply_rate(
-                queue.store().clone(),
-                spec.projector_events,
-                spec.projector_batch,
-            )
-            .await?,
-        )
-    } else {
-        None
-    };
-    Ok(OutboxReport {
-        target: target.describe(),
-        rows: spec.rows,
-        producer_tx_per_sec: spec.rows as f64 / producer_secs,
-        relay_rows_per_sec: spec.rows as f64 / relay_secs,
-        relayed_items,
-        commit_to_start: Percentiles::of(samples),
-        projector,
-    })
+    Ok(samples)
 }

@@ -251,10 +251,6 @@ impl Report {
     /// # Errors
     /// Output errors.
     pub fn write_table(&self, out: &mut dyn Write) -> std::io::Result<()> {
-        let f = |v: Option<f64>, digits: usize| {
-            v.map_or_else(|| "-".to_owned(), |v| format!("{v:.digits$}"))
-        };
-        let n = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |v| v.to_string());
         writeln!(
             out,
             "drover bench ({}) on {}: {} workers ({}), capacity {}, commit {}",
@@ -272,182 +268,10 @@ impl Report {
             row(out, "DID NOT FINISH", e.clone())?;
         }
         match self.mode.as_str() {
-            "standard" => {
-                row(
-                    out,
-                    "jobs / batch",
-                    format!("{} / {}", self.jobs, self.batch),
-                )?;
-                row(out, "enqueue items/s", f(self.enqueue_rate, 0))?;
-                row(out, "enqueue s", f(self.enqueue_s, 3))?;
-                row(out, "drain items/s", f(self.drain_rate, 0))?;
-                row(out, "drain s", f(self.drain_s, 3))?;
-                row(
-                    out,
-                    "executed/distinct/dups",
-                    format!(
-                        "{} / {} / {}",
-                        n(self.executed),
-                        n(self.distinct),
-                        n(self.duplicates)
-                    ),
-                )?;
-                row(
-                    out,
-                    "latency p50/p95/p99/max",
-                    format!(
-                        "{} / {} / {} / {} ms ({} items)",
-                        f(self.lat_p50, 2),
-                        f(self.lat_p95, 2),
-                        f(self.lat_p99, 2),
-                        f(self.lat_max, 2),
-                        n(self.latency_executed)
-                    ),
-                )?;
-            }
-            "sustained" => {
-                row(out, "offered items/s", f(self.offered_rate, 0))?;
-                row(out, "achieved items/s", f(self.achieved_rate, 0))?;
-                row(
-                    out,
-                    "enqueued / executed",
-                    format!("{} / {}", n(self.enqueued), n(self.executed)),
-                )?;
-                row(out, "duplicates", n(self.duplicates))?;
-                row(
-                    out,
-                    "latency p50/p95/p99/max",
-                    format!(
-                        "{} / {} / {} / {} ms",
-                        f(self.lat_p50, 2),
-                        f(self.lat_p95, 2),
-                        f(self.lat_p99, 2),
-                        f(self.lat_max, 2)
-                    ),
-                )?;
-                writeln!(
-                    out,
-                    "  {:>8} {:>12} {:>12} {:>10} {:>10}",
-                    "t (s)", "enqueued/s", "achieved/s", "p50 ms", "p99 ms"
-                )?;
-                for w in self.windows.iter().flatten() {
-                    writeln!(
-                        out,
-                        "  {:>8.0} {:>12.0} {:>12.0} {:>10.2} {:>10.2}",
-                        w.start_s, w.enqueued_rate, w.achieved_rate, w.lat_p50, w.lat_p99
-                    )?;
-                }
-            }
-            "soak" => {
-                row(out, "offered items/s", f(self.offered_rate, 0))?;
-                row(out, "achieved items/s", f(self.achieved_rate, 0))?;
-                row(
-                    out,
-                    "enqueued / executed",
-                    format!("{} / {}", n(self.enqueued), n(self.executed)),
-                )?;
-                row(out, "duplicates", n(self.duplicates))?;
-                row(
-                    out,
-                    "e2e p50/p99/max",
-                    format!(
-                        "{} / {} / {} ms",
-                        f(self.lat_p50, 2),
-                        f(self.lat_p99, 2),
-                        f(self.lat_max, 2)
-                    ),
-                )?;
-                if let Some(s) = &self.soak {
-                    row(out, "samples (5 s)", s.samples.to_string())?;
-                    row(out, "retention", format!("{:.0} s", s.retention_s))?;
-                    if let Some((a, d)) = s.hold_xmin {
-                        row(out, "snapshot held", format!("from {a:.0} s for {d:.0} s"))?;
-                    }
-                    row(out, "items dead tuples peak", s.items_dead_peak.to_string())?;
-                    row(out, "all tables dead peak", s.dead_total_peak.to_string())?;
-                    row(
-                        out,
-                        "items size last / peak",
-                        format!(
-                            "{:.1} / {:.1} MiB",
-                            s.items_bytes_last as f64 / 1_048_576.0,
-                            s.items_bytes_peak as f64 / 1_048_576.0
-                        ),
-                    )?;
-                    row(
-                        out,
-                        "claim p99 worst window",
-                        format!("{:.2} ms", s.claim_p99_max_ms),
-                    )?;
-                    row(
-                        out,
-                        "claim p99 per 5 min",
-                        s.claim_p99_by_5min_ms
-                            .iter()
-                            .map(|v| format!("{v:.2}"))
-                            .collect::<Vec<_>>()
-                            .join(" / ")
-                            + " ms",
-                    )?;
-                    row(
-                        out,
-                        "e2e p99 worst window",
-                        format!("{:.2} ms", s.e2e_p99_max_ms),
-                    )?;
-                    row(
-                        out,
-                        "handled/s worst window",
-                        format!("{:.0}", s.throughput_min_per_s),
-                    )?;
-                    row(out, "csv", s.csv.clone())?;
-                    if let Some(c) = &s.claims_csv {
-                        row(out, "probe claims csv", c.clone())?;
-                    }
-                    row(
-                        out,
-                        "chart",
-                        s.png
-                            .clone()
-                            .or_else(|| s.chart_error.as_ref().map(|e| format!("not drawn: {e}")))
-                            .unwrap_or_default(),
-                    )?;
-                }
-            }
-            _ => {
-                row(out, "backlog", n(self.backlog))?;
-                row(out, "load s", f(self.load_s, 1))?;
-                row(
-                    out,
-                    "hold xact",
-                    format!("{:?}", self.hold_xact.unwrap_or(false)),
-                )?;
-                for (name, s) in [
-                    ("before", &self.claim_before),
-                    ("after churn", &self.claim_after),
-                ] {
-                    if let Some(s) = s {
-                        row(
-                            out,
-                            &format!("claim {name} p50/p99"),
-                            format!(
-                                "{:.3} / {:.3} ms ({:.1} items each)",
-                                s.claim.p50, s.claim.p99, s.mean_claimed
-                            ),
-                        )?;
-                        row(
-                            out,
-                            &format!("complete {name} p50/p99"),
-                            format!("{:.3} / {:.3} ms", s.complete.p50, s.complete.p99),
-                        )?;
-                    }
-                }
-                row(out, "churned items", n(self.churned))?;
-                row(
-                    out,
-                    "dead tuples at end",
-                    self.dead_tuples.map_or("-".into(), |d| d.to_string()),
-                )?;
-            }
+            "standard" => self.write_standard(out)?,
+            "sustained" => self.write_sustained(out)?,
+            "soak" => self.write_soak(out)?,
+            _ => self.write_claim_latency(out)?,
         }
         if let Some(r) = self.rss {
             row(
@@ -462,6 +286,209 @@ impl Report {
         }
         Ok(())
     }
+
+    /// The standard mode's rows: enqueue, drain, counts, latency.
+    fn write_standard(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        row(
+            out,
+            "jobs / batch",
+            format!("{} / {}", self.jobs, self.batch),
+        )?;
+        row(out, "enqueue items/s", fixed(self.enqueue_rate, 0))?;
+        row(out, "enqueue s", fixed(self.enqueue_s, 3))?;
+        row(out, "drain items/s", fixed(self.drain_rate, 0))?;
+        row(out, "drain s", fixed(self.drain_s, 3))?;
+        row(
+            out,
+            "executed/distinct/dups",
+            format!(
+                "{} / {} / {}",
+                count(self.executed),
+                count(self.distinct),
+                count(self.duplicates)
+            ),
+        )?;
+        row(
+            out,
+            "latency p50/p95/p99/max",
+            format!(
+                "{} / {} / {} / {} ms ({} items)",
+                fixed(self.lat_p50, 2),
+                fixed(self.lat_p95, 2),
+                fixed(self.lat_p99, 2),
+                fixed(self.lat_max, 2),
+                count(self.latency_executed)
+            ),
+        )
+    }
+
+    /// The sustained mode's rows and its table of windows.
+    fn write_sustained(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        row(out, "offered items/s", fixed(self.offered_rate, 0))?;
+        row(out, "achieved items/s", fixed(self.achieved_rate, 0))?;
+        row(
+            out,
+            "enqueued / executed",
+            format!("{} / {}", count(self.enqueued), count(self.executed)),
+        )?;
+        row(out, "duplicates", count(self.duplicates))?;
+        row(
+            out,
+            "latency p50/p95/p99/max",
+            format!(
+                "{} / {} / {} / {} ms",
+                fixed(self.lat_p50, 2),
+                fixed(self.lat_p95, 2),
+                fixed(self.lat_p99, 2),
+                fixed(self.lat_max, 2)
+            ),
+        )?;
+        writeln!(
+            out,
+            "  {:>8} {:>12} {:>12} {:>10} {:>10}",
+            "t (s)", "enqueued/s", "achieved/s", "p50 ms", "p99 ms"
+        )?;
+        for w in self.windows.iter().flatten() {
+            writeln!(
+                out,
+                "  {:>8.0} {:>12.0} {:>12.0} {:>10.2} {:>10.2}",
+                w.start_s, w.enqueued_rate, w.achieved_rate, w.lat_p50, w.lat_p99
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The soak mode's rows: the run's counts, then its summary's.
+    fn write_soak(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        row(out, "offered items/s", fixed(self.offered_rate, 0))?;
+        row(out, "achieved items/s", fixed(self.achieved_rate, 0))?;
+        row(
+            out,
+            "enqueued / executed",
+            format!("{} / {}", count(self.enqueued), count(self.executed)),
+        )?;
+        row(out, "duplicates", count(self.duplicates))?;
+        row(
+            out,
+            "e2e p50/p99/max",
+            format!(
+                "{} / {} / {} ms",
+                fixed(self.lat_p50, 2),
+                fixed(self.lat_p99, 2),
+                fixed(self.lat_max, 2)
+            ),
+        )?;
+        match &self.soak {
+            Some(s) => write_soak_summary(out, s),
+            None => Ok(()),
+        }
+    }
+
+    /// The claim-latency mode's rows: the backlog, the claim and completion
+    /// timings before and after the churn, and what the churn left.
+    fn write_claim_latency(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        row(out, "backlog", count(self.backlog))?;
+        row(out, "load s", fixed(self.load_s, 1))?;
+        row(
+            out,
+            "hold xact",
+            format!("{:?}", self.hold_xact.unwrap_or(false)),
+        )?;
+        for (name, s) in [
+            ("before", &self.claim_before),
+            ("after churn", &self.claim_after),
+        ] {
+            if let Some(s) = s {
+                row(
+                    out,
+                    &format!("claim {name} p50/p99"),
+                    format!(
+                        "{:.3} / {:.3} ms ({:.1} items each)",
+                        s.claim.p50, s.claim.p99, s.mean_claimed
+                    ),
+                )?;
+                row(
+                    out,
+                    &format!("complete {name} p50/p99"),
+                    format!("{:.3} / {:.3} ms", s.complete.p50, s.complete.p99),
+                )?;
+            }
+        }
+        row(out, "churned items", count(self.churned))?;
+        row(
+            out,
+            "dead tuples at end",
+            self.dead_tuples.map_or("-".into(), |d| d.to_string()),
+        )
+    }
+}
+
+/// The rows of a soak run's summary: samples, bloat, worst windows and the
+/// files written.
+fn write_soak_summary(out: &mut dyn Write, s: &SoakSummary) -> std::io::Result<()> {
+    row(out, "samples (5 s)", s.samples.to_string())?;
+    row(out, "retention", format!("{:.0} s", s.retention_s))?;
+    if let Some((a, d)) = s.hold_xmin {
+        row(out, "snapshot held", format!("from {a:.0} s for {d:.0} s"))?;
+    }
+    row(out, "items dead tuples peak", s.items_dead_peak.to_string())?;
+    row(out, "all tables dead peak", s.dead_total_peak.to_string())?;
+    row(
+        out,
+        "items size last / peak",
+        format!(
+            "{:.1} / {:.1} MiB",
+            s.items_bytes_last as f64 / 1_048_576.0,
+            s.items_bytes_peak as f64 / 1_048_576.0
+        ),
+    )?;
+    row(
+        out,
+        "claim p99 worst window",
+        format!("{:.2} ms", s.claim_p99_max_ms),
+    )?;
+    row(
+        out,
+        "claim p99 per 5 min",
+        s.claim_p99_by_5min_ms
+            .iter()
+            .map(|v| format!("{v:.2}"))
+            .collect::<Vec<_>>()
+            .join(" / ")
+            + " ms",
+    )?;
+    row(
+        out,
+        "e2e p99 worst window",
+        format!("{:.2} ms", s.e2e_p99_max_ms),
+    )?;
+    row(
+        out,
+        "handled/s worst window",
+        format!("{:.0}", s.throughput_min_per_s),
+    )?;
+    row(out, "csv", s.csv.clone())?;
+    if let Some(c) = &s.claims_csv {
+        row(out, "probe claims csv", c.clone())?;
+    }
+    row(
+        out,
+        "chart",
+        s.png
+            .clone()
+            .or_else(|| s.chart_error.as_ref().map(|e| format!("not drawn: {e}")))
+            .unwrap_or_default(),
+    )
+}
+
+/// `v` with `digits` decimals, `-` when not measured.
+fn fixed(v: Option<f64>, digits: usize) -> String {
+    v.map_or_else(|| "-".to_owned(), |v| format!("{v:.digits$}"))
+}
+
+/// `v`, `-` when not measured.
+fn count(v: Option<u64>) -> String {
+    v.map_or_else(|| "-".to_owned(), |v| v.to_string())
 }
 
 fn row(out: &mut dyn Write, k: &str, v: String) -> std::io::Result<()> {

@@ -202,9 +202,25 @@ async fn soak(
         });
     let execs = recorder.since(0);
     let rows = rows(start_ns, &samples, &execs, &claims, &log, held);
+    let soak_summary = write_outputs(spec, progress, start_ns, &rows, &claims, held)?;
+    record_totals(&mut report, spec, enqueued, &recorder, &execs, start_ns);
+    report.soak = Some(soak_summary);
+    Ok(report)
+}
 
+/// Writes the run's CSV, chart and probe-claims file under `spec.out_dir`
+/// and answers the summary that names them (a chart or claims file that
+/// could not be written is noted, not an error).
+fn write_outputs(
+    spec: &SoakSpec,
+    progress: &Progress,
+    start_ns: i64,
+    rows: &[SoakRow],
+    claims: &[ClaimSample],
+    held: Option<(f64, f64)>,
+) -> Result<SoakSummary, BenchError> {
     let csv_path = spec.out_dir.join("soak.csv");
-    std::fs::write(&csv_path, csv(&rows))
+    std::fs::write(&csv_path, csv(rows))
         .map_err(|e| BenchError::io(format!("writing {}", csv_path.display()), e))?;
     let png_path = spec.out_dir.join("soak.png");
     let title = format!(
@@ -220,20 +236,35 @@ async fn soak(
             ))
             .unwrap_or_default()
     );
-    let chart = crate::chart::soak_chart(&png_path, &title, &rows, held);
+    let chart = crate::chart::soak_chart(&png_path, &title, rows, held);
     let claims_path = spec.out_dir.join("claims.csv");
-    let claims_csv = match std::fs::write(&claims_path, claims_text(start_ns, &claims)) {
+    let claims_csv = match std::fs::write(&claims_path, claims_text(start_ns, claims)) {
         Ok(()) => Some(claims_path.display().to_string()),
         Err(e) => {
             progress.note(&format!("no claims csv: {e}"));
             None
         }
     };
-    let by_5min = span_p99(start_ns, &claims, SPAN);
+    let by_5min = span_p99(start_ns, claims, SPAN);
     if let Err(e) = &chart {
         progress.note(&format!("no chart: {e}"));
     }
+    let mut soak_summary = summary(rows, spec, &csv_path, chart.map(|()| png_path));
+    soak_summary.claim_p99_by_5min_ms = by_5min;
+    soak_summary.claims_csv = claims_csv;
+    Ok(soak_summary)
+}
 
+/// The run's counts, rates and end-to-end latencies, from every execution
+/// recorded.
+fn record_totals(
+    report: &mut Report,
+    spec: &SoakSpec,
+    enqueued: u64,
+    recorder: &Recorder,
+    execs: &[Exec],
+    start_ns: i64,
+) {
     let total = recorder.total();
     let all = Percentiles::of(
         execs
@@ -256,11 +287,6 @@ async fn soak(
     report.lat_p95 = Some(all.p95);
     report.lat_p99 = Some(all.p99);
     report.lat_max = Some(all.max);
-    let mut soak_summary = summary(&rows, spec, &csv_path, chart.map(|()| png_path));
-    soak_summary.claim_p99_by_5min_ms = by_5min;
-    soak_summary.claims_csv = claims_csv;
-    report.soak = Some(soak_summary);
-    Ok(report)
 }
 
 fn summary(

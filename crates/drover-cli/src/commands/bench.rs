@@ -166,101 +166,11 @@ pub async fn run(args: &BenchArgs, cx: &mut Context<'_>) -> Result<(), CliError>
             .map_err(into_cli);
     }
     if args.http {
-        let spec = drover_bench::http::HttpSpec {
-            clients: args.http_clients,
-            duration: args.http_duration,
-            batch_clients: drover_bench::http::BATCH_CLIENTS_DEFAULT,
-            batch: args.batch,
-            batch_items: args.jobs,
-            pgbench_clients: match args.pgbench_clients {
-                Some(0) => None,
-                Some(n) => Some(n),
-                None => Some(args.http_clients),
-            },
-            pgbench_scale: args.pgbench_scale,
-            gather: drover_http::api::gather::GatherConfig {
-                enabled: args.http_gather_max > 0,
-                max_batch: args.http_gather_max.max(1),
-                batches: args.http_gather_batches.max(1),
-                ..drover_http::api::gather::GatherConfig::default()
-            },
-        };
-        let report = drover_bench::run_http(&cx.database_url, &spec, &Progress::new(!args.quiet))
-            .await
-            .map_err(into_cli)?;
-        if args.json {
-            let v = serde_json::to_string(&report).map_err(crate::table::json_err)?;
-            writeln!(cx.out, "{v}")?;
-        } else {
-            report.write_table(cx.out)?;
-        }
-        return Ok(());
+        return http(args, cx).await;
     }
     if args.outbox {
-        let spec = drover_bench::outbox::OutboxSpec {
-            rows: args.outbox_rows,
-            producers: drover_bench::outbox::PRODUCERS_DEFAULT,
-            relay_loops: args.relay_loops,
-            latency_rows: args.latency_jobs,
-            relay_batch: u32::try_from(args.batch).unwrap_or(1000),
-            projector_events: args.projector_events,
-            projector_batch: args.projector_batch,
-            timeout: args.timeout,
-        };
-        let report = drover_bench::run_outbox(&cx.database_url, &spec, &Progress::new(!args.quiet))
-            .await
-            .map_err(into_cli)?;
-        if args.json {
-            let v = serde_json::to_string(&report).map_err(crate::table::json_err)?;
-            writeln!(cx.out, "{v}")?;
-        } else {
-            report.write_table(cx.out)?;
-        }
-        if report.relayed_items != i64::try_from(report.rows).unwrap_or(i64::MAX) {
-            return Err(CliError::Drover(drover::Error::Conflict(format!(
-                "the relay inserted {} items for {} rows",
-                report.relayed_items, report.rows
-            ))));
-        }
-        return Ok(());
+        return outbox(args, cx).await;
     }
-    let mode = if args.soak {
-        Mode::Soak(SoakSpec {
-            rate: args.rate,
-            duration: args.duration,
-            retention: args.retention,
-            hold_xmin: args
-                .hold_xmin_at
-                .zip(args.hold_xmin_for)
-                .map(|(at, hold)| HoldXmin { at, hold }),
-            out_dir: args.out.clone(),
-        })
-    } else if let Some(rate) = args.sustained {
-        Mode::Sustained {
-            rate,
-            duration: args.duration,
-        }
-    } else if args.claim_latency {
-        Mode::ClaimLatency {
-            backlog: args.backlog,
-            claims: args.claims,
-            claim_batch: args.claim_batch,
-            churn: args.churn,
-            hold_xact: args.hold_xact,
-        }
-    } else {
-        Mode::Standard
-    };
-    let child = if args.processes > 0 {
-        let program =
-            std::env::current_exe().map_err(|e| CliError::io("finding the drover binary", e))?;
-        Some(ChildCommand {
-            program,
-            args: vec!["bench".into()],
-        })
-    } else {
-        None
-    };
     let config = BenchConfig {
         database_url: cx.database_url.clone(),
         jobs: args.jobs,
@@ -268,10 +178,10 @@ pub async fn run(args: &BenchArgs, cx: &mut Context<'_>) -> Result<(), CliError>
         capacity: args.capacity,
         workers: args.workers,
         processes: args.processes,
-        child,
+        child: child_command(args)?,
         latency_jobs: args.latency_jobs,
         timeout: args.timeout,
-        mode,
+        mode: mode(args),
         item_retention: None,
         sweep_interval: None,
     };
@@ -299,6 +209,114 @@ pub async fn run(args: &BenchArgs, cx: &mut Context<'_>) -> Result<(), CliError>
         ))));
     }
     Ok(())
+}
+
+/// `--http`: the HTTP bench, its report printed.
+async fn http(args: &BenchArgs, cx: &mut Context<'_>) -> Result<(), CliError> {
+    let spec = drover_bench::http::HttpSpec {
+        clients: args.http_clients,
+        duration: args.http_duration,
+        batch_clients: drover_bench::http::BATCH_CLIENTS_DEFAULT,
+        batch: args.batch,
+        batch_items: args.jobs,
+        pgbench_clients: match args.pgbench_clients {
+            Some(0) => None,
+            Some(n) => Some(n),
+            None => Some(args.http_clients),
+        },
+        pgbench_scale: args.pgbench_scale,
+        gather: drover_http::api::gather::GatherConfig {
+            enabled: args.http_gather_max > 0,
+            max_batch: args.http_gather_max.max(1),
+            batches: args.http_gather_batches.max(1),
+            ..drover_http::api::gather::GatherConfig::default()
+        },
+    };
+    let report = drover_bench::run_http(&cx.database_url, &spec, &Progress::new(!args.quiet))
+        .await
+        .map_err(into_cli)?;
+    if args.json {
+        let v = serde_json::to_string(&report).map_err(crate::table::json_err)?;
+        writeln!(cx.out, "{v}")?;
+    } else {
+        report.write_table(cx.out)?;
+    }
+    Ok(())
+}
+
+/// `--outbox`: the outbox bench, its report printed; an error when the
+/// relay inserted other than one item per row.
+async fn outbox(args: &BenchArgs, cx: &mut Context<'_>) -> Result<(), CliError> {
+    let spec = drover_bench::outbox::OutboxSpec {
+        rows: args.outbox_rows,
+        producers: drover_bench::outbox::PRODUCERS_DEFAULT,
+        relay_loops: args.relay_loops,
+        latency_rows: args.latency_jobs,
+        relay_batch: u32::try_from(args.batch).unwrap_or(1000),
+        projector_events: args.projector_events,
+        projector_batch: args.projector_batch,
+        timeout: args.timeout,
+    };
+    let report = drover_bench::run_outbox(&cx.database_url, &spec, &Progress::new(!args.quiet))
+        .await
+        .map_err(into_cli)?;
+    if args.json {
+        let v = serde_json::to_string(&report).map_err(crate::table::json_err)?;
+        writeln!(cx.out, "{v}")?;
+    } else {
+        report.write_table(cx.out)?;
+    }
+    if report.relayed_items != i64::try_from(report.rows).unwrap_or(i64::MAX) {
+        return Err(CliError::Drover(drover::Error::Conflict(format!(
+            "the relay inserted {} items for {} rows",
+            report.relayed_items, report.rows
+        ))));
+    }
+    Ok(())
+}
+
+/// The mode the flags name: soak, sustained, claim latency, else standard.
+fn mode(args: &BenchArgs) -> Mode {
+    if args.soak {
+        Mode::Soak(SoakSpec {
+            rate: args.rate,
+            duration: args.duration,
+            retention: args.retention,
+            hold_xmin: args
+                .hold_xmin_at
+                .zip(args.hold_xmin_for)
+                .map(|(at, hold)| HoldXmin { at, hold }),
+            out_dir: args.out.clone(),
+        })
+    } else if let Some(rate) = args.sustained {
+        Mode::Sustained {
+            rate,
+            duration: args.duration,
+        }
+    } else if args.claim_latency {
+        Mode::ClaimLatency {
+            backlog: args.backlog,
+            claims: args.claims,
+            claim_batch: args.claim_batch,
+            churn: args.churn,
+            hold_xact: args.hold_xact,
+        }
+    } else {
+        Mode::Standard
+    }
+}
+
+/// With `--processes`, how to start a child worker: this binary's `bench`.
+fn child_command(args: &BenchArgs) -> Result<Option<ChildCommand>, CliError> {
+    if args.processes == 0 {
+        return Ok(None);
+    }
+    let program =
+        std::env::current_exe().map_err(|e| CliError::io("finding the drover binary", e))?;
+    Ok(Some(ChildCommand {
+        program,
+        args: vec!["bench".into()],
+    }))
 }
 
 fn into_cli(e: BenchError) -> CliError {

@@ -13,16 +13,11 @@ pub async fn list_filters_key_time_error_and_cursor(h: &Harness) {
         item.tenant_id = tenant_a();
         ids.push(put(h, item).await.id);
     }
-    let f = |limit| ListFilter {
-        tenant_id: Some(tenant_a()),
-        limit,
-        ..Default::default()
-    };
     let by_key = h
         .store
         .item_list(&ListFilter {
             key: Some("k3".into()),
-            ..f(10)
+            ..tenant_a_listing(10)
         })
         .await
         .expect("list by key");
@@ -30,8 +25,44 @@ pub async fn list_filters_key_time_error_and_cursor(h: &Harness) {
         by_key.iter().map(|i| i.id).collect::<Vec<_>>(),
         vec![ids[3]]
     );
+    lists_by_error_text(h).await;
+    let all = h
+        .store
+        .item_list(&tenant_a_listing(100))
+        .await
+        .expect("all");
+    assert_eq!(all.len(), 6);
+    lists_by_creation_time(h, all[0].created_at).await;
+    assert_eq!(
+        pages_of_two(h).await,
+        all.iter().map(|i| i.id).collect::<Vec<_>>(),
+        "every item once, in order"
+    );
+    // Another tenant's listing sees none of them.
+    let other = h
+        .store
+        .item_list(&ListFilter {
+            tenant_id: Some(tenant_b()),
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .expect("other tenant");
+    assert!(other.is_empty());
+}
 
-    // A failure with a recognisable message on one of them.
+/// Tenant A's listing, at most `limit` items.
+fn tenant_a_listing(limit: u32) -> ListFilter {
+    ListFilter {
+        tenant_id: Some(tenant_a()),
+        limit,
+        ..Default::default()
+    }
+}
+
+/// A failure with a recognisable message on one more item: the error
+/// filter finds it alone, whatever the case of the text asked for.
+async fn lists_by_error_text(h: &Harness) {
     let mut failing = new("pager-fail");
     failing.tenant_id = tenant_a();
     let failing = put(h, failing).await;
@@ -59,7 +90,7 @@ pub async fn list_filters_key_time_error_and_cursor(h: &Harness) {
         .store
         .item_list(&ListFilter {
             error_contains: Some("smtp refused".into()),
-            ..f(10)
+            ..tenant_a_listing(10)
         })
         .await
         .expect("list by error");
@@ -67,15 +98,16 @@ pub async fn list_filters_key_time_error_and_cursor(h: &Harness) {
         by_err.iter().map(|i| i.id).collect::<Vec<_>>(),
         vec![failing.id]
     );
+}
 
-    let all = h.store.item_list(&f(100)).await.expect("all");
-    assert_eq!(all.len(), 6);
-    let newest = all[0].created_at;
+/// Created at or after `newest` and created before it split tenant A's six
+/// items between them.
+async fn lists_by_creation_time(h: &Harness, newest: DateTime<Utc>) {
     let after = h
         .store
         .item_list(&ListFilter {
             created_after: Some(newest),
-            ..f(100)
+            ..tenant_a_listing(100)
         })
         .await
         .expect("after");
@@ -84,14 +116,16 @@ pub async fn list_filters_key_time_error_and_cursor(h: &Harness) {
         .store
         .item_list(&ListFilter {
             created_before: Some(newest),
-            ..f(100)
+            ..tenant_a_listing(100)
         })
         .await
         .expect("before");
     assert!(before.iter().all(|i| i.created_at < newest));
     assert_eq!(after.len() + before.len(), 6);
+}
 
-    // Pages of two, following the cursor.
+/// Tenant A's items, paging by two and following the cursor.
+async fn pages_of_two(h: &Harness) -> Vec<Uuid> {
     let mut seen = Vec::new();
     let mut cursor = None;
     loop {
@@ -99,7 +133,7 @@ pub async fn list_filters_key_time_error_and_cursor(h: &Harness) {
             .store
             .item_list(&ListFilter {
                 after: cursor,
-                ..f(2)
+                ..tenant_a_listing(2)
             })
             .await
             .expect("page");
@@ -113,20 +147,5 @@ pub async fn list_filters_key_time_error_and_cursor(h: &Harness) {
         });
         seen.extend(page.iter().map(|i| i.id));
     }
-    assert_eq!(
-        seen,
-        all.iter().map(|i| i.id).collect::<Vec<_>>(),
-        "every item once, in order"
-    );
-    // Another tenant's listing sees none of them.
-    let other = h
-        .store
-        .item_list(&ListFilter {
-            tenant_id: Some(tenant_b()),
-            limit: 100,
-            ..Default::default()
-        })
-        .await
-        .expect("other tenant");
-    assert!(other.is_empty());
+    seen
 }

@@ -386,64 +386,78 @@ pub(super) async fn begin_many_on(
         if rest.is_empty() {
             continue;
         }
-        let rows = sqlx::query(MARKER_GET_MANY)
-            .persistent(store.persistent)
-            .bind(tenant)
-            .bind(
-                rest.iter()
-                    .map(|&i| claims[i].key.principal)
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                rest.iter()
-                    .map(|&i| claims[i].key.route.clone())
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                rest.iter()
-                    .map(|&i| claims[i].key.key.clone())
-                    .collect::<Vec<_>>(),
-            )
-            .fetch_all(&mut *tx)
-            .await?;
-        let mut found: HashMap<Scoped, (String, String, Option<i32>, Option<String>)> =
-            HashMap::with_capacity(rows.len());
-        for row in &rows {
-            found.insert(
-                (
-                    row.try_get("principal_id")?,
-                    row.try_get("route")?,
-                    row.try_get("key")?,
-                ),
-                (
-                    row.try_get("fingerprint")?,
-                    row.try_get("state")?,
-                    row.try_get("status")?,
-                    row.try_get("body")?,
-                ),
-            );
-        }
-        for i in rest {
-            let c = &claims[i];
-            out[i] = Some(match found.get(&scoped(&c.key)) {
-                Some((fp, state, status, body)) => crate::access::classify(
-                    fp,
-                    &c.fingerprint,
-                    state,
-                    status.and_then(|s| u16::try_from(s).ok()),
-                    body.clone(),
-                ),
-                // Claimed by nobody and not there: only a concurrent
-                // release between the two statements; the request may
-                // retry, so it is told the key is busy.
-                None => MarkerBegin::InFlight,
-            });
-        }
+        answer_existing(store, &mut *tx, tenant, rest, claims, &mut out).await?;
     }
     Ok(out
         .into_iter()
         .map(|o| o.unwrap_or(MarkerBegin::InFlight))
         .collect())
+}
+
+/// Answers each claim of `rest` (one tenant's, none of them started) from
+/// the marker already there: a replay, a mismatch or in flight.
+async fn answer_existing(
+    store: &PgStore,
+    tx: &mut sqlx::PgConnection,
+    tenant: Uuid,
+    rest: Vec<usize>,
+    claims: &[MarkerClaim],
+    out: &mut [Option<MarkerBegin>],
+) -> Result<()> {
+    let rows = sqlx::query(MARKER_GET_MANY)
+        .persistent(store.persistent)
+        .bind(tenant)
+        .bind(
+            rest.iter()
+                .map(|&i| claims[i].key.principal)
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            rest.iter()
+                .map(|&i| claims[i].key.route.clone())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            rest.iter()
+                .map(|&i| claims[i].key.key.clone())
+                .collect::<Vec<_>>(),
+        )
+        .fetch_all(&mut *tx)
+        .await?;
+    let mut found: HashMap<Scoped, (String, String, Option<i32>, Option<String>)> =
+        HashMap::with_capacity(rows.len());
+    for row in &rows {
+        found.insert(
+            (
+                row.try_get("principal_id")?,
+                row.try_get("route")?,
+                row.try_get("key")?,
+            ),
+            (
+                row.try_get("fingerprint")?,
+                row.try_get("state")?,
+                row.try_get("status")?,
+                row.try_get("body")?,
+            ),
+        );
+    }
+    for i in rest {
+        let c = &claims[i];
+        out[i] = Some(match found.get(&scoped(&c.key)) {
+            Some((fp, state, status, body)) => crate::access::classify(
+                fp,
+                &c.fingerprint,
+                state,
+                status.and_then(|s| u16::try_from(s).ok()),
+                body.clone(),
+            ),
+            // Claimed by nobody and not there: only a concurrent
+            // release between the two statements; the request may
+            // retry, so it is told the key is busy.
+            None => MarkerBegin::InFlight,
+        });
+    }
+    Ok(())
 }
 
 /// Tries the advisory lock of each distinct key of `idx` (one tenant's
