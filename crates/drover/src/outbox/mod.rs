@@ -4,8 +4,8 @@
 //!
 //! This module owns the outbox row and its statuses, the storage seam for
 //! it ([`OutboxStore`], a supertrait of [`Store`](crate::Store)) and the
-//! relay service ([`Relay`]). The typed writers ([`Queue::outbox_work_in`],
-//! [`Queue::outbox_event_in`] and their own-transaction twins) are the
+//! relay service ([`Relay`]). The typed writers ([`Queue::outbox_work_in`](crate::Queue::outbox_work_in),
+//! [`Queue::outbox_event_in`](crate::Queue::outbox_event_in) and their own-transaction twins) are the
 //! queue's API and live with it (`queue/outbox.rs`).
 //!
 //! Invariants every backend keeps (the contract cases in

@@ -103,7 +103,7 @@ impl WorkerBuilder {
     }
 
     /// Where `/healthz` and `/metrics` listen: an address, or `None` for no
-    /// listener (the default is [`METRICS_ADDR_DEFAULT`], or
+    /// listener (the default is [`METRICS_ADDR_DEFAULT`](super::settings::METRICS_ADDR_DEFAULT), or
     /// `DROVER_METRICS_ADDR` through [`WorkerSettings::from_env`]). A
     /// library worker inside a service that serves its own metrics
     /// usually wants `None`.

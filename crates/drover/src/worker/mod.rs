@@ -147,7 +147,7 @@ impl Worker {
     /// builder's assembly turned them on from the settings).
     ///
     /// # Errors
-    /// [`Error::Config`] when the metrics address cannot be bound; storage
+    /// [`Error::Config`](crate::Error::Config) when the metrics address cannot be bound; storage
     /// errors when the wake-up subscription fails; a service that cannot
     /// start (see [`Service::run`]).
     pub async fn start(self) -> Result<RunningWorker> {
