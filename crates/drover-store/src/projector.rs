@@ -336,8 +336,8 @@ impl ProjectionTx<'_> {
 ///
 /// ```
 /// use async_trait::async_trait;
-/// use drover::events::Event;
-/// use drover::projector::{ProjectionTx, Projector, ProjectorStrategy};
+/// use drover_store::events::Event;
+/// use drover_store::projector::{ProjectionTx, Projector, ProjectorStrategy};
 ///
 /// struct OrdersPerCustomer;
 ///
@@ -355,7 +355,7 @@ impl ProjectionTx<'_> {
 ///             lag: "counts trail the log by the lag gauge; reads may be seconds stale",
 ///         }
 ///     }
-///     async fn apply(&self, event: &Event, tx: &mut ProjectionTx<'_>) -> drover::Result<()> {
+///     async fn apply(&self, event: &Event, tx: &mut ProjectionTx<'_>) -> drover_core::Result<()> {
 ///         if let Some(conn) = tx.sqlite() {
 ///             sqlx::query("INSERT INTO orders_per_customer (customer, n) VALUES (?1, 1) \
 ///                          ON CONFLICT (customer) DO UPDATE SET n = n + 1")
@@ -364,7 +364,7 @@ impl ProjectionTx<'_> {
 ///         }
 ///         Ok(())
 ///     }
-///     async fn reset(&self, _tenant: uuid::Uuid, tx: &mut ProjectionTx<'_>) -> drover::Result<()> {
+///     async fn reset(&self, _tenant: uuid::Uuid, tx: &mut ProjectionTx<'_>) -> drover_core::Result<()> {
 ///         if let Some(conn) = tx.sqlite() {
 ///             sqlx::query("DELETE FROM orders_per_customer").execute(conn).await?;
 ///         }

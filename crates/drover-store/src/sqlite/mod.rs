@@ -181,13 +181,13 @@ impl SqliteStore {
     ///
     /// # Example
     /// ```no_run
-    /// # async fn demo() -> drover::Result<()> {
-    /// use drover::store::{ItemStore, Store};
-    /// use drover::store::sqlite::{SqliteOptions, SqliteStore};
+    /// # async fn demo() -> drover_core::Result<()> {
+    /// use drover_store::{ItemStore, Store};
+    /// use drover_store::sqlite::{SqliteOptions, SqliteStore};
     ///
     /// let store = SqliteStore::open("sqlite://drover.db", SqliteOptions::default()).await?;
     /// store.migrate().await?;
-    /// let item = drover::NewItem::new("send_email", serde_json::json!({"to": "a@example.com"}));
+    /// let item = drover_core::NewItem::new("send_email", serde_json::json!({"to": "a@example.com"}));
     /// store.item_insert(&item).await?;
     /// # Ok(()) }
     /// ```
@@ -350,12 +350,12 @@ async fn end_abandoned_transaction(
 ///
 /// # Example
 /// ```no_run
-/// # async fn demo(store: &drover::store::sqlite::SqliteStore) -> drover::Result<()> {
-/// use drover::store::sqlite::insert_in;
+/// # async fn demo(store: &drover_store::sqlite::SqliteStore) -> drover_core::Result<()> {
+/// use drover_store::sqlite::insert_in;
 ///
 /// let mut tx = store.writer().begin_with("BEGIN IMMEDIATE").await?;
 /// // ... the caller's own writes on `&mut *tx` ...
-/// let item = drover::NewItem::new("send_receipt", serde_json::json!({"order": 7}));
+/// let item = drover_core::NewItem::new("send_receipt", serde_json::json!({"order": 7}));
 /// insert_in(&mut tx, &item, store.now()).await?;
 /// tx.commit().await?;
 /// store.notify(&item.lane);
