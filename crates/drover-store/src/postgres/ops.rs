@@ -42,14 +42,13 @@ pub(super) async fn migrate(store: &PgStore) -> Result<()> {
          EXCEPTION WHEN duplicate_schema OR unique_violation THEN NULL; END $$"
     );
     conn.execute(create.as_str()).await?;
+    // Read before the session's search_path changes: nothing to undo if it fails.
+    let migrator = crate::migrations::migrator(MIGRATIONS).await?;
     // Session-wide on purpose, and undone below: the migrator runs its own
     // transactions, so a SET LOCAL would not reach them.
     let set_path = format!("SET search_path TO \"{schema}\"");
     conn.execute(set_path.as_str()).await?;
-    let outcome = match crate::migrations::migrator(MIGRATIONS).await {
-        Ok(m) => m.run_direct(&mut *conn).await.map_err(Into::into),
-        Err(e) => Err(e),
-    };
+    let outcome = migrator.run_direct(&mut *conn).await;
     let reset = conn.execute("RESET search_path").await;
     if reset.is_err() {
         // Never hand a connection with a foreign search_path back to the pool.
