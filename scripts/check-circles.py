@@ -16,15 +16,10 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rustsrc import code_only  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def strip(src):
-    src = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), src, flags=re.S)
-    src = re.sub(r"//[^\n]*", "", src)
-    src = re.sub(r'r#*"(?:.|\n)*?"#*', '""', src)
-    src = re.sub(r'"(?:\\.|[^"\\])*"', '""', src)
-    return src
 
 
 def modules(src_dir):
@@ -139,7 +134,7 @@ def circles(crate_dir):
     known = set(files.values())
     edges = {}  # (parent, a, b) -> example
     for path, cur in files.items():
-        src = strip(open(path, encoding="utf-8").read())
+        src = code_only(open(path, encoding="utf-8").read())
         for p in paths_in(src):
             target = resolve(cur, p, known)
             if target is None:

@@ -10,8 +10,10 @@
 # modules on one floor from importing each other in a circle.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-exec python3 - "$root/crates/drover/src" <<'PY'
+exec python3 - "$root/crates/drover/src" "$root/scripts" <<'PY'
 import os, re, sys
+sys.path.insert(0, sys.argv[2])
+from rustsrc import code_only
 FLOORS = [
     # 0: the storage floor and drover-core's re-exports
     {"store", "error", "item", "rules", "trace", "jsonl", "otel"},
@@ -71,10 +73,7 @@ for dirpath, _, files in os.walk(base):
         if top not in floor_of:
             unknown.add(top); continue
         mine = floor_of[top]
-        src = open(path, encoding="utf-8").read()
-        src = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), src, flags=re.S)
-        src = re.sub(r"//[^\n]*", "", src)
-        src = re.sub(r'"(?:\\.|[^"\\])*"', '""', src)
+        src = code_only(open(path, encoding="utf-8").read())
         for m in re.finditer(r"(?<![\w$])crate::", src):
             line = src.count("\n", 0, m.start()) + 1
             for name in top_modules(src[m.end():m.end() + 2000]):

@@ -541,7 +541,7 @@ impl Sweeper {
         match self
             .guarded("purge_markers", async move {
                 store
-                    .marker_purge(crate::access::MARKER_PURGE_BATCH_DEFAULT)
+                    .marker_purge(crate::store::access::MARKER_PURGE_BATCH_DEFAULT)
                     .await
             })
             .await
