@@ -53,6 +53,7 @@ mod begin;
 mod caller;
 pub mod clock;
 pub mod events;
+pub mod gathered;
 mod item;
 pub mod lane;
 pub mod memory;
@@ -277,87 +278,32 @@ pub trait Store:
     /// Which engine this is.
     fn backend(&self) -> Backend;
 
-    /// [`ItemStore::item_insert_each`] with the answers of the requests
-    /// behind the items stored in their idempotency markers **in the same
-    /// transaction**: for each input whose `markers` entry is a key,
-    /// `answer(i, outcome)` gives the status and body to store; `known`
-    /// are answers settled before the insert (requests refused before they
-    /// reached the store), stored alongside. So an item and the answer
-    /// that names it commit together, with one commit for the lot (what
-    /// the HTTP API's request gathering writes with). On the outer error
-    /// nothing was written.
-    ///
-    /// The default inserts, then stores the answers in a second
-    /// transaction; PostgreSQL overrides it with one.
-    async fn item_insert_each_answered(
-        &self,
-        items: &[NewItem],
-        markers: &[Option<access::MarkerKey>],
-        answer: &crate::AnswerFn<'_>,
-        known: &[access::MarkerAnswer],
-    ) -> Result<Vec<Result<Inserted>>> {
-        let out = self.item_insert_each(items).await?;
-        let answers = answers_of(&out, markers, answer, known);
-        if !answers.is_empty() {
-            self.marker_finish_many(&answers).await?;
-        }
-        Ok(out)
-    }
-
-    /// A gathered batch of requests written whole: claims the
-    /// `Idempotency-Key` markers of `claims` (one entry per input, `None`
-    /// for an input without a key), then inserts the inputs whose claim
-    /// started or that hold none, with their answers, as
-    /// [`Store::item_insert_each_answered`]. `prepared[i]` is input i
-    /// validated, or the error its answer is made from (a request refused
-    /// before the store; its marker, if started, stores that answer).
-    /// Returns per input what became of it. On the outer error nothing of
-    /// the batch was written and no marker is left held.
+    /// A gathered batch of requests written whole ([`gathered`]): claims
+    /// the `Idempotency-Key` markers of `claims` (one entry per input,
+    /// `None` for an input without a key), then inserts the inputs whose
+    /// claim started or that hold none. `prepared[i]` is input i validated,
+    /// or the error its answer is made from (a request refused before the
+    /// store; its marker, if started, stores that answer). Returns the
+    /// batch waiting for its answers: [`gathered::Gathered::commit`] stores
+    /// them and commits. On the error nothing of the batch was written and
+    /// no marker is left held.
     ///
     /// The default claims in [`AccessStore::marker_begin_many`]'s own
-    /// transaction, then writes; PostgreSQL overrides it with one
-    /// transaction for the lot (a key in flight is told by an advisory
-    /// lock there, so it still answers [`MarkerBegin::InFlight`]).
+    /// transaction, then inserts in a second; PostgreSQL overrides it with
+    /// one transaction for the lot, held open until the commit (a key in
+    /// flight is told by an advisory lock there, so it still answers
+    /// [`MarkerBegin::InFlight`]).
     ///
     /// [`AccessStore::marker_begin_many`]: access::AccessStore::marker_begin_many
     /// [`MarkerBegin::InFlight`]: access::MarkerBegin::InFlight
-    async fn item_insert_each_claimed(
-        &self,
+    async fn item_insert_each_claimed<'a>(
+        &'a self,
         claims: &[Option<access::MarkerClaim>],
         prepared: Vec<Result<NewItem>>,
-        answer: &crate::AnswerFn<'_>,
         retention: std::time::Duration,
         stale_after: std::time::Duration,
-    ) -> Result<Vec<access::Claimed>> {
-        let present: Vec<access::MarkerClaim> = claims.iter().flatten().cloned().collect();
-        let begun = if present.is_empty() {
-            Vec::new()
-        } else {
-            self.marker_begin_many(&present, retention, stale_after)
-                .await?
-        };
-        let plan = access::ClaimedPlan::new(claims, prepared, begun, answer);
-        if plan.items.is_empty() && plan.known.is_empty() {
-            // Every input settled by its marker: nothing to write.
-            return Ok(plan.finish(Vec::new()));
-        }
-        let remap = |j: usize, r: &Result<Inserted>| answer(plan.at[j], r);
-        match self
-            .item_insert_each_answered(&plan.items, &plan.markers, &remap, &plan.known)
-            .await
-        {
-            Ok(written) => Ok(plan.finish(written)),
-            Err(e) => {
-                // Nothing was written: the claims are given up so a retry
-                // runs again.
-                for key in plan.started_keys() {
-                    if let Err(e) = self.marker_release(key).await {
-                        tracing::warn!(error = %e, "idempotency marker not released");
-                    }
-                }
-                Err(e)
-            }
-        }
+    ) -> Result<Box<dyn gathered::Gathered + 'a>> {
+        gathered::write_in_steps(self, claims, prepared, retention, stale_after).await
     }
 
     /// Inserts the prepared `item` on the caller's connection, inside the
@@ -455,31 +401,4 @@ pub trait Store:
     /// the backend has one, a nonce every listener of that wake-up shares
     /// ([`Wake`]). A wake-up is a hint; a lagged receiver should simply claim.
     async fn wakeups(&self) -> Result<tokio::sync::broadcast::Receiver<Wake>>;
-}
-
-/// How [`Store::item_insert_each_answered`] is told the answer to store
-/// for input i's outcome: its HTTP status and body.
-pub type AnswerFn<'a> =
-    dyn for<'r> Fn(usize, &'r Result<Inserted>) -> (u16, String) + Send + Sync + 'a;
-
-/// The marker answers of [`Store::item_insert_each_answered`]: the known
-/// ones, then one per input holding a marker.
-pub(crate) fn answers_of(
-    out: &[Result<Inserted>],
-    markers: &[Option<access::MarkerKey>],
-    answer: &crate::AnswerFn<'_>,
-    known: &[access::MarkerAnswer],
-) -> Vec<access::MarkerAnswer> {
-    let mut answers = known.to_vec();
-    for (i, (o, m)) in out.iter().zip(markers).enumerate() {
-        if let Some(key) = m {
-            let (status, body) = answer(i, o);
-            answers.push(access::MarkerAnswer {
-                key: key.clone(),
-                status,
-                body,
-            });
-        }
-    }
-    answers
 }

@@ -824,21 +824,31 @@ async fn gathered_write_is_one_transaction_and_tells_a_key_in_flight() {
         fingerprint: "fp".into(),
     };
     let item = || NewItem::new("send_email", json!({"to": "a"})).with_tenant(tenant);
-    let answer = |_: usize, r: &drover::Result<drover::Inserted>| match r {
+    // The answers are data the caller makes from the outcomes.
+    let answer = |r: &drover::Result<drover::Inserted>| match r {
         Ok(ins) => (201u16, ins.item.id.to_string()),
         Err(_) => (400u16, "refused".to_owned()),
     };
     let write = |claims: Vec<Option<MarkerClaim>>, prepared: Vec<drover::Result<NewItem>>| {
         let s = &s;
         async move {
-            s.item_insert_each_claimed(
-                &claims,
-                prepared,
-                &answer,
-                Duration::from_secs(3600),
-                Duration::from_secs(60),
-            )
-            .await
+            let w = s
+                .item_insert_each_claimed(
+                    &claims,
+                    prepared,
+                    Duration::from_secs(3600),
+                    Duration::from_secs(60),
+                )
+                .await?;
+            let answers: Vec<_> = w
+                .outcomes()
+                .iter()
+                .map(|c| match c {
+                    Claimed::Written(r) => Some(answer(r)),
+                    Claimed::Settled(_) => None,
+                })
+                .collect();
+            w.commit(&answers).await
         }
     };
 

@@ -276,45 +276,52 @@ pub(crate) fn enqueue_answer(known_kind: bool, r: &drover::Result<drover::Insert
 async fn write(queue: &Queue, batch: Vec<Job>) {
     let claims: Vec<Option<MarkerClaim>> = batch.iter().map(|j| j.marker.clone()).collect();
     let known: Vec<bool> = batch.iter().map(|j| j.known_kind).collect();
-    // Each answer is made once, inside the write, and stored in its
-    // marker in the same transaction as the item it names; the very same
-    // answer is sent, so a replay is byte for byte what the first request
-    // got.
-    let made: Vec<std::sync::Mutex<Option<Answer>>> =
-        batch.iter().map(|_| std::sync::Mutex::new(None)).collect();
-    let answer = |i: usize, r: &drover::Result<drover::Inserted>| {
-        let a = enqueue_answer(known[i], r);
-        let stored = (a.status.as_u16(), a.body.clone());
-        *made[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(a);
-        stored
-    };
     let mut replies = Vec::with_capacity(batch.len());
     let mut items = Vec::with_capacity(batch.len());
     for job in batch {
         items.push((job.principal, job.item));
         replies.push(job.reply);
     }
-    match queue
+    let written = queue
         .enqueue_each_claimed(
             items,
             &claims,
-            &answer,
             MARKER_RETENTION_DEFAULT,
             MARKER_STALE_DEFAULT,
         )
-        .await
-    {
-        Ok(outcomes) => {
-            for (i, (outcome, reply)) in outcomes.into_iter().zip(replies).enumerate() {
-                let response = match outcome {
+        .await;
+    let committed = match written {
+        Ok(written) => {
+            // Each answer is made once, from its input's outcome, and
+            // stored in its marker in the same transaction as the item it
+            // names; the very same answer is sent, so a replay is byte
+            // for byte what the first request got.
+            let made: Vec<Option<Answer>> = written
+                .outcomes()
+                .iter()
+                .enumerate()
+                .map(|(i, outcome)| match outcome {
+                    Claimed::Written(r) => Some(enqueue_answer(known[i], r)),
+                    Claimed::Settled(_) => None,
+                })
+                .collect();
+            let stored: Vec<Option<(u16, String)>> = made
+                .iter()
+                .map(|a| a.as_ref().map(|a| (a.status.as_u16(), a.body.clone())))
+                .collect();
+            written.commit(&stored).await.map(|out| (out, made))
+        }
+        Err(e) => Err(e),
+    };
+    match committed {
+        Ok((outcomes, made)) => {
+            let each = outcomes.into_iter().zip(made).zip(replies).enumerate();
+            for (i, ((outcome, answer), reply)) in each {
+                let response = match (outcome, answer) {
                     // In flight, another payload, or answered before.
-                    Claimed::Settled(begun) => idempotency::settled(begun),
-                    Claimed::Written(r) => made[i]
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .take()
-                        .unwrap_or_else(|| enqueue_answer(known[i], &r))
-                        .into_response(),
+                    (Claimed::Settled(begun), _) => idempotency::settled(begun),
+                    (Claimed::Written(_), Some(answer)) => answer.into_response(),
+                    (Claimed::Written(r), None) => enqueue_answer(known[i], &r).into_response(),
                 };
                 let _ = reply.send(response);
             }

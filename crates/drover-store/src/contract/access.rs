@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::access::{MarkerAnswer, MarkerBegin, MarkerClaim, MarkerKey, NewToken};
+use crate::access::{Claimed, MarkerAnswer, MarkerBegin, MarkerClaim, MarkerKey, NewToken};
 
 fn token(hash_byte: char) -> NewToken {
     NewToken {
@@ -302,72 +302,109 @@ pub async fn marker_begin_many_answers_each_claim(h: &Harness) {
     );
 }
 
-/// Items with their answers in one call: each input holding a marker has
-/// the answer made from its own outcome stored, known answers (requests
-/// refused before the store) are stored alongside, and inputs without a
-/// marker store nothing.
-pub async fn insert_each_answered_stores_each_answer(h: &Harness) {
+/// A gathered write: each input's marker is claimed, the inputs that
+/// started (or hold none) are inserted, and the answers the caller makes
+/// from the outcomes, given back as data, are stored in their markers at
+/// commit. A marker answered before settles its input (nothing written);
+/// an input refused before the store stores the answer made from its
+/// error; an input without a marker stores nothing; a started marker given
+/// no answer is released, so a retry runs again.
+pub async fn gathered_write_stores_each_answer(h: &Harness) {
     let s = &h.store;
     let p = Uuid::now_v7();
     let k = |name: &str| key(tenant_a(), p, "POST /v1/items", name);
-    for name in ["one", "taken", "refused"] {
-        assert_eq!(
-            s.marker_begin(&k(name), "f", LONG, LONG).await.unwrap(),
-            MarkerBegin::Started
-        );
-    }
+    let claim = |name: &str| {
+        Some(MarkerClaim {
+            key: k(name),
+            fingerprint: "f".into(),
+        })
+    };
+    assert_eq!(
+        s.marker_begin(&k("done"), "f", LONG, LONG).await.unwrap(),
+        MarkerBegin::Started
+    );
+    s.marker_finish(&k("done"), 201, "before").await.unwrap();
     let foreign = s
         .item_insert(&NewItem::new("f", serde_json::json!({})).with_tenant(tenant_b()))
         .await
         .unwrap()
         .item
         .id;
-    let items = vec![
-        NewItem::new("one", serde_json::json!({})).with_tenant(tenant_a()),
-        NewItem::new("taken", serde_json::json!({}))
-            .with_tenant(tenant_a())
-            .with_id(foreign),
-        NewItem::new("bare", serde_json::json!({})).with_tenant(tenant_a()),
+    let new = |kind: &str| NewItem::new(kind, serde_json::json!({})).with_tenant(tenant_a());
+    let prepared = vec![
+        Ok(new("one")),
+        Ok(new("taken").with_id(foreign)),
+        Err(drover_core::Error::invalid("kind", "refused")),
+        Ok(new("bare")),
+        Ok(new("done")),
+        Ok(new("unanswered")),
     ];
-    let markers = vec![Some(k("one")), Some(k("taken")), None];
-    let known = vec![MarkerAnswer {
-        key: k("refused"),
-        status: 400,
-        body: "refused".into(),
-    }];
-    let answer = |i: usize, r: &drover_core::Result<drover_core::item::Inserted>| match r {
-        Ok(ins) => (201, format!("{i}:{}", ins.item.kind)),
-        Err(e) => (409, format!("{i}:{:?}", e.kind())),
-    };
-    let out = s
-        .item_insert_each_answered(&items, &markers, &answer, &known)
+    let claims = vec![
+        claim("one"),
+        claim("taken"),
+        claim("refused"),
+        None,
+        claim("done"),
+        claim("unanswered"),
+    ];
+    let w = s
+        .item_insert_each_claimed(&claims, prepared, LONG, LONG)
         .await
         .unwrap();
-    assert_eq!(out.len(), 3);
-    assert!(out[0].is_ok() && out[2].is_ok());
-    assert!(out[1].as_ref().is_err_and(|e| e.is_conflict()));
-    assert_eq!(
-        s.marker_begin(&k("one"), "f", LONG, LONG).await.unwrap(),
-        MarkerBegin::Completed {
-            status: 201,
-            body: "0:one".into()
-        }
+    let answers: Vec<Option<(u16, String)>> = w
+        .outcomes()
+        .iter()
+        .enumerate()
+        .map(|(i, c)| match c {
+            _ if i == 5 => None,
+            Claimed::Written(Ok(ins)) => Some((201, format!("{i}:{}", ins.item.kind))),
+            Claimed::Written(Err(e)) => Some((409, format!("{i}:{:?}", e.kind()))),
+            Claimed::Settled(_) => None,
+        })
+        .collect();
+    let out = w.commit(&answers).await.unwrap();
+    assert_eq!(out.len(), 6);
+    let bare = match &out[3] {
+        Claimed::Written(Ok(ins)) => ins.item.id,
+        other => panic!("the keyless input is written: {other:?}"),
+    };
+    assert!(matches!(&out[0], Claimed::Written(Ok(_))), "{out:?}");
+    assert!(
+        matches!(&out[1], Claimed::Written(Err(e)) if e.is_conflict()),
+        "{out:?}"
     );
-    assert_eq!(
-        s.marker_begin(&k("taken"), "f", LONG, LONG).await.unwrap(),
-        MarkerBegin::Completed {
-            status: 409,
-            body: "1:Conflict".into()
-        }
+    assert!(
+        matches!(&out[4], Claimed::Settled(MarkerBegin::Completed { status: 201, body }) if body == "before"),
+        "{out:?}"
     );
+    let stored = |status: u16, body: &str| MarkerBegin::Completed {
+        status,
+        body: body.into(),
+    };
+    for (name, want) in [
+        ("one", stored(201, "0:one")),
+        ("taken", stored(409, "1:Conflict")),
+        ("refused", stored(409, "2:InvalidInput")),
+        ("done", stored(201, "before")),
+        ("unanswered", MarkerBegin::Started),
+    ] {
+        assert_eq!(
+            s.marker_begin(&k(name), "f", LONG, LONG).await.unwrap(),
+            want,
+            "{name}"
+        );
+    }
+    assert!(s.item_get(tenant_a(), bare).await.unwrap().is_some());
     assert_eq!(
-        s.marker_begin(&k("refused"), "f", LONG, LONG)
-            .await
-            .unwrap(),
-        MarkerBegin::Completed {
-            status: 400,
-            body: "refused".into()
-        }
+        s.item_list(&crate::ListFilter {
+            tenant_id: Some(tenant_a()),
+            kind: Some("done".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .len(),
+        0,
+        "an input its marker settles is not written"
     );
-    assert!(s.item_get(tenant_a(), items[2].id).await.unwrap().is_some());
 }

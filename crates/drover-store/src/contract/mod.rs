@@ -165,7 +165,7 @@ macro_rules! contract_suite {
             marker_expired_or_stale_taken_over_and_purged,
             marker_begin_many_answers_each_claim,
             insert_each_keeps_each_outcome,
-            insert_each_answered_stores_each_answer,
+            gathered_write_stores_each_answer,
         );
     };
 }

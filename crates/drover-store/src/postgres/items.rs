@@ -379,10 +379,14 @@ pub(super) async fn insert_each(
 
 /// Wakes each lane an insert of `out` landed in, once (after the commit).
 pub(super) fn wake_landed(store: &PgStore, out: &[Result<Inserted>]) {
+    wake_written(store, out.iter().flatten());
+}
+
+/// Wakes each lane one of `inserted` landed in, once (after the commit).
+pub(super) fn wake_written<'a>(store: &PgStore, inserted: impl Iterator<Item = &'a Inserted>) {
     wake_lanes(
         store,
-        out.iter()
-            .flatten()
+        inserted
             .filter(|ins| ins.result == InsertResult::Inserted)
             .map(|ins| ins.item.lane.as_str()),
     );

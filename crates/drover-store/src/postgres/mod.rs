@@ -79,7 +79,7 @@ use uuid::Uuid;
 
 use crate::{Backend, Store};
 use drover_core::error::{Error, Result};
-use drover_core::item::{Inserted, NewItem};
+use drover_core::item::NewItem;
 use drover_core::rules::RetryPolicy;
 
 pub use crate::pooler::{DIRECT_URL_VAR, POOLER_VAR, PoolMode, PoolerOptions};
@@ -618,38 +618,14 @@ impl Store for PgStore {
         Backend::Postgres
     }
 
-    async fn item_insert_each_answered(
-        &self,
-        items: &[NewItem],
-        markers: &[Option<crate::access::MarkerKey>],
-        answer: &crate::AnswerFn<'_>,
-        known: &[crate::access::MarkerAnswer],
-    ) -> Result<Vec<Result<Inserted>>> {
-        let tenant = match (items.first(), known.first()) {
-            (Some(i), _) => i.tenant_id,
-            (None, Some(a)) => a.key.tenant_id,
-            (None, None) => return Ok(Vec::new()),
-        };
-        let mut tx = self.begin_tenant(tenant).await?;
-        let out = items::insert_each_on(self, &mut tx, items).await?;
-        let answers = super::answers_of(&out, markers, answer, known);
-        if !answers.is_empty() {
-            access::finish_many_on(&mut tx, &answers, false).await?;
-        }
-        tx.commit().await?;
-        items::wake_landed(self, &out);
-        Ok(out)
-    }
-
-    async fn item_insert_each_claimed(
-        &self,
+    async fn item_insert_each_claimed<'a>(
+        &'a self,
         claims: &[Option<crate::access::MarkerClaim>],
         prepared: Vec<Result<NewItem>>,
-        answer: &crate::AnswerFn<'_>,
         retention: std::time::Duration,
         stale_after: std::time::Duration,
-    ) -> Result<Vec<crate::access::Claimed>> {
-        gathered::write(self, claims, prepared, answer, retention, stale_after).await
+    ) -> Result<Box<dyn crate::gathered::Gathered + 'a>> {
+        gathered::write(self, claims, prepared, retention, stale_after).await
     }
 
     fn pool_size(&self) -> Option<u32> {

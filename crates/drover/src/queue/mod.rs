@@ -51,6 +51,7 @@ mod tenant;
 mod tx;
 
 pub use context::JobContext;
+pub use each::GatheredWrite;
 pub use enqueue::{Enqueue, EnqueueBatch, OnConnection, ToStore};
 pub use kind::{DEFAULT_PERMISSION, Kind, OPERATE_PERMISSION, Principal, permission_covers};
 pub use outbox::OutboxConnection;
