@@ -182,6 +182,9 @@ pub enum Command {
     Schedules(commands::schedules::SchedulesArgs),
     /// Pause, resume or list lanes.
     Lane(commands::lane::LaneArgs),
+    /// Set, clear or list concurrency limits (a lane, a kind, a kind per
+    /// group).
+    Limits(commands::limits::LimitsArgs),
     /// Run a self-contained demo end to end on the embedded default (no
     /// server): enqueue a mix, drain it with an in-process worker, summarize.
     Demo(commands::demo::DemoArgs),
@@ -389,6 +392,7 @@ pub async fn execute(command: &Command, cx: &mut Context<'_>) -> Result<(), CliE
         Command::Handlers(a) => commands::handlers::run(a, cx).await,
         Command::Schedules(a) => commands::schedules::run(a, cx).await,
         Command::Lane(a) => commands::lane::run(a, cx).await,
+        Command::Limits(a) => commands::limits::run(a, cx).await,
         Command::Demo(a) => commands::demo::run(a, cx).await,
         Command::Bench(a) => commands::bench::run(a, cx).await,
         Command::Healthcheck(a) => commands::healthcheck::run(a, cx).await,

@@ -298,11 +298,34 @@ fn show_list_cancel_retry(d: &dyn Drover) {
     d.run(&["migrate"]).ok();
     let a = d.run(&["enqueue", "alpha"]).ok().stdout.trim().to_owned();
     let b = d
-        .run(&["enqueue", "beta", "--lane", "other", "--priority", "-1"])
+        .run(&[
+            "enqueue",
+            "beta",
+            "--lane",
+            "other",
+            "--priority",
+            "-1",
+            "--group",
+            "customer:7",
+        ])
         .ok()
         .stdout
         .trim()
         .to_owned();
+    let shown = d.run(&["show", &b, "--json"]).ok().json();
+    assert_eq!(shown["group"], "customer:7");
+    assert!(d.run(&["show", &b]).ok().stdout.contains("customer:7"));
+    let grouped = d
+        .run(&["list", "--group", "customer:7", "--json"])
+        .ok()
+        .json();
+    assert_eq!(grouped.as_array().map(Vec::len), Some(1), "{grouped}");
+    assert_eq!(grouped[0]["id"], b.as_str());
+    let table = d.run(&["list", "--group", "customer:7"]).ok().stdout;
+    assert!(
+        table.contains("GROUP") && table.contains("customer:7"),
+        "{table}"
+    );
 
     let shown = d.run(&["show", &a, "--json"]).ok().json();
     assert_eq!(shown["status"], "pending");
@@ -421,6 +444,11 @@ fn bad_input_exits_2_names_the_field_and_writes_nothing(d: &dyn Drover) {
         (vec!["enqueue", "Send_Email"], "invalid kind"),
         (vec!["enqueue", "k", "--lane", "a b"], "invalid lane"),
         (
+            vec!["enqueue", "k", "--group", "Customer 1"],
+            "invalid group",
+        ),
+        (vec!["list", "--group", "Customer 1"], "invalid group"),
+        (
             vec!["enqueue", "k", "--payload", "{not json"],
             "invalid payload",
         ),
@@ -514,6 +542,68 @@ fn lane_pause_resume_list(d: &dyn Drover) {
     assert!(bad.stderr.contains("invalid lane"), "{bad:?}");
 }
 
+/// `drover limits`: set, list with use, clear; bad flags exit 2.
+fn limits_set_list_clear(d: &dyn Drover) {
+    d.run(&["migrate"]).ok();
+    let r = d
+        .run(&["limits", "set", "--kind", "export", "--concurrency", "2"])
+        .ok();
+    assert_eq!(r.stdout.trim(), "limit on kind export set to 2", "{r:?}");
+    d.run(&[
+        "limits",
+        "set",
+        "--kind",
+        "sync",
+        "--per-group",
+        "--concurrency",
+        "1",
+    ])
+    .ok();
+    for _ in 0..3 {
+        d.run(&["enqueue", "export"]).ok();
+    }
+    let list = d.run(&["limits", "list", "--json"]).ok().json();
+    let rows = list.as_array().expect("an array");
+    assert_eq!(rows.len(), 2, "{list}");
+    let export = rows
+        .iter()
+        .find(|r| {
+            r["setting"]["scope"]["name"] == "export" && r["setting"]["scope"]["scope"] == "kind"
+        })
+        .expect("the export limit");
+    assert_eq!(export["setting"]["concurrency"], 2);
+    assert_eq!(export["setting"]["source"], "operator");
+    assert_eq!(
+        (export["in_use"].as_u64(), export["waiting"].as_u64()),
+        (Some(0), Some(3))
+    );
+    let table = d.run(&["limits", "list"]).ok().stdout;
+    assert!(table.starts_with("SCOPE"), "{table}");
+    assert!(table.contains("kind sync per group"), "{table}");
+    let r = d.run(&["limits", "clear", "--kind", "export"]).ok();
+    assert_eq!(r.stdout.trim(), "operator limit on kind export cleared");
+    let r = d.run(&["limits", "clear", "--kind", "export"]).ok();
+    assert_eq!(r.stdout.trim(), "no operator limit on kind export");
+    for bad in [
+        vec!["limits", "set", "--kind", "export", "--concurrency", "0"],
+        vec!["limits", "set", "--kind", "Bad Kind", "--concurrency", "1"],
+        vec![
+            "limits",
+            "set",
+            "--lane",
+            "l",
+            "--kind",
+            "k",
+            "--concurrency",
+            "1",
+        ],
+        vec!["limits", "set", "--per-group", "--concurrency", "1"],
+    ] {
+        let r = d.run(&bad);
+        assert_eq!(r.code, 2, "{bad:?}: {r:?}");
+    }
+}
+
 macro_rules! scenarios {
     ($modname:ident, $make:expr, $get:ident) => {
         mod $modname {
@@ -543,6 +633,11 @@ macro_rules! scenarios {
             fn lane_pause_resume_list() {
                 let db = $make;
                 super::lane_pause_resume_list(&db.$get);
+            }
+            #[test]
+            fn limits_set_list_clear() {
+                let db = $make;
+                super::limits_set_list_clear(&db.$get);
             }
             #[test]
             fn bad_input_exits_2_names_the_field_and_writes_nothing() {

@@ -27,6 +27,8 @@ pub const MAX_KEY_BYTES: usize = 512;
 pub const MAX_KIND_LEN: usize = 128;
 /// The longest lane name accepted.
 pub const MAX_LANE_LEN: usize = 64;
+/// The longest group name accepted.
+pub const MAX_GROUP_LEN: usize = 128;
 
 /// Where an item is in its life. See `docs/state-machine.md`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
@@ -104,6 +106,9 @@ pub struct Item {
     pub kind: String,
     /// The named queue the item waits in.
     pub lane: String,
+    /// The flow-control group it belongs to (per-group limits and ordered
+    /// groups count items by kind and group), if any.
+    pub group: Option<String>,
     /// The kind's arguments.
     pub payload: serde_json::Value,
     /// Lower runs first among available items.
@@ -154,6 +159,8 @@ pub struct NewItem {
     pub kind: String,
     /// Where it waits.
     pub lane: String,
+    /// Its flow-control group, if any (`[a-z0-9_.:-]{1,128}`).
+    pub group: Option<String>,
     /// The arguments.
     pub payload: serde_json::Value,
     /// Lower runs first.
@@ -182,6 +189,7 @@ impl NewItem {
             tenant_id: Uuid::nil(),
             kind: kind.into(),
             lane: DEFAULT_LANE.to_owned(),
+            group: None,
             payload,
             priority: 0,
             available_at: None,
@@ -197,6 +205,12 @@ impl NewItem {
     /// Sets the lane.
     pub fn with_lane(mut self, lane: impl Into<String>) -> Self {
         self.lane = lane.into();
+        self
+    }
+
+    /// Sets the flow-control group.
+    pub fn with_group(mut self, group: impl Into<String>) -> Self {
+        self.group = Some(group.into());
         self
     }
 
@@ -249,6 +263,9 @@ impl NewItem {
     pub fn validate(&self, max_payload_bytes: usize) -> Result<()> {
         validate_kind(&self.kind)?;
         validate_lane(&self.lane)?;
+        if let Some(g) = &self.group {
+            validate_group(g)?;
+        }
         validate_payload(&self.payload, max_payload_bytes)?;
         if self.max_attempts < 1 {
             return Err(Error::invalid(
@@ -278,6 +295,19 @@ pub fn validate_kind(kind: &str) -> Result<()> {
         "kind",
         kind,
         MAX_KIND_LEN,
+        |c| matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b':' | b'-'),
+    )
+}
+
+/// Checks a group name, as a kind: `[a-z0-9_.:-]{1,128}`.
+///
+/// # Errors
+/// [`Error::InvalidInput`] on `group`.
+pub fn validate_group(group: &str) -> Result<()> {
+    validate_name(
+        "group",
+        group,
+        MAX_GROUP_LEN,
         |c| matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b':' | b'-'),
     )
 }

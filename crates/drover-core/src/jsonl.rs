@@ -1,7 +1,7 @@
 //! JSON Lines import: one line of text to one checked [`NewItem`].
 //!
 //! Each line is one item object with the fields of the item model: `kind` is
-//! required; `lane`, `payload`, `priority`, `available_at`, `max_attempts`,
+//! required; `lane`, `group`, `payload`, `priority`, `available_at`, `max_attempts`,
 //! `idempotency_key`, `id`, `tenant_id`, `request_id` and `traceparent` are
 //! optional; any other field (status, attempts, claim fields, timestamps) is
 //! ignored because the store stamps it.
@@ -58,6 +58,7 @@ pub fn parse_line(text: &str, default_tenant: Uuid) -> Result<NewItem, Error> {
     if let Some(v) = string(&obj, "idempotency_key")? {
         item = item.with_key(v);
     }
+    item.group = string(&obj, "group")?;
     item.request_id = string(&obj, "request_id")?;
     item.traceparent = string(&obj, "traceparent")?;
     item.validate(DEFAULT_MAX_PAYLOAD_BYTES)?;
@@ -109,6 +110,8 @@ mod tests {
             (r#"{"lane":"x"}"#, "invalid kind:"),
             (r#"{"kind":"Bad Kind"}"#, "invalid kind:"),
             (r#"{"kind":"k","lane":"A"}"#, "invalid lane:"),
+            (r#"{"kind":"k","group":"Customer 42"}"#, "invalid group:"),
+            (r#"{"kind":"k","group":7}"#, "invalid group:"),
             (r#"{"kind":"k","priority":40000}"#, "invalid priority:"),
             (r#"{"kind":"k","max_attempts":0}"#, "invalid max_attempts:"),
             (r#"{"kind":"k","id":"nope"}"#, "invalid id:"),
@@ -135,5 +138,14 @@ mod tests {
         .expect("valid");
         assert_eq!(item.kind, "k");
         assert_eq!(item.lane, "default");
+        assert_eq!(item.group, None);
+    }
+
+    #[test]
+    fn a_group_is_read() {
+        let item = parse_line(r#"{"kind":"k","group":"customer:42"}"#, Uuid::nil()).expect("valid");
+        assert_eq!(item.group.as_deref(), Some("customer:42"));
+        let long = format!(r#"{{"kind":"k","group":"{}"}}"#, "g".repeat(129));
+        assert!(parse_line(&long, Uuid::nil()).is_err());
     }
 }

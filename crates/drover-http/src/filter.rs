@@ -23,6 +23,8 @@ pub(crate) struct ItemFilter {
     pub lane: Option<String>,
     /// Only this kind.
     pub kind: Option<String>,
+    /// Only this flow-control group.
+    pub group: Option<String>,
     /// Only the item with this idempotency key.
     pub key: Option<String>,
     /// Created at or after.
@@ -44,6 +46,7 @@ impl ItemFilter {
             status: self.status,
             lane: self.lane,
             kind: self.kind,
+            group: self.group,
             key: self.key,
             created_after: self.created_after,
             created_before: self.created_before,

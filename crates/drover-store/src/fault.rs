@@ -624,6 +624,36 @@ impl crate::lane::LaneStore for FaultStore {
     }
 }
 
+/// Limit settings pass straight through (the claim that enforces them is
+/// the inner store's, faulted as every claim is).
+#[async_trait]
+impl crate::limits::LimitStore for FaultStore {
+    async fn limit_set(
+        &self,
+        scope: &crate::limits::LimitScope,
+        source: crate::limits::LimitSource,
+        concurrency: u32,
+        actor: Uuid,
+    ) -> Result<crate::limits::LimitSetting> {
+        self.inner
+            .limit_set(scope, source, concurrency, actor)
+            .await
+    }
+    async fn limit_clear(
+        &self,
+        scope: &crate::limits::LimitScope,
+        source: crate::limits::LimitSource,
+    ) -> Result<bool> {
+        self.inner.limit_clear(scope, source).await
+    }
+    async fn limit_settings(&self) -> Result<Vec<crate::limits::LimitSetting>> {
+        self.inner.limit_settings().await
+    }
+    async fn limit_usage(&self) -> Result<Vec<crate::limits::LimitUsage>> {
+        self.inner.limit_usage().await
+    }
+}
+
 /// Tokens and markers pass straight through: no faults are injected there.
 #[async_trait]
 impl crate::access::AccessStore for FaultStore {

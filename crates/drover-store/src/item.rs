@@ -100,6 +100,8 @@ pub struct ListFilter {
     pub lane: Option<String>,
     /// Only items of this kind.
     pub kind: Option<String>,
+    /// Only items of this flow-control group.
+    pub group: Option<String>,
     /// Only the item with this idempotency key.
     pub key: Option<String>,
     /// Only items created at or after this.

@@ -56,6 +56,7 @@ pub mod events;
 pub mod gathered;
 mod item;
 pub mod lane;
+pub mod limits;
 pub mod memory;
 mod migrations;
 pub mod orchestration;
@@ -268,6 +269,7 @@ pub trait Store:
     + outbox::OutboxStore
     + events::EventStore
     + lane::LaneStore
+    + limits::LimitStore
     + access::AccessStore
     + projector::ProjectorStore
     + vacuum::VacuumStore

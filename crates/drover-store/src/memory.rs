@@ -23,6 +23,7 @@ mod audit;
 mod events;
 mod item;
 mod lanes;
+mod limits;
 mod orchestration;
 mod outbox;
 mod projector;
@@ -48,6 +49,8 @@ struct State {
     outbox: outbox::Rows,
     events: events::Logs,
     lanes: std::collections::BTreeMap<String, crate::lane::LaneState>,
+    limits:
+        std::collections::BTreeMap<(crate::limits::LimitScope, bool), crate::limits::LimitSetting>,
     tokens: Vec<crate::access::TokenRow>,
     markers: HashMap<crate::access::MarkerKey, access::Marker>,
 }
@@ -104,6 +107,7 @@ fn stamp(new: &NewItem, now: DateTime<Utc>) -> Item {
         tenant_id: new.tenant_id,
         kind: new.kind.clone(),
         lane: new.lane.clone(),
+        group: new.group.clone(),
         payload: new.payload.clone(),
         priority: new.priority,
         status: Status::Pending,

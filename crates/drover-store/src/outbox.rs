@@ -102,6 +102,8 @@ pub struct NewOutboxRow {
     /// The item's attempt budget (`work.*` rows). Default
     /// [`DEFAULT_MAX_ATTEMPTS`]; a typed write takes the kind's.
     pub max_attempts: i32,
+    /// The item's flow-control group (`work.*` rows), if any.
+    pub group: Option<String>,
     /// Who caused it: the item's `created_by`, the event's actor.
     pub actor: Uuid,
     /// The request that caused it.
@@ -123,11 +125,19 @@ impl NewOutboxRow {
             lane: DEFAULT_LANE.to_owned(),
             priority: 0,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
+            group: None,
             actor: Uuid::nil(),
             request_id: None,
             traceparent: None,
             created_at: Utc::now(),
         }
+    }
+
+    /// The same row with the item's flow-control group set.
+    #[must_use]
+    pub fn with_group(mut self, group: Option<String>) -> Self {
+        self.group = group;
+        self
     }
 
     /// The same row with the item's lane set.
@@ -164,6 +174,9 @@ impl NewOutboxRow {
             Some(OutboxTarget::Work(k)) => {
                 drover_core::item::validate_kind(k)?;
                 drover_core::item::validate_lane(&self.lane)?;
+                if let Some(g) = &self.group {
+                    drover_core::item::validate_group(g)?;
+                }
                 if self.max_attempts < 1 {
                     return Err(Error::invalid(
                         "max_attempts",
@@ -234,6 +247,8 @@ pub struct OutboxRow {
     /// The item's attempt budget; `None` for a legacy row (the default
     /// budget then).
     pub max_attempts: Option<i32>,
+    /// The item's flow-control group, if any.
+    pub group: Option<String>,
     /// Who caused it.
     pub actor: Uuid,
     /// The causing request.
@@ -655,6 +670,7 @@ pub fn relayed_item(row: &OutboxRow, kind: &str, max_payload: usize) -> Result<N
         tenant_id: row.tenant_id,
         kind: kind.to_owned(),
         lane,
+        group: row.group.clone(),
         payload,
         priority: row.priority,
         available_at: None,

@@ -24,6 +24,10 @@ pub struct EnqueueArgs {
     /// The lane it waits in (default `default`).
     #[arg(long)]
     pub lane: Option<String>,
+    /// Its flow-control group (`[a-z0-9_.:-]{1,128}`): per-group limits
+    /// and ordered groups count items by kind and group.
+    #[arg(long)]
+    pub group: Option<String>,
     /// An idempotency key: enqueueing the same key again returns the
     /// existing item.
     #[arg(long)]
@@ -51,7 +55,7 @@ pub struct EnqueueArgs {
     #[arg(
         long,
         value_name = "PATH|-",
-        conflicts_with_all = ["payload", "lane", "key", "priority", "delay", "run_at", "max_attempts"]
+        conflicts_with_all = ["payload", "lane", "group", "key", "priority", "delay", "run_at", "max_attempts"]
     )]
     pub from_file: Option<String>,
 }
@@ -117,6 +121,10 @@ fn build(args: &EnqueueArgs) -> Result<NewItem, CliError> {
     let mut item = NewItem::new(kind, payload).with_tenant(parse::tenant(args.tenant.as_deref())?);
     if let Some(lane) = &args.lane {
         item = item.with_lane(lane.as_str());
+    }
+    if let Some(group) = &args.group {
+        drover::item::validate_group(group)?;
+        item = item.with_group(group.as_str());
     }
     if let Some(key) = &args.key {
         item = item.with_key(key.as_str());

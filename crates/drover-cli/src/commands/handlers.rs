@@ -34,6 +34,18 @@ pub struct Declarations {
     pub handlers: Vec<HandlerInfo>,
     /// Every role's declared strategies (each has the four, and its own).
     pub roles: Vec<RoleInfo>,
+    /// The concurrency limits declared in code (`drover limits list` shows
+    /// the ones in force, an operator's included).
+    pub limits: Vec<DeclaredLimit>,
+}
+
+/// One concurrency limit declared in code.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DeclaredLimit {
+    /// What it applies to (`kind export per group`).
+    pub scope: String,
+    /// At most this many claimed at once.
+    pub concurrency: u32,
 }
 
 /// The handlers and roles this binary's worker declares, with the settings
@@ -57,6 +69,15 @@ pub fn describe(cx: &Context<'_>) -> Result<Declarations, CliError> {
     Ok(Declarations {
         handlers: worker.registry().describe(),
         roles: worker.registry().roles().to_vec(),
+        limits: worker
+            .registry()
+            .limits()
+            .iter()
+            .map(|(scope, n)| DeclaredLimit {
+                scope: scope.to_string(),
+                concurrency: *n,
+            })
+            .collect(),
     })
 }
 
@@ -119,6 +140,15 @@ pub async fn run(args: &HandlersArgs, cx: &mut Context<'_>) -> Result<(), CliErr
             })
             .collect();
         table::write(cx.out, &["ROLE", "NAME", "STRATEGY", "DECLARED"], &rows)?;
+    }
+    if !d.limits.is_empty() {
+        writeln!(cx.out)?;
+        let rows: Vec<Vec<String>> = d
+            .limits
+            .into_iter()
+            .map(|l| vec![l.scope, l.concurrency.to_string()])
+            .collect();
+        table::write(cx.out, &["LIMIT (CODE)", "CONCURRENCY"], &rows)?;
     }
     Ok(())
 }

@@ -22,6 +22,9 @@ pub struct ListArgs {
     /// Only items of this kind.
     #[arg(long)]
     pub kind: Option<String>,
+    /// Only items of this flow-control group.
+    #[arg(long)]
+    pub group: Option<String>,
     /// At most this many items (default 50, at most 100000).
     #[arg(long)]
     pub limit: Option<String>,
@@ -48,6 +51,9 @@ pub async fn run(args: &ListArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
     if let Some(k) = &args.kind {
         drover::item::validate_kind(k)?;
     }
+    if let Some(g) = &args.group {
+        drover::item::validate_group(g)?;
+    }
     let limit = match &args.limit {
         Some(l) => parse::int("limit", l, 1, LIST_LIMIT_MAX)?,
         None => LIST_LIMIT_DEFAULT,
@@ -64,6 +70,7 @@ pub async fn run(args: &ListArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
             status,
             lane: args.lane.clone(),
             kind: args.kind.clone(),
+            group: args.group.clone(),
             limit,
             ..Default::default()
         })
@@ -77,6 +84,7 @@ pub async fn run(args: &ListArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
             "ID",
             "KIND",
             "LANE",
+            "GROUP",
             "STATUS",
             "PRI",
             "ATTEMPTS",
@@ -88,6 +96,7 @@ pub async fn run(args: &ListArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
                 i.id.to_string(),
                 i.kind.clone(),
                 i.lane.clone(),
+                i.group.clone().unwrap_or_default(),
                 i.status.to_string(),
                 i.priority.to_string(),
                 format!("{}/{}", i.attempts, i.max_attempts),

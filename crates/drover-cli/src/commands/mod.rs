@@ -21,6 +21,7 @@ pub mod handlers;
 pub mod healthcheck;
 pub mod import;
 pub mod lane;
+pub mod limits;
 pub mod list;
 pub mod migrate;
 pub mod orchestrations;

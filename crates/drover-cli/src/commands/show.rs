@@ -72,11 +72,12 @@ fn write_item(
     item: &Item,
     audit: &[AuditEntry],
 ) -> std::io::Result<()> {
-    let rows: [(&str, String); 21] = [
+    let rows: [(&str, String); 22] = [
         ("id", item.id.to_string()),
         ("tenant", item.tenant_id.to_string()),
         ("kind", item.kind.clone()),
         ("lane", item.lane.clone()),
+        ("group", opt(item.group.as_deref())),
         ("status", item.status.to_string()),
         ("priority", item.priority.to_string()),
         (

@@ -48,6 +48,8 @@ pub struct BulkFilter {
     pub lane: Option<String>,
     /// Kind.
     pub kind: Option<String>,
+    /// Flow-control group.
+    pub group: Option<String>,
     /// Tenant (unscoped tokens; omitted: every tenant).
     pub tenant: Option<Uuid>,
     /// Idempotency key.
@@ -123,6 +125,7 @@ pub async fn bulk(
             status: f.status.clone(),
             lane: f.lane.clone(),
             kind: f.kind.clone(),
+            group: f.group.clone(),
             tenant: f.tenant,
             key: f.key.clone(),
             created_after: f.created_after,

@@ -61,6 +61,9 @@ fn build(
     if let Some(l) = req.lane {
         item = item.with_lane(l);
     }
+    if let Some(g) = req.group {
+        item = item.with_group(g);
+    }
     if let Some(p) = req.priority {
         item = item.with_priority(p);
     }
@@ -231,6 +234,8 @@ pub struct ListQuery {
     pub lane: Option<String>,
     /// The kind.
     pub kind: Option<String>,
+    /// The flow-control group.
+    pub group: Option<String>,
     /// The tenant (an unscoped token only; omitted: every tenant).
     pub tenant: Option<Uuid>,
     /// The item's idempotency key.
@@ -260,6 +265,9 @@ impl ListQuery {
         if let Some(k) = &self.kind {
             drover::item::validate_kind(k).map_err(|e| Problem::from(e).field("kind"))?;
         }
+        if let Some(g) = &self.group {
+            drover::item::validate_group(g).map_err(|e| Problem::from(e).field("group"))?;
+        }
         let filter = ItemFilter {
             status: self
                 .status
@@ -268,6 +276,7 @@ impl ListQuery {
                 .transpose()?,
             lane: self.lane.clone(),
             kind: self.kind.clone(),
+            group: self.group.clone(),
             key: self.key.clone(),
             created_after: self.created_after,
             created_before: self.created_before,

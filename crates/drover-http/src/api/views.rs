@@ -21,6 +21,9 @@ pub struct ItemView {
     pub kind: String,
     /// Its lane.
     pub lane: String,
+    /// Its flow-control group.
+    #[schema(nullable = true)]
+    pub group: Option<String>,
     /// Its payload.
     #[schema(value_type = Object)]
     pub payload: serde_json::Value,
@@ -66,6 +69,7 @@ impl From<Item> for ItemView {
             tenant_id: i.tenant_id,
             kind: i.kind,
             lane: i.lane,
+            group: i.group,
             payload: i.payload,
             priority: i.priority,
             status: i.status.as_str().to_owned(),
@@ -99,6 +103,10 @@ pub struct EnqueueRequest {
     /// The lane (`[a-z0-9_-]{1,64}`; default `default`).
     #[serde(default)]
     pub lane: Option<String>,
+    /// The flow-control group (`[a-z0-9_.:-]{1,128}`; default none):
+    /// per-group limits and ordered groups count items by kind and group.
+    #[serde(default)]
+    pub group: Option<String>,
     /// Lower runs first (default 0).
     #[serde(default)]
     pub priority: Option<i16>,

@@ -27,6 +27,8 @@ pub(super) struct ItemsQuery {
     #[serde(default)]
     kind: String,
     #[serde(default)]
+    group: String,
+    #[serde(default)]
     key: String,
     #[serde(default)]
     error: String,
@@ -74,6 +76,7 @@ impl ItemsQuery {
             status,
             lane: non_empty(&self.lane),
             kind: non_empty(&self.kind),
+            group: non_empty(&self.group),
             key: non_empty(&self.key),
             created_after: parse_time("created after", &self.after)?,
             created_before: parse_time("created before", &self.before)?,
@@ -88,6 +91,7 @@ impl ItemsQuery {
             ("status", self.status.as_str()),
             ("lane", &self.lane),
             ("kind", &self.kind),
+            ("group", &self.group),
             ("key", &self.key),
             ("error", &self.error),
             ("after", &self.after),
@@ -110,6 +114,7 @@ pub(super) struct ItemRow {
     tenant: Uuid,
     kind: String,
     lane: String,
+    group: String,
     status: String,
     attempts: i32,
     updated: String,
@@ -120,6 +125,7 @@ pub(super) struct ItemRow {
 pub(super) struct FilterView {
     lane: String,
     kind: String,
+    group: String,
     key: String,
     error: String,
     after: String,
@@ -181,6 +187,7 @@ async fn list_page(
                         tenant: i.tenant_id,
                         kind: i.kind,
                         lane: i.lane,
+                        group: i.group.unwrap_or_default(),
                         status: i.status.as_str().to_owned(),
                         attempts: i.attempts,
                         updated: time(i.updated_at),
@@ -202,6 +209,7 @@ async fn list_page(
         f: FilterView {
             lane: q.lane.clone(),
             kind: q.kind.clone(),
+            group: q.group.clone(),
             key: q.key.clone(),
             error: q.error.clone(),
             after: q.after.clone(),

@@ -26,7 +26,7 @@ pub async fn enqueue_list_show_cancel_retry(app: &App) {
             Method::POST,
             "/v1/items",
             Some(&op),
-            Some(json!({"kind": "mail.send", "payload": {"to": "a@b"}, "lane": "mail"})),
+            Some(json!({"kind": "mail.send", "payload": {"to": "a@b"}, "lane": "mail", "group": "customer:1"})),
             &[],
         )
         .await;
@@ -35,6 +35,54 @@ pub async fn enqueue_list_show_cancel_retry(app: &App) {
     let id = b["id"].as_str().unwrap().to_owned();
     assert_eq!(b["item"]["status"], "pending");
     assert_eq!(b["item"]["lane"], "mail");
+    assert_eq!(b["item"]["group"], "customer:1");
+
+    // The group filters a listing; an invalid one is the caller's 400.
+    for (group, n) in [("customer:1", 1), ("customer:2", 0)] {
+        let (s, _, page) = app
+            .call(
+                Method::GET,
+                &format!("/v1/items?group={group}"),
+                Some(&op),
+                None,
+                &[],
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK, "{page}");
+        assert_eq!(
+            page["items"].as_array().unwrap().len(),
+            n,
+            "{group}: {page}"
+        );
+    }
+    let (s, _, b) = app
+        .call(
+            Method::GET,
+            "/v1/items?group=Not%20A%20Group",
+            Some(&op),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(
+        (s, &b["field"]),
+        (StatusCode::BAD_REQUEST, &json!("group")),
+        "{b}"
+    );
+    let (s, _, b) = app
+        .call(
+            Method::POST,
+            "/v1/items",
+            Some(&op),
+            Some(json!({"kind": "mail.send", "group": "Bad Group"})),
+            &[],
+        )
+        .await;
+    assert_eq!(
+        (s, &b["field"]),
+        (StatusCode::BAD_REQUEST, &json!("group")),
+        "{b}"
+    );
 
     let (s, _, page) = app
         .call(

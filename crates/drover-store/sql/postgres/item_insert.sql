@@ -5,12 +5,12 @@ INSERT INTO items (
     id, tenant_id, kind, lane, payload, priority, status, available_at,
     attempts, max_attempts, claimed_by, claim_token, claim_seq, lease_expires_at,
     last_error, idempotency_key, created_by, request_id, traceparent,
-    created_at, updated_at, updated_by
+    created_at, updated_at, updated_by, group_key
 ) VALUES (
     $1, $2, $3, $4, $5, $6, 'pending', coalesce($7, now()),
     0, $8, NULL, NULL, 0, NULL,
     NULL, $9, $10, $11, $12,
-    $13, now(), $10
+    $13, now(), $10, $14
 )
 ON CONFLICT DO NOTHING
 RETURNING *

@@ -2,7 +2,7 @@
 -- tenant (runtime role: RLS confines it) or across tenants (system role).
 -- $1 status, $2 lane, $3 kind, $4 limit, $5 idempotency key, $6 created at
 -- or after, $7 created before, $8 text in last_error (case-insensitive),
--- $9 the cursor's id (items after it in id order).
+-- $9 the cursor's id (items after it in id order), $10 group.
 SELECT *
 FROM items
 WHERE ($1::text IS NULL OR status = $1)
@@ -13,5 +13,6 @@ WHERE ($1::text IS NULL OR status = $1)
   AND ($7::timestamptz IS NULL OR created_at < $7)
   AND ($8::text IS NULL OR strpos(lower(last_error), lower($8)) > 0)
   AND ($9::uuid IS NULL OR id < $9)
+  AND ($10::text IS NULL OR group_key = $10)
 ORDER BY id DESC
 LIMIT $4

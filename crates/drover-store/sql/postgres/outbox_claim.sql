@@ -34,4 +34,4 @@ FROM picked
 WHERE o.id = picked.id AND o.slot = picked.slot
 RETURNING o.id, o.tenant_id, o.kind, o.payload::text AS payload, o.actor, o.request_id,
           o.traceparent, o.created_at, o.status, o.attempts, o.available_at, o.last_error,
-          o.claim_token, o.lease_expires_at, o.relayed_at, o.lane, o.priority, o.max_attempts
+          o.claim_token, o.lease_expires_at, o.relayed_at, o.lane, o.priority, o.max_attempts, o.group_key

@@ -16,7 +16,7 @@
 SELECT id, tenant_id, kind, payload::text AS payload, actor, request_id, traceparent,
        created_at, status, attempts, available_at, last_error,
        $2::uuid AS claim_token, now() + make_interval(secs => $3) AS lease_expires_at,
-       relayed_at, lane, priority, max_attempts
+       relayed_at, lane, priority, max_attempts, group_key
 FROM outbox o
 WHERE status = 'pending'
   AND available_at <= now()

@@ -19,4 +19,4 @@ WHERE id IN (
     ORDER BY created_at
     LIMIT ?1
 )
-RETURNING id, tenant_id, kind, payload, actor, request_id, traceparent, created_at, status, attempts, available_at, last_error, claim_token, lease_expires_at, relayed_at, lane, priority, max_attempts
+RETURNING id, tenant_id, kind, payload, actor, request_id, traceparent, created_at, status, attempts, available_at, last_error, claim_token, lease_expires_at, relayed_at, lane, priority, max_attempts, group_key

@@ -149,3 +149,65 @@ async fn pages_of_two(h: &Harness) -> Vec<Uuid> {
     }
     seen
 }
+
+/// An item's flow-control group is stored by every insert path (one, many,
+/// each, the outbox row it is relayed from), read back, and filters a
+/// listing; an item without one has none.
+pub async fn groups_stored_listed_and_carried(h: &Harness) {
+    let s = &h.store;
+    let grouped = |group: &str| new("grouped").with_tenant(tenant_a()).with_group(group);
+    let one = put(h, grouped("customer:1")).await;
+    assert_eq!(one.group.as_deref(), Some("customer:1"));
+    let many = vec![
+        grouped("customer:2"),
+        new("grouped").with_tenant(tenant_a()),
+    ];
+    let results = s.item_insert_many(&many).await.expect("insert many");
+    assert!(results.iter().all(|r| *r == InsertResult::Inserted));
+    let each = s
+        .item_insert_each(&[grouped("customer:1")])
+        .await
+        .expect("insert each");
+    let each = each[0].as_ref().expect("inserted");
+    assert_eq!(each.item.group.as_deref(), Some("customer:1"));
+    for (item, want) in [(&many[0], Some("customer:2")), (&many[1], None)] {
+        let got = s
+            .item_get(tenant_a(), item.id)
+            .await
+            .expect("get")
+            .expect("row");
+        assert_eq!(got.group.as_deref(), want);
+    }
+    let listed = |group: &str| {
+        let filter = ListFilter {
+            group: Some(group.into()),
+            ..tenant_a_listing(10)
+        };
+        async move { s.item_list(&filter).await.expect("list") }
+    };
+    let mut ids: Vec<Uuid> = listed("customer:1").await.iter().map(|i| i.id).collect();
+    ids.sort();
+    let mut want = vec![one.id, each.item.id];
+    want.sort();
+    assert_eq!(ids, want);
+    let two = listed("customer:2").await;
+    assert_eq!(two.len(), 1);
+    assert_eq!(two[0].id, many[0].id);
+    assert!(listed("customer:3").await.is_empty());
+
+    let row = crate::outbox::NewOutboxRow::new("work.grouped", json!({"n": 1}))
+        .with_group(Some("customer:9".into()));
+    let row = crate::outbox::NewOutboxRow {
+        tenant_id: tenant_a(),
+        ..row
+    };
+    s.outbox_insert(&row).await.expect("outbox insert");
+    let stored = s
+        .outbox_get(tenant_a(), row.id)
+        .await
+        .expect("outbox get")
+        .expect("outbox row");
+    assert_eq!(stored.group.as_deref(), Some("customer:9"));
+    let item = crate::outbox::relayed_item(&stored, "grouped", 1 << 20).expect("relayed item");
+    assert_eq!(item.group.as_deref(), Some("customer:9"));
+}

@@ -166,6 +166,12 @@ macro_rules! contract_suite {
             marker_begin_many_answers_each_claim,
             insert_each_keeps_each_outcome,
             gathered_write_stores_each_answer,
+            groups_stored_listed_and_carried,
+            limit_operator_wins_until_cleared,
+            limit_on_a_kind_bounds_claims,
+            limit_on_a_lane_bounds_claims,
+            limit_per_group_bounds_each_group,
+            limit_exact_under_concurrent_claimers,
         );
     };
 }
@@ -269,6 +275,7 @@ mod access;
 mod claims;
 pub mod events;
 mod lanes;
+mod limits;
 mod listing;
 mod operations;
 pub mod orchestration;
@@ -282,6 +289,7 @@ mod writes;
 pub use access::*;
 pub use claims::*;
 pub use lanes::*;
+pub use limits::*;
 pub use listing::*;
 pub use operations::*;
 pub use schedule::*;

@@ -88,7 +88,27 @@ impl ItemStore for MemoryStore {
             .map(|i| (i.priority, i.available_at, i.id))
             .collect();
         candidates.sort_unstable();
-        candidates.truncate(p.limit as usize);
+        let limits = st.limits_in_force();
+        if limits.is_empty() {
+            candidates.truncate(p.limit as usize);
+        } else {
+            // Admitted in claim order while every limit that applies has
+            // a free slot; an item held back is left pending, untouched.
+            let mut admission = st.admission(&limits);
+            let mut admitted = Vec::with_capacity(p.limit as usize);
+            for c in candidates {
+                if admitted.len() == p.limit as usize {
+                    break;
+                }
+                let Some(item) = st.items.get(&c.2) else {
+                    continue;
+                };
+                if admission.admit(&super::limits::item_keys(&limits, item)) {
+                    admitted.push(c);
+                }
+            }
+            candidates = admitted;
+        }
         let lease = now + to_chrono(p.lease);
         let mut out = Vec::with_capacity(candidates.len());
         for (_, _, id) in candidates {
@@ -396,6 +416,7 @@ impl ItemStore for MemoryStore {
             .filter(|i| f.status.is_none_or(|s| s == i.status))
             .filter(|i| f.lane.as_deref().is_none_or(|l| l == i.lane))
             .filter(|i| f.kind.as_deref().is_none_or(|k| k == i.kind))
+            .filter(|i| f.group.is_none() || f.group == i.group)
             .filter(|i| {
                 f.key
                     .as_deref()

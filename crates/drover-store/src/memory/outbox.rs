@@ -58,6 +58,7 @@ impl OutboxStore for MemoryStore {
                 lane: Some(row.lane.clone()),
                 priority: row.priority,
                 max_attempts: Some(row.max_attempts),
+                group: row.group.clone(),
                 actor: row.actor,
                 request_id: row.request_id.clone(),
                 traceparent: row.traceparent.clone(),

@@ -122,6 +122,7 @@ pub(super) async fn insert_one(
         .bind(item.request_id.as_deref())
         .bind(item.traceparent.as_deref())
         .bind(item.created_at)
+        .bind(item.group.as_deref())
         .fetch_optional(&mut *conn)
         .await?;
     if let Some(r) = inserted {
@@ -189,6 +190,7 @@ struct Columns {
     request_id: Vec<Option<String>>,
     traceparent: Vec<Option<String>>,
     created_at: Vec<DateTime<Utc>>,
+    group: Vec<Option<String>>,
 }
 
 impl Columns {
@@ -207,6 +209,7 @@ impl Columns {
             request_id: Vec::with_capacity(n),
             traceparent: Vec::with_capacity(n),
             created_at: Vec::with_capacity(n),
+            group: Vec::with_capacity(n),
         };
         for &i in idx {
             let it = &items[i];
@@ -224,6 +227,7 @@ impl Columns {
             c.request_id.push(it.request_id.clone());
             c.traceparent.push(it.traceparent.clone());
             c.created_at.push(it.created_at);
+            c.group.push(it.group.clone());
         }
         c
     }
@@ -303,6 +307,7 @@ pub(super) async fn insert_groups(
             .bind(g.request_id)
             .bind(g.traceparent)
             .bind(g.created_at)
+            .bind(g.group)
             .fetch_all(&mut *tx)
             .await?;
         // An id appears once in RETURNING even when several inputs share it:
@@ -423,6 +428,7 @@ pub(super) async fn insert_each_on(
             .bind(g.request_id)
             .bind(g.traceparent)
             .bind(g.created_at)
+            .bind(g.group)
             .fetch_all(&mut *tx)
             .await?;
         let mut fresh: HashMap<Uuid, Item> = HashMap::with_capacity(rows.len());
@@ -459,6 +465,9 @@ pub(super) async fn insert_each_on(
 pub(super) async fn claim(store: &PgStore, p: &ClaimParams) -> Result<Vec<Item>> {
     if p.limit == 0 {
         return Ok(Vec::new());
+    }
+    if let Some(items) = store.claim_limited(p).await? {
+        return Ok(items);
     }
     // One autocommit statement: the function runs as the system role.
     // Behind a transaction pooler, inside BEGIN/COMMIT (see `pooler`).

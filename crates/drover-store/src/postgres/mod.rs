@@ -50,6 +50,7 @@ pub use events::append_in as event_append_in;
 mod item;
 mod items;
 mod lanes;
+mod limits;
 mod ops;
 mod orchestration;
 mod outbox;
@@ -232,6 +233,8 @@ pub struct PgStore {
     /// they need no per-transaction search_path.
     claim_sql: String,
     complete_many_sql: String,
+    /// The limits in force, as the last claim read them.
+    limits: crate::limits::LimitCache,
     /// Becomes true once the listener's first LISTEN is in place.
     listen_ready: tokio::sync::watch::Sender<bool>,
     /// How the pool reaches PostgreSQL.
@@ -347,6 +350,7 @@ impl PgStore {
             listen_ready: tokio::sync::watch::channel(false).0,
             claim_sql: sql::ITEM_CLAIM.replace("{schema}", schema),
             complete_many_sql: sql::ITEM_COMPLETE_MANY.replace("{schema}", schema),
+            limits: crate::limits::LimitCache::default(),
             mode: PoolMode::Session,
             persistent: true,
             direct: None,

@@ -226,6 +226,7 @@ pub(super) async fn list(store: &PgStore, f: &ListFilter) -> Result<Vec<Item>> {
         .bind(f.created_before)
         .bind(f.error_contains.as_deref())
         .bind(f.after.map(|c| c.id))
+        .bind(f.group.as_deref())
         .fetch_all(&mut *tx)
         .await?;
     tx.commit().await?;

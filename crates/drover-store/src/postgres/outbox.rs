@@ -112,6 +112,7 @@ async fn insert_row(conn: &mut PgConnection, row: &NewOutboxRow, persistent: boo
         .bind(&row.lane)
         .bind(row.priority)
         .bind(row.max_attempts)
+        .bind(row.group.as_deref())
         .execute(&mut *conn)
         .await?;
     Ok(())
@@ -129,6 +130,7 @@ fn outbox_row(r: &PgRow) -> Result<OutboxRow> {
         actor: r.try_get("actor")?,
         request_id: r.try_get("request_id")?,
         traceparent: r.try_get("traceparent")?,
+        group: r.try_get("group_key")?,
         created_at: r.try_get("created_at")?,
         status: OutboxStatus::parse(&status)?,
         attempts: r.try_get("attempts")?,

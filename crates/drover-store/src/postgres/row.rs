@@ -24,6 +24,7 @@ pub(super) fn item(r: &PgRow) -> Result<Item> {
         tenant_id: r.try_get("tenant_id")?,
         kind: r.try_get("kind")?,
         lane: r.try_get("lane")?,
+        group: r.try_get("group_key")?,
         payload: r.try_get("payload")?,
         priority: r.try_get("priority")?,
         status: status(r.try_get("status")?)?,

@@ -62,6 +62,15 @@ impl SqliteStore {
         // and a lease measured from it would start in the past.
         let mut tx = self.begin().await?;
         let now = self.now();
+        let limits = super::limits::in_force(&mut tx).await?;
+        if crate::limits::applies(&limits, &p.lane, &p.kinds) {
+            let mut items = super::limits::claim_on(&mut tx, p, &limits, now).await?;
+            tx.commit().await?;
+            items.sort_by(|a, b| {
+                (a.priority, a.available_at, a.id).cmp(&(b.priority, b.available_at, b.id))
+            });
+            return Ok(items);
+        }
         let rows = sqlx::query(sql::ITEM_CLAIM)
             .bind(&p.worker_id)
             .bind(to_micros(after(now, p.lease)))

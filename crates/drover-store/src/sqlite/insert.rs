@@ -51,6 +51,7 @@ pub(super) async fn insert_on(
         .bind(item.traceparent.as_deref())
         .bind(to_micros(item.created_at))
         .bind(to_micros(now))
+        .bind(item.group.as_deref())
         .fetch_optional(&mut *conn)
         .await?;
     if let Some(r) = inserted {
@@ -178,7 +179,8 @@ fn bind_chunk<'q>(
             .bind(item.traceparent.as_deref())
             .bind(to_micros(item.created_at))
             .bind(now_us)
-            .bind(item.created_by);
+            .bind(item.created_by)
+            .bind(item.group.as_deref());
     }
     Ok(q)
 }

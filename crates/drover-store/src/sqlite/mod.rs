@@ -72,6 +72,7 @@ mod events;
 mod insert;
 mod item;
 mod lanes;
+mod limits;
 mod maint;
 mod orchestration;
 pub use orchestration::start_in;

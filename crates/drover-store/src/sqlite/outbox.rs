@@ -72,6 +72,7 @@ pub async fn outbox_insert_in(
         .bind(&row.lane)
         .bind(row.priority)
         .bind(row.max_attempts)
+        .bind(row.group.as_deref())
         .execute(&mut *conn)
         .await?;
     Ok(())
@@ -93,6 +94,7 @@ fn outbox_row(r: &SqliteRow) -> Result<OutboxRow> {
         actor: r.try_get("actor")?,
         request_id: r.try_get("request_id")?,
         traceparent: r.try_get("traceparent")?,
+        group: r.try_get("group_key")?,
         created_at: from_micros(r.try_get("created_at")?)?,
         status: OutboxStatus::parse(&status)?,
         attempts: r.try_get("attempts")?,

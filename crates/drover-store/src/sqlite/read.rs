@@ -57,6 +57,7 @@ impl SqliteStore {
             .bind(f.error_contains.as_deref())
             .bind(f.after.map(|c| to_micros(c.created_at)))
             .bind(f.after.map(|c| c.id))
+            .bind(f.group.as_deref())
             .fetch_all(&self.reader)
             .await?;
         rows.iter().map(row::item).collect()

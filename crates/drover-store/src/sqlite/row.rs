@@ -53,6 +53,7 @@ pub(super) fn item(row: &SqliteRow) -> Result<Item> {
         tenant_id: row.try_get("tenant_id")?,
         kind: row.try_get("kind")?,
         lane: row.try_get("lane")?,
+        group: row.try_get("group_key")?,
         payload: serde_json::from_str(&payload).map_err(|e| json_err("payload", e))?,
         priority: row.try_get("priority")?,
         status: status(row.try_get("status")?)?,

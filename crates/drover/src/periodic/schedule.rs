@@ -47,6 +47,7 @@ pub struct Schedule {
     kind: &'static str,
     payload: std::result::Result<serde_json::Value, String>,
     lane: String,
+    group: Option<String>,
     max_attempts: i32,
     misfire: MisfirePolicy,
     jitter: Duration,
@@ -81,6 +82,7 @@ impl Schedule {
             kind: K::NAME,
             payload: serde_json::to_value(&job).map_err(|e| e.to_string()),
             lane: K::LANE.to_owned(),
+            group: job.group(),
             max_attempts: K::MAX_ATTEMPTS,
             misfire: MisfirePolicy::default(),
             jitter: Duration::ZERO,
@@ -167,6 +169,7 @@ impl Schedule {
             kind: self.kind.to_owned(),
             payload,
             lane: self.lane.clone(),
+            group: self.group.clone(),
             max_attempts: self.max_attempts,
             misfire: self.misfire,
             jitter: self.jitter,
@@ -200,6 +203,7 @@ pub struct Compiled {
     kind: String,
     payload: serde_json::Value,
     lane: String,
+    group: Option<String>,
     max_attempts: i32,
     misfire: MisfirePolicy,
     jitter: Duration,
@@ -273,18 +277,21 @@ impl Compiled {
     /// available at the tick plus this schedule's jitter for that tick.
     pub fn item_for(&self, tick: DateTime<Utc>) -> NewItem {
         let offset = jitter_offset(&self.name, tick, self.jitter);
-        NewItem::new(self.kind.as_str(), self.payload.clone())
+        let mut item = NewItem::new(self.kind.as_str(), self.payload.clone())
             .with_lane(self.lane.as_str())
             .with_max_attempts(self.max_attempts)
             .with_key(tick_key(&self.name, tick))
-            .with_available_at(tick + offset)
+            .with_available_at(tick + offset);
+        item.group.clone_from(&self.group);
+        item
     }
 
     /// An item enqueued by hand now: key `periodic:<name>:manual:<id>`.
     pub fn manual_item(&self) -> NewItem {
-        let item = NewItem::new(self.kind.as_str(), self.payload.clone())
+        let mut item = NewItem::new(self.kind.as_str(), self.payload.clone())
             .with_lane(self.lane.as_str())
             .with_max_attempts(self.max_attempts);
+        item.group.clone_from(&self.group);
         let key = format!("periodic:{}:manual:{}", self.name, item.id);
         item.with_key(key)
     }

@@ -37,9 +37,11 @@ impl<C: ?Sized> std::fmt::Debug for OnConnection<'_, C> {
 fn typed_item<K: Kind>(job: &K) -> Result<NewItem> {
     let payload = serde_json::to_value(job)
         .map_err(|e| Error::invalid("payload", format!("does not serialize: {e}")))?;
-    Ok(NewItem::new(K::NAME, payload)
+    let mut item = NewItem::new(K::NAME, payload)
         .with_lane(K::LANE)
-        .with_max_attempts(K::MAX_ATTEMPTS))
+        .with_max_attempts(K::MAX_ATTEMPTS);
+    item.group = job.group();
+    Ok(item)
 }
 
 /// A typed enqueue being built; await it to write. The same options hold
@@ -193,6 +195,14 @@ impl<'q, T> Enqueue<'q, T> {
     pub fn lane(self, lane: impl Into<String>) -> Self {
         let lane = lane.into();
         self.map(|i| i.with_lane(lane))
+    }
+
+    /// Puts the item in flow-control group `group` (overriding the one
+    /// its kind derives, if any): per-group limits and ordered groups count
+    /// items by kind and group.
+    pub fn group(self, group: impl Into<String>) -> Self {
+        let group = group.into();
+        self.map(|i| i.with_group(group))
     }
 
     /// Overrides the kind's attempt budget.

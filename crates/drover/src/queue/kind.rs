@@ -63,10 +63,27 @@ pub trait Kind: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The permission a producer needs to enqueue it. It must cover every
     /// permission the kind's handler declares in `REQUIRES`.
     const PERMISSION: &'static str = DEFAULT_PERMISSION;
+    /// At most this many items of the kind claimed at once across the
+    /// fleet, declared in code (`drover limits set --kind` overrides it).
+    /// `None` (the default): no kind limit.
+    const CONCURRENCY: Option<u32> = None;
+    /// At most this many items of each group of the kind claimed at once
+    /// (see [`Kind::group`]), declared in code (`drover limits set --kind
+    /// --per-group` overrides it). `None` (the default): no per-group limit.
+    const GROUP_CONCURRENCY: Option<u32> = None;
 
     /// The retry policy for failures of this kind; `None` follows the
     /// queue's (see [`QueueConfig::retry`](crate::queue::QueueConfig::retry)).
     fn retry_policy() -> Option<RetryPolicy> {
+        None
+    }
+
+    /// The flow-control group this job belongs to, derived from its
+    /// payload (`Some(format!("customer:{}", self.customer))`): per-group
+    /// limits and ordered groups count items by kind and group. `None`
+    /// (the default) puts it in no group; a producer's `.group(..)`
+    /// overrides it. Must be `[a-z0-9_.:-]{1,128}`.
+    fn group(&self) -> Option<String> {
         None
     }
 }

@@ -43,6 +43,7 @@ mod enqueue;
 mod fenced;
 mod kind;
 mod lanes;
+mod limits;
 mod ops;
 pub(crate) mod orchestration;
 mod outbox;

@@ -65,6 +65,7 @@ impl Queue {
             )));
         }
         self.register_kind::<K>();
+        let group = job.group();
         let payload = serde_json::to_value(job)
             .map_err(|e| Error::invalid("payload", format!("does not serialize: {e}")))?;
         if !payload.is_object() {
@@ -74,7 +75,10 @@ impl Queue {
             ));
         }
         let row = self.outbox_row(principal, format!("{WORK_PREFIX}{}", K::NAME), payload)?;
-        let row = row.with_lane(K::LANE).with_max_attempts(K::MAX_ATTEMPTS);
+        let row = row
+            .with_lane(K::LANE)
+            .with_max_attempts(K::MAX_ATTEMPTS)
+            .with_group(group);
         row.validate(self.config().max_payload_bytes)?;
         Ok(row)
     }

@@ -140,6 +140,17 @@ impl WorkerBuilder {
         self
     }
 
+    /// Declares a concurrency limit in code: on a lane, a kind, or each
+    /// group of a kind (a kind's own consts declare the last two as well).
+    /// Written when the worker starts; an operator's `drover limits set`
+    /// wins over it until cleared.
+    pub fn limit(mut self, scope: crate::store::limits::LimitScope, concurrency: u32) -> Self {
+        if let Err(e) = self.registry.declare_limit(scope, concurrency) {
+            self.errors.push(e);
+        }
+        self
+    }
+
     /// Declares a role's strategies (printed by `drover handlers`). A
     /// blank one, or a role missing one of the four
     /// [`ROLE_STRATEGIES`](super::ROLE_STRATEGIES), makes

@@ -250,6 +250,9 @@ fn check_requires(kind: &str, permission: &str, requires: &[&str]) -> Result<()>
 pub struct Registry {
     handlers: BTreeMap<String, Arc<dyn ErasedHandler>>,
     roles: Vec<RoleInfo>,
+    /// The concurrency limits declared in code (the kinds' consts and
+    /// `WorkerBuilder::limit`), written at the worker's start.
+    limits: BTreeMap<crate::store::limits::LimitScope, u32>,
 }
 
 /// The four strategies every role declares (DESIGN §9), besides any of
@@ -382,9 +385,42 @@ impl Registry {
         if self.handlers.contains_key(kind) {
             return Err(Error::Config(format!("{kind} has two handlers")));
         }
+        use crate::store::limits::LimitScope;
+        if let Some(n) = <H::Job as Kind>::CONCURRENCY {
+            self.declare_limit(LimitScope::Kind(kind.to_owned()), n)?;
+        }
+        if let Some(n) = <H::Job as Kind>::GROUP_CONCURRENCY {
+            self.declare_limit(LimitScope::KindPerGroup(kind.to_owned()), n)?;
+        }
         self.handlers
             .insert(kind.to_owned(), Arc::new(Typed(handler)));
         Ok(())
+    }
+
+    /// Declares a concurrency limit in code (written at the worker's
+    /// start; an operator's setting wins over it).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] on a malformed name or concurrency;
+    /// [`Error::Config`] when the scope is declared twice with different
+    /// concurrencies.
+    pub fn declare_limit(&mut self, scope: crate::store::limits::LimitScope, n: u32) -> Result<()> {
+        scope.validate()?;
+        crate::store::limits::validate_concurrency(n)?;
+        match self.limits.get(&scope) {
+            Some(&m) if m != n => Err(Error::Config(format!(
+                "the limit on {scope} is declared twice: {m} and {n}"
+            ))),
+            _ => {
+                self.limits.insert(scope, n);
+                Ok(())
+            }
+        }
+    }
+
+    /// The concurrency limits declared in code, by scope.
+    pub fn limits(&self) -> &BTreeMap<crate::store::limits::LimitScope, u32> {
+        &self.limits
     }
 
     /// Adds a role's declared strategies.

@@ -153,6 +153,11 @@ impl Worker {
     pub async fn start(self) -> Result<RunningWorker> {
         let id = new_worker_id();
         let s = self.settings.clone();
+        // The code's limits are in force (unless an operator's wins) before
+        // this worker claims anything.
+        for (scope, n) in self.registry.limits() {
+            self.queue.limit_declare(scope, *n).await?;
+        }
         let stale_after = (s.heartbeat_interval * 3)
             .max(s.poll_interval * 3)
             .max(Duration::from_secs(10));

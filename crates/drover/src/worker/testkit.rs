@@ -31,6 +31,7 @@ pub fn context_for<K: Kind>(
         tenant_id: tenant,
         kind: K::NAME.to_owned(),
         lane: K::LANE.to_owned(),
+        group: None,
         payload,
         priority: 0,
         status: Status::Claimed,

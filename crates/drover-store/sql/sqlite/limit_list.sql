@@ -1,0 +1,4 @@
+-- Every stored setting of every limit (both sources).
+SELECT scope, name, source, concurrency, set_at, set_by
+FROM flow_limits
+ORDER BY scope, name, source

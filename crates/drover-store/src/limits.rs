@@ -1,0 +1,385 @@
+//! The concurrency-limit entity of the storage seam: what a limit applies
+//! to ([`LimitScope`]), who set it ([`LimitSource`]), its record
+//! ([`LimitRow`]) and the [`LimitStore`] trait, plus the pure rule every
+//! backend's claim admits by ([`Admission`]).
+//!
+//! A limit is **system-wide** (owned by the nil tenant, like a lane's
+//! state): "at most 20 calls into the payment provider" counts every
+//! tenant's items. A scope has at most two settings, one declared in code
+//! and one set by an operator; the operator's wins until cleared
+//! ([`effective`]).
+//!
+//! Invariants every backend keeps (contract cases in
+//! `contract/limits.rs`):
+//! - A slot is held by a claim: an item counts against every limit that
+//!   applies to it from the claim (prefetched items included) until the
+//!   write that ends the claim (complete, fail, retry, defer, release,
+//!   cancel, or the sweep handing a lapsed claim back). Nothing else holds
+//!   one, so there is no counter to drift: the count is the claimed items.
+//! - A claim never admits an item that would put a limit over its
+//!   concurrency, whatever the number of concurrent claimers: admission
+//!   and the count it reads are serialised per scope (PostgreSQL: a
+//!   transaction lock per scope key; SQLite: the single writer; memory:
+//!   the store's lock).
+//! - An item held back by a limit is not claimed and spends no attempt.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use drover_core::error::{Error, Result};
+
+/// What a limit applies to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "scope", content = "name", rename_all = "snake_case")]
+pub enum LimitScope {
+    /// Every item of a lane.
+    Lane(String),
+    /// Every item of a kind, in any lane.
+    Kind(String),
+    /// The items of a kind in each group separately (a tenant's group
+    /// `customer:42` is its own; items without a group are not limited).
+    KindPerGroup(String),
+}
+
+impl LimitScope {
+    /// The scope's kind of target as stored: `lane`, `kind` or `group`.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            LimitScope::Lane(_) => "lane",
+            LimitScope::Kind(_) => "kind",
+            LimitScope::KindPerGroup(_) => "group",
+        }
+    }
+
+    /// The lane or kind it names.
+    pub fn name(&self) -> &str {
+        match self {
+            LimitScope::Lane(n) | LimitScope::Kind(n) | LimitScope::KindPerGroup(n) => n,
+        }
+    }
+
+    /// The scope from its stored parts.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] on `scope` for another word.
+    pub fn from_parts(scope: &str, name: &str) -> Result<LimitScope> {
+        match scope {
+            "lane" => Ok(LimitScope::Lane(name.to_owned())),
+            "kind" => Ok(LimitScope::Kind(name.to_owned())),
+            "group" => Ok(LimitScope::KindPerGroup(name.to_owned())),
+            other => Err(Error::invalid(
+                "scope",
+                format!("unknown limit scope {other:?} (lane, kind or group)"),
+            )),
+        }
+    }
+
+    /// Checks the name it carries (a lane name or a kind name).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] on `lane` or `kind`.
+    pub fn validate(&self) -> Result<()> {
+        match self {
+            LimitScope::Lane(l) => drover_core::item::validate_lane(l),
+            LimitScope::Kind(k) | LimitScope::KindPerGroup(k) => {
+                drover_core::item::validate_kind(k)
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for LimitScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LimitScope::Lane(l) => write!(f, "lane {l}"),
+            LimitScope::Kind(k) => write!(f, "kind {k}"),
+            LimitScope::KindPerGroup(k) => write!(f, "kind {k} per group"),
+        }
+    }
+}
+
+/// Who set a limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitSource {
+    /// Declared in code (a worker's handlers, written at its start).
+    Code,
+    /// Set by an operator (`drover limits set`); wins over code until
+    /// cleared.
+    Operator,
+}
+
+impl LimitSource {
+    /// `code` or `operator`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LimitSource::Code => "code",
+            LimitSource::Operator => "operator",
+        }
+    }
+}
+
+/// The most a concurrency limit may be.
+pub const MAX_CONCURRENCY: u32 = 100_000;
+
+/// Checks a concurrency.
+///
+/// # Errors
+/// [`Error::InvalidInput`] on `concurrency` outside 1 to [`MAX_CONCURRENCY`].
+pub fn validate_concurrency(n: u32) -> Result<()> {
+    if (1..=MAX_CONCURRENCY).contains(&n) {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            "concurrency",
+            format!("must be 1 to {MAX_CONCURRENCY}, got {n}"),
+        ))
+    }
+}
+
+/// One stored setting of a limit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LimitSetting {
+    /// What it applies to.
+    pub scope: LimitScope,
+    /// Who set it.
+    pub source: LimitSource,
+    /// At most this many claimed at once.
+    pub concurrency: u32,
+    /// When it was set (the store's clock).
+    pub set_at: DateTime<Utc>,
+    /// Who set it (nil for code).
+    pub set_by: Uuid,
+}
+
+/// The limits in force: for each scope, the operator's setting if there
+/// is one, else the code's. Sorted by scope.
+pub fn effective(settings: &[LimitSetting]) -> Vec<LimitSetting> {
+    let mut out: std::collections::BTreeMap<LimitScope, LimitSetting> = Default::default();
+    for s in settings {
+        match out.get(&s.scope) {
+            Some(have) if have.source == LimitSource::Operator => {}
+            _ => {
+                out.insert(s.scope.clone(), s.clone());
+            }
+        }
+    }
+    out.into_values().collect()
+}
+
+/// A limit in force with what holds and waits on it, as
+/// [`LimitStore::limit_usage`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LimitUsage {
+    /// The setting in force.
+    pub setting: LimitSetting,
+    /// Items holding a slot now (claimed). For a per-group limit, the
+    /// fullest group's count.
+    pub in_use: u64,
+    /// Pending items the limit applies to.
+    pub waiting: u64,
+}
+
+/// The claim's rule: which candidates (in claim order) to admit, given the
+/// limits that apply to each and how many slots each scope key holds now.
+///
+/// Pure so that the three backends admit alike; PostgreSQL's claim runs
+/// the same rule in SQL under a lock per key (its contract cases keep it
+/// equal to this one).
+#[derive(Debug, Default)]
+pub struct Admission {
+    held: std::collections::HashMap<String, u64>,
+}
+
+impl Admission {
+    /// Starts from the slots each key holds now.
+    pub fn new(held: impl IntoIterator<Item = (String, u64)>) -> Admission {
+        Admission {
+            held: held.into_iter().collect(),
+        }
+    }
+
+    /// Admits a candidate subject to `limits` (each a scope key and its
+    /// concurrency) when every one has a free slot, taking one of each.
+    pub fn admit(&mut self, limits: &[(String, u32)]) -> bool {
+        let free = limits
+            .iter()
+            .all(|(key, n)| self.held.get(key).copied().unwrap_or(0) < u64::from(*n));
+        if free {
+            for (key, _) in limits {
+                *self.held.entry(key.clone()).or_default() += 1;
+            }
+        }
+        free
+    }
+}
+
+/// The scope keys an item of `lane`, `kind`, `tenant` and `group` counts
+/// against under `limits` (the ones in force), with each one's
+/// concurrency. Keys are the same strings on every backend: `lane:<lane>`,
+/// `kind:<kind>`, `group:<kind>:<tenant>:<group>`.
+pub fn keys_of(
+    limits: &[LimitSetting],
+    lane: &str,
+    kind: &str,
+    tenant: Uuid,
+    group: Option<&str>,
+) -> Vec<(String, u32)> {
+    let mut out = Vec::new();
+    for l in limits {
+        match &l.scope {
+            LimitScope::Lane(n) if n == lane => out.push((format!("lane:{lane}"), l.concurrency)),
+            LimitScope::Kind(n) if n == kind => out.push((format!("kind:{kind}"), l.concurrency)),
+            LimitScope::KindPerGroup(n) if n == kind => {
+                if let Some(g) = group {
+                    out.push((format!("group:{kind}:{tenant}:{g}"), l.concurrency));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Whether a claim of `lane` for `kinds` (empty: every kind) may meet a
+/// limit in `limits`: a limit on the lane, or on a kind it may claim.
+pub fn applies(limits: &[LimitSetting], lane: &str, kinds: &[String]) -> bool {
+    limits.iter().any(|l| match &l.scope {
+        LimitScope::Lane(n) => n == lane,
+        LimitScope::Kind(k) | LimitScope::KindPerGroup(k) => {
+            kinds.is_empty() || kinds.iter().any(|c| c == k)
+        }
+    })
+}
+
+/// How long a backend that reads its limits before a claim (PostgreSQL)
+/// keeps them: a change reaches every claimer within this, well inside a
+/// worker's poll interval.
+pub const LIMITS_CACHE_TTL: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The limits in force as a claimer last read them, for
+/// [`LIMITS_CACHE_TTL`]: a claim of a lane no limit applies to then costs
+/// no extra statement.
+#[derive(Debug, Default)]
+pub struct LimitCache {
+    slot: std::sync::Mutex<Option<(std::time::Instant, std::sync::Arc<Vec<LimitSetting>>)>>,
+}
+
+impl LimitCache {
+    /// The cached limits, if read within the TTL.
+    pub fn fresh(&self) -> Option<std::sync::Arc<Vec<LimitSetting>>> {
+        let slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        slot.as_ref()
+            .filter(|(at, _)| at.elapsed() < LIMITS_CACHE_TTL)
+            .map(|(_, v)| v.clone())
+    }
+
+    /// Keeps `limits` (the ones in force) as read now.
+    pub fn put(&self, limits: Vec<LimitSetting>) -> std::sync::Arc<Vec<LimitSetting>> {
+        let v = std::sync::Arc::new(limits);
+        *self.slot.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((std::time::Instant::now(), v.clone()));
+        v
+    }
+
+    /// Forgets the cached limits (this process changed them).
+    pub fn clear(&self) {
+        *self.slot.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+}
+
+/// The concurrency-limit entity of the storage seam (system operations).
+#[async_trait]
+pub trait LimitStore: Send + Sync {
+    /// Records `concurrency` for `scope` from `source` (insert or
+    /// replace), stamping the store's clock and `actor`.
+    async fn limit_set(
+        &self,
+        scope: &LimitScope,
+        source: LimitSource,
+        concurrency: u32,
+        actor: Uuid,
+    ) -> Result<LimitSetting>;
+
+    /// Removes `source`'s setting of `scope`; whether there was one.
+    async fn limit_clear(&self, scope: &LimitScope, source: LimitSource) -> Result<bool>;
+
+    /// Every stored setting, both sources.
+    async fn limit_settings(&self) -> Result<Vec<LimitSetting>>;
+
+    /// The limits in force with their use: slots held and items waiting.
+    async fn limit_usage(&self) -> Result<Vec<LimitUsage>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setting(scope: LimitScope, source: LimitSource, n: u32) -> LimitSetting {
+        LimitSetting {
+            scope,
+            source,
+            concurrency: n,
+            set_at: DateTime::<Utc>::UNIX_EPOCH,
+            set_by: Uuid::nil(),
+        }
+    }
+
+    #[test]
+    fn the_operators_setting_wins_over_the_codes() {
+        let k = || LimitScope::Kind("export".into());
+        for order in [
+            [
+                setting(k(), LimitSource::Code, 4),
+                setting(k(), LimitSource::Operator, 2),
+            ],
+            [
+                setting(k(), LimitSource::Operator, 2),
+                setting(k(), LimitSource::Code, 4),
+            ],
+        ] {
+            let e = effective(&order);
+            assert_eq!(e.len(), 1);
+            assert_eq!((e[0].source, e[0].concurrency), (LimitSource::Operator, 2));
+        }
+        let only_code = effective(&[setting(k(), LimitSource::Code, 4)]);
+        assert_eq!(only_code[0].concurrency, 4);
+    }
+
+    #[test]
+    fn admission_takes_a_slot_of_every_limit_or_none() {
+        let mut a = Admission::new([("kind:k".to_owned(), 1)]);
+        let both = [("kind:k".to_owned(), 2), ("lane:l".to_owned(), 1)];
+        assert!(a.admit(&both), "kind 1 of 2, lane 0 of 1");
+        assert!(!a.admit(&both), "the lane is full");
+        assert!(
+            !a.admit(&[("kind:k".to_owned(), 2)]),
+            "the kind is full now"
+        );
+        assert!(a.admit(&[]), "an item no limit applies to");
+    }
+
+    #[test]
+    fn keys_name_the_scopes_an_item_counts_against() {
+        let t = Uuid::from_u128(7);
+        let limits = [
+            setting(LimitScope::Lane("l".into()), LimitSource::Code, 5),
+            setting(LimitScope::Kind("k".into()), LimitSource::Code, 3),
+            setting(LimitScope::KindPerGroup("k".into()), LimitSource::Code, 1),
+            setting(LimitScope::Kind("other".into()), LimitSource::Code, 9),
+        ];
+        let keys = keys_of(&limits, "l", "k", t, Some("g"));
+        assert_eq!(
+            keys,
+            vec![
+                ("lane:l".to_owned(), 5),
+                ("kind:k".to_owned(), 3),
+                (format!("group:k:{t}:g"), 1)
+            ]
+        );
+        assert_eq!(keys_of(&limits, "l", "k", t, None).len(), 2, "no group");
+        assert!(keys_of(&limits, "m", "z", t, Some("g")).is_empty());
+    }
+}

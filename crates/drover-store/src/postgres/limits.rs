@@ -1,0 +1,395 @@
+//! Concurrency limits on PostgreSQL: the settings (system role, nil
+//! tenant, migration 0033) and the limited claim.
+//!
+//! A claim of a lane no limit applies to is `claim_items` as before; the
+//! limits in force are read at most once per [`LIMITS_CACHE_TTL`] per
+//! process, so it costs no extra statement. A claim a limit may apply to
+//! runs one system-role transaction:
+//!
+//! 1. the candidates, in claim order, locked `SKIP LOCKED` (never a wait
+//!    on a row), leaving out scopes that were full as the claim began;
+//! 2. a transaction lock on each scope key the candidates count against,
+//!    in hash order (no cycle of waits);
+//! 3. the claims holding slots, read in a statement of its own after the
+//!    locks: every claimer of a key holds its lock to its commit, so this
+//!    count includes every claim a claimer before made;
+//! 4. admission in claim order ([`Admission`], the rule every backend
+//!    shares), and one `UPDATE` of the admitted.
+//!
+//! So two claimers never admit past a limit between them, and the count
+//! is the claimed rows themselves: nothing to drift.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use sqlx::Row;
+use sqlx::postgres::PgRow;
+use uuid::Uuid;
+
+use super::{PgStore, row, secs};
+use crate::ClaimParams;
+use crate::limits::{
+    Admission, LimitScope, LimitSetting, LimitSource, LimitStore, LimitUsage, applies, effective,
+    keys_of,
+};
+use drover_core::error::{Error, Result};
+use drover_core::item::Item;
+
+const LIMIT_SET: &str = include_str!("../../sql/postgres/limit_set.sql");
+const LIMIT_CLEAR: &str = include_str!("../../sql/postgres/limit_clear.sql");
+const LIMIT_LIST: &str = include_str!("../../sql/postgres/limit_list.sql");
+const LIMIT_CANDIDATES: &str = include_str!("../../sql/postgres/limit_candidates.sql");
+const LIMIT_LOCK: &str = include_str!("../../sql/postgres/limit_lock.sql");
+const LIMIT_HELD: &str = include_str!("../../sql/postgres/limit_held.sql");
+const LIMIT_CLAIM: &str = include_str!("../../sql/postgres/limit_claim.sql");
+const LIMIT_USAGE: &str = include_str!("../../sql/postgres/limit_usage.sql");
+
+/// How many candidates a limited claim reads per slot it asks for (plus a
+/// few): room for items a full scope holds back.
+const CANDIDATES_PER_SLOT: u32 = 4;
+const CANDIDATES_EXTRA: u32 = 32;
+
+fn setting(r: &PgRow) -> Result<LimitSetting> {
+    let scope: String = r.try_get("scope")?;
+    let name: String = r.try_get("name")?;
+    let source: String = r.try_get("source")?;
+    let concurrency: i32 = r.try_get("concurrency")?;
+    Ok(LimitSetting {
+        scope: LimitScope::from_parts(&scope, &name)?,
+        source: match source.as_str() {
+            "code" => LimitSource::Code,
+            "operator" => LimitSource::Operator,
+            other => {
+                return Err(Error::invalid(
+                    "source",
+                    format!("unknown limit source {other:?} in the database"),
+                ));
+            }
+        },
+        concurrency: u32::try_from(concurrency).unwrap_or(0),
+        set_at: r.try_get("set_at")?,
+        set_by: r.try_get("set_by")?,
+    })
+}
+
+/// One claimed or candidate row's scope parts.
+struct Parts {
+    id: Uuid,
+    tenant: Uuid,
+    lane: String,
+    kind: String,
+    group: Option<String>,
+}
+
+fn parts(r: &PgRow, with_id: bool) -> Result<Parts> {
+    Ok(Parts {
+        id: if with_id {
+            r.try_get("id")?
+        } else {
+            Uuid::nil()
+        },
+        tenant: r.try_get("tenant_id")?,
+        lane: r.try_get("lane")?,
+        kind: r.try_get("kind")?,
+        group: r.try_get("group_key")?,
+    })
+}
+
+impl PgStore {
+    /// The limits in force, from the cache while it is fresh.
+    pub(super) async fn limits_in_force(&self) -> Result<Arc<Vec<LimitSetting>>> {
+        if let Some(v) = self.limits.fresh() {
+            return Ok(v);
+        }
+        let settings = self.limit_settings().await?;
+        Ok(self.limits.put(effective(&settings)))
+    }
+
+    /// The claimed rows of `lane` or of `kinds` (their scope parts).
+    async fn held_rows(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        lane: &str,
+        kinds: &[String],
+    ) -> Result<Vec<PgRow>> {
+        Ok(sqlx::query(LIMIT_HELD)
+            .persistent(self.persistent)
+            .bind(lane)
+            .bind(kinds)
+            .fetch_all(tx)
+            .await?)
+    }
+
+    /// The claim of `p`, limited when a limit applies to it (see the
+    /// module docs); `None` when none does (the caller claims as before).
+    pub(super) async fn claim_limited(&self, p: &ClaimParams) -> Result<Option<Vec<Item>>> {
+        let limits = self.limits_in_force().await?;
+        if !applies(&limits, &p.lane, &p.kinds) {
+            return Ok(None);
+        }
+        let limit_kinds: Vec<String> = limits
+            .iter()
+            .filter(|l| !matches!(l.scope, LimitScope::Lane(_)))
+            .map(|l| l.scope.name().to_owned())
+            .collect();
+        let mut tx = self.begin_system().await?;
+        // What is full as the claim begins: left out of the candidates.
+        let rows = self.held_rows(&mut tx, &p.lane, &limit_kinds).await?;
+        let before = held_counts(&limits, &rows)?;
+        let full = Full::of(&limits, &before);
+        if full.lane {
+            tx.commit().await?;
+            return Ok(Some(Vec::new()));
+        }
+        let want = p
+            .limit
+            .saturating_mul(CANDIDATES_PER_SLOT)
+            .saturating_add(CANDIDATES_EXTRA);
+        let rows = sqlx::query(LIMIT_CANDIDATES)
+            .persistent(self.persistent)
+            .bind(&p.lane)
+            .bind(&p.kinds)
+            .bind(i64::from(want))
+            .bind(&full.kinds)
+            .bind(&full.group_kinds)
+            .bind(&full.group_tenants)
+            .bind(&full.groups)
+            .fetch_all(&mut *tx)
+            .await?;
+        let candidates = rows
+            .iter()
+            .map(|r| parts(r, true))
+            .collect::<Result<Vec<_>>>()?;
+        let keyed: Vec<(Uuid, Vec<(String, u32)>)> = candidates
+            .iter()
+            .map(|c| {
+                let keys = keys_of(&limits, &c.lane, &c.kind, c.tenant, c.group.as_deref());
+                (c.id, keys)
+            })
+            .collect();
+        let locks: BTreeSet<String> = keyed
+            .iter()
+            .flat_map(|(_, keys)| {
+                keys.iter()
+                    .map(|(k, _)| format!("drover.limit:{}:{k}", self.schema))
+            })
+            .collect();
+        if !locks.is_empty() {
+            sqlx::query(LIMIT_LOCK)
+                .persistent(self.persistent)
+                .bind(locks.into_iter().collect::<Vec<_>>())
+                .execute(&mut *tx)
+                .await?;
+        }
+        let rows = self.held_rows(&mut tx, &p.lane, &limit_kinds).await?;
+        let held = held_counts(&limits, &rows)?;
+        let mut admission = Admission::new(held);
+        let admitted: Vec<Uuid> = keyed
+            .into_iter()
+            .filter(|(_, keys)| admission.admit(keys))
+            .map(|(id, _)| id)
+            .take(p.limit as usize)
+            .collect();
+        let rows = if admitted.is_empty() {
+            Vec::new()
+        } else {
+            sqlx::query(LIMIT_CLAIM)
+                .persistent(self.persistent)
+                .bind(&admitted)
+                .bind(&p.worker_id)
+                .bind(secs(p.lease))
+                .fetch_all(&mut *tx)
+                .await?
+        };
+        tx.commit().await?;
+        let mut items = rows.iter().map(row::item).collect::<Result<Vec<_>>>()?;
+        items.sort_by(|a, b| {
+            (a.priority, a.available_at, a.id).cmp(&(b.priority, b.available_at, b.id))
+        });
+        Ok(Some(items))
+    }
+}
+
+/// Slots held per scope key, from the claimed rows.
+fn held_counts(limits: &[LimitSetting], rows: &[PgRow]) -> Result<HashMap<String, u64>> {
+    let mut held: HashMap<String, u64> = HashMap::new();
+    for r in rows {
+        let c = parts(r, false)?;
+        for (k, _) in keys_of(limits, &c.lane, &c.kind, c.tenant, c.group.as_deref()) {
+            *held.entry(k).or_default() += 1;
+        }
+    }
+    Ok(held)
+}
+
+/// The scopes already full, as the candidates' filter takes them.
+#[derive(Default)]
+struct Full {
+    lane: bool,
+    kinds: Vec<String>,
+    group_kinds: Vec<String>,
+    group_tenants: Vec<Uuid>,
+    groups: Vec<String>,
+}
+
+impl Full {
+    fn of(limits: &[LimitSetting], held: &HashMap<String, u64>) -> Full {
+        let mut f = Full::default();
+        let concurrency = |scope: &LimitScope| {
+            limits
+                .iter()
+                .find(|l| &l.scope == scope)
+                .map(|l| u64::from(l.concurrency))
+        };
+        for (key, n) in held {
+            if let Some(lane) = key.strip_prefix("lane:") {
+                if concurrency(&LimitScope::Lane(lane.to_owned())).is_some_and(|c| *n >= c) {
+                    f.lane = true;
+                }
+            } else if let Some(kind) = key.strip_prefix("kind:") {
+                if concurrency(&LimitScope::Kind(kind.to_owned())).is_some_and(|c| *n >= c) {
+                    f.kinds.push(kind.to_owned());
+                }
+            } else if let Some((kind, tenant, group)) =
+                key.strip_prefix("group:").and_then(split_group_key)
+                && concurrency(&LimitScope::KindPerGroup(kind.clone())).is_some_and(|c| *n >= c)
+            {
+                f.group_kinds.push(kind);
+                f.group_tenants.push(tenant);
+                f.groups.push(group);
+            }
+        }
+        f
+    }
+}
+
+/// `<kind>:<tenant>:<group>` back into its parts: the tenant is the first
+/// 36-character UUID between two colons (a kind and a group may hold ':').
+fn split_group_key(rest: &str) -> Option<(String, Uuid, String)> {
+    let bytes = rest.as_bytes();
+    for (i, _) in rest.match_indices(':') {
+        let start = i + 1;
+        let end = start + 36;
+        if end < bytes.len()
+            && bytes[end] == b':'
+            && let Ok(t) = Uuid::parse_str(&rest[start..end])
+        {
+            return Some((rest[..i].to_owned(), t, rest[end + 1..].to_owned()));
+        }
+    }
+    None
+}
+
+#[async_trait]
+impl LimitStore for PgStore {
+    async fn limit_set(
+        &self,
+        scope: &LimitScope,
+        source: LimitSource,
+        concurrency: u32,
+        actor: Uuid,
+    ) -> Result<LimitSetting> {
+        let mut tx = self.begin_system().await?;
+        let r = sqlx::query(LIMIT_SET)
+            .persistent(self.persistent)
+            .bind(scope.kind_name())
+            .bind(scope.name())
+            .bind(source.as_str())
+            .bind(i32::try_from(concurrency).unwrap_or(i32::MAX))
+            .bind(actor)
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.limits.clear();
+        setting(&r)
+    }
+
+    async fn limit_clear(&self, scope: &LimitScope, source: LimitSource) -> Result<bool> {
+        let mut tx = self.begin_system().await?;
+        let n = sqlx::query(LIMIT_CLEAR)
+            .persistent(self.persistent)
+            .bind(scope.kind_name())
+            .bind(scope.name())
+            .bind(source.as_str())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        self.limits.clear();
+        Ok(n > 0)
+    }
+
+    async fn limit_settings(&self) -> Result<Vec<LimitSetting>> {
+        let mut tx = self.begin_system().await?;
+        let rows = sqlx::query(LIMIT_LIST)
+            .persistent(self.persistent)
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        rows.iter().map(setting).collect()
+    }
+
+    async fn limit_usage(&self) -> Result<Vec<LimitUsage>> {
+        let limits = effective(&self.limit_settings().await?);
+        let lanes: Vec<&str> = limits
+            .iter()
+            .filter(|l| matches!(l.scope, LimitScope::Lane(_)))
+            .map(|l| l.scope.name())
+            .collect();
+        let kinds: Vec<&str> = limits
+            .iter()
+            .filter(|l| !matches!(l.scope, LimitScope::Lane(_)))
+            .map(|l| l.scope.name())
+            .collect();
+        let mut tx = self.begin_system().await?;
+        let rows = sqlx::query(LIMIT_USAGE)
+            .persistent(false)
+            .bind(&lanes)
+            .bind(&kinds)
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        let mut out = Vec::with_capacity(limits.len());
+        for l in &limits {
+            let one = std::slice::from_ref(l);
+            let mut held: HashMap<String, u64> = HashMap::new();
+            let mut waiting = 0u64;
+            for r in &rows {
+                let c = parts(r, false)?;
+                let n = u64::try_from(r.try_get::<i64, _>("n")?).unwrap_or(0);
+                let keys = keys_of(one, &c.lane, &c.kind, c.tenant, c.group.as_deref());
+                if keys.is_empty() {
+                    continue;
+                }
+                if r.try_get::<String, _>("status")? == "claimed" {
+                    for (k, _) in keys {
+                        *held.entry(k).or_default() += n;
+                    }
+                } else {
+                    waiting += n;
+                }
+            }
+            out.push(LimitUsage {
+                setting: l.clone(),
+                in_use: held.values().copied().max().unwrap_or(0),
+                waiting,
+            });
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_group_key_splits_at_its_tenant() {
+        let t = Uuid::from_u128(42);
+        let (k, tenant, g) = split_group_key(&format!("a:b:{t}:c:d")).expect("a group key");
+        assert_eq!((k.as_str(), tenant, g.as_str()), ("a:b", t, "c:d"));
+        assert!(split_group_key("no-tenant-here").is_none());
+    }
+}

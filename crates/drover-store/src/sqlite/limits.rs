@@ -1,0 +1,212 @@
+//! Concurrency limits on SQLite: the settings (migration 0033) and the
+//! limited claim. The claim runs in `BEGIN IMMEDIATE` on the single writer,
+//! so reading the limits, counting the claims that hold slots and claiming
+//! are one step no other claimer interleaves with: the limit is exact.
+//! Candidates are read a page at a time in claim order until the claim is
+//! full or the lane's available items are all seen, so items a full scope
+//! holds back never starve the ones behind them.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Row, SqliteConnection};
+use uuid::Uuid;
+
+use super::SqliteStore;
+use super::row::{self, after, from_micros, to_micros};
+use crate::ClaimParams;
+use crate::limits::{
+    Admission, LimitScope, LimitSetting, LimitSource, LimitStore, LimitUsage, effective, keys_of,
+};
+use drover_core::error::{Error, Result};
+use drover_core::item::Item;
+
+const LIMIT_SET: &str = include_str!("../../sql/sqlite/limit_set.sql");
+const LIMIT_CLEAR: &str = include_str!("../../sql/sqlite/limit_clear.sql");
+const LIMIT_LIST: &str = include_str!("../../sql/sqlite/limit_list.sql");
+const LIMIT_HELD: &str = include_str!("../../sql/sqlite/limit_held.sql");
+const LIMIT_CANDIDATES: &str = include_str!("../../sql/sqlite/limit_candidates.sql");
+const LIMIT_CLAIM: &str = include_str!("../../sql/sqlite/limit_claim.sql");
+const LIMIT_USAGE: &str = include_str!("../../sql/sqlite/limit_usage.sql");
+
+/// Candidates read per page.
+const PAGE: i64 = 256;
+
+fn setting(r: &SqliteRow) -> Result<LimitSetting> {
+    let scope: String = r.try_get("scope")?;
+    let name: String = r.try_get("name")?;
+    let source: String = r.try_get("source")?;
+    let concurrency: i64 = r.try_get("concurrency")?;
+    Ok(LimitSetting {
+        scope: LimitScope::from_parts(&scope, &name)?,
+        source: match source.as_str() {
+            "code" => LimitSource::Code,
+            "operator" => LimitSource::Operator,
+            other => {
+                return Err(Error::invalid(
+                    "source",
+                    format!("unknown limit source {other:?} in the database"),
+                ));
+            }
+        },
+        concurrency: u32::try_from(concurrency).unwrap_or(0),
+        set_at: from_micros(r.try_get("set_at")?)?,
+        set_by: r.try_get("set_by")?,
+    })
+}
+
+/// The scope keys a row (lane, kind, tenant_id, group_key) counts against.
+fn row_keys(limits: &[LimitSetting], r: &SqliteRow) -> Result<Vec<(String, u32)>> {
+    let lane: String = r.try_get("lane")?;
+    let kind: String = r.try_get("kind")?;
+    let tenant: Uuid = r.try_get("tenant_id")?;
+    let group: Option<String> = r.try_get("group_key")?;
+    Ok(keys_of(limits, &lane, &kind, tenant, group.as_deref()))
+}
+
+/// The limits in force, read on the claim's own connection.
+pub(super) async fn in_force(conn: &mut SqliteConnection) -> Result<Vec<LimitSetting>> {
+    let rows = sqlx::query(LIMIT_LIST).fetch_all(&mut *conn).await?;
+    let settings = rows.iter().map(setting).collect::<Result<Vec<_>>>()?;
+    Ok(effective(&settings))
+}
+
+/// The limited claim of `p` on the open write transaction at `now`.
+pub(super) async fn claim_on(
+    conn: &mut SqliteConnection,
+    p: &ClaimParams,
+    limits: &[LimitSetting],
+    now: DateTime<Utc>,
+) -> Result<Vec<Item>> {
+    let mut held: HashMap<String, u64> = HashMap::new();
+    for r in sqlx::query(LIMIT_HELD).fetch_all(&mut *conn).await? {
+        for (k, _) in row_keys(limits, &r)? {
+            *held.entry(k).or_default() += 1;
+        }
+    }
+    let mut admission = Admission::new(held);
+    let kinds = if p.kinds.is_empty() {
+        None
+    } else {
+        Some(serde_json::to_string(&p.kinds).map_err(|e| Error::invalid("kinds", e.to_string()))?)
+    };
+    let mut admitted: Vec<Uuid> = Vec::new();
+    let mut offset = 0i64;
+    while admitted.len() < p.limit as usize {
+        let page = sqlx::query(LIMIT_CANDIDATES)
+            .bind(&p.lane)
+            .bind(to_micros(now))
+            .bind(kinds.as_deref())
+            .bind(PAGE)
+            .bind(offset)
+            .fetch_all(&mut *conn)
+            .await?;
+        for r in &page {
+            if admitted.len() == p.limit as usize {
+                break;
+            }
+            if admission.admit(&row_keys(limits, r)?) {
+                admitted.push(r.try_get("id")?);
+            }
+        }
+        if (page.len() as i64) < PAGE {
+            break;
+        }
+        offset += PAGE;
+    }
+    let lease = to_micros(after(now, p.lease));
+    let mut items = Vec::with_capacity(admitted.len());
+    for id in admitted {
+        if let Some(r) = sqlx::query(LIMIT_CLAIM)
+            .bind(&p.worker_id)
+            .bind(lease)
+            .bind(to_micros(now))
+            // The system signs the claim, as every write after the enqueue.
+            .bind(Uuid::nil())
+            .bind(id)
+            .fetch_optional(&mut *conn)
+            .await?
+        {
+            items.push(row::item(&r)?);
+        }
+    }
+    Ok(items)
+}
+
+#[async_trait]
+impl LimitStore for SqliteStore {
+    async fn limit_set(
+        &self,
+        scope: &LimitScope,
+        source: LimitSource,
+        concurrency: u32,
+        actor: Uuid,
+    ) -> Result<LimitSetting> {
+        let mut tx = self.begin().await?;
+        let r = sqlx::query(LIMIT_SET)
+            .bind(scope.kind_name())
+            .bind(scope.name())
+            .bind(source.as_str())
+            .bind(i64::from(concurrency))
+            .bind(to_micros(self.now()))
+            .bind(actor)
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        setting(&r)
+    }
+
+    async fn limit_clear(&self, scope: &LimitScope, source: LimitSource) -> Result<bool> {
+        let mut tx = self.begin().await?;
+        let n = sqlx::query(LIMIT_CLEAR)
+            .bind(scope.kind_name())
+            .bind(scope.name())
+            .bind(source.as_str())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(n > 0)
+    }
+
+    async fn limit_settings(&self) -> Result<Vec<LimitSetting>> {
+        let rows = sqlx::query(LIMIT_LIST).fetch_all(&self.reader).await?;
+        rows.iter().map(setting).collect()
+    }
+
+    async fn limit_usage(&self) -> Result<Vec<LimitUsage>> {
+        let limits = effective(&self.limit_settings().await?);
+        let rows = sqlx::query(LIMIT_USAGE)
+            .bind(to_micros(self.now()))
+            .fetch_all(&self.reader)
+            .await?;
+        let mut out = Vec::with_capacity(limits.len());
+        for l in &limits {
+            let one = std::slice::from_ref(l);
+            let mut held: HashMap<String, u64> = HashMap::new();
+            let mut waiting = 0u64;
+            for r in &rows {
+                let keys = row_keys(one, r)?;
+                if keys.is_empty() {
+                    continue;
+                }
+                let n = u64::try_from(r.try_get::<i64, _>("n")?).unwrap_or(0);
+                if r.try_get::<String, _>("status")? == "claimed" {
+                    for (k, _) in keys {
+                        *held.entry(k).or_default() += n;
+                    }
+                } else {
+                    waiting += n;
+                }
+            }
+            out.push(LimitUsage {
+                setting: l.clone(),
+                in_use: held.values().copied().max().unwrap_or(0),
+                waiting,
+            });
+        }
+        Ok(out)
+    }
+}

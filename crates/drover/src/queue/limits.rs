@@ -1,0 +1,101 @@
+//! Concurrency limits as the queue's API steers them: an operator's
+//! setting and its clearing, the code's declaration, and the listing with
+//! use (the records, the rule and the storage seam are
+//! [`crate::store::limits`]'s; the claim that enforces them is the store's).
+//!
+//! Invariants: only a principal holding [`OPERATE_PERMISSION`] that is not
+//! confined to one tenant may set or clear a limit (a limit counts every
+//! tenant's items); the scope's name and the concurrency are validated
+//! before the store is asked.
+
+use crate::error::{Error, Result};
+use crate::queue::{OPERATE_PERMISSION, Principal, Queue};
+use crate::store::limits::{
+    LimitScope, LimitSetting, LimitSource, LimitUsage, validate_concurrency,
+};
+
+impl Queue {
+    fn check_limit_operator(principal: &Principal, what: &str) -> Result<()> {
+        if !principal.holds(OPERATE_PERMISSION) {
+            return Err(Error::Forbidden(format!(
+                "{what} requires the permission {OPERATE_PERMISSION:?}"
+            )));
+        }
+        if !principal.tenant.is_nil() && !principal.holds("*") {
+            return Err(Error::Forbidden(format!(
+                "a limit counts every tenant's items: a principal of tenant {} may not {what}",
+                principal.tenant
+            )));
+        }
+        Ok(())
+    }
+
+    /// Sets the operator's concurrency for `scope`: it wins over the one
+    /// declared in code until [`Queue::limit_clear`]. Every claimer
+    /// enforces it within one poll interval; claims already made run on.
+    ///
+    /// # Errors
+    /// [`Error::Forbidden`] unless the principal holds
+    /// [`OPERATE_PERMISSION`] and is not confined to one tenant;
+    /// [`Error::InvalidInput`] on a malformed name or a concurrency outside
+    /// 1 to [`MAX_CONCURRENCY`](crate::store::limits::MAX_CONCURRENCY);
+    /// storage errors.
+    pub async fn limit_set(
+        &self,
+        principal: &Principal,
+        scope: &LimitScope,
+        concurrency: u32,
+    ) -> Result<LimitSetting> {
+        Self::check_limit_operator(principal, "set a limit")?;
+        scope.validate()?;
+        validate_concurrency(concurrency)?;
+        let s = self
+            .store()
+            .limit_set(scope, LimitSource::Operator, concurrency, principal.actor)
+            .await?;
+        tracing::info!(%scope, concurrency, actor = %principal.actor, "limit set");
+        Ok(s)
+    }
+
+    /// Clears the operator's setting of `scope` (the code's, if any, is in
+    /// force again). Whether there was one.
+    ///
+    /// # Errors
+    /// As [`Queue::limit_set`].
+    pub async fn limit_clear(&self, principal: &Principal, scope: &LimitScope) -> Result<bool> {
+        Self::check_limit_operator(principal, "clear a limit")?;
+        scope.validate()?;
+        let had = self
+            .store()
+            .limit_clear(scope, LimitSource::Operator)
+            .await?;
+        tracing::info!(%scope, had, actor = %principal.actor, "limit cleared");
+        Ok(had)
+    }
+
+    /// Records the concurrency the code declares for `scope` (a worker at
+    /// its start); an operator's setting still wins.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] on a malformed name or concurrency; storage
+    /// errors.
+    pub async fn limit_declare(
+        &self,
+        scope: &LimitScope,
+        concurrency: u32,
+    ) -> Result<LimitSetting> {
+        scope.validate()?;
+        validate_concurrency(concurrency)?;
+        self.store()
+            .limit_set(scope, LimitSource::Code, concurrency, uuid::Uuid::nil())
+            .await
+    }
+
+    /// Every limit in force, with the slots held now and the items waiting.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn limits(&self) -> Result<Vec<LimitUsage>> {
+        self.store().limit_usage().await
+    }
+}
