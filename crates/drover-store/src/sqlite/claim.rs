@@ -57,13 +57,16 @@ impl SqliteStore {
                     .map_err(|e| Error::invalid("kinds", e.to_string()))?,
             )
         };
+        let cached = self.limits_cached().await?;
         // "Now" is read once the write lock is held: read before, it could
         // be stale by the whole wait for the lock (up to the busy timeout),
         // and a lease measured from it would start in the past.
         let mut tx = self.begin().await?;
         let now = self.now();
-        let limits = super::limits::in_force(&mut tx).await?;
-        if crate::limits::applies(&limits, &p.lane, &p.kinds) {
+        if crate::limits::applies(&cached, &p.lane, &p.kinds) {
+            // Read again in the claim's own transaction: the freshest
+            // settings for the admission the write lock makes exact.
+            let limits = super::limits::in_force(&mut tx).await?;
             let mut items = super::limits::claim_on(&mut tx, p, &limits, now).await?;
             tx.commit().await?;
             items.sort_by(|a, b| {

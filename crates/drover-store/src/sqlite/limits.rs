@@ -66,6 +66,18 @@ fn row_keys(limits: &[LimitSetting], r: &SqliteRow) -> Result<Vec<(String, u32)>
     Ok(keys_of(limits, &lane, &kind, tenant, group.as_deref()))
 }
 
+impl SqliteStore {
+    /// The limits in force, from the cache while it is fresh (a change
+    /// reaches every claimer within [`LIMITS_CACHE_TTL`](crate::limits::LIMITS_CACHE_TTL)).
+    pub(super) async fn limits_cached(&self) -> Result<std::sync::Arc<Vec<LimitSetting>>> {
+        if let Some(v) = self.limits.fresh() {
+            return Ok(v);
+        }
+        let settings = self.limit_settings().await?;
+        Ok(self.limits.put(effective(&settings)))
+    }
+}
+
 /// The limits in force, read on the claim's own connection.
 pub(super) async fn in_force(conn: &mut SqliteConnection) -> Result<Vec<LimitSetting>> {
     let rows = sqlx::query(LIMIT_LIST).fetch_all(&mut *conn).await?;
@@ -155,6 +167,7 @@ impl LimitStore for SqliteStore {
             .fetch_one(&mut *tx)
             .await?;
         tx.commit().await?;
+        self.limits.clear();
         setting(&r)
     }
 
@@ -168,6 +181,7 @@ impl LimitStore for SqliteStore {
             .await?
             .rows_affected();
         tx.commit().await?;
+        self.limits.clear();
         Ok(n > 0)
     }
 

@@ -139,6 +139,9 @@ pub struct SqliteStore {
     reader: SqlitePool,
     clock: Arc<dyn Clock>,
     wake: super::wake::WakeBus,
+    /// The limits in force as the last claim read them (so a claim of a
+    /// lane no limit applies to reads nothing more).
+    limits: Arc<crate::limits::LimitCache>,
 }
 
 /// Parses what a user may pass: `sqlite://path.db`, `sqlite:path.db`, a bare
@@ -244,6 +247,7 @@ impl SqliteStore {
             reader,
             clock: opts.clock,
             wake: super::wake::WakeBus::new(),
+            limits: Arc::default(),
         })
     }
 
