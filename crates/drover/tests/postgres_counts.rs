@@ -224,7 +224,8 @@ async fn count_and_list_statements_never_scan_the_items_table() {
     assert_no_items_scan("the dead-letter gauge", &p);
 
     // Lists run unprepared too (custom plans). $1 status, $2 lane, $3 kind,
-    // $4 limit, $5 key, $6/$7 created range, $8 error text, $9 cursor.
+    // $4 limit, $5 key, $6/$7 created range, $8 error text, $9 cursor,
+    // $10 group.
     let variants = [
         ("pending", "'pending'"),
         ("claimed", "'claimed'"),
@@ -236,14 +237,15 @@ async fn count_and_list_statements_never_scan_the_items_table() {
     let deep = "'00000000-7530-7000-8000-000000000000'::uuid";
     for (name, status) in variants {
         let sql = LIST;
-        for (what, lane, kind, err, cursor) in [
-            ("first page", "NULL", "NULL", "NULL", "NULL"),
-            ("deep page", "NULL", "NULL", "NULL", deep),
-            ("lane and kind", "'lane1'", "'kind1'", "NULL", "NULL"),
-            ("error text", "NULL", "NULL", "'boom'", "NULL"),
+        for (what, lane, kind, err, cursor, group) in [
+            ("first page", "NULL", "NULL", "NULL", "NULL", "NULL"),
+            ("deep page", "NULL", "NULL", "NULL", deep, "NULL"),
+            ("lane and kind", "'lane1'", "'kind1'", "NULL", "NULL", "NULL"),
+            ("error text", "NULL", "NULL", "'boom'", "NULL", "NULL"),
+            ("group", "NULL", "NULL", "NULL", "NULL", "'customer:1'"),
         ] {
             let args = [
-                status, lane, kind, "50", "NULL", "NULL", "NULL", err, cursor,
+                status, lane, kind, "50", "NULL", "NULL", "NULL", err, cursor, group,
             ];
             let p = plan(&mut conn, &sys, None, sql, &args, false).await;
             assert_no_items_scan(&format!("{name} list, {what}"), &p);
@@ -257,7 +259,7 @@ async fn count_and_list_statements_never_scan_the_items_table() {
         None,
         LIST,
         &[
-            "'failed'", "NULL", "NULL", "50", "NULL", "NULL", "NULL", "NULL", "NULL",
+            "'failed'", "NULL", "NULL", "50", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL",
         ],
         false,
     )
