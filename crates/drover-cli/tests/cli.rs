@@ -579,6 +579,25 @@ fn limits_set_list_clear(d: &dyn Drover) {
     );
     let table = d.run(&["limits", "list"]).ok().stdout;
     assert!(table.starts_with("SCOPE"), "{table}");
+    // A pending export in a lane no worker drains says so; paused, it
+    // says that too (a full limit's reason: tests/why_waiting.rs).
+    let held = d
+        .run(&["enqueue", "export", "--lane", "held"])
+        .ok()
+        .stdout
+        .trim()
+        .to_owned();
+    let shown = d.run(&["show", &held, "--json"]).ok().json();
+    let reasons: Vec<&str> = shown["waiting"]
+        .as_array()
+        .expect("waiting")
+        .iter()
+        .filter_map(|w| w["reason"].as_str())
+        .collect();
+    assert!(reasons.contains(&"no_worker"), "{shown}");
+    d.run(&["lane", "pause", "held"]).ok();
+    let text = d.run(&["show", &held]).ok().stdout;
+    assert!(text.contains("waiting: lane held paused"), "{text}");
     assert!(table.contains("kind sync per group"), "{table}");
     let r = d.run(&["limits", "clear", "--kind", "export"]).ok();
     assert_eq!(r.stdout.trim(), "operator limit on kind export cleared");

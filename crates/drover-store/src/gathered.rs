@@ -109,6 +109,7 @@ impl ClaimedPlan {
 
     /// Whether the batch writes nothing: every input settled by its
     /// marker, none refused with a marker to answer.
+    #[cfg(feature = "postgres")]
     pub(crate) fn writes_nothing(&self) -> bool {
         self.items.is_empty() && self.started.iter().all(Option::is_none)
     }

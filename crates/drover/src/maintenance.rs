@@ -667,6 +667,14 @@ impl Sweeper {
             Ok(n) => metrics::gauge!("drover_records_parked").set(n as f64),
             Err(e) => report.errors.push(("records_parked".into(), e.to_string())),
         }
+        let queue = self.queue.clone();
+        let limits = self.guarded(
+            "limit_gauges",
+            async move { queue.publish_limit_gauges().await },
+        );
+        if let Err(e) = limits.await {
+            report.errors.push(("limit_gauges".into(), e.to_string()));
+        }
     }
 
     /// Sets the gauges; a lane published before and absent now (nothing

@@ -240,7 +240,14 @@ async fn count_and_list_statements_never_scan_the_items_table() {
         for (what, lane, kind, err, cursor, group) in [
             ("first page", "NULL", "NULL", "NULL", "NULL", "NULL"),
             ("deep page", "NULL", "NULL", "NULL", deep, "NULL"),
-            ("lane and kind", "'lane1'", "'kind1'", "NULL", "NULL", "NULL"),
+            (
+                "lane and kind",
+                "'lane1'",
+                "'kind1'",
+                "NULL",
+                "NULL",
+                "NULL",
+            ),
             ("error text", "NULL", "NULL", "'boom'", "NULL", "NULL"),
             ("group", "NULL", "NULL", "NULL", "NULL", "'customer:1'"),
         ] {

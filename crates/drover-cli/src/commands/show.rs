@@ -1,4 +1,6 @@
-//! `drover show ID`: one item, every field, with its audit entries.
+//! `drover show ID`: one item, every field, with its audit entries and,
+//! while it is pending, why it has not started (run_at ahead, lane paused,
+//! a limit full and who holds it, no live worker for its lane).
 
 use drover::Item;
 use drover::store::AuditEntry;
@@ -36,6 +38,11 @@ pub async fn run(args: &ShowArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
         .await
         .map_err(|e| hint_tenant(e, tenant))?;
     let audit = queue.audit(tenant, id).await?;
+    let waiting = if item.status == drover::Status::Pending {
+        queue.why_waiting(&item).await?
+    } else {
+        Vec::new()
+    };
     if args.json {
         let mut v = serde_json::to_value(&item).map_err(json_err)?;
         if let serde_json::Value::Object(m) = &mut v {
@@ -43,10 +50,17 @@ pub async fn run(args: &ShowArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
                 "audit".into(),
                 serde_json::to_value(&audit).map_err(json_err)?,
             );
+            m.insert(
+                "waiting".into(),
+                serde_json::to_value(&waiting).map_err(json_err)?,
+            );
         }
         writeln!(cx.out, "{v}")?;
     } else {
         write_item(cx.out, &item, &audit)?;
+        for w in &waiting {
+            writeln!(cx.out, "waiting: {w}")?;
+        }
     }
     Ok(())
 }

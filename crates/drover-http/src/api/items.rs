@@ -358,7 +358,16 @@ pub async fn get_item(
     let tenant = who.tenant_for(q.tenant)?;
     let item = state.queue.get(tenant, id).await?;
     let audit = state.queue.audit(tenant, id).await?;
+    let waiting = if item.status == drover::Status::Pending {
+        state.queue.why_waiting(&item).await?
+    } else {
+        Vec::new()
+    };
     Ok(axum::Json(ItemDetail {
+        waiting: waiting
+            .into_iter()
+            .map(|w| super::views::WaitView::of(w, who.tenant))
+            .collect(),
         attempts: AttemptsView {
             spent: item.attempts,
             budget: item.max_attempts,

@@ -10,6 +10,7 @@ pub mod gather;
 mod health;
 pub mod idempotency;
 pub mod items;
+pub mod limits;
 pub mod ops;
 mod parse;
 pub mod views;
@@ -59,6 +60,8 @@ pub fn routes(state: AppState) -> OpenApiRouter {
         .routes(routes!(ops::lanes))
         .routes(routes!(ops::lane_pause))
         .routes(routes!(ops::lane_resume))
+        .routes(routes!(limits::list_limits))
+        .routes(routes!(limits::set_limit, limits::clear_limit))
         .routes(routes!(ops::workers))
         .routes(routes!(ops::stats))
         .routes(routes!(ops::schedules))

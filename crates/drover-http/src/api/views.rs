@@ -213,6 +213,30 @@ pub struct ItemDetail {
     pub attempts: AttemptsView,
     /// Its audit entries, oldest first.
     pub audit: Vec<AuditView>,
+    /// While it is pending, why it has not started (empty: nothing holds
+    /// it back; it waits for the next claim).
+    pub waiting: Vec<WaitView>,
+}
+
+/// One reason a pending item has not started.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct WaitView {
+    /// `run_at`, `lane_paused`, `limit_full` or `no_worker`.
+    pub reason: String,
+    /// The reason in words: which limit, held by which item since when, and
+    /// so on. A tenant-scoped caller sees only its own tenant's holders.
+    pub detail: String,
+}
+
+impl WaitView {
+    /// The view of `w` for a caller confined to `tenant` (`None`: every
+    /// tenant).
+    pub(crate) fn of(w: drover::queue::WaitReason, tenant: Option<Uuid>) -> WaitView {
+        WaitView {
+            reason: w.code().to_owned(),
+            detail: w.for_tenant(tenant).to_string(),
+        }
+    }
 }
 
 /// An item's attempts as the store keeps them: the count, the budget, the

@@ -350,6 +350,8 @@ struct ItemPage {
     nav: Nav,
     i: ItemView,
     audit: Vec<(String, String, String, String)>,
+    /// While pending: why it has not started, in words.
+    waiting: Vec<String>,
     can_operate: bool,
     back: String,
 }
@@ -435,6 +437,17 @@ pub(super) async fn item(
             );
         }
     };
+    let waiting = if item.status == drover::Status::Pending {
+        match st.app.queue.why_waiting(&item).await {
+            Ok(w) => w
+                .into_iter()
+                .map(|w| w.for_tenant(v.session.principal.tenant).to_string())
+                .collect(),
+            Err(e) => vec![format!("not known now: {e}")],
+        }
+    } else {
+        Vec::new()
+    };
     let payload = st.config.redacted(&item.kind, &item.payload);
     let i = ItemView {
         id: item.id,
@@ -474,6 +487,7 @@ pub(super) async fn item(
                     )
                 })
                 .collect(),
+            waiting,
             can_operate: v.can_operate(),
             back,
         },

@@ -1010,6 +1010,123 @@ pub async fn tenant_scoped_token_sees_its_tenant_only(app: &App) {
     assert_eq!(s, StatusCode::FORBIDDEN, "cross-tenant aggregates refused");
 }
 
+/// Limits over HTTP: an operator sets one, the listing shows it with its
+/// use, it is cleared; a viewer and a tenant-scoped token may not set one;
+/// a bad scope or concurrency is the caller's 400.
+pub async fn limits_set_list_clear(app: &App) {
+    let op = app.token(Role::Operator, None, &["*"]).await;
+    let viewer = app.token(Role::Viewer, None, &[]).await;
+    let scoped = app
+        .token(Role::Operator, Some(uuid::Uuid::from_u128(5)), &["*"])
+        .await;
+    let (s, _, b) = app
+        .call(
+            Method::PUT,
+            "/v1/limits/kind/export",
+            Some(&op),
+            Some(json!({"concurrency": 2})),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(
+        (b["scope"].as_str(), b["concurrency"].as_u64()),
+        (Some("kind"), Some(2))
+    );
+    assert_eq!(b["source"], "operator");
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let (s, _, b) = app
+            .call(
+                Method::POST,
+                "/v1/items",
+                Some(&op),
+                Some(json!({"kind": "export"})),
+                &[],
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{b}");
+        ids.push(b["id"].as_str().unwrap().to_owned());
+    }
+    // A pending item says why it waits: here, no worker drains its lane.
+    let (s, _, b) = app
+        .call(
+            Method::GET,
+            &format!("/v1/items/{}", ids[0]),
+            Some(&op),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let reasons: Vec<&str> = b["waiting"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w["reason"].as_str())
+        .collect();
+    assert_eq!(reasons, vec!["no_worker"], "{b}");
+    let (s, _, list) = app
+        .call(Method::GET, "/v1/limits", Some(&op), None, &[])
+        .await;
+    assert_eq!(s, StatusCode::OK, "{list}");
+    assert_eq!(list.as_array().map(Vec::len), Some(1), "{list}");
+    assert_eq!(
+        (list[0]["in_use"].as_u64(), list[0]["waiting"].as_u64()),
+        (Some(0), Some(3))
+    );
+    for (who, want) in [
+        (&viewer, StatusCode::FORBIDDEN),
+        (&scoped, StatusCode::FORBIDDEN),
+    ] {
+        let (s, _, b) = app
+            .call(
+                Method::PUT,
+                "/v1/limits/kind/export",
+                Some(who),
+                Some(json!({"concurrency": 9})),
+                &[],
+            )
+            .await;
+        assert_eq!(s, want, "{b}");
+    }
+    for (path, body) in [
+        ("/v1/limits/queue/export", json!({"concurrency": 1})),
+        ("/v1/limits/kind/Not%20A%20Kind", json!({"concurrency": 1})),
+        ("/v1/limits/kind/export", json!({"concurrency": 0})),
+        ("/v1/limits/kind/export", json!({"limit": 1})),
+    ] {
+        let (s, _, b) = app
+            .call(Method::PUT, path, Some(&op), Some(body), &[])
+            .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{path}: {b}");
+    }
+    let (s, _, b) = app
+        .call(
+            Method::DELETE,
+            "/v1/limits/kind/export",
+            Some(&op),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!((s, &b["cleared"]), (StatusCode::OK, &json!(true)), "{b}");
+    let (_, _, b) = app
+        .call(
+            Method::DELETE,
+            "/v1/limits/kind/export",
+            Some(&op),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(b["cleared"], json!(false));
+    let (_, _, list) = app
+        .call(Method::GET, "/v1/limits", Some(&op), None, &[])
+        .await;
+    assert_eq!(list, json!([]));
+}
+
 /// Expands to one test per API case over the app `$setup` builds.
 #[macro_export]
 macro_rules! api_suite {
@@ -1024,6 +1141,7 @@ macro_rules! api_suite {
             gathering_many_requests_few_commits,
             bulk_and_cursor_pages,
             tenant_scoped_token_sees_its_tenant_only,
+            limits_set_list_clear,
         );
     };
     (@cases $setup:path; $($case:ident),* $(,)?) => {

@@ -186,7 +186,15 @@ impl LimitStore for SqliteStore {
     }
 
     async fn limit_settings(&self) -> Result<Vec<LimitSetting>> {
-        let rows = sqlx::query(LIMIT_LIST).fetch_all(&self.reader).await?;
+        let rows = match sqlx::query(LIMIT_LIST).fetch_all(&self.reader).await {
+            Ok(rows) => rows,
+            // The schema predates limits (a binary ahead of its database
+            // before `drover migrate`): none is in force.
+            Err(sqlx::Error::Database(e)) if e.message().contains("no such table") => {
+                return Ok(Vec::new());
+            }
+            Err(e) => return Err(e.into()),
+        };
         rows.iter().map(setting).collect()
     }
 

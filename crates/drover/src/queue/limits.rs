@@ -98,4 +98,31 @@ impl Queue {
     pub async fn limits(&self) -> Result<Vec<LimitUsage>> {
         self.store().limit_usage().await
     }
+
+    /// Publishes `drover_limit_in_use{scope}` and
+    /// `drover_limit_waiting{scope}` for every limit in force (the sweep's
+    /// step, so a scrape reads gauges, never the table); a limit published
+    /// before and gone now reads 0.
+    ///
+    /// # Errors
+    /// Storage errors (nothing is published then).
+    pub async fn publish_limit_gauges(&self) -> Result<()> {
+        static PUBLISHED: std::sync::Mutex<std::collections::BTreeSet<String>> =
+            std::sync::Mutex::new(std::collections::BTreeSet::new());
+        let usage = self.store().limit_usage().await?;
+        let now: std::collections::BTreeSet<String> =
+            usage.iter().map(|u| u.setting.scope.to_string()).collect();
+        let mut published = PUBLISHED.lock().unwrap_or_else(|p| p.into_inner());
+        for gone in published.iter().filter(|s| !now.contains(*s)) {
+            metrics::gauge!("drover_limit_in_use", "scope" => gone.clone()).set(0.0);
+            metrics::gauge!("drover_limit_waiting", "scope" => gone.clone()).set(0.0);
+        }
+        for u in &usage {
+            let scope = u.setting.scope.to_string();
+            metrics::gauge!("drover_limit_in_use", "scope" => scope.clone()).set(u.in_use as f64);
+            metrics::gauge!("drover_limit_waiting", "scope" => scope).set(u.waiting as f64);
+        }
+        *published = now;
+        Ok(())
+    }
 }

@@ -50,6 +50,7 @@ mod outbox;
 pub(crate) mod projector;
 mod tenant;
 mod tx;
+mod waiting;
 
 pub use context::JobContext;
 pub use each::GatheredWrite;
@@ -58,6 +59,7 @@ pub use kind::{DEFAULT_PERMISSION, Kind, OPERATE_PERMISSION, Principal, permissi
 pub use outbox::OutboxConnection;
 pub use tenant::{AllLive, TenantDirectory};
 pub use tx::Transactional;
+pub use waiting::{Holder, WaitReason};
 
 /// How many stale items one sweep hands back per tenant by default.
 pub const STALE_BATCH_DEFAULT: u32 = 1000;

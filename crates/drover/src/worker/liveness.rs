@@ -195,6 +195,14 @@ fn register_metrics() {
         "per lane, the age of the oldest available pending item (set by the sweeper)"
     );
     metrics::describe_gauge!(
+        "drover_limit_in_use",
+        "Slots a concurrency limit holds now (claimed items; a per-group limit: its fullest group), by scope, from the sweep"
+    );
+    metrics::describe_gauge!(
+        "drover_limit_waiting",
+        "Available pending items a concurrency limit applies to, by scope, from the sweep"
+    );
+    metrics::describe_gauge!(
         "drover_work_failed",
         "items in the dead letter (set by the sweeper)"
     );

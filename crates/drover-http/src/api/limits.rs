@@ -1,0 +1,155 @@
+//! Concurrency limits over HTTP (docs/flow-control.md): the limits in
+//! force with their use, and an operator's setting and clearing. A limit
+//! counts every tenant's items, so every route needs a token not scoped
+//! to a tenant; setting and clearing need the operator role.
+
+use axum::extract::{Path, State};
+use axum::{Extension, Json};
+use drover::store::limits::{LimitScope, LimitUsage};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::AppState;
+use crate::auth::ApiPrincipal;
+use crate::problem::{ApiResult, Problem};
+
+fn unscoped(who: &ApiPrincipal) -> Result<(), Problem> {
+    match who.tenant {
+        None => Ok(()),
+        Some(_) => Err(Problem::forbidden(
+            "a limit counts every tenant's items: use a token not scoped to a tenant",
+        )),
+    }
+}
+
+/// A limit in force and its use.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct LimitView {
+    /// `lane`, `kind` or `group` (each group of the kind separately).
+    pub scope: String,
+    /// The lane or kind.
+    pub name: String,
+    /// At most this many claimed at once.
+    pub concurrency: u32,
+    /// Slots held now (a per-group limit: its fullest group).
+    pub in_use: u64,
+    /// Available pending items it applies to.
+    pub waiting: u64,
+    /// `code` or `operator`.
+    pub source: String,
+}
+
+impl From<LimitUsage> for LimitView {
+    fn from(u: LimitUsage) -> Self {
+        LimitView {
+            scope: u.setting.scope.kind_name().to_owned(),
+            name: u.setting.scope.name().to_owned(),
+            concurrency: u.setting.concurrency,
+            in_use: u.in_use,
+            waiting: u.waiting,
+            source: u.setting.source.as_str().to_owned(),
+        }
+    }
+}
+
+/// What `PUT /v1/limits/{scope}/{name}` sets.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LimitRequest {
+    /// At most this many claimed at once (1 to 100000).
+    pub concurrency: u32,
+}
+
+/// What `DELETE /v1/limits/{scope}/{name}` did.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct LimitCleared {
+    /// Whether an operator's setting was there to clear.
+    pub cleared: bool,
+}
+
+fn scope_of(scope: &str, name: &str) -> Result<LimitScope, Problem> {
+    let s = LimitScope::from_parts(scope, name).map_err(|e| Problem::from(e).field("scope"))?;
+    s.validate().map_err(|e| Problem::from(e).field("name"))?;
+    Ok(s)
+}
+
+/// Every limit in force, with slots in use and items waiting.
+#[utoipa::path(get, path = "/v1/limits", tag = "operations",
+    responses(
+        (status = 200, description = "every limit in force", body = [LimitView]),
+        (status = 401, description = "no credentials", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "a tenant-scoped token", body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn list_limits(
+    State(state): State<AppState>,
+    Extension(who): Extension<ApiPrincipal>,
+) -> ApiResult<Json<Vec<LimitView>>> {
+    unscoped(&who)?;
+    let limits = state.queue.limits().await?;
+    Ok(Json(limits.into_iter().map(LimitView::from).collect()))
+}
+
+/// Set the operator's concurrency for a scope: it wins over the code's
+/// until cleared, and every claimer enforces it within one poll interval
+/// (operator, unscoped token).
+#[utoipa::path(put, path = "/v1/limits/{scope}/{name}", tag = "operations",
+    params(
+        ("scope" = String, Path, description = "lane, kind or group (each group of the kind)"),
+        ("name" = String, Path, description = "the lane or kind")),
+    request_body = LimitRequest,
+    responses(
+        (status = 200, description = "set", body = LimitView),
+        (status = 400, description = "invalid scope, name or concurrency", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "no credentials", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "not an operator, or a tenant-scoped token", body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn set_limit(
+    State(state): State<AppState>,
+    Extension(who): Extension<ApiPrincipal>,
+    Path((scope, name)): Path<(String, String)>,
+    body: axum::body::Bytes,
+) -> ApiResult<Json<LimitView>> {
+    who.require(crate::auth::Role::Operator)?;
+    unscoped(&who)?;
+    let scope = scope_of(&scope, &name)?;
+    let req: LimitRequest = super::parse::json(&body)?;
+    let principal = who.queue_principal(Uuid::nil(), None);
+    let s = state
+        .queue
+        .limit_set(&principal, &scope, req.concurrency)
+        .await?;
+    Ok(Json(LimitView {
+        scope: s.scope.kind_name().to_owned(),
+        name: s.scope.name().to_owned(),
+        concurrency: s.concurrency,
+        in_use: 0,
+        waiting: 0,
+        source: s.source.as_str().to_owned(),
+    }))
+}
+
+/// Clear the operator's setting of a scope (the code's is in force again,
+/// if any; operator, unscoped token).
+#[utoipa::path(delete, path = "/v1/limits/{scope}/{name}", tag = "operations",
+    params(
+        ("scope" = String, Path, description = "lane, kind or group"),
+        ("name" = String, Path, description = "the lane or kind")),
+    responses(
+        (status = 200, description = "cleared, or there was nothing to clear", body = LimitCleared),
+        (status = 400, description = "invalid scope or name", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "no credentials", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "not an operator, or a tenant-scoped token", body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn clear_limit(
+    State(state): State<AppState>,
+    Extension(who): Extension<ApiPrincipal>,
+    Path((scope, name)): Path<(String, String)>,
+) -> ApiResult<Json<LimitCleared>> {
+    who.require(crate::auth::Role::Operator)?;
+    unscoped(&who)?;
+    let scope = scope_of(&scope, &name)?;
+    let principal = who.queue_principal(Uuid::nil(), None);
+    let cleared = state.queue.limit_clear(&principal, &scope).await?;
+    Ok(Json(LimitCleared { cleared }))
+}

@@ -1,0 +1,233 @@
+//! Why a pending item has not started: every reason the queue can name,
+//! read from the item, the lane states, the limits in force and the
+//! workers' liveness rows (docs/flow-control.md, "Why is it waiting").
+//!
+//! Invariant: a reason is only ever given from what the store holds now;
+//! an empty answer for a pending item means it is claimable and waits for
+//! a worker's next claim.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::error::Result;
+use crate::item::{Item, Status};
+use crate::queue::Queue;
+use crate::store::ListFilter;
+use crate::store::limits::{LimitScope, keys_of};
+
+/// The most holders a [`WaitReason::LimitFull`] names.
+const HOLDERS_SHOWN: u32 = 20;
+
+/// One reason a pending item has not started.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum WaitReason {
+    /// It is not pending: nothing waits.
+    NotPending {
+        /// Its status.
+        status: String,
+    },
+    /// Its run_at (or retry backoff) is still ahead.
+    RunAt {
+        /// When it becomes claimable.
+        at: DateTime<Utc>,
+    },
+    /// Its lane is paused.
+    LanePaused {
+        /// The lane.
+        lane: String,
+        /// Since when.
+        since: DateTime<Utc>,
+        /// Who paused it.
+        by: Uuid,
+    },
+    /// A concurrency limit that applies to it is full.
+    LimitFull {
+        /// The limit (`kind export`, `kind sync per group`, `lane exports`).
+        scope: String,
+        /// Its concurrency.
+        concurrency: u32,
+        /// The claims holding its slots (up to 20), oldest first.
+        held_by: Vec<Holder>,
+    },
+    /// No live worker drains its lane.
+    NoWorker {
+        /// The lane.
+        lane: String,
+    },
+}
+
+/// A claim holding a limit's slot.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Holder {
+    /// The claimed item.
+    pub id: Uuid,
+    /// Its tenant.
+    pub tenant_id: Uuid,
+    /// The worker holding it.
+    pub worker: Option<String>,
+    /// Since when (its claim).
+    pub since: DateTime<Utc>,
+}
+
+impl WaitReason {
+    /// The reason's name: `not_pending`, `run_at`, `lane_paused`,
+    /// `limit_full` or `no_worker`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            WaitReason::NotPending { .. } => "not_pending",
+            WaitReason::RunAt { .. } => "run_at",
+            WaitReason::LanePaused { .. } => "lane_paused",
+            WaitReason::LimitFull { .. } => "limit_full",
+            WaitReason::NoWorker { .. } => "no_worker",
+        }
+    }
+
+    /// The reason as a caller confined to `tenant` may see it (`None`:
+    /// every tenant): a full limit names only that tenant's holders (a
+    /// kind limit counts every tenant's claims).
+    #[must_use]
+    pub fn for_tenant(self, tenant: Option<Uuid>) -> WaitReason {
+        match (self, tenant) {
+            (
+                WaitReason::LimitFull {
+                    scope,
+                    concurrency,
+                    mut held_by,
+                },
+                Some(t),
+            ) => {
+                held_by.retain(|h| h.tenant_id == t);
+                WaitReason::LimitFull {
+                    scope,
+                    concurrency,
+                    held_by,
+                }
+            }
+            (w, _) => w,
+        }
+    }
+}
+
+impl std::fmt::Display for WaitReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WaitReason::NotPending { status } => write!(f, "not waiting: it is {status}"),
+            WaitReason::RunAt { at } => write!(f, "run_at {} is ahead", at.to_rfc3339()),
+            WaitReason::LanePaused { lane, since, .. } => {
+                write!(f, "lane {lane} paused since {}", since.to_rfc3339())
+            }
+            WaitReason::LimitFull {
+                scope,
+                concurrency,
+                held_by,
+            } => {
+                write!(f, "limit on {scope} full ({concurrency} held")?;
+                if let Some(h) = held_by.first() {
+                    write!(f, ", the oldest by {} since {}", h.id, h.since.to_rfc3339())?;
+                }
+                write!(f, ")")
+            }
+            WaitReason::NoWorker { lane } => write!(f, "no live worker drains lane {lane}"),
+        }
+    }
+}
+
+impl Queue {
+    /// Why `item` (as read just now) has not started; empty when nothing
+    /// holds it back (it waits for the next claim).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn why_waiting(&self, item: &Item) -> Result<Vec<WaitReason>> {
+        if item.status != Status::Pending {
+            return Ok(vec![WaitReason::NotPending {
+                status: item.status.as_str().to_owned(),
+            }]);
+        }
+        let mut out = Vec::new();
+        let now = self.store().db_now().await?;
+        if item.available_at > now {
+            out.push(WaitReason::RunAt {
+                at: item.available_at,
+            });
+        }
+        if let Some(l) = self
+            .store()
+            .lane_list()
+            .await?
+            .into_iter()
+            .find(|l| l.lane == item.lane && l.paused)
+        {
+            out.push(WaitReason::LanePaused {
+                lane: l.lane,
+                since: l.changed_at,
+                by: l.changed_by,
+            });
+        }
+        for usage in self.store().limit_usage().await? {
+            let one = std::slice::from_ref(&usage.setting);
+            let keys = keys_of(
+                one,
+                &item.lane,
+                &item.kind,
+                item.tenant_id,
+                item.group.as_deref(),
+            );
+            if keys.is_empty() {
+                continue;
+            }
+            let held_by = self.holders(&usage.setting.scope, item).await?;
+            if held_by.len() as u64 >= u64::from(usage.setting.concurrency) {
+                out.push(WaitReason::LimitFull {
+                    scope: usage.setting.scope.to_string(),
+                    concurrency: usage.setting.concurrency,
+                    held_by: held_by.into_iter().take(HOLDERS_SHOWN as usize).collect(),
+                });
+            }
+        }
+        let live = self.store().worker_list().await?.into_iter().any(|w| {
+            matches!(w.state.as_str(), "running" | "draining") && w.lanes.contains(&item.lane)
+        });
+        if !live {
+            out.push(WaitReason::NoWorker {
+                lane: item.lane.clone(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// The claims holding `scope`'s slots that `item` would need, oldest
+    /// claim first.
+    async fn holders(&self, scope: &LimitScope, item: &Item) -> Result<Vec<Holder>> {
+        let mut filter = ListFilter {
+            status: Some(Status::Claimed),
+            limit: 100_000,
+            ..Default::default()
+        };
+        match scope {
+            LimitScope::Lane(l) => filter.lane = Some(l.clone()),
+            LimitScope::Kind(k) => filter.kind = Some(k.clone()),
+            LimitScope::KindPerGroup(k) => {
+                filter.kind = Some(k.clone());
+                filter.group.clone_from(&item.group);
+                filter.tenant_id = Some(item.tenant_id);
+            }
+        }
+        let mut held: Vec<Holder> = self
+            .store()
+            .item_list(&filter)
+            .await?
+            .into_iter()
+            .map(|i| Holder {
+                id: i.id,
+                tenant_id: i.tenant_id,
+                worker: i.claimed_by,
+                since: i.updated_at,
+            })
+            .collect();
+        held.sort_by_key(|h| h.since);
+        Ok(held)
+    }
+}
