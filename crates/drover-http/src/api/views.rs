@@ -24,8 +24,8 @@ pub struct ItemView {
     /// Its flow-control group.
     #[schema(nullable = true)]
     pub group: Option<String>,
-    /// Its payload.
-    #[schema(value_type = Object)]
+    /// Its payload: any JSON value, as it was enqueued (`null` when the
+    /// producer sent none).
     pub payload: serde_json::Value,
     /// Lower runs first.
     pub priority: i16,
