@@ -119,6 +119,21 @@ impl LimitSource {
             LimitSource::Operator => "operator",
         }
     }
+
+    /// The source as stored.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] on `source` for another word.
+    pub fn from_name(name: &str) -> Result<LimitSource> {
+        match name {
+            "code" => Ok(LimitSource::Code),
+            "operator" => Ok(LimitSource::Operator),
+            other => Err(Error::invalid(
+                "source",
+                format!("unknown limit source {other:?} in the database"),
+            )),
+        }
+    }
 }
 
 /// The most a concurrency limit may be.
@@ -180,6 +195,56 @@ pub struct LimitUsage {
     pub in_use: u64,
     /// Pending items the limit applies to.
     pub waiting: u64,
+}
+
+/// Items of one scope-parts group as a usage read counts them: claimed
+/// (holding slots) or pending and available (waiting), `n` of them.
+#[derive(Debug, Clone)]
+pub struct UsageRow {
+    /// Claimed (else pending and available now).
+    pub claimed: bool,
+    /// Their lane.
+    pub lane: String,
+    /// Their kind.
+    pub kind: String,
+    /// Their tenant.
+    pub tenant: Uuid,
+    /// Their group.
+    pub group: Option<String>,
+    /// How many.
+    pub n: u64,
+}
+
+/// The use of each limit in `limits` (the ones in force) from `rows`:
+/// slots held (a per-group limit: its fullest group) and items waiting.
+/// The one tally every backend's [`LimitStore::limit_usage`] answers with.
+pub fn usage(limits: &[LimitSetting], rows: &[UsageRow]) -> Vec<LimitUsage> {
+    limits
+        .iter()
+        .map(|l| {
+            let one = std::slice::from_ref(l);
+            let mut held: std::collections::HashMap<String, u64> = Default::default();
+            let mut waiting = 0u64;
+            for r in rows {
+                let keys = keys_of(one, &r.lane, &r.kind, r.tenant, r.group.as_deref());
+                if keys.is_empty() {
+                    continue;
+                }
+                if r.claimed {
+                    for (k, _) in keys {
+                        *held.entry(k).or_default() += r.n;
+                    }
+                } else {
+                    waiting += r.n;
+                }
+            }
+            LimitUsage {
+                setting: l.clone(),
+                in_use: held.values().copied().max().unwrap_or(0),
+                waiting,
+            }
+        })
+        .collect()
 }
 
 /// The claim's rule: which candidates (in claim order) to admit, given the

@@ -7,7 +7,8 @@ use uuid::Uuid;
 
 use super::{MemoryStore, State};
 use crate::limits::{
-    Admission, LimitScope, LimitSetting, LimitSource, LimitStore, LimitUsage, effective, keys_of,
+    Admission, LimitScope, LimitSetting, LimitSource, LimitStore, LimitUsage, UsageRow, effective,
+    keys_of, usage,
 };
 use drover_core::error::Result;
 use drover_core::item::{Item, Status};
@@ -79,33 +80,22 @@ impl LimitStore for MemoryStore {
     async fn limit_usage(&self) -> Result<Vec<LimitUsage>> {
         let st = self.lock();
         let now = self.now();
-        let limits = st.limits_in_force();
-        let mut out = Vec::with_capacity(limits.len());
-        for l in &limits {
-            let one = std::slice::from_ref(l);
-            let mut held: std::collections::HashMap<String, u64> = Default::default();
-            let mut waiting = 0;
-            for i in st.items.values() {
-                let keys = item_keys(one, i);
-                if keys.is_empty() {
-                    continue;
-                }
-                match i.status {
-                    Status::Claimed => {
-                        for (k, _) in keys {
-                            *held.entry(k).or_default() += 1;
-                        }
-                    }
-                    Status::Pending if i.available_at <= now => waiting += 1,
-                    _ => {}
-                }
-            }
-            out.push(LimitUsage {
-                setting: l.clone(),
-                in_use: held.values().copied().max().unwrap_or(0),
-                waiting,
-            });
-        }
-        Ok(out)
+        let rows: Vec<UsageRow> = st
+            .items
+            .values()
+            .filter(|i| {
+                i.status == Status::Claimed
+                    || (i.status == Status::Pending && i.available_at <= now)
+            })
+            .map(|i| UsageRow {
+                claimed: i.status == Status::Claimed,
+                lane: i.lane.clone(),
+                kind: i.kind.clone(),
+                tenant: i.tenant_id,
+                group: i.group.clone(),
+                n: 1,
+            })
+            .collect();
+        Ok(usage(&st.limits_in_force(), &rows))
     }
 }

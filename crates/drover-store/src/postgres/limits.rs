@@ -30,10 +30,10 @@ use uuid::Uuid;
 use super::{PgStore, row, secs};
 use crate::ClaimParams;
 use crate::limits::{
-    Admission, LimitScope, LimitSetting, LimitSource, LimitStore, LimitUsage, applies, effective,
-    keys_of,
+    Admission, LimitScope, LimitSetting, LimitSource, LimitStore, LimitUsage, UsageRow, applies,
+    effective, keys_of, usage,
 };
-use drover_core::error::{Error, Result};
+use drover_core::error::Result;
 use drover_core::item::Item;
 
 const LIMIT_SET: &str = include_str!("../../sql/postgres/limit_set.sql");
@@ -57,16 +57,7 @@ fn setting(r: &PgRow) -> Result<LimitSetting> {
     let concurrency: i32 = r.try_get("concurrency")?;
     Ok(LimitSetting {
         scope: LimitScope::from_parts(&scope, &name)?,
-        source: match source.as_str() {
-            "code" => LimitSource::Code,
-            "operator" => LimitSource::Operator,
-            other => {
-                return Err(Error::invalid(
-                    "source",
-                    format!("unknown limit source {other:?} in the database"),
-                ));
-            }
-        },
+        source: LimitSource::from_name(&source)?,
         concurrency: u32::try_from(concurrency).unwrap_or(0),
         set_at: r.try_get("set_at")?,
         set_by: r.try_get("set_by")?,
@@ -209,6 +200,19 @@ impl PgStore {
         });
         Ok(Some(items))
     }
+}
+
+/// One row of `limit_usage.sql`.
+fn usage_row(r: &PgRow) -> Result<UsageRow> {
+    let c = parts(r, false)?;
+    Ok(UsageRow {
+        claimed: r.try_get::<String, _>("status")? == "claimed",
+        lane: c.lane,
+        kind: c.kind,
+        tenant: c.tenant,
+        group: c.group,
+        n: u64::try_from(r.try_get::<i64, _>("n")?).unwrap_or(0),
+    })
 }
 
 /// Slots held per scope key, from the claimed rows.
@@ -360,33 +364,8 @@ impl LimitStore for PgStore {
             .fetch_all(&mut *tx)
             .await?;
         tx.commit().await?;
-        let mut out = Vec::with_capacity(limits.len());
-        for l in &limits {
-            let one = std::slice::from_ref(l);
-            let mut held: HashMap<String, u64> = HashMap::new();
-            let mut waiting = 0u64;
-            for r in &rows {
-                let c = parts(r, false)?;
-                let n = u64::try_from(r.try_get::<i64, _>("n")?).unwrap_or(0);
-                let keys = keys_of(one, &c.lane, &c.kind, c.tenant, c.group.as_deref());
-                if keys.is_empty() {
-                    continue;
-                }
-                if r.try_get::<String, _>("status")? == "claimed" {
-                    for (k, _) in keys {
-                        *held.entry(k).or_default() += n;
-                    }
-                } else {
-                    waiting += n;
-                }
-            }
-            out.push(LimitUsage {
-                setting: l.clone(),
-                in_use: held.values().copied().max().unwrap_or(0),
-                waiting,
-            });
-        }
-        Ok(out)
+        let rows = rows.iter().map(usage_row).collect::<Result<Vec<_>>>()?;
+        Ok(usage(&limits, &rows))
     }
 }
 

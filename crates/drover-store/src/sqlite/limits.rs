@@ -18,7 +18,8 @@ use super::SqliteStore;
 use super::row::{self, after, from_micros, to_micros};
 use crate::ClaimParams;
 use crate::limits::{
-    Admission, LimitScope, LimitSetting, LimitSource, LimitStore, LimitUsage, effective, keys_of,
+    Admission, LimitScope, LimitSetting, LimitSource, LimitStore, LimitUsage, UsageRow, effective,
+    keys_of, usage,
 };
 use drover_core::error::{Error, Result};
 use drover_core::item::Item;
@@ -41,16 +42,7 @@ fn setting(r: &SqliteRow) -> Result<LimitSetting> {
     let concurrency: i64 = r.try_get("concurrency")?;
     Ok(LimitSetting {
         scope: LimitScope::from_parts(&scope, &name)?,
-        source: match source.as_str() {
-            "code" => LimitSource::Code,
-            "operator" => LimitSource::Operator,
-            other => {
-                return Err(Error::invalid(
-                    "source",
-                    format!("unknown limit source {other:?} in the database"),
-                ));
-            }
-        },
+        source: LimitSource::from_name(&source)?,
         concurrency: u32::try_from(concurrency).unwrap_or(0),
         set_at: from_micros(r.try_get("set_at")?)?,
         set_by: r.try_get("set_by")?,
@@ -76,6 +68,18 @@ impl SqliteStore {
         let settings = self.limit_settings().await?;
         Ok(self.limits.put(effective(&settings)))
     }
+}
+
+/// One row of `limit_usage.sql`.
+fn usage_row(r: &SqliteRow) -> Result<UsageRow> {
+    Ok(UsageRow {
+        claimed: r.try_get::<String, _>("status")? == "claimed",
+        lane: r.try_get("lane")?,
+        kind: r.try_get("kind")?,
+        tenant: r.try_get("tenant_id")?,
+        group: r.try_get("group_key")?,
+        n: u64::try_from(r.try_get::<i64, _>("n")?).unwrap_or(0),
+    })
 }
 
 /// The limits in force, read on the claim's own connection.
@@ -204,31 +208,7 @@ impl LimitStore for SqliteStore {
             .bind(to_micros(self.now()))
             .fetch_all(&self.reader)
             .await?;
-        let mut out = Vec::with_capacity(limits.len());
-        for l in &limits {
-            let one = std::slice::from_ref(l);
-            let mut held: HashMap<String, u64> = HashMap::new();
-            let mut waiting = 0u64;
-            for r in &rows {
-                let keys = row_keys(one, r)?;
-                if keys.is_empty() {
-                    continue;
-                }
-                let n = u64::try_from(r.try_get::<i64, _>("n")?).unwrap_or(0);
-                if r.try_get::<String, _>("status")? == "claimed" {
-                    for (k, _) in keys {
-                        *held.entry(k).or_default() += n;
-                    }
-                } else {
-                    waiting += n;
-                }
-            }
-            out.push(LimitUsage {
-                setting: l.clone(),
-                in_use: held.values().copied().max().unwrap_or(0),
-                waiting,
-            });
-        }
-        Ok(out)
+        let rows = rows.iter().map(usage_row).collect::<Result<Vec<_>>>()?;
+        Ok(usage(&limits, &rows))
     }
 }
