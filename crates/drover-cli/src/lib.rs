@@ -156,7 +156,7 @@ pub enum Command {
     Stats(commands::stats::StatsArgs),
     /// Make a done, failed or cancelled item pending again with a fresh budget.
     Retry(commands::retry::RetryArgs),
-    /// Cancel a pending or claimed item.
+    /// Cancel a pending or claimed item, or discard a dead letter.
     Cancel(commands::cancel::CancelArgs),
     /// List, show, cancel or resume orchestrations.
     Orchestrations(commands::orchestrations::OrchestrationsArgs),

@@ -632,12 +632,10 @@ impl crate::limits::LimitStore for FaultStore {
         &self,
         scope: &crate::limits::LimitScope,
         source: crate::limits::LimitSource,
-        concurrency: u32,
+        spec: crate::limits::LimitSpec,
         actor: Uuid,
     ) -> Result<crate::limits::LimitSetting> {
-        self.inner
-            .limit_set(scope, source, concurrency, actor)
-            .await
+        self.inner.limit_set(scope, source, spec, actor).await
     }
     async fn limit_clear(
         &self,
@@ -651,6 +649,13 @@ impl crate::limits::LimitStore for FaultStore {
     }
     async fn limit_usage(&self) -> Result<Vec<crate::limits::LimitUsage>> {
         self.inner.limit_usage().await
+    }
+    async fn order_blocker(
+        &self,
+        item: &drover_core::item::Item,
+        on_dead_letter: crate::limits::OnDeadLetter,
+    ) -> Result<Option<crate::limits::OrderBlocker>> {
+        self.inner.order_blocker(item, on_dead_letter).await
     }
 }
 

@@ -254,7 +254,8 @@ pub trait ItemStore: Send + Sync {
     /// `before`, in batches of `batch` (system operation). Returns how many.
     async fn item_purge(&self, before: DateTime<Utc>, batch: u32) -> Result<u64>;
 
-    /// Cancels a pending or claimed item (operator). `Conflict` if final.
+    /// Cancels a pending, claimed or dead-lettered item (operator; a dead
+    /// letter is discarded). `Conflict` if done or cancelled.
     async fn item_cancel(&self, tenant: Uuid, id: Uuid, actor: Uuid) -> Result<Item>;
 
     /// Makes a failed, cancelled or done item pending now with a fresh

@@ -22,6 +22,15 @@
 //!   transaction lock per scope key; SQLite: the single writer; memory:
 //!   the store's lock).
 //! - An item held back by a limit is not claimed and spends no attempt.
+//! - An **ordered** per-group limit (concurrency 1) admits only the head of
+//!   each group: the item no earlier item of the same tenant, kind and group
+//!   precedes while that one is pending (retrying included), claimed, or
+//!   dead-lettered under [`OnDeadLetter::Hold`] ([`blocks_order`]). "Earlier"
+//!   is the store's enqueue order (PostgreSQL: the `items_seq` sequence;
+//!   SQLite: the rowid; memory: an insert counter), so two enqueues that
+//!   commit one after the other run in that order. Enqueues whose
+//!   transactions overlap have no order between them until both commit; a
+//!   claim orders the ones it sees by their sequence.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -154,6 +163,150 @@ pub fn validate_concurrency(n: u32) -> Result<()> {
     }
 }
 
+/// What an ordered group does when one of its items is dead-lettered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnDeadLetter {
+    /// The next item of the group runs (the dead one is final).
+    #[default]
+    Continue,
+    /// The group waits until an operator retries or cancels the dead item.
+    Hold,
+}
+
+impl OnDeadLetter {
+    /// `continue` or `hold`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnDeadLetter::Continue => "continue",
+            OnDeadLetter::Hold => "hold",
+        }
+    }
+
+    /// The setting from its name.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] on `on_dead_letter` for another word.
+    pub fn from_name(name: &str) -> Result<OnDeadLetter> {
+        match name {
+            "continue" => Ok(OnDeadLetter::Continue),
+            "hold" => Ok(OnDeadLetter::Hold),
+            other => Err(Error::invalid(
+                "on_dead_letter",
+                format!("unknown setting {other:?} (continue or hold)"),
+            )),
+        }
+    }
+}
+
+/// What a limit is set to: a concurrency, and for a per-group limit of 1
+/// whether each group runs in enqueue order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LimitSpec {
+    /// At most this many claimed at once.
+    pub concurrency: u32,
+    /// The group's items run one at a time in enqueue order (a per-group
+    /// limit of 1 only).
+    #[serde(default)]
+    pub ordered: bool,
+    /// What an ordered group does past a dead-lettered item.
+    #[serde(default)]
+    pub on_dead_letter: OnDeadLetter,
+}
+
+impl LimitSpec {
+    /// A plain concurrency limit.
+    pub fn concurrency(n: u32) -> LimitSpec {
+        LimitSpec {
+            concurrency: n,
+            ordered: false,
+            on_dead_letter: OnDeadLetter::Continue,
+        }
+    }
+
+    /// An ordered group: one at a time, in enqueue order, `on_dead_letter`
+    /// deciding what a dead-lettered item does to the rest.
+    pub fn ordered(on_dead_letter: OnDeadLetter) -> LimitSpec {
+        LimitSpec {
+            concurrency: 1,
+            ordered: true,
+            on_dead_letter,
+        }
+    }
+
+    /// Checks the spec for `scope`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] on `concurrency` out of range, or on
+    /// `ordered` for a scope other than a kind per group or a concurrency
+    /// other than 1.
+    pub fn validate(&self, scope: &LimitScope) -> Result<()> {
+        validate_concurrency(self.concurrency)?;
+        if self.ordered {
+            if !matches!(scope, LimitScope::KindPerGroup(_)) {
+                return Err(Error::invalid(
+                    "ordered",
+                    format!("only a per-group limit orders its items, not {scope}"),
+                ));
+            }
+            if self.concurrency != 1 {
+                return Err(Error::invalid(
+                    "ordered",
+                    format!(
+                        "an ordered group runs one item at a time: concurrency must be 1, got {}",
+                        self.concurrency
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl From<u32> for LimitSpec {
+    fn from(n: u32) -> LimitSpec {
+        LimitSpec::concurrency(n)
+    }
+}
+
+impl std::fmt::Display for LimitSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.concurrency)?;
+        if self.ordered {
+            write!(
+                f,
+                " ordered, on dead letter {}",
+                self.on_dead_letter.as_str()
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether an earlier item of an ordered group in `status` keeps the later
+/// ones waiting: pending (retrying included) or claimed always, dead-
+/// lettered when the group holds on a dead letter.
+pub fn blocks_order(status: drover_core::item::Status, on_dead_letter: OnDeadLetter) -> bool {
+    use drover_core::item::Status;
+    match status {
+        Status::Pending | Status::Claimed => true,
+        Status::Failed => on_dead_letter == OnDeadLetter::Hold,
+        Status::Done | Status::Cancelled => false,
+    }
+}
+
+/// The kinds whose per-group limit in `limits` is ordered, with what each
+/// does past a dead letter.
+pub fn ordered_kinds(limits: &[LimitSetting]) -> Vec<(String, OnDeadLetter)> {
+    limits
+        .iter()
+        .filter_map(|l| match &l.scope {
+            LimitScope::KindPerGroup(k) if l.ordered => Some((k.clone(), l.on_dead_letter)),
+            _ => None,
+        })
+        .collect()
+}
+
 /// One stored setting of a limit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LimitSetting {
@@ -163,10 +316,36 @@ pub struct LimitSetting {
     pub source: LimitSource,
     /// At most this many claimed at once.
     pub concurrency: u32,
+    /// Each group runs in enqueue order (a per-group limit of 1).
+    #[serde(default)]
+    pub ordered: bool,
+    /// What an ordered group does past a dead-lettered item.
+    #[serde(default)]
+    pub on_dead_letter: OnDeadLetter,
     /// When it was set (the store's clock).
     pub set_at: DateTime<Utc>,
     /// Who set it (nil for code).
     pub set_by: Uuid,
+}
+
+impl LimitSetting {
+    /// What it is set to.
+    pub fn spec(&self) -> LimitSpec {
+        LimitSpec {
+            concurrency: self.concurrency,
+            ordered: self.ordered,
+            on_dead_letter: self.on_dead_letter,
+        }
+    }
+}
+
+/// The earliest item of an ordered group that keeps an item waiting.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrderBlocker {
+    /// The earlier item.
+    pub id: Uuid,
+    /// Its status (pending, claimed, or failed under a hold).
+    pub status: drover_core::item::Status,
 }
 
 /// The limits in force: for each scope, the operator's setting if there
@@ -358,13 +537,14 @@ impl LimitCache {
 /// The concurrency-limit entity of the storage seam (system operations).
 #[async_trait]
 pub trait LimitStore: Send + Sync {
-    /// Records `concurrency` for `scope` from `source` (insert or
-    /// replace), stamping the store's clock and `actor`.
+    /// Records `spec` for `scope` from `source` (insert or replace),
+    /// stamping the store's clock and `actor`. The caller has validated
+    /// `spec` for `scope` ([`LimitSpec::validate`]).
     async fn limit_set(
         &self,
         scope: &LimitScope,
         source: LimitSource,
-        concurrency: u32,
+        spec: LimitSpec,
         actor: Uuid,
     ) -> Result<LimitSetting>;
 
@@ -376,6 +556,16 @@ pub trait LimitStore: Send + Sync {
 
     /// The limits in force with their use: slots held and items waiting.
     async fn limit_usage(&self) -> Result<Vec<LimitUsage>>;
+
+    /// The earliest item of `item`'s group (same tenant, kind and group)
+    /// enqueued before it that keeps it waiting under an ordered limit
+    /// with `on_dead_letter` ([`blocks_order`]); `None` when it is its
+    /// group's head (or has no group).
+    async fn order_blocker(
+        &self,
+        item: &drover_core::item::Item,
+        on_dead_letter: OnDeadLetter,
+    ) -> Result<Option<OrderBlocker>>;
 }
 
 #[cfg(test)]
@@ -387,6 +577,8 @@ mod tests {
             scope,
             source,
             concurrency: n,
+            ordered: false,
+            on_dead_letter: OnDeadLetter::Continue,
             set_at: DateTime::<Utc>::UNIX_EPOCH,
             set_by: Uuid::nil(),
         }

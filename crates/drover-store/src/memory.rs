@@ -36,6 +36,10 @@ mod worker;
 #[derive(Default)]
 struct State {
     items: HashMap<Uuid, Item>,
+    /// Each item's place in enqueue order (an ordered group's order).
+    seqs: HashMap<Uuid, u64>,
+    /// The next enqueue's place.
+    next_seq: u64,
     keys: HashMap<(Uuid, String), Uuid>,
     audit: Vec<AuditEntry>,
     workers: HashMap<String, WorkerRow>,
@@ -164,6 +168,8 @@ impl State {
             self.keys.insert((new.tenant_id, key.clone()), new.id);
         }
         let item = stamp(new, now);
+        self.next_seq += 1;
+        self.seqs.insert(item.id, self.next_seq);
         self.items.insert(item.id, item.clone());
         (InsertResult::Inserted, Some(item))
     }

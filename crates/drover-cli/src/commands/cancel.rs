@@ -1,5 +1,6 @@
-//! `drover cancel ID`: an operator cancels a pending or claimed item. A
-//! worker still holding it loses its claim: its next write is refused.
+//! `drover cancel ID`: an operator cancels a pending or claimed item, or
+//! discards a dead letter (so an ordered group that holds on it goes on).
+//! A worker still holding it loses its claim: its next write is refused.
 
 use drover::queue::Principal;
 

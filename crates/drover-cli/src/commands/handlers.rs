@@ -46,6 +46,10 @@ pub struct DeclaredLimit {
     pub scope: String,
     /// At most this many claimed at once.
     pub concurrency: u32,
+    /// Each group runs in enqueue order.
+    pub ordered: bool,
+    /// What an ordered group does past a dead letter (`continue`, `hold`).
+    pub on_dead_letter: &'static str,
 }
 
 /// The handlers and roles this binary's worker declares, with the settings
@@ -73,9 +77,11 @@ pub fn describe(cx: &Context<'_>) -> Result<Declarations, CliError> {
             .registry()
             .limits()
             .iter()
-            .map(|(scope, n)| DeclaredLimit {
+            .map(|(scope, spec)| DeclaredLimit {
                 scope: scope.to_string(),
-                concurrency: *n,
+                concurrency: spec.concurrency,
+                ordered: spec.ordered,
+                on_dead_letter: spec.on_dead_letter.as_str(),
             })
             .collect(),
     })
@@ -146,9 +152,16 @@ pub async fn run(args: &HandlersArgs, cx: &mut Context<'_>) -> Result<(), CliErr
         let rows: Vec<Vec<String>> = d
             .limits
             .into_iter()
-            .map(|l| vec![l.scope, l.concurrency.to_string()])
+            .map(|l| {
+                let order = if l.ordered {
+                    format!("ordered, on dead letter {}", l.on_dead_letter)
+                } else {
+                    "-".to_owned()
+                };
+                vec![l.scope, l.concurrency.to_string(), order]
+            })
             .collect();
-        table::write(cx.out, &["LIMIT (CODE)", "CONCURRENCY"], &rows)?;
+        table::write(cx.out, &["LIMIT (CODE)", "CONCURRENCY", "ORDER"], &rows)?;
     }
     Ok(())
 }

@@ -1,11 +1,12 @@
 //! `drover limits set|clear|list`: fleet-exact concurrency limits on a
-//! lane, a kind, or a kind per group (docs/flow-control.md). An operator's
+//! lane, a kind, or a kind per group, and ordered groups (a per-group
+//! limit of 1 whose items run in enqueue order; docs/flow-control.md). An operator's
 //! setting wins over the one declared in code until cleared; every claimer
 //! enforces a change within one poll interval. The CLI acts as the system
 //! principal (it holds the database login).
 
 use drover::queue::Principal;
-use drover::store::limits::{LimitScope, LimitUsage};
+use drover::store::limits::{LimitScope, LimitSpec, LimitUsage, OnDeadLetter};
 
 use crate::{CliError, Context, parse, table};
 
@@ -58,6 +59,15 @@ pub enum LimitsAction {
         /// 100000).
         #[arg(long)]
         concurrency: String,
+        /// With `--kind K --per-group --concurrency 1`: each group's items
+        /// run one at a time in enqueue order.
+        #[arg(long, requires = "per_group")]
+        ordered: bool,
+        /// With `--ordered`: what a dead-lettered item does to the rest of
+        /// its group: `continue` (the next runs; the default) or `hold`
+        /// (the group waits for an operator's retry or cancel).
+        #[arg(long, requires = "ordered", value_name = "continue|hold")]
+        on_dead_letter: Option<String>,
         /// Print the setting as JSON.
         #[arg(long)]
         json: bool,
@@ -90,18 +100,30 @@ pub async fn run(args: &LimitsArgs, cx: &mut Context<'_>) -> Result<(), CliError
         LimitsAction::Set {
             scope,
             concurrency,
+            ordered,
+            on_dead_letter,
             json,
         } => {
             let scope = scope.scope()?;
             let n = parse::int("concurrency", concurrency, 1, 100_000)?;
+            let on_dead_letter = match on_dead_letter {
+                Some(name) => OnDeadLetter::from_name(name)?,
+                None => OnDeadLetter::Continue,
+            };
+            let spec = LimitSpec {
+                concurrency: n,
+                ordered: *ordered,
+                on_dead_letter,
+            };
             scope.validate()?;
+            spec.validate(&scope)?;
             let queue = cx.queue().await?;
-            let s = queue.limit_set(&system, &scope, n).await?;
+            let s = queue.limit_set(&system, &scope, spec).await?;
             if *json {
                 let v = serde_json::to_string(&s).map_err(table::json_err)?;
                 writeln!(cx.out, "{v}")?;
             } else {
-                writeln!(cx.out, "limit on {} set to {}", s.scope, s.concurrency)?;
+                writeln!(cx.out, "limit on {} set to {}", s.scope, s.spec())?;
             }
         }
         LimitsAction::Clear { scope } => {
@@ -123,11 +145,16 @@ pub async fn run(args: &LimitsArgs, cx: &mut Context<'_>) -> Result<(), CliError
                 *json,
                 &limits,
                 Some("no limits"),
-                &["SCOPE", "LIMIT", "IN_USE", "WAITING", "SOURCE"],
+                &["SCOPE", "LIMIT", "ORDER", "IN_USE", "WAITING", "SOURCE"],
                 |u: &LimitUsage| {
                     vec![
                         u.setting.scope.to_string(),
                         u.setting.concurrency.to_string(),
+                        if u.setting.ordered {
+                            format!("ordered ({})", u.setting.on_dead_letter.as_str())
+                        } else {
+                            "-".to_owned()
+                        },
                         u.in_use.to_string(),
                         u.waiting.to_string(),
                         u.setting.source.as_str().to_owned(),

@@ -5,7 +5,7 @@
 
 use axum::extract::{Path, State};
 use axum::{Extension, Json};
-use drover::store::limits::{LimitScope, LimitUsage};
+use drover::store::limits::{LimitScope, LimitSpec, LimitUsage, OnDeadLetter};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -32,6 +32,11 @@ pub struct LimitView {
     pub name: String,
     /// At most this many claimed at once.
     pub concurrency: u32,
+    /// Each group runs one item at a time in enqueue order (a per-group
+    /// limit of 1).
+    pub ordered: bool,
+    /// What an ordered group does past a dead-lettered item.
+    pub on_dead_letter: DeadLetterRule,
     /// Slots held now (a per-group limit: its fullest group).
     pub in_use: u64,
     /// Available pending items it applies to.
@@ -46,9 +51,40 @@ impl From<LimitUsage> for LimitView {
             scope: u.setting.scope.kind_name().to_owned(),
             name: u.setting.scope.name().to_owned(),
             concurrency: u.setting.concurrency,
+            ordered: u.setting.ordered,
+            on_dead_letter: u.setting.on_dead_letter.into(),
             in_use: u.in_use,
             waiting: u.waiting,
             source: u.setting.source.as_str().to_owned(),
+        }
+    }
+}
+
+/// What an ordered group does past a dead-lettered item.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DeadLetterRule {
+    /// The next item of the group runs.
+    #[default]
+    Continue,
+    /// The group waits until an operator retries or cancels the dead item.
+    Hold,
+}
+
+impl From<OnDeadLetter> for DeadLetterRule {
+    fn from(r: OnDeadLetter) -> Self {
+        match r {
+            OnDeadLetter::Continue => DeadLetterRule::Continue,
+            OnDeadLetter::Hold => DeadLetterRule::Hold,
+        }
+    }
+}
+
+impl From<DeadLetterRule> for OnDeadLetter {
+    fn from(r: DeadLetterRule) -> Self {
+        match r {
+            DeadLetterRule::Continue => OnDeadLetter::Continue,
+            DeadLetterRule::Hold => OnDeadLetter::Hold,
         }
     }
 }
@@ -58,7 +94,16 @@ impl From<LimitUsage> for LimitView {
 #[serde(deny_unknown_fields)]
 pub struct LimitRequest {
     /// At most this many claimed at once (1 to 100000).
+    #[schema(minimum = 1, maximum = 100000)]
     pub concurrency: u32,
+    /// Scope `group` with concurrency 1 only: each group's items run one
+    /// at a time in enqueue order.
+    #[serde(default)]
+    pub ordered: bool,
+    /// With `ordered`: what a dead-lettered item does to the rest of its
+    /// group (default `continue`).
+    #[serde(default)]
+    pub on_dead_letter: DeadLetterRule,
 }
 
 /// What `DELETE /v1/limits/{scope}/{name}` did.
@@ -100,7 +145,7 @@ pub async fn list_limits(
     request_body = LimitRequest,
     responses(
         (status = 200, description = "set", body = LimitView),
-        (status = 400, description = "invalid scope, name or concurrency", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "invalid scope, name or concurrency, or an order asked of a scope that is not a per-group limit of 1", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "no credentials", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "not an operator, or a tenant-scoped token", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
@@ -117,12 +162,22 @@ pub async fn set_limit(
     let principal = who.queue_principal(Uuid::nil(), None);
     let s = state
         .queue
-        .limit_set(&principal, &scope, req.concurrency)
+        .limit_set(
+            &principal,
+            &scope,
+            LimitSpec {
+                concurrency: req.concurrency,
+                ordered: req.ordered,
+                on_dead_letter: req.on_dead_letter.into(),
+            },
+        )
         .await?;
     Ok(Json(LimitView {
         scope: s.scope.kind_name().to_owned(),
         name: s.scope.name().to_owned(),
         concurrency: s.concurrency,
+        ordered: s.ordered,
+        on_dead_letter: s.on_dead_letter.into(),
         in_use: 0,
         waiting: 0,
         source: s.source.as_str().to_owned(),

@@ -26,11 +26,16 @@ fn count_kind(items: &[Item], kind: &str) -> usize {
 pub async fn limit_operator_wins_until_cleared(h: &Harness) {
     let s = &h.store;
     let op = Uuid::from_u128(9);
-    s.limit_set(&kind_scope("export"), LimitSource::Code, 4, Uuid::nil())
-        .await
-        .expect("code");
+    s.limit_set(
+        &kind_scope("export"),
+        LimitSource::Code,
+        4.into(),
+        Uuid::nil(),
+    )
+    .await
+    .expect("code");
     let set = s
-        .limit_set(&kind_scope("export"), LimitSource::Operator, 2, op)
+        .limit_set(&kind_scope("export"), LimitSource::Operator, 2.into(), op)
         .await
         .expect("operator");
     assert_eq!((set.concurrency, set.set_by), (2, op));
@@ -42,7 +47,7 @@ pub async fn limit_operator_wins_until_cleared(h: &Harness) {
         (LimitSource::Operator, 2)
     );
     // A second set replaces the first of the same source.
-    s.limit_set(&kind_scope("export"), LimitSource::Operator, 3, op)
+    s.limit_set(&kind_scope("export"), LimitSource::Operator, 3.into(), op)
         .await
         .expect("again");
     assert_eq!(
@@ -68,9 +73,14 @@ pub async fn limit_operator_wins_until_cleared(h: &Harness) {
 /// frees its slot for the next claim. The usage read says so.
 pub async fn limit_on_a_kind_bounds_claims(h: &Harness) {
     let s = &h.store;
-    s.limit_set(&kind_scope("export"), LimitSource::Operator, 2, Uuid::nil())
-        .await
-        .expect("set");
+    s.limit_set(
+        &kind_scope("export"),
+        LimitSource::Operator,
+        2.into(),
+        Uuid::nil(),
+    )
+    .await
+    .expect("set");
     for _ in 0..5 {
         put(h, new("export")).await;
     }
@@ -117,7 +127,7 @@ pub async fn limit_on_a_lane_bounds_claims(h: &Harness) {
     s.limit_set(
         &LimitScope::Lane("slow".into()),
         LimitSource::Code,
-        3,
+        3.into(),
         Uuid::nil(),
     )
     .await
@@ -139,7 +149,7 @@ pub async fn limit_per_group_bounds_each_group(h: &Harness) {
     s.limit_set(
         &LimitScope::KindPerGroup("sync".into()),
         LimitSource::Code,
-        1,
+        1.into(),
         Uuid::nil(),
     )
     .await
@@ -181,9 +191,14 @@ pub async fn limit_per_group_bounds_each_group(h: &Harness) {
 /// Many claimers at once never hold more than the limit between them.
 pub async fn limit_exact_under_concurrent_claimers(h: &Harness) {
     let s = &h.store;
-    s.limit_set(&kind_scope("pay"), LimitSource::Operator, 3, Uuid::nil())
-        .await
-        .expect("set");
+    s.limit_set(
+        &kind_scope("pay"),
+        LimitSource::Operator,
+        3.into(),
+        Uuid::nil(),
+    )
+    .await
+    .expect("set");
     let batch: Vec<NewItem> = (0..60)
         .map(|n| NewItem::new("pay", json!({ "n": n })))
         .collect();

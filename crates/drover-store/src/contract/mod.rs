@@ -172,6 +172,10 @@ macro_rules! contract_suite {
             limit_on_a_lane_bounds_claims,
             limit_per_group_bounds_each_group,
             limit_exact_under_concurrent_claimers,
+            ordered_group_runs_in_enqueue_order,
+            ordered_group_dead_letter_continue_or_hold,
+            ordered_group_exact_under_concurrent_claimers,
+            cancel_discards_a_dead_letter_with_exact_counts,
         );
     };
 }
@@ -279,6 +283,7 @@ mod limits;
 mod listing;
 mod operations;
 pub mod orchestration;
+mod ordered;
 pub mod reconcile;
 mod schedule;
 mod sweep;
@@ -292,6 +297,7 @@ pub use lanes::*;
 pub use limits::*;
 pub use listing::*;
 pub use operations::*;
+pub use ordered::*;
 pub use schedule::*;
 pub use sweep::*;
 pub use vacuum::*;

@@ -276,7 +276,9 @@ pub async fn counts_of_one_lane(h: &Harness) {
 }
 
 /// Counts per (lane, kind, status) as a map, for comparing whole answers.
-async fn count_map(h: &Harness) -> std::collections::BTreeMap<(String, String, Status), i64> {
+pub(super) async fn count_map(
+    h: &Harness,
+) -> std::collections::BTreeMap<(String, String, Status), i64> {
     let rows = h.store.counts().await.expect("counts");
     let mut m = std::collections::BTreeMap::new();
     for r in rows {

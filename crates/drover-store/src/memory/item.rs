@@ -95,6 +95,7 @@ impl ItemStore for MemoryStore {
             // Admitted in claim order while every limit that applies has
             // a free slot; an item held back is left pending, untouched.
             let mut admission = st.admission(&limits);
+            let heads = st.group_heads(&limits);
             let mut admitted = Vec::with_capacity(p.limit as usize);
             for c in candidates {
                 if admitted.len() == p.limit as usize {
@@ -103,6 +104,9 @@ impl ItemStore for MemoryStore {
                 let Some(item) = st.items.get(&c.2) else {
                     continue;
                 };
+                if heads.holds_back(item) {
+                    continue;
+                }
                 if admission.admit(&super::limits::item_keys(&limits, item)) {
                     admitted.push(c);
                 }
@@ -336,6 +340,7 @@ impl ItemStore for MemoryStore {
             .map(|i| i.id)
             .collect();
         for id in &doomed {
+            st.seqs.remove(id);
             if let Some(Item {
                 tenant_id,
                 idempotency_key: Some(k),
@@ -352,7 +357,9 @@ impl ItemStore for MemoryStore {
         let now = self.now();
         let mut st = self.lock();
         let item = st.tenant_item(tenant, id)?;
-        if item.status.is_final() {
+        // A dead letter may be cancelled (discarded); done and cancelled
+        // items are past it.
+        if item.status.is_final() && item.status != Status::Failed {
             return Err(Error::Conflict(format!(
                 "item {id} is {} and cannot be cancelled",
                 item.status

@@ -30,8 +30,8 @@ use uuid::Uuid;
 use super::{PgStore, row, secs};
 use crate::ClaimParams;
 use crate::limits::{
-    Admission, LimitScope, LimitSetting, LimitSource, LimitStore, LimitUsage, UsageRow, applies,
-    effective, keys_of, usage,
+    Admission, LimitScope, LimitSetting, LimitSource, LimitSpec, LimitStore, LimitUsage,
+    OnDeadLetter, OrderBlocker, UsageRow, applies, effective, keys_of, ordered_kinds, usage,
 };
 use drover_core::error::Result;
 use drover_core::item::Item;
@@ -44,6 +44,7 @@ const LIMIT_LOCK: &str = include_str!("../../sql/postgres/limit_lock.sql");
 const LIMIT_HELD: &str = include_str!("../../sql/postgres/limit_held.sql");
 const LIMIT_CLAIM: &str = include_str!("../../sql/postgres/limit_claim.sql");
 const LIMIT_USAGE: &str = include_str!("../../sql/postgres/limit_usage.sql");
+const LIMIT_ORDER_BLOCKER: &str = include_str!("../../sql/postgres/limit_order_blocker.sql");
 
 /// How many candidates a limited claim reads per slot it asks for (plus a
 /// few): room for items a full scope holds back.
@@ -59,6 +60,12 @@ fn setting(r: &PgRow) -> Result<LimitSetting> {
         scope: LimitScope::from_parts(&scope, &name)?,
         source: LimitSource::from_name(&source)?,
         concurrency: u32::try_from(concurrency).unwrap_or(0),
+        // NULL on a schema before migration 0034: not ordered.
+        ordered: r.try_get::<Option<String>, _>("ordered")?.as_deref() == Some("true"),
+        on_dead_letter: match r.try_get::<Option<String>, _>("on_dead_letter")? {
+            Some(name) => OnDeadLetter::from_name(&name)?,
+            None => OnDeadLetter::Continue,
+        },
         set_at: r.try_get("set_at")?,
         set_by: r.try_get("set_by")?,
     })
@@ -133,6 +140,13 @@ impl PgStore {
             tx.commit().await?;
             return Ok(Some(Vec::new()));
         }
+        let ordered = ordered_kinds(&limits);
+        let hold: Vec<&str> = ordered
+            .iter()
+            .filter(|(_, r)| *r == OnDeadLetter::Hold)
+            .map(|(k, _)| k.as_str())
+            .collect();
+        let ordered: Vec<&str> = ordered.iter().map(|(k, _)| k.as_str()).collect();
         let want = p
             .limit
             .saturating_mul(CANDIDATES_PER_SLOT)
@@ -146,6 +160,8 @@ impl PgStore {
             .bind(&full.group_kinds)
             .bind(&full.group_tenants)
             .bind(&full.groups)
+            .bind(&ordered)
+            .bind(&hold)
             .fetch_all(&mut *tx)
             .await?;
         let candidates = rows
@@ -291,7 +307,7 @@ impl LimitStore for PgStore {
         &self,
         scope: &LimitScope,
         source: LimitSource,
-        concurrency: u32,
+        spec: LimitSpec,
         actor: Uuid,
     ) -> Result<LimitSetting> {
         let mut tx = self.begin_system().await?;
@@ -300,8 +316,10 @@ impl LimitStore for PgStore {
             .bind(scope.kind_name())
             .bind(scope.name())
             .bind(source.as_str())
-            .bind(i32::try_from(concurrency).unwrap_or(i32::MAX))
+            .bind(i32::try_from(spec.concurrency).unwrap_or(i32::MAX))
             .bind(actor)
+            .bind(spec.ordered)
+            .bind(spec.on_dead_letter.as_str())
             .fetch_one(&mut *tx)
             .await?;
         tx.commit().await?;
@@ -366,6 +384,34 @@ impl LimitStore for PgStore {
         tx.commit().await?;
         let rows = rows.iter().map(usage_row).collect::<Result<Vec<_>>>()?;
         Ok(usage(&limits, &rows))
+    }
+
+    async fn order_blocker(
+        &self,
+        item: &Item,
+        on_dead_letter: OnDeadLetter,
+    ) -> Result<Option<OrderBlocker>> {
+        let Some(group) = &item.group else {
+            return Ok(None);
+        };
+        let mut tx = self.begin_system().await?;
+        let r = sqlx::query(LIMIT_ORDER_BLOCKER)
+            .persistent(self.persistent)
+            .bind(item.id)
+            .bind(item.tenant_id)
+            .bind(&item.kind)
+            .bind(group)
+            .bind(on_dead_letter == OnDeadLetter::Hold)
+            .fetch_optional(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        r.map(|r| {
+            Ok(OrderBlocker {
+                id: r.try_get("id")?,
+                status: r.try_get::<String, _>("status")?.parse()?,
+            })
+        })
+        .transpose()
     }
 }
 

@@ -18,8 +18,8 @@ use super::SqliteStore;
 use super::row::{self, after, from_micros, to_micros};
 use crate::ClaimParams;
 use crate::limits::{
-    Admission, LimitScope, LimitSetting, LimitSource, LimitStore, LimitUsage, UsageRow, effective,
-    keys_of, usage,
+    Admission, LimitScope, LimitSetting, LimitSource, LimitSpec, LimitStore, LimitUsage,
+    OnDeadLetter, OrderBlocker, UsageRow, effective, keys_of, ordered_kinds, usage,
 };
 use drover_core::error::{Error, Result};
 use drover_core::item::Item;
@@ -27,6 +27,8 @@ use drover_core::item::Item;
 const LIMIT_SET: &str = include_str!("../../sql/sqlite/limit_set.sql");
 const LIMIT_CLEAR: &str = include_str!("../../sql/sqlite/limit_clear.sql");
 const LIMIT_LIST: &str = include_str!("../../sql/sqlite/limit_list.sql");
+const LIMIT_LIST_0033: &str = include_str!("../../sql/sqlite/limit_list_0033.sql");
+const LIMIT_ORDER_BLOCKER: &str = include_str!("../../sql/sqlite/limit_order_blocker.sql");
 const LIMIT_HELD: &str = include_str!("../../sql/sqlite/limit_held.sql");
 const LIMIT_CANDIDATES: &str = include_str!("../../sql/sqlite/limit_candidates.sql");
 const LIMIT_CLAIM: &str = include_str!("../../sql/sqlite/limit_claim.sql");
@@ -44,6 +46,8 @@ fn setting(r: &SqliteRow) -> Result<LimitSetting> {
         scope: LimitScope::from_parts(&scope, &name)?,
         source: LimitSource::from_name(&source)?,
         concurrency: u32::try_from(concurrency).unwrap_or(0),
+        ordered: r.try_get::<i64, _>("ordered")? != 0,
+        on_dead_letter: OnDeadLetter::from_name(&r.try_get::<String, _>("on_dead_letter")?)?,
         set_at: from_micros(r.try_get("set_at")?)?,
         set_by: r.try_get("set_by")?,
     })
@@ -82,11 +86,62 @@ fn usage_row(r: &SqliteRow) -> Result<UsageRow> {
     })
 }
 
+/// Every stored setting, read on `conn`; none on a schema before limits,
+/// and none ordered on one before migration 0034 (a binary ahead of its
+/// database until `drover migrate`: claims run as that schema allows).
+async fn settings_on<'c, E>(conn: E) -> Result<Vec<LimitSetting>>
+where
+    E: sqlx::Executor<'c, Database = sqlx::Sqlite> + Copy,
+{
+    let rows = match sqlx::query(LIMIT_LIST).fetch_all(conn).await {
+        Ok(rows) => rows,
+        Err(sqlx::Error::Database(e)) if e.message().contains("no such table") => {
+            return Ok(Vec::new());
+        }
+        Err(sqlx::Error::Database(e)) if e.message().contains("no such column") => {
+            sqlx::query(LIMIT_LIST_0033).fetch_all(conn).await?
+        }
+        Err(e) => return Err(e.into()),
+    };
+    rows.iter().map(setting).collect()
+}
+
 /// The limits in force, read on the claim's own connection.
 pub(super) async fn in_force(conn: &mut SqliteConnection) -> Result<Vec<LimitSetting>> {
-    let rows = sqlx::query(LIMIT_LIST).fetch_all(&mut *conn).await?;
+    let rows = match sqlx::query(LIMIT_LIST).fetch_all(&mut *conn).await {
+        Err(sqlx::Error::Database(e)) if e.message().contains("no such column") => {
+            sqlx::query(LIMIT_LIST_0033).fetch_all(&mut *conn).await?
+        }
+        other => other?,
+    };
     let settings = rows.iter().map(setting).collect::<Result<Vec<_>>>()?;
     Ok(effective(&settings))
+}
+
+/// The ordered kinds of `limits` as the candidates statement binds them:
+/// all of them, and those that hold on a dead letter (JSON arrays; `None`
+/// when empty).
+fn ordered_binds(limits: &[LimitSetting]) -> Result<(Option<String>, Option<String>)> {
+    let ordered = ordered_kinds(limits);
+    if ordered.is_empty() {
+        return Ok((None, None));
+    }
+    let all: Vec<&str> = ordered.iter().map(|(k, _)| k.as_str()).collect();
+    let hold: Vec<&str> = ordered
+        .iter()
+        .filter(|(_, r)| *r == OnDeadLetter::Hold)
+        .map(|(k, _)| k.as_str())
+        .collect();
+    let json =
+        |v: &[&str]| serde_json::to_string(v).map_err(|e| Error::invalid("kinds", e.to_string()));
+    Ok((
+        Some(json(&all)?),
+        if hold.is_empty() {
+            None
+        } else {
+            Some(json(&hold)?)
+        },
+    ))
 }
 
 /// The limited claim of `p` on the open write transaction at `now`.
@@ -108,6 +163,7 @@ pub(super) async fn claim_on(
     } else {
         Some(serde_json::to_string(&p.kinds).map_err(|e| Error::invalid("kinds", e.to_string()))?)
     };
+    let (ordered, hold) = ordered_binds(limits)?;
     let mut admitted: Vec<Uuid> = Vec::new();
     let mut offset = 0i64;
     while admitted.len() < p.limit as usize {
@@ -117,6 +173,8 @@ pub(super) async fn claim_on(
             .bind(kinds.as_deref())
             .bind(PAGE)
             .bind(offset)
+            .bind(ordered.as_deref())
+            .bind(hold.as_deref())
             .fetch_all(&mut *conn)
             .await?;
         for r in &page {
@@ -157,7 +215,7 @@ impl LimitStore for SqliteStore {
         &self,
         scope: &LimitScope,
         source: LimitSource,
-        concurrency: u32,
+        spec: LimitSpec,
         actor: Uuid,
     ) -> Result<LimitSetting> {
         let mut tx = self.begin().await?;
@@ -165,9 +223,11 @@ impl LimitStore for SqliteStore {
             .bind(scope.kind_name())
             .bind(scope.name())
             .bind(source.as_str())
-            .bind(i64::from(concurrency))
+            .bind(i64::from(spec.concurrency))
             .bind(to_micros(self.now()))
             .bind(actor)
+            .bind(i64::from(spec.ordered))
+            .bind(spec.on_dead_letter.as_str())
             .fetch_one(&mut *tx)
             .await?;
         tx.commit().await?;
@@ -190,16 +250,7 @@ impl LimitStore for SqliteStore {
     }
 
     async fn limit_settings(&self) -> Result<Vec<LimitSetting>> {
-        let rows = match sqlx::query(LIMIT_LIST).fetch_all(&self.reader).await {
-            Ok(rows) => rows,
-            // The schema predates limits (a binary ahead of its database
-            // before `drover migrate`): none is in force.
-            Err(sqlx::Error::Database(e)) if e.message().contains("no such table") => {
-                return Ok(Vec::new());
-            }
-            Err(e) => return Err(e.into()),
-        };
-        rows.iter().map(setting).collect()
+        settings_on(&self.reader).await
     }
 
     async fn limit_usage(&self) -> Result<Vec<LimitUsage>> {
@@ -210,5 +261,30 @@ impl LimitStore for SqliteStore {
             .await?;
         let rows = rows.iter().map(usage_row).collect::<Result<Vec<_>>>()?;
         Ok(usage(&limits, &rows))
+    }
+
+    async fn order_blocker(
+        &self,
+        item: &Item,
+        on_dead_letter: OnDeadLetter,
+    ) -> Result<Option<OrderBlocker>> {
+        let Some(group) = &item.group else {
+            return Ok(None);
+        };
+        let r = sqlx::query(LIMIT_ORDER_BLOCKER)
+            .bind(item.id)
+            .bind(item.tenant_id)
+            .bind(&item.kind)
+            .bind(group)
+            .bind(i64::from(on_dead_letter == OnDeadLetter::Hold))
+            .fetch_optional(&self.reader)
+            .await?;
+        r.map(|r| {
+            Ok(OrderBlocker {
+                id: r.try_get("id")?,
+                status: r.try_get::<String, _>("status")?.parse()?,
+            })
+        })
+        .transpose()
     }
 }

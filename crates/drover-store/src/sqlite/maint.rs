@@ -234,7 +234,7 @@ impl SqliteStore {
             tenant,
             id,
             actor,
-            "pending or claimed",
+            "pending, claimed or failed",
         )
         .await
     }
@@ -266,10 +266,11 @@ impl SqliteStore {
     ) -> Result<Item> {
         let mut tx = self.begin().await?;
         let now = self.now();
-        if action == "retry" {
-            // A retry takes the row out of its final status: the count
-            // rollup forgets it first, if it had counted it (migration 0024).
-            // Rolled back with the transaction if the retry is refused.
+        if action == "retry" || action == "cancel" {
+            // A retry, or the cancel of a dead letter, takes the row out of
+            // its final status: the count rollup forgets it first, if it
+            // had counted it (migration 0024; nothing for a row not final).
+            // Rolled back with the transaction if the write is refused.
             sqlx::query(sql::COUNTS_UNFINAL)
                 .bind(tenant)
                 .bind(id)

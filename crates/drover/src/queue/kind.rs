@@ -71,6 +71,17 @@ pub trait Kind: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// (see [`Kind::group`]), declared in code (`drover limits set --kind
     /// --per-group` overrides it). `None` (the default): no per-group limit.
     const GROUP_CONCURRENCY: Option<u32> = None;
+    /// Each group of the kind runs one item at a time in enqueue order
+    /// (`drover limits set --kind --per-group --concurrency 1 --ordered`):
+    /// implies a per-group limit of 1, so `GROUP_CONCURRENCY` must be
+    /// `None` or `Some(1)`.
+    const ORDERED: bool = false;
+    /// What an ordered group does past a dead-lettered item: go on with
+    /// the next ([`OnDeadLetter::Continue`](crate::store::limits::OnDeadLetter),
+    /// the default) or hold the group until an operator retries or cancels
+    /// it.
+    const ON_DEAD_LETTER: crate::store::limits::OnDeadLetter =
+        crate::store::limits::OnDeadLetter::Continue;
 
     /// The retry policy for failures of this kind; `None` follows the
     /// queue's (see [`QueueConfig::retry`](crate::queue::QueueConfig::retry)).

@@ -10,9 +10,7 @@
 
 use crate::error::{Error, Result};
 use crate::queue::{OPERATE_PERMISSION, Principal, Queue};
-use crate::store::limits::{
-    LimitScope, LimitSetting, LimitSource, LimitUsage, validate_concurrency,
-};
+use crate::store::limits::{LimitScope, LimitSetting, LimitSource, LimitSpec, LimitUsage};
 
 impl Queue {
     fn check_limit_operator(principal: &Principal, what: &str) -> Result<()> {
@@ -30,30 +28,33 @@ impl Queue {
         Ok(())
     }
 
-    /// Sets the operator's concurrency for `scope`: it wins over the one
-    /// declared in code until [`Queue::limit_clear`]. Every claimer
-    /// enforces it within one poll interval; claims already made run on.
+    /// Sets the operator's limit for `scope` (a concurrency, or an ordered
+    /// group: [`LimitSpec::ordered`]): it wins over the one declared in
+    /// code until [`Queue::limit_clear`]. Every claimer enforces it within
+    /// one poll interval; claims already made run on.
     ///
     /// # Errors
     /// [`Error::Forbidden`] unless the principal holds
     /// [`OPERATE_PERMISSION`] and is not confined to one tenant;
-    /// [`Error::InvalidInput`] on a malformed name or a concurrency outside
-    /// 1 to [`MAX_CONCURRENCY`](crate::store::limits::MAX_CONCURRENCY);
+    /// [`Error::InvalidInput`] on a malformed name, a concurrency outside
+    /// 1 to [`MAX_CONCURRENCY`](crate::store::limits::MAX_CONCURRENCY), or
+    /// an order asked of a scope that is not a per-group limit of 1;
     /// storage errors.
     pub async fn limit_set(
         &self,
         principal: &Principal,
         scope: &LimitScope,
-        concurrency: u32,
+        spec: impl Into<LimitSpec>,
     ) -> Result<LimitSetting> {
+        let spec = spec.into();
         Self::check_limit_operator(principal, "set a limit")?;
         scope.validate()?;
-        validate_concurrency(concurrency)?;
+        spec.validate(scope)?;
         let s = self
             .store()
-            .limit_set(scope, LimitSource::Operator, concurrency, principal.actor)
+            .limit_set(scope, LimitSource::Operator, spec, principal.actor)
             .await?;
-        tracing::info!(%scope, concurrency, actor = %principal.actor, "limit set");
+        tracing::info!(%scope, %spec, actor = %principal.actor, "limit set");
         Ok(s)
     }
 
@@ -73,21 +74,21 @@ impl Queue {
         Ok(had)
     }
 
-    /// Records the concurrency the code declares for `scope` (a worker at
-    /// its start); an operator's setting still wins.
+    /// Records the limit the code declares for `scope` (a worker at its
+    /// start); an operator's setting still wins.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] on a malformed name or concurrency; storage
-    /// errors.
+    /// [`Error::InvalidInput`] as [`Queue::limit_set`]; storage errors.
     pub async fn limit_declare(
         &self,
         scope: &LimitScope,
-        concurrency: u32,
+        spec: impl Into<LimitSpec>,
     ) -> Result<LimitSetting> {
+        let spec = spec.into();
         scope.validate()?;
-        validate_concurrency(concurrency)?;
+        spec.validate(scope)?;
         self.store()
-            .limit_set(scope, LimitSource::Code, concurrency, uuid::Uuid::nil())
+            .limit_set(scope, LimitSource::Code, spec, uuid::Uuid::nil())
             .await
     }
 

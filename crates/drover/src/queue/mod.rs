@@ -703,14 +703,15 @@ impl Queue {
         Ok(())
     }
 
-    /// Cancels a pending or claimed item of `tenant` as `principal` (an
-    /// operator: it needs [`OPERATE_PERMISSION`]; its actor signs the audit
-    /// entry).
+    /// Cancels a pending or claimed item of `tenant`, or discards a dead
+    /// letter (the way on for an ordered group that holds on one), as
+    /// `principal` (an operator: it needs [`OPERATE_PERMISSION`]; its actor
+    /// signs the audit entry).
     ///
     /// # Errors
     /// [`Error::Forbidden`] when the principal may not operate on the
-    /// tenant's items; [`Error::NotFound`]; [`Error::Conflict`] when
-    /// already final.
+    /// tenant's items; [`Error::NotFound`]; [`Error::Conflict`] when done
+    /// or cancelled already.
     pub async fn cancel(&self, principal: &Principal, tenant: Uuid, id: Uuid) -> Result<Item> {
         self.check_operator(principal, tenant, "cancel")?;
         self.store.item_cancel(tenant, id, principal.actor).await

@@ -51,6 +51,17 @@ pub enum WaitReason {
         /// The claims holding its slots (up to 20), oldest first.
         held_by: Vec<Holder>,
     },
+    /// An earlier item of its ordered group has not finished: the group
+    /// runs in enqueue order.
+    EarlierInGroup {
+        /// The group.
+        group: String,
+        /// The earliest item ahead of it that holds it back.
+        item: Uuid,
+        /// That item's status (pending or retrying, claimed, or dead-
+        /// lettered in a group that holds on a dead letter).
+        status: String,
+    },
     /// No live worker drains its lane.
     NoWorker {
         /// The lane.
@@ -73,13 +84,14 @@ pub struct Holder {
 
 impl WaitReason {
     /// The reason's name: `not_pending`, `run_at`, `lane_paused`,
-    /// `limit_full` or `no_worker`.
+    /// `limit_full`, `earlier_in_group` or `no_worker`.
     pub fn code(&self) -> &'static str {
         match self {
             WaitReason::NotPending { .. } => "not_pending",
             WaitReason::RunAt { .. } => "run_at",
             WaitReason::LanePaused { .. } => "lane_paused",
             WaitReason::LimitFull { .. } => "limit_full",
+            WaitReason::EarlierInGroup { .. } => "earlier_in_group",
             WaitReason::NoWorker { .. } => "no_worker",
         }
     }
@@ -129,6 +141,14 @@ impl std::fmt::Display for WaitReason {
                 }
                 write!(f, ")")
             }
+            WaitReason::EarlierInGroup {
+                group,
+                item,
+                status,
+            } => write!(
+                f,
+                "ordered group {group} runs in enqueue order: earlier item {item} is {status}"
+            ),
             WaitReason::NoWorker { lane } => write!(f, "no live worker drains lane {lane}"),
         }
     }
@@ -177,6 +197,23 @@ impl Queue {
             );
             if keys.is_empty() {
                 continue;
+            }
+            if usage.setting.ordered
+                && let Some(group) = &item.group
+                && let Some(b) = self
+                    .store()
+                    .order_blocker(item, usage.setting.on_dead_letter)
+                    .await?
+            {
+                out.push(WaitReason::EarlierInGroup {
+                    group: group.clone(),
+                    item: b.id,
+                    status: if b.status == Status::Failed {
+                        "dead-lettered (the group holds on a dead letter)".to_owned()
+                    } else {
+                        b.status.as_str().to_owned()
+                    },
+                });
             }
             let held_by = self.holders(&usage.setting.scope, item).await?;
             if held_by.len() as u64 >= u64::from(usage.setting.concurrency) {

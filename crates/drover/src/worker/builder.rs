@@ -140,12 +140,18 @@ impl WorkerBuilder {
         self
     }
 
-    /// Declares a concurrency limit in code: on a lane, a kind, or each
-    /// group of a kind (a kind's own consts declare the last two as well).
-    /// Written when the worker starts; an operator's `drover limits set`
-    /// wins over it until cleared.
-    pub fn limit(mut self, scope: crate::store::limits::LimitScope, concurrency: u32) -> Self {
-        if let Err(e) = self.registry.declare_limit(scope, concurrency) {
+    /// Declares a limit in code: a concurrency on a lane, a kind, or each
+    /// group of a kind, or an ordered group
+    /// ([`LimitSpec::ordered`](crate::store::limits::LimitSpec::ordered));
+    /// a kind's own consts declare the last ones as well. Written when the
+    /// worker starts; an operator's `drover limits set` wins over it until
+    /// cleared.
+    pub fn limit(
+        mut self,
+        scope: crate::store::limits::LimitScope,
+        spec: impl Into<crate::store::limits::LimitSpec>,
+    ) -> Self {
+        if let Err(e) = self.registry.declare_limit(scope, spec) {
             self.errors.push(e);
         }
         self

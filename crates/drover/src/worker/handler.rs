@@ -252,7 +252,7 @@ pub struct Registry {
     roles: Vec<RoleInfo>,
     /// The concurrency limits declared in code (the kinds' consts and
     /// `WorkerBuilder::limit`), written at the worker's start.
-    limits: BTreeMap<crate::store::limits::LimitScope, u32>,
+    limits: BTreeMap<crate::store::limits::LimitScope, crate::store::limits::LimitSpec>,
 }
 
 /// The four strategies every role declares (DESIGN §9), besides any of
@@ -385,41 +385,56 @@ impl Registry {
         if self.handlers.contains_key(kind) {
             return Err(Error::Config(format!("{kind} has two handlers")));
         }
-        use crate::store::limits::LimitScope;
+        use crate::store::limits::{LimitScope, LimitSpec};
         if let Some(n) = <H::Job as Kind>::CONCURRENCY {
             self.declare_limit(LimitScope::Kind(kind.to_owned()), n)?;
         }
-        if let Some(n) = <H::Job as Kind>::GROUP_CONCURRENCY {
-            self.declare_limit(LimitScope::KindPerGroup(kind.to_owned()), n)?;
+        let group = if <H::Job as Kind>::ORDERED {
+            Some(LimitSpec {
+                concurrency: <H::Job as Kind>::GROUP_CONCURRENCY.unwrap_or(1),
+                ..LimitSpec::ordered(<H::Job as Kind>::ON_DEAD_LETTER)
+            })
+        } else {
+            <H::Job as Kind>::GROUP_CONCURRENCY.map(LimitSpec::concurrency)
+        };
+        if let Some(spec) = group {
+            self.declare_limit(LimitScope::KindPerGroup(kind.to_owned()), spec)?;
         }
         self.handlers
             .insert(kind.to_owned(), Arc::new(Typed(handler)));
         Ok(())
     }
 
-    /// Declares a concurrency limit in code (written at the worker's
-    /// start; an operator's setting wins over it).
+    /// Declares a limit in code (written at the worker's start; an
+    /// operator's setting wins over it).
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] on a malformed name or concurrency;
-    /// [`Error::Config`] when the scope is declared twice with different
-    /// concurrencies.
-    pub fn declare_limit(&mut self, scope: crate::store::limits::LimitScope, n: u32) -> Result<()> {
+    /// [`Error::InvalidInput`] on a malformed name or spec (an ordered
+    /// limit other than a per-group limit of 1); [`Error::Config`] when
+    /// the scope is declared twice differently.
+    pub fn declare_limit(
+        &mut self,
+        scope: crate::store::limits::LimitScope,
+        spec: impl Into<crate::store::limits::LimitSpec>,
+    ) -> Result<()> {
+        let spec = spec.into();
         scope.validate()?;
-        crate::store::limits::validate_concurrency(n)?;
+        spec.validate(&scope)?;
         match self.limits.get(&scope) {
-            Some(&m) if m != n => Err(Error::Config(format!(
-                "the limit on {scope} is declared twice: {m} and {n}"
+            Some(m) if *m != spec => Err(Error::Config(format!(
+                "the limit on {scope} is declared twice: {m} and {spec}"
             ))),
             _ => {
-                self.limits.insert(scope, n);
+                self.limits.insert(scope, spec);
                 Ok(())
             }
         }
     }
 
-    /// The concurrency limits declared in code, by scope.
-    pub fn limits(&self) -> &BTreeMap<crate::store::limits::LimitScope, u32> {
+    /// The limits declared in code, by scope.
+    pub fn limits(
+        &self,
+    ) -> &BTreeMap<crate::store::limits::LimitScope, crate::store::limits::LimitSpec> {
         &self.limits
     }
 
