@@ -599,6 +599,60 @@ fn limits_set_list_clear(d: &dyn Drover) {
     let text = d.run(&["show", &held]).ok().stdout;
     assert!(text.contains("waiting: lane held paused"), "{text}");
     assert!(table.contains("kind sync per group"), "{table}");
+    // An ordered group that holds on a dead letter: the later item of a
+    // group says which earlier one it waits behind.
+    let r = d
+        .run(&[
+            "limits",
+            "set",
+            "--kind",
+            "chain",
+            "--per-group",
+            "--concurrency",
+            "1",
+            "--ordered",
+            "--on-dead-letter",
+            "hold",
+        ])
+        .ok();
+    assert_eq!(
+        r.stdout.trim(),
+        "limit on kind chain per group set to 1 ordered, on dead letter hold",
+        "{r:?}"
+    );
+    let first = d
+        .run(&["enqueue", "chain", "--group", "g1"])
+        .ok()
+        .stdout
+        .trim()
+        .to_owned();
+    let second = d
+        .run(&["enqueue", "chain", "--group", "g1"])
+        .ok()
+        .stdout
+        .trim()
+        .to_owned();
+    let shown = d.run(&["show", &second, "--json"]).ok().json();
+    let earlier = shown["waiting"]
+        .as_array()
+        .expect("waiting")
+        .iter()
+        .find(|w| w["reason"] == "earlier_in_group")
+        .unwrap_or_else(|| panic!("an earlier item: {shown}"));
+    assert_eq!(
+        (earlier["item"].as_str(), earlier["status"].as_str()),
+        (Some(first.as_str()), Some("pending")),
+        "{earlier}"
+    );
+    let text = d.run(&["show", &second]).ok().stdout;
+    assert!(
+        text.contains(&format!(
+            "waiting: ordered group g1 runs in enqueue order: earlier item {first} is pending"
+        )),
+        "{text}"
+    );
+    let table = d.run(&["limits", "list"]).ok().stdout;
+    assert!(table.contains("ordered (hold)"), "{table}");
     let r = d.run(&["limits", "clear", "--kind", "export"]).ok();
     assert_eq!(r.stdout.trim(), "operator limit on kind export cleared");
     let r = d.run(&["limits", "clear", "--kind", "export"]).ok();
@@ -617,6 +671,37 @@ fn limits_set_list_clear(d: &dyn Drover) {
             "1",
         ],
         vec!["limits", "set", "--per-group", "--concurrency", "1"],
+        vec![
+            "limits",
+            "set",
+            "--kind",
+            "k",
+            "--concurrency",
+            "1",
+            "--ordered",
+        ],
+        vec![
+            "limits",
+            "set",
+            "--kind",
+            "k",
+            "--per-group",
+            "--concurrency",
+            "2",
+            "--ordered",
+        ],
+        vec![
+            "limits",
+            "set",
+            "--kind",
+            "k",
+            "--per-group",
+            "--concurrency",
+            "1",
+            "--ordered",
+            "--on-dead-letter",
+            "skip",
+        ],
     ] {
         let r = d.run(&bad);
         assert_eq!(r.code, 2, "{bad:?}: {r:?}");

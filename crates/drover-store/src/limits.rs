@@ -619,6 +619,61 @@ mod tests {
     }
 
     #[test]
+    fn only_a_per_group_limit_of_one_is_ordered() {
+        let group = LimitScope::KindPerGroup("sync".into());
+        assert!(
+            LimitSpec::ordered(OnDeadLetter::Hold)
+                .validate(&group)
+                .is_ok()
+        );
+        assert!(LimitSpec::concurrency(4).validate(&group).is_ok());
+        let two = LimitSpec {
+            concurrency: 2,
+            ..LimitSpec::ordered(OnDeadLetter::Continue)
+        };
+        assert!(two.validate(&group).is_err(), "ordered needs 1");
+        let kind = LimitScope::Kind("sync".into());
+        assert!(
+            LimitSpec::ordered(OnDeadLetter::Continue)
+                .validate(&kind)
+                .is_err()
+        );
+        assert!(LimitSpec::concurrency(0).validate(&kind).is_err());
+        assert_eq!(
+            OnDeadLetter::from_name("hold").expect("known"),
+            OnDeadLetter::Hold
+        );
+        assert!(OnDeadLetter::from_name("skip").is_err());
+    }
+
+    #[test]
+    fn an_earlier_item_blocks_until_final_or_dead_under_continue() {
+        use drover_core::item::Status;
+        for (status, cont, hold) in [
+            (Status::Pending, true, true),
+            (Status::Claimed, true, true),
+            (Status::Failed, false, true),
+            (Status::Done, false, false),
+            (Status::Cancelled, false, false),
+        ] {
+            assert_eq!(
+                blocks_order(status, OnDeadLetter::Continue),
+                cont,
+                "{status}"
+            );
+            assert_eq!(blocks_order(status, OnDeadLetter::Hold), hold, "{status}");
+        }
+        let mut ordered = setting(LimitScope::KindPerGroup("a".into()), LimitSource::Code, 1);
+        ordered.ordered = true;
+        ordered.on_dead_letter = OnDeadLetter::Hold;
+        let plain = setting(LimitScope::KindPerGroup("b".into()), LimitSource::Code, 1);
+        assert_eq!(
+            ordered_kinds(&[ordered, plain]),
+            vec![("a".to_owned(), OnDeadLetter::Hold)]
+        );
+    }
+
+    #[test]
     fn keys_name_the_scopes_an_item_counts_against() {
         let t = Uuid::from_u128(7);
         let limits = [

@@ -1095,6 +1095,18 @@ pub async fn limits_set_list_clear(app: &App) {
         ("/v1/limits/kind/Not%20A%20Kind", json!({"concurrency": 1})),
         ("/v1/limits/kind/export", json!({"concurrency": 0})),
         ("/v1/limits/kind/export", json!({"limit": 1})),
+        (
+            "/v1/limits/kind/export",
+            json!({"concurrency": 1, "ordered": true}),
+        ),
+        (
+            "/v1/limits/group/export",
+            json!({"concurrency": 2, "ordered": true}),
+        ),
+        (
+            "/v1/limits/group/export",
+            json!({"concurrency": 1, "ordered": true, "on_dead_letter": "skip"}),
+        ),
     ] {
         let (s, _, b) = app
             .call(Method::PUT, path, Some(&op), Some(body), &[])
@@ -1125,6 +1137,62 @@ pub async fn limits_set_list_clear(app: &App) {
         .call(Method::GET, "/v1/limits", Some(&op), None, &[])
         .await;
     assert_eq!(list, json!([]));
+    // An ordered group: set, listed as ordered, and a later item of a
+    // group names the earlier one it waits behind.
+    let (s, _, b) = app
+        .call(
+            Method::PUT,
+            "/v1/limits/group/chain",
+            Some(&op),
+            Some(json!({"concurrency": 1, "ordered": true, "on_dead_letter": "hold"})),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(
+        (&b["ordered"], &b["on_dead_letter"]),
+        (&json!(true), &json!("hold"))
+    );
+    let mut chain = Vec::new();
+    for _ in 0..2 {
+        let (s, _, b) = app
+            .call(
+                Method::POST,
+                "/v1/items",
+                Some(&op),
+                Some(json!({"kind": "chain", "group": "g1"})),
+                &[],
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{b}");
+        chain.push(b["id"].as_str().expect("id").to_owned());
+    }
+    let (_, _, b) = app
+        .call(
+            Method::GET,
+            &format!("/v1/items/{}", chain[1]),
+            Some(&op),
+            None,
+            &[],
+        )
+        .await;
+    let earlier = b["waiting"]
+        .as_array()
+        .expect("waiting")
+        .iter()
+        .find(|w| w["reason"] == "earlier_in_group")
+        .unwrap_or_else(|| panic!("an earlier item: {b}"));
+    assert!(
+        earlier["detail"]
+            .as_str()
+            .expect("detail")
+            .contains(&chain[0]),
+        "{earlier}"
+    );
+    let (_, _, list) = app
+        .call(Method::GET, "/v1/limits", Some(&op), None, &[])
+        .await;
+    assert_eq!(list[0]["ordered"], json!(true), "{list}");
 }
 
 /// Expands to one test per API case over the app `$setup` builds.
