@@ -31,7 +31,7 @@ pub(super) fn encode(s: &str) -> String {
     out
 }
 
-fn field<'a>(form: &'a [(String, String)], name: &str) -> Option<&'a str> {
+pub(super) fn field<'a>(form: &'a [(String, String)], name: &str) -> Option<&'a str> {
     form.iter()
         .find(|(k, _)| k == name)
         .map(|(_, v)| v.as_str())
@@ -47,7 +47,7 @@ fn refused(r: CsrfRefusal) -> Response {
 
 /// The session and the CSRF check of an operation; the answer to give when
 /// either fails.
-async fn gate(
+pub(super) async fn gate(
     st: &DashState,
     headers: &HeaderMap,
     form: &[(String, String)],
@@ -64,7 +64,7 @@ async fn gate(
     Ok(v)
 }
 
-fn operator_gate(st: &DashState, v: &Viewer) -> Result<(), Box<Response>> {
+pub(super) fn operator_gate(st: &DashState, v: &Viewer) -> Result<(), Box<Response>> {
     if st.app.auth.is_read_only() {
         return Err(Box::new(
             (StatusCode::FORBIDDEN, "the dashboard is in read-only mode").into_response(),
@@ -80,7 +80,7 @@ fn operator_gate(st: &DashState, v: &Viewer) -> Result<(), Box<Response>> {
 
 /// Back to `back` when it is one of the dashboard's own pages (never an
 /// open redirect), else the overview; with `msg`.
-fn back_to(st: &DashState, back: Option<&str>, msg: &str) -> Response {
+pub(super) fn back_to(st: &DashState, back: Option<&str>, msg: &str) -> Response {
     let base = st.config.base();
     let target = back
         .filter(|b| b.starts_with(&format!("{base}/")) && !b.contains("//") && !b.contains('\\'))

@@ -9,6 +9,7 @@
 //! | `pages` | the pages (GET) |
 //! | `lists` | the items and dead-letter lists (GET) |
 //! | `actions` | login, logout, retry, cancel, pause, resume (POST) |
+//! | `limits` | the limits on the lanes page; set and clear one (POST) |
 //!
 //! Invariants:
 //! - Every page but the login form needs a session; without one a page
@@ -39,6 +40,7 @@ use axum::routing::{get, post};
 use crate::AppState;
 
 mod actions;
+mod limits;
 mod lists;
 pub mod live;
 mod pages;
@@ -160,6 +162,7 @@ pub fn routes_with(state: DashState) -> Router {
         .route(&format!("{BASE}/logout"), post(actions::logout))
         .route(&format!("{BASE}/items/act"), post(actions::items_act))
         .route(&format!("{BASE}/lanes/act"), post(actions::lanes_act))
+        .route(&format!("{BASE}/limits/act"), post(limits::limits_act))
         .route(&format!("{BASE}/assets/htmx.min.js"), get(asset_htmx))
         .route(&format!("{BASE}/assets/dashboard.js"), get(asset_js))
         .route(&format!("{BASE}/assets/dashboard.css"), get(asset_css))
