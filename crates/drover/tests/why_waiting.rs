@@ -309,13 +309,18 @@ async fn memory_worker_beats_its_registrys_kinds() {
         .start()
         .await
         .unwrap();
-    // Synchronise on the row: the first beat is published at start.
-    let row = loop {
-        if let Some(r) = store.worker_list().await.unwrap().into_iter().next() {
-            break r;
+    // Synchronise on the row: the first beat is published at start (the
+    // bound only keeps a broken heartbeat from hanging the run).
+    let row = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            if let Some(r) = store.worker_list().await.unwrap().into_iter().next() {
+                break r;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
+    })
+    .await
+    .expect("the worker's row is published");
     assert_eq!(row.kinds, vec!["mail.send".to_owned()]);
     assert_eq!(row.lanes, vec!["default".to_owned()]);
     let export = q
