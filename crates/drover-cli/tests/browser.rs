@@ -3,7 +3,9 @@
 //! `drover serve` on a fresh PostgreSQL database, with a worker of this
 //! test draining a lane: log in, filter items, retry a failed item and see
 //! it pending, cancel one, pause the worker's lane and see the worker stop
-//! claiming from it, a cross-site form POST refused. Screenshots go to
+//! claiming from it, a cross-site form POST refused; on the lanes page a
+//! code-declared kind limit listed with its use, an operator's lane limit
+//! set through the form and cleared. Screenshots go to
 //! `target/browser-artifacts/`; with `DROVER_UPDATE_SCREENSHOT=1` the
 //! overview is also written to `docs/img/dashboard.png`.
 //!
@@ -187,6 +189,18 @@ fn dashboard_in_headless_chromium() {
             .await
             .unwrap();
         enqueue(&q, "report.build", "reports", 2).await;
+        // A kind limit of 1 from code, one export claimed, two waiting.
+        q.limit_declare(&drover::store::limits::LimitScope::Kind("export".into()), 1)
+            .await
+            .unwrap();
+        for n in 0..3 {
+            enqueue(&q, "export", "exports", n).await;
+        }
+        let held = q
+            .claim("exports", &[], "w-browser", Duration::from_secs(600), 3)
+            .await
+            .unwrap();
+        assert_eq!(held.items.len(), 1, "the kind limit admits one");
         let to_cancel = enqueue(&q, "mail.send", "held", 3).await;
         let (tx, mut rx) = mpsc::unbounded_channel();
         let w = Worker::builder(q.clone())
@@ -223,7 +237,9 @@ fn dashboard_in_headless_chromium() {
             .env("ARTIFACTS", &artifacts)
             .env("FAILED_ID", failed.to_string())
             .env("CANCEL_ID", to_cancel.to_string())
-            .env("PAUSE_LANE", "bulk");
+            .env("PAUSE_LANE", "bulk")
+            .env("LIMIT_KIND", "export")
+            .env("LIMIT_LANE", "exports");
         if std::env::var_os("DROVER_UPDATE_SCREENSHOT").is_some() {
             node.env("SCREENSHOT", repo().join("docs/img/dashboard.png"));
         }
@@ -243,6 +259,9 @@ fn dashboard_in_headless_chromium() {
             "cancelled",
             "paused",
             "cross-site refused",
+            "limit listed",
+            "limit set",
+            "limit cleared",
             "done",
         ] {
             assert!(
@@ -261,6 +280,18 @@ fn dashboard_in_headless_chromium() {
             Status::Cancelled
         );
         assert_eq!(q.lanes_paused().await.unwrap(), vec!["bulk".to_owned()]);
+        let in_force: Vec<String> = q
+            .limits()
+            .await
+            .unwrap()
+            .iter()
+            .map(|u| format!("{} {}", u.setting.scope, u.setting.source.as_str()))
+            .collect();
+        assert_eq!(
+            in_force,
+            vec!["kind export code"],
+            "the lane limit was cleared"
+        );
 
         // The worker stops claiming from the lane paused in the browser.
         let end = tokio::time::Instant::now() + Duration::from_secs(30);

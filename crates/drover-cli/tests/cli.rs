@@ -595,6 +595,20 @@ fn limits_set_list_clear(d: &dyn Drover) {
         .filter_map(|w| w["reason"].as_str())
         .collect();
     assert!(reasons.contains(&"no_worker"), "{shown}");
+    let no_worker = shown["waiting"]
+        .as_array()
+        .and_then(|w| w.iter().find(|w| w["reason"] == "no_worker"))
+        .expect("no_worker");
+    assert_eq!(
+        no_worker,
+        &serde_json::json!({"reason": "no_worker", "lane": "held"}),
+        "no kind named while no worker drains the lane at all"
+    );
+    let text = d.run(&["show", &held]).ok().stdout;
+    assert!(
+        text.contains("waiting: no live worker drains lane held"),
+        "{text}"
+    );
     d.run(&["lane", "pause", "held"]).ok();
     let text = d.run(&["show", &held]).ok().stdout;
     assert!(text.contains("waiting: lane held paused"), "{text}");

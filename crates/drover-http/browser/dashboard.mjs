@@ -91,10 +91,38 @@ try {
   assert.equal(await page.textContent(`${row} .paused`), 'paused');
   step(`cross-site refused ${status}`);
 
+  // Limits on the lanes page: the code's kind limit with its use (one
+  // export claimed, two waiting), an operator's lane limit set through the
+  // form, then cleared.
+  await page.goto(`${BASE}/ui/lanes`);
+  const kindRow = `#limits tr[data-scope="kind"][data-name="${env.LIMIT_KIND}"]`;
+  const cell = (row, c) => page.textContent(`${row} .limit-${c}`);
+  assert.equal(await cell(kindRow, 'concurrency'), '1');
+  assert.equal(await cell(kindRow, 'in-use'), '1');
+  assert.equal(await cell(kindRow, 'waiting'), '2');
+  assert.equal(await cell(kindRow, 'source'), 'code');
+  step('limit listed');
+  await page.selectOption('#limit-set select[name=scope]', 'lane');
+  await page.fill('#limit-set input[name=name]', env.LIMIT_LANE);
+  await page.fill('#limit-set input[name=concurrency]', '4');
+  await Promise.all([page.waitForURL(/msg=/), page.click('#limit-set button[type=submit]')]);
+  assert.match(await page.textContent('#msg'), new RegExp(`limit on lane ${env.LIMIT_LANE} set to 4`));
+  const laneRow = `#lanes tr[data-lane="${env.LIMIT_LANE}"]`;
+  assert.equal(await cell(laneRow, 'concurrency'), '4');
+  assert.equal(await cell(laneRow, 'in-use'), '1');
+  assert.equal(await cell(laneRow, 'source'), 'operator');
+  await shot('05-limits');
+  step('limit set');
+  await Promise.all([page.waitForURL(/msg=/), page.click(`${laneRow} .limit-clear`)]);
+  assert.match(await page.textContent('#msg'), /cleared/);
+  assert.equal(await page.locator(`${laneRow} .limit-concurrency`).count(), 0);
+  assert.equal(await cell(kindRow, 'source'), 'code');
+  step('limit cleared');
+
   // The overview again, for the README.
   await page.goto(`${BASE}/ui/`);
   await page.waitForSelector('#lane-counts');
-  await shot('05-overview-after');
+  await shot('06-overview-after');
   if (env.SCREENSHOT) {
     await page.screenshot({ path: env.SCREENSHOT });
   }

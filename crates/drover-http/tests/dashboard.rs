@@ -370,7 +370,8 @@ async fn pages_filters_and_operations(f: &Fixture) {
             .iter()
             .any(|a| a.action == "retry" && !a.actor.is_nil())
     );
-    // Bulk cancel of two: the pending one cancels, the failed one is refused.
+    // Bulk cancel of two: the pending one cancels, and so does the dead
+    // letter (discarded); a second cancel of either is refused.
     let both = format!(
         "csrf={csrf}&action=cancel&item={n}%2F{pending}&item={n}%2F{other_failed}&back=https%3A%2F%2Fevil.example%2F",
         n = Uuid::nil()
@@ -378,12 +379,24 @@ async fn pages_filters_and_operations(f: &Fixture) {
     let r = send(&f.app, post("/ui/items/act", Some(&cookie), &both)).await;
     let loc = r.headers[header::LOCATION].to_str().unwrap();
     assert!(
-        loc.starts_with("/ui/?msg=cancelled%201%2C%201%20refused"),
+        loc.starts_with("/ui/?msg=cancelled%202"),
         "never an open redirect: {loc}"
     );
-    assert_eq!(
-        q.get(Uuid::nil(), pending).await.unwrap().status,
-        Status::Cancelled
+    for id in [pending, other_failed] {
+        assert_eq!(
+            q.get(Uuid::nil(), id).await.unwrap().status,
+            Status::Cancelled
+        );
+    }
+    let again = format!(
+        "csrf={csrf}&action=cancel&item={n}%2F{pending}&back=%2Fui%2F",
+        n = Uuid::nil()
+    );
+    let r = send(&f.app, post("/ui/items/act", Some(&cookie), &again)).await;
+    let loc = r.headers[header::LOCATION].to_str().unwrap();
+    assert!(
+        loc.starts_with("/ui/?msg=cancelled%200%2C%201%20refused"),
+        "refused: {loc}"
     );
 
     // Lanes: pause and resume through the form.
@@ -458,6 +471,167 @@ async fn pages_filters_and_operations(f: &Fixture) {
         send(&f.app, get("/ui/", Some(&cookie))).await.status,
         StatusCode::SEE_OTHER
     );
+}
+
+/// The text of the table row `marker` opens (up to its `</tr>`).
+fn row_of<'a>(body: &'a str, marker: &str) -> &'a str {
+    let at = body
+        .find(marker)
+        .unwrap_or_else(|| panic!("no row {marker}:\n{body}"));
+    let rest = &body[at..];
+    &rest[..rest.find("</tr>").unwrap_or(rest.len())]
+}
+
+/// A limit row shows this concurrency, use, waiting count and source.
+fn shows(row: &str, concurrency: u32, in_use: u64, waiting: u64, source: &str) -> bool {
+    [
+        format!("limit-concurrency\">{concurrency}<"),
+        format!("limit-in-use\">{in_use}<"),
+        format!("limit-waiting\">{waiting}<"),
+        format!("limit-source\">{source}<"),
+    ]
+    .iter()
+    .all(|s| row.contains(s.as_str()))
+}
+
+/// The lanes page lists the limits in force with their use (a lane's in
+/// its lane's row, a kind's in the kind table); an operator sets and
+/// clears one through the page's form (CSRF checked); a viewer sees them
+/// with no form and is refused; so is an operator scoped to a tenant.
+async fn limits_on_the_lanes_page(f: &Fixture) {
+    use drover::store::limits::LimitScope;
+    let q = &f.queue;
+    let export = LimitScope::Kind("export".into());
+    q.limit_declare(&export, 1).await.unwrap();
+    for _ in 0..3 {
+        put(q, "export", "exports", json!({})).await;
+    }
+    let batch = q
+        .claim("exports", &[], "w-test", Duration::from_secs(30), 10)
+        .await
+        .unwrap();
+    assert_eq!(batch.items.len(), 1, "the kind limit admits one");
+    // The lane's counts are in the shared snapshot from now on.
+    f.live.refresh().await;
+    let (cookie, csrf) = login(f, &f.operator).await;
+    let page = send(&f.app, get("/ui/lanes", Some(&cookie))).await;
+    assert_eq!(page.status, StatusCode::OK);
+    let kind_row = row_of(&page.body, "data-scope=\"kind\" data-name=\"export\"");
+    assert!(shows(kind_row, 1, 1, 2, "code"), "{kind_row}");
+    assert!(
+        !kind_row.contains("limit-clear"),
+        "a code limit is not cleared here"
+    );
+    assert!(page.body.contains("id=\"limit-set\""));
+    let act = |form: String| send(&f.app, post("/ui/limits/act", Some(&cookie), &form));
+
+    // Without the CSRF token: refused, nothing set.
+    let r = act("action=set&scope=lane&name=exports&concurrency=3".into()).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert_eq!(q.limits().await.unwrap().len(), 1);
+    // A lane limit, beside its lane.
+    let r = act(format!(
+        "csrf={csrf}&action=set&scope=lane&name=exports&concurrency=3"
+    ))
+    .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    let loc = r.headers[header::LOCATION].to_str().unwrap();
+    assert_eq!(
+        loc,
+        "/ui/lanes?msg=limit%20on%20lane%20exports%20set%20to%203"
+    );
+    // The operator's kind limit wins over the code's.
+    act(format!(
+        "csrf={csrf}&action=set&scope=kind&name=export&concurrency=2"
+    ))
+    .await;
+    let page = send(&f.app, get("/ui/lanes", Some(&cookie))).await;
+    let lane_row = row_of(&page.body, "data-lane=\"exports\"");
+    assert!(shows(lane_row, 3, 1, 2, "operator"), "{lane_row}");
+    assert!(lane_row.contains("limit-clear"));
+    let kind_row = row_of(&page.body, "data-scope=\"kind\" data-name=\"export\"");
+    assert!(shows(kind_row, 2, 1, 2, "operator"), "{kind_row}");
+    // Refused input changes nothing and says why.
+    for bad in [
+        "scope=kind&name=export&concurrency=0",
+        "scope=kind&name=export&concurrency=many",
+        "scope=tenant&name=export&concurrency=2",
+        "scope=kind&name=Bad%20Name&concurrency=2",
+    ] {
+        let r = act(format!("csrf={csrf}&action=set&{bad}")).await;
+        assert_eq!(r.status, StatusCode::SEE_OTHER, "{bad}");
+        let loc = r.headers[header::LOCATION].to_str().unwrap();
+        assert!(loc.starts_with("/ui/lanes?msg="), "{bad}: {loc}");
+    }
+    let mut in_force: Vec<(String, u32)> = q
+        .limits()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|u| (u.setting.scope.to_string(), u.setting.concurrency))
+        .collect();
+    in_force.sort();
+    assert_eq!(
+        in_force,
+        vec![("kind export".into(), 2), ("lane exports".into(), 3)]
+    );
+    // Cleared: the code's limit is in force again; the lane has none.
+    let r = act(format!("csrf={csrf}&action=clear&scope=kind&name=export")).await;
+    let loc = r.headers[header::LOCATION].to_str().unwrap();
+    assert!(
+        loc.ends_with("msg=operator%20limit%20on%20kind%20export%20cleared"),
+        "{loc}"
+    );
+    act(format!("csrf={csrf}&action=clear&scope=lane&name=exports")).await;
+    let page = send(&f.app, get("/ui/lanes", Some(&cookie))).await;
+    let kind_row = row_of(&page.body, "data-scope=\"kind\" data-name=\"export\"");
+    assert!(shows(kind_row, 1, 1, 2, "code"), "{kind_row}");
+    let lane_row = row_of(&page.body, "data-lane=\"exports\"");
+    assert!(!lane_row.contains("limit-concurrency"), "{lane_row}");
+
+    // A viewer sees the limits, has no form, and may not set one.
+    let (vcookie, vcsrf) = login(f, &f.viewer).await;
+    let page = send(&f.app, get("/ui/lanes", Some(&vcookie))).await;
+    assert!(shows(
+        row_of(&page.body, "data-scope=\"kind\" data-name=\"export\""),
+        1,
+        1,
+        2,
+        "code"
+    ));
+    assert!(!page.body.contains("id=\"limit-set\""));
+    let r = send(
+        &f.app,
+        post(
+            "/ui/limits/act",
+            Some(&vcookie),
+            &format!("csrf={vcsrf}&action=set&scope=kind&name=export&concurrency=9"),
+        ),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    // An operator scoped to a tenant: refused, as over HTTP.
+    let scoped = TokenSecret::generate();
+    let auth = Auth::deny_all().with_token(
+        &scoped,
+        ApiPrincipal {
+            tenant: Some(Uuid::now_v7()),
+            ..principal(Role::Operator)
+        },
+    );
+    let tf = fixture_with(q.clone(), auth, scoped.clone(), scoped);
+    let (tcookie, tcsrf) = login(&tf, &tf.operator).await;
+    let r = send(
+        &tf.app,
+        post(
+            "/ui/limits/act",
+            Some(&tcookie),
+            &format!("csrf={tcsrf}&action=set&scope=kind&name=export&concurrency=9"),
+        ),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert_eq!(q.limits().await.unwrap()[0].setting.concurrency, 1);
 }
 
 /// Every open tab shares one query set per refresh.
@@ -566,6 +740,7 @@ async fn memory_dashboard() {
     let f = fixture(Queue::memory());
     closed_by_default_and_strict(&f).await;
     pages_filters_and_operations(&f).await;
+    limits_on_the_lanes_page(&f).await;
     live_tabs_share_one_refresh(&f).await;
 }
 
@@ -575,6 +750,7 @@ async fn postgres_dashboard() {
     let f = fixture(Queue::new(store));
     closed_by_default_and_strict(&f).await;
     pages_filters_and_operations(&f).await;
+    limits_on_the_lanes_page(&f).await;
     live_tabs_share_one_refresh(&f).await;
     drover::testing::pg_drop_schema(&drover::testing::pg_owner_url().await, &schema).await;
 }
@@ -592,5 +768,6 @@ async fn sqlite_dashboard() {
     let f = fixture(Queue::new(Arc::new(store)));
     closed_by_default_and_strict(&f).await;
     pages_filters_and_operations(&f).await;
+    limits_on_the_lanes_page(&f).await;
     live_tabs_share_one_refresh(&f).await;
 }

@@ -43,6 +43,25 @@ pub struct WorkerRow {
     pub state: String,
     /// How often the worker beats, in milliseconds (at least 1).
     pub beat_interval_ms: i32,
+    /// The kinds it handles (its registry's, sorted), so a reader can tell
+    /// an item no live worker of its lane can run (migration 0035). Empty
+    /// means not recorded (a row beaten before 0035): read as every kind,
+    /// since a worker that claims always handles at least one.
+    #[serde(default)]
+    pub kinds: Vec<String>,
+}
+
+impl WorkerRow {
+    /// Whether the row says the worker is alive: `running` or `draining`
+    /// (not `offline`, not `lost`).
+    pub fn is_live(&self) -> bool {
+        matches!(self.state.as_str(), "running" | "draining")
+    }
+
+    /// Whether it runs items of `kind` (an unrecorded list: any kind).
+    pub fn handles(&self, kind: &str) -> bool {
+        self.kinds.is_empty() || self.kinds.iter().any(|k| k == kind)
+    }
 }
 
 /// The workers table (system operations). A supertrait of

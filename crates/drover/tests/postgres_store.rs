@@ -662,6 +662,7 @@ async fn migrate_is_idempotent_and_counts_and_workers_work() {
         last_beat_at: now,
         state: "running".into(),
         beat_interval_ms: 5000,
+        kinds: vec!["mail".into()],
     };
     s.worker_beat(&w).await.unwrap();
     s.worker_beat(&drover::store::WorkerRow {

@@ -588,6 +588,7 @@ async fn worker_beat_inserts_then_updates() {
         last_beat_at: now,
         state: "running".into(),
         beat_interval_ms: 5000,
+        kinds: vec!["mail".into()],
     };
     db.store.worker_beat(&row).await.unwrap();
     row.state = "draining".into();

@@ -1,7 +1,8 @@
 //! `Queue::why_waiting` names what holds a pending item back, on the
 //! memory, SQLite and PostgreSQL stores: a full limit with the claims that
-//! hold it, a future run_at, a paused lane, no live worker for the lane;
-//! and nothing once the item is claimable.
+//! hold it, a future run_at, a paused lane, no live worker for the lane or
+//! none of the lane's that handles the item's kind; and nothing once the
+//! item is claimable.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use drover::queue::{Principal, Queue, WaitReason};
 use drover::store::limits::LimitScope;
-use drover::store::{ClaimParams, Store, WorkerRow};
+use drover::store::{ClaimParams, Store, WorkerRow, WorkerStore};
 use drover::{NewItem, Status};
 use serde_json::json;
 use uuid::Uuid;
@@ -63,7 +64,7 @@ async fn reasons_name_what_holds_an_item_back(store: Arc<dyn Store>) {
     assert_eq!(full.2[0].worker.as_deref(), Some("w1"));
     assert!(
         why.iter()
-            .any(|w| matches!(w, WaitReason::NoWorker { lane } if lane == "default")),
+            .any(|w| matches!(w, WaitReason::NoWorker { lane, kind: None } if lane == "default")),
         "{why:?}"
     );
 
@@ -80,6 +81,7 @@ async fn reasons_name_what_holds_an_item_back(store: Arc<dyn Store>) {
             last_beat_at: now,
             state: "running".into(),
             beat_interval_ms: 60_000,
+            kinds: vec![],
         })
         .await
         .unwrap();
@@ -123,10 +125,121 @@ async fn reasons_name_what_holds_an_item_back(store: Arc<dyn Store>) {
     ));
 }
 
+fn beat_row(id: &str, lanes: &[&str], kinds: &[&str], state: &str) -> WorkerRow {
+    let now = chrono::Utc::now();
+    WorkerRow {
+        id: id.into(),
+        host: "h".into(),
+        pid: 1,
+        lanes: lanes.iter().map(|l| (*l).to_owned()).collect(),
+        capacity: 1,
+        started_at: now,
+        last_beat_at: now,
+        state: state.into(),
+        beat_interval_ms: 60_000,
+        kinds: kinds.iter().map(|k| (*k).to_owned()).collect(),
+    }
+}
+
+/// The `no_worker` reasons of one item, each with its words.
+async fn no_worker(q: &Queue, id: Uuid) -> Vec<(WaitReason, String)> {
+    let item = q.get(Uuid::nil(), id).await.unwrap();
+    q.why_waiting(&item)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|w| w.code() == "no_worker")
+        .map(|w| {
+            let words = w.to_string();
+            (w, words)
+        })
+        .collect()
+}
+
+/// Live workers drain the item's lane but none handles its kind: the
+/// reason is `no_worker` naming the kind, until one that handles it beats
+/// (a worker of another lane, or one offline, does not count).
+async fn no_worker_of_the_lane_handles_the_kind(store: Arc<dyn Store>) {
+    let q = Queue::new(store.clone());
+    let item = q
+        .enqueue_item(
+            &Principal::system(),
+            NewItem::new("report.build", json!({})).with_lane("reports"),
+        )
+        .await
+        .unwrap()
+        .item;
+    let lane_only = WaitReason::NoWorker {
+        lane: "reports".into(),
+        kind: None,
+    };
+    let why = no_worker(&q, item.id).await;
+    assert_eq!(
+        why,
+        vec![(lane_only, "no live worker drains lane reports".into())]
+    );
+
+    let beat = |w: WorkerRow| {
+        let store = store.clone();
+        async move { store.worker_beat(&w).await.unwrap() }
+    };
+    beat(beat_row("w-mail", &["reports"], &["mail.send"], "running")).await;
+    beat(beat_row(
+        "w-other",
+        &["other"],
+        &["report.build"],
+        "running",
+    ))
+    .await;
+    beat(beat_row(
+        "w-off",
+        &["reports"],
+        &["report.build"],
+        "offline",
+    ))
+    .await;
+    let of_kind = (
+        WaitReason::NoWorker {
+            lane: "reports".into(),
+            kind: Some("report.build".into()),
+        },
+        "no live worker of lane reports handles kind report.build".to_owned(),
+    );
+    assert_eq!(no_worker(&q, item.id).await, vec![of_kind.clone()]);
+    let json = serde_json::to_value(&of_kind.0).unwrap();
+    assert_eq!(
+        json,
+        json!({"reason": "no_worker", "lane": "reports", "kind": "report.build"})
+    );
+
+    beat(beat_row(
+        "w-off",
+        &["reports"],
+        &["report.build"],
+        "running",
+    ))
+    .await;
+    assert_eq!(
+        no_worker(&q, item.id).await,
+        vec![],
+        "a live worker handles it"
+    );
+    // Draining still serves what it holds: it is live.
+    beat(beat_row(
+        "w-off",
+        &["reports"],
+        &["report.build"],
+        "draining",
+    ))
+    .await;
+    assert_eq!(no_worker(&q, item.id).await, vec![]);
+}
+
 #[tokio::test]
 async fn memory_reasons() {
     let store = Arc::new(drover::store::memory::MemoryStore::new());
-    reasons_name_what_holds_an_item_back(store).await;
+    reasons_name_what_holds_an_item_back(store.clone()).await;
+    no_worker_of_the_lane_handles_the_kind(store).await;
 }
 
 #[tokio::test]
@@ -137,7 +250,9 @@ async fn sqlite_reasons() {
         .await
         .unwrap();
     store.migrate().await.unwrap();
-    reasons_name_what_holds_an_item_back(Arc::new(store)).await;
+    let store: Arc<dyn Store> = Arc::new(store);
+    reasons_name_what_holds_an_item_back(store.clone()).await;
+    no_worker_of_the_lane_handles_the_kind(store).await;
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", dir.display()));
     }
@@ -146,6 +261,82 @@ async fn sqlite_reasons() {
 #[tokio::test]
 async fn postgres_reasons() {
     let (store, schema) = drover::testing::pg_fresh_store().await;
-    reasons_name_what_holds_an_item_back(store).await;
+    reasons_name_what_holds_an_item_back(store.clone()).await;
+    no_worker_of_the_lane_handles_the_kind(store).await;
     drover::testing::pg_drop_schema(&drover::testing::pg_owner_url().await, &schema).await;
+}
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct Mail {}
+
+impl drover::queue::Kind for Mail {
+    const NAME: &'static str = "mail.send";
+}
+
+struct MailHandler;
+
+impl drover::worker::Handler for MailHandler {
+    type Job = Mail;
+    const STRATEGY: drover::worker::Strategy = drover::worker::Strategy {
+        idempotency: "test handler: does nothing",
+        retry: "queue default",
+        checkpoint: "none: one step",
+        recovery: "swept after the lease",
+    };
+    async fn handle(&self, _cx: &drover::queue::JobContext, _job: Mail) -> drover::worker::Outcome {
+        Ok(drover::worker::Done::Completed)
+    }
+}
+
+/// A real worker beats its registry's kinds; an item of another kind in
+/// its lane waits with `no_worker` naming that kind.
+#[tokio::test]
+async fn memory_worker_beats_its_registrys_kinds() {
+    let store = Arc::new(drover::store::memory::MemoryStore::new());
+    let q = Queue::new(store.clone());
+    let w = drover::Worker::builder(q.clone())
+        .settings(drover::worker::WorkerSettings {
+            capacity: 1,
+            lanes: vec!["default".into()],
+            metrics_addr: None,
+            heartbeat_cron: None,
+            ..drover::worker::WorkerSettings::default()
+        })
+        .handler(MailHandler)
+        .without_sweep()
+        .build()
+        .unwrap()
+        .start()
+        .await
+        .unwrap();
+    // Synchronise on the row: the first beat is published at start (the
+    // bound only keeps a broken heartbeat from hanging the run).
+    let row = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            if let Some(r) = store.worker_list().await.unwrap().into_iter().next() {
+                break r;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the worker's row is published");
+    assert_eq!(row.kinds, vec!["mail.send".to_owned()]);
+    assert_eq!(row.lanes, vec!["default".to_owned()]);
+    let export = q
+        .enqueue_item(&Principal::system(), NewItem::new("export", json!({})))
+        .await
+        .unwrap()
+        .item;
+    assert_eq!(
+        no_worker(&q, export.id).await,
+        vec![(
+            WaitReason::NoWorker {
+                lane: "default".into(),
+                kind: Some("export".into()),
+            },
+            "no live worker of lane default handles kind export".to_owned()
+        )]
+    );
+    w.shutdown().await;
 }

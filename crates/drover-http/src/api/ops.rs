@@ -143,6 +143,9 @@ pub struct WorkerView {
     pub pid: i32,
     /// Lanes it drains.
     pub lanes: Vec<String>,
+    /// Kinds it handles (empty: not recorded, a worker of a version before
+    /// the list was kept; read as any kind).
+    pub kinds: Vec<String>,
     /// Capacity.
     pub capacity: i32,
     /// When it started.
@@ -167,6 +170,7 @@ pub async fn workers(State(state): State<AppState>) -> ApiResult<Json<Vec<Worker
                 host: w.host,
                 pid: w.pid,
                 lanes: w.lanes,
+                kinds: w.kinds,
                 capacity: w.capacity,
                 started_at: w.started_at,
                 last_beat_at: w.last_beat_at,

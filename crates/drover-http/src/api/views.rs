@@ -223,8 +223,10 @@ pub struct ItemDetail {
 pub struct WaitView {
     /// `run_at`, `lane_paused`, `limit_full` or `no_worker`.
     pub reason: String,
-    /// The reason in words: which limit, held by which item since when, and
-    /// so on. A tenant-scoped caller sees only its own tenant's holders.
+    /// The reason in words: which limit, held by which item since when;
+    /// for `no_worker`, the lane with no live worker, or the kind no live
+    /// worker of the lane handles; and so on. A tenant-scoped caller sees
+    /// only its own tenant's holders.
     pub detail: String,
 }
 

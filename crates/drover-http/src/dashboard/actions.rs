@@ -7,6 +7,7 @@ use axum::Form;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
+use drover::store::limits::LimitScope;
 use uuid::Uuid;
 
 use super::DashState;
@@ -273,4 +274,64 @@ pub(super) async fn lanes_act(
         ),
         Err(e) => back_to(&st, Some(&back), &e.to_string()),
     }
+}
+
+/// Sets (`action=set`, with `scope`, `name`, `concurrency`) or clears
+/// (`action=clear`, with `scope`, `name`) an operator's limit, then back
+/// to the lanes page with what happened. As over HTTP (`api/limits.rs`):
+/// the operator role and a token scoped to no tenant, since a limit
+/// counts every tenant's items.
+pub(super) async fn limits_act(
+    State(st): State<DashState>,
+    headers: HeaderMap,
+    Form(form): Form<Vec<(String, String)>>,
+) -> Response {
+    let v = match gate(&st, &headers, &form).await {
+        Ok(v) => v,
+        Err(r) => return *r,
+    };
+    if let Err(r) = operator_gate(&st, &v) {
+        return *r;
+    }
+    if v.session.principal.tenant.is_some() {
+        return (
+            StatusCode::FORBIDDEN,
+            "a limit counts every tenant's items: use a token not scoped to a tenant",
+        )
+            .into_response();
+    }
+    let back = format!("{}/lanes", st.config.base());
+    let back = Some(back.as_str());
+    let scope = LimitScope::from_parts(
+        field(&form, "scope").unwrap_or(""),
+        field(&form, "name").unwrap_or("").trim(),
+    )
+    .and_then(|s| s.validate().map(|()| s));
+    let scope = match scope {
+        Ok(s) => s,
+        Err(e) => return back_to(&st, back, &e.to_string()),
+    };
+    let principal = v.session.principal.queue_principal(Uuid::nil(), None);
+    let msg = match field(&form, "action") {
+        Some("set") => {
+            let Ok(n) = field(&form, "concurrency")
+                .unwrap_or("")
+                .trim()
+                .parse::<u32>()
+            else {
+                return back_to(&st, back, "concurrency: a whole number from 1 to 100000");
+            };
+            match st.app.queue.limit_set(&principal, &scope, n).await {
+                Ok(s) => format!("limit on {} set to {}", s.scope, s.concurrency),
+                Err(e) => e.to_string(),
+            }
+        }
+        Some("clear") => match st.app.queue.limit_clear(&principal, &scope).await {
+            Ok(true) => format!("operator limit on {scope} cleared"),
+            Ok(false) => format!("no operator limit on {scope} to clear"),
+            Err(e) => e.to_string(),
+        },
+        _ => "choose set or clear".to_owned(),
+    };
+    back_to(&st, back, &msg)
 }

@@ -8,7 +8,8 @@
 //! | [`live`] | the one query set per interval every tab shares, the charts |
 //! | `pages` | the pages (GET) |
 //! | `lists` | the items and dead-letter lists (GET) |
-//! | `actions` | login, logout, retry, cancel, pause, resume (POST) |
+//! | `actions` | login, logout, retry, cancel, pause, resume, set and clear a limit (POST) |
+//! | `limits` | the limits in force as the lanes page shows them |
 //!
 //! Invariants:
 //! - Every page but the login form needs a session; without one a page
@@ -39,6 +40,7 @@ use axum::routing::{get, post};
 use crate::AppState;
 
 mod actions;
+mod limits;
 mod lists;
 pub mod live;
 mod pages;
@@ -160,6 +162,7 @@ pub fn routes_with(state: DashState) -> Router {
         .route(&format!("{BASE}/logout"), post(actions::logout))
         .route(&format!("{BASE}/items/act"), post(actions::items_act))
         .route(&format!("{BASE}/lanes/act"), post(actions::lanes_act))
+        .route(&format!("{BASE}/limits/act"), post(actions::limits_act))
         .route(&format!("{BASE}/assets/htmx.min.js"), get(asset_htmx))
         .route(&format!("{BASE}/assets/dashboard.js"), get(asset_js))
         .route(&format!("{BASE}/assets/dashboard.css"), get(asset_css))

@@ -15,6 +15,7 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use super::DashState;
+use super::limits::{LimitRow, split};
 use super::live::{Snapshot, bars_svg};
 use super::session::{Session, cookie_id};
 use crate::auth::Role;
@@ -178,9 +179,12 @@ pub(super) struct LaneView {
     since: String,
 }
 
-fn lane_views(snap: &Snapshot, states: &[LaneState]) -> Vec<LaneView> {
+/// The lanes of the snapshot, of `states` and of `limited` (lanes a limit
+/// names), each with its counts.
+fn lane_views(snap: &Snapshot, states: &[LaneState], limited: &[String]) -> Vec<LaneView> {
     let per = snap.per_lane();
     let mut names: BTreeSet<String> = per.keys().cloned().collect();
+    names.extend(limited.iter().cloned());
     names.extend(snap.paused.iter().cloned());
     names.extend(states.iter().map(|s| s.lane.clone()));
     names.extend(snap.workers.iter().flat_map(|w| w.lanes.iter().cloned()));
@@ -241,7 +245,7 @@ pub(super) fn overview_fragment(st: &DashState, snap: &Snapshot) -> String {
             .filter(|w| w.state == "running" || w.state == "draining")
             .count(),
         workers_total: snap.workers.len(),
-        lanes: lane_views(snap, &[]),
+        lanes: lane_views(snap, &[], &[]),
         chart_hour: bars_svg("last hour, per minute", &dh, &fh),
         chart_day: bars_svg("last day, per hour", &dd, &fd),
     };
@@ -499,12 +503,16 @@ pub(super) async fn item(
 #[template(path = "dashboard/lanes.html")]
 struct LanesPage {
     nav: Nav,
-    lanes: Vec<LaneView>,
+    /// Each lane with its limit, if one is in force.
+    lanes: Vec<(LaneView, Option<LimitRow>)>,
+    /// The kind and per-group limits in force.
+    limits: Vec<LimitRow>,
     can_operate: bool,
     at: String,
 }
 
-/// Lanes with their counts and state, and pause/resume.
+/// Lanes with their counts, state and limit, and pause/resume; the kind
+/// and per-group limits; an operator's form to set and clear a limit.
 pub(super) async fn lanes(
     State(st): State<DashState>,
     headers: HeaderMap,
@@ -537,10 +545,31 @@ pub(super) async fn lanes(
             );
         }
     };
+    let (mut by_lane, limits) = match st.app.queue.limits().await {
+        Ok(u) => split(u),
+        Err(e) => {
+            return note_page(
+                &st,
+                &v,
+                "Lanes",
+                e.to_string(),
+                StatusCode::SERVICE_UNAVAILABLE,
+            );
+        }
+    };
+    let limited: Vec<String> = by_lane.keys().cloned().collect();
+    let lanes = lane_views(&snap, &states, &limited)
+        .into_iter()
+        .map(|l| {
+            let limit = by_lane.remove(&l.lane);
+            (l, limit)
+        })
+        .collect();
     render(
         &LanesPage {
             nav: nav(&st, &v, "Lanes", q.msg),
-            lanes: lane_views(&snap, &states),
+            lanes,
+            limits,
             can_operate: v.can_operate(),
             at: time(snap.at),
         },
@@ -576,6 +605,7 @@ pub(super) async fn workers(State(st): State<DashState>, headers: HeaderMap) -> 
                 "host",
                 "pid",
                 "lanes",
+                "kinds",
                 "capacity",
                 "last beat",
                 "started",
@@ -589,6 +619,7 @@ pub(super) async fn workers(State(st): State<DashState>, headers: HeaderMap) -> 
                         w.host,
                         w.pid.to_string(),
                         w.lanes.join(", "),
+                        w.kinds.join(", "),
                         w.capacity.to_string(),
                         time(w.last_beat_at),
                         time(w.started_at),

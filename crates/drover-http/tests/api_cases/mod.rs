@@ -1066,6 +1066,46 @@ pub async fn limits_set_list_clear(app: &App) {
         .filter_map(|w| w["reason"].as_str())
         .collect();
     assert_eq!(reasons, vec!["no_worker"], "{b}");
+    assert_eq!(
+        b["waiting"][0]["detail"],
+        "no live worker drains lane default"
+    );
+    // A live worker drains the lane but handles other kinds only: the
+    // reason names the kind.
+    let now = app.harness.store.db_now().await.unwrap();
+    app.harness
+        .store
+        .worker_beat(&drover::store::WorkerRow {
+            id: "w-mail".into(),
+            host: "h".into(),
+            pid: 1,
+            lanes: vec!["default".into()],
+            capacity: 1,
+            started_at: now,
+            last_beat_at: now,
+            state: "running".into(),
+            beat_interval_ms: 60_000,
+            kinds: vec!["mail.send".into()],
+        })
+        .await
+        .unwrap();
+    let (_, _, b) = app
+        .call(
+            Method::GET,
+            &format!("/v1/items/{}", ids[0]),
+            Some(&op),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(
+        b["waiting"],
+        json!([{"reason": "no_worker", "detail": "no live worker of lane default handles kind export"}])
+    );
+    let (_, _, w) = app
+        .call(Method::GET, "/v1/workers", Some(&op), None, &[])
+        .await;
+    assert_eq!(w[0]["kinds"], json!(["mail.send"]), "{w}");
     let (s, _, list) = app
         .call(Method::GET, "/v1/limits", Some(&op), None, &[])
         .await;

@@ -2,9 +2,9 @@
 -- last_beat_at is the database clock, never the worker's: readers judge
 -- liveness against the same clock (worker_list.sql).
 -- $1 id, $2 host, $3 pid, $4 lanes, $5 capacity, $6 started_at, $7 state,
--- $8 beat_interval_ms.
-INSERT INTO workers (id, host, pid, lanes, capacity, started_at, last_beat_at, state, beat_interval_ms)
-VALUES ($1, $2, $3, $4, $5, $6, now(), $7, $8)
+-- $8 beat_interval_ms, $9 kinds.
+INSERT INTO workers (id, host, pid, lanes, capacity, started_at, last_beat_at, state, beat_interval_ms, kinds)
+VALUES ($1, $2, $3, $4, $5, $6, now(), $7, $8, $9)
 ON CONFLICT (id) DO UPDATE
 SET host = EXCLUDED.host,
     pid = EXCLUDED.pid,
@@ -13,4 +13,5 @@ SET host = EXCLUDED.host,
     started_at = EXCLUDED.started_at,
     last_beat_at = EXCLUDED.last_beat_at,
     state = EXCLUDED.state,
-    beat_interval_ms = EXCLUDED.beat_interval_ms
+    beat_interval_ms = EXCLUDED.beat_interval_ms,
+    kinds = EXCLUDED.kinds

@@ -516,6 +516,7 @@ fn worker_row(id: &str, beat_interval_ms: i32) -> WorkerRow {
         last_beat_at: now,
         state: "running".into(),
         beat_interval_ms,
+        kinds: vec!["mail.send".into(), "report.build".into()],
     }
 }
 
@@ -524,22 +525,44 @@ fn worker_row(id: &str, beat_interval_ms: i32) -> WorkerRow {
 pub async fn worker_beat_upserts(h: &Harness) {
     let mut row = worker_row("w-1", 5000);
     h.store.worker_beat(&row).await.expect("beat");
+    let rows = h.store.worker_list().await.expect("list");
+    assert_eq!(
+        rows[0].kinds,
+        vec!["mail.send".to_string(), "report.build".to_string()],
+        "the kinds it handles are on the row"
+    );
+    assert!(rows[0].is_live() && rows[0].handles("mail.send") && !rows[0].handles("export"));
     row.state = "offline".into();
     row.last_beat_at = Utc::now() + chrono::Duration::hours(1);
+    row.kinds = vec!["export".into()];
     h.store.worker_beat(&row).await.expect("beat");
     let rows = h.store.worker_list().await.expect("list");
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].state, "offline");
+    assert!(!rows[0].is_live());
     assert_eq!(rows[0].beat_interval_ms, 5000);
     assert_eq!(
         rows[0].lanes,
         vec!["default".to_string(), "mail".to_string()]
+    );
+    assert_eq!(
+        rows[0].kinds,
+        vec!["export".to_string()],
+        "a beat replaces the kinds"
     );
     assert!(
         approx(rows[0].last_beat_at, h.store.now(), 5_000),
         "the beat is the store's time, not the worker's: {:?}",
         rows[0].last_beat_at
     );
+    // A row that records no kinds (beaten before migration 0035) is read
+    // as handling any kind.
+    let mut old = worker_row("w-old", 5000);
+    old.kinds.clear();
+    h.store.worker_beat(&old).await.expect("beat");
+    let rows = h.store.worker_list().await.expect("list");
+    let old = rows.iter().find(|r| r.id == "w-old").expect("listed");
+    assert!(old.kinds.is_empty() && old.handles("anything"));
 }
 
 /// A worker that stops beating is listed `lost` once two of its intervals

@@ -367,6 +367,7 @@ pub(super) async fn worker_beat(store: &PgStore, w: &WorkerRow) -> Result<()> {
         .bind(w.started_at)
         .bind(&w.state)
         .bind(w.beat_interval_ms.max(1))
+        .bind(&w.kinds)
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;

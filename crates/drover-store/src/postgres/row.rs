@@ -70,5 +70,6 @@ pub(super) fn worker(r: &PgRow) -> Result<WorkerRow> {
         last_beat_at: r.try_get("last_beat_at")?,
         state: r.try_get("state")?,
         beat_interval_ms: r.try_get("beat_interval_ms")?,
+        kinds: r.try_get("kinds")?,
     })
 }

@@ -119,6 +119,8 @@ impl SqliteStore {
     pub(super) async fn beat(&self, w: &WorkerRow) -> Result<()> {
         let lanes = serde_json::to_string(&w.lanes)
             .map_err(|e| Error::Storage(Opaque::msg(format!("lanes do not serialize: {e}"))))?;
+        let kinds = serde_json::to_string(&w.kinds)
+            .map_err(|e| Error::Storage(Opaque::msg(format!("kinds do not serialize: {e}"))))?;
         let mut tx = self.begin().await?;
         // The store's clock, read once the write lock is held, as every
         // write here does: readers judge liveness against the same clock.
@@ -133,6 +135,7 @@ impl SqliteStore {
             .bind(now)
             .bind(&w.state)
             .bind(w.beat_interval_ms.max(1))
+            .bind(kinds)
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;

@@ -90,6 +90,7 @@ pub(super) fn audit(row: &SqliteRow) -> Result<AuditEntry> {
 /// A worker row from `worker_list.sql`.
 pub(super) fn worker(row: &SqliteRow) -> Result<WorkerRow> {
     let lanes: String = row.try_get("lanes")?;
+    let kinds: String = row.try_get("kinds")?;
     Ok(WorkerRow {
         id: row.try_get("id")?,
         host: row.try_get("host")?,
@@ -100,5 +101,6 @@ pub(super) fn worker(row: &SqliteRow) -> Result<WorkerRow> {
         last_beat_at: from_micros(row.try_get("last_beat_at")?)?,
         state: row.try_get("state")?,
         beat_interval_ms: row.try_get("beat_interval_ms")?,
+        kinds: serde_json::from_str(&kinds).map_err(|e| json_err("kinds", e))?,
     })
 }

@@ -62,10 +62,14 @@ pub enum WaitReason {
         /// lettered in a group that holds on a dead letter).
         status: String,
     },
-    /// No live worker drains its lane.
+    /// No live worker drains its lane, or none of those that do handles
+    /// its kind.
     NoWorker {
         /// The lane.
         lane: String,
+        /// Its kind, when live workers drain the lane but none handles it.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        kind: Option<String>,
     },
 }
 
@@ -149,7 +153,13 @@ impl std::fmt::Display for WaitReason {
                 f,
                 "ordered group {group} runs in enqueue order: earlier item {item} is {status}"
             ),
-            WaitReason::NoWorker { lane } => write!(f, "no live worker drains lane {lane}"),
+            WaitReason::NoWorker { lane, kind: None } => {
+                write!(f, "no live worker drains lane {lane}")
+            }
+            WaitReason::NoWorker {
+                lane,
+                kind: Some(k),
+            } => write!(f, "no live worker of lane {lane} handles kind {k}"),
         }
     }
 }
@@ -224,12 +234,15 @@ impl Queue {
                 });
             }
         }
-        let live = self.store().worker_list().await?.into_iter().any(|w| {
-            matches!(w.state.as_str(), "running" | "draining") && w.lanes.contains(&item.lane)
-        });
-        if !live {
+        let workers = self.store().worker_list().await?;
+        let of_lane: Vec<_> = workers
+            .iter()
+            .filter(|w| w.is_live() && w.lanes.contains(&item.lane))
+            .collect();
+        if !of_lane.iter().any(|w| w.handles(&item.kind)) {
             out.push(WaitReason::NoWorker {
                 lane: item.lane.clone(),
+                kind: (!of_lane.is_empty()).then(|| item.kind.clone()),
             });
         }
         Ok(out)

@@ -200,7 +200,7 @@ impl Worker {
             work: work.clone(),
         };
         let kinds = self.registry.kinds();
-        let row = worker_row(&id, &s, !kinds.is_empty());
+        let row = worker_row(&id, &s, &kinds);
         // Unknown until the first beat lands and the table is read: alone.
         let (peers_tx, peers) = tokio::sync::watch::channel(spread::Peers::default());
         let heartbeat = tokio::spawn(liveness::heartbeat(
@@ -275,9 +275,11 @@ fn new_worker_id() -> String {
     )
 }
 
-/// The workers row this run beats. A worker of roles only (`claims`
-/// false) claims nothing, so it is no lane's peer: its row lists no lane.
-fn worker_row(id: &str, s: &WorkerSettings, claims: bool) -> WorkerRow {
+/// The workers row this run beats, with the kinds it claims (its
+/// registry's: `why_waiting` reads them). A worker of roles only (`kinds`
+/// empty) claims nothing, so it is no lane's peer: its row lists no lane.
+fn worker_row(id: &str, s: &WorkerSettings, kinds: &[String]) -> WorkerRow {
+    let claims = !kinds.is_empty();
     WorkerRow {
         id: id.to_owned(),
         host: liveness::host_name(),
@@ -290,6 +292,7 @@ fn worker_row(id: &str, s: &WorkerSettings, claims: bool) -> WorkerRow {
         beat_interval_ms: i32::try_from(s.heartbeat_interval.as_millis())
             .unwrap_or(i32::MAX)
             .max(1),
+        kinds: kinds.to_vec(),
     }
 }
 

@@ -119,6 +119,7 @@ mod tests {
             last_beat_at: Utc::now(),
             state: state.into(),
             beat_interval_ms: 1000,
+            kinds: vec![],
         }
     }
 

@@ -1,0 +1,65 @@
+//! The concurrency limits as the lanes page shows them
+//! (docs/flow-control.md): each limit in force with its use, a lane's
+//! beside its lane and the kind and per-group ones in a table of their
+//! own. Setting and clearing one is `actions::limits_act`.
+//!
+//! The rule is the HTTP limits routes' (`api/limits.rs`): a limit counts
+//! every tenant's items, so only a session of a token scoped to no tenant
+//! sees or changes them (a tenant-scoped session gets the scoped page
+//! before any limit is read).
+
+use std::collections::BTreeMap;
+
+use drover::store::limits::{LimitScope, LimitUsage};
+
+/// One limit in force as the lanes page shows it.
+pub(super) struct LimitRow {
+    /// `lane`, `kind` or `group` (each group of the kind separately).
+    pub scope: String,
+    /// The lane or kind.
+    pub name: String,
+    /// At most this many claimed at once.
+    pub concurrency: u32,
+    /// Slots held now (a per-group limit: its fullest group).
+    pub in_use: u64,
+    /// Available pending items it applies to.
+    pub waiting: u64,
+    /// `code` or `operator`.
+    pub source: String,
+}
+
+impl LimitRow {
+    /// Whether an operator set it (so it can be cleared here).
+    pub fn by_operator(&self) -> bool {
+        self.source == "operator"
+    }
+}
+
+impl From<LimitUsage> for LimitRow {
+    fn from(u: LimitUsage) -> Self {
+        LimitRow {
+            scope: u.setting.scope.kind_name().to_owned(),
+            name: u.setting.scope.name().to_owned(),
+            concurrency: u.setting.concurrency,
+            in_use: u.in_use,
+            waiting: u.waiting,
+            source: u.setting.source.as_str().to_owned(),
+        }
+    }
+}
+
+/// The limits in force split for the page: the lane limits by lane, and
+/// the kind and per-group limits in the order the queue lists them.
+pub(super) fn split(usage: Vec<LimitUsage>) -> (BTreeMap<String, LimitRow>, Vec<LimitRow>) {
+    let mut lanes = BTreeMap::new();
+    let mut others = Vec::new();
+    for u in usage {
+        match u.setting.scope {
+            LimitScope::Lane(ref lane) => {
+                lanes.insert(lane.clone(), LimitRow::from(u));
+            }
+            LimitScope::Kind(_) | LimitScope::KindPerGroup(_) => others.push(LimitRow::from(u)),
+        }
+    }
+    (lanes, others)
+}
