@@ -1,8 +1,10 @@
-//! An online upgrade: the database one migration behind the binary, two
-//! workers draining, `drover migrate` to the newest version in the middle
-//! of the drain, and nothing lost or run twice (docs/operations.md,
-//! "Upgrades": expand, then contract). Also: `/readyz` reports the pending
-//! migration before and turns ready after, with no restart.
+//! An online upgrade: the database two migrations behind the binary (before
+//! ordered groups and workers' kinds), two workers draining under a kind
+//! limit the previous release set, `drover migrate` to the newest version
+//! in the middle of the drain, and nothing lost or run twice, the limit
+//! never exceeded and still in force after (docs/operations.md, "Upgrades":
+//! expand, then contract). Also: `/readyz` reports the pending migrations
+//! before and turns ready after, with no restart.
 //!
 //! Needs PostgreSQL (`DATABASE_URL`): a fresh database.
 
@@ -21,6 +23,11 @@ use common::{Run, from_output};
 
 const BIN: &str = env!("CARGO_BIN_EXE_drover");
 const ITEMS: i64 = 3000;
+/// The kind limit in force through the upgrade: far below the two workers'
+/// capacity of 20 each, so it binds.
+const LIMIT: i64 = 6;
+/// Migrations the database is behind the binary.
+const BEHIND: usize = 2;
 
 fn drover(url: &str, args: &[&str]) -> Run {
     let mut c = Command::new(BIN);
@@ -100,8 +107,8 @@ impl Drop for Worker {
     }
 }
 
-/// Applies every embedded migration but the newest, as the previous
-/// release's `drover migrate` would have.
+/// Applies every embedded migration but the newest [`BEHIND`], as an
+/// earlier release's `drover migrate` would have.
 fn migrate_all_but_the_newest(url: &str) -> i64 {
     let dir = concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -112,9 +119,9 @@ fn migrate_all_but_the_newest(url: &str) -> i64 {
             .await
             .expect("read migrations");
         let n = m.migrations.len();
-        assert!(n >= 2, "an upgrade needs two migrations");
-        m.migrations = std::borrow::Cow::Owned(m.migrations[..n - 1].to_vec());
-        let previous = m.migrations[n - 2].version;
+        assert!(n > BEHIND, "an upgrade needs migrations to cross");
+        m.migrations = std::borrow::Cow::Owned(m.migrations[..n - BEHIND].to_vec());
+        let previous = m.migrations[n - BEHIND - 1].version;
         let mut c = sqlx::PgConnection::connect(url).await.expect("connect");
         c.execute("CREATE SCHEMA IF NOT EXISTS drover")
             .await
@@ -145,6 +152,42 @@ fn drover_migrate_to_the_newest_version_while_workers_drain_loses_nothing() {
         &["enqueue", "--from-file", file.path().to_str().unwrap()],
     );
     assert_eq!(r.code, 0, "{r:?}");
+
+    // The limit as the earlier release wrote it (its `drover limits set`).
+    assert_eq!(
+        db.scalar_i64(&format!(
+            "WITH s AS (INSERT INTO drover.flow_limits (scope, name, source, concurrency, set_by) \
+             VALUES ('kind', 'drover.sleep', 'operator', {LIMIT}, \
+             '00000000-0000-0000-0000-000000000000') RETURNING 1) SELECT count(*) FROM s"
+        )),
+        1
+    );
+    // What holds slots, read from the rows every few milliseconds through
+    // the drain and the migration: never above the limit.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let stop = stop.clone();
+        let url = db.url.clone();
+        std::thread::spawn(move || {
+            block_on(async move {
+                let mut c = sqlx::PgConnection::connect(&url).await.expect("connect");
+                let (mut most, mut samples) = (0i64, 0u64);
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    let n: i64 = sqlx::query_scalar(
+                        "SELECT count(*) FROM drover.items \
+                         WHERE status = 'claimed' AND kind = 'drover.sleep'",
+                    )
+                    .fetch_one(&mut c)
+                    .await
+                    .expect("sample");
+                    most = most.max(n);
+                    samples += 1;
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                (most, samples)
+            })
+        })
+    };
 
     let mut a = Worker::spawn(&db.url);
     let mut b = Worker::spawn(&db.url);
@@ -200,9 +243,39 @@ fn drover_migrate_to_the_newest_version_while_workers_drain_loses_nothing() {
         let (code, body) = http_get(w.1, "/readyz").unwrap();
         assert_eq!((code, body.as_str()), (200, "ready"), "{}", w.log());
     }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (most, samples) = sampler.join().expect("sampler");
+    assert!(
+        most <= LIMIT,
+        "at most {LIMIT} claimed at once through the upgrade, saw {most}"
+    );
+    assert!(
+        most >= 1 && samples > 100,
+        "the sampler saw the drain: {most} of {samples}"
+    );
+    let list = drover(&db.url, &["limits", "list", "--json"]);
+    assert_eq!(list.code, 0, "{list:?}");
+    let limits: serde_json::Value = serde_json::from_str(&list.stdout).expect("json");
+    assert_eq!(
+        (
+            limits[0]["setting"]["concurrency"].as_i64(),
+            limits[0]["setting"]["source"].as_str(),
+            limits[0]["setting"]["ordered"].as_bool()
+        ),
+        (Some(LIMIT), Some("operator"), Some(false)),
+        "the limit is still in force after the upgrade: {limits}"
+    );
     let failed_claims =
         a.log().matches("claim failed").count() + b.log().matches("claim failed").count();
+    let first_failure = a
+        .log()
+        .lines()
+        .chain(b.log().lines())
+        .find(|l| l.contains("claim failed"))
+        .map(str::to_owned);
     eprintln!(
-        "migrated with {left} items waiting; claim errors during the migration: {failed_claims}"
+        "migrated with {left} items waiting; claim errors during the migration: {failed_claims}; \
+         most claimed at once {most} of limit {LIMIT} over {samples} samples; \
+         the first claim error: {first_failure:?}"
     );
 }

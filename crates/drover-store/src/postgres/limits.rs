@@ -40,6 +40,8 @@ const LIMIT_SET: &str = include_str!("../../sql/postgres/limit_set.sql");
 const LIMIT_CLEAR: &str = include_str!("../../sql/postgres/limit_clear.sql");
 const LIMIT_LIST: &str = include_str!("../../sql/postgres/limit_list.sql");
 const LIMIT_CANDIDATES: &str = include_str!("../../sql/postgres/limit_candidates.sql");
+const LIMIT_CANDIDATES_ORDERED: &str =
+    include_str!("../../sql/postgres/limit_candidates_ordered.sql");
 const LIMIT_LOCK: &str = include_str!("../../sql/postgres/limit_lock.sql");
 const LIMIT_HELD: &str = include_str!("../../sql/postgres/limit_held.sql");
 const LIMIT_CLAIM: &str = include_str!("../../sql/postgres/limit_claim.sql");
@@ -151,7 +153,15 @@ impl PgStore {
             .limit
             .saturating_mul(CANDIDATES_PER_SLOT)
             .saturating_add(CANDIDATES_EXTRA);
-        let rows = sqlx::query(LIMIT_CANDIDATES)
+        // Without an ordered limit in force, the statement without the
+        // head probe: it also runs on a schema before migration 0034 (a
+        // binary ahead of its database until `drover migrate`).
+        let statement = if ordered.is_empty() {
+            LIMIT_CANDIDATES
+        } else {
+            LIMIT_CANDIDATES_ORDERED
+        };
+        let mut q = sqlx::query(statement)
             .persistent(self.persistent)
             .bind(&p.lane)
             .bind(&p.kinds)
@@ -159,11 +169,11 @@ impl PgStore {
             .bind(&full.kinds)
             .bind(&full.group_kinds)
             .bind(&full.group_tenants)
-            .bind(&full.groups)
-            .bind(&ordered)
-            .bind(&hold)
-            .fetch_all(&mut *tx)
-            .await?;
+            .bind(&full.groups);
+        if !ordered.is_empty() {
+            q = q.bind(&ordered).bind(&hold);
+        }
+        let rows = q.fetch_all(&mut *tx).await?;
         let candidates = rows
             .iter()
             .map(|r| parts(r, true))

@@ -31,6 +31,8 @@ const LIMIT_LIST_0033: &str = include_str!("../../sql/sqlite/limit_list_0033.sql
 const LIMIT_ORDER_BLOCKER: &str = include_str!("../../sql/sqlite/limit_order_blocker.sql");
 const LIMIT_HELD: &str = include_str!("../../sql/sqlite/limit_held.sql");
 const LIMIT_CANDIDATES: &str = include_str!("../../sql/sqlite/limit_candidates.sql");
+const LIMIT_CANDIDATES_ORDERED: &str =
+    include_str!("../../sql/sqlite/limit_candidates_ordered.sql");
 const LIMIT_CLAIM: &str = include_str!("../../sql/sqlite/limit_claim.sql");
 const LIMIT_USAGE: &str = include_str!("../../sql/sqlite/limit_usage.sql");
 
@@ -167,16 +169,22 @@ pub(super) async fn claim_on(
     let mut admitted: Vec<Uuid> = Vec::new();
     let mut offset = 0i64;
     while admitted.len() < p.limit as usize {
-        let page = sqlx::query(LIMIT_CANDIDATES)
-            .bind(&p.lane)
-            .bind(to_micros(now))
-            .bind(kinds.as_deref())
-            .bind(PAGE)
-            .bind(offset)
-            .bind(ordered.as_deref())
-            .bind(hold.as_deref())
-            .fetch_all(&mut *conn)
-            .await?;
+        // Without an ordered limit in force, the statement without the
+        // head probe (it runs on a schema before migration 0034 too).
+        let mut q = sqlx::query(if ordered.is_some() {
+            LIMIT_CANDIDATES_ORDERED
+        } else {
+            LIMIT_CANDIDATES
+        })
+        .bind(&p.lane)
+        .bind(to_micros(now))
+        .bind(kinds.as_deref())
+        .bind(PAGE)
+        .bind(offset);
+        if ordered.is_some() {
+            q = q.bind(ordered.as_deref()).bind(hold.as_deref());
+        }
+        let page = q.fetch_all(&mut *conn).await?;
         for r in &page {
             if admitted.len() == p.limit as usize {
                 break;
