@@ -29,6 +29,10 @@ use crate::target::Target;
 use crate::workers::Fleet;
 use crate::{BenchConfig, BenchError, KIND, LANE, Mode, Progress};
 
+/// The statement a limited claim reads the held slots with (twice per
+/// claim), as the store runs it.
+const HELD_SQL: &str = include_str!("../../drover-store/sql/postgres/limit_held.sql");
+
 /// The concurrency of the limits that must never bind (a capacity of 20
 /// holds at most a few dozen claims).
 pub const NEVER_BINDS: u32 = 10_000;
@@ -73,6 +77,9 @@ pub struct LimitsSpec {
     /// The longest one series of timed claims may take: a series stops at
     /// its next claim after this (at least one claim is timed).
     pub claim_budget: Duration,
+    /// PostgreSQL: `ANALYZE items` after each enqueue of the overhead part,
+    /// as autovacuum's analyze would on a server that runs it.
+    pub analyze: bool,
 }
 
 impl Default for LimitsSpec {
@@ -88,6 +95,7 @@ impl Default for LimitsSpec {
             claims: crate::CLAIMS_DEFAULT,
             claim_batch: crate::CLAIM_BATCH_DEFAULT,
             claim_budget: CLAIM_BUDGET_DEFAULT,
+            analyze: false,
         }
     }
 }
@@ -170,7 +178,10 @@ fn scope_of(variant: &str) -> Option<LimitScope> {
 
 /// Part 1: `rounds` x (none, kind, lane) drains of `config.jobs` items,
 /// each exactly as the standard drain (worker start-up inside the clock,
-/// the end when every item ran and none is pending or claimed).
+/// the end when every item ran and none is pending or claimed). A drain
+/// still running at `config.timeout` is reported with the items it ran by
+/// then (`finished: false`), and the rest is drained without a limit,
+/// untimed, so the next drain starts from an empty lane.
 async fn overhead(
     config: &BenchConfig,
     spec: &LimitsSpec,
@@ -179,6 +190,7 @@ async fn overhead(
 ) -> Result<Overhead, BenchError> {
     let producer = target.queue(2).await?;
     let mut drains = Vec::new();
+    let mut candidates_plan = None;
     for round in 0..spec.rounds {
         for variant in order(round) {
             let scope = scope_of(variant);
@@ -186,21 +198,47 @@ async fn overhead(
                 producer.limit_set(&operator(), s, NEVER_BINDS).await?;
             }
             enqueue_plain(&producer, config, progress).await?;
+            if spec.analyze {
+                if let Some(admin) = &target.admin {
+                    sqlx::query("ANALYZE items").execute(admin).await?;
+                }
+            }
+            if variant == "kind" && candidates_plan.is_none() {
+                // With the backlog waiting, as the first claim meets it.
+                candidates_plan = crate::limits_scale::explain_both(
+                    target,
+                    crate::limits_scale::CANDIDATES_SQL,
+                    &format!(
+                        "'{LANE}', '{{}}', {}, '{{}}', '{{}}', '{{}}', '{{}}'",
+                        config.capacity * 4 + 32
+                    ),
+                )
+                .await;
+            }
             let d = drain_once(config, target, progress, &format!("{variant} #{round}")).await;
             if let Some(s) = &scope {
                 producer.limit_clear(&operator(), s).await?;
             }
-            let drain_s = d?;
-            let drain_rate = config.jobs as f64 / drain_s;
+            let d = d?;
+            if !d.finished {
+                // The rest, without the limit: the next drain starts empty.
+                drain_rest(config, target).await?;
+            }
+            let drain_rate = d.ran as f64 / d.drain_s;
             progress.note(&format!(
-                "round {round} {variant}: drained {} in {drain_s:.2} s ({drain_rate:.0}/s)",
-                config.jobs
+                "round {round} {variant}: ran {} of {} in {:.2} s ({drain_rate:.0}/s){}",
+                d.ran,
+                config.jobs,
+                d.drain_s,
+                if d.finished { "" } else { ", did not finish" }
             ));
             drains.push(Drain {
                 round,
                 variant: variant.to_owned(),
-                drain_s,
+                drain_s: d.drain_s,
                 drain_rate,
+                ran: d.ran,
+                finished: d.finished,
             });
         }
     }
@@ -213,7 +251,18 @@ async fn overhead(
         rates.iter().sum::<f64>() / rates.len().max(1) as f64
     };
     let (none_rate, kind_rate, lane_rate) = (mean("none"), mean("kind"), mean("lane"));
+    // What a limited claim reads twice, after every drain of the part.
+    let held_plan = crate::limits_scale::explain_statement(
+        target,
+        HELD_SQL,
+        &format!("'{LANE}', '{{{KIND}}}'"),
+        None,
+    )
+    .await;
     Ok(Overhead {
+        held_plan,
+        candidates_plan,
+        analyze: spec.analyze && target.admin.is_some(),
         jobs: config.jobs,
         concurrency: NEVER_BINDS,
         none_rate,
@@ -247,29 +296,66 @@ async fn enqueue_plain(
     Ok(())
 }
 
-/// One standard drain: its wall time, s. An error when an item did not
-/// run exactly once.
+/// What one timed drain did.
+struct DrainOutcome {
+    drain_s: f64,
+    ran: u64,
+    finished: bool,
+}
+
+/// One standard drain: its wall time and the items that ran; unfinished
+/// when `config.timeout` passed first. An error when an item ran twice.
 async fn drain_once(
     config: &BenchConfig,
     target: &Target,
     progress: &Progress,
     what: &str,
-) -> Result<f64, BenchError> {
+) -> Result<DrainOutcome, BenchError> {
     let recorder = Recorder::new();
     let bar = progress.bar(config.jobs, &format!("drain {what}"));
     let t = Instant::now();
     let fleet = Fleet::start(config, target, &recorder).await?;
     let drained = drain_until_empty(target, &recorder, config.jobs, config.timeout, &bar).await;
     let drain_s = t.elapsed().as_secs_f64();
+    // What ran inside the clock (stopping runs the buffered claims too).
+    let ran_in_clock = recorder.distinct() as u64;
     bar.finish_and_clear();
     fleet.stop().await;
-    drained?;
     let total = recorder.total();
-    if total.executed != config.jobs || total.distinct != config.jobs {
+    if total.executed != total.distinct {
         return Err(BenchError::Incomplete(format!(
-            "drain {what}: executed {} distinct {} of {} items",
-            total.executed, total.distinct, config.jobs
+            "drain {what}: {} duplicate runs",
+            total.executed - total.distinct
         )));
     }
-    Ok(drain_s)
+    match drained {
+        Ok(()) if total.distinct == config.jobs => Ok(DrainOutcome {
+            drain_s,
+            ran: total.distinct,
+            finished: true,
+        }),
+        Ok(()) => Err(BenchError::Incomplete(format!(
+            "drain {what}: ran {} of {} items",
+            total.distinct, config.jobs
+        ))),
+        Err(BenchError::Incomplete(_)) => Ok(DrainOutcome {
+            drain_s,
+            ran: ran_in_clock,
+            finished: false,
+        }),
+        Err(e) => Err(e),
+    }
+}
+
+/// Drains what an unfinished drain left, untimed.
+async fn drain_rest(config: &BenchConfig, target: &Target) -> Result<(), BenchError> {
+    let recorder = Recorder::new();
+    let fleet = Fleet::start(config, target, &recorder).await?;
+    let bar = indicatif::ProgressBar::hidden();
+    // Claims the stopped workers left (if any) come back once their lease
+    // lapses: give it room beyond a short timeout.
+    let wait = config.timeout.max(Duration::from_secs(300));
+    let r = drain_until_empty(target, &recorder, 0, wait, &bar).await;
+    fleet.stop().await;
+    r
 }

@@ -32,8 +32,12 @@ pub struct Drain {
     pub variant: String,
     /// Wall time of the drain (worker start-up inside), s.
     pub drain_s: f64,
-    /// Items drained per second.
+    /// Items run per second (`ran / drain_s`).
     pub drain_rate: f64,
+    /// Items that ran (all of them unless the drain did not finish).
+    pub ran: u64,
+    /// False when the run's timeout ended the drain first.
+    pub finished: bool,
 }
 
 /// Part 1: the standard drain without limits and with a kind limit and a
@@ -56,6 +60,16 @@ pub struct Overhead {
     pub kind_ratio: f64,
     /// `lane_rate / none_rate` (target >= 0.9).
     pub lane_ratio: f64,
+    /// PostgreSQL: `EXPLAIN (ANALYZE, BUFFERS)` of the statement a limited
+    /// claim reads the held slots with, after the part's drains.
+    pub held_plan: Option<String>,
+    /// PostgreSQL: `EXPLAIN (ANALYZE, BUFFERS)` of the limited claim's
+    /// candidate statement with the first kind drain's backlog waiting,
+    /// as a custom plan and as the generic plan a prepared statement may
+    /// switch to after five executions.
+    pub candidates_plan: Option<String>,
+    /// Whether `ANALYZE items` ran after each enqueue (`--analyze`).
+    pub analyze: bool,
 }
 
 /// Part 2: `groups` groups under a per-group limit of 1, each with more
@@ -176,16 +190,26 @@ impl LimitsFigures {
         }
         for (what, plan) in [
             (
-                "many groups, per-group limit",
+                "the candidates, the first kind drain's backlog waiting",
+                self.overhead
+                    .as_ref()
+                    .and_then(|o| o.candidates_plan.as_ref()),
+            ),
+            (
+                "held slots, after the drains",
+                self.overhead.as_ref().and_then(|o| o.held_plan.as_ref()),
+            ),
+            (
+                "the candidates, many groups, per-group limit",
                 self.scale.as_ref().and_then(|s| s.plan.as_ref()),
             ),
             (
-                "one large group full",
+                "the candidates, one large group full",
                 self.big_group.as_ref().and_then(|b| b.plan.as_ref()),
             ),
         ] {
             if let Some(p) = plan {
-                writeln!(out, "\ncandidate statement, {what}:\n{p}")?;
+                writeln!(out, "\nplan of {what}:\n{p}")?;
             }
         }
         Ok(())
@@ -199,11 +223,22 @@ impl Overhead {
             "1. limits that never bind ({} items per drain, limits of {})",
             self.jobs, self.concurrency
         )?;
+        if self.analyze {
+            row(out, "statistics", "ANALYZE items after each enqueue".into())?;
+        }
         for d in &self.drains {
+            let unfinished = if d.finished {
+                String::new()
+            } else {
+                format!(", DID NOT FINISH: ran {} of {}", d.ran, self.jobs)
+            };
             row(
                 out,
                 &format!("round {} {}", d.round, d.variant),
-                format!("{:.0} items/s ({:.2} s)", d.drain_rate, d.drain_s),
+                format!(
+                    "{:.0} items/s ({:.2} s){unfinished}",
+                    d.drain_rate, d.drain_s
+                ),
             )?;
         }
         row(out, "mean none", format!("{:.0} items/s", self.none_rate))?;

@@ -46,7 +46,8 @@ pub const BIG_GROUP: &str = "big";
 const BLOCKS: u32 = 4;
 
 /// The limited claim's candidate statement, as the store runs it.
-const CANDIDATES_SQL: &str = include_str!("../../drover-store/sql/postgres/limit_candidates.sql");
+pub(crate) const CANDIDATES_SQL: &str =
+    include_str!("../../drover-store/sql/postgres/limit_candidates.sql");
 
 /// Timings gathered over one or more series of claims.
 #[derive(Default)]
@@ -337,11 +338,51 @@ async fn series(
 
 /// PostgreSQL: `EXPLAIN (ANALYZE, BUFFERS)` of the limited claim's
 /// candidate statement for a claim of `batch`, with the group `full` (if
-/// any) full, as the system role in a transaction rolled back after.
-/// `None` on SQLite; a failure is reported as the plan's text.
+/// any) full. `None` on SQLite; a failure is reported as the plan's text.
 async fn explain(target: &Target, batch: u32, full: Option<&str>) -> Option<String> {
+    // As the store asks: 4 per slot plus 32.
+    let want = i64::from(batch) * 4 + 32;
+    let (kinds, tenants, groups) = match full {
+        Some(g) => (
+            format!("{{{KIND}}}"),
+            format!("{{{}}}", uuid::Uuid::nil()),
+            format!("{{{g}}}"),
+        ),
+        None => ("{}".to_owned(), "{}".to_owned(), "{}".to_owned()),
+    };
+    let args =
+        format!("'{SCALE_LANE}', '{{}}', {want}, '{{}}', '{kinds}', '{tenants}', '{groups}'");
+    explain_both(target, CANDIDATES_SQL, &args).await
+}
+
+/// [`explain_statement`] as a custom plan (what the first executions of a
+/// prepared statement run) and as the generic plan (what PostgreSQL may
+/// switch to after five, when it estimates it no costlier), one after the
+/// other.
+pub(crate) async fn explain_both(target: &Target, statement: &str, args: &str) -> Option<String> {
+    let custom = explain_statement(target, statement, args, Some("force_custom_plan")).await?;
+    let generic = explain_statement(target, statement, args, Some("force_generic_plan"))
+        .await
+        .unwrap_or_default();
+    Some(format!(
+        "custom plan:\n{custom}\ngeneric plan (a prepared statement's after 5 executions, if no costlier):\n{generic}"
+    ))
+}
+
+/// PostgreSQL: `EXPLAIN (ANALYZE, BUFFERS)` of the prepared `statement`
+/// executed with `args` (SQL literals: EXPLAIN takes no bind parameters,
+/// so callers pass only constants of their own), as the system role in a
+/// transaction rolled back after. `None` on SQLite; a failure is reported
+/// as the plan's text, never fails the run. `mode` sets `plan_cache_mode`
+/// for it.
+pub(crate) async fn explain_statement(
+    target: &Target,
+    statement: &str,
+    args: &str,
+    mode: Option<&str>,
+) -> Option<String> {
     let admin = target.admin.as_ref()?;
-    Some(match explain_inner(admin, batch, full).await {
+    Some(match explain_inner(admin, statement, args, mode).await {
         Ok(s) => s,
         Err(e) => format!("(explain failed: {e})"),
     })
@@ -349,8 +390,9 @@ async fn explain(target: &Target, batch: u32, full: Option<&str>) -> Option<Stri
 
 async fn explain_inner(
     admin: &sqlx::PgPool,
-    batch: u32,
-    full: Option<&str>,
+    statement: &str,
+    args: &str,
+    mode: Option<&str>,
 ) -> Result<String, BenchError> {
     let mut conn = admin.acquire().await?.detach();
     let mut out = String::new();
@@ -359,23 +401,16 @@ async fn explain_inner(
         let c = tx.acquire().await?;
         c.execute("SELECT set_config('role', (SELECT system_role FROM drover_roles()), true)")
             .await?;
-        c.execute(format!("PREPARE bench_candidates AS {CANDIDATES_SQL}").as_str())
+        if let Some(m) = mode {
+            sqlx::query("SELECT set_config('plan_cache_mode', $1, true)")
+                .bind(m)
+                .execute(&mut *c)
+                .await?;
+        }
+        c.execute(format!("PREPARE bench_explained AS {statement}").as_str())
             .await?;
-        // As the store asks: 4 per slot plus 32.
-        let want = i64::from(batch) * 4 + 32;
-        // EXPLAIN takes no bind parameters: the arguments are literals, all
-        // constants of this module.
-        let (kinds, tenants, groups) = match full {
-            Some(g) => (
-                format!("{{{KIND}}}"),
-                format!("{{{}}}", uuid::Uuid::nil()),
-                format!("{{{g}}}"),
-            ),
-            None => ("{}".to_owned(), "{}".to_owned(), "{}".to_owned()),
-        };
         let rows = sqlx::query(&format!(
-            "EXPLAIN (ANALYZE, BUFFERS) EXECUTE bench_candidates('{SCALE_LANE}', '{{}}', {want}, \
-             '{{}}', '{kinds}', '{tenants}', '{groups}')"
+            "EXPLAIN (ANALYZE, BUFFERS) EXECUTE bench_explained({args})"
         ))
         .fetch_all(&mut *c)
         .await?;

@@ -165,6 +165,10 @@ pub struct BenchArgs {
     /// Limits mode: the longest one series of timed claims may take.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     pub claim_budget: Duration,
+    /// Limits mode (PostgreSQL): `ANALYZE items` after each enqueue of the
+    /// overhead drains, as autovacuum's analyze would on a server running it.
+    #[arg(long)]
+    pub analyze: bool,
     /// The longest a phase may wait for its items.
     #[arg(long, default_value = "600s", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
@@ -326,6 +330,7 @@ fn mode(args: &BenchArgs) -> Mode {
             claims: args.claims,
             claim_batch: args.claim_batch,
             claim_budget: args.claim_budget,
+            analyze: args.analyze,
         })
     } else if args.soak {
         Mode::Soak(SoakSpec {
