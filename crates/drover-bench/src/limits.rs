@@ -5,25 +5,28 @@
 //!    `jobs` items with no limit, with a kind limit and with a lane limit of
 //!    [`NEVER_BINDS`] (far above any capacity), in `rounds` rounds whose
 //!    order rotates, so drift over the run falls on every variant alike.
-//! 2. **A binding per-group limit** ([`crate::limits_busy`]): G groups with
+//! 2. **A binding per-group limit** ([`busy`]): G groups with
 //!    a per-group limit of 1, more waiting items per group than the window
 //!    can run, handlers that sleep; the fraction of slot-time a handler was
 //!    running.
-//! 3. and 4. **Claim latency at scale** ([`crate::limits_scale`]).
+//! 3. and 4. **Claim latency at scale** ([`scale`]).
 //!
 //! Each part uses a lane of its own, so what one leaves pending never
 //! stands in another's claim order, and clears the limits it set.
 
 use std::time::{Duration, Instant};
 
+mod busy;
+mod scale;
+
 use drover::NewItem;
 use drover::queue::Principal;
 use drover::store::limits::LimitScope;
 use serde_json::json;
 
-use crate::limits_report::{Drain, LimitsFigures, Overhead, ratio};
 use crate::recorder::Recorder;
 use crate::report::Report;
+use crate::report::limits::{Drain, LimitsFigures, Overhead, ratio};
 use crate::standard::{base_report, drain_until_empty};
 use crate::target::Target;
 use crate::workers::Fleet;
@@ -148,10 +151,10 @@ pub(crate) async fn run(
         figures.overhead = Some(overhead(config, spec, target, progress).await?);
     }
     if spec.busy_groups > 0 {
-        figures.busy = Some(crate::limits_busy::run(config, spec, target, progress).await?);
+        figures.busy = Some(busy::run(config, spec, target, progress).await?);
     }
     if spec.items > 0 {
-        let (scale, big) = crate::limits_scale::run(config, spec, target, progress).await?;
+        let (scale, big) = scale::run(config, spec, target, progress).await?;
         figures.scale = Some(scale);
         figures.big_group = big;
     }
@@ -198,16 +201,14 @@ async fn overhead(
                 producer.limit_set(&operator(), s, NEVER_BINDS).await?;
             }
             enqueue_plain(&producer, config, progress).await?;
-            if spec.analyze {
-                if let Some(admin) = &target.admin {
-                    sqlx::query("ANALYZE items").execute(admin).await?;
-                }
+            if let (true, Some(admin)) = (spec.analyze, &target.admin) {
+                sqlx::query("ANALYZE items").execute(admin).await?;
             }
             if variant == "kind" && candidates_plan.is_none() {
                 // With the backlog waiting, as the first claim meets it.
-                candidates_plan = crate::limits_scale::explain_both(
+                candidates_plan = scale::explain_both(
                     target,
-                    crate::limits_scale::CANDIDATES_SQL,
+                    scale::CANDIDATES_SQL,
                     &format!(
                         "'{LANE}', '{{}}', {}, '{{}}', '{{}}', '{{}}', '{{}}'",
                         config.capacity * 4 + 32
@@ -252,13 +253,8 @@ async fn overhead(
     };
     let (none_rate, kind_rate, lane_rate) = (mean("none"), mean("kind"), mean("lane"));
     // What a limited claim reads twice, after every drain of the part.
-    let held_plan = crate::limits_scale::explain_statement(
-        target,
-        HELD_SQL,
-        &format!("'{LANE}', '{{{KIND}}}'"),
-        None,
-    )
-    .await;
+    let held_plan =
+        scale::explain_statement(target, HELD_SQL, &format!("'{LANE}', '{{{KIND}}}'"), None).await;
     Ok(Overhead {
         held_plan,
         candidates_plan,

@@ -10,6 +10,8 @@ use serde::Serialize;
 
 use crate::workers::Rss;
 
+pub mod limits;
+
 /// Percentiles of a set of latencies, in milliseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Percentiles {
@@ -226,7 +228,7 @@ pub struct Report {
     /// Soak: the summary of the samples (the rows are in the CSV).
     pub soak: Option<SoakSummary>,
     /// Limits: the four measurements of `--limits`.
-    pub limits: Option<crate::limits_report::LimitsFigures>,
+    pub limits: Option<limits::LimitsFigures>,
     /// Why the run did not finish, if it did not (its counts are then
     /// partial and the rates absent).
     pub error: Option<String>,

@@ -7,7 +7,7 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use crate::report::{ClaimStats, Percentiles};
+use super::{ClaimStats, Percentiles};
 
 /// The four measurements of the limits mode; a part not run is `null`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

@@ -30,8 +30,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::limits::{LimitsSpec, operator};
-use crate::limits_report::Busy;
 use crate::report::Percentiles;
+use crate::report::limits::Busy;
 use crate::target::Target;
 use crate::{BenchConfig, BenchError, KIND, Progress};
 
@@ -207,11 +207,11 @@ fn figures(runs: &[Run], groups: u32, per_group: u64, busy_for: Duration) -> Bus
             .collect();
         if claims.len() as u64 >= per_group {
             claims.sort();
-            if let Some(last) = claims.last() {
-                if *last < end {
-                    end = *last;
-                    all_waiting = false;
-                }
+            if let Some(last) = claims.last()
+                && *last < end
+            {
+                end = *last;
+                all_waiting = false;
             }
         }
     }

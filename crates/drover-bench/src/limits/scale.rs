@@ -33,7 +33,7 @@ use serde_json::json;
 use sqlx::{Acquire, Connection, Executor, Row};
 
 use crate::limits::{LimitsSpec, operator};
-use crate::limits_report::{BigGroup, ScaleClaims, ratio};
+use crate::report::limits::{BigGroup, ScaleClaims, ratio};
 use crate::report::{ClaimStats, Percentiles};
 use crate::target::Target;
 use crate::{BenchConfig, BenchError, KIND, Progress};
@@ -47,7 +47,7 @@ const BLOCKS: u32 = 4;
 
 /// The limited claim's candidate statement, as the store runs it.
 pub(crate) const CANDIDATES_SQL: &str =
-    include_str!("../../drover-store/sql/postgres/limit_candidates.sql");
+    include_str!("../../../drover-store/sql/postgres/limit_candidates.sql");
 
 /// Timings gathered over one or more series of claims.
 #[derive(Default)]
