@@ -10,6 +10,7 @@
 //! | [`Mode::Sustained`] | a fixed offered rate for a duration: achieved rate and end-to-end latency per 5 s window |
 //! | [`Mode::ClaimLatency`] | the claim statement itself with a large backlog waiting, optionally while another session holds a transaction open |
 //! | [`run_http`] | `--http`: single-item enqueues (gathered) and the batch route over HTTP on loopback, against `pgbench -N` in the same run |
+//! | [`Mode::Limits`] | `--limits`: what concurrency limits cost (a limit that never binds, on the standard drain), how busy a binding per-group limit keeps its slots, and claim latency with 1M items over 100k groups and behind one group of 1M ([`limits`]) |
 //! | [`Mode::Soak`] | a fixed offered rate for a long duration on a throwaway stock-settings cluster, sampled every 5 s (rates, claim and end-to-end p50/p99, ready depth, live and dead tuples and size of every table) into CSV and PNG |
 //!
 //! Workers run in this process ([`BenchConfig::workers`], sharing the
@@ -30,6 +31,7 @@ pub mod chart;
 pub mod child;
 mod claim;
 pub mod http;
+pub mod limits;
 pub mod outbox;
 pub mod progress;
 pub mod projector;
@@ -41,6 +43,7 @@ mod sustained;
 mod target;
 mod workers;
 
+pub use limits::LimitsSpec;
 pub use progress::Progress;
 pub use projector::{ProjectorFigures, projector_apply_rate};
 pub use report::Report;
@@ -103,6 +106,9 @@ pub enum Mode {
         /// txid_current();`) from before the churn until the end.
         hold_xact: bool,
     },
+    /// `--limits`: the four measurements of [`limits`], sized by the spec
+    /// (the overhead drains use `jobs`, `batch` and the workers).
+    Limits(LimitsSpec),
     /// A soak: [`SoakSpec`] on a throwaway cluster the run starts and
     /// removes itself ([`drover::testing::cluster::Cluster`]); the database URL is not
     /// used.
@@ -178,6 +184,9 @@ impl BenchConfig {
     /// field.
     pub fn validate(&self) -> Result<(), BenchError> {
         let bad = |field: &'static str, why: &str| Err(drover::Error::invalid(field, why).into());
+        if let Mode::Limits(spec) = &self.mode {
+            spec.validate(self)?;
+        }
         if self.jobs == 0 && self.mode == Mode::Standard {
             return bad("jobs", "must be at least 1");
         }
@@ -316,6 +325,7 @@ pub async fn run(config: &BenchConfig, progress: &Progress) -> Result<Report, Be
             sustained::run(config, &target, progress, *rate, *duration).await
         }
         Mode::ClaimLatency { .. } => claim::run(config, &target, progress).await,
+        Mode::Limits(_) => limits::run(config, &target, progress).await,
         Mode::Soak(_) => Err(drover::Error::invalid("mode", "soak runs on its own cluster").into()),
     };
     let dropped = target.drop_sandbox().await;

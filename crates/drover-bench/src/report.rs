@@ -10,6 +10,8 @@ use serde::Serialize;
 
 use crate::workers::Rss;
 
+pub mod limits;
+
 /// Percentiles of a set of latencies, in milliseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Percentiles {
@@ -152,7 +154,7 @@ impl SoakRow {
 /// What one bench run measured. Fields a mode does not measure are `null`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Report {
-    /// `standard`, `sustained` or `claim_latency`.
+    /// `standard`, `sustained`, `claim_latency`, `soak` or `limits`.
     pub mode: String,
     /// `postgres` or `sqlite`.
     pub backend: String,
@@ -225,6 +227,8 @@ pub struct Report {
     pub plans: Option<Vec<String>>,
     /// Soak: the summary of the samples (the rows are in the CSV).
     pub soak: Option<SoakSummary>,
+    /// Limits: the four measurements of `--limits`.
+    pub limits: Option<limits::LimitsFigures>,
     /// Why the run did not finish, if it did not (its counts are then
     /// partial and the rates absent).
     pub error: Option<String>,
@@ -264,13 +268,15 @@ impl Report {
         if let Some(e) = &self.error {
             row(out, "DID NOT FINISH", e.clone())?;
         }
-        if let Some(e) = &self.error {
-            row(out, "DID NOT FINISH", e.clone())?;
-        }
         match self.mode.as_str() {
             "standard" => self.write_standard(out)?,
             "sustained" => self.write_sustained(out)?,
             "soak" => self.write_soak(out)?,
+            "limits" => {
+                if let Some(l) = &self.limits {
+                    l.write_table(out)?;
+                }
+            }
             _ => self.write_claim_latency(out)?,
         }
         if let Some(r) = self.rss {

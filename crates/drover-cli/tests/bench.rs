@@ -255,3 +255,125 @@ fn bench_http(extra: &[&str]) -> Value {
     let stdout = bench_http_raw(extra);
     serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
 }
+
+/// `drover bench --limits` at a tiny size: its JSON report carries every
+/// figure of the four parts (not their values: machines differ), and the
+/// counts it can check exactly: every overhead drain ran in its variant,
+/// the binding part saw handlers run, and no item of the large group was
+/// claimed past its full slot.
+fn limits_bench(url: &str) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_drover"))
+        .args([
+            "bench",
+            "--limits",
+            "--jobs",
+            "300",
+            "--rounds",
+            "1",
+            "--busy-groups",
+            "2",
+            "--busy-for",
+            "1s",
+            "--items",
+            "2000",
+            "--groups",
+            "200",
+            "--big-group",
+            "500",
+            "--claims",
+            "8",
+            "--claim-batch",
+            "5",
+            "--json",
+            "--quiet",
+        ])
+        .env("DROVER_DATABASE_URL", url)
+        .env_remove("DATABASE_URL")
+        .stdin(Stdio::null())
+        .output()
+        .expect("spawn drover");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "drover bench --limits failed: {:?}\nstdout: {stdout}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
+}
+
+fn check_limits(v: &Value, backend: &str) {
+    assert_eq!(v["mode"], "limits");
+    assert_eq!(v["backend"], backend);
+    let l = &v["limits"];
+    let o = &l["overhead"];
+    for f in [
+        "none_rate",
+        "kind_rate",
+        "lane_rate",
+        "kind_ratio",
+        "lane_ratio",
+    ] {
+        assert!(o[f].is_f64(), "overhead.{f} missing: {o}");
+    }
+    let variants: Vec<&str> = o["drains"]
+        .as_array()
+        .expect("drains")
+        .iter()
+        .map(|d| d["variant"].as_str().expect("variant"))
+        .collect();
+    assert_eq!(variants, ["none", "kind", "lane"]);
+    let b = &l["busy"];
+    for f in [
+        "busy_fraction",
+        "window_s",
+        "busy_s",
+        "handler_ms",
+        "poll_interval_ms",
+    ] {
+        assert!(b[f].is_f64(), "busy.{f} missing: {b}");
+    }
+    assert_eq!(b["groups"], 2);
+    assert!(b["runs"].as_u64().expect("runs") > 0, "no handler ran: {b}");
+    assert!(b["gap"]["p99"].is_f64(), "{b}");
+    let s = &l["scale"];
+    for f in ["p50_ratio", "p99_ratio", "load_s"] {
+        assert!(s[f].is_f64(), "scale.{f} missing: {s}");
+    }
+    for variant in ["unlimited", "limited"] {
+        assert_eq!(s[variant]["claim"]["count"], 8, "{s}");
+        assert!(s[variant]["claim"]["p99"].is_f64(), "{s}");
+    }
+    let g = &l["big_group"];
+    for f in ["p50_ratio", "p99_ratio", "load_s"] {
+        assert!(g[f].is_f64(), "big_group.{f} missing: {g}");
+    }
+    assert!(g["with"]["claim"]["p99"].is_f64(), "{g}");
+    assert!(g["without"]["claim"]["p99"].is_f64(), "{g}");
+    assert_eq!(g["big_items"], 500);
+    assert_eq!(
+        g["big_claimed"], 0,
+        "an item of the full group was claimed: {g}"
+    );
+}
+
+#[test]
+fn sqlite_limits_bench_reports_every_figure() {
+    let v = limits_bench("sqlite://unused.db");
+    check_limits(&v, "sqlite");
+    assert!(v["limits"]["scale"]["plan"].is_null());
+}
+
+#[test]
+fn postgres_limits_bench_reports_every_figure_and_the_plans() {
+    let v = limits_bench(&pg_url());
+    check_limits(&v, "postgres");
+    for (part, field) in [
+        ("scale", "plan"),
+        ("big_group", "plan"),
+        ("overhead", "held_plan"),
+    ] {
+        let plan = v["limits"][part][field].as_str().expect("plan");
+        assert!(plan.contains("Execution Time"), "{part}: {plan}");
+    }
+}

@@ -3,7 +3,8 @@
 //! a sandbox it creates and drops (a fresh schema on PostgreSQL, a temporary
 //! file on SQLite); and a soak (`--soak`) on a throwaway stock-settings
 //! cluster it starts and removes itself; `--http` enqueues over the HTTP
-//! API against `pgbench -N`. The engine is the `drover-bench` crate.
+//! API against `pgbench -N`; `--limits` measures what concurrency limits
+//! cost. The engine is the `drover-bench` crate.
 //!
 //! Exit code 1 when any item did not run or ran twice (the report is still
 //! printed first).
@@ -129,6 +130,45 @@ pub struct BenchArgs {
     /// during the churn.
     #[arg(long)]
     pub hold_xact: bool,
+    /// Limits mode: what concurrency limits cost and how a binding one is
+    /// served: (1) the standard drain (--jobs) with no limit, a kind limit
+    /// and a lane limit that never bind, alternating over --rounds; (2)
+    /// --busy-groups groups under a per-group limit of 1, the fraction of
+    /// slot-time a handler runs; (3) claim p50/p99 with --items items over
+    /// --groups groups, per-group limit vs none; (4) the same behind one
+    /// group of --big-group items whose slot is full.
+    #[arg(long)]
+    pub limits: bool,
+    /// Limits mode: rounds of the overhead drains (0 skips that part).
+    #[arg(long, default_value_t = drover_bench::limits::ROUNDS_DEFAULT)]
+    pub rounds: u32,
+    /// Limits mode: groups of the binding part, at most --capacity (0
+    /// skips it).
+    #[arg(long, default_value_t = drover_bench::limits::BUSY_GROUPS_DEFAULT)]
+    pub busy_groups: u32,
+    /// Limits mode: the binding part's measured window.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub busy_for: Duration,
+    /// Limits mode: how long each handler of the binding part sleeps, ms.
+    #[arg(long, default_value_t = 20)]
+    pub handler_ms: u64,
+    /// Limits mode: pending items of the claim-latency parts (0 skips
+    /// parts 3 and 4).
+    #[arg(long, default_value_t = drover_bench::limits::ITEMS_DEFAULT)]
+    pub items: u64,
+    /// Limits mode: the groups --items are spread over.
+    #[arg(long, default_value_t = drover_bench::limits::GROUPS_DEFAULT)]
+    pub groups: u64,
+    /// Limits mode: waiting items of the one large group (0 skips part 4).
+    #[arg(long, default_value_t = drover_bench::limits::BIG_GROUP_DEFAULT)]
+    pub big_group: u64,
+    /// Limits mode: the longest one series of timed claims may take.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub claim_budget: Duration,
+    /// Limits mode (PostgreSQL): `ANALYZE items` after each enqueue of the
+    /// overhead drains, as autovacuum's analyze would on a server running it.
+    #[arg(long)]
+    pub analyze: bool,
     /// The longest a phase may wait for its items.
     #[arg(long, default_value = "600s", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
@@ -275,9 +315,24 @@ async fn outbox(args: &BenchArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
     Ok(())
 }
 
-/// The mode the flags name: soak, sustained, claim latency, else standard.
+/// The mode the flags name: soak, sustained, claim latency, limits, else
+/// standard.
 fn mode(args: &BenchArgs) -> Mode {
-    if args.soak {
+    if args.limits {
+        Mode::Limits(drover_bench::LimitsSpec {
+            rounds: args.rounds,
+            busy_groups: args.busy_groups,
+            busy_for: args.busy_for,
+            handler: Duration::from_millis(args.handler_ms),
+            items: args.items,
+            groups: args.groups,
+            big_group: args.big_group,
+            claims: args.claims,
+            claim_batch: args.claim_batch,
+            claim_budget: args.claim_budget,
+            analyze: args.analyze,
+        })
+    } else if args.soak {
         Mode::Soak(SoakSpec {
             rate: args.rate,
             duration: args.duration,
