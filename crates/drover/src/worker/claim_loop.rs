@@ -383,6 +383,7 @@ impl Claimer {
             tokio::time::Instant::from_std(cx.claimed_at() + self.buffer_limit)
         });
         let backoff_due = self.failing_until.unwrap_or(poll_at).min(poll_at);
+        let freed = self.exec.freed.clone();
         tokio::select! {
             () = self.fetch.cancelled() => return ControlFlow::Break(()),
             Some((li, asked, generation, r)) = self.outstanding.next(), if !self.outstanding.is_empty() => {
@@ -404,6 +405,12 @@ impl Claimer {
                 }
             }
             r = self.wake.recv(), if w.for_work => return self.woken(r).await,
+            // A run of ours ended: the slot it held of a limit is free, so
+            // a lane left idle by a short claim may have claimable work
+            // again (a burst of endings costs one claim round).
+            () = freed.notified(), if w.for_work => {
+                self.idle.iter_mut().for_each(|i| *i = false);
+            }
             r = self.paused.changed(), if self.paused_open => {
                 if r.is_err() {
                     self.paused_open = false;

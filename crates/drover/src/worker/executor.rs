@@ -124,6 +124,11 @@ pub(crate) struct Executor {
     pub(crate) completer: Completer,
     /// Cancelled when in-flight runs must stop (shutdown past the grace).
     pub(crate) work: CancellationToken,
+    /// Told when a run's final write has landed: its claim no longer holds
+    /// a limit's slot, so a lane whose last claim came back short (perhaps
+    /// only because a limit was full) is worth claiming from again now,
+    /// not at the next poll.
+    pub(crate) freed: Arc<tokio::sync::Notify>,
 }
 
 fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
@@ -154,6 +159,7 @@ impl Executor {
             };
             drop(permit);
             self.settle(&cx, end, ticket).await;
+            self.freed.notify_one();
         }
         .instrument(span)
         .await;

@@ -198,6 +198,7 @@ impl Worker {
             settings: s.clone(),
             completer,
             work: work.clone(),
+            freed: Arc::new(tokio::sync::Notify::new()),
         };
         let kinds = self.registry.kinds();
         let row = worker_row(&id, &s, &kinds);
