@@ -551,8 +551,25 @@ async fn limits_on_the_lanes_page(f: &Fixture) {
     assert!(lane_row.contains("limit-clear"));
     let kind_row = row_of(&page.body, "data-scope=\"kind\" data-name=\"export\"");
     assert!(shows(kind_row, 2, 1, 2, "operator"), "{kind_row}");
+    // An ordered group that holds on a dead letter, shown as such.
+    let r = act(format!(
+        "csrf={csrf}&action=set&scope=group&name=chain&concurrency=1&order=hold"
+    ))
+    .await;
+    let loc = r.headers[header::LOCATION].to_str().unwrap();
+    assert!(
+        loc.ends_with("set%20to%201%20ordered%2C%20on%20dead%20letter%20hold"),
+        "{loc}"
+    );
+    let page = send(&f.app, get("/ui/lanes", Some(&cookie))).await;
+    let chain = row_of(&page.body, "data-scope=\"group\" data-name=\"chain\"");
+    assert!(chain.contains("ordered, on dead letter hold"), "{chain}");
+    act(format!("csrf={csrf}&action=clear&scope=group&name=chain")).await;
     // Refused input changes nothing and says why.
     for bad in [
+        "scope=kind&name=export&concurrency=1&order=hold",
+        "scope=group&name=chain&concurrency=2&order=continue",
+        "scope=group&name=chain&concurrency=1&order=skip",
         "scope=kind&name=export&concurrency=0",
         "scope=kind&name=export&concurrency=many",
         "scope=tenant&name=export&concurrency=2",

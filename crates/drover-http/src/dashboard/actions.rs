@@ -321,8 +321,20 @@ pub(super) async fn limits_act(
             else {
                 return back_to(&st, back, "concurrency: a whole number from 1 to 100000");
             };
-            match st.app.queue.limit_set(&principal, &scope, n).await {
-                Ok(s) => format!("limit on {} set to {}", s.scope, s.concurrency),
+            // `order`: none, or an ordered group going on past a dead
+            // letter (`continue`) or holding on one (`hold`).
+            let spec = match field(&form, "order").unwrap_or("none") {
+                "none" | "" => drover::store::limits::LimitSpec::concurrency(n),
+                rule => match drover::store::limits::OnDeadLetter::from_name(rule) {
+                    Ok(r) => drover::store::limits::LimitSpec {
+                        concurrency: n,
+                        ..drover::store::limits::LimitSpec::ordered(r)
+                    },
+                    Err(e) => return back_to(&st, back, &e.to_string()),
+                },
+            };
+            match st.app.queue.limit_set(&principal, &scope, spec).await {
+                Ok(s) => format!("limit on {} set to {}", s.scope, s.spec()),
                 Err(e) => e.to_string(),
             }
         }

@@ -26,6 +26,9 @@ pub(super) struct LimitRow {
     pub waiting: u64,
     /// `code` or `operator`.
     pub source: String,
+    /// For an ordered group: `ordered, on dead letter continue|hold`;
+    /// empty otherwise.
+    pub order: String,
 }
 
 impl LimitRow {
@@ -44,6 +47,14 @@ impl From<LimitUsage> for LimitRow {
             in_use: u.in_use,
             waiting: u.waiting,
             source: u.setting.source.as_str().to_owned(),
+            order: if u.setting.ordered {
+                format!(
+                    "ordered, on dead letter {}",
+                    u.setting.on_dead_letter.as_str()
+                )
+            } else {
+                String::new()
+            },
         }
     }
 }
