@@ -172,6 +172,7 @@ macro_rules! contract_suite {
             limit_on_a_lane_bounds_claims,
             limit_per_group_bounds_each_group,
             limit_exact_under_concurrent_claimers,
+            limit_full_backlog_holds_back_only_its_scope,
             ordered_group_runs_in_enqueue_order,
             ordered_group_dead_letter_continue_or_hold,
             ordered_group_exact_under_concurrent_claimers,

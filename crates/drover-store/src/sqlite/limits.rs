@@ -146,6 +146,79 @@ fn ordered_binds(limits: &[LimitSetting]) -> Result<(Option<String>, Option<Stri
     ))
 }
 
+/// The scopes full as a claim begins, as the candidates statement leaves
+/// them out: the claim's lane, the kinds (JSON array), the groups (JSON
+/// array of kind, NUL, hex tenant, NUL, group).
+struct Full {
+    lane: bool,
+    kinds: Option<String>,
+    groups: Option<String>,
+}
+
+impl Full {
+    /// From the claimed rows' scope parts `claimed` under `limits`.
+    fn of(limits: &[LimitSetting], lane: &str, claimed: &[SqliteRow]) -> Result<Full> {
+        let mut lanes: HashMap<&str, u64> = HashMap::new();
+        let mut kinds: HashMap<String, u64> = HashMap::new();
+        let mut groups: HashMap<(String, Uuid, String), u64> = HashMap::new();
+        for r in claimed {
+            let row_lane: String = r.try_get("lane")?;
+            let kind: String = r.try_get("kind")?;
+            if row_lane == lane {
+                *lanes.entry(lane).or_default() += 1;
+            }
+            if let Some(g) = r.try_get::<Option<String>, _>("group_key")? {
+                *groups
+                    .entry((kind.clone(), r.try_get("tenant_id")?, g))
+                    .or_default() += 1;
+            }
+            *kinds.entry(kind).or_default() += 1;
+        }
+        let mut f = Full {
+            lane: false,
+            kinds: None,
+            groups: None,
+        };
+        let (mut full_kinds, mut full_groups) = (Vec::new(), Vec::new());
+        for l in limits {
+            let c = u64::from(l.concurrency);
+            match &l.scope {
+                LimitScope::Lane(n) if n == lane => {
+                    f.lane |= lanes.get(lane).copied().unwrap_or(0) >= c;
+                }
+                LimitScope::Lane(_) => {}
+                LimitScope::Kind(k) => {
+                    if kinds.get(k).copied().unwrap_or(0) >= c {
+                        full_kinds.push(k.clone());
+                    }
+                }
+                LimitScope::KindPerGroup(k) => {
+                    for ((kind, tenant, g), n) in &groups {
+                        if kind == k && *n >= c {
+                            let hex: String = tenant
+                                .as_bytes()
+                                .iter()
+                                .map(|b| format!("{b:02X}"))
+                                .collect();
+                            full_groups.push(format!("{kind}\u{0}{hex}\u{0}{g}"));
+                        }
+                    }
+                }
+            }
+        }
+        let json = |v: &[String]| {
+            serde_json::to_string(v).map_err(|e| Error::invalid("kinds", e.to_string()))
+        };
+        if !full_kinds.is_empty() {
+            f.kinds = Some(json(&full_kinds)?);
+        }
+        if !full_groups.is_empty() {
+            f.groups = Some(json(&full_groups)?);
+        }
+        Ok(f)
+    }
+}
+
 /// The limited claim of `p` on the open write transaction at `now`.
 pub(super) async fn claim_on(
     conn: &mut SqliteConnection,
@@ -153,9 +226,14 @@ pub(super) async fn claim_on(
     limits: &[LimitSetting],
     now: DateTime<Utc>,
 ) -> Result<Vec<Item>> {
+    let claimed = sqlx::query(LIMIT_HELD).fetch_all(&mut *conn).await?;
+    let full = Full::of(limits, &p.lane, &claimed)?;
+    if full.lane {
+        return Ok(Vec::new());
+    }
     let mut held: HashMap<String, u64> = HashMap::new();
-    for r in sqlx::query(LIMIT_HELD).fetch_all(&mut *conn).await? {
-        for (k, _) in row_keys(limits, &r)? {
+    for r in &claimed {
+        for (k, _) in row_keys(limits, r)? {
             *held.entry(k).or_default() += 1;
         }
     }
@@ -167,7 +245,8 @@ pub(super) async fn claim_on(
     };
     let (ordered, hold) = ordered_binds(limits)?;
     let mut admitted: Vec<Uuid> = Vec::new();
-    let mut offset = 0i64;
+    // The claim order position the last page ended at.
+    let mut last = (i64::MIN, i64::MIN, i64::MIN);
     while admitted.len() < p.limit as usize {
         // Without an ordered limit in force, the statement without the
         // head probe (it runs on a schema before migration 0034 too).
@@ -180,7 +259,11 @@ pub(super) async fn claim_on(
         .bind(to_micros(now))
         .bind(kinds.as_deref())
         .bind(PAGE)
-        .bind(offset);
+        .bind(last.0)
+        .bind(last.1)
+        .bind(last.2)
+        .bind(full.kinds.as_deref())
+        .bind(full.groups.as_deref());
         if ordered.is_some() {
             q = q.bind(ordered.as_deref()).bind(hold.as_deref());
         }
@@ -193,10 +276,16 @@ pub(super) async fn claim_on(
                 admitted.push(r.try_get("id")?);
             }
         }
-        if (page.len() as i64) < PAGE {
-            break;
+        match page.last() {
+            Some(r) if (page.len() as i64) == PAGE => {
+                last = (
+                    r.try_get("priority")?,
+                    r.try_get("available_at")?,
+                    r.try_get("rid")?,
+                );
+            }
+            _ => break,
         }
-        offset += PAGE;
     }
     let lease = to_micros(after(now, p.lease));
     let mut items = Vec::with_capacity(admitted.len());
