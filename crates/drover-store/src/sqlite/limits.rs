@@ -287,22 +287,25 @@ pub(super) async fn claim_on(
             _ => break,
         }
     }
-    let lease = to_micros(after(now, p.lease));
-    let mut items = Vec::with_capacity(admitted.len());
-    for id in admitted {
-        if let Some(r) = sqlx::query(LIMIT_CLAIM)
-            .bind(&p.worker_id)
-            .bind(lease)
-            .bind(to_micros(now))
-            // The system signs the claim, as every write after the enqueue.
-            .bind(Uuid::nil())
-            .bind(id)
-            .fetch_optional(&mut *conn)
-            .await?
-        {
-            items.push(row::item(&r)?);
-        }
+    if admitted.is_empty() {
+        return Ok(Vec::new());
     }
+    let lease = to_micros(after(now, p.lease));
+    let ids: Vec<String> = admitted.iter().map(|id| id.simple().to_string()).collect();
+    let ids = serde_json::to_string(&ids).map_err(|e| Error::invalid("ids", e.to_string()))?;
+    let rows = sqlx::query(LIMIT_CLAIM)
+        .bind(&p.worker_id)
+        .bind(lease)
+        .bind(to_micros(now))
+        // The system signs the claim, as every write after the enqueue.
+        .bind(Uuid::nil())
+        .bind(ids)
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut items = rows.iter().map(row::item).collect::<Result<Vec<_>>>()?;
+    items.sort_by(|a, b| {
+        (a.priority, a.available_at, a.id).cmp(&(b.priority, b.available_at, b.id))
+    });
     Ok(items)
 }
 
