@@ -21,7 +21,7 @@
 //!
 //! `--break-limits` (or `DROVER_FAULT_BREAK_LIMITS=true`) makes every claim
 //! of the process admit past the concurrency limits
-//! (`drover::store::fault::break_limits`): the limits scenario's proof that
+//! (`drover::store::limits::break_limits`): the limits scenario's proof that
 //! its checker sees a broken limit.
 
 use std::future::Future;
@@ -377,7 +377,7 @@ async fn effects_db(args: &WorkerArgs) -> anyhow::Result<EffectsDb> {
 pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     if args.break_limits {
         tracing::warn!("concurrency limits broken on purpose: every claim admits past them");
-        drover::store::fault::break_limits(true);
+        drover::store::limits::break_limits(true);
     }
     let capacity = args.capacity;
     let pool = args

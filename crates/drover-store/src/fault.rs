@@ -100,24 +100,6 @@ impl Gate {
     }
 }
 
-/// While set, every limited claim in this process admits every candidate
-/// (see [`break_limits`]).
-static LIMITS_BROKEN: AtomicBool = AtomicBool::new(false);
-
-/// Breaks (or mends) the concurrency limits of every claim this process
-/// makes: [`crate::limits::Admission::admit`] says yes to every candidate.
-/// A deliberately broken limit, so the fault suite can show its history
-/// checker catches one; the claims, their fences and everything else are
-/// unchanged.
-pub fn break_limits(broken: bool) {
-    LIMITS_BROKEN.store(broken, Ordering::SeqCst);
-}
-
-/// Whether [`break_limits`] is in force.
-pub(crate) fn limits_broken() -> bool {
-    LIMITS_BROKEN.load(Ordering::Relaxed)
-}
-
 fn take(n: &AtomicU32) -> bool {
     n.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
         .is_ok()
