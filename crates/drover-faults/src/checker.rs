@@ -7,7 +7,7 @@
 //! | `duplicate_completions` | items with more than one accepted transition into a final status (the `transitions` trigger) |
 //! | `stale_effect_writes_accepted` | `effect_log` rows that changed a row with a token lower than one already started for the item, or without a live claim |
 //! | `stale_queue_writes_accepted` | (PostgreSQL) updates of a claimed row by a process other than its holder, other than a sweep rescue of a passed lease; and sweep rescues of a lease that had not passed |
-//! | `effects_mismatch` | done `effects.write` items whose effect row is missing or carries another fencing number than the completing claim |
+//! | `effects_mismatch` | done `effects.write` and `effects.grouped` items whose effect row is missing or carries another fencing number than the completing claim |
 //! | `duplicate_executions` | handler starts beyond one per item |
 
 use chrono::{DateTime, Utc};
@@ -112,7 +112,7 @@ pub async fn pg_figures(pool: &PgPool, schema: &str) -> Result<Figures, sqlx::Er
                OR (NOT (t.last_error = 'lease expired' AND t.new_status IN ('pending', 'failed')) \
                    AND split_part(t.old_holder, ':', 2) <> split_part(t.writer, '-', 2)))")).await?,
         effects_mismatch: pg_count(pool, &format!(
-            "SELECT count(*) FROM {s}.items i WHERE i.status = 'done' AND i.kind = 'effects.write' \
+            "SELECT count(*) FROM {s}.items i WHERE i.status = 'done' AND i.kind IN ('effects.write', 'effects.grouped') \
              AND NOT EXISTS (SELECT 1 FROM {s}.effects e WHERE e.item_id = i.id AND e.fencing_token = i.claim_seq)")).await?,
         duplicate_executions: pg_count(pool, &format!(
             "SELECT sum(n - 1)::bigint FROM (SELECT count(*) n FROM {s}.starts GROUP BY item_id) c")).await?,
@@ -207,7 +207,7 @@ pub async fn sqlite_figures(pool: &SqlitePool) -> Result<Figures, sqlx::Error> {
              AND st.fencing_token > e.fencing_token AND st.at < e.at))").await?,
         stale_queue_writes_accepted: 0,
         effects_mismatch: lite_count(pool,
-            "SELECT count(*) FROM items i WHERE i.status = 'done' AND i.kind = 'effects.write' \
+            "SELECT count(*) FROM items i WHERE i.status = 'done' AND i.kind IN ('effects.write', 'effects.grouped') \
              AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.item_id = i.id AND e.fencing_token = i.claim_seq)").await?,
         duplicate_executions: lite_count(pool,
             "SELECT sum(n - 1) FROM (SELECT count(*) n FROM starts GROUP BY item_id)").await?,

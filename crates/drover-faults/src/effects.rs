@@ -7,6 +7,8 @@
 //! | `effect_log` | the handler, in the same statement as the fenced write | every write attempt: did the claim hold, did a row change |
 //! | `saga_effects` | the `effects.saga` workflow's steps | one row per (orchestration, step, version) the step's effect was applied at |
 //! | `transitions` | a trigger on `items` | every update of a queue row: old/new status, claim number, holder, lease, and (PostgreSQL) which process wrote it |
+//! | `runs` | the `effects.grouped` handler ([`runs`]) | every run: `(item_id, group_key, fencing_token, pid, started_at, ended_at, outcome)` |
+//! | `enqueue_order` | the scenario, as it enqueues | each grouped item's place in its group's enqueue order |
 //!
 //! The fenced write changes a row only when both fences hold, checked in
 //! the statement itself: the item's current claim carries the writer's
@@ -20,6 +22,8 @@
 
 use sqlx::{PgPool, Row, SqlitePool};
 use uuid::Uuid;
+
+pub mod runs;
 
 /// `starts`, `effects`, `effect_log` and the `transitions` trigger, in a
 /// migrated drover schema on PostgreSQL.
@@ -51,6 +55,11 @@ CREATE INDEX transitions_item ON transitions (item_id);
 CREATE TABLE saga_effects (
     orchestration_id uuid NOT NULL, step text NOT NULL, version bigint NOT NULL, pid int NOT NULL,
     PRIMARY KEY (orchestration_id, step, version));
+CREATE TABLE runs (
+    id bigint PRIMARY KEY DEFAULT nextval('fault_seq'),
+    item_id uuid NOT NULL, group_key text, fencing_token bigint NOT NULL, pid int NOT NULL,
+    started_at timestamptz NOT NULL DEFAULT clock_timestamp(), ended_at timestamptz, outcome text);
+CREATE TABLE enqueue_order (item_id uuid PRIMARY KEY, group_key text NOT NULL, pos int NOT NULL);
 CREATE FUNCTION log_transition() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = "{schema}" AS $$
 BEGIN
@@ -91,6 +100,12 @@ CREATE INDEX IF NOT EXISTS transitions_item ON transitions (item_id);
 CREATE TABLE IF NOT EXISTS saga_effects (
     orchestration_id BLOB NOT NULL, step TEXT NOT NULL, version INTEGER NOT NULL, pid INTEGER NOT NULL,
     PRIMARY KEY (orchestration_id, step, version));
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    item_id BLOB NOT NULL, group_key TEXT, fencing_token INTEGER NOT NULL, pid INTEGER NOT NULL,
+    started_at INTEGER NOT NULL DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)),
+    ended_at INTEGER, outcome TEXT);
+CREATE TABLE IF NOT EXISTS enqueue_order (item_id BLOB PRIMARY KEY, group_key TEXT NOT NULL, pos INTEGER NOT NULL);
 CREATE TRIGGER IF NOT EXISTS items_transitions AFTER UPDATE ON items FOR EACH ROW BEGIN
     INSERT INTO transitions (item_id, old_status, new_status, old_seq, new_seq, old_holder,
         new_holder, old_lease, new_lease, attempts, available_at, updated_at, last_error, tx_now)

@@ -11,6 +11,7 @@
 //! | [`effects`] | the effect tables, the trigger, the fenced write |
 //! | [`worker`] | the fault worker binary's body |
 //! | [`checker`] | the figures |
+//! | [`limits_checker`] | the history checker of concurrency limits, groups and their order |
 //! | [`projector`] | the projector process killed by the projector scenario |
 //! | [`procs`] | spawning, killing, pausing and stopping worker processes |
 //! | [`proxy`] | a TCP proxy that cuts or black-holes connections |
@@ -18,6 +19,7 @@
 
 pub mod checker;
 pub mod effects;
+pub mod limits_checker;
 pub mod procs;
 pub mod projector;
 pub mod proxy;

@@ -14,8 +14,15 @@
 //! | `effects.panic` | logs its start, panics every time |
 //! | `effects.abort` | logs its start, aborts the whole process |
 //!
+//! | `effects.grouped` | as `effects.write`, recording each run in `runs` ([`grouped`]) |
+//!
 //! And the workflow `effects.saga` ([`saga`]): five steps that each log their
 //! start, sleep, and write an effect keyed on the record's version.
+//!
+//! `--break-limits` (or `DROVER_FAULT_BREAK_LIMITS=true`) makes every claim
+//! of the process admit past the concurrency limits
+//! (`drover::store::limits::break_limits`): the limits scenario's proof that
+//! its checker sees a broken limit.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -33,6 +40,8 @@ use drover::{Queue, Worker};
 use serde::{Deserialize, Serialize};
 
 use crate::effects::{EffectsDb, Op};
+
+pub mod grouped;
 
 /// The retry policy of every fault kind and of the fault worker's queue (so
 /// sweep rescues follow it too): 200 ms doubling, capped at 10 s, ±10 %.
@@ -128,6 +137,13 @@ pub struct WorkerArgs {
     /// The sweep lease (default: scaled to the interval).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub sweep_lease: Option<Duration>,
+    /// Items held claimed ahead of the free slots (default: adaptive).
+    #[arg(long)]
+    pub prefetch: Option<usize>,
+    /// Every claim admits past the concurrency limits: a deliberately
+    /// broken limit (the limits scenario's negative check).
+    #[arg(long, env = "DROVER_FAULT_BREAK_LIMITS")]
+    pub break_limits: bool,
 }
 
 /// The host step of `--sweep-step-sleep`.
@@ -187,24 +203,50 @@ impl Handler for Effects<EffectsWrite> {
             () = tokio::time::sleep(Duration::from_millis(job.0.ms)) => {}
             () = cx.cancellation().cancelled() => return Err(JobError::Retry("cancelled".into())),
         }
-        // Transient errors (a cut connection, a lost commit reply) are
-        // retried: the write is idempotent under one token.
-        let mut backoff = Duration::from_millis(20);
-        loop {
-            if cx.is_cancelled() {
-                return Err(JobError::Retry("cancelled before the effect landed".into()));
+        write_fenced(&self.db, cx, op).await.outcome()
+    }
+}
+
+/// How [`write_fenced`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Written {
+    /// The claim held and the effect is written.
+    Accepted,
+    /// The claim was no longer the run's: nothing written.
+    Refused,
+    /// The run was cancelled before the effect landed.
+    Cancelled,
+}
+
+impl Written {
+    /// The handler's outcome for it.
+    fn outcome(self) -> Outcome {
+        match self {
+            Written::Accepted => Ok(Done::Completed),
+            Written::Refused => Err(JobError::Retry("effects write refused: stale claim".into())),
+            Written::Cancelled => Err(JobError::Retry("cancelled before the effect landed".into())),
+        }
+    }
+}
+
+/// The fenced effects write of `op`. Transient errors (a cut connection, a
+/// lost commit reply) are retried: the write is idempotent under one token.
+async fn write_fenced(db: &EffectsDb, cx: &JobContext, op: Op<'_>) -> Written {
+    let mut backoff = Duration::from_millis(20);
+    loop {
+        if cx.is_cancelled() {
+            return Written::Cancelled;
+        }
+        match db.write(op).await {
+            Ok(w) if w.claim_ok => return Written::Accepted,
+            Ok(_) => {
+                tracing::warn!(item = %cx.id(), token = op.token, "effects write refused: the claim is no longer ours");
+                return Written::Refused;
             }
-            match self.db.write(op).await {
-                Ok(w) if w.claim_ok => return Ok(Done::Completed),
-                Ok(_) => {
-                    tracing::warn!(item = %cx.id(), token = op.token, "effects write refused: the claim is no longer ours");
-                    return Err(JobError::Retry("effects write refused: stale claim".into()));
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "effects write failed; retrying");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_millis(500));
-                }
+            Err(e) => {
+                tracing::warn!(error = %e, "effects write failed; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_millis(500));
             }
         }
     }
@@ -333,6 +375,10 @@ async fn effects_db(args: &WorkerArgs) -> anyhow::Result<EffectsDb> {
 /// # Errors
 /// Connection and configuration errors.
 pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
+    if args.break_limits {
+        tracing::warn!("concurrency limits broken on purpose: every claim admits past them");
+        drover::store::limits::break_limits(true);
+    }
     let capacity = args.capacity;
     let pool = args
         .pool_size
@@ -363,6 +409,7 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         metrics_addr: None,
         // The checker accounts for the scenario's items only.
         heartbeat_cron: None,
+        prefetch: args.prefetch,
         ..WorkerSettings::default()
     };
     // The renewal interval and timeout follow the lease (the lease rule).
@@ -393,6 +440,7 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         .handler(Effects::<EffectsFail>::new(db.clone()))
         .handler(Effects::<EffectsPanic>::new(db.clone()))
         .handler(Effects::<EffectsAbort>::new(db.clone()))
+        .handler(grouped::Grouped::new(db.clone()))
         .workflows(Workflows::new().with(saga(db)));
     if args.no_sweep || own_sweep.is_some() {
         builder = builder.without_sweep();

@@ -426,6 +426,19 @@ pub fn usage(limits: &[LimitSetting], rows: &[UsageRow]) -> Vec<LimitUsage> {
         .collect()
 }
 
+/// Set by [`break_limits`].
+#[cfg(feature = "test-util")]
+static LIMITS_BROKEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Breaks (or mends) the limits of every claim this process makes:
+/// [`Admission::admit`] says yes to every candidate. A deliberately broken
+/// limit (feature `test-util` only), so the fault suite can show its
+/// history checker catches one.
+#[cfg(feature = "test-util")]
+pub fn break_limits(broken: bool) {
+    LIMITS_BROKEN.store(broken, std::sync::atomic::Ordering::SeqCst);
+}
+
 /// The claim's rule: which candidates (in claim order) to admit, given the
 /// limits that apply to each and how many slots each scope key holds now.
 ///
@@ -448,6 +461,10 @@ impl Admission {
     /// Admits a candidate subject to `limits` (each a scope key and its
     /// concurrency) when every one has a free slot, taking one of each.
     pub fn admit(&mut self, limits: &[(String, u32)]) -> bool {
+        #[cfg(feature = "test-util")]
+        if LIMITS_BROKEN.load(std::sync::atomic::Ordering::Relaxed) {
+            return true;
+        }
         let free = limits
             .iter()
             .all(|(key, n)| self.held.get(key).copied().unwrap_or(0) < u64::from(*n));

@@ -13,6 +13,7 @@ use drover::testing::cluster::Cluster;
 use drover::{NewItem, Queue, Store};
 use drover_faults::checker::{self, Figures, KillFigures};
 use drover_faults::effects;
+use drover_faults::limits_checker::{self, History};
 use drover_faults::procs::Proc;
 use sqlx::{PgPool, SqlitePool};
 use uuid::Uuid;
@@ -260,6 +261,51 @@ impl Run {
         match &self.db {
             Db::Pg { pool, .. } => checker::pg_figures(pool, SCHEMA).await.expect("figures"),
             Db::Sqlite { pool, .. } => checker::sqlite_figures(pool).await.expect("figures"),
+        }
+    }
+
+    /// Records each grouped item's place in its group's enqueue order.
+    pub async fn record_order(&self, items: &[(Uuid, String, i32)]) {
+        match &self.db {
+            Db::Pg { pool, .. } => limits_checker::pg_record_order(pool, SCHEMA, items)
+                .await
+                .expect("record the enqueue order"),
+            Db::Sqlite { pool, .. } => limits_checker::sqlite_record_order(pool, items)
+                .await
+                .expect("record the enqueue order"),
+        }
+    }
+
+    /// What the limits checker reads of the items of `kind`.
+    pub async fn limit_history(&self, kind: &str) -> History {
+        match &self.db {
+            Db::Pg { pool, .. } => limits_checker::pg_history(pool, SCHEMA, kind)
+                .await
+                .expect("limit history"),
+            Db::Sqlite { pool, .. } => limits_checker::sqlite_history(pool, kind)
+                .await
+                .expect("limit history"),
+        }
+    }
+
+    /// Items claimed now by the worker process `pid` (its worker id is
+    /// `host:pid:suffix`).
+    pub async fn claimed_by(&self, pid: u32) -> i64 {
+        let sql = "SELECT count(*) FROM items WHERE status = 'claimed' AND claimed_by LIKE $1";
+        let like = format!("%:{pid}:%");
+        match &self.db {
+            Db::Pg { pool, .. } => {
+                sqlx::query_scalar(&sql.replace("FROM items", "FROM drover.items"))
+                    .bind(like)
+                    .fetch_one(pool)
+                    .await
+                    .unwrap_or(-1)
+            }
+            Db::Sqlite { pool, .. } => sqlx::query_scalar(&sql.replace("$1", "?1"))
+                .bind(like)
+                .fetch_one(pool)
+                .await
+                .unwrap_or(-1),
         }
     }
 
