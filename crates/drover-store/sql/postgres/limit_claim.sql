@@ -10,4 +10,9 @@ SET status = 'claimed',
     updated_at = now(),
     updated_by = '00000000-0000-0000-0000-000000000000'::uuid
 WHERE id = ANY($1::uuid[]) AND status = 'pending'
-RETURNING *
+-- Named columns, not `*`: see item_claim.sql (a column added by a migration
+-- under load must not break the statements prepared before it).
+RETURNING id, tenant_id, kind, lane, group_key, payload, priority, status, available_at,
+       attempts, max_attempts, claimed_by, claim_token, claim_seq, lease_expires_at,
+       last_error, idempotency_key, created_by, request_id, traceparent, created_at,
+       updated_at, updated_by
