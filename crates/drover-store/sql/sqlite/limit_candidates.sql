@@ -9,7 +9,9 @@
 -- full, and the groups ?9 (JSON array of kind, NUL, hex(tenant_id), NUL,
 -- group; NULL for none) whose per-group limits are full. Admission
 -- re-counts every candidate; this only keeps a full scope's backlog from
--- being read on every claim.
+-- being read on every claim. The ordered mark below takes
+-- limit_candidates_head.sql (parameters ?10, ?11) while an ordered limit
+-- is in force.
 SELECT i.id, i.tenant_id, i.lane, i.kind, i.group_key,
        i.priority, i.available_at, i.rowid AS rid
 FROM items i INDEXED BY items_pending
@@ -22,5 +24,6 @@ WHERE i.status = 'pending'
   AND (?9 IS NULL OR i.group_key IS NULL
        OR (i.kind || char(0) || hex(i.tenant_id) || char(0) || i.group_key)
           NOT IN (SELECT value FROM json_each(?9)))
+/*{ordered}*/
 ORDER BY i.priority, i.available_at, i.rowid
 LIMIT ?4

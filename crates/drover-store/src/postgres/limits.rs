@@ -40,8 +40,13 @@ const LIMIT_SET: &str = include_str!("../../sql/postgres/limit_set.sql");
 const LIMIT_CLEAR: &str = include_str!("../../sql/postgres/limit_clear.sql");
 const LIMIT_LIST: &str = include_str!("../../sql/postgres/limit_list.sql");
 const LIMIT_CANDIDATES: &str = include_str!("../../sql/postgres/limit_candidates.sql");
-const LIMIT_CANDIDATES_ORDERED: &str =
-    include_str!("../../sql/postgres/limit_candidates_ordered.sql");
+/// The candidates with the head probe of ordered groups at their mark.
+static LIMIT_CANDIDATES_ORDERED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    LIMIT_CANDIDATES.replace(
+        "/*{ordered}*/",
+        include_str!("../../sql/postgres/limit_candidates_head.sql"),
+    )
+});
 const LIMIT_LOCK: &str = include_str!("../../sql/postgres/limit_lock.sql");
 const LIMIT_HELD: &str = include_str!("../../sql/postgres/limit_held.sql");
 const LIMIT_CLAIM: &str = include_str!("../../sql/postgres/limit_claim.sql");
@@ -159,7 +164,7 @@ impl PgStore {
         let statement = if ordered.is_empty() {
             LIMIT_CANDIDATES
         } else {
-            LIMIT_CANDIDATES_ORDERED
+            LIMIT_CANDIDATES_ORDERED.as_str()
         };
         // Planned on every call (an unnamed statement): a plan kept for the
         // session turns generic after five calls, and with a backlog the

@@ -31,8 +31,13 @@ const LIMIT_LIST_0033: &str = include_str!("../../sql/sqlite/limit_list_0033.sql
 const LIMIT_ORDER_BLOCKER: &str = include_str!("../../sql/sqlite/limit_order_blocker.sql");
 const LIMIT_HELD: &str = include_str!("../../sql/sqlite/limit_held.sql");
 const LIMIT_CANDIDATES: &str = include_str!("../../sql/sqlite/limit_candidates.sql");
-const LIMIT_CANDIDATES_ORDERED: &str =
-    include_str!("../../sql/sqlite/limit_candidates_ordered.sql");
+/// The candidates with the head probe of ordered groups at their mark.
+static LIMIT_CANDIDATES_ORDERED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    LIMIT_CANDIDATES.replace(
+        "/*{ordered}*/",
+        include_str!("../../sql/sqlite/limit_candidates_head.sql"),
+    )
+});
 const LIMIT_CLAIM: &str = include_str!("../../sql/sqlite/limit_claim.sql");
 const LIMIT_USAGE: &str = include_str!("../../sql/sqlite/limit_usage.sql");
 
@@ -251,7 +256,7 @@ pub(super) async fn claim_on(
         // Without an ordered limit in force, the statement without the
         // head probe (it runs on a schema before migration 0034 too).
         let mut q = sqlx::query(if ordered.is_some() {
-            LIMIT_CANDIDATES_ORDERED
+            LIMIT_CANDIDATES_ORDERED.as_str()
         } else {
             LIMIT_CANDIDATES
         })
