@@ -32,6 +32,8 @@
 //!   transactions overlap have no order between them until both commit; a
 //!   claim orders the ones it sees by their sequence.
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -502,6 +504,56 @@ pub fn keys_of(
         }
     }
     out
+}
+
+/// The scopes whose limits are full, as a claim leaves them out of its
+/// candidates: lanes, kinds, and (kind, tenant, group) per-group scopes.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct FullScopes {
+    /// Lanes whose limit is full.
+    pub lanes: Vec<String>,
+    /// Kinds whose limit is full.
+    pub kinds: Vec<String>,
+    /// Groups (kind, tenant, group) whose per-group limit is full.
+    pub groups: Vec<(String, Uuid, String)>,
+}
+
+/// Which scopes under `limits` the `claimed` items (lane, kind, tenant,
+/// group) fill: the one rule both SQL backends leave full scopes out by.
+pub fn full_scopes<'a>(
+    limits: &[LimitSetting],
+    claimed: impl IntoIterator<Item = (&'a str, &'a str, Uuid, Option<&'a str>)>,
+) -> FullScopes {
+    let mut lanes: HashMap<&str, u64> = HashMap::new();
+    let mut kinds: HashMap<&str, u64> = HashMap::new();
+    let mut groups: HashMap<(&str, Uuid, &str), u64> = HashMap::new();
+    for (lane, kind, tenant, group) in claimed {
+        *lanes.entry(lane).or_default() += 1;
+        *kinds.entry(kind).or_default() += 1;
+        if let Some(g) = group {
+            *groups.entry((kind, tenant, g)).or_default() += 1;
+        }
+    }
+    let mut f = FullScopes::default();
+    for l in limits {
+        let c = u64::from(l.concurrency);
+        match &l.scope {
+            LimitScope::Lane(n) if lanes.get(n.as_str()).is_some_and(|h| *h >= c) => {
+                f.lanes.push(n.clone());
+            }
+            LimitScope::Kind(k) if kinds.get(k.as_str()).is_some_and(|h| *h >= c) => {
+                f.kinds.push(k.clone());
+            }
+            LimitScope::KindPerGroup(k) => f.groups.extend(
+                groups
+                    .iter()
+                    .filter(|((kind, _, _), n)| kind == k && **n >= c)
+                    .map(|((kind, t, g), _)| ((*kind).to_owned(), *t, (*g).to_owned())),
+            ),
+            _ => {}
+        }
+    }
+    f
 }
 
 /// Whether a claim of `lane` for `kinds` (empty: every kind) may meet a

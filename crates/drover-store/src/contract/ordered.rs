@@ -21,6 +21,14 @@ async fn order(h: &Harness, kind: &str, on_dead_letter: OnDeadLetter) {
     assert_eq!(set.on_dead_letter, on_dead_letter);
 }
 
+/// A failure that dead-letters at once.
+fn dead_letter() -> FailParams {
+    FailParams {
+        fatal: true,
+        ..fail_params(Duration::ZERO)
+    }
+}
+
 async fn claim_all(h: &Harness) -> Vec<Item> {
     h.store
         .item_claim(&claim_params("default", 50, LONG))
@@ -121,14 +129,7 @@ pub async fn ordered_group_dead_letter_continue_or_hold(h: &Harness) {
     assert_eq!(ids(&first), ids(&[go1.clone(), hold1.clone()]));
     for c in &first {
         let out = s
-            .item_fail(
-                &ClaimRef::of(c).expect("claimed"),
-                &FailParams {
-                    error: "fatal".into(),
-                    retry_delay: Duration::ZERO,
-                    fatal: true,
-                },
-            )
+            .item_fail(&ClaimRef::of(c).expect("claimed"), &dead_letter())
             .await
             .expect("fail");
         assert_eq!(out, FailOutcome::DeadLettered);
@@ -147,16 +148,9 @@ pub async fn ordered_group_dead_letter_continue_or_hold(h: &Harness) {
         .expect("retry");
     let retried = claim_all(h).await;
     assert_eq!(ids(&retried), vec![hold1.id]);
-    s.item_fail(
-        &ClaimRef::of(&retried[0]).expect("claimed"),
-        &FailParams {
-            error: "fatal again".into(),
-            retry_delay: Duration::ZERO,
-            fatal: true,
-        },
-    )
-    .await
-    .expect("fail");
+    s.item_fail(&ClaimRef::of(&retried[0]).expect("claimed"), &dead_letter())
+        .await
+        .expect("fail");
     assert!(claim_all(h).await.is_empty(), "held again");
     // Cancelled instead: the group goes on.
     s.item_cancel(Uuid::nil(), hold1.id, Uuid::nil())
@@ -185,11 +179,8 @@ pub async fn ordered_group_exact_under_concurrent_claimers(h: &Harness) {
             let store = s.clone();
             tasks.push(tokio::spawn(async move {
                 let p = ClaimParams {
-                    lane: "default".into(),
-                    kinds: vec![],
                     worker_id: format!("w{w}"),
-                    lease: LONG,
-                    limit: 4,
+                    ..claim_params("default", 4, LONG)
                 };
                 store.item_claim(&p).await.expect("claim")
             }));
@@ -216,16 +207,7 @@ pub async fn cancel_discards_a_dead_letter_with_exact_counts(h: &Harness) {
     let op = Uuid::from_u128(42);
     let dead = put(h, new("x")).await;
     let (_, r) = claim_one(h, LONG).await;
-    s.item_fail(
-        &r,
-        &FailParams {
-            error: "fatal".into(),
-            retry_delay: Duration::ZERO,
-            fatal: true,
-        },
-    )
-    .await
-    .expect("fail");
+    s.item_fail(&r, &dead_letter()).await.expect("fail");
     let key = |st: Status| ("default".to_owned(), "x".to_owned(), st);
     h.pass(Duration::from_millis(1500)).await;
     s.counts_settle().await.expect("settle");

@@ -31,7 +31,8 @@ use super::{PgStore, row, secs};
 use crate::ClaimParams;
 use crate::limits::{
     Admission, LimitScope, LimitSetting, LimitSource, LimitSpec, LimitStore, LimitUsage,
-    OnDeadLetter, OrderBlocker, UsageRow, applies, effective, keys_of, ordered_kinds, usage,
+    OnDeadLetter, OrderBlocker, UsageRow, applies, effective, full_scopes, keys_of, ordered_kinds,
+    usage,
 };
 use drover_core::error::Result;
 use drover_core::item::Item;
@@ -141,8 +142,11 @@ impl PgStore {
         let mut tx = self.begin_system().await?;
         // What is full as the claim begins: left out of the candidates.
         let rows = self.held_rows(&mut tx, &p.lane, &limit_kinds).await?;
-        let before = held_counts(&limits, &rows)?;
-        let full = Full::of(&limits, &before);
+        let claimed = rows
+            .iter()
+            .map(|r| parts(r, false))
+            .collect::<Result<Vec<_>>>()?;
+        let full = Full::of(&limits, &p.lane, &claimed);
         if full.lane {
             tx.commit().await?;
             return Ok(Some(Vec::new()));
@@ -264,7 +268,7 @@ fn held_counts(limits: &[LimitSetting], rows: &[PgRow]) -> Result<HashMap<String
     Ok(held)
 }
 
-/// The scopes already full, as the candidates' filter takes them.
+/// The scopes already full, as the candidates' filter binds them.
 #[derive(Default)]
 struct Full {
     lane: bool,
@@ -275,51 +279,31 @@ struct Full {
 }
 
 impl Full {
-    fn of(limits: &[LimitSetting], held: &HashMap<String, u64>) -> Full {
-        let mut f = Full::default();
-        let concurrency = |scope: &LimitScope| {
-            limits
-                .iter()
-                .find(|l| &l.scope == scope)
-                .map(|l| u64::from(l.concurrency))
+    /// From the claimed rows `claimed` of the claim of `lane`.
+    fn of(limits: &[LimitSetting], lane: &str, claimed: &[Parts]) -> Full {
+        let f = full_scopes(
+            limits,
+            claimed.iter().map(|c| {
+                (
+                    c.lane.as_str(),
+                    c.kind.as_str(),
+                    c.tenant,
+                    c.group.as_deref(),
+                )
+            }),
+        );
+        let mut out = Full {
+            lane: f.lanes.iter().any(|l| l == lane),
+            kinds: f.kinds,
+            ..Full::default()
         };
-        for (key, n) in held {
-            if let Some(lane) = key.strip_prefix("lane:") {
-                if concurrency(&LimitScope::Lane(lane.to_owned())).is_some_and(|c| *n >= c) {
-                    f.lane = true;
-                }
-            } else if let Some(kind) = key.strip_prefix("kind:") {
-                if concurrency(&LimitScope::Kind(kind.to_owned())).is_some_and(|c| *n >= c) {
-                    f.kinds.push(kind.to_owned());
-                }
-            } else if let Some((kind, tenant, group)) =
-                key.strip_prefix("group:").and_then(split_group_key)
-                && concurrency(&LimitScope::KindPerGroup(kind.clone())).is_some_and(|c| *n >= c)
-            {
-                f.group_kinds.push(kind);
-                f.group_tenants.push(tenant);
-                f.groups.push(group);
-            }
+        for (kind, tenant, group) in f.groups {
+            out.group_kinds.push(kind);
+            out.group_tenants.push(tenant);
+            out.groups.push(group);
         }
-        f
+        out
     }
-}
-
-/// `<kind>:<tenant>:<group>` back into its parts: the tenant is the first
-/// 36-character UUID between two colons (a kind and a group may hold ':').
-fn split_group_key(rest: &str) -> Option<(String, Uuid, String)> {
-    let bytes = rest.as_bytes();
-    for (i, _) in rest.match_indices(':') {
-        let start = i + 1;
-        let end = start + 36;
-        if end < bytes.len()
-            && bytes[end] == b':'
-            && let Ok(t) = Uuid::parse_str(&rest[start..end])
-        {
-            return Some((rest[..i].to_owned(), t, rest[end + 1..].to_owned()));
-        }
-    }
-    None
 }
 
 #[async_trait]
@@ -433,19 +417,5 @@ impl LimitStore for PgStore {
             })
         })
         .transpose()
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::expect_used)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_group_key_splits_at_its_tenant() {
-        let t = Uuid::from_u128(42);
-        let (k, tenant, g) = split_group_key(&format!("a:b:{t}:c:d")).expect("a group key");
-        assert_eq!((k.as_str(), tenant, g.as_str()), ("a:b", t, "c:d"));
-        assert!(split_group_key("no-tenant-here").is_none());
     }
 }

@@ -19,7 +19,7 @@ use super::row::{self, after, from_micros, to_micros};
 use crate::ClaimParams;
 use crate::limits::{
     Admission, LimitScope, LimitSetting, LimitSource, LimitSpec, LimitStore, LimitUsage,
-    OnDeadLetter, OrderBlocker, UsageRow, effective, keys_of, ordered_kinds, usage,
+    OnDeadLetter, OrderBlocker, UsageRow, effective, full_scopes, keys_of, ordered_kinds, usage,
 };
 use drover_core::error::{Error, Result};
 use drover_core::item::Item;
@@ -161,66 +161,53 @@ struct Full {
 }
 
 impl Full {
-    /// From the claimed rows' scope parts `claimed` under `limits`.
+    /// From the claimed rows `claimed` under `limits`, for a claim of `lane`.
     fn of(limits: &[LimitSetting], lane: &str, claimed: &[SqliteRow]) -> Result<Full> {
-        let mut lanes: HashMap<&str, u64> = HashMap::new();
-        let mut kinds: HashMap<String, u64> = HashMap::new();
-        let mut groups: HashMap<(String, Uuid, String), u64> = HashMap::new();
-        for r in claimed {
-            let row_lane: String = r.try_get("lane")?;
-            let kind: String = r.try_get("kind")?;
-            if row_lane == lane {
-                *lanes.entry(lane).or_default() += 1;
-            }
-            if let Some(g) = r.try_get::<Option<String>, _>("group_key")? {
-                *groups
-                    .entry((kind.clone(), r.try_get("tenant_id")?, g))
-                    .or_default() += 1;
-            }
-            *kinds.entry(kind).or_default() += 1;
-        }
-        let mut f = Full {
-            lane: false,
-            kinds: None,
-            groups: None,
-        };
-        let (mut full_kinds, mut full_groups) = (Vec::new(), Vec::new());
-        for l in limits {
-            let c = u64::from(l.concurrency);
-            match &l.scope {
-                LimitScope::Lane(n) if n == lane => {
-                    f.lane |= lanes.get(lane).copied().unwrap_or(0) >= c;
-                }
-                LimitScope::Lane(_) => {}
-                LimitScope::Kind(k) => {
-                    if kinds.get(k).copied().unwrap_or(0) >= c {
-                        full_kinds.push(k.clone());
-                    }
-                }
-                LimitScope::KindPerGroup(k) => {
-                    for ((kind, tenant, g), n) in &groups {
-                        if kind == k && *n >= c {
-                            let hex: String = tenant
-                                .as_bytes()
-                                .iter()
-                                .map(|b| format!("{b:02X}"))
-                                .collect();
-                            full_groups.push(format!("{kind}\u{0}{hex}\u{0}{g}"));
-                        }
-                    }
-                }
-            }
-        }
+        let parts = claimed
+            .iter()
+            .map(|r| {
+                Ok((
+                    r.try_get::<String, _>("lane")?,
+                    r.try_get::<String, _>("kind")?,
+                    r.try_get::<Uuid, _>("tenant_id")?,
+                    r.try_get::<Option<String>, _>("group_key")?,
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let f = full_scopes(
+            limits,
+            parts
+                .iter()
+                .map(|(l, k, t, g)| (l.as_str(), k.as_str(), *t, g.as_deref())),
+        );
         let json = |v: &[String]| {
             serde_json::to_string(v).map_err(|e| Error::invalid("kinds", e.to_string()))
         };
-        if !full_kinds.is_empty() {
-            f.kinds = Some(json(&full_kinds)?);
-        }
-        if !full_groups.is_empty() {
-            f.groups = Some(json(&full_groups)?);
-        }
-        Ok(f)
+        let groups: Vec<String> = f
+            .groups
+            .iter()
+            .map(|(kind, tenant, g)| {
+                let hex: String = tenant
+                    .as_bytes()
+                    .iter()
+                    .map(|b| format!("{b:02X}"))
+                    .collect();
+                format!("{kind}\u{0}{hex}\u{0}{g}")
+            })
+            .collect();
+        Ok(Full {
+            lane: f.lanes.iter().any(|l| l == lane),
+            kinds: if f.kinds.is_empty() {
+                None
+            } else {
+                Some(json(&f.kinds)?)
+            },
+            groups: if groups.is_empty() {
+                None
+            } else {
+                Some(json(&groups)?)
+            },
+        })
     }
 }
 
