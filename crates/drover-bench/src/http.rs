@@ -237,6 +237,7 @@ pub(crate) async fn run(
             role: Role::Admin,
             tenant: None,
             enqueue: vec!["*".into()],
+            work: vec![],
         },
     );
     let config = HttpConfig {

@@ -109,6 +109,13 @@ pub(crate) async fn run(
     ));
     let result = soak(config, &target, progress, spec).await;
     let dropped = target.drop_sandbox().await;
+    // The cluster's own log (checkpoints, slow statements, lock waits) beside
+    // the figures, so a stall in them can be read against the server's side.
+    let log_copy = spec.out_dir.join("postgres.log");
+    match std::fs::copy(cluster.log_path(), &log_copy) {
+        Ok(_) => progress.note(&format!("server log: {}", log_copy.display())),
+        Err(e) => progress.note(&format!("no server log: {e}")),
+    }
     drop(cluster);
     let report = result?;
     dropped?;
@@ -406,7 +413,14 @@ async fn probe_loop(
         {
             Ok(g) => g,
             Err(e) => {
-                tracing::warn!(error = %e, "soak probe claim failed");
+                // Recorded with its time: a stall that ends in errors must
+                // show in the claims file as the long waits it was, not as
+                // a gap.
+                let ms = t.elapsed().as_secs_f64() * 1e3;
+                out.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((crate::unix_nanos(), ms));
+                tracing::warn!(error = %e, ms, "soak probe claim failed");
                 continue;
             }
         };

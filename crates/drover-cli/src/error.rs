@@ -31,6 +31,10 @@ pub enum CliError {
     Usage(String),
     /// A probe (`drover healthcheck`) got no answer or not 200.
     Unhealthy(String),
+    /// The database knows the thing named (a schedule), but its code is in
+    /// a service's binary, not this one: the message says where to run the
+    /// command instead.
+    DeclaredElsewhere(String),
     /// Reading input or writing output failed.
     Io {
         /// What the CLI was doing.
@@ -53,7 +57,9 @@ impl CliError {
                 }
             }
             CliError::Usage(_) => EXIT_INVALID,
-            CliError::Unhealthy(_) | CliError::Io { .. } => EXIT_FAILURE,
+            CliError::Unhealthy(_) | CliError::DeclaredElsewhere(_) | CliError::Io { .. } => {
+                EXIT_FAILURE
+            }
         }
     }
 
@@ -77,6 +83,7 @@ impl fmt::Display for CliError {
             CliError::AtLine { line, error } => write!(f, "line {line}: {error}"),
             CliError::Usage(m) => f.write_str(m),
             CliError::Unhealthy(m) => write!(f, "unhealthy: {m}"),
+            CliError::DeclaredElsewhere(m) => f.write_str(m),
             CliError::Io { context, error } => write!(f, "{context}: {error}"),
         }
     }
@@ -87,7 +94,7 @@ impl std::error::Error for CliError {
         match self {
             CliError::Drover(e) | CliError::AtLine { error: e, .. } => Some(e),
             CliError::Io { error, .. } => Some(error),
-            CliError::Usage(_) | CliError::Unhealthy(_) => None,
+            CliError::Usage(_) | CliError::Unhealthy(_) | CliError::DeclaredElsewhere(_) => None,
         }
     }
 }

@@ -5,10 +5,13 @@
 //! own tenant directory) calls [`run`] from its async `main`, or builds a
 //! [`Context`] over its own [`Queue`] and calls [`execute`].
 //!
-//! A service's own handlers reach `drover worker`, `drover handlers` and
-//! `drover demo` through a [`WorkerSetup`]: a function that adds them to the
-//! [`WorkerBuilder`] the command starts from (the built-in kinds are always
-//! there). Pass it to [`run_with`] or [`Context::with_worker_setup`]:
+//! A service's own handlers reach `drover worker`, `drover handlers`,
+//! `drover schedules`, `drover projector list` and `drover demo` through a
+//! [`WorkerSetup`]: a function that adds them to the [`WorkerBuilder`] the
+//! command starts from (the built-in kinds are always there), and may
+//! capture the service's state to give it to the builder
+//! ([`WorkerBuilder::state`], read by `drover::register!(state: …)`
+//! setups). Pass it to [`run_with`] or [`Context::with_worker_setup`]:
 //!
 //! ```no_run
 //! use drover::queue::{JobContext, Kind};
@@ -81,8 +84,10 @@ pub const DATABASE_URL_DEFAULT: &str = "sqlite://drover.db";
 pub const DEMO_DATABASE_URL_DEFAULT: &str = "sqlite://drover-demo.db";
 
 /// What a host binary adds to the worker the CLI builds: its handlers,
-/// sweep steps, anything [`WorkerBuilder`] offers. It is applied after the
-/// built-in kinds and before the command's own settings.
+/// sweep steps, its state ([`WorkerBuilder::state`]), anything
+/// [`WorkerBuilder`] offers. It is applied after the built-in kinds and
+/// before the command's own settings, once per worker a command builds
+/// (hence `Fn`: a closure capturing state clones what it hands on).
 pub type WorkerSetup = Arc<dyn Fn(WorkerBuilder) -> WorkerBuilder + Send + Sync>;
 
 /// The command line: global options and one command.
@@ -201,8 +206,18 @@ pub enum Command {
     /// Print .env.example: every setting with its default and meaning.
     EnvExample(commands::env_example::EnvExampleArgs),
     /// Serve the HTTP API until SIGTERM or SIGINT, default-deny.
+    #[cfg_attr(
+        not(feature = "http"),
+        command(about = "Not in this build: `drover serve` needs the `http` feature \
+                         (on by default: cargo build --release -p drover-cli)")
+    )]
     Serve(commands::serve::ServeArgs),
     /// Create, list or revoke the HTTP API's bearer tokens.
+    #[cfg_attr(
+        not(feature = "http"),
+        command(about = "Not in this build: `drover token` needs the `http` feature \
+                         (on by default: cargo build --release -p drover-cli)")
+    )]
     Token(commands::token::TokenArgs),
 }
 
@@ -419,13 +434,22 @@ where
 }
 
 /// As [`run`], with the host's handlers: `setup` is applied to the worker
-/// builder of `worker`, `handlers` and `demo` (after the built-in kinds).
+/// builder of every command that builds one (`worker`, `handlers`,
+/// `schedules`, `projector list`, `demo`), after the built-in kinds.
+///
+/// `setup` may capture the service's state (a `move` closure): it is
+/// called once per worker a command builds, so it clones what it hands on.
+/// Handing that state to the builder with
+/// [`WorkerBuilder::state`](drover::worker::WorkerBuilder::state) is what
+/// the service's `drover::register!(state: …)` setups wait for:
 ///
 /// ```no_run
-/// # struct MyHandler;
-/// # fn add(b: drover::worker::WorkerBuilder) -> drover::worker::WorkerBuilder { b }
 /// # async fn f() {
-/// let code = drover_cli::run_with(std::env::args_os(), |b| add(b)).await;
+/// #[derive(Clone)]
+/// struct Db(std::sync::Arc<String>); // the service's pool
+///
+/// let db = Db(std::sync::Arc::new("postgres://…".into()));
+/// let code = drover_cli::run_with(std::env::args_os(), move |b| b.state(db.clone())).await;
 /// # }
 /// ```
 ///

@@ -326,6 +326,20 @@ fn show_list_cancel_retry(d: &dyn Drover) {
         table.contains("GROUP") && table.contains("customer:7"),
         "{table}"
     );
+    // Claims and failures are two numbers, not "ATTEMPTS 0/5".
+    assert!(
+        table.contains("CLAIMS") && table.contains("FAILURES") && !table.contains("ATTEMPTS"),
+        "{table}"
+    );
+    let text = d.run(&["show", &b]).ok().stdout;
+    let row = |name: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>().join(" "))
+    };
+    assert_eq!(row("claims").as_deref(), Some("0"), "{text}");
+    assert_eq!(row("failures").as_deref(), Some("0 of 5 allowed"), "{text}");
+    assert_eq!(row("attempts"), None, "{text}");
 
     let shown = d.run(&["show", &a, "--json"]).ok().json();
     assert_eq!(shown["status"], "pending");

@@ -95,6 +95,9 @@ fn handlers_json_lists_every_kind_and_role_with_four_strategies() {
     let mut c = command(&["handlers", "--json"]);
     c.env("DROVER_HEARTBEAT_CRON", "*/5 * * * *")
         .env("DROVER_HEARTBEAT_LANE", "beats")
+        // The heartbeat's lane drained here: a worker that would strand
+        // its own heartbeat is refused at build (`drover handlers` too).
+        .env("DROVER_LANES", "default,beats")
         .env("DROVER_VACUUM", "on");
     let v = from_output(c.output().expect("spawn drover")).ok().json();
     let four = ["idempotency", "retry", "checkpoint", "recovery"];

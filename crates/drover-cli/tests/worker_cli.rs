@@ -438,6 +438,50 @@ mod memory {
         assert!(w.log().contains("stopped"), "{}", w.log());
     }
 
+    /// Issue 31, point 7: a library worker serves no listener unless asked,
+    /// but `drover worker` keeps its default, 127.0.0.1:9464, with no flag
+    /// and no variable. Either it binds that address and serves `/metrics`
+    /// there, or (another process holds the port) it refuses to start
+    /// naming that address: both show the command's default is on.
+    #[test]
+    fn worker_serves_metrics_on_its_default_address_without_a_flag() {
+        let default: SocketAddr = drover::worker::METRICS_ADDR_DEFAULT.parse().unwrap();
+        let log = tempfile::NamedTempFile::new().expect("log file");
+        let child = command(Some("memory:"), &["worker", "--poll-interval", "100ms"])
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log.reopen().expect("reopen log")))
+            .spawn()
+            .expect("spawn drover worker");
+        let mut w = WorkerProc {
+            child,
+            addr: Some(default),
+            log,
+        };
+        let serving = format!("serving http://{default}/healthz");
+        let refused = format!("cannot listen on {default}");
+        let start = Instant::now();
+        loop {
+            let log = w.log();
+            if log.contains(&serving) {
+                let (code, body) = http_get(default, "/metrics").expect("metrics answers");
+                assert_eq!(code, 200, "{body}");
+                w.terminate();
+                return;
+            }
+            if let Ok(Some(status)) = w.child.try_wait() {
+                assert_eq!(status.code(), Some(1), "{log}");
+                assert!(w.log().contains(&refused), "{}", w.log());
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "neither served nor refused {default}: {log}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     #[test]
     fn worker_stops_on_sigint() {
         let mut w = WorkerProc::spawn(Some("memory:"), &[]);
@@ -520,6 +564,37 @@ mod sqlite {
             beat["last_tick"].is_string(),
             "its last tick is recorded: {beat}"
         );
+        w.terminate();
+    }
+
+    /// `drover enqueue`, another process on the worker's file, wakes the
+    /// worker through the file's watch: with the poll at 10 minutes, each
+    /// item done within the wait shows the wake-up reached it.
+    #[test]
+    fn items_enqueued_by_another_process_start_without_waiting_for_the_poll() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("wake.db").display());
+        drover(Some(&url), &["migrate"]).ok();
+        let mut w = WorkerProc::spawn(Some(&url), &["--poll-interval", "10m"]);
+        w.wait_healthy();
+        // The first item may go with the worker's first claim round; each
+        // later one is enqueued after the one before is done, when the
+        // lane's last claim came back short and only a wake-up (or the
+        // 10-minute poll) claims again.
+        for n in 0..4 {
+            let payload = format!("{{\"n\": {n}}}");
+            let r = drover(
+                Some(&url),
+                &["enqueue", "drover.noop", "--payload", &payload, "--json"],
+            )
+            .ok();
+            let id = r.json()["id"].as_str().expect("the item's id").to_owned();
+            wait_until(
+                Duration::from_secs(60),
+                &format!("item {n} done (the poll is 10 min)"),
+                || drover(Some(&url), &["show", &id, "--json"]).ok().json()["status"] == "done",
+            );
+        }
         w.terminate();
     }
 

@@ -251,3 +251,53 @@ pub async fn sqlite_kill_figures(
         handback_secs: r.try_get::<i64, _>("handback")? as f64 / 1e6,
     })
 }
+
+/// Queue writes accepted on a lapsed claim, whoever sent them (PostgreSQL):
+/// updates of a claimed row under the same claim (no new claim) that
+/// changed it after its lease had passed, other than the sweep's rescue;
+/// and sweep rescues of a lease that had not passed. The figure for
+/// writers the `transitions` trigger cannot tell apart by process (workers
+/// over HTTP all write through the server's connections): by the fence,
+/// it must be 0 whoever wrote.
+///
+/// # Errors
+/// The database's.
+pub async fn pg_lapsed_writes_accepted(pool: &PgPool, schema: &str) -> Result<i64, sqlx::Error> {
+    let s = format!("\"{schema}\"");
+    pg_count(
+        pool,
+        &format!(
+            "SELECT count(*) FROM {s}.transitions t WHERE t.old_status = 'claimed' \
+             AND t.new_seq = t.old_seq AND ( \
+               (t.last_error = 'lease expired' AND t.new_status IN ('pending', 'failed') AND t.old_lease > t.tx_now) \
+               OR (NOT (coalesce(t.last_error, '') = 'lease expired' AND t.new_status IN ('pending', 'failed')) \
+                   AND t.old_lease <= t.tx_now))"
+        ),
+    )
+    .await
+}
+
+/// Queue writes that changed a row `holder` held, after `after`, other
+/// than the sweep's rescue (PostgreSQL): a stale worker's late writes
+/// that landed. Must be 0 once `holder`'s lease has passed.
+///
+/// # Errors
+/// The database's.
+pub async fn pg_holder_writes_after(
+    pool: &PgPool,
+    schema: &str,
+    holder: &str,
+    after: DateTime<Utc>,
+) -> Result<i64, sqlx::Error> {
+    let sql = format!(
+        "SELECT count(*) FROM \"{schema}\".transitions t WHERE t.old_status = 'claimed' \
+         AND t.old_holder = $1 AND t.at > $2 \
+         AND NOT (coalesce(t.last_error, '') = 'lease expired' AND t.new_status IN ('pending', 'failed'))"
+    );
+    let n: Option<i64> = sqlx::query_scalar(&sql)
+        .bind(holder)
+        .bind(after)
+        .fetch_one(pool)
+        .await?;
+    Ok(n.unwrap_or(0))
+}

@@ -10,6 +10,7 @@
 //! |---|---|
 //! | [`effects`] | the effect tables, the trigger, the fenced write |
 //! | [`worker`] | the fault worker binary's body |
+//! | [`http_worker`] | a worker over HTTP (the protocol of docs/http.md) and its binary's body |
 //! | [`checker`] | the figures |
 //! | [`limits_checker`] | the history checker of concurrency limits, groups and their order |
 //! | [`projector`] | the projector process killed by the projector scenario |
@@ -19,6 +20,7 @@
 
 pub mod checker;
 pub mod effects;
+pub mod http_worker;
 pub mod limits_checker;
 pub mod procs;
 pub mod projector;

@@ -34,6 +34,17 @@ try {
   await shot('01-overview');
   step('logged in');
 
+  // The icon: every page links it, and it answers without a session, as
+  // does /favicon.ico, which browsers ask for unprompted (never a 401).
+  const icon = await page.getAttribute('link[rel=icon]', 'href');
+  assert.equal(icon, '/ui/assets/favicon.svg');
+  for (const path of [icon, '/favicon.ico']) {
+    const r = await fetch(`${BASE}${path}`);
+    assert.equal(r.status, 200, path);
+    assert.equal(r.headers.get('content-type'), 'image/svg+xml', path);
+  }
+  step('icon');
+
   // Filter items: failed, with "disk" in the error.
   await page.goto(`${BASE}/ui/items`);
   await page.selectOption('select[name=status]', 'failed');

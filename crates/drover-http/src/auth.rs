@@ -5,16 +5,24 @@
 //! and the middleware every route goes through.
 //!
 //! Invariants:
-//! - **Default-deny.** Every path but exactly `/healthz` and `/readyz`
-//!   (relative to where the router is mounted) answers 401 without a valid
-//!   credential, unknown paths included: an unauthenticated caller cannot
-//!   even learn which routes exist.
+//! - **Default-deny.** Every path but exactly `/healthz`, `/readyz` and
+//!   `/v1/openapi.json` (relative to where the router is mounted) answers
+//!   401 without a valid credential, unknown paths included: an
+//!   unauthenticated caller learns no more than the published document
+//!   says (it describes the API; it holds no data).
+//! - **Every refusal for a credential is logged** (method, path, why), never
+//!   with the token or its hash.
 //! - **A token is never kept, compared or logged in the clear.** Only its
 //!   SHA-256 is held ([`TokenHash`]); a presented token is hashed and the
 //!   hashes compared in constant time. [`TokenSecret`]'s `Debug` is
 //!   redacted, so a stray `?secret` in a log line shows nothing.
 //! - **Read-only mode refuses every state-changing request** (any method
 //!   but GET, HEAD and OPTIONS) with 403 before a handler runs.
+//! - **A worker token reaches only the worker routes** (`/v1/work/...`):
+//!   anywhere else it answers 403 before a handler runs, so it reads no
+//!   item, lane or stat it was not handed by a claim. Conversely only a
+//!   worker token claims: the worker routes refuse every other role
+//!   ([`ApiPrincipal::require_work`]).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -36,20 +44,30 @@ use crate::problem::Problem;
 /// to secret scanners.
 pub const TOKEN_PREFIX: &str = "drv_";
 
-/// The paths that answer without credentials (exact match).
-pub const OPEN_PATHS: [&str; 2] = ["/healthz", "/readyz"];
+/// The paths that answer without credentials (exact match): the probes,
+/// and the OpenAPI document, so a client generator can fetch it by URL.
+pub const OPEN_PATHS: [&str; 3] = ["/healthz", "/readyz", "/v1/openapi.json"];
 
-/// What a principal may do. Ordered: each role holds the ones below it.
+/// Where the worker routes live: the only paths a worker token reaches.
+pub const WORK_PATH_PREFIX: &str = "/v1/work/";
+
+/// What a principal may do. Ordered: each role holds the ones below it,
+/// except [`Role::Worker`], which is below them all and holds only its
+/// work grants.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
+    /// Claims and settles items of its grants' lanes and kinds over the
+    /// worker routes, and nothing else (it reads no list, no item).
+    Worker,
     /// Reads items, lanes, workers, stats.
     Viewer,
     /// Also retries, cancels and pauses.
     Operator,
-    /// Also manages tokens.
+    /// What an operator may do. Tokens themselves are managed with
+    /// `drover token` against the database; no HTTP route manages them.
     Admin,
 }
 
@@ -57,6 +75,7 @@ impl Role {
     /// The role's name as the CLI and the API spell it.
     pub fn as_str(self) -> &'static str {
         match self {
+            Role::Worker => "worker",
             Role::Viewer => "viewer",
             Role::Operator => "operator",
             Role::Admin => "admin",
@@ -68,11 +87,12 @@ impl std::str::FromStr for Role {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
+            "worker" => Ok(Role::Worker),
             "viewer" => Ok(Role::Viewer),
             "operator" => Ok(Role::Operator),
             "admin" => Ok(Role::Admin),
             other => Err(format!(
-                "{other:?} is not a role (viewer, operator or admin)"
+                "{other:?} is not a role (viewer, operator, admin or worker)"
             )),
         }
     }
@@ -90,6 +110,32 @@ pub struct ApiPrincipal {
     /// The kinds it may enqueue: names or `prefix.*` wildcards, `*` for
     /// every kind; empty, it may enqueue nothing.
     pub enqueue: Vec<String>,
+    /// What a worker token may claim: `<lane>:<kind>` grants (lane a name
+    /// or `*`, kind a name, `prefix.*` or `*`); empty for other roles.
+    #[serde(default)]
+    pub work: Vec<String>,
+}
+
+/// Checks a work grant's form: `<lane>:<kind>`, the lane a lane name or
+/// `*`, the kind a kind name, `prefix.*` or `*`.
+///
+/// # Errors
+/// [`drover::Error::InvalidInput`] on `work` naming the grant.
+pub fn validate_work_grant(grant: &str) -> drover::Result<()> {
+    let bad = || {
+        drover::Error::invalid(
+            "work",
+            format!("{grant:?} is not <lane>:<kind> (lane or *, kind, prefix.* or *)"),
+        )
+    };
+    let (lane, kind) = grant.split_once(':').ok_or_else(bad)?;
+    if lane != "*" {
+        drover::item::validate_lane(lane).map_err(|_| bad())?;
+    }
+    if kind != "*" {
+        drover::item::validate_kind(kind.strip_suffix(".*").unwrap_or(kind)).map_err(|_| bad())?;
+    }
+    Ok(())
 }
 
 impl ApiPrincipal {
@@ -109,6 +155,41 @@ impl ApiPrincipal {
             Err(Problem::forbidden(format!(
                 "this needs the {} role; the token holds {}",
                 role.as_str(),
+                self.role.as_str()
+            )))
+        }
+    }
+
+    /// True when the token's work grants cover claiming `kind` on `lane`.
+    pub fn may_work(&self, lane: &str, kind: &str) -> bool {
+        self.role == Role::Worker
+            && self.work.iter().any(|g| {
+                g.split_once(':').is_some_and(|(l, k)| {
+                    (l == "*" || l == lane) && drover::queue::permission_covers(k, kind)
+                })
+            })
+    }
+
+    /// True when some work grant covers every kind on `lane` (`lane:*` or
+    /// `*:*`): a claim there may leave its kinds unnamed.
+    pub fn may_work_any_kind(&self, lane: &str) -> bool {
+        self.role == Role::Worker
+            && self.work.iter().any(|g| {
+                g.split_once(':')
+                    .is_some_and(|(l, k)| (l == "*" || l == lane) && k == "*")
+            })
+    }
+
+    /// Refuses with 403 unless the principal is a worker token.
+    ///
+    /// # Errors
+    /// [`Problem::forbidden`] naming the role needed.
+    pub fn require_work(&self) -> Result<(), Problem> {
+        if self.role == Role::Worker {
+            Ok(())
+        } else {
+            Err(Problem::forbidden(format!(
+                "claiming needs a worker token; the token holds {} (mint one with `drover token create --role worker --work <lane>:<kind>`)",
                 self.role.as_str()
             )))
         }
@@ -332,6 +413,13 @@ fn challenge(problem: Problem) -> Response {
     res
 }
 
+/// Logs a request refused for its credential (a 401): the method, the path
+/// and why, never the token nor its hash. At `warn`, so `drover serve`'s
+/// default filter shows it.
+fn refused(req: &Request, why: &'static str) {
+    tracing::warn!(method = %req.method(), path = req.uri().path(), why, "API request refused: 401");
+}
+
 /// The middleware in front of every route: lets the open paths through,
 /// authenticates everything else, puts the [`ApiPrincipal`] in the
 /// request's extensions, and enforces read-only mode.
@@ -343,6 +431,7 @@ pub async fn require_auth(State(auth): State<Auth>, mut req: Request, next: Next
     // authenticated the request already.
     if req.extensions().get::<ApiPrincipal>().is_none() {
         let Some(secret) = bearer(&req) else {
+            refused(&req, "no bearer token");
             return challenge(Problem::unauthorized());
         };
         match auth.authenticate(&secret).await {
@@ -350,12 +439,21 @@ pub async fn require_auth(State(auth): State<Auth>, mut req: Request, next: Next
                 req.extensions_mut().insert(p);
             }
             Ok(None) => {
+                refused(&req, "the token is unknown or revoked");
                 return challenge(
                     Problem::unauthorized().detail("the token is unknown or revoked"),
                 );
             }
             Err(e) => return Problem::from(e).into_response(),
         }
+    }
+    let worker = req
+        .extensions()
+        .get::<ApiPrincipal>()
+        .is_some_and(|p| p.role == Role::Worker);
+    if worker && !req.uri().path().starts_with(WORK_PATH_PREFIX) {
+        return Problem::forbidden("a worker token reaches only the worker routes (/v1/work/...)")
+            .into_response();
     }
     let safe = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
     if auth.read_only && !safe {
@@ -386,10 +484,41 @@ mod tests {
             role: Role::Operator,
             tenant: Some(t),
             enqueue: vec!["mail.*".into()],
+            work: vec![],
         };
         assert!(p.has(Role::Viewer) && p.has(Role::Operator) && !p.has(Role::Admin));
         assert!(p.may_enqueue("mail.send") && !p.may_enqueue("billing.refund"));
         assert_eq!(p.tenant_for(None).unwrap(), t);
         assert_eq!(p.tenant_for(Some(Uuid::now_v7())).unwrap_err().status, 403);
+        assert!(
+            !p.may_work("mail", "mail.send"),
+            "only a worker token claims"
+        );
+    }
+
+    #[test]
+    fn work_grants_cover_lanes_and_kinds() {
+        let w = ApiPrincipal {
+            token_id: Uuid::now_v7(),
+            role: Role::Worker,
+            tenant: None,
+            enqueue: vec![],
+            work: vec!["mail:mail.*".into(), "*:report".into()],
+        };
+        assert!(!w.has(Role::Viewer), "a worker token reads nothing");
+        assert!(w.may_work("mail", "mail.send") && w.may_work("other", "report"));
+        assert!(!w.may_work("other", "mail.send") && !w.may_work("mail", "billing"));
+        assert!(!w.may_work_any_kind("mail"));
+        let all = ApiPrincipal {
+            work: vec!["mail:*".into()],
+            ..w.clone()
+        };
+        assert!(all.may_work_any_kind("mail") && !all.may_work_any_kind("other"));
+        for good in ["mail:mail.*", "*:*", "default:report"] {
+            assert!(validate_work_grant(good).is_ok(), "{good}");
+        }
+        for bad in ["mail", "Mail:x", "mail:", ":x", "a b:c"] {
+            assert!(validate_work_grant(bad).is_err(), "{bad}");
+        }
     }
 }

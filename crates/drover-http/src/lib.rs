@@ -10,7 +10,7 @@
 //! use drover_http::{Auth, ApiPrincipal, Role, TokenSecret};
 //!
 //! let secret = TokenSecret::generate();
-//! let admin = ApiPrincipal { token_id: uuid::Uuid::now_v7(), role: Role::Admin, tenant: None, enqueue: vec!["*".into()] };
+//! let admin = ApiPrincipal { token_id: uuid::Uuid::now_v7(), role: Role::Admin, tenant: None, enqueue: vec!["*".into()], work: vec![] };
 //! let app = axum::Router::new().nest("/ops", drover_http::router(queue, Auth::deny_all().with_token(&secret, admin)));
 //! # }
 //! ```
@@ -20,19 +20,23 @@
 //! | [`auth`] | tokens, principals and roles, the default-deny middleware |
 //! | [`tokens`] | durable tokens: minting, the store-backed lookup |
 //! | [`problem`] | RFC 9457 problem details, the one error body |
+//! | [`head`] | the request head's limits (414, 431 as problems) |
 //! | [`api`] | the JSON routes under `/v1` and the health probes |
 //! | [`dashboard`] | the server-rendered pages under `/ui`, their sessions and CSRF check |
 //!
-//! Invariants: every route but exactly `/healthz` and `/readyz` needs a
-//! credential ([`auth`]); every error is `application/problem+json`
+//! Invariants: every route but exactly `/healthz`, `/readyz` and
+//! `/v1/openapi.json` needs a credential ([`auth`]); every error is `application/problem+json`
 //! ([`problem`]); a tenant-scoped principal's reads and writes go to the
 //! store under its tenant, so PostgreSQL's row-level security bounds them
-//! whatever a handler asks.
+//! whatever a handler asks; every response carries
+//! `X-Content-Type-Options: nosniff`, so no browser reads a JSON answer
+//! (or a problem) as anything but what its content type says.
 
 pub mod api;
 pub mod auth;
 pub mod dashboard;
 mod filter;
+pub mod head;
 pub mod problem;
 pub mod tokens;
 
@@ -58,6 +62,11 @@ pub struct HttpConfig {
     pub dashboard: dashboard::DashboardConfig,
     /// Request gathering of single-item enqueues ([`api::gather`]).
     pub gather: api::gather::GatherConfig,
+    /// Cancelled when the server starts draining: the worker routes'
+    /// claims and long polls then answer 503 with `Retry-After`
+    /// ([`api::work`]). `drover serve` cancels it on SIGTERM / SIGINT,
+    /// before finishing the requests in flight.
+    pub shutdown: tokio_util::sync::CancellationToken,
 }
 
 impl Default for HttpConfig {
@@ -66,6 +75,7 @@ impl Default for HttpConfig {
             max_body_bytes: MAX_BODY_BYTES_DEFAULT,
             dashboard: dashboard::DashboardConfig::default(),
             gather: api::gather::GatherConfig::default(),
+            shutdown: tokio_util::sync::CancellationToken::new(),
         }
     }
 }
@@ -85,11 +95,14 @@ pub struct AppState {
     /// dashboard's pages and the API's `/v1/lanes` and `/v1/stats` answer
     /// from, so their cost does not grow with the callers.
     pub live: Arc<dashboard::live::Live>,
+    /// The HTTP workers this process has heard from (their liveness rows).
+    pub work: Arc<api::work::HttpWorkers>,
 }
 
 /// The API's router over `queue`, authenticated by `auth`, with default
 /// settings. Mount it under a prefix with [`axum::Router::nest`]; the open
-/// paths are `/healthz` and `/readyz` relative to that prefix.
+/// paths are `/healthz`, `/readyz` and `/v1/openapi.json` relative to that
+/// prefix.
 pub fn router(queue: Queue, auth: Auth) -> Router {
     router_with(queue, auth, HttpConfig::default())
 }
@@ -119,6 +132,7 @@ pub fn router_and_stats(
         config: Arc::new(config),
         gather,
         live,
+        work: Arc::default(),
     };
     let (api, _spec) = api::routes(state.clone()).split_for_parts();
     let api = Router::new()
@@ -134,6 +148,20 @@ pub fn router_and_stats(
         ));
     // The dashboard has its own gate (a session cookie, the CSRF check),
     // so it is merged outside the bearer-token layer.
-    let router = dashboard::routes(state.clone(), state.config.dashboard.clone()).merge(api);
+    let router = dashboard::routes(state.clone(), state.config.dashboard.clone())
+        .merge(api)
+        .layer(axum::middleware::from_fn(head::limit))
+        .layer(axum::middleware::map_response(nosniff));
     (router, stats)
+}
+
+/// Marks every response `X-Content-Type-Options: nosniff` (the outermost
+/// layer, so the head limits' and the authentication's answers carry it
+/// too).
+async fn nosniff(mut res: axum::response::Response) -> axum::response::Response {
+    res.headers_mut().insert(
+        axum::http::header::X_CONTENT_TYPE_OPTIONS,
+        axum::http::HeaderValue::from_static("nosniff"),
+    );
+    res
 }

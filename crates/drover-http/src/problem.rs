@@ -27,9 +27,11 @@ pub struct Problem {
     pub status: u16,
     /// What happened this time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub detail: Option<String>,
     /// The request field (body member, header or query parameter) at fault.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub field: Option<String>,
 }
 

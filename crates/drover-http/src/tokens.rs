@@ -22,6 +22,9 @@ pub struct TokenGrant {
     pub enqueue: Vec<String>,
     /// A label for people.
     pub label: String,
+    /// A worker token's work grants, `<lane>:<kind>`; empty for every
+    /// other role.
+    pub work: Vec<String>,
 }
 
 /// Mints a token, stores its hash, and returns the secret (to show once)
@@ -29,7 +32,11 @@ pub struct TokenGrant {
 ///
 /// # Errors
 /// [`drover::Error::InvalidInput`] on `enqueue` for a grant that is not a
-/// kind name, `prefix.*` or `*`; storage errors.
+/// kind name, `prefix.*` or `*`; on `work` for a grant not of the form
+/// `<lane>:<kind>`, work grants on a role other than `worker`, or a worker
+/// token without any; on `tenant` or `enqueue` for a worker token (it
+/// claims across tenants, as a native worker does, and enqueues nothing);
+/// storage errors.
 pub async fn create(queue: &Queue, grant: &TokenGrant) -> drover::Result<(TokenSecret, TokenRow)> {
     for g in &grant.enqueue {
         let name = g.strip_suffix(".*").unwrap_or(g);
@@ -38,6 +45,37 @@ pub async fn create(queue: &Queue, grant: &TokenGrant) -> drover::Result<(TokenS
                 drover::Error::invalid("enqueue", format!("{g:?} is not a kind, prefix.* or *"))
             })?;
         }
+    }
+    for g in &grant.work {
+        crate::auth::validate_work_grant(g)?;
+    }
+    match grant.role {
+        Role::Worker if grant.work.is_empty() => {
+            return Err(drover::Error::invalid(
+                "work",
+                "a worker token needs at least one <lane>:<kind> grant",
+            ));
+        }
+        Role::Worker if grant.tenant.is_some() => {
+            return Err(drover::Error::invalid(
+                "tenant",
+                "a worker token claims across tenants, as a native worker does; it cannot be scoped",
+            ));
+        }
+        Role::Worker if !grant.enqueue.is_empty() => {
+            return Err(drover::Error::invalid(
+                "enqueue",
+                "a worker token reaches only the worker routes; it enqueues nothing",
+            ));
+        }
+        Role::Worker => {}
+        _ if !grant.work.is_empty() => {
+            return Err(drover::Error::invalid(
+                "work",
+                "only a worker token holds work grants",
+            ));
+        }
+        _ => {}
     }
     if grant.label.len() > 256 {
         return Err(drover::Error::invalid("label", "must be at most 256 bytes"));
@@ -51,6 +89,7 @@ pub async fn create(queue: &Queue, grant: &TokenGrant) -> drover::Result<(TokenS
             scope_tenant: grant.tenant,
             enqueue: grant.enqueue.clone(),
             label: grant.label.clone(),
+            work: grant.work.clone(),
         })
         .await?;
     tracing::info!(token = %row.id, role = %row.role, "API token created");
@@ -71,6 +110,7 @@ pub fn principal_of(row: &TokenRow) -> drover::Result<ApiPrincipal> {
         role,
         tenant: row.scope_tenant,
         enqueue: row.enqueue.clone(),
+        work: row.work.clone(),
     })
 }
 

@@ -38,6 +38,7 @@ fn principal(role: Role) -> ApiPrincipal {
         role,
         tenant: None,
         enqueue: vec!["*".into()],
+        work: vec![],
     }
 }
 
@@ -58,6 +59,7 @@ async fn fixture_over_table(queue: Queue) -> Fixture {
         tenant: None,
         enqueue: vec!["*".into()],
         label: "dashboard test".into(),
+        work: vec![],
     };
     let (operator, _) = drover_http::tokens::create(&queue, &mint(Role::Operator))
         .await
@@ -87,6 +89,7 @@ fn fixture_with(queue: Queue, auth: Auth, operator: TokenSecret, viewer: TokenSe
             queue.clone(),
             drover_http::api::gather::GatherConfig::default(),
         )),
+        work: Arc::default(),
     };
     let state = DashState {
         app: app_state,

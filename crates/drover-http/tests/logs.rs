@@ -1,6 +1,8 @@
 //! No token or token hash appears in the logs at any level: every log line
 //! of a run that mints tokens, authenticates with good and bad ones, and
-//! writes with Idempotency-Key is captured at TRACE and searched.
+//! writes with Idempotency-Key is captured at TRACE and searched. Refusals
+//! for a credential are logged (an API 401, a failed dashboard login), at
+//! `warn`, without the token.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -66,14 +68,38 @@ async fn no_token_or_hash_in_the_logs_at_any_level() {
             .call(Method::GET, "/v1/nowhere", Some(t), None, &[])
             .await;
     }
+    let _ = app.call(Method::GET, "/v1/items", None, None, &[]).await;
+    let login = axum::http::Request::post("/ui/login")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("sec-fetch-site", "same-origin")
+        .body(axum::body::Body::from(format!("token={}", wrong.expose())))
+        .unwrap();
+    let res = tower::ServiceExt::oneshot(app.router.clone(), login)
+        .await
+        .unwrap();
+    assert_eq!(res.status(), axum::http::StatusCode::UNAUTHORIZED);
     secrets.push(app.token(Role::Admin, None, &["*"]).await);
     tracing::trace!(auth = ?drover_http::Auth::deny_all().with_token(&wrong, drover_http::ApiPrincipal {
-        token_id: uuid::Uuid::nil(), role: Role::Admin, tenant: None, enqueue: vec![] }), "auth state");
+        token_id: uuid::Uuid::nil(), role: Role::Admin, tenant: None, enqueue: vec![], work: vec![] }), "auth state");
     let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
     assert!(
         text.contains("API token created"),
         "the capture saw the logs: {text}"
     );
+    for (line, what) in [
+        ("why=\"no bearer token\"", "a request without a token"),
+        (
+            "why=\"the token is unknown or revoked\"",
+            "a request with a wrong token",
+        ),
+        ("dashboard login refused", "a failed dashboard login"),
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.contains(" WARN ") && l.contains(line)),
+            "{what} is logged at warn: {text}"
+        );
+    }
     for s in &secrets {
         assert!(!text.contains(s.expose()), "a token appears in the logs");
         assert!(

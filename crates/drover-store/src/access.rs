@@ -55,7 +55,7 @@ pub struct NewToken {
     pub id: Uuid,
     /// The SHA-256 of the token, lowercase hex.
     pub hash: String,
-    /// `viewer`, `operator` or `admin`.
+    /// `viewer`, `operator`, `admin` or `worker`.
     pub role: String,
     /// The one tenant it sees; `None` sees every tenant.
     pub scope_tenant: Option<Uuid>,
@@ -63,6 +63,10 @@ pub struct NewToken {
     pub enqueue: Vec<String>,
     /// A free label for people.
     pub label: String,
+    /// What a `worker` token may claim: `<lane>:<kind>` grants (lane a
+    /// name or `*`; kind a name, `prefix.*` or `*`). Empty for every other
+    /// role (a CHECK in both schemas).
+    pub work: Vec<String>,
 }
 
 /// A stored token.
@@ -84,6 +88,9 @@ pub struct TokenRow {
     pub created_at: DateTime<Utc>,
     /// When it was revoked, if it was.
     pub revoked_at: Option<DateTime<Utc>>,
+    /// Its work grants (a `worker` token's; see [`NewToken::work`]).
+    #[serde(default)]
+    pub work: Vec<String>,
 }
 
 /// What identifies an idempotency marker: the key and its scope.

@@ -650,6 +650,9 @@ impl crate::limits::LimitStore for FaultStore {
     async fn limit_usage(&self) -> Result<Vec<crate::limits::LimitUsage>> {
         self.inner.limit_usage().await
     }
+    async fn limits_apply(&self, lane: &str, kinds: &[String]) -> Result<bool> {
+        self.inner.limits_apply(lane, kinds).await
+    }
     async fn order_blocker(
         &self,
         item: &drover_core::item::Item,

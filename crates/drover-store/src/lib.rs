@@ -70,6 +70,7 @@ pub mod schedule;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 mod sweep;
+pub mod tx;
 pub mod vacuum;
 pub mod wake;
 mod worker;
@@ -88,6 +89,7 @@ pub use item::{
 };
 pub use migrations::MigrationStatus;
 pub use sweep::SweepStore;
+pub use tx::{Tx, TxConn};
 pub use wake::Wake;
 pub use worker::{LOST_AFTER_BEATS, WorkerRow, WorkerStore};
 
@@ -344,6 +346,28 @@ pub trait Store:
         row: &crate::outbox::NewOutboxRow,
     ) -> Result<()> {
         caller::outbox_insert_in(self, conn, row).await
+    }
+
+    /// Opens a transaction on the store's own database for a caller
+    /// ([`tx`]): the caller's statements and the `*_in` writes on it commit
+    /// or roll back together. PostgreSQL: a transaction of the store's
+    /// pool as its login, with the login's own `search_path`; SQLite: the
+    /// one writer's `BEGIN IMMEDIATE`.
+    ///
+    /// # Errors
+    /// [`Error::Config`](drover_core::Error::Config) for a store whose writes
+    /// share no database with a caller (the memory store: use the writes
+    /// that run in a transaction of their own); database errors.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropped, the transaction is never handed out and is
+    /// rolled back.
+    async fn tx_begin(&self) -> Result<Tx> {
+        Err(drover_core::Error::Config(format!(
+            "the {} store has no caller transactions: its writes share no database with \
+             the caller's (enqueue, start and write outbox rows in transactions of their own)",
+            format!("{:?}", self.backend()).to_lowercase()
+        )))
     }
 
     /// The connections the store's pool may open, if it has a pool; the

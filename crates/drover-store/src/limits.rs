@@ -441,6 +441,20 @@ pub fn break_limits(broken: bool) {
     LIMITS_BROKEN.store(broken, std::sync::atomic::Ordering::SeqCst);
 }
 
+/// Whether [`break_limits`] broke this process's limits (always `false`
+/// without feature `test-util`): a backend that admits in SQL passes its
+/// limits as unbounded then, so the same break reaches its rule.
+pub fn limits_broken() -> bool {
+    #[cfg(feature = "test-util")]
+    {
+        LIMITS_BROKEN.load(std::sync::atomic::Ordering::Relaxed)
+    }
+    #[cfg(not(feature = "test-util"))]
+    {
+        false
+    }
+}
+
 /// The claim's rule: which candidates (in claim order) to admit, given the
 /// limits that apply to each and how many slots each scope key holds now.
 ///
@@ -504,6 +518,36 @@ pub fn keys_of(
         }
     }
     out
+}
+
+/// The claim's shortcut: when no per-group limit may apply to a claim of
+/// `kinds` (empty: every kind) in `lane`, the fewest free slots among the
+/// lane's limit and the limits of the kinds it may claim, given the slots
+/// `held` per scope key (as [`keys_of`] spells them); `None` when a
+/// per-group limit may apply (its keys depend on which items are claimed).
+///
+/// A claim that asks for no more than this needs no admission item by
+/// item: whatever it takes fits every limit. PostgreSQL's `claim_limited`
+/// takes the same shortcut in SQL.
+pub fn room(
+    limits: &[LimitSetting],
+    lane: &str,
+    kinds: &[String],
+    held: &std::collections::HashMap<String, u64>,
+) -> Option<u64> {
+    let may = |k: &str| kinds.is_empty() || kinds.iter().any(|c| c == k);
+    let mut room = u64::MAX;
+    for l in limits {
+        let key = match &l.scope {
+            LimitScope::KindPerGroup(k) if may(k) => return None,
+            LimitScope::Lane(n) if n == lane => format!("lane:{lane}"),
+            LimitScope::Kind(k) if may(k) => format!("kind:{k}"),
+            _ => continue,
+        };
+        let used = held.get(&key).copied().unwrap_or(0);
+        room = room.min(u64::from(l.concurrency).saturating_sub(used));
+    }
+    Some(room)
 }
 
 /// The scopes whose limits are full, as a claim leaves them out of its
@@ -578,6 +622,9 @@ pub const LIMITS_CACHE_TTL: std::time::Duration = std::time::Duration::from_mill
 #[derive(Debug, Default)]
 pub struct LimitCache {
     slot: std::sync::Mutex<Option<(std::time::Instant, std::sync::Arc<Vec<LimitSetting>>)>>,
+    /// The database lacks the one-call limited claim (a schema behind the
+    /// binary): claim in steps until the limits are read again.
+    steps_only: std::sync::atomic::AtomicBool,
 }
 
 impl LimitCache {
@@ -591,10 +638,26 @@ impl LimitCache {
 
     /// Keeps `limits` (the ones in force) as read now.
     pub fn put(&self, limits: Vec<LimitSetting>) -> std::sync::Arc<Vec<LimitSetting>> {
+        self.steps_only
+            .store(false, std::sync::atomic::Ordering::Relaxed);
         let v = std::sync::Arc::new(limits);
         *self.slot.lock().unwrap_or_else(|p| p.into_inner()) =
             Some((std::time::Instant::now(), v.clone()));
         v
+    }
+
+    /// Whether a claim found the database without the one-call limited
+    /// claim since the limits were last read.
+    pub fn steps_only(&self) -> bool {
+        self.steps_only.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Records that the database lacks the one-call limited claim, until
+    /// the limits are next read (then the call is tried again, so a
+    /// migration under load is taken up within the cache's TTL).
+    pub fn set_steps_only(&self) {
+        self.steps_only
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Forgets the cached limits (this process changed them).
@@ -626,6 +689,13 @@ pub trait LimitStore: Send + Sync {
     /// The limits in force with their use: slots held and items waiting.
     async fn limit_usage(&self) -> Result<Vec<LimitUsage>>;
 
+    /// Whether a limit in force applies to a claim of `lane` for `kinds`
+    /// ([`applies`]), so a short claim there may have been held back by a
+    /// full limit rather than by an empty lane. Read from the claimers'
+    /// cache where the backend keeps one (a change shows within
+    /// [`LIMITS_CACHE_TTL`]).
+    async fn limits_apply(&self, lane: &str, kinds: &[String]) -> Result<bool>;
+
     /// The earliest item of `item`'s group (same tenant, kind and group)
     /// enqueued before it that keeps it waiting under an ordered limit
     /// with `on_dead_letter` ([`blocks_order`]); `None` when it is its
@@ -651,6 +721,31 @@ mod tests {
             set_at: DateTime::<Utc>::UNIX_EPOCH,
             set_by: Uuid::nil(),
         }
+    }
+
+    #[test]
+    fn room_is_the_fewest_free_slots_unless_a_per_group_limit_may_apply() {
+        let limits = vec![
+            setting(LimitScope::Lane("l".into()), LimitSource::Code, 10),
+            setting(LimitScope::Kind("a".into()), LimitSource::Code, 4),
+            setting(LimitScope::KindPerGroup("g".into()), LimitSource::Code, 1),
+            setting(LimitScope::Lane("other".into()), LimitSource::Code, 1),
+        ];
+        let held: std::collections::HashMap<String, u64> =
+            [("lane:l".to_owned(), 3), ("kind:a".to_owned(), 1)].into();
+        let kinds = |k: &[&str]| k.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        // The kind limit leaves 3, the lane's 7.
+        assert_eq!(room(&limits, "l", &kinds(&["a"]), &held), Some(3));
+        // A kind no limit names: only the lane's.
+        assert_eq!(room(&limits, "l", &kinds(&["b"]), &held), Some(7));
+        // Every kind, so the per-group kind too: no shortcut.
+        assert_eq!(room(&limits, "l", &[], &held), None);
+        assert_eq!(room(&limits, "l", &kinds(&["a", "g"]), &held), None);
+        // Nothing applies: no bound.
+        assert_eq!(room(&limits, "m", &kinds(&["b"]), &held), Some(u64::MAX));
+        // Over a limit (it was lowered): none, not an underflow.
+        let over: std::collections::HashMap<String, u64> = [("kind:a".to_owned(), 9)].into();
+        assert_eq!(room(&limits, "l", &kinds(&["a"]), &over), Some(0));
     }
 
     #[test]

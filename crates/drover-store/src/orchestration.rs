@@ -32,6 +32,8 @@
 //!   ones dropped ([`Orchestration::history_dropped`]); the completed list
 //!   (what compensation walks) is never trimmed, and is bounded instead by
 //!   [`COMPLETED_CAP`] (see there).
+//! - A listing skips (and logs) a row it cannot decode rather than fail
+//!   (`decodable`); reading that one record still reports the error.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -400,7 +402,9 @@ pub trait OrchestrationStore: Send + Sync {
     /// Reads a record of `tenant`.
     async fn orchestration_get(&self, tenant: Uuid, id: Uuid) -> Result<Option<Orchestration>>;
 
-    /// Lists records, newest first.
+    /// Lists records, newest first. A row that does not decode (written by
+    /// a newer drover, or damaged by hand) is left out with a warning naming
+    /// its id, so one such row does not hide every other from a listing.
     async fn orchestration_list(&self, filter: &OrchestrationFilter) -> Result<Vec<Orchestration>>;
 
     /// Completes the claimed step item (fenced) and applies `t` (a
@@ -457,4 +461,26 @@ pub trait OrchestrationStore: Send + Sync {
 
     /// The signals sent to a record, oldest first.
     async fn orchestration_signal_list(&self, tenant: Uuid, id: Uuid) -> Result<Vec<Signal>>;
+}
+
+/// The records of a listing's rows that decode, in the rows' order. A row
+/// that does not is left out with a warning naming its id (`id` reads it
+/// without decoding the rest): a listing degrades by one row, never to an
+/// error for every row.
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub(crate) fn decodable<R>(
+    rows: &[R],
+    record: impl Fn(&R) -> Result<Orchestration>,
+    id: impl Fn(&R) -> Option<Uuid>,
+) -> Vec<Orchestration> {
+    rows.iter()
+        .filter_map(|row| match record(row) {
+            Ok(o) => Some(o),
+            Err(e) => {
+                let id = id(row).map_or_else(|| "unreadable".to_owned(), |i| i.to_string());
+                tracing::warn!(%id, error = %e, "an orchestration row does not decode: left out of the listing");
+                None
+            }
+        })
+        .collect()
 }

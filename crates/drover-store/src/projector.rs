@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::events::Event;
+use crate::tx::TxConn;
 use drover_core::error::{Error, Opaque, Result};
 
 /// What [`ProjectorStore::projector_lease_take`] asks for.
@@ -284,9 +285,9 @@ impl ProjectorStrategy {
 /// checkpoint moves in, on the store's own database.
 #[non_exhaustive]
 pub enum ProjectionTx<'c> {
-    /// A PostgreSQL transaction running as the store's login (its role and
-    /// `search_path` as the pool opened it: qualify the projection's tables
-    /// by schema). Commits with the checkpoint.
+    /// A PostgreSQL transaction running as the store's login, with the
+    /// login's own `search_path` (not drover's schema: a table is named as
+    /// on the service's own pool). Commits with the checkpoint.
     #[cfg(feature = "postgres")]
     Postgres(&'c mut sqlx::PgConnection),
     /// The SQLite writer's transaction on the store's file. Commits with the
@@ -325,6 +326,22 @@ impl ProjectionTx<'_> {
         }
     }
 
+    /// The transaction as the engine-neutral [`TxConn`], when it is on the
+    /// store's database (`None` for [`ProjectionTx::Detached`]): code that
+    /// takes a `&mut TxConn<'_>` runs the same in a caller's transaction
+    /// (`queue.begin()`) and in a projection, on either engine. On
+    /// PostgreSQL its statements are not prepared by name (the batch may
+    /// run behind a transaction pooler).
+    pub fn conn(&mut self) -> Option<TxConn<'_>> {
+        match self {
+            #[cfg(feature = "postgres")]
+            ProjectionTx::Postgres(c) => Some(TxConn::from_postgres(c, false)),
+            #[cfg(feature = "sqlite")]
+            ProjectionTx::Sqlite(c) => Some(TxConn::from_sqlite(c)),
+            _ => None,
+        }
+    }
+
     /// True when the projection's writes commit with the checkpoint
     /// (exactly once); false for [`ProjectionTx::Detached`].
     pub fn is_shared(&self) -> bool {
@@ -356,17 +373,18 @@ impl ProjectionTx<'_> {
 ///         }
 ///     }
 ///     async fn apply(&self, event: &Event, tx: &mut ProjectionTx<'_>) -> drover_core::Result<()> {
-///         if let Some(conn) = tx.sqlite() {
-///             sqlx::query("INSERT INTO orders_per_customer (customer, n) VALUES (?1, 1) \
-///                          ON CONFLICT (customer) DO UPDATE SET n = n + 1")
+///         // One SQL text for PostgreSQL and SQLite; `None` on the memory store.
+///         if let Some(mut conn) = tx.conn() {
+///             conn.query("INSERT INTO orders_per_customer (customer, n) VALUES ($1, 1) \
+///                         ON CONFLICT (customer) DO UPDATE SET n = orders_per_customer.n + 1")
 ///                 .bind(event.payload["customer"].as_str())
-///                 .execute(conn).await?;
+///                 .execute().await?;
 ///         }
 ///         Ok(())
 ///     }
 ///     async fn reset(&self, _tenant: uuid::Uuid, tx: &mut ProjectionTx<'_>) -> drover_core::Result<()> {
-///         if let Some(conn) = tx.sqlite() {
-///             sqlx::query("DELETE FROM orders_per_customer").execute(conn).await?;
+///         if let Some(mut conn) = tx.conn() {
+///             conn.query("DELETE FROM orders_per_customer").execute().await?;
 ///         }
 ///         Ok(())
 ///     }

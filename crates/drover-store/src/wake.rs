@@ -8,6 +8,12 @@
 //! use the nonce to agree, without talking, which one of them claims at once
 //! (`worker::spread`); a wake-up without one is a hint that any of them may
 //! follow after its fallback delay.
+//!
+//! A wake-up may also name [`ANY_LANE`]: SQLite's watch of the file
+//! (`sqlite::watch`) sends it when another process committed, since a
+//! commit seen from outside does not say which lanes gained work. Every
+//! listener treats it as a wake-up of each lane it serves (the outbox relay
+//! included).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,19 +24,31 @@ use tokio::sync::broadcast;
 /// it ([`validate_lane`](drover_core::item::validate_lane)).
 pub const NONCE_SEPARATOR: char = '#';
 
+/// The name of a wake-up for every lane: something committed that the
+/// sender cannot attribute to a lane (another process's commit to a SQLite
+/// file). No lane may contain `*` ([`validate_lane`](drover_core::item::validate_lane)).
+pub const ANY_LANE: &str = "*";
+
 /// One wake-up: a lane that got work, and the nonce every listener of this
 /// wake-up shares (`None`: the sender had none to give, e.g. a payload from
 /// a trigger older than migration 0022, or PostgreSQL's in-process shortcut
 /// that runs ahead of the transaction's `NOTIFY`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Wake {
-    /// The lane (or, for the outbox relay, [`OUTBOX_WAKE`](crate::outbox::OUTBOX_WAKE)).
+    /// The lane (or, for the outbox relay, [`OUTBOX_WAKE`](crate::outbox::OUTBOX_WAKE);
+    /// or [`ANY_LANE`] for all of them).
     pub lane: String,
     /// Identical for every listener of this one wake-up.
     pub nonce: Option<u64>,
 }
 
 impl Wake {
+    /// Whether this wake-up concerns every lane (and the outbox relay):
+    /// [`ANY_LANE`].
+    pub fn is_any(&self) -> bool {
+        self.lane == ANY_LANE
+    }
+
     /// Parses `<lane>` or `<lane>#<nonce>` (the part of a `NOTIFY` payload
     /// after the schema). A nonce that is not a number is dropped, and the
     /// wake-up kept as a hint.

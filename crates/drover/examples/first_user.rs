@@ -85,6 +85,9 @@ async fn main() -> drover::Result<()> {
     let running = Worker::builder(queue.clone())
         .settings(WorkerSettings::from_env()?)
         .lane("mail")
+        // The built-in heartbeat's items go to `default`: drain it here too
+        // (a fleet whose other workers drain it says .drained_elsewhere("default")).
+        .lane("default")
         .capacity(8)
         .metrics_addr(None) // the service serves its own /metrics
         .handler(Mailer)

@@ -4,7 +4,7 @@
 //!
 //! [`Worker::builder`] is defined here: a [`WorkerBuilder`] with this
 //! module's assembly set and every [`register!`](crate::register)ed setup
-//! of the binary applied. At [`WorkerBuilder::build`] the assembly takes
+//! of the binary applied at build (unless the builder opts out). At [`WorkerBuilder::build`] the assembly takes
 //! each role's knobs (as its own builder calls, in its own module, left
 //! them) and turns the roles that are on into [`Service`]s from the
 //! [`WorkerSettings`].
@@ -29,9 +29,13 @@ impl Worker {
     /// Starts building a worker over `queue`, with the default roles (the
     /// scheduler and its heartbeat, the outbox relay, the paced vacuum, the
     /// sweep) on as the settings say.
-    /// Every [`register!`](crate::register)ed setup of the binary is applied.
+    /// Every [`register!`](crate::register)ed setup of the binary is applied
+    /// at [`build`](WorkerBuilder::build), unless
+    /// [`without_registered`](WorkerBuilder::without_registered) says not to.
     pub fn builder(queue: Queue) -> WorkerBuilder {
-        apply_registrations(WorkerBuilder::new(queue).with_assembly(assemble))
+        WorkerBuilder::new(queue)
+            .with_assembly(assemble)
+            .with_registered(apply_registrations)
     }
 }
 

@@ -95,5 +95,5 @@ pub use drover_store::{contract_suite, orchestration_contract_suite, reconcile_c
 pub use error::{Error, ErrorKind, Result};
 pub use item::{InsertResult, Inserted, Item, NewItem, Status};
 pub use queue::{JobContext, Kind, Queue};
-pub use store::{Backend, ClaimRef, Store};
+pub use store::{Backend, ClaimRef, Store, Tx, TxConn};
 pub use worker::{Done, Handler, JobError, Outcome, Strategy, Worker};

@@ -60,7 +60,11 @@ use uuid::Uuid;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::queue::{Queue, STALE_BATCH_DEFAULT};
-use crate::store::{Gauges, Store};
+use crate::store::Gauges;
+
+mod lease;
+
+use lease::{Held, LeaseGuard};
 
 // The interval and retentions are worker settings (`DROVER_SWEEP_INTERVAL`,
 // `DROVER_ITEM_RETENTION`): their defaults live with the settings table,
@@ -214,72 +218,6 @@ impl std::fmt::Debug for Sweeper {
     }
 }
 
-/// The lease a pass holds: its token, and the instant before which it
-/// certainly still holds (measured from before the take or the last
-/// renewal was sent, so never later than the store's expiry).
-struct Held {
-    token: Uuid,
-    until: tokio::time::Instant,
-}
-
-/// The sweep lease while held; released on drop from a task of its own.
-struct LeaseGuard {
-    store: Arc<dyn Store>,
-    token: Option<Uuid>,
-    timeout: Duration,
-}
-
-impl LeaseGuard {
-    /// Gives the lease up; `completed` records the pass as completed.
-    /// Returns false when the lease had passed to another before the end.
-    async fn release(mut self, completed: bool) -> bool {
-        let Some(token) = self.token else {
-            return true;
-        };
-        let r = tokio::time::timeout(
-            self.timeout,
-            self.store.sweep_lease_release(token, completed),
-        )
-        .await;
-        // Only now: a release dropped at its await is retried by Drop.
-        self.token = None;
-        match r {
-            Ok(Ok(held)) => held,
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "sweep lease release failed; it passes on its own");
-                true
-            }
-            Err(_) => {
-                tracing::warn!("sweep lease release timed out; it passes on its own");
-                true
-            }
-        }
-    }
-}
-
-impl Drop for LeaseGuard {
-    fn drop(&mut self) {
-        let Some(token) = self.token.take() else {
-            return;
-        };
-        // A pass dropped mid-way (shutdown, an aborted task): hand the lease
-        // back now rather than make the next sweeper wait for it to pass.
-        // Outside a runtime it simply passes.
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            let store = self.store.clone();
-            let timeout = self.timeout;
-            rt.spawn(async move {
-                match tokio::time::timeout(timeout, store.sweep_lease_release(token, false)).await
-                {
-                    Ok(Ok(_)) => {}
-                    Ok(Err(e)) => tracing::warn!(error = %e, "sweep lease release failed; it passes on its own"),
-                    Err(_) => tracing::warn!("sweep lease release timed out; it passes on its own"),
-                }
-            });
-        }
-    }
-}
-
 /// How a guarded step went wrong.
 #[derive(Debug)]
 enum StepError {
@@ -382,6 +320,20 @@ impl Sweeper {
 
     /// Runs `fut` as its own task under the step timeout: its error, panic
     /// or overrun becomes the `Err` message, never the caller's.
+    /// A step that counts what it did: the count, or 0 with the step's
+    /// error recorded.
+    async fn counted(
+        &self,
+        name: &str,
+        errors: &mut Vec<(String, String)>,
+        fut: impl Future<Output = Result<u64>> + Send + 'static,
+    ) -> u64 {
+        self.guarded(name, fut).await.unwrap_or_else(|e| {
+            errors.push((name.to_owned(), e.to_string()));
+            0
+        })
+    }
+
     async fn guarded<T: Send + 'static>(
         &self,
         name: &str,
@@ -501,54 +453,42 @@ impl Sweeper {
             return false;
         }
         let store = self.queue.store().clone();
-        match self
-            .guarded("counts_settle", async move { store.counts_settle().await })
-            .await
-        {
-            Ok(n) => report.counts_settled = n,
-            Err(e) => report.errors.push(("counts_settle".into(), e.to_string())),
-        }
+        report.counts_settled = self
+            .counted("counts_settle", &mut report.errors, async move {
+                store.counts_settle().await
+            })
+            .await;
         if !self.renew(held, report).await {
             return false;
         }
         let q = self.queue.clone();
         let retention = self.config.retention;
-        match self
-            .guarded("purge", async move { q.purge(retention).await })
-            .await
-        {
-            Ok(n) => report.purged = n,
-            Err(e) => report.errors.push(("purge".into(), e.to_string())),
-        }
+        report.purged = self
+            .counted("purge", &mut report.errors, async move {
+                q.purge(retention).await
+            })
+            .await;
         if !self.renew(held, report).await {
             return false;
         }
         let store = self.queue.store().clone();
         let worker_retention = self.config.worker_retention;
-        match self
-            .guarded("purge_workers", async move {
+        report.workers_purged = self
+            .counted("purge_workers", &mut report.errors, async move {
                 store.worker_purge(worker_retention).await
             })
-            .await
-        {
-            Ok(n) => report.workers_purged = n,
-            Err(e) => report.errors.push(("purge_workers".into(), e.to_string())),
-        }
+            .await;
         if !self.renew(held, report).await {
             return false;
         }
         let store = self.queue.store().clone();
-        match self
-            .guarded("purge_markers", async move {
+        report.markers_purged = self
+            .counted("purge_markers", &mut report.errors, async move {
                 store
                     .marker_purge(crate::store::access::MARKER_PURGE_BATCH_DEFAULT)
                     .await
             })
-            .await
-        {
-            Ok(n) => report.markers_purged = n,
-            Err(e) => report.errors.push(("purge_markers".into(), e.to_string())),
-        }
+            .await;
         for step in &self.steps {
             if !self.renew(held, report).await {
                 return false;

@@ -58,8 +58,48 @@ pub fn span_context(traceparent: &str) -> Option<SpanContext> {
     ))
 }
 
+/// What a run's exported span says about the item: its attributes and the
+/// trace context it links to.
+pub(crate) struct RunAttributes<'a> {
+    /// The item's lane (`messaging.destination.name`).
+    pub(crate) lane: &'a str,
+    /// The item's id (`messaging.message.id`).
+    pub(crate) id: uuid::Uuid,
+    /// Its kind.
+    pub(crate) kind: &'a str,
+    /// Its tenant.
+    pub(crate) tenant: uuid::Uuid,
+    /// The attempt this run is.
+    pub(crate) attempt: i32,
+    /// The claim's fencing token.
+    pub(crate) fencing_token: i64,
+    /// The request that caused it, if known.
+    pub(crate) request_id: Option<&'a str>,
+    /// The W3C `traceparent` it was enqueued under, if any.
+    pub(crate) traceparent: Option<&'a str>,
+}
+
+/// Sets the run's attributes on its OpenTelemetry span (never as
+/// `tracing` fields, so a log formatter does not print them on every line
+/// the handler logs) and links it to the item's trace context.
+pub(crate) fn describe_run(span: &tracing::Span, run: &RunAttributes<'_>) {
+    span.set_attribute("messaging.system", "drover");
+    span.set_attribute("messaging.operation.type", "process");
+    span.set_attribute("messaging.operation.name", "process");
+    span.set_attribute("messaging.destination.name", run.lane.to_owned());
+    span.set_attribute("messaging.message.id", run.id.to_string());
+    span.set_attribute("drover.kind", run.kind.to_owned());
+    span.set_attribute("drover.tenant", run.tenant.to_string());
+    span.set_attribute("drover.attempt", i64::from(run.attempt));
+    span.set_attribute("drover.fencing_token", run.fencing_token);
+    if let Some(r) = run.request_id {
+        span.set_attribute("drover.request_id", r.to_owned());
+    }
+    link_run(span, run.traceparent);
+}
+
 /// Links `span` to the item's trace context, if it has a valid one.
-pub(crate) fn link_run(span: &tracing::Span, traceparent: Option<&str>) {
+fn link_run(span: &tracing::Span, traceparent: Option<&str>) {
     if let Some(cx) = traceparent.and_then(span_context) {
         span.add_link(cx);
     }

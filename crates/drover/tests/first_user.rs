@@ -321,10 +321,12 @@ fn builder_order_does_not_matter() {
         capacity: 7,
         ..WorkerSettings::default()
     };
-    // settings, then lane: the lane replaces the default one.
+    // settings, then lane: the lane replaces the default one (the
+    // heartbeat's lane, `default`, is said to be drained by another worker).
     let w = Worker::builder(Queue::memory())
         .settings(from_env.clone())
         .lane("x")
+        .drained_elsewhere("default")
         .handler(Holder)
         .build()
         .unwrap();
@@ -334,6 +336,7 @@ fn builder_order_does_not_matter() {
     let w = Worker::builder(Queue::memory())
         .lane("x")
         .lane("y")
+        .drained_elsewhere("default")
         .capacity(3)
         .metrics_addr(None)
         .settings(from_env)
@@ -343,6 +346,130 @@ fn builder_order_does_not_matter() {
     assert_eq!(w.settings().lanes, ["x", "y"]);
     assert_eq!(w.settings().capacity, 3);
     assert_eq!(w.settings().metrics_addr, None);
+}
+
+/// A kind that names a lane of its own, handled on a worker of lane `x`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Routed;
+
+impl Kind for Routed {
+    const NAME: &'static str = "test.routed";
+    const LANE: &'static str = "reports";
+}
+
+struct RoutedHandler;
+
+impl Handler for RoutedHandler {
+    type Job = Routed;
+    const STRATEGY: Strategy = STRATEGY;
+    async fn handle(&self, _cx: &JobContext, _job: Routed) -> Outcome {
+        Ok(Done::Completed)
+    }
+}
+
+/// Issue 31, point 5: a worker never silently strands work it creates
+/// itself. `.lane("mail")` replaces the default lane; the heartbeat, a
+/// workflow's step items, a schedule of a kind it handles and a kind that
+/// names its own lane all write elsewhere, and `build` says so, naming the
+/// lane, the writer and the two calls that fix it.
+#[test]
+fn a_worker_refuses_to_strand_work_it_creates_itself() {
+    use drover::orchestration::{Next, Workflow, WorkflowStrategy, Workflows};
+    use drover::periodic::Schedule;
+
+    let no_beat = || WorkerSettings {
+        heartbeat_cron: None,
+        ..WorkerSettings::default()
+    };
+    let refused = |b: drover::worker::WorkerBuilder| {
+        let e = b.build().expect_err("stranded work refused");
+        assert_eq!(e.kind(), ErrorKind::Config, "{e}");
+        e.to_string()
+    };
+
+    // The heartbeat (on by default, lane `default`).
+    let msg = refused(
+        Worker::builder(Queue::memory())
+            .lane("mail")
+            .handler(Holder),
+    );
+    assert!(msg.contains("lane \"default\""), "{msg}");
+    assert!(msg.contains("heartbeat"), "{msg}");
+    assert!(msg.contains(".lane(\"default\")"), "{msg}");
+    assert!(msg.contains(".drained_elsewhere(\"default\")"), "{msg}");
+    assert!(msg.contains("DROVER_DRAINED_ELSEWHERE"), "{msg}");
+
+    // A workflow's step items.
+    let flow = Workflow::<u32>::new(
+        "checkout",
+        WorkflowStrategy {
+            compensation: "none",
+            resume: "sweep",
+        },
+    )
+    .step("pay", |_cx, s| async move { Ok(Next::step("pay", s)) });
+    let msg = refused(
+        Worker::builder(Queue::memory())
+            .settings(no_beat())
+            .lane("mail")
+            .workflows(Workflows::new().with(flow)),
+    );
+    assert!(msg.contains("workflow checkout's step items"), "{msg}");
+
+    // A schedule of a kind this worker handles.
+    let msg = refused(
+        Worker::builder(Queue::memory())
+            .settings(no_beat())
+            .lane("mail")
+            .handler(Holder)
+            .schedule(Schedule::new("hold", "0 * * * *", Hold).lane("nightly")),
+    );
+    assert!(msg.contains("lane \"nightly\""), "{msg}");
+    assert!(msg.contains("schedule hold"), "{msg}");
+
+    // A kind that routes its items to a lane of its own (enqueue, relay).
+    let msg = refused(
+        Worker::builder(Queue::memory())
+            .settings(no_beat())
+            .lane("mail")
+            .handler(RoutedHandler),
+    );
+    assert!(msg.contains("lane \"reports\""), "{msg}");
+    assert!(msg.contains("kind test.routed"), "{msg}");
+
+    // Each fix builds: drain it here, or say another worker drains it
+    // (by the call, or by the setting the CLI and DROVER_* fill).
+    Worker::builder(Queue::memory())
+        .lane("mail")
+        .lane("default")
+        .handler(Holder)
+        .build()
+        .expect("drained here");
+    Worker::builder(Queue::memory())
+        .lane("mail")
+        .drained_elsewhere("default")
+        .handler(Holder)
+        .build()
+        .expect("drained elsewhere");
+    Worker::builder(Queue::memory())
+        .settings(WorkerSettings {
+            lanes: vec!["mail".into()],
+            drained_elsewhere: vec!["default".into(), "reports".into()],
+            ..WorkerSettings::default()
+        })
+        .handler(Holder)
+        .handler(RoutedHandler)
+        .build()
+        .expect("drained elsewhere, from the settings");
+    // A schedule of a kind it does not handle feeds other workers.
+    Worker::builder(Queue::memory())
+        .settings(no_beat())
+        .lane("mail")
+        .handler(RoutedHandler)
+        .drained_elsewhere("reports")
+        .schedule(Schedule::new("hold", "0 * * * *", Hold).lane("nightly"))
+        .build()
+        .expect("another worker's schedule");
 }
 
 #[tokio::test]
@@ -370,6 +497,37 @@ async fn a_taken_metrics_port_names_the_setting_and_the_switch_turns_it_off() {
         .expect("no listener, nothing to bind");
     assert_eq!(running.metrics_addr(), None);
     running.shutdown().await;
+}
+
+/// Issue 31, point 7: a library worker serves no listener unless asked,
+/// so two workers built with the defaults start side by side in one
+/// process (before, the second failed on 127.0.0.1:9464); asked for port
+/// 0, each binds a port of its own and reports it.
+#[tokio::test]
+async fn two_workers_built_with_defaults_start_in_one_process() {
+    let q = Queue::memory();
+    let start = |addr: Option<std::net::SocketAddr>| {
+        let b = Worker::builder(q.clone()).handler(Holder);
+        let b = match addr {
+            Some(a) => b.metrics_addr(a),
+            None => b,
+        };
+        async move { b.build().unwrap().start().await }
+    };
+    let a = start(None).await.expect("first worker");
+    let b = start(None)
+        .await
+        .expect("second worker: no port to race for");
+    assert_eq!((a.metrics_addr(), b.metrics_addr()), (None, None));
+    let any: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let c = start(Some(any)).await.expect("port 0, opted in");
+    let d = start(Some(any)).await.expect("port 0 again");
+    let (c_addr, d_addr) = (c.metrics_addr().unwrap(), d.metrics_addr().unwrap());
+    assert_ne!(c_addr.port(), 0);
+    assert_ne!(c_addr, d_addr);
+    for w in [a, b, c, d] {
+        w.shutdown().await;
+    }
 }
 
 #[tokio::test]
@@ -412,4 +570,107 @@ async fn dropping_a_running_worker_stops_it_and_releases_its_in_flight_item() {
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// A kind whose handler logs one line.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Said;
+
+impl Kind for Said {
+    const NAME: &'static str = "test.said";
+}
+
+struct Sayer;
+
+impl Handler for Sayer {
+    type Job = Said;
+    const STRATEGY: Strategy = STRATEGY;
+    async fn handle(&self, _cx: &JobContext, _job: Said) -> Outcome {
+        tracing::info!("hello from the handler");
+        Ok(Done::Completed)
+    }
+}
+
+/// A `tracing_subscriber::fmt` writer into memory.
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+    fn make_writer(&'a self) -> Captured {
+        self.clone()
+    }
+}
+
+/// Issue 31, point 11: a line a handler logs under the default `fmt`
+/// formatter carries a short span prefix, `drover.item{kind=.. id=..}`,
+/// not the run's ~350 characters of exporter attributes (those are set on
+/// the exported span with feature `otel`: `otel_links.rs`).
+#[test]
+fn a_handlers_log_line_carries_a_short_span_prefix() {
+    let out = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(out.clone())
+        .with_ansi(false)
+        .finish();
+    // One thread, so every task the worker spawns logs to this subscriber.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let id = tracing::subscriber::with_default(subscriber, || {
+        rt.block_on(async {
+            let q = Queue::memory();
+            let id = q.enqueue(Said).await.unwrap().item.id;
+            let w = Worker::builder(q.clone())
+                .settings(WorkerSettings {
+                    poll_interval: Duration::from_millis(20),
+                    heartbeat_cron: None,
+                    ..WorkerSettings::default()
+                })
+                .without_sweep()
+                .handler(Sayer)
+                .build()
+                .unwrap()
+                .start()
+                .await
+                .unwrap();
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            while q.get(Uuid::nil(), id).await.unwrap().status != Status::Done {
+                assert!(tokio::time::Instant::now() < deadline, "never done");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            w.shutdown().await;
+            id
+        })
+    });
+    let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.contains("hello from the handler"))
+        .unwrap_or_else(|| panic!("the handler's line: {text}"));
+    let span = line
+        .find("drover.item{")
+        .and_then(|at| line[at..].find("}:").map(|end| &line[at..at + end + 2]))
+        .unwrap_or_else(|| panic!("the run's span prefix: {line}"));
+    assert!(
+        span.starts_with(&format!("drover.item{{kind=test.said id={id}")),
+        "{span}"
+    );
+    for exporter_only in ["messaging.", "tenant", "fencing", "attempt"] {
+        assert!(!span.contains(exporter_only), "{exporter_only} in {span}");
+    }
+    // kind and id, and with feature `otel` the exported span's name and
+    // kind: under 120 characters, where every attribute took about 350.
+    assert!(span.len() < 120, "{} characters: {span}", span.len());
 }

@@ -116,6 +116,7 @@ async fn worker(q: &Queue, w: Workflows, lane: &str) -> RunningWorker {
         .settings(WorkerSettings {
             capacity: 4,
             lanes: vec![lane.to_owned()],
+            heartbeat_cron: None,
             lease: Duration::from_secs(6),
             renew_interval: Duration::from_secs(2),
             renew_timeout: Duration::from_millis(400),

@@ -188,6 +188,24 @@ async fn groups_run_in_enqueue_order(store: Arc<dyn Store>) {
     assert!(set.is_err(), "only a per-group limit is ordered: {set:?}");
 }
 
+/// A migrated SQLite store on a fresh file, and the file's path.
+async fn sqlite_file() -> (Arc<dyn Store>, std::path::PathBuf) {
+    use drover::store::sqlite::{SqliteOptions, SqliteStore};
+    let path = std::env::temp_dir().join(format!("drover-ordered-{}.db", Uuid::new_v4()));
+    let store = SqliteStore::open(&path.to_string_lossy(), SqliteOptions::default())
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    (Arc::new(store), path)
+}
+
+/// Removes a SQLite file with its WAL and shared-memory files.
+fn remove_sqlite_file(path: &std::path::Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn memory_groups_run_in_enqueue_order() {
     let store = Arc::new(drover::store::memory::MemoryStore::new());
@@ -196,21 +214,88 @@ async fn memory_groups_run_in_enqueue_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_groups_run_in_enqueue_order() {
-    use drover::store::sqlite::{SqliteOptions, SqliteStore};
-    let dir = std::env::temp_dir().join(format!("drover-ordered-{}.db", Uuid::new_v4()));
-    let store = SqliteStore::open(&dir.to_string_lossy(), SqliteOptions::default())
-        .await
-        .unwrap();
-    store.migrate().await.unwrap();
-    groups_run_in_enqueue_order(Arc::new(store)).await;
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", dir.display()));
-    }
+    let (store, path) = sqlite_file().await;
+    groups_run_in_enqueue_order(store).await;
+    remove_sqlite_file(&path);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_groups_run_in_enqueue_order() {
     let (store, schema) = drover::testing::pg_fresh_store().await;
     groups_run_in_enqueue_order(store).await;
+    drover::testing::pg_drop_schema(&drover::testing::pg_owner_url().await, &schema).await;
+}
+
+/// A group held back by its ordered limit runs its next item as soon as the
+/// previous one's run ends, not at the next poll (an hour here): the worker
+/// claims again from a lane whose short claim a limit held back, and
+/// `ClaimBatch::limited` says which short claims those are.
+async fn held_back_groups_move_on_when_a_slot_frees(store: Arc<dyn Store>) {
+    let q = Queue::new(store.clone());
+    // A short claim no limit touches: the lane is empty, nothing held back.
+    let empty = q
+        .claim("default", &[], "w0", Duration::from_secs(60), 4)
+        .await
+        .unwrap();
+    assert!(empty.items.is_empty() && !empty.limited, "{empty:?}");
+    for n in 0..STEPS {
+        q.enqueue(Step { customer: 7, n }).await.unwrap();
+    }
+    let seen = Arc::new(Seen::default());
+    let running = Worker::builder(q.clone())
+        .settings(drover::worker::WorkerSettings {
+            capacity: 4,
+            poll_interval: Duration::from_secs(3600),
+            metrics_addr: None,
+            heartbeat_cron: None,
+            ..Default::default()
+        })
+        .handler(Stepper(seen.clone()))
+        .build()
+        .unwrap()
+        .start()
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while seen.started.lock().unwrap().get(&7).map_or(0, Vec::len) < STEPS as usize {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("every step ran without waiting for the poll");
+    running.shutdown().await;
+    assert_eq!(
+        seen.started.lock().unwrap()[&7],
+        (0..STEPS).collect::<Vec<_>>()
+    );
+    // A short claim under the ordered limit (the code's, now stored): held
+    // back, so worth claiming again once a slot frees.
+    q.enqueue(Step { customer: 8, n: 0 }).await.unwrap();
+    q.enqueue(Step { customer: 8, n: 1 }).await.unwrap();
+    let first = q
+        .claim("default", &[], "w1", Duration::from_secs(60), 4)
+        .await
+        .unwrap();
+    assert_eq!(first.items.len(), 1);
+    assert!(first.limited, "a limit applies to the short claim");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_held_back_groups_move_on_when_a_slot_frees() {
+    let store = Arc::new(drover::store::memory::MemoryStore::new());
+    held_back_groups_move_on_when_a_slot_frees(store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_held_back_groups_move_on_when_a_slot_frees() {
+    let (store, path) = sqlite_file().await;
+    held_back_groups_move_on_when_a_slot_frees(store).await;
+    remove_sqlite_file(&path);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_held_back_groups_move_on_when_a_slot_frees() {
+    let (store, schema) = drover::testing::pg_fresh_store().await;
+    held_back_groups_move_on_when_a_slot_frees(store).await;
     drover::testing::pg_drop_schema(&drover::testing::pg_owner_url().await, &schema).await;
 }

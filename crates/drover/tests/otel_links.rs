@@ -95,6 +95,7 @@ async fn run_one(q: &Queue, principal: Principal) -> Uuid {
             ..WorkerSettings::default()
         })
         .lane("traced")
+        .drained_elsewhere("default") // the heartbeat's
         .metrics_addr(None)
         .without_sweep()
         .handler(Ok1)

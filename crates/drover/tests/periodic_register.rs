@@ -76,3 +76,50 @@ fn the_heartbeat_setting_turns_it_off() {
         .collect();
     assert_eq!(names, vec!["report"]);
 }
+
+/// Issue 31, point 11: a builder opts out of the binary's registrations
+/// (a test's worker that wants only its own handlers), whenever the call
+/// comes.
+#[test]
+fn without_registered_leaves_the_registrations_out() {
+    let worker = Worker::builder(Queue::memory())
+        .without_registered()
+        .handler(Own)
+        .build()
+        .expect("build");
+    assert_eq!(worker.registry().kinds(), ["drover.heartbeat", "own"]);
+    let names: Vec<&str> = worker
+        .scheduler()
+        .expect("the heartbeat's")
+        .schedules()
+        .iter()
+        .map(|s| s.name())
+        .collect();
+    assert_eq!(names, ["drover.heartbeat"]);
+    // Without its own work, the registered handler no longer makes one.
+    let e = Worker::builder(Queue::memory())
+        .without_registered()
+        .build()
+        .expect_err("nothing to do");
+    assert!(e.to_string().contains("nothing to do"), "{e}");
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct OwnJob {}
+impl Kind for OwnJob {
+    const NAME: &'static str = "own";
+}
+
+struct Own;
+impl Handler for Own {
+    type Job = OwnJob;
+    const STRATEGY: Strategy = Strategy {
+        idempotency: "test handler: no side effects",
+        retry: "default",
+        recovery: "re-run",
+        checkpoint: "none",
+    };
+    async fn handle(&self, _cx: &JobContext, _job: OwnJob) -> Outcome {
+        Ok(Done::Completed)
+    }
+}

@@ -5,12 +5,18 @@
 //!
 //! 100 ms is the correctness bound for a wake-up that arrived (a poll would
 //! take 30 s); a wake-up is normally a few milliseconds.
+//!
+//! On SQLite, work written through another store on the same file (as
+//! another process would: its own writer connection) reaches an idle worker
+//! and an idle relay through the file's watch (`PRAGMA data_version`), not
+//! the poll: with the poll at 30 s, the work running at all shows it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use drover::outbox::{NewOutboxRow, OutboxStatus, OutboxStore, Relay, RelayConfig};
 use drover::queue::{JobContext, Kind, Principal};
 use drover::store::postgres::{PgOptions, PgStore};
 use drover::store::sqlite::{SqliteOptions, SqliteStore};
@@ -165,4 +171,92 @@ async fn released_item_is_picked_up_at_once_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn released_item_is_picked_up_at_once_postgres() {
     released_item_is_picked_up_at_once("postgres").await;
+}
+
+/// Two stores on one new SQLite file: what two processes sharing it open.
+async fn two_sqlite_stores() -> (SqliteStore, SqliteStore) {
+    let path = std::env::temp_dir().join(format!("drover-wake-{}.db", Uuid::new_v4()));
+    let path = path.to_str().unwrap();
+    let a = SqliteStore::open(path, SqliteOptions::default())
+        .await
+        .unwrap();
+    a.migrate().await.unwrap();
+    let b = SqliteStore::open(path, SqliteOptions::default())
+        .await
+        .unwrap();
+    (a, b)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn items_written_through_another_sqlite_store_wake_an_idle_worker() {
+    let (worker_store, other_store) = two_sqlite_stores().await;
+    let other = Queue::new(Arc::new(other_store));
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let running = Worker::builder(Queue::new(Arc::new(worker_store)))
+        .settings(WorkerSettings {
+            capacity: 2,
+            poll_interval: Duration::from_secs(30),
+            metrics_addr: None,
+            ..WorkerSettings::default()
+        })
+        .without_sweep()
+        .handler(Started(tx))
+        .build()
+        .unwrap()
+        .start()
+        .await
+        .unwrap();
+    // The first item may be claimed by the worker's first round; once it
+    // ran, the lane's claim came back short and only a wake-up (or the 30 s
+    // poll) claims again. Each later item, written only after the one
+    // before it ran, can start only through the watch.
+    for n in 0..5 {
+        let item = NewItem::new(Ping::NAME, serde_json::json!({ "n": n }));
+        let id = item.id;
+        other
+            .enqueue_many(&Principal::system(), vec![item])
+            .await
+            .unwrap();
+        let (started, _) = next_start(&mut rx, &format!("item {n}")).await;
+        assert_eq!(started, id);
+    }
+    running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outbox_rows_written_through_another_sqlite_store_wake_an_idle_relay() {
+    let (relay_store, other) = two_sqlite_stores().await;
+    let relay = Relay::new(
+        Queue::new(Arc::new(relay_store.clone())),
+        RelayConfig {
+            interval: Duration::from_secs(30),
+            ..RelayConfig::default()
+        },
+    )
+    .unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn({
+        let stop = stop.clone();
+        async move { relay.run(stop).await }
+    });
+    // As for the worker: the first row may go with the relay's first run;
+    // each later one, written after the one before was relayed, only
+    // through the watch.
+    for n in 0..3 {
+        let row = NewOutboxRow::new("work.wake_ping", serde_json::json!({ "n": n }));
+        other.outbox_insert(&row).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                let got = relay_store.outbox_get(Uuid::nil(), row.id).await.unwrap();
+                if got.is_some_and(|r| r.status == OutboxStatus::Done) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("row {n} not relayed within 10 s (the relay's poll is 30 s)"));
+    }
+    stop.cancel();
+    task.await.unwrap();
 }

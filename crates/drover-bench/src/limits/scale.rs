@@ -231,6 +231,14 @@ async fn load(
             bar.inc(k);
         }
         sqlx::query("VACUUM ANALYZE items").execute(admin).await?;
+        // The rows were written behind the queue's back, older than the
+        // lane's claim floors (migration 0025), which a claim skips until
+        // the next refresh (up to a second): mark the floors stale so the
+        // first claim reads the stripes from their start, as it would
+        // after an enqueue.
+        sqlx::query("UPDATE claim_floors SET taken_at = '-infinity'")
+            .execute(admin)
+            .await?;
     } else {
         let producer = target.queue(2).await?;
         let now = Utc::now();

@@ -112,8 +112,15 @@ pub fn render() -> String {
     let worker: Vec<Entry> = WorkerSettings::variables()
         .into_iter()
         .map(|v| Entry {
+            // The file is `drover worker`'s: its listener default, not the
+            // library's (none).
+            default: if v.name == "DROVER_METRICS_ADDR" {
+                crate::commands::worker::default_metrics_addr()
+                    .map_or_else(|| "off".to_owned(), |a| a.to_string())
+            } else {
+                v.default
+            },
             name: v.name.to_owned(),
-            default: v.default,
             meaning: v.meaning.to_owned(),
         })
         .collect();

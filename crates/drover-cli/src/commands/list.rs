@@ -87,7 +87,10 @@ pub async fn run(args: &ListArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
             "GROUP",
             "STATUS",
             "PRI",
-            "ATTEMPTS",
+            // Runs (claims) and failures apart: a done item's "0/5" alone
+            // read as "never ran".
+            "CLAIMS",
+            "FAILURES",
             "AVAILABLE_AT (UTC)",
             "LAST_ERROR",
         ],
@@ -99,6 +102,7 @@ pub async fn run(args: &ListArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
                 i.group.clone().unwrap_or_default(),
                 i.status.to_string(),
                 i.priority.to_string(),
+                i.claim_seq.to_string(),
                 format!("{}/{}", i.attempts, i.max_attempts),
                 i.available_at.format("%Y-%m-%d %H:%M:%S").to_string(),
                 i.last_error.clone().unwrap_or_default(),

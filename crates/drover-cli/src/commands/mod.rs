@@ -30,10 +30,20 @@ pub mod projector;
 pub mod reconcile;
 pub mod retry;
 pub mod schedules;
+// `drover serve` and `drover token` are compiled only with the `http`
+// feature (default on; the demo build turns it off): without it both paths
+// name one stub that says how to build them.
+#[cfg(feature = "http")]
+pub mod serve;
+#[cfg(not(feature = "http"))]
+#[path = "http_absent.rs"]
 pub mod serve;
 pub mod show;
 pub mod signal;
 pub mod stats;
+#[cfg(feature = "http")]
 pub mod token;
+#[cfg(not(feature = "http"))]
+pub use serve as token;
 pub mod vacuum;
 pub mod worker;

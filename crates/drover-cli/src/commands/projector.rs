@@ -75,6 +75,31 @@ fn name_ok(name: &str) -> Result<(), CliError> {
     Ok(())
 }
 
+/// Notes on stderr the projectors the database has checkpoints of that
+/// this binary does not register: a service's own binary declares them.
+fn note_unregistered(cx: &mut Context<'_>, rows: &[ProjectorRow]) -> Result<(), CliError> {
+    let elsewhere: Vec<&str> = rows
+        .iter()
+        .filter(|r| !r.registered)
+        .map(|r| r.name.as_str())
+        .collect();
+    if elsewhere.is_empty() {
+        return Ok(());
+    }
+    let (verb, pronoun) = if elsewhere.len() == 1 {
+        ("is", "it")
+    } else {
+        ("are", "them")
+    };
+    writeln!(
+        cx.err,
+        "note: {} {verb} not registered in this binary: a service binary declares {pronoun}; \
+         its own binary (drover_cli::run_with) lists {pronoun} as registered",
+        elsewhere.join(", "),
+    )?;
+    Ok(())
+}
+
 /// Runs the subcommand.
 ///
 /// # Errors
@@ -128,6 +153,7 @@ pub async fn run(args: &ProjectorArgs, cx: &mut Context<'_>) -> Result<(), CliEr
                     ]
                 },
             )?;
+            note_unregistered(cx, &rows)?;
         }
         Action::Status { name, tenant, json } => {
             name_ok(name)?;

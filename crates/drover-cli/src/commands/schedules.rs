@@ -3,6 +3,12 @@
 //! holds (removed from code: inactive until purged); `drover schedules
 //! trigger NAME` enqueues one item of a declared schedule now.
 //!
+//! A schedule the state table holds but this binary does not declare was
+//! declared by a service's own binary: it is listed (no next fire times,
+//! with a note on stderr), and triggering it says so instead of "not
+//! found" (the service's binary, through `drover_cli::run_with`, triggers
+//! it).
+//!
 //! The declared schedules come from the worker this binary would build
 //! (the same registration `drover worker` runs, with `DROVER_HEARTBEAT_CRON`
 //! read); their next fire times are computed from the database clock.
@@ -117,6 +123,26 @@ fn merge(
     out.into_values().collect()
 }
 
+/// Why `schedules trigger NAME` cannot run here: the state table knows
+/// `name` (a service binary's scheduler wrote it) but this binary does not
+/// declare it, or nobody ever declared it.
+async fn not_declared_here(queue: &drover::Queue, name: &str) -> CliError {
+    match queue.schedule_list().await {
+        Ok(rows) if rows.iter().any(|r| r.decl.name == name) => {
+            CliError::DeclaredElsewhere(format!(
+                "schedule {name:?} is declared by a service binary, not this one: run \
+                 `<service> schedules trigger {name}` from the binary that declares it \
+                 (drover_cli::run_with gives a service this CLI)"
+            ))
+        }
+        Ok(_) => CliError::Drover(drover::Error::NotFound(format!(
+            "schedule {name:?}: no binary has declared it (this one declares no schedule of \
+             that name, and the state table has no row for it)"
+        ))),
+        Err(e) => CliError::Drover(e),
+    }
+}
+
 fn time(t: &DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
@@ -144,10 +170,11 @@ pub async fn run(args: &SchedulesArgs, cx: &mut Context<'_>) -> Result<(), CliEr
         .build()?;
     let scheduler = worker.scheduler().cloned();
     if let Some(SchedulesAction::Trigger { name, json }) = &args.action {
-        let Some(s) = scheduler else {
-            return Err(CliError::Drover(drover::Error::NotFound(format!(
-                "schedule {name:?}: this binary declares no schedules"
-            ))));
+        let declared_here = scheduler
+            .as_ref()
+            .is_some_and(|s| s.schedules().iter().any(|c| c.name() == name));
+        let Some(s) = scheduler.filter(|_| declared_here) else {
+            return Err(not_declared_here(&queue, name).await);
         };
         let out = s.trigger(name).await?;
         if *json {
@@ -175,6 +202,20 @@ pub async fn run(args: &SchedulesArgs, cx: &mut Context<'_>) -> Result<(), CliEr
         .map(|s| s.config().clone())
         .unwrap_or_default();
     let list = merge(&declared, rows, now, &config);
+    let elsewhere: Vec<&str> = list
+        .iter()
+        .filter(|i| !i.declared && i.active)
+        .map(|i| i.name.as_str())
+        .collect();
+    if !elsewhere.is_empty() {
+        writeln!(
+            cx.err,
+            "note: {} {} declared by a service binary, not this one: its next fire times \
+             and `schedules trigger` are in that binary (drover_cli::run_with)",
+            elsewhere.join(", "),
+            if elsewhere.len() == 1 { "is" } else { "are" },
+        )?;
+    }
     table::listing(
         cx.out,
         args.json,

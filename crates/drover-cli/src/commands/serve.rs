@@ -5,6 +5,11 @@
 //! loopback only and prints a one-time admin token (held in memory, gone
 //! when the process exits) to stderr, never to the log; asked to bind any
 //! other address without a token it refuses to start.
+//!
+//! It refuses a database with no migration applied (naming `drover
+//! migrate`) before it reads anything, and registers the built-in kinds
+//! and the host's handlers on its queue, so `/v1/stats` and an enqueue's
+//! `known_kind` know them.
 
 use std::net::SocketAddr;
 
@@ -34,6 +39,33 @@ pub struct ServeArgs {
     /// (request gathering); 0 writes each request on its own [default: 256].
     #[arg(long)]
     pub gather_max_batch: Option<usize>,
+    /// Mark the dashboard's session cookie `Secure`: set it when the
+    /// server is reached over TLS (directly or behind a TLS-terminating
+    /// proxy), so the browser never sends the cookie in the clear.
+    #[arg(long, env = "DROVER_HTTP_SECURE_COOKIE")]
+    pub secure_cookie: bool,
+}
+
+/// Refuses a database that no migration was applied to: every request
+/// would fail on a missing table, and the first one (the token table's
+/// read) would say so in the database's words. A database behind this
+/// binary by some migrations is served (an online upgrade runs `drover
+/// migrate` while the old processes keep serving), with a warning.
+///
+/// # Errors
+/// [`CliError::Drover`] (a configuration error) naming `drover migrate`;
+/// the database not answering.
+async fn require_migrated(queue: &drover::Queue) -> Result<(), CliError> {
+    let status = queue.migration_status().await?;
+    if status.expected > 0 && status.applied == 0 {
+        return Err(CliError::Drover(drover::Error::Config(
+            "the database has no drover tables: run `drover migrate` first".into(),
+        )));
+    }
+    if !status.is_current() {
+        tracing::warn!(%status, "the database is behind this binary: run `drover migrate`");
+    }
+    Ok(())
 }
 
 /// Serves until a signal. Prints `listening on http://ADDR` on stdout once
@@ -62,8 +94,13 @@ pub async fn run(args: &ServeArgs, cx: &mut Context<'_>) -> Result<(), CliError>
         Some(n) => config.gather.max_batch = n,
         None => {}
     }
+    config.dashboard.secure_cookie = args.secure_cookie;
     let mut signals = Signals::install()?;
     let queue = cx.queue().await?;
+    require_migrated(&queue).await?;
+    // The builder registers each handler's kind on the queue as it is
+    // added (the built-in kinds, then the host's): nothing is built or run.
+    drop(cx.worker_builder(queue.clone()));
     let mut auth = drover_http::tokens::auth_from_store(&queue)
         .await?
         .read_only(args.read_only);
@@ -83,6 +120,7 @@ pub async fn run(args: &ServeArgs, cx: &mut Context<'_>) -> Result<(), CliError>
             role: Role::Admin,
             tenant: None,
             enqueue: vec!["*".to_owned()],
+            work: vec![],
         };
         auth = auth.with_token(&secret, principal);
         // To the terminal only: the log never carries a token.
@@ -93,6 +131,7 @@ pub async fn run(args: &ServeArgs, cx: &mut Context<'_>) -> Result<(), CliError>
             secret.expose()
         )?;
     }
+    let drain = config.shutdown.clone();
     let app = drover_http::router_with(queue, auth, config);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -110,6 +149,9 @@ pub async fn run(args: &ServeArgs, cx: &mut Context<'_>) -> Result<(), CliError>
                 signal,
                 "stopping the HTTP API: finishing requests in flight"
             );
+            // Long polls of HTTP workers end now (503, Retry-After) rather
+            // than holding the shutdown for their whole wait.
+            drain.cancel();
         })
         .await
         .map_err(|e| CliError::io("serving", e))

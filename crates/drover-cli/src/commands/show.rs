@@ -86,7 +86,7 @@ fn write_item(
     item: &Item,
     audit: &[AuditEntry],
 ) -> std::io::Result<()> {
-    let rows: [(&str, String); 22] = [
+    let rows: [(&str, String); 23] = [
         ("id", item.id.to_string()),
         ("tenant", item.tenant_id.to_string()),
         ("kind", item.kind.clone()),
@@ -94,9 +94,13 @@ fn write_item(
         ("group", opt(item.group.as_deref())),
         ("status", item.status.to_string()),
         ("priority", item.priority.to_string()),
+        // Two numbers: how often it was claimed to run, and how many of
+        // its allowed failures it spent ("attempts 0 of 5" on a done item
+        // read as "never ran").
+        ("claims", item.claim_seq.to_string()),
         (
-            "attempts",
-            format!("{} of {}", item.attempts, item.max_attempts),
+            "failures",
+            format!("{} of {} allowed", item.attempts, item.max_attempts),
         ),
         ("available_at", item.available_at.to_rfc3339()),
         ("idempotency_key", opt(item.idempotency_key.as_deref())),

@@ -19,8 +19,9 @@ pub struct TokenArgs {
 pub enum TokenAction {
     /// Mint a token and print it (once).
     Create {
-        /// viewer (reads), operator (also retries, cancels, pauses) or
-        /// admin (also manages tokens).
+        /// viewer (reads), operator (also retries, cancels, pauses),
+        /// admin (also manages tokens), or worker (claims and settles
+        /// items of its --work grants over /v1/work, nothing else).
         #[arg(long)]
         role: String,
         /// Confine the token to one tenant (RLS enforces it).
@@ -33,6 +34,10 @@ pub enum TokenAction {
         /// A label for people.
         #[arg(long, default_value = "")]
         label: String,
+        /// A worker token's grants: `<lane>:<kind>` (lane or `*`; kind,
+        /// `prefix.*` or `*`), comma-separated. Only with --role worker.
+        #[arg(long, value_delimiter = ',')]
+        work: Vec<String>,
     },
     /// List tokens (ids and grants; never a token).
     List,
@@ -58,6 +63,7 @@ pub async fn run(args: &TokenArgs, cx: &mut Context<'_>) -> Result<(), CliError>
             tenant,
             enqueue,
             label,
+            work,
         } => {
             let role: Role = role
                 .parse()
@@ -71,6 +77,7 @@ pub async fn run(args: &TokenArgs, cx: &mut Context<'_>) -> Result<(), CliError>
                 tenant,
                 enqueue: enqueue.iter().filter(|e| !e.is_empty()).cloned().collect(),
                 label: label.clone(),
+                work: work.iter().filter(|w| !w.is_empty()).cloned().collect(),
             };
             let queue = cx.queue().await?;
             let (secret, row) = tokens::create(&queue, &grant).await?;
@@ -90,7 +97,7 @@ pub async fn run(args: &TokenArgs, cx: &mut Context<'_>) -> Result<(), CliError>
                 &rows,
                 None,
                 &[
-                    "ID", "ROLE", "TENANT", "ENQUEUE", "LABEL", "CREATED", "REVOKED",
+                    "ID", "ROLE", "TENANT", "ENQUEUE", "WORK", "LABEL", "CREATED", "REVOKED",
                 ],
                 |r| {
                     vec![
@@ -99,6 +106,7 @@ pub async fn run(args: &TokenArgs, cx: &mut Context<'_>) -> Result<(), CliError>
                         r.scope_tenant
                             .map_or_else(|| "*".to_owned(), |u| u.to_string()),
                         r.enqueue.join(","),
+                        r.work.join(","),
                         r.label.clone(),
                         r.created_at.to_rfc3339(),
                         r.revoked_at.map_or_else(String::new, |t| t.to_rfc3339()),

@@ -77,6 +77,7 @@ macro_rules! worker_args {
 
 worker_args!(
     lanes,
+    drained_elsewhere,
     capacity,
     lease,
     renew_interval,
@@ -117,6 +118,21 @@ impl clap::Args for WorkerArgs {
     }
 }
 
+/// The variable naming the listener's address.
+const METRICS_ADDR_ENV: &str = "DROVER_METRICS_ADDR";
+
+/// Where `drover worker` listens when neither `--metrics-addr` nor
+/// `DROVER_METRICS_ADDR` says: [`METRICS_ADDR_DEFAULT`](drover::worker::METRICS_ADDR_DEFAULT)
+/// when the listener is compiled in (feature `listener`, on by default),
+/// none otherwise (a lean build serves no HTTP).
+pub fn default_metrics_addr() -> Option<std::net::SocketAddr> {
+    if cfg!(feature = "listener") {
+        drover::worker::METRICS_ADDR_DEFAULT.parse().ok()
+    } else {
+        None
+    }
+}
+
 /// A flag's help: the row's meaning, capitalised, with its default unless
 /// the meaning states one.
 fn help(row: &SettingDef) -> String {
@@ -143,6 +159,12 @@ impl WorkerArgs {
     /// not parse.
     pub fn settings(&self) -> Result<WorkerSettings, CliError> {
         let mut s = WorkerSettings::from_env()?;
+        // The library serves no listener unless asked; the command serves
+        // its default unless told otherwise (a flag or the variable, below
+        // and in `from_env`).
+        if std::env::var_os(METRICS_ADDR_ENV).is_none() {
+            s.metrics_addr = default_metrics_addr();
+        }
         for row in SETTINGS {
             match row.flag {
                 Some(flag) => {
@@ -168,9 +190,7 @@ impl WorkerArgs {
 fn parse_flag(row: &SettingDef, check: FlagCheck, v: &str) -> Result<SettingValue, CliError> {
     let field = row.field;
     Ok(match row.kind {
-        SettingKind::Lanes => {
-            SettingValue::Lanes(v.split(',').map(|l| l.trim().to_owned()).collect())
-        }
+        SettingKind::Lanes => SettingValue::Lanes(drover::worker::parse_lanes(v)),
         SettingKind::Usize => SettingValue::Usize(int(field, v, check)?),
         SettingKind::U32 => SettingValue::U32(int(field, v, check)?),
         SettingKind::U64 => SettingValue::U64(int(field, v, check)?),
@@ -332,7 +352,18 @@ mod tests {
             return; // the environment sets DROVER_*: nothing to compare
         }
         let s = WorkerArgs::default().settings().expect("defaults parse");
-        assert_eq!(s, WorkerSettings::default());
+        // The library's defaults, with the command's listener on.
+        assert_eq!(
+            s,
+            WorkerSettings {
+                metrics_addr: default_metrics_addr(),
+                ..WorkerSettings::default()
+            }
+        );
+        assert_eq!(
+            s.metrics_addr.map(|a| a.to_string()).as_deref(),
+            Some(drover::worker::METRICS_ADDR_DEFAULT)
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::process::Output;
 
 use serde_json::Value;
 
+pub mod clients;
 pub mod pg;
 
 /// What one CLI invocation did.

@@ -2,6 +2,8 @@
 //! the effect tables, items to enqueue, worker processes to start.
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
 
+pub mod http;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

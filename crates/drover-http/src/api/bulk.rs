@@ -3,6 +3,12 @@
 //! ([`BULK_MAX`]), the writes go in batches of [`BULK_BATCH`] concurrent
 //! single-item operations, and each one is audited with the token as the
 //! actor, exactly as a single retry or cancel is.
+//!
+//! Invariant: a request matches only items in a status its action acts on
+//! ([`BulkAction::acts_on`]), whatever the filter says, so `matched`
+//! counts what the action can change and a client that repeats the request
+//! while `more` is true ends: each call moves what it matched out of the
+//! match (only an item changed by someone else meanwhile is `skipped`).
 
 use axum::Extension;
 use axum::body::Bytes;
@@ -10,6 +16,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
+use drover::store::ListFilter;
+use drover::{Item, Status};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -34,8 +42,21 @@ pub const BULK_BATCH: usize = 100;
 pub enum BulkAction {
     /// Make done, failed or cancelled items pending again.
     Retry,
-    /// Cancel pending or claimed items.
+    /// Cancel pending or claimed items, or discard dead letters (failed).
     Cancel,
+}
+
+impl BulkAction {
+    /// The statuses the action changes (the store's rule for a single
+    /// retry or cancel): a retry makes a done, failed or cancelled item
+    /// pending; a cancel ends a pending or claimed one or discards a dead
+    /// letter. An item in another status would only be refused.
+    pub fn acts_on(self) -> &'static [Status] {
+        match self {
+            BulkAction::Retry => &[Status::Done, Status::Failed, Status::Cancelled],
+            BulkAction::Cancel => &[Status::Pending, Status::Claimed, Status::Failed],
+        }
+    }
 }
 
 /// The items a bulk request matches.
@@ -43,12 +64,16 @@ pub enum BulkAction {
 #[serde(deny_unknown_fields)]
 pub struct BulkFilter {
     /// Status.
+    #[schema(value_type = Option<super::contract::ItemStatus>)]
     pub status: Option<String>,
     /// Lane.
+    #[schema(pattern = "^[a-z0-9_-]{1,64}$", min_length = 1, max_length = 64)]
     pub lane: Option<String>,
     /// Kind.
+    #[schema(pattern = "^[a-z0-9_.:-]{1,128}$", min_length = 1, max_length = 128)]
     pub kind: Option<String>,
     /// Flow-control group.
+    #[schema(pattern = "^[a-z0-9_.:-]{1,128}$", min_length = 1, max_length = 128)]
     pub group: Option<String>,
     /// Tenant (unscoped tokens; omitted: every tenant).
     pub tenant: Option<Uuid>,
@@ -75,16 +100,20 @@ pub struct BulkRequest {
     #[serde(default)]
     pub preview: bool,
     /// The most items to touch (1 to 10000; default 1000).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::parse::whole_opt")]
+    #[schema(minimum = 1, maximum = 10000)]
     pub max: Option<u32>,
 }
 
 /// What a bulk request matched and did.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct BulkResponse {
-    /// Items matched (at most `max`).
+    /// Items matched (at most `max`): those the filter names that are in a
+    /// status the action changes (a retry: done, failed, cancelled; a
+    /// cancel: pending, claimed, failed).
     pub matched: u64,
-    /// True when more items match than `max`.
+    /// True when more items match than `max`: repeating the request acts
+    /// on the next ones, and ends.
     pub more: bool,
     /// Items changed (0 for a preview).
     pub applied: u64,
@@ -146,7 +175,7 @@ pub async fn bulk(
         Err(p) => return p.into_response(),
     };
     idempotency::once(&state, key, tenant, who.token_id, "POST /v1/items/bulk", &body, || async {
-        let mut matched = match state.queue.list(&filter).await {
+        let mut matched = match actionable(&state, &filter, req.action).await {
             Ok(m) => m,
             Err(e) => return Answer::from(Problem::from(e)),
         };
@@ -188,4 +217,35 @@ pub async fn bulk(
         Answer::json(StatusCode::OK, &out)
     })
     .await
+}
+
+/// The items `filter` names (at most its limit, newest first) that are in
+/// a status `action` changes: the filter's own status when the action acts
+/// on it (none when it does not), else one listing per status the action
+/// acts on, merged in the listing's order (by id, descending), so
+/// the first `limit` of the union are the first `limit` of all of them.
+///
+/// # Errors
+/// Storage errors.
+async fn actionable(
+    state: &AppState,
+    filter: &ListFilter,
+    action: BulkAction,
+) -> drover::Result<Vec<Item>> {
+    let statuses: Vec<Status> = match filter.status {
+        Some(s) if action.acts_on().contains(&s) => vec![s],
+        Some(_) => return Ok(Vec::new()),
+        None => action.acts_on().to_vec(),
+    };
+    let mut all = Vec::new();
+    for status in statuses {
+        let one = ListFilter {
+            status: Some(status),
+            ..filter.clone()
+        };
+        all.extend(state.queue.list(&one).await?);
+    }
+    all.sort_by_key(|i| std::cmp::Reverse(i.id));
+    all.truncate(filter.limit as usize);
+    Ok(all)
 }

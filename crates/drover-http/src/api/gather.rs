@@ -249,6 +249,23 @@ async fn run(
     }
 }
 
+/// The problem for an item the queue refused, naming the request's own
+/// member under `prefix` (`items[3].`): the store's `idempotency_key` is
+/// the request's `key`.
+pub(crate) fn item_problem(e: &drover::Error, prefix: &str) -> Problem {
+    match e {
+        drover::Error::InvalidInput { field, reason } => {
+            let member = if *field == "idempotency_key" {
+                "key"
+            } else {
+                field
+            };
+            Problem::invalid(format!("{prefix}{member}"), reason.clone())
+        }
+        other => Problem::from(other),
+    }
+}
+
 /// The answer of one enqueue, as `POST /v1/items` gives it.
 pub(crate) fn enqueue_answer(known_kind: bool, r: &drover::Result<drover::Inserted>) -> Answer {
     match r {
@@ -268,7 +285,7 @@ pub(crate) fn enqueue_answer(known_kind: bool, r: &drover::Result<drover::Insert
                 },
             )
         }
-        Err(e) => Answer::from(Problem::from(e)),
+        Err(e) => Answer::from(item_problem(e, "")),
     }
 }
 

@@ -2,7 +2,9 @@
 //!
 //! A request that carries the header claims a marker scoped by tenant,
 //! principal and route ([`drover::access::MarkerKey`]) whose fingerprint is
-//! the SHA-256 of the request body. Then:
+//! the SHA-256 of the request body's canonical JSON ([`fingerprint`]): the
+//! same JSON with its members in another order, or spaced otherwise, is
+//! the same request. Then:
 //! - the first request runs and its answer (status and body) is stored;
 //! - a retry after completion gets that stored answer again, marked
 //!   `Idempotent-Replayed: true`;
@@ -87,29 +89,34 @@ impl IntoResponse for Answer {
     }
 }
 
-/// The request's `Idempotency-Key`, if it sent one.
+/// The request's `Idempotency-Key`, if it sent one: 1 to [`KEY_MAX_BYTES`]
+/// bytes of visible ASCII or space, as the document's schema says
+/// ([`super::contract::idempotency_key_schema`]). The draft makes the value
+/// a structured-field string, so quotes around a non-empty key are
+/// dropped (`"k"` and `k` are one key).
 ///
 /// # Errors
-/// 400 naming the header for an empty, oversized or non-visible-ASCII key.
+/// 400 naming the header for any other value.
 pub fn key_of(headers: &HeaderMap) -> Result<Option<String>, Problem> {
     let Some(v) = headers.get(IDEMPOTENCY_KEY) else {
         return Ok(None);
     };
-    let text = v
-        .to_str()
-        .map_err(|_| Problem::invalid("Idempotency-Key", "must be visible ASCII"))?;
-    // The draft makes the value a structured-field string: accept it
-    // quoted or bare.
-    let text = text
-        .strip_prefix('"')
-        .and_then(|t| t.strip_suffix('"'))
-        .unwrap_or(text);
-    if text.is_empty() || text.len() > KEY_MAX_BYTES {
+    let raw = v.as_bytes();
+    if raw.is_empty() || raw.len() > KEY_MAX_BYTES {
         return Err(Problem::invalid(
             "Idempotency-Key",
             format!("must be 1 to {KEY_MAX_BYTES} bytes"),
         ));
     }
+    let text = std::str::from_utf8(raw)
+        .ok()
+        .filter(|t| t.bytes().all(|b| (0x20..=0x7e).contains(&b)))
+        .ok_or_else(|| Problem::invalid("Idempotency-Key", "must be visible ASCII or space"))?;
+    let text = text
+        .strip_prefix('"')
+        .and_then(|t| t.strip_suffix('"'))
+        .filter(|t| !t.is_empty())
+        .unwrap_or(text);
     Ok(Some(text.to_owned()))
 }
 
@@ -165,7 +172,7 @@ where
 }
 
 /// The marker claim of a request: the key scoped by tenant, principal and
-/// route, the fingerprint the SHA-256 of the body.
+/// route, the fingerprint that of the body ([`fingerprint`]).
 pub fn claim_of(
     key: String,
     tenant: Uuid,
@@ -180,7 +187,55 @@ pub fn claim_of(
             route: route.to_owned(),
             key,
         },
-        fingerprint: hex::encode(Sha256::digest(body)),
+        fingerprint: fingerprint(body),
+    }
+}
+
+/// The fingerprint of a request body: the SHA-256 of its canonical JSON
+/// (members of every object sorted by name, no insignificant whitespace,
+/// numbers and strings as serde_json writes them), so two bodies a JSON
+/// reader cannot tell apart are one request. A body that is not JSON (the
+/// id of a retry or cancel) is hashed as it is.
+pub fn fingerprint(body: &[u8]) -> String {
+    let mut hash = Sha256::new();
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(v) => canonical(&v, &mut hash),
+        Err(_) => hash.update(body),
+    }
+    hex::encode(hash.finalize())
+}
+
+/// Writes `v` as canonical JSON into `out`. Object members are sorted here
+/// rather than trusting the map's order, which a dependency's
+/// `preserve_order` feature would change.
+fn canonical(v: &serde_json::Value, out: &mut Sha256) {
+    use serde_json::Value;
+    match v {
+        Value::Object(map) => {
+            let mut members: Vec<(&String, &Value)> = map.iter().collect();
+            members.sort_by(|a, b| a.0.cmp(b.0));
+            out.update(b"{");
+            for (i, (name, value)) in members.into_iter().enumerate() {
+                if i > 0 {
+                    out.update(b",");
+                }
+                out.update(Value::String(name.clone()).to_string().as_bytes());
+                out.update(b":");
+                canonical(value, out);
+            }
+            out.update(b"}");
+        }
+        Value::Array(items) => {
+            out.update(b"[");
+            for (i, value) in items.iter().enumerate() {
+                if i > 0 {
+                    out.update(b",");
+                }
+                canonical(value, out);
+            }
+            out.update(b"]");
+        }
+        scalar => out.update(scalar.to_string().as_bytes()),
     }
 }
 

@@ -165,7 +165,12 @@ pub async fn enqueue_batch(
         let tenant = who.tenant_for(req.items[0].tenant)?;
         let mut items = Vec::with_capacity(req.items.len());
         for (i, r) in req.items.into_iter().enumerate() {
-            let (item, principal) = build(&state, &who, r, &format!("items[{i}]."))?;
+            let prefix = format!("items[{i}].");
+            let (item, principal) = build(&state, &who, r, &prefix)?;
+            // The queue checks every item again when it writes the batch;
+            // checked here first, a problem names the item by its index.
+            item.validate(state.queue.config().max_payload_bytes)
+                .map_err(|e| super::gather::item_problem(&e, &prefix))?;
             if item.tenant_id != tenant {
                 return Err(Problem::invalid(
                     format!("items[{i}].tenant"),
@@ -229,12 +234,16 @@ pub async fn enqueue_batch(
 #[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// `pending`, `claimed`, `done`, `failed` or `cancelled`.
+    #[param(value_type = Option<super::contract::ItemStatus>)]
     pub status: Option<String>,
     /// The lane.
+    #[param(pattern = "^[a-z0-9_-]{1,64}$", min_length = 1, max_length = 64)]
     pub lane: Option<String>,
     /// The kind.
+    #[param(pattern = "^[a-z0-9_.:-]{1,128}$", min_length = 1, max_length = 128)]
     pub kind: Option<String>,
     /// The flow-control group.
+    #[param(pattern = "^[a-z0-9_.:-]{1,128}$", min_length = 1, max_length = 128)]
     pub group: Option<String>,
     /// The tenant (an unscoped token only; omitted: every tenant).
     pub tenant: Option<Uuid>,
@@ -247,8 +256,12 @@ pub struct ListQuery {
     /// Text in the last error (case-insensitive).
     pub error: Option<String>,
     /// The `next_cursor` of the previous page.
+    #[param(
+        pattern = "^-?[0-9]{1,18}_([0-9a-fA-F]{32}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$"
+    )]
     pub cursor: Option<String>,
     /// Page size (1 to 500; default 50).
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<u32>,
 }
 
@@ -339,7 +352,7 @@ fn item_id(text: &str) -> Result<Uuid, Problem> {
 
 /// One item with its attempts and audit history.
 #[utoipa::path(get, path = "/v1/items/{id}", tag = "items",
-    params(("id" = String, Path, description = "the item's id"), TenantQuery),
+    params(("id" = Uuid, Path, description = "the item's id"), TenantQuery),
     responses(
         (status = 200, description = "the item", body = ItemDetail),
         (status = 400, description = "invalid id", body = Problem, content_type = "application/problem+json"),
@@ -413,7 +426,11 @@ async fn operate(
     } else {
         "POST /v1/items/{id}/cancel"
     };
-    let fingerprint = id.as_bytes().to_vec();
+    // The request is its id (the body is not read): as a JSON string, so
+    // the fingerprint is of JSON like every other route's.
+    let fingerprint = serde_json::Value::String(id.to_string())
+        .to_string()
+        .into_bytes();
     idempotency::once(
         &state,
         key,
@@ -440,7 +457,7 @@ async fn operate(
 /// Retry a done, failed or cancelled item now with a fresh budget
 /// (operator; audited with the token as actor).
 #[utoipa::path(post, path = "/v1/items/{id}/retry", tag = "items",
-    params(("id" = String, Path, description = "the item's id"), TenantQuery,
+    params(("id" = Uuid, Path, description = "the item's id"), TenantQuery,
         ("Idempotency-Key" = Option<String>, Header, description = "makes a retry of this request safe")),
     responses(
         (status = 200, description = "pending again", body = ItemView),
@@ -463,7 +480,7 @@ pub async fn retry_item(
 
 /// Cancel a pending or claimed item (operator; audited).
 #[utoipa::path(post, path = "/v1/items/{id}/cancel", tag = "items",
-    params(("id" = String, Path, description = "the item's id"), TenantQuery,
+    params(("id" = Uuid, Path, description = "the item's id"), TenantQuery,
         ("Idempotency-Key" = Option<String>, Header, description = "makes a retry of this request safe")),
     responses(
         (status = 200, description = "cancelled", body = ItemView),

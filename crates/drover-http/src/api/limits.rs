@@ -27,6 +27,7 @@ fn unscoped(who: &ApiPrincipal) -> Result<(), Problem> {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct LimitView {
     /// `lane`, `kind` or `group` (each group of the kind separately).
+    #[schema(value_type = super::contract::LimitScopeName)]
     pub scope: String,
     /// The lane or kind.
     pub name: String,
@@ -42,6 +43,7 @@ pub struct LimitView {
     /// Available pending items it applies to.
     pub waiting: u64,
     /// `code` or `operator`.
+    #[schema(value_type = super::contract::LimitSourceName)]
     pub source: String,
 }
 
@@ -95,6 +97,7 @@ impl From<DeadLetterRule> for OnDeadLetter {
 pub struct LimitRequest {
     /// At most this many claimed at once (1 to 100000).
     #[schema(minimum = 1, maximum = 100000)]
+    #[serde(deserialize_with = "super::parse::whole")]
     pub concurrency: u32,
     /// Scope `group` with concurrency 1 only: each group's items run one
     /// at a time in enqueue order.
@@ -140,8 +143,8 @@ pub async fn list_limits(
 /// (operator, unscoped token).
 #[utoipa::path(put, path = "/v1/limits/{scope}/{name}", tag = "operations",
     params(
-        ("scope" = String, Path, description = "lane, kind or group (each group of the kind)"),
-        ("name" = String, Path, description = "the lane or kind")),
+        ("scope" = super::contract::LimitScopeName, Path, description = "lane, kind or group (each group of the kind)"),
+        ("name" = String, Path, description = "the lane or kind", pattern = "^[a-z0-9_.:-]{1,128}$", min_length = 1, max_length = 128)),
     request_body = LimitRequest,
     responses(
         (status = 200, description = "set", body = LimitView),
@@ -188,8 +191,8 @@ pub async fn set_limit(
 /// if any; operator, unscoped token).
 #[utoipa::path(delete, path = "/v1/limits/{scope}/{name}", tag = "operations",
     params(
-        ("scope" = String, Path, description = "lane, kind or group"),
-        ("name" = String, Path, description = "the lane or kind")),
+        ("scope" = super::contract::LimitScopeName, Path, description = "lane, kind or group"),
+        ("name" = String, Path, description = "the lane or kind", pattern = "^[a-z0-9_.:-]{1,128}$", min_length = 1, max_length = 128)),
     responses(
         (status = 200, description = "cleared, or there was nothing to clear", body = LimitCleared),
         (status = 400, description = "invalid scope or name", body = Problem, content_type = "application/problem+json"),

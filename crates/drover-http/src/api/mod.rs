@@ -2,10 +2,13 @@
 //!
 //! Each route is a handler annotated with `#[utoipa::path]` and registered
 //! through [`utoipa_axum`], so the OpenAPI document served at
-//! `/v1/openapi.json` is generated from the very handlers that answer (and
-//! `openapi.json` at the crate root is checked against it by a test).
+//! `/v1/openapi.json` (open: it describes the API and holds no data) is
+//! generated from the very handlers that answer, with the parts every
+//! operation shares applied by [`contract::Contract`] (and `openapi.json`
+//! at the crate root is checked against it by a test).
 
 pub mod bulk;
+pub mod contract;
 pub mod gather;
 mod health;
 pub mod idempotency;
@@ -14,9 +17,12 @@ pub mod limits;
 pub mod ops;
 mod parse;
 pub mod views;
+pub mod work;
 
 use axum::Json;
+use axum::extract::OriginalUri;
 use axum::http::Uri;
+use axum::response::{IntoResponse, Response};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
@@ -66,6 +72,14 @@ pub fn routes(state: AppState) -> OpenApiRouter {
         .routes(routes!(ops::stats))
         .routes(routes!(ops::schedules))
         .routes(routes!(ops::orchestrations))
+        .routes(routes!(work::claim::claim))
+        .routes(routes!(work::claim::stop))
+        .routes(routes!(work::settle::renew))
+        .routes(routes!(work::settle::complete))
+        .routes(routes!(work::settle::complete_batch))
+        .routes(routes!(work::settle::fail))
+        .routes(routes!(work::settle::defer))
+        .routes(routes!(work::settle::release))
         .routes(routes!(openapi_json))
         .with_state(state)
 }
@@ -85,19 +99,32 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         queue,
         auth: crate::Auth::deny_all(),
         config: std::sync::Arc::new(crate::HttpConfig::default()),
+        work: std::sync::Arc::default(),
     };
-    routes(state).split_for_parts().1
+    let mut doc = routes(state).split_for_parts().1;
+    // After the routes are merged: the shared parts apply to every path.
+    contract::Contract.modify(&mut doc);
+    doc
 }
 
-/// This API's OpenAPI 3.1 document.
+/// This API's OpenAPI 3.1 document, served without credentials: it
+/// describes the API and holds no data. Its `servers` entry names the
+/// prefix the router is mounted under.
 #[utoipa::path(get, path = "/v1/openapi.json", tag = "meta",
-    responses(
-        (status = 200, description = "the OpenAPI document", body = Object),
-        (status = 401, description = "no credentials", body = Problem, content_type = "application/problem+json")),
-    security(("bearer" = [])))]
-pub async fn openapi_json() -> Json<&'static utoipa::openapi::OpenApi> {
+    responses((status = 200, description = "the OpenAPI document", body = Object)))]
+pub async fn openapi_json(OriginalUri(uri): OriginalUri) -> Response {
     static SPEC: std::sync::OnceLock<utoipa::openapi::OpenApi> = std::sync::OnceLock::new();
-    Json(SPEC.get_or_init(openapi))
+    let spec = SPEC.get_or_init(openapi);
+    let prefix = uri
+        .path()
+        .strip_suffix("/v1/openapi.json")
+        .unwrap_or_default();
+    if prefix.is_empty() {
+        return Json(spec).into_response();
+    }
+    let mut mounted = spec.clone();
+    mounted.servers = Some(vec![utoipa::openapi::server::Server::new(prefix)]);
+    Json(mounted).into_response()
 }
 
 /// 404 for an authenticated request to no route.

@@ -2,8 +2,10 @@
 //!
 //! Counts and gauges are cross-tenant aggregates (system operations of the
 //! store): a tenant-scoped token is refused them (403) rather than shown
-//! totals that include other tenants. Workers are infrastructure, not
-//! tenant data, and are shown to every viewer.
+//! totals that include other tenants. Workers (their hosts, process ids,
+//! lanes) and the periodic schedules are the installation's, not a
+//! tenant's: they too are refused to a tenant-scoped token, and the
+//! dashboard follows the same rule (`unscoped`).
 
 use std::collections::BTreeMap;
 
@@ -20,11 +22,16 @@ use crate::AppState;
 use crate::auth::ApiPrincipal;
 use crate::problem::{ApiResult, Problem};
 
+/// Refuses a tenant-scoped token an installation-wide view (403).
+///
+/// # Errors
+/// [`Problem::forbidden`] for a token scoped to a tenant.
 fn unscoped(who: &ApiPrincipal) -> Result<(), Problem> {
     match who.tenant {
         None => Ok(()),
         Some(_) => Err(Problem::forbidden(
-            "cross-tenant counts need a token that is not scoped to a tenant",
+            "installation-wide data (counts, workers, schedules) needs a token \
+             that is not scoped to a tenant",
         )),
     }
 }
@@ -136,6 +143,7 @@ pub struct WorkerView {
     /// Its id.
     pub id: String,
     /// `running` (live), `draining`, `offline` or `lost` (stopped beating).
+    #[schema(value_type = super::contract::WorkerState)]
     pub state: String,
     /// Host.
     pub host: String,
@@ -155,12 +163,19 @@ pub struct WorkerView {
 }
 
 /// Workers: live, draining, offline or lost, with their last beat.
+///
+/// Unscoped tokens only: hosts and process ids are the installation's.
 #[utoipa::path(get, path = "/v1/workers", tag = "operations",
     responses(
         (status = 200, description = "every worker row", body = [WorkerView]),
-        (status = 401, description = "no credentials", body = Problem, content_type = "application/problem+json")),
+        (status = 401, description = "no credentials", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "a tenant-scoped token", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
-pub async fn workers(State(state): State<AppState>) -> ApiResult<Json<Vec<WorkerView>>> {
+pub async fn workers(
+    State(state): State<AppState>,
+    Extension(who): Extension<ApiPrincipal>,
+) -> ApiResult<Json<Vec<WorkerView>>> {
+    unscoped(&who)?;
     let rows = state.queue.workers().await?;
     Ok(Json(
         rows.into_iter()
@@ -277,18 +292,18 @@ pub struct ScheduleView {
     pub seen_at: chrono::DateTime<chrono::Utc>,
 }
 
-/// The periodic schedules (they belong to the nil tenant).
+/// The periodic schedules (the installation's: unscoped tokens).
 #[utoipa::path(get, path = "/v1/schedules", tag = "operations",
     responses(
         (status = 200, description = "every schedule", body = [ScheduleView]),
         (status = 401, description = "no credentials", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "a token of another tenant", body = Problem, content_type = "application/problem+json")),
+        (status = 403, description = "a tenant-scoped token", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub async fn schedules(
     State(state): State<AppState>,
     Extension(who): Extension<ApiPrincipal>,
 ) -> ApiResult<Json<Vec<ScheduleView>>> {
-    who.tenant_for(Some(Uuid::nil()))?;
+    unscoped(&who)?;
     let rows = state.queue.schedule_list().await?;
     Ok(Json(
         rows.into_iter()
@@ -313,8 +328,10 @@ pub struct OrchestrationQuery {
     /// The tenant (unscoped tokens; omitted: every tenant).
     pub tenant: Option<Uuid>,
     /// The orchestration type.
+    #[param(pattern = "^[a-z0-9_.:-]{1,128}$", min_length = 1, max_length = 128)]
     pub kind: Option<String>,
     /// At most this many (1 to 500; default 50).
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<u32>,
 }
 
@@ -328,6 +345,7 @@ pub struct OrchestrationView {
     /// Its type.
     pub kind: String,
     /// Its status.
+    #[schema(value_type = super::contract::OrchestrationState)]
     pub status: String,
     /// Its current step.
     pub step: String,
@@ -430,7 +448,7 @@ async fn lane_set(
 /// Pause a lane: no worker claims from it within one poll interval
 /// (operator, unscoped token; persisted, idempotent).
 #[utoipa::path(post, path = "/v1/lanes/{lane}/pause", tag = "operations",
-    params(("lane" = String, Path, description = "the lane")),
+    params(("lane" = String, Path, description = "the lane", pattern = "^[a-z0-9_-]{1,64}$", min_length = 1, max_length = 64)),
     responses(
         (status = 200, description = "paused", body = LaneStateView),
         (status = 400, description = "invalid lane", body = Problem, content_type = "application/problem+json"),
@@ -447,7 +465,7 @@ pub async fn lane_pause(
 
 /// Resume a lane (operator, unscoped token; persisted, idempotent).
 #[utoipa::path(post, path = "/v1/lanes/{lane}/resume", tag = "operations",
-    params(("lane" = String, Path, description = "the lane")),
+    params(("lane" = String, Path, description = "the lane", pattern = "^[a-z0-9_-]{1,64}$", min_length = 1, max_length = 64)),
     responses(
         (status = 200, description = "resumed", body = LaneStateView),
         (status = 400, description = "invalid lane", body = Problem, content_type = "application/problem+json"),

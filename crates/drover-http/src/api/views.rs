@@ -30,6 +30,7 @@ pub struct ItemView {
     /// Lower runs first.
     pub priority: i16,
     /// `pending`, `claimed`, `done`, `failed` or `cancelled`.
+    #[schema(value_type = super::contract::ItemStatus)]
     pub status: String,
     /// Not claimable before this.
     pub available_at: DateTime<Utc>,
@@ -95,29 +96,41 @@ impl From<Item> for ItemView {
 #[serde(deny_unknown_fields)]
 pub struct EnqueueRequest {
     /// What to do: `[a-z0-9_.:-]{1,128}`.
+    #[schema(pattern = "^[a-z0-9_.:-]{1,128}$", min_length = 1, max_length = 128)]
     pub kind: String,
-    /// The arguments (JSON; at most the queue's payload limit).
+    /// The arguments: any JSON value, `null` when omitted (at most the
+    /// queue's payload limit, 256 KiB of JSON text by default, and no
+    /// U+0000 in a string or a member name).
     #[serde(default)]
-    #[schema(value_type = Object)]
     pub payload: serde_json::Value,
-    /// The lane (`[a-z0-9_-]{1,64}`; default `default`).
+    /// The lane (`[a-z0-9_-]{1,64}`; omitted or `null`: `default`).
     #[serde(default)]
+    #[schema(pattern = "^[a-z0-9_-]{1,64}$", min_length = 1, max_length = 64)]
     pub lane: Option<String>,
     /// The flow-control group (`[a-z0-9_.:-]{1,128}`; default none):
     /// per-group limits and ordered groups count items by kind and group.
     #[serde(default)]
+    #[schema(pattern = "^[a-z0-9_.:-]{1,128}$", min_length = 1, max_length = 128)]
     pub group: Option<String>,
     /// Lower runs first (default 0).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::parse::whole_opt")]
+    #[schema(minimum = -32768, maximum = 32767)]
     pub priority: Option<i16>,
     /// The attempt budget (default 5).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::parse::whole_opt")]
+    #[schema(minimum = 1, maximum = 2147483647)]
     pub max_attempts: Option<i32>,
     /// Not before this time (default now).
     #[serde(default)]
     pub run_at: Option<DateTime<Utc>>,
-    /// The item's own deduplication key, unique per tenant while it exists.
+    /// The item's own deduplication key, unique per tenant while it
+    /// exists: 1 to 512 bytes (of UTF-8), no control characters.
     #[serde(default)]
+    #[schema(
+        min_length = 1,
+        max_length = 512,
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"
+    )]
     pub key: Option<String>,
     /// The item's id (default minted, UUID v7).
     #[serde(default)]
@@ -146,6 +159,7 @@ pub struct EnqueueResponse {
     /// The item's id (the existing one's on a collision).
     pub id: Uuid,
     /// `inserted`, `id_exists` or `key_exists`.
+    #[schema(value_type = super::contract::InsertOutcome)]
     pub result: String,
     /// False when no registration on this server knows the kind: it is
     /// accepted and waits for a worker that handles it.
@@ -158,7 +172,8 @@ pub struct EnqueueResponse {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BatchRequest {
-    /// The items (at most the batch limit).
+    /// The items (1 to 10,000, all of one tenant).
+    #[schema(min_items = 1, max_items = 10000)]
     pub items: Vec<EnqueueRequest>,
 }
 
@@ -168,6 +183,7 @@ pub struct BatchRow {
     /// The item's id.
     pub id: Uuid,
     /// `inserted`, `id_exists`, `key_exists` or `id_taken`.
+    #[schema(value_type = super::contract::InsertOutcome)]
     pub result: String,
 }
 
@@ -187,6 +203,7 @@ pub struct ItemPage {
     pub items: Vec<ItemView>,
     /// Pass as `cursor` for the next page; absent on the last page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub next_cursor: Option<String>,
 }
 
@@ -221,7 +238,9 @@ pub struct ItemDetail {
 /// One reason a pending item has not started.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct WaitView {
-    /// `run_at`, `lane_paused`, `limit_full` or `no_worker`.
+    /// `run_at`, `lane_paused`, `limit_full`, `earlier_in_group`,
+    /// `no_worker` (or `not_pending`).
+    #[schema(value_type = super::contract::WaitCode)]
     pub reason: String,
     /// The reason in words: which limit, held by which item since when;
     /// for `no_worker`, the lane with no live worker, or the kind no live

@@ -79,12 +79,40 @@ fn operator_gate(st: &DashState, v: &Viewer) -> Result<(), Box<Response>> {
     Ok(())
 }
 
-/// Back to `back` when it is one of the dashboard's own pages (never an
-/// open redirect), else the overview; with `msg`.
+/// True when `back` is one of the dashboard's own pages: a path under
+/// `{base}/` of visible ASCII, with no empty, `.` or `..` segment (written
+/// plainly or percent-encoded), no backslash and no fragment, then an
+/// optional query. Anything else could leave the dashboard once a browser
+/// resolves it (`/ui/../../x`, `//host`, `/ui/%2e%2e/`).
+pub(super) fn is_own_page(base: &str, back: &str) -> bool {
+    if !back.bytes().all(|b| (0x21..=0x7e).contains(&b)) || back.contains(['\\', '#']) {
+        return false;
+    }
+    let path = back.split_once('?').map_or(back, |(p, _)| p);
+    let Some(rest) = path.strip_prefix(base).and_then(|r| r.strip_prefix('/')) else {
+        return false;
+    };
+    let lower = rest.to_ascii_lowercase();
+    if lower.contains("%2e") || lower.contains("%2f") || lower.contains("%5c") {
+        return false;
+    }
+    let mut segments = rest.split('/').peekable();
+    while let Some(seg) = segments.next() {
+        // An empty last segment is the trailing slash of `/ui/`.
+        if seg == "." || seg == ".." || (seg.is_empty() && segments.peek().is_some()) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Back to `back` when it is one of the dashboard's own pages
+/// ([`is_own_page`]: never an open redirect, never a path outside the
+/// dashboard), else the overview; with `msg`.
 fn back_to(st: &DashState, back: Option<&str>, msg: &str) -> Response {
     let base = st.config.base();
     let target = back
-        .filter(|b| b.starts_with(&format!("{base}/")) && !b.contains("//") && !b.contains('\\'))
+        .filter(|b| is_own_page(&base, b))
         .map_or_else(|| format!("{base}/"), str::to_owned);
     let sep = if target.contains('?') { '&' } else { '?' };
     Redirect::to(&format!("{target}{sep}msg={}", encode(msg))).into_response()
@@ -109,8 +137,20 @@ pub(super) async fn login(
     }
     let secret = TokenSecret::from_presented(form.token.trim());
     let principal = match st.app.auth.authenticate(&secret).await {
+        // A worker token reads nothing: it opens no dashboard session.
+        Ok(Some(p)) if p.role == crate::auth::Role::Worker => {
+            return render(
+                &LoginPage {
+                    base: st.config.base(),
+                    error: Some("a worker token cannot open the dashboard".into()),
+                },
+                StatusCode::FORBIDDEN,
+            );
+        }
         Ok(Some(p)) => p,
         Ok(None) => {
+            // Never the token nor its hash: only that a login failed.
+            tracing::warn!("dashboard login refused: the token is unknown or revoked");
             return render(
                 &LoginPage {
                     base: st.config.base(),

@@ -57,17 +57,45 @@ fn parse_time(field: &str, s: &str) -> Result<Option<DateTime<Utc>>, String> {
     }
 }
 
+/// Why a list's filters were not applied: a filter that does not read (the
+/// page says which, 200), or a tenant the session's token is not scoped to
+/// (403, as the API answers it).
+enum Refusal {
+    Invalid(String),
+    OtherTenant,
+}
+
 impl ItemsQuery {
-    fn filter(&self, scoped: Option<Uuid>) -> Result<ListFilter, String> {
+    fn filter(&self, scoped: Option<Uuid>) -> Result<ListFilter, Refusal> {
         let status = match non_empty(&self.status) {
             None => None,
-            Some(s) => Some(filter::status(&s).ok_or_else(|| format!("status: unknown {s:?}"))?),
+            Some(s) => Some(
+                filter::status(&s)
+                    .ok_or_else(|| Refusal::Invalid(format!("status: unknown {s:?}")))?,
+            ),
         };
-        let tenant_id = match (scoped, non_empty(&self.tenant)) {
+        let asked = match non_empty(&self.tenant) {
+            None => None,
+            Some(t) => Some(
+                t.parse::<Uuid>()
+                    .map_err(|e| Refusal::Invalid(format!("tenant: {e}")))?,
+            ),
+        };
+        // A scoped session lists its own tenant; asking for another is
+        // refused, never quietly answered with its own items.
+        let tenant_id = match (scoped, asked) {
+            (Some(own), Some(a)) if a != own => return Err(Refusal::OtherTenant),
             (Some(own), _) => Some(own),
-            (None, Some(t)) => Some(t.parse::<Uuid>().map_err(|e| format!("tenant: {e}"))?),
-            (None, None) => None,
+            (None, a) => a,
         };
+        self.rest(status, tenant_id).map_err(Refusal::Invalid)
+    }
+
+    fn rest(
+        &self,
+        status: Option<drover::Status>,
+        tenant_id: Option<Uuid>,
+    ) -> Result<ListFilter, String> {
         let after = match non_empty(&self.cursor) {
             None => None,
             Some(c) => Some(filter::cursor(&c).ok_or("cursor: malformed")?),
@@ -165,8 +193,13 @@ async fn list_page(
     let mut msg = q.msg.clone();
     let mut rows = Vec::new();
     let mut next = None;
+    let mut status = StatusCode::OK;
     match q.filter(scoped) {
-        Err(e) => msg = Some(e),
+        Err(Refusal::Invalid(e)) => msg = Some(e),
+        Err(Refusal::OtherTenant) => {
+            status = StatusCode::FORBIDDEN;
+            msg = Some("tenant: the token is scoped to another tenant".into());
+        }
         Ok(filter) => match st.app.queue.list(&filter).await {
             Err(e) => msg = Some(e.to_string()),
             Ok(items) => {
@@ -222,7 +255,7 @@ async fn list_page(
         rows,
         next,
     };
-    render(&t, StatusCode::OK)
+    render(&t, status)
 }
 
 /// Items, with every list filter.

@@ -21,8 +21,13 @@
 //! - Every response carries a strict Content-Security-Policy: scripts and
 //!   styles only from the dashboard's own embedded files, no inline
 //!   script, no framing.
-//! - A tenant-scoped token sees only its tenant's items; the
-//!   installation-wide views (counts, lanes) need a token of no tenant.
+//! - A tenant-scoped token sees only its tenant's items (a list asked for
+//!   another tenant is refused, 403, as the API refuses it); the
+//!   installation-wide views (counts, lanes, workers with their hosts and
+//!   process ids, schedules) need a token of no tenant, on the pages as in
+//!   the API.
+//! - A page's `back` link is followed only to a path of the dashboard's
+//!   own, without dot segments (`actions::is_own_page`).
 //! - Payloads of the kinds [`DashboardConfig::redact`] names are shown
 //!   with those fields replaced.
 
@@ -166,6 +171,8 @@ pub fn routes_with(state: DashState) -> Router {
         .route(&format!("{BASE}/assets/htmx.min.js"), get(asset_htmx))
         .route(&format!("{BASE}/assets/dashboard.js"), get(asset_js))
         .route(&format!("{BASE}/assets/dashboard.css"), get(asset_css))
+        .route(&format!("{BASE}/assets/favicon.svg"), get(asset_icon))
+        .route("/favicon.ico", get(asset_icon))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_FORM_BYTES))
         .layer(axum::middleware::from_fn(security_headers))
         .with_state(state)
@@ -197,6 +204,7 @@ async fn security_headers(req: Request, next: Next) -> Response {
 const HTMX: &str = include_str!("../../assets/htmx.min.js");
 const JS: &str = include_str!("../../assets/dashboard.js");
 const CSS: &str = include_str!("../../assets/dashboard.css");
+const ICON: &str = include_str!("../../assets/favicon.svg");
 
 fn asset(body: &'static str, mime: &'static str) -> Response {
     (
@@ -218,4 +226,7 @@ async fn asset_js() -> Response {
 }
 async fn asset_css() -> Response {
     asset(CSS, "text/css; charset=utf-8")
+}
+async fn asset_icon() -> Response {
+    asset(ICON, "image/svg+xml")
 }

@@ -577,12 +577,29 @@ pub(super) async fn lanes(
     )
 }
 
-/// Workers: live, draining, offline, lost; last beat.
+/// For a session of a tenant-scoped token, the answer to an
+/// installation-wide page (workers, schedules): refused (403) with a
+/// pointer to its items, as the API refuses the token the same data.
+fn installation_only(st: &DashState, v: &Viewer, title: &'static str) -> Option<Response> {
+    let tenant = v.session.principal.tenant?;
+    Some(render(
+        &ScopedPage {
+            nav: nav(st, v, title, None),
+            tenant,
+        },
+        StatusCode::FORBIDDEN,
+    ))
+}
+
+/// Workers: live, draining, offline, lost; last beat (unscoped tokens).
 pub(super) async fn workers(State(st): State<DashState>, headers: HeaderMap) -> Response {
     let v = match viewer(&st, &headers).await {
         Ok(v) => v,
         Err(r) => return *r,
     };
+    if let Some(r) = installation_only(&st, &v, "Workers") {
+        return r;
+    }
     let rows = match st.app.queue.workers().await {
         Ok(w) => w,
         Err(e) => {
@@ -631,12 +648,15 @@ pub(super) async fn workers(State(st): State<DashState>, headers: HeaderMap) -> 
     )
 }
 
-/// Schedules: their declaration and last tick.
+/// Schedules: their declaration and last tick (unscoped tokens).
 pub(super) async fn schedules(State(st): State<DashState>, headers: HeaderMap) -> Response {
     let v = match viewer(&st, &headers).await {
         Ok(v) => v,
         Err(r) => return *r,
     };
+    if let Some(r) = installation_only(&st, &v, "Schedules") {
+        return r;
+    }
     let rows = match st.app.queue.schedule_list().await {
         Ok(r) => r,
         Err(e) => {

@@ -227,6 +227,7 @@ mod tests {
             role: Role::Operator,
             tenant: None,
             enqueue: vec![],
+            work: vec![],
         }
     }
 

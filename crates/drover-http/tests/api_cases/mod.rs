@@ -9,6 +9,9 @@ use serde_json::{Value, json};
 
 use crate::common::App;
 
+mod contract;
+pub use contract::*;
+
 const PROBLEM: &str = "application/problem+json";
 
 fn ct(h: &axum::http::HeaderMap) -> &str {
@@ -1250,6 +1253,10 @@ macro_rules! api_suite {
             bulk_and_cursor_pages,
             tenant_scoped_token_sees_its_tenant_only,
             limits_set_list_clear,
+            contract_payload_is_any_json_value,
+            contract_bodies_are_parsed_strictly,
+            contract_idempotency_fingerprint_is_canonical_json,
+            contract_problems_name_the_request_member,
         );
     };
     (@cases $setup:path; $($case:ident),* $(,)?) => {

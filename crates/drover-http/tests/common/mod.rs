@@ -118,6 +118,7 @@ pub async fn mint(
             tenant,
             enqueue: enqueue.iter().map(|s| (*s).to_owned()).collect(),
             label: "test".into(),
+            work: vec![],
         },
     )
     .await

@@ -1,3 +1,7 @@
--- The claims holding slots: every claimed item's scope parts (the claimed
--- set is small: items_claimed_lease).
-SELECT lane, kind, tenant_id, group_key FROM items WHERE status = 'claimed'
+-- The claims holding slots: the claimed items' scope parts, one row per
+-- distinct (lane, kind, tenant, group) with how many hold it (the claimed
+-- set is small: items_claimed_lease; a drain of one kind is one row).
+SELECT lane, kind, tenant_id, group_key, count(*) AS n
+FROM items
+WHERE status = 'claimed'
+GROUP BY lane, kind, tenant_id, group_key

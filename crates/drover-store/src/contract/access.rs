@@ -17,6 +17,7 @@ fn token(hash_byte: char) -> NewToken {
         scope_tenant: Some(tenant_a()),
         enqueue: vec!["mail.*".into(), "report".into()],
         label: "ci".into(),
+        work: vec![],
     }
 }
 
@@ -75,6 +76,34 @@ pub async fn token_found_by_hash_until_revoked(h: &Harness) {
     let listed = h.store.token_list().await.expect("list");
     assert_eq!(listed.len(), 1);
     assert!(listed[0].revoked_at.is_some());
+}
+
+/// A worker token keeps its work grants through insert, lookup and list;
+/// grants on any other role are refused by the schema (memory keeps no
+/// schema: the HTTP layer refuses them before the store on every backend).
+pub async fn worker_token_keeps_its_work_grants(h: &Harness) {
+    let mut t = token('c');
+    t.role = "worker".into();
+    t.scope_tenant = None;
+    t.enqueue = vec![];
+    t.work = vec!["mail:mail.*".into(), "*:report".into()];
+    let row = h.store.token_insert(&t).await.expect("insert");
+    assert_eq!((row.role.as_str(), &row.work), ("worker", &t.work));
+    let found = h
+        .store
+        .token_by_hash(&t.hash)
+        .await
+        .expect("lookup")
+        .expect("found");
+    assert_eq!(found.work, t.work);
+    let listed = h.store.token_list().await.expect("list");
+    assert_eq!(listed[0].work, t.work);
+    let plain = h
+        .store
+        .token_insert(&token('d'))
+        .await
+        .expect("an operator");
+    assert!(plain.work.is_empty());
 }
 
 /// Begin, begin again while in flight, a different payload, finish, and

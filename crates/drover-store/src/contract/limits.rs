@@ -224,6 +224,75 @@ pub async fn limit_exact_under_concurrent_claimers(h: &Harness) {
     assert_eq!(total, 3, "claimed between the claimers");
 }
 
+/// A limit far from full lets concurrent claimers through whole (the
+/// shortcut that skips admission item by item): every item is claimed
+/// exactly once and no claim comes back short while items wait; lowered
+/// to 5 while 60 are held, the same limit admits nothing more, and after
+/// 57 completions exactly 2.
+pub async fn limit_far_from_full_claims_each_item_once(h: &Harness) {
+    let s = &h.store;
+    s.limit_set(
+        &kind_scope("wide"),
+        LimitSource::Operator,
+        crate::limits::MAX_CONCURRENCY.into(),
+        Uuid::nil(),
+    )
+    .await
+    .expect("set");
+    let batch: Vec<NewItem> = (0..120)
+        .map(|n| NewItem::new("wide", json!({ "n": n })))
+        .collect();
+    s.item_insert_many(&batch).await.expect("bulk");
+    let mut tasks = Vec::new();
+    for w in 0..6 {
+        let store = s.clone();
+        tasks.push(tokio::spawn(async move {
+            let p = ClaimParams {
+                lane: "default".into(),
+                kinds: vec!["wide".into()],
+                worker_id: format!("w{w}"),
+                lease: LONG,
+                limit: 10,
+            };
+            store.item_claim(&p).await.expect("claim")
+        }));
+    }
+    let mut ids = std::collections::HashSet::new();
+    let mut held = Vec::new();
+    for t in tasks {
+        let got = t.await.expect("claimer");
+        assert_eq!(got.len(), 10, "a claim came back short while items waited");
+        for it in got {
+            assert!(ids.insert(it.id), "claimed twice: {}", it.id);
+            held.push(it);
+        }
+    }
+    assert_eq!(ids.len(), 60);
+    s.limit_set(
+        &kind_scope("wide"),
+        LimitSource::Operator,
+        5.into(),
+        Uuid::nil(),
+    )
+    .await
+    .expect("lower");
+    assert!(
+        claim_n(h, "default", 10).await.is_empty(),
+        "over a lowered limit"
+    );
+    let done: Vec<ClaimRef> = held
+        .iter()
+        .take(57)
+        .map(|it| ClaimRef::of(it).expect("claimed"))
+        .collect();
+    s.item_complete_many(&done).await.expect("complete");
+    assert_eq!(
+        claim_n(h, "default", 10).await.len(),
+        2,
+        "the lowered limit's free slots"
+    );
+}
+
 /// A full scope's backlog, larger than a page of candidates and ahead in
 /// claim order, holds back only its own scope: claims take the one slot's
 /// item of each full scope and every other item, never more of the

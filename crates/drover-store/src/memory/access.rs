@@ -37,6 +37,7 @@ impl AccessStore for MemoryStore {
             label: t.label.clone(),
             created_at: now,
             revoked_at: None,
+            work: t.work.clone(),
         };
         st.tokens.push(row.clone());
         Ok(row)

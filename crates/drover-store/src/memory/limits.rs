@@ -10,7 +10,8 @@ use uuid::Uuid;
 use super::{MemoryStore, State};
 use crate::limits::{
     Admission, LimitScope, LimitSetting, LimitSource, LimitSpec, LimitStore, LimitUsage,
-    OnDeadLetter, OrderBlocker, UsageRow, blocks_order, effective, keys_of, ordered_kinds, usage,
+    OnDeadLetter, OrderBlocker, UsageRow, applies, blocks_order, effective, keys_of, ordered_kinds,
+    usage,
 };
 use drover_core::error::Result;
 use drover_core::item::{Item, Status};
@@ -149,6 +150,10 @@ impl LimitStore for MemoryStore {
             })
             .collect();
         Ok(usage(&st.limits_in_force(), &rows))
+    }
+
+    async fn limits_apply(&self, lane: &str, kinds: &[String]) -> Result<bool> {
+        Ok(applies(&self.lock().limits_in_force(), lane, kinds))
     }
 
     async fn order_blocker(

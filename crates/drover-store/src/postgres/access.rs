@@ -115,6 +115,7 @@ fn token_row(r: &PgRow) -> Result<TokenRow> {
         label: r.try_get("label")?,
         created_at: r.try_get("created_at")?,
         revoked_at: r.try_get("revoked_at")?,
+        work: r.try_get("work")?,
     })
 }
 
@@ -130,6 +131,7 @@ impl AccessStore for PgStore {
             .bind(t.scope_tenant)
             .bind(&t.enqueue)
             .bind(&t.label)
+            .bind(&t.work)
             .fetch_one(&mut *tx)
             .await;
         let r = match r {

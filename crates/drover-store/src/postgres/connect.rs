@@ -1,17 +1,24 @@
 //! Opening the store's pools: the connect options per pooling mode, the
 //! pool's bounded acquire and idle ping, and a connect error turned into
-//! the setting that fixes it where the server's own words would not say.
+//! the setting that fixes it where the server's own words would not say;
+//! and the transactions that run a caller's statements as the login
+//! ([`PgStore::begin_as_login`]).
 //!
-//! Invariant: in [`PoolMode::Session`] every connection carries the schema
+//! Invariants: in [`PoolMode::Session`] every connection carries the schema
 //! as its `search_path` startup option; in [`PoolMode::Transaction`] no
 //! startup parameter beyond the login's is sent and no statement is named.
+//! A transaction opened for a caller (`Store::tx_begin`) or a projector's
+//! `apply` runs with the `search_path` the login has on a connection of its
+//! own, so the caller's unqualified table names resolve as on the caller's
+//! own pool; drover's statements inside it set the schema for themselves
+//! (`items::enter_caller_tx`) and put the caller's back.
 
 use std::str::FromStr;
 
-use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{Connection, PgConnection, PgPool, Postgres, Transaction};
 
-use super::PgOptions;
+use super::{PgOptions, PgStore};
 use crate::pooler::{DIRECT_URL_VAR, POOLER_VAR, PoolMode};
 use drover_core::error::{Error, Result};
 
@@ -83,3 +90,54 @@ fn explain_refusal(e: sqlx::Error, field: &'static str, mode: PoolMode) -> Error
 /// pings it first: shorter than any server restart, longer than a busy
 /// pool's turnaround.
 const PING_IF_IDLE_FOR: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// The login's own connect options for `url`, when the store's pool starts
+/// its sessions in the schema (session mode) and so hides the login's own
+/// `search_path`; `None` otherwise (through a transaction pooler nothing is
+/// added to the login's sessions).
+pub(super) fn login_options(url: &str, opts: &PgOptions) -> Option<PgConnectOptions> {
+    match opts.pooler.mode {
+        PoolMode::Session => PgConnectOptions::from_str(url).ok(),
+        PoolMode::Transaction => None,
+    }
+}
+
+impl PgStore {
+    /// Opens a transaction on the store's pool as its login, with the
+    /// login's own `search_path` (read once, from a connection of its own,
+    /// when the pool's sessions start in the schema): the transaction a
+    /// caller's statements run in (`Store::tx_begin`) and a projector's.
+    ///
+    /// # Errors
+    /// The database's, for the read or the opening.
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as `begin::begin`.
+    pub(super) async fn begin_as_login(&self) -> Result<Transaction<'static, Postgres>> {
+        let Some(login) = &self.login else {
+            return crate::begin::begin(&self.pool, "BEGIN").await;
+        };
+        let path = self
+            .login_search_path
+            .get_or_try_init(|| async {
+                let mut conn = PgConnection::connect_with(login).await?;
+                let path: String = sqlx::query_scalar("SELECT current_setting('search_path')")
+                    .persistent(false)
+                    .fetch_one(&mut conn)
+                    .await?;
+                if let Err(e) = conn.close().await {
+                    tracing::debug!(error = %e, "closing the search_path probe failed");
+                }
+                Ok::<String, Error>(path)
+            })
+            .await?;
+        // The server's own rendering of the setting, passed back as an
+        // escape string literal (quotes and backslashes doubled, whatever
+        // standard_conforming_strings says): nothing of it is parsed as SQL.
+        let sql = format!(
+            "BEGIN; SELECT set_config('search_path', E'{}', true)",
+            path.replace('\\', "\\\\").replace('\'', "''")
+        );
+        crate::begin::begin(&self.pool, sql).await
+    }
+}

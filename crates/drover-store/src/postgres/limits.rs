@@ -4,7 +4,12 @@
 //! A claim of a lane no limit applies to is `claim_items` as before; the
 //! limits in force are read at most once per [`LIMITS_CACHE_TTL`] per
 //! process, so it costs no extra statement. A claim a limit may apply to
-//! runs one system-role transaction:
+//! is one call into `claim_limited` (migration 0036), which runs the steps
+//! below inside the server (and, when no per-group limit applies, locks
+//! the lane and kind keys first and is `claim_items` itself while they
+//! have room for the whole claim). On a schema before 0036 (a binary ahead
+//! of its database until `drover migrate`), the same steps run from here
+//! as one system-role transaction, under the same keys:
 //!
 //! 1. the candidates, in claim order, locked `SKIP LOCKED` (never a wait
 //!    on a row), leaving out scopes that were full as the claim began;
@@ -31,8 +36,8 @@ use super::{PgStore, row, secs};
 use crate::ClaimParams;
 use crate::limits::{
     Admission, LimitScope, LimitSetting, LimitSource, LimitSpec, LimitStore, LimitUsage,
-    OnDeadLetter, OrderBlocker, UsageRow, applies, effective, full_scopes, keys_of, ordered_kinds,
-    usage,
+    OnDeadLetter, OrderBlocker, UsageRow, applies, effective, full_scopes, keys_of, limits_broken,
+    ordered_kinds, usage,
 };
 use drover_core::error::Result;
 use drover_core::item::Item;
@@ -52,6 +57,9 @@ const LIMIT_LOCK: &str = include_str!("../../sql/postgres/limit_lock.sql");
 const LIMIT_HELD: &str = include_str!("../../sql/postgres/limit_held.sql");
 const LIMIT_CLAIM: &str = include_str!("../../sql/postgres/limit_claim.sql");
 const LIMIT_USAGE: &str = include_str!("../../sql/postgres/limit_usage.sql");
+/// The one-call limited claim (migration 0036); `{schema}` is the
+/// validated schema name.
+pub(super) const LIMIT_CLAIM_CALL: &str = include_str!("../../sql/postgres/limit_claim_call.sql");
 const LIMIT_ORDER_BLOCKER: &str = include_str!("../../sql/postgres/limit_order_blocker.sql");
 
 /// How many candidates a limited claim reads per slot it asks for (plus a
@@ -134,6 +142,80 @@ impl PgStore {
         if !applies(&limits, &p.lane, &p.kinds) {
             return Ok(None);
         }
+        if !self.limits.steps_only() {
+            if let Some(items) = self.claim_limited_call(p, &limits).await? {
+                return Ok(Some(items));
+            }
+            // The schema predates migration 0036 (a binary ahead of its
+            // database in an online upgrade): the steps below, until the
+            // limits are read again.
+            self.limits.set_steps_only();
+        }
+        self.claim_limited_steps(p, &limits).await.map(Some)
+    }
+
+    /// The limited claim in one call into `claim_limited` (migration 0036),
+    /// which runs the steps of [`PgStore::claim_limited_steps`] inside the
+    /// server under the same scope keys and locks. `None` when the database
+    /// has no such function.
+    async fn claim_limited_call(
+        &self,
+        p: &ClaimParams,
+        limits: &[LimitSetting],
+    ) -> Result<Option<Vec<Item>>> {
+        let args = CallArgs::of(limits, &p.lane);
+        let want = p
+            .limit
+            .saturating_mul(CANDIDATES_PER_SLOT)
+            .saturating_add(CANDIDATES_EXTRA);
+        let query = sqlx::query(&self.claim_limited_sql)
+            .persistent(self.persistent)
+            .bind(&p.lane)
+            .bind(&p.kinds)
+            .bind(&p.worker_id)
+            .bind(secs(p.lease))
+            .bind(i64::from(p.limit))
+            .bind(i64::from(want))
+            .bind(format!("drover.limit:{}:", self.schema))
+            .bind(args.lane)
+            .bind(&args.kinds)
+            .bind(&args.kind_limits)
+            .bind(&args.group_kinds)
+            .bind(&args.group_limits)
+            .bind(&args.ordered)
+            .bind(&args.hold);
+        let fetched = if self.persistent {
+            query.fetch_all(&self.system_pool).await
+        } else {
+            let mut tx = super::super::begin::begin(&self.system_pool, "BEGIN").await?;
+            let rows = query.fetch_all(&mut *tx).await;
+            if rows.is_ok() {
+                tx.commit().await?;
+            }
+            rows
+        };
+        let rows = match fetched {
+            Ok(rows) => rows,
+            // undefined_function
+            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42883") => {
+                return Ok(None);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let mut items = rows.iter().map(row::item).collect::<Result<Vec<_>>>()?;
+        items.sort_by(|a, b| {
+            (a.priority, a.available_at, a.id).cmp(&(b.priority, b.available_at, b.id))
+        });
+        Ok(Some(items))
+    }
+
+    /// The limited claim as a transaction of statements from here: on a
+    /// schema before migration 0036.
+    async fn claim_limited_steps(
+        &self,
+        p: &ClaimParams,
+        limits: &[LimitSetting],
+    ) -> Result<Vec<Item>> {
         let limit_kinds: Vec<String> = limits
             .iter()
             .filter(|l| !matches!(l.scope, LimitScope::Lane(_)))
@@ -146,12 +228,12 @@ impl PgStore {
             .iter()
             .map(|r| parts(r, false))
             .collect::<Result<Vec<_>>>()?;
-        let full = Full::of(&limits, &p.lane, &claimed);
+        let full = Full::of(limits, &p.lane, &claimed);
         if full.lane {
             tx.commit().await?;
-            return Ok(Some(Vec::new()));
+            return Ok(Vec::new());
         }
-        let ordered = ordered_kinds(&limits);
+        let ordered = ordered_kinds(limits);
         let hold: Vec<&str> = ordered
             .iter()
             .filter(|(_, r)| *r == OnDeadLetter::Hold)
@@ -196,7 +278,7 @@ impl PgStore {
         let keyed: Vec<(Uuid, Vec<(String, u32)>)> = candidates
             .iter()
             .map(|c| {
-                let keys = keys_of(&limits, &c.lane, &c.kind, c.tenant, c.group.as_deref());
+                let keys = keys_of(limits, &c.lane, &c.kind, c.tenant, c.group.as_deref());
                 (c.id, keys)
             })
             .collect();
@@ -215,7 +297,7 @@ impl PgStore {
                 .await?;
         }
         let rows = self.held_rows(&mut tx, &p.lane, &limit_kinds).await?;
-        let held = held_counts(&limits, &rows)?;
+        let held = held_counts(limits, &rows)?;
         let mut admission = Admission::new(held);
         let admitted: Vec<Uuid> = keyed
             .into_iter()
@@ -239,7 +321,65 @@ impl PgStore {
         items.sort_by(|a, b| {
             (a.priority, a.available_at, a.id).cmp(&(b.priority, b.available_at, b.id))
         });
-        Ok(Some(items))
+        Ok(items)
+    }
+}
+
+/// The limits in force as `claim_limited` takes them: arrays, not rows.
+/// Under [`limits_broken`] (tests only) every limit is unbounded.
+struct CallArgs {
+    lane: Option<i32>,
+    kinds: Vec<String>,
+    kind_limits: Vec<i32>,
+    group_kinds: Vec<String>,
+    group_limits: Vec<i32>,
+    ordered: Vec<String>,
+    hold: Vec<String>,
+}
+
+impl CallArgs {
+    fn of(limits: &[LimitSetting], lane: &str) -> CallArgs {
+        let n = |c: u32| {
+            if limits_broken() {
+                i32::MAX
+            } else {
+                i32::try_from(c).unwrap_or(i32::MAX)
+            }
+        };
+        let mut out = CallArgs {
+            lane: None,
+            kinds: Vec::new(),
+            kind_limits: Vec::new(),
+            group_kinds: Vec::new(),
+            group_limits: Vec::new(),
+            ordered: Vec::new(),
+            hold: Vec::new(),
+        };
+        for l in limits {
+            match &l.scope {
+                LimitScope::Lane(name) if name == lane => out.lane = Some(n(l.concurrency)),
+                LimitScope::Lane(_) => {}
+                LimitScope::Kind(k) => {
+                    out.kinds.push(k.clone());
+                    out.kind_limits.push(n(l.concurrency));
+                }
+                LimitScope::KindPerGroup(k) => {
+                    out.group_kinds.push(k.clone());
+                    out.group_limits.push(n(l.concurrency));
+                }
+            }
+        }
+        for (k, rule) in ordered_kinds(limits) {
+            // A broken limit also lets groups run out of order.
+            if limits_broken() {
+                continue;
+            }
+            if rule == OnDeadLetter::Hold {
+                out.hold.push(k.clone());
+            }
+            out.ordered.push(k);
+        }
+        out
     }
 }
 
@@ -389,6 +529,10 @@ impl LimitStore for PgStore {
         tx.commit().await?;
         let rows = rows.iter().map(usage_row).collect::<Result<Vec<_>>>()?;
         Ok(usage(&limits, &rows))
+    }
+
+    async fn limits_apply(&self, lane: &str, kinds: &[String]) -> Result<bool> {
+        Ok(applies(&self.limits_in_force().await?, lane, kinds))
     }
 
     async fn order_blocker(

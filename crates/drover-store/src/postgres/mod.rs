@@ -233,6 +233,7 @@ pub struct PgStore {
     /// they need no per-transaction search_path.
     claim_sql: String,
     complete_many_sql: String,
+    claim_limited_sql: String,
     /// The limits in force, as the last claim read them.
     limits: crate::limits::LimitCache,
     /// Becomes true once the listener's first LISTEN is in place.
@@ -248,6 +249,13 @@ pub struct PgStore {
     /// The tallies of large items children in progress across purge passes
     /// (`rotate.rs`), and how large a child must be to be tallied in slices.
     tallies: std::sync::Mutex<tally::Tallies>,
+    /// The login's own connect options, without the schema drover starts
+    /// its pool's sessions in: set when [`PgStore::connect`] put the schema
+    /// on every connection, so a caller's or a projector's transaction can
+    /// run with the login's own `search_path` (`connect.rs`).
+    login: Option<PgConnectOptions>,
+    /// That `search_path`, read once from a connection of `login`.
+    login_search_path: tokio::sync::OnceCell<String>,
 }
 
 impl Drop for PgStore {
@@ -302,6 +310,7 @@ impl PgStore {
             None => None,
         };
         let mut store = PgStore::from_pools(pool, system_pool, &opts.schema)?;
+        store.login = connect::login_options(url, &opts);
         store.mode = opts.pooler.mode;
         store.persistent = opts.pooler.mode == PoolMode::Session;
         store.direct = direct;
@@ -350,11 +359,14 @@ impl PgStore {
             listen_ready: tokio::sync::watch::channel(false).0,
             claim_sql: sql::ITEM_CLAIM.replace("{schema}", schema),
             complete_many_sql: sql::ITEM_COMPLETE_MANY.replace("{schema}", schema),
+            claim_limited_sql: limits::LIMIT_CLAIM_CALL.replace("{schema}", schema),
             limits: crate::limits::LimitCache::default(),
             mode: PoolMode::Session,
             persistent: true,
             direct: None,
             tallies: std::sync::Mutex::new(tally::Tallies::default()),
+            login: None,
+            login_search_path: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -642,6 +654,11 @@ impl Store for PgStore {
 
     fn wake(&self, lane: &str) {
         self.wake_local(lane);
+    }
+
+    async fn tx_begin(&self) -> Result<crate::Tx> {
+        let tx = self.begin_as_login().await?;
+        Ok(crate::Tx::from_postgres(tx, self.persistent))
     }
 
     async fn db_now(&self) -> Result<DateTime<Utc>> {

@@ -318,7 +318,9 @@ impl OrchestrationStore for PgStore {
             .fetch_all(&mut *tx)
             .await?;
         tx.commit().await?;
-        rows.iter().map(record).collect()
+        Ok(crate::orchestration::decodable(&rows, record, |r| {
+            r.try_get("id").ok()
+        }))
     }
 
     async fn orchestration_advance(
@@ -360,7 +362,9 @@ impl OrchestrationStore for PgStore {
             .fetch_all(&mut *tx)
             .await?;
         tx.commit().await?;
-        rows.iter().map(record).collect()
+        Ok(crate::orchestration::decodable(&rows, record, |r| {
+            r.try_get("id").ok()
+        }))
     }
 
     async fn orchestration_dead_steps(&self, limit: u32) -> Result<Vec<DeadStep>> {

@@ -1,10 +1,13 @@
 //! Projector checkpoints and leases on PostgreSQL (migration 0012).
 //!
-//! A batch runs in one transaction opened as the store's login: the
-//! checkpoint moves first, fenced, under the runtime role scoped to the
-//! tenant (entered and left as the transactional enqueue does, so the row
-//! lock and RLS apply), then the projector's `apply` runs as the login for
-//! every event of the batch, and the commit lands both or neither. The row
+//! A batch runs in one transaction opened as the store's login, with the
+//! login's own `search_path` (`PgStore::begin_as_login`): the checkpoint
+//! moves first, fenced, under the runtime role and drover's schema scoped
+//! to the tenant (entered and left as the transactional enqueue does, so
+//! the row lock and RLS apply, and the login's settings come back), then
+//! the projector's `apply` runs as the login for every event of the batch,
+//! naming its tables as the service does on its own pool, and the commit
+//! lands both or neither. The row
 //! lock taken by the fenced move also keeps a second runner from taking the
 //! lease until the batch ends.
 
@@ -137,7 +140,7 @@ impl ProjectorStore for PgStore {
             return Ok(lease.clone());
         };
         let topics = projector.topics();
-        let mut tx = super::super::begin::begin(&self.pool, "BEGIN").await?;
+        let mut tx = self.begin_as_login().await?;
         let moved = self
             .fenced(&mut tx, CHECKPOINT_MOVE, lease, Some(last.position), renew)
             .await?;
@@ -159,7 +162,7 @@ impl ProjectorStore for PgStore {
         renew: Duration,
         projector: &dyn Projector,
     ) -> Result<ProjectorLease> {
-        let mut tx = super::super::begin::begin(&self.pool, "BEGIN").await?;
+        let mut tx = self.begin_as_login().await?;
         let moved = self
             .fenced(&mut tx, CHECKPOINT_RESET, lease, None, renew)
             .await?;

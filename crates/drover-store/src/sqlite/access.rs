@@ -94,6 +94,7 @@ async fn finish_on(
 fn token_row(r: &SqliteRow) -> Result<TokenRow> {
     let enqueue: String = r.try_get("enqueue")?;
     let revoked: Option<i64> = r.try_get("revoked_at")?;
+    let work: String = r.try_get("work")?;
     Ok(TokenRow {
         id: r.try_get("id")?,
         hash: r.try_get("hash")?,
@@ -104,6 +105,8 @@ fn token_row(r: &SqliteRow) -> Result<TokenRow> {
         label: r.try_get("label")?,
         created_at: from_micros(r.try_get("created_at")?)?,
         revoked_at: revoked.map(from_micros).transpose()?,
+        work: serde_json::from_str(&work)
+            .map_err(|e| Error::Config(format!("api_tokens.work is not a JSON array: {e}")))?,
     })
 }
 
@@ -114,6 +117,8 @@ impl AccessStore for SqliteStore {
         // of the argument (any list of strings encodes), so not lifted.
         let enqueue = serde_json::to_string(&t.enqueue)
             .map_err(|e| Error::invalid("enqueue", e.to_string()))?;
+        let work =
+            serde_json::to_string(&t.work).map_err(|e| Error::invalid("work", e.to_string()))?;
         let mut tx = self.begin().await?;
         let r = sqlx::query(TOKEN_INSERT)
             .bind(t.id)
@@ -123,6 +128,7 @@ impl AccessStore for SqliteStore {
             .bind(enqueue)
             .bind(&t.label)
             .bind(to_micros(self.now()))
+            .bind(work)
             .fetch_one(&mut *tx)
             .await;
         let r = match r {

@@ -22,6 +22,27 @@ use crate::{ClaimParams, ClaimRef, FailOutcome, FailParams};
 use drover_core::error::{Error, Result};
 use drover_core::item::{Item, Status, bound_error};
 
+/// The unlimited claim of `p` on the open write transaction at `now`
+/// (`kinds` as the JSON array the statement binds; `None`: every kind).
+pub(super) async fn claim_unlimited_on(
+    conn: &mut SqliteConnection,
+    p: &ClaimParams,
+    kinds: Option<&str>,
+    now: DateTime<Utc>,
+) -> Result<Vec<Item>> {
+    let rows = sqlx::query(sql::ITEM_CLAIM)
+        .bind(&p.worker_id)
+        .bind(to_micros(after(now, p.lease)))
+        .bind(to_micros(now))
+        .bind(SYSTEM)
+        .bind(&p.lane)
+        .bind(kinds)
+        .bind(i64::from(p.limit))
+        .fetch_all(conn)
+        .await?;
+    rows.iter().map(row::item).collect()
+}
+
 /// The actor that signs every write after the enqueue: the system.
 pub(super) const SYSTEM: Uuid = Uuid::nil();
 
@@ -64,28 +85,22 @@ impl SqliteStore {
         let mut tx = self.begin().await?;
         let now = self.now();
         if crate::limits::applies(&cached, &p.lane, &p.kinds) {
-            // Read again in the claim's own transaction: the freshest
-            // settings for the admission the write lock makes exact.
-            let limits = super::limits::in_force(&mut tx).await?;
-            let mut items = super::limits::claim_on(&mut tx, p, &limits, now).await?;
+            // The settings as cached (a change reaches every claimer within
+            // the cache's TTL, as on PostgreSQL): exactness is in the count
+            // of claimed rows, which the write lock keeps exact.
+            let limited = super::limits::claim_on(&mut tx, p, &cached, now).await?;
+            let mut items = match limited {
+                Some(items) => items,
+                None => claim_unlimited_on(&mut tx, p, kinds.as_deref(), now).await?,
+            };
             tx.commit().await?;
             items.sort_by(|a, b| {
                 (a.priority, a.available_at, a.id).cmp(&(b.priority, b.available_at, b.id))
             });
             return Ok(items);
         }
-        let rows = sqlx::query(sql::ITEM_CLAIM)
-            .bind(&p.worker_id)
-            .bind(to_micros(after(now, p.lease)))
-            .bind(to_micros(now))
-            .bind(SYSTEM)
-            .bind(&p.lane)
-            .bind(kinds)
-            .bind(i64::from(p.limit))
-            .fetch_all(&mut *tx)
-            .await?;
+        let mut items = claim_unlimited_on(&mut tx, p, kinds.as_deref(), now).await?;
         tx.commit().await?;
-        let mut items = rows.iter().map(row::item).collect::<Result<Vec<_>>>()?;
         // RETURNING has no defined order: hand items out in claim order.
         items.sort_by(|a, b| {
             (a.priority, a.available_at, a.id).cmp(&(b.priority, b.available_at, b.id))

@@ -19,7 +19,8 @@ use super::row::{self, after, from_micros, to_micros};
 use crate::ClaimParams;
 use crate::limits::{
     Admission, LimitScope, LimitSetting, LimitSource, LimitSpec, LimitStore, LimitUsage,
-    OnDeadLetter, OrderBlocker, UsageRow, effective, full_scopes, keys_of, ordered_kinds, usage,
+    OnDeadLetter, OrderBlocker, UsageRow, applies, effective, full_scopes, keys_of, ordered_kinds,
+    room, usage,
 };
 use drover_core::error::{Error, Result};
 use drover_core::item::Item;
@@ -41,8 +42,12 @@ static LIMIT_CANDIDATES_ORDERED: std::sync::LazyLock<String> = std::sync::LazyLo
 const LIMIT_CLAIM: &str = include_str!("../../sql/sqlite/limit_claim.sql");
 const LIMIT_USAGE: &str = include_str!("../../sql/sqlite/limit_usage.sql");
 
-/// Candidates read per page.
+/// Candidates read per page after the first.
 const PAGE: i64 = 256;
+/// The first page: this many candidates per slot the claim asks for, plus
+/// a few.
+const FIRST_PAGE_PER_SLOT: i64 = 2;
+const FIRST_PAGE_EXTRA: i64 = 16;
 
 fn setting(r: &SqliteRow) -> Result<LimitSetting> {
     let scope: String = r.try_get("scope")?;
@@ -113,18 +118,6 @@ where
     rows.iter().map(setting).collect()
 }
 
-/// The limits in force, read on the claim's own connection.
-pub(super) async fn in_force(conn: &mut SqliteConnection) -> Result<Vec<LimitSetting>> {
-    let rows = match sqlx::query(LIMIT_LIST).fetch_all(&mut *conn).await {
-        Err(sqlx::Error::Database(e)) if e.message().contains("no such column") => {
-            sqlx::query(LIMIT_LIST_0033).fetch_all(&mut *conn).await?
-        }
-        other => other?,
-    };
-    let settings = rows.iter().map(setting).collect::<Result<Vec<_>>>()?;
-    Ok(effective(&settings))
-}
-
 /// The ordered kinds of `limits` as the candidates statement binds them:
 /// all of them, and those that hold on a dead letter (JSON arrays; `None`
 /// when empty).
@@ -171,14 +164,15 @@ impl Full {
                     r.try_get::<String, _>("kind")?,
                     r.try_get::<Uuid, _>("tenant_id")?,
                     r.try_get::<Option<String>, _>("group_key")?,
+                    usize::try_from(r.try_get::<i64, _>("n")?).unwrap_or(0),
                 ))
             })
             .collect::<Result<Vec<_>>>()?;
         let f = full_scopes(
             limits,
-            parts
-                .iter()
-                .map(|(l, k, t, g)| (l.as_str(), k.as_str(), *t, g.as_deref())),
+            parts.iter().flat_map(|(l, k, t, g, n)| {
+                std::iter::repeat_n((l.as_str(), k.as_str(), *t, g.as_deref()), *n)
+            }),
         );
         let json = |v: &[String]| {
             serde_json::to_string(v).map_err(|e| Error::invalid("kinds", e.to_string()))
@@ -211,34 +205,51 @@ impl Full {
     }
 }
 
-/// The limited claim of `p` on the open write transaction at `now`.
+/// The limited claim of `p` on the open write transaction at `now`, or
+/// `None` when every limit it may count against has room for the whole
+/// claim and nothing is full: the caller then runs the unlimited claim on
+/// the same transaction (a limit that does not bind costs the read of the
+/// held slots and nothing more).
 pub(super) async fn claim_on(
     conn: &mut SqliteConnection,
     p: &ClaimParams,
     limits: &[LimitSetting],
     now: DateTime<Utc>,
-) -> Result<Vec<Item>> {
+) -> Result<Option<Vec<Item>>> {
     let claimed = sqlx::query(LIMIT_HELD).fetch_all(&mut *conn).await?;
     let full = Full::of(limits, &p.lane, &claimed)?;
     if full.lane {
-        return Ok(Vec::new());
+        return Ok(Some(Vec::new()));
     }
     let mut held: HashMap<String, u64> = HashMap::new();
     for r in &claimed {
+        let n = u64::try_from(r.try_get::<i64, _>("n")?).unwrap_or(0);
         for (k, _) in row_keys(limits, r)? {
-            *held.entry(k).or_default() += 1;
+            *held.entry(k).or_default() += n;
         }
     }
-    let mut admission = Admission::new(held);
+    if full.kinds.is_none()
+        && room(limits, &p.lane, &p.kinds, &held).is_some_and(|r| r >= u64::from(p.limit))
+    {
+        return Ok(None);
+    }
     let kinds = if p.kinds.is_empty() {
         None
     } else {
         Some(serde_json::to_string(&p.kinds).map_err(|e| Error::invalid("kinds", e.to_string()))?)
     };
+    let mut admission = Admission::new(held);
     let (ordered, hold) = ordered_binds(limits)?;
     let mut admitted: Vec<Uuid> = Vec::new();
     // The claim order position the last page ended at.
     let mut last = (i64::MIN, i64::MIN, i64::MIN);
+    // The first page sized to the claim (room for a few held back), the
+    // later ones larger: a limit that does not bind reads about what it
+    // claims, and a binding one pages through what it holds back.
+    let mut page_size = i64::from(p.limit)
+        .saturating_mul(FIRST_PAGE_PER_SLOT)
+        .saturating_add(FIRST_PAGE_EXTRA)
+        .min(PAGE);
     while admitted.len() < p.limit as usize {
         // Without an ordered limit in force, the statement without the
         // head probe (it runs on a schema before migration 0034 too).
@@ -250,7 +261,7 @@ pub(super) async fn claim_on(
         .bind(&p.lane)
         .bind(to_micros(now))
         .bind(kinds.as_deref())
-        .bind(PAGE)
+        .bind(page_size)
         .bind(last.0)
         .bind(last.1)
         .bind(last.2)
@@ -269,18 +280,19 @@ pub(super) async fn claim_on(
             }
         }
         match page.last() {
-            Some(r) if (page.len() as i64) == PAGE => {
+            Some(r) if (page.len() as i64) == page_size => {
                 last = (
                     r.try_get("priority")?,
                     r.try_get("available_at")?,
                     r.try_get("rid")?,
                 );
+                page_size = PAGE;
             }
             _ => break,
         }
     }
     if admitted.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Some(Vec::new()));
     }
     let lease = to_micros(after(now, p.lease));
     let ids: Vec<String> = admitted.iter().map(|id| id.simple().to_string()).collect();
@@ -298,7 +310,7 @@ pub(super) async fn claim_on(
     items.sort_by(|a, b| {
         (a.priority, a.available_at, a.id).cmp(&(b.priority, b.available_at, b.id))
     });
-    Ok(items)
+    Ok(Some(items))
 }
 
 #[async_trait]
@@ -353,6 +365,10 @@ impl LimitStore for SqliteStore {
             .await?;
         let rows = rows.iter().map(usage_row).collect::<Result<Vec<_>>>()?;
         Ok(usage(&limits, &rows))
+    }
+
+    async fn limits_apply(&self, lane: &str, kinds: &[String]) -> Result<bool> {
+        Ok(applies(&self.limits_cached().await?, lane, kinds))
     }
 
     async fn order_blocker(

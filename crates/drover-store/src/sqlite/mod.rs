@@ -4,8 +4,9 @@
 //! # What this module owns
 //!
 //! [`SqliteStore`], its connection pools, its schema (`migrations/sqlite/`),
-//! its statements (`sql/sqlite/`, one file each) and the in-process wake-up
-//! channel.
+//! its statements (`sql/sqlite/`, one file each), the in-process wake-up
+//! channel and the watch that carries other processes' commits to it
+//! (`watch`).
 //!
 //! # Invariants
 //!
@@ -31,6 +32,9 @@
 //!   read on the error path only).
 //! - **Wake-ups after commit.** A lane's name is broadcast in process once
 //!   per statement that made work available in it, after the commit.
+//!   Another process's commit to the file reaches this process's listeners
+//!   as a wake-up of every lane within [`SqliteOptions::watch_interval`]
+//!   (`watch`: `PRAGMA data_version` on the writer).
 //!
 //! # Durability
 //!
@@ -88,6 +92,8 @@ mod sweep;
 #[cfg(feature = "test-util")]
 mod testing;
 mod vacuum;
+mod watch;
+pub use watch::WATCH_INTERVAL_DEFAULT;
 mod worker;
 
 #[cfg(feature = "test-util")]
@@ -118,6 +124,14 @@ pub struct SqliteOptions {
     /// losing the last commits, at the cost of a sync per commit.
     /// Default: false.
     pub synchronous_full: bool,
+    /// How often a store with a wake-up subscriber (a worker, a relay)
+    /// looks whether another process committed to the file, and if so
+    /// wakes every lane: a cheap `PRAGMA data_version` on the idle writer,
+    /// so work written by another process (`drover enqueue`, a producer
+    /// service) is picked up within about this long rather than at the
+    /// next poll. `None`: never (such work waits for the poll). Ignored
+    /// for `sqlite::memory:`. Default: [`WATCH_INTERVAL_DEFAULT`] (10 ms).
+    pub watch_interval: Option<Duration>,
 }
 
 impl Default for SqliteOptions {
@@ -127,18 +141,22 @@ impl Default for SqliteOptions {
             busy_timeout: BUSY_TIMEOUT_DEFAULT,
             max_readers: MAX_READERS_DEFAULT,
             synchronous_full: false,
+            watch_interval: Some(WATCH_INTERVAL_DEFAULT),
         }
     }
 }
 
 /// The SQLite implementation of [`Store`]. Cheap to clone: clones share the
-/// pools, the clock and the wake-up channel.
+/// pools, the clock, the wake-up channel and the watch of other processes'
+/// commits.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     writer: SqlitePool,
     reader: SqlitePool,
     clock: Arc<dyn Clock>,
     wake: super::wake::WakeBus,
+    /// Other processes' commits, as wake-ups (started by the first subscriber).
+    watch: Arc<watch::Watch>,
     /// The limits in force as the last claim read them (so a claim of a
     /// lane no limit applies to reads nothing more).
     limits: Arc<crate::limits::LimitCache>,
@@ -247,6 +265,12 @@ impl SqliteStore {
             reader,
             clock: opts.clock,
             wake: super::wake::WakeBus::new(),
+            // No other process can reach a private in-memory database.
+            watch: Arc::new(watch::Watch::new(if memory {
+                None
+            } else {
+                opts.watch_interval.filter(|d| !d.is_zero())
+            })),
             limits: Arc::default(),
         })
     }
@@ -269,6 +293,7 @@ impl SqliteStore {
 
     /// Closes both pools, waiting for connections in use to be returned.
     pub async fn close(&self) {
+        self.watch.stop();
         self.writer.close().await;
         self.reader.close().await;
     }
@@ -340,9 +365,11 @@ async fn end_abandoned_transaction(
 /// `available_at` when the item names none.
 ///
 /// The caller's transaction should be `BEGIN IMMEDIATE`, like the store's,
-/// so it never has to upgrade a read lock. No wake-up is sent (the store
-/// cannot see the commit): call [`SqliteStore::notify`] after committing, or
-/// let the workers' poll find it.
+/// so it never has to upgrade a read lock. No wake-up is sent to this
+/// process's workers (the store cannot see the commit): call
+/// [`SqliteStore::notify`] after committing, or let their poll find it.
+/// Workers of other processes on the file see the commit through their
+/// store's watch ([`SqliteOptions::watch_interval`]).
 ///
 /// # Errors
 /// As [`ItemStore::item_insert`](crate::ItemStore::item_insert); a collision is not an error but an
@@ -388,6 +415,13 @@ impl Store for SqliteStore {
         self.notify(lane);
     }
 
+    async fn tx_begin(&self) -> Result<crate::Tx> {
+        let tx = self.begin().await?;
+        let store = self.clone();
+        let waker: crate::tx::Waker = Arc::new(move |lane: &str| store.notify(lane));
+        Ok(crate::Tx::from_sqlite(tx, waker))
+    }
+
     async fn migrate(&self) -> Result<()> {
         crate::migrations::migrator(MIGRATIONS)
             .await?
@@ -421,6 +455,13 @@ impl Store for SqliteStore {
     }
 
     async fn wakeups(&self) -> Result<broadcast::Receiver<super::Wake>> {
+        // Before subscribing returns, so no later commit is missed. A file
+        // that cannot be read now leaves the subscriber to its poll (and
+        // the next subscriber tries again).
+        if let Err(e) = self.watch.start(&self.writer, &self.wake).await {
+            tracing::warn!(target: "drover::sqlite", error = %e,
+                "cannot watch the file for other processes' commits; their work waits for the poll");
+        }
         Ok(self.wake.subscribe())
     }
 }

@@ -306,7 +306,9 @@ impl OrchestrationStore for SqliteStore {
             .bind(i64::from(f.limit))
             .fetch_all(&self.reader)
             .await?;
-        rows.iter().map(record).collect()
+        Ok(crate::orchestration::decodable(&rows, record, |r| {
+            r.try_get("id").ok()
+        }))
     }
 
     async fn orchestration_advance(
@@ -351,7 +353,9 @@ impl OrchestrationStore for SqliteStore {
             .bind(i64::from(limit))
             .fetch_all(&self.reader)
             .await?;
-        rows.iter().map(record).collect()
+        Ok(crate::orchestration::decodable(&rows, record, |r| {
+            r.try_get("id").ok()
+        }))
     }
 
     async fn orchestration_dead_steps(&self, limit: u32) -> Result<Vec<DeadStep>> {

@@ -6,6 +6,7 @@
 //! | [`record`](Orchestration) | the record, its signals, [`OrchestrationStore`] |
 //! | [`workflow`](Workflow) | orchestration types declared in code: steps, compensations, strategies |
 //! | `runner` | the `drover.step` handler that runs one step per work item |
+//! | [`testkit`] | a [`StepContext`] for unit tests, and a declared step or compensation run twice |
 //! | [`transition`] | the pure transitions the backends share (wake-ups, step items) |
 //! | [`ResumeParked`] | the sweep step: resumes due parks, times out signal waits, repairs dead or cancelled step items, purges finished records, sets `drover_records_parked` |
 //! | this module | building a [`Start`] from a [`Workflow`], the sweep step, the runner's wiring; [`Start`] itself and the producer API on [`Queue`] (start, signal, cancel, resume, read) live in `queue/orchestration.rs` |
@@ -33,6 +34,7 @@ use crate::queue::Queue;
 use crate::worker::WorkerBuilder;
 
 mod runner;
+pub mod testkit;
 mod workflow;
 
 pub use crate::queue::orchestration::Start;
@@ -203,7 +205,11 @@ impl SweepStep for ResumeParked {
 impl WorkerBuilder {
     /// Adds the workflow runner: the `drover.step` handler for `workflows`,
     /// the sweep step that resumes parked ones, and the workflows' declared
-    /// strategies for `drover handlers`.
+    /// strategies for `drover handlers`; declares them on the builder's
+    /// queue, so a [`Start::new`] by name starts them from any clone of it.
+    /// Each workflow's lane is work this worker creates for itself (its
+    /// step items): [`build`](WorkerBuilder::build) refuses a worker that
+    /// neither drains it nor is told another worker does.
     pub fn workflows(self, workflows: Workflows) -> Self {
         let roles: Vec<crate::worker::RoleInfo> = workflows
             .strategies()
@@ -229,11 +235,19 @@ impl WorkerBuilder {
             .collect();
         let check = workflows.check();
         let queue = self.queue().clone();
+        workflows.declare(&queue);
+        let lanes = workflows.lanes();
         let mut b = self
             .handler(runner::StepRunner { workflows, queue })
             .sweep_step(Box::new(ResumeParked::default()));
         for r in roles {
             b = b.role(r);
+        }
+        for (name, lane) in lanes {
+            b = b.writes_to(
+                &lane,
+                format!("workflow {name}'s step items (Workflow::lane)"),
+            );
         }
         if let Err(e) = check {
             b = b.error(e);

@@ -82,11 +82,38 @@ impl Workflows {
         self
     }
 
+    /// Declares every workflow of the set on `queue` (and its clones), so a
+    /// [`Start::new`](crate::orchestration::Start::new) names it there. A
+    /// worker built with [`WorkerBuilder::workflows`](crate::worker::WorkerBuilder::workflows)
+    /// declares them on its queue already; a process that only starts
+    /// orchestrations (no worker) calls this once.
+    pub fn declare(&self, queue: &crate::Queue) {
+        for w in self.defs.values() {
+            queue.declare_workflow(
+                &w.name,
+                crate::queue::orchestration::DeclaredWorkflow {
+                    first_step: w.first.clone(),
+                    lane: w.lane.clone(),
+                    max_attempts: w.max_attempts,
+                },
+            );
+        }
+    }
+
     /// Each workflow's name and declared strategy, sorted by name.
     pub fn strategies(&self) -> Vec<(String, WorkflowStrategy)> {
         self.defs
             .iter()
             .map(|(n, w)| (n.clone(), w.strategy))
+            .collect()
+    }
+
+    /// Each workflow's name and the lane its step items run in, sorted by
+    /// name.
+    pub fn lanes(&self) -> Vec<(String, String)> {
+        self.defs
+            .iter()
+            .map(|(n, w)| (n.clone(), w.lane.clone()))
             .collect()
     }
 

@@ -392,6 +392,9 @@ where
     pub(crate) fn erase(self) -> ErasedWorkflow {
         ErasedWorkflow {
             name: self.name,
+            first: self.first.unwrap_or_default(),
+            lane: self.lane,
+            max_attempts: self.max_attempts,
             strategy: self.strategy.unwrap_or(WorkflowStrategy {
                 compensation: "",
                 resume: "",
@@ -405,6 +408,12 @@ where
 /// A workflow with its state type erased, as the runner holds it.
 pub(crate) struct ErasedWorkflow {
     pub(crate) name: String,
+    /// Its first step (where a start begins).
+    pub(crate) first: String,
+    /// The lane its step items run in.
+    pub(crate) lane: String,
+    /// Each step item's attempt budget.
+    pub(crate) max_attempts: i32,
     pub(crate) strategy: WorkflowStrategy,
     pub(crate) steps: HashMap<String, StepFn>,
     pub(crate) compensations: HashMap<String, CompFn>,

@@ -61,6 +61,7 @@ use crate::item::{InsertResult, NewItem};
 use crate::queue::Queue;
 use crate::rules::RetryPolicy;
 use crate::store::outbox::{RelayWrites, relay_rows};
+use crate::store::wake::ANY_LANE;
 use crate::store::{Store, Wake};
 use crate::worker::{RoleInfo, Strategy};
 
@@ -422,7 +423,9 @@ impl Relay {
                     () = stop.cancelled() => return,
                     () = &mut sleep => break,
                     r = recv(&mut wake), if failing.is_zero() => match r {
-                        Some(name) if name != OUTBOX_WAKE => continue,
+                        // Another process's commit to a SQLite file may
+                        // have been an outbox row.
+                        Some(name) if name != OUTBOX_WAKE && name != ANY_LANE => continue,
                         _ => break,
                     },
                 }

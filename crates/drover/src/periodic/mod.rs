@@ -76,31 +76,155 @@ use crate::worker::WorkerBuilder;
 /// (applied by [`Worker::builder`](crate::Worker::builder)). Submit one with
 /// [`register!`](crate::register).
 pub struct Registration {
-    setup: fn(WorkerBuilder) -> WorkerBuilder,
+    setup: Setup,
+}
+
+/// What a registration runs.
+enum Setup {
+    /// `register!(f)`: applied when the builder is made.
+    Plain(fn(WorkerBuilder) -> WorkerBuilder),
+    /// `register!(state: f)`: applied at `build` with the state of its type.
+    WithState {
+        state: StateType,
+        apply: fn(WorkerBuilder, &(dyn std::any::Any + Send + Sync)) -> WorkerBuilder,
+    },
+}
+
+/// The type of state a `register!(state: f)` setup takes, found at compile
+/// time from `f`'s signature.
+#[doc(hidden)]
+#[derive(Clone, Copy)]
+pub struct StateType {
+    id: fn() -> std::any::TypeId,
+    name: fn() -> &'static str,
+}
+
+impl StateType {
+    /// The state type `setup` takes.
+    pub const fn of_setup<T: Send + Sync + 'static>(
+        _setup: fn(WorkerBuilder, &T) -> WorkerBuilder,
+    ) -> Self {
+        StateType {
+            id: std::any::TypeId::of::<T>,
+            name: std::any::type_name::<T>,
+        }
+    }
+}
+
+/// Runs `setup` with `state`, which the builder found by `T`'s type id.
+#[doc(hidden)]
+pub fn apply_with_state<T: Send + Sync + 'static>(
+    b: WorkerBuilder,
+    state: &(dyn std::any::Any + Send + Sync),
+    setup: fn(WorkerBuilder, &T) -> WorkerBuilder,
+) -> WorkerBuilder {
+    match state.downcast_ref::<T>() {
+        Some(s) => setup(b, s),
+        // The builder looks the value up by `T`'s own type id.
+        None => b,
+    }
 }
 
 impl Registration {
-    /// A registration running `setup`.
+    /// A registration running `setup` on every builder at `build`.
     pub const fn new(setup: fn(WorkerBuilder) -> WorkerBuilder) -> Self {
-        Registration { setup }
+        Registration {
+            setup: Setup::Plain(setup),
+        }
+    }
+
+    /// A registration whose setup takes the service's state: run at
+    /// [`build`](WorkerBuilder::build) with the value given to
+    /// [`WorkerBuilder::state`]. Made by `register!(state: f)`.
+    #[doc(hidden)]
+    pub const fn with_state(
+        state: StateType,
+        apply: fn(WorkerBuilder, &(dyn std::any::Any + Send + Sync)) -> WorkerBuilder,
+    ) -> Self {
+        Registration {
+            setup: Setup::WithState { state, apply },
+        }
     }
 }
 
 inventory::collect!(Registration);
 
-/// Applies every [`Registration`] linked into the binary.
+/// Applies every [`Registration`] linked into the binary (at `build`): the
+/// plain ones now, the ones taking state as setups the builder runs next.
 pub(crate) fn apply_registrations(mut b: WorkerBuilder) -> WorkerBuilder {
     for r in inventory::iter::<Registration> {
-        b = (r.setup)(b);
+        b = match r.setup {
+            Setup::Plain(setup) => setup(b),
+            Setup::WithState { state, apply } => b.stateful_setup(crate::worker::StatefulSetup {
+                type_id: (state.id)(),
+                type_name: (state.name)(),
+                apply: Box::new(apply),
+            }),
+        };
     }
     b
 }
 
-/// Registers a `fn(WorkerBuilder) -> WorkerBuilder` that every worker of
-/// the binary applies: a module adds its handler and schedule without
-/// editing a shared list. See [`periodic`](crate::periodic).
+/// Registers a setup that every worker of the binary applies at
+/// [`build`](crate::worker::WorkerBuilder::build): a module adds its
+/// handler and schedule without editing a shared list. A builder that
+/// should not get them (a test's) calls
+/// [`without_registered`](crate::worker::WorkerBuilder::without_registered).
+/// See [`periodic`](crate::periodic).
+///
+/// - `register!(f)`, `f: fn(WorkerBuilder) -> WorkerBuilder`.
+/// - `register!(state: f)`, `f: fn(WorkerBuilder, &T) -> WorkerBuilder`:
+///   applied at [`build`](WorkerBuilder::build) with the service's value of
+///   type `T`, given with [`WorkerBuilder::state`] (a worker built without
+///   one is refused, naming `T`). This is how a handler holds the service's
+///   pool:
+///
+/// ```standalone_crate
+/// use drover::queue::{JobContext, Kind, Queue};
+/// use drover::worker::{Done, Handler, Outcome, Strategy, Worker, WorkerBuilder};
+///
+/// #[derive(Clone)]
+/// struct Db(std::sync::Arc<String>); // the service's pool
+///
+/// #[derive(serde::Serialize, serde::Deserialize)]
+/// struct NightlyReport {}
+/// impl Kind for NightlyReport { const NAME: &'static str = "nightly_report"; }
+///
+/// struct Reporter { db: Db }
+/// impl Handler for Reporter {
+///     type Job = NightlyReport;
+///     const STRATEGY: Strategy = Strategy {
+///         idempotency: "the report row is keyed by its day",
+///         retry: "default backoff",
+///         checkpoint: "none: one query",
+///         recovery: "a crashed run is swept and run again",
+///     };
+///     async fn handle(&self, _cx: &JobContext, _job: NightlyReport) -> Outcome {
+///         let _pool = &self.db; // the service's own pool
+///         Ok(Done::Completed)
+///     }
+/// }
+///
+/// fn reports(b: WorkerBuilder, db: &Db) -> WorkerBuilder {
+///     b.handler(Reporter { db: db.clone() })
+/// }
+/// drover::register!(state: reports);
+///
+/// let db = Db(std::sync::Arc::new("postgres://…".into()));
+/// let worker = Worker::builder(Queue::memory()).state(db).metrics_addr(None).build()?;
+/// assert!(worker.registry().kinds().iter().any(|k| k == "nightly_report"));
+/// # Ok::<(), drover::Error>(())
+/// ```
 #[macro_export]
 macro_rules! register {
+    (state: $setup:expr) => {
+        $crate::periodic::__inventory::submit! {
+            $crate::periodic::Registration::with_state(
+                $crate::periodic::StateType::of_setup($setup),
+                |b, state| $crate::periodic::apply_with_state(b, state, $setup),
+            )
+        }
+    };
     ($setup:expr) => {
         $crate::periodic::__inventory::submit! {
             $crate::periodic::Registration::new($setup)
@@ -125,19 +249,25 @@ pub(crate) fn worker_scheduler(
         .collect::<crate::Result<Vec<_>>>()?;
     if let Some(cron) = &settings.heartbeat_cron {
         let lane = settings.heartbeat_lane.as_str();
-        if !settings.lanes.iter().any(|l| l == lane) {
-            // Legal (another worker drains it), but a fleet where none does
-            // piles a beat a tick up in that lane: say so once, at start.
-            tracing::warn!(
-                heartbeat_lane = lane,
-                lanes = ?settings.lanes,
-                "this worker does not drain the heartbeat's lane; some worker must \
-                 (DROVER_HEARTBEAT_LANE names it)"
-            );
-        }
+        // Whether some worker drains it is checked at build, with the
+        // rest of the work this worker creates for itself.
+        registry.writes_to(
+            lane,
+            "the heartbeat schedule (drover.heartbeat, on heartbeat_lane / \
+             DROVER_HEARTBEAT_LANE; heartbeat_cron / DROVER_HEARTBEAT_CRON=off turns it off)"
+                .to_owned(),
+        );
         compiled.push(heartbeat_schedule(cron).compile()?.with_lane(lane));
         if !registry.kinds().iter().any(|k| k == HEARTBEAT_NAME) {
             registry.add(HeartbeatHandler)?;
+        }
+    }
+    // A schedule whose kind this worker handles makes work for itself; one
+    // it does not handle feeds other workers and is theirs to drain.
+    let handled = registry.kinds();
+    for s in &compiled {
+        if s.name() != HEARTBEAT_NAME && handled.iter().any(|k| k == s.kind()) {
+            registry.writes_to(s.lane(), format!("schedule {} (its lane)", s.name()));
         }
     }
     if compiled.is_empty() {

@@ -41,6 +41,7 @@ pub(crate) mod counters;
 mod each;
 mod enqueue;
 mod fenced;
+mod held;
 mod kind;
 mod lanes;
 mod limits;
@@ -99,6 +100,8 @@ pub struct Queue {
     config: Arc<QueueConfig>,
     tenants: Arc<dyn TenantDirectory>,
     kinds: Arc<RwLock<HashMap<String, KindRules>>>,
+    /// The workflows declared on this queue, by name (`Start::new`).
+    workflows: orchestration::DeclaredWorkflows,
 }
 
 impl std::fmt::Debug for Queue {
@@ -121,6 +124,11 @@ pub struct ClaimBatch {
     /// Items among `items` whose creator has left the tenant: they run
     /// under the tenant's service context ([`JobContext::is_service`]).
     pub creator_departed: u64,
+    /// The claim came back short while a concurrency limit applies to its
+    /// lane or kinds: the lane may hold claimable work that a full limit
+    /// kept back, worth another claim once a slot frees. False for a full
+    /// batch and for a short claim no limit touches (the lane is empty).
+    pub limited: bool,
 }
 
 /// Who a claimed item runs for, as the tenant directory says.
@@ -150,6 +158,7 @@ impl Queue {
             config: Arc::new(QueueConfig::default()),
             tenants: Arc::new(AllLive),
             kinds: Arc::new(RwLock::new(HashMap::new())),
+            workflows: orchestration::DeclaredWorkflows::default(),
         }
     }
 
@@ -408,6 +417,12 @@ impl Queue {
             })
             .await?;
         let mut batch = ClaimBatch::default();
+        if items.len() < usize::try_from(n).unwrap_or(usize::MAX) {
+            // Asked only of short claims, and answered from the claimers'
+            // cache: a full batch pays nothing. Unknown counts as limited
+            // (one spare claim, never a stall).
+            batch.limited = self.store.limits_apply(lane, kinds).await.unwrap_or(true);
+        }
         let mut contexts = items
             .into_iter()
             .filter_map(|item| JobContext::from_claimed(item, sent));

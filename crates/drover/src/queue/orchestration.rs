@@ -11,6 +11,9 @@
 //! a step in flight (it is a request the step's own transition honours);
 //! every landed transition that inserts a step item counts it once.
 
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
 use chrono::Utc;
 use uuid::Uuid;
 
@@ -40,8 +43,26 @@ pub(crate) fn count_step_item(r: &Orchestration) {
     }
 }
 
-/// How to start an orchestration; [`Start::of`](crate::orchestration::Start::of)
-/// makes one from a declared workflow.
+/// What a start by name needs of a declared workflow: where it begins and
+/// where its step items run. Kept on the queue, by workflow name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DeclaredWorkflow {
+    /// Its first declared step.
+    pub(crate) first_step: String,
+    /// The lane its step items run in.
+    pub(crate) lane: String,
+    /// Each step item's attempt budget.
+    pub(crate) max_attempts: i32,
+}
+
+/// The workflows declared on a queue (and its clones), by name.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DeclaredWorkflows(Arc<RwLock<HashMap<String, DeclaredWorkflow>>>);
+
+/// How to start an orchestration: [`Start::new`] names a workflow the
+/// queue knows (declared by a worker built over it, or by
+/// [`Workflows::declare`](crate::orchestration::Workflows::declare));
+/// [`Start::of`](crate::orchestration::Start::of) takes the workflow value.
 #[derive(Debug, Clone)]
 pub struct Start {
     /// The workflow's name.
@@ -50,17 +71,51 @@ pub struct Start {
     pub tenant_id: Uuid,
     /// The initial state, as JSON.
     pub state: serde_json::Value,
-    /// The first step (the workflow's first declared step, by name).
+    /// The first step (the workflow's first declared step, by name); empty:
+    /// the declared workflow's, looked up by the queue at start.
     pub first_step: String,
-    /// The lane its step items run in.
+    /// The lane its step items run in; empty: the declared workflow's.
     pub lane: String,
-    /// Each step item's attempt budget.
+    /// Each step item's attempt budget; 0: the declared workflow's.
     pub max_attempts: i32,
     /// A retried start with the same key meets its own orchestration.
     pub idempotency_key: Option<String>,
 }
 
 impl Start {
+    /// A start of the workflow named `workflow` with `state`, in the nil
+    /// tenant: where it begins, its lane and its budget are the declared
+    /// workflow's, which the queue looks up when it starts (so the workflow
+    /// value a worker's [`Workflows`](crate::orchestration::Workflows) took
+    /// is not needed again).
+    ///
+    /// ```
+    /// # use drover::orchestration::Start;
+    /// # #[derive(serde::Serialize)] struct Checkout { order: u64 }
+    /// let start = Start::new("checkout", &Checkout { order: 7 })?.key("checkout:7");
+    /// # Ok::<(), drover::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] on `kind` for a name that is not a kind's
+    /// (`[a-z0-9_.:-]{1,128}`), on `state` if it does not serialize.
+    /// Starting it fails with [`Error::InvalidInput`] when the queue knows
+    /// no workflow of that name.
+    pub fn new<S: serde::Serialize + ?Sized>(workflow: &str, state: &S) -> Result<Start> {
+        crate::item::validate_kind(workflow)?;
+        let state = serde_json::to_value(state)
+            .map_err(|e| Error::invalid("state", format!("does not serialize: {e}")))?;
+        Ok(Start {
+            kind: workflow.to_owned(),
+            tenant_id: Uuid::nil(),
+            state,
+            first_step: String::new(),
+            lane: String::new(),
+            max_attempts: 0,
+            idempotency_key: None,
+        })
+    }
+
     /// Sets the idempotency key.
     pub fn key(mut self, key: impl Into<String>) -> Self {
         self.idempotency_key = Some(key.into());
@@ -111,17 +166,62 @@ impl Start {
 }
 
 impl Queue {
+    /// Declares a workflow on this queue and its clones, so a
+    /// [`Start::new`] names it (a worker's `workflows` call and
+    /// `Workflows::declare` make it).
+    pub(crate) fn declare_workflow(&self, name: &str, declared: DeclaredWorkflow) {
+        let mut w = self.workflows.0.write().unwrap_or_else(|p| p.into_inner());
+        w.insert(name.to_owned(), declared);
+    }
+
+    /// `start` with what a start by name leaves empty filled from the
+    /// declared workflow.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] on `kind` when a start by name names a
+    /// workflow this queue does not know.
+    fn resolve_start(&self, start: &Start) -> Result<Start> {
+        if !start.first_step.is_empty() && !start.lane.is_empty() && start.max_attempts != 0 {
+            return Ok(start.clone());
+        }
+        let w = self.workflows.0.read().unwrap_or_else(|p| p.into_inner());
+        let Some(d) = w.get(&start.kind) else {
+            return Err(Error::invalid(
+                "kind",
+                format!(
+                    "no workflow {:?} is declared on this queue: build a worker with it over this \
+                     queue (WorkerBuilder::workflows) or call Workflows::declare(&queue), or \
+                     start it with Start::of(&workflow, &state)",
+                    start.kind
+                ),
+            ));
+        };
+        let mut s = start.clone();
+        if s.first_step.is_empty() {
+            s.first_step.clone_from(&d.first_step);
+        }
+        if s.lane.is_empty() {
+            s.lane.clone_from(&d.lane);
+        }
+        if s.max_attempts == 0 {
+            s.max_attempts = d.max_attempts;
+        }
+        Ok(s)
+    }
+
     /// Starts an orchestration: its record and first step item in one
     /// transaction. With a key, a retried start returns the first start's
     /// record and writes nothing.
     ///
     /// # Errors
-    /// As [`Start::build`]; storage errors.
+    /// As [`Start::build`]; [`Error::InvalidInput`] on `kind` for a
+    /// [`Start::new`] naming a workflow this queue does not know; storage
+    /// errors.
     ///
     /// # Cancel safety
     /// One transaction: dropped, it either committed or not.
     pub async fn start(&self, start: &Start) -> Result<OrchestrationInserted> {
-        let (new, first) = start.build()?;
+        let (new, first) = self.resolve_start(start)?.build()?;
         let out = self.store().orchestration_insert(&new, &first).await?;
         if out.result == InsertResult::Inserted {
             metrics::counter!("drover_orchestrations_started_total").increment(1);
@@ -147,7 +247,7 @@ impl Queue {
     where
         C: crate::queue::Transactional + ?Sized,
     {
-        let (new, first) = start.build()?;
+        let (new, first) = self.resolve_start(start)?.build()?;
         let out = conn.start_prepared(self, &new, &first).await?;
         if out.result == InsertResult::Inserted {
             metrics::counter!("drover_orchestrations_started_total").increment(1);

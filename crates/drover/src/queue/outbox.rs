@@ -18,10 +18,13 @@ use uuid::Uuid;
 use crate::error::{Error, Result};
 use crate::queue::{Kind, Principal, Queue};
 use crate::store::outbox::{EVENT_PREFIX, NewOutboxRow, OUTBOX_WAKE, OutboxTarget, WORK_PREFIX};
+use crate::store::{Tx, TxConn};
 
 /// A connection an outbox row can be written on inside the caller's
-/// transaction: `sqlx::PgConnection` (a queue on PostgreSQL) and
-/// `sqlx::SqliteConnection` (a queue on SQLite). Pass `&mut *tx`.
+/// transaction: the engine-neutral [`Tx`] ([`Queue::begin`]) and
+/// [`TxConn`], and `sqlx::PgConnection` (a queue on PostgreSQL) and
+/// `sqlx::SqliteConnection` (a queue on SQLite): pass `&mut tx`, or
+/// `&mut *tx` for a sqlx transaction.
 #[async_trait]
 pub trait OutboxConnection: Send {
     /// Writes the validated `row` on this connection.
@@ -43,6 +46,22 @@ impl OutboxConnection for SqliteConnection {
     async fn outbox_insert_prepared(&mut self, queue: &Queue, row: &NewOutboxRow) -> Result<()> {
         let tx = crate::store::CallerTx::Sqlite(self);
         queue.store().outbox_insert_in(tx, row).await
+    }
+}
+
+#[async_trait]
+impl OutboxConnection for Tx {
+    async fn outbox_insert_prepared(&mut self, queue: &Queue, row: &NewOutboxRow) -> Result<()> {
+        self.conn().outbox_insert_prepared(queue, row).await
+    }
+}
+
+#[async_trait]
+impl OutboxConnection for TxConn<'_> {
+    async fn outbox_insert_prepared(&mut self, queue: &Queue, row: &NewOutboxRow) -> Result<()> {
+        queue.store().outbox_insert_in(self.caller(), row).await?;
+        self.wake_after_commit(OUTBOX_WAKE);
+        Ok(())
     }
 }
 
@@ -255,7 +274,9 @@ impl Queue {
     }
 
     /// Publishes the in-process outbox wake-up: call it after committing an
-    /// outbox write on SQLite so a local relay runs at once.
+    /// outbox write on SQLite so a local relay runs at once (a relay in
+    /// another process on the file sees the commit through its store's
+    /// watch of the file).
     pub fn wake_outbox(&self) {
         self.store().wake(OUTBOX_WAKE);
     }

@@ -7,6 +7,12 @@
 //! [`Queue::wake`] after committing for an instant pickup; otherwise workers
 //! find the item on their next poll.
 //!
+//! The caller's transaction is the engine-neutral [`Tx`] that
+//! [`Queue::begin`] opens (or a [`TxConn`] borrowed from it or from a
+//! projector's transaction), so one body of code serves PostgreSQL and
+//! SQLite; a sqlx connection of the queue's engine is accepted too. A
+//! [`Tx`] publishes SQLite's in-process wake-up itself at its commit.
+//!
 //! The connection reaches the backend only through the store's seam
 //! ([`Store::item_insert_in`](crate::store::Store::item_insert_in) and its
 //! siblings, given a [`CallerTx`](crate::store::CallerTx)): this module names no
@@ -19,14 +25,18 @@ use sqlx::PgConnection;
 use sqlx::SqliteConnection;
 
 use crate::error::Result;
-use crate::item::{Inserted, NewItem};
+use crate::item::{InsertResult, Inserted, NewItem};
 use crate::queue::{Principal, Queue};
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 use crate::store::CallerTx;
+use crate::store::orchestration::{NewOrchestration, OrchestrationInserted};
+use crate::store::{Tx, TxConn};
 
 /// A connection drover can enqueue on inside the caller's transaction:
+/// the engine-neutral [`Tx`] ([`Queue::begin`]) and [`TxConn`], and
 /// `sqlx::PgConnection` (for a queue on PostgreSQL) and
-/// `sqlx::SqliteConnection` (for a queue on SQLite). Pass `&mut *tx`.
+/// `sqlx::SqliteConnection` (for a queue on SQLite): pass `&mut tx`, or
+/// `&mut *tx` for a sqlx transaction.
 #[async_trait]
 pub trait Transactional: Send {
     /// Inserts the prepared `item` on this connection.
@@ -79,7 +89,89 @@ impl Transactional for SqliteConnection {
     }
 }
 
+#[async_trait]
+impl Transactional for Tx {
+    async fn insert_prepared(&mut self, queue: &Queue, item: &NewItem) -> Result<Inserted> {
+        self.conn().insert_prepared(queue, item).await
+    }
+
+    async fn start_prepared(
+        &mut self,
+        queue: &Queue,
+        new: &NewOrchestration,
+        first: &NewItem,
+    ) -> Result<OrchestrationInserted> {
+        self.conn().start_prepared(queue, new, first).await
+    }
+}
+
+#[async_trait]
+impl Transactional for TxConn<'_> {
+    async fn insert_prepared(&mut self, queue: &Queue, item: &NewItem) -> Result<Inserted> {
+        let out = queue.store().item_insert_in(self.caller(), item).await?;
+        if out.result == InsertResult::Inserted {
+            self.wake_after_commit(&item.lane);
+        }
+        Ok(out)
+    }
+
+    async fn start_prepared(
+        &mut self,
+        queue: &Queue,
+        new: &NewOrchestration,
+        first: &NewItem,
+    ) -> Result<OrchestrationInserted> {
+        let out = queue
+            .store()
+            .orchestration_insert_in(self.caller(), new, first)
+            .await?;
+        if out.result == InsertResult::Inserted {
+            self.wake_after_commit(&first.lane);
+        }
+        Ok(out)
+    }
+}
+
 impl Queue {
+    /// Opens a transaction on the queue's own database for the caller's
+    /// writes, whichever engine it runs on: the caller's statements
+    /// ([`Tx::query`], one SQL text for both engines), enqueues
+    /// ([`Queue::enqueue_in`]), orchestration starts ([`Queue::start_in`])
+    /// and outbox rows ([`Queue::outbox_work_in`]) on it commit or roll
+    /// back together. On PostgreSQL it is a transaction of the store's pool
+    /// as its login, with the login's own `search_path`; on SQLite the one
+    /// writer's `BEGIN IMMEDIATE` (the store's own writes wait while it is
+    /// open). Its commit publishes SQLite's in-process wake-ups;
+    /// PostgreSQL's `NOTIFY` arrives at the commit.
+    ///
+    /// ```no_run
+    /// # use drover::queue::{Kind, Queue};
+    /// # #[derive(serde::Serialize, serde::Deserialize)] struct SendReceipt { order: i64 }
+    /// # impl Kind for SendReceipt { const NAME: &'static str = "send_receipt"; }
+    /// # async fn f(queue: Queue) -> drover::Result<()> {
+    /// let mut tx = queue.begin().await?;
+    /// tx.query("INSERT INTO orders (id, total) VALUES ($1, $2)")
+    ///     .bind(7_i64)
+    ///     .bind(1250_i64)
+    ///     .execute()
+    ///     .await?;
+    /// queue.enqueue_in(&mut tx, SendReceipt { order: 7 }).await?;
+    /// tx.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Config`](crate::Error::Config) on the memory store, whose
+    /// writes share no database with the caller (write with
+    /// [`Queue::enqueue`], [`Queue::start`], [`Queue::outbox_write`]
+    /// instead); database errors.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropped, the transaction is rolled back.
+    pub async fn begin(&self) -> Result<Tx> {
+        self.store.tx_begin().await
+    }
+
     /// Enqueues an untyped item as `principal` on the caller's connection,
     /// inside the caller's transaction.
     ///
@@ -105,7 +197,9 @@ impl Queue {
     }
 
     /// Publishes an in-process wake-up for `lane`: call it after committing
-    /// a transactional enqueue on SQLite so local workers claim at once.
+    /// a transactional enqueue on SQLite so local workers claim at once
+    /// (workers in other processes on the file see the commit through their
+    /// store's watch of the file).
     pub fn wake(&self, lane: &str) {
         self.store.wake(lane);
     }

@@ -38,7 +38,9 @@ fn fail(step: impl Into<String>, detail: impl std::fmt::Display) -> ClusterError
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tuning {
     /// PostgreSQL's defaults (autovacuum on, `fsync` and
-    /// `synchronous_commit` on): for sustained and soak figures.
+    /// `synchronous_commit` on): for sustained and soak figures. Only the
+    /// log says more: checkpoints, lock waits and statements over a
+    /// second, so a stall in the figures can be read against the server.
     Stock,
     /// `max_connections` 300, `fsync`, `full_page_writes` and
     /// `synchronous_commit` off: a test of drover, not of the disk. Not for
@@ -56,7 +58,10 @@ impl Tuning {
     /// listen address.
     fn options(self) -> &'static str {
         match self {
-            Tuning::Stock => "",
+            Tuning::Stock => {
+                " -c log_checkpoints=on -c log_lock_waits=on \
+                 -c log_min_duration_statement=1000"
+            }
             Tuning::Fast => {
                 " -c max_connections=300 -c fsync=off -c synchronous_commit=off \
                  -c full_page_writes=off"
@@ -201,7 +206,7 @@ impl Cluster {
             self.tuning.options()
         );
         let data = self.data().display().to_string();
-        let log = self.dir.join("log").display().to_string();
+        let log = self.log_path().display().to_string();
         let mut args = vec!["-D", &data, "-w", "-t", "60", "-l", &log, "-o", &opts];
         args.extend_from_slice(extra);
         args.push(action);
@@ -211,6 +216,12 @@ impl Cluster {
     /// `postgres://postgres@127.0.0.1:<port>/postgres`.
     pub fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// The server's log file (`pg_ctl -l`): gone with the cluster, so copy
+    /// it out before the cluster drops.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join("log")
     }
 
     /// The port.

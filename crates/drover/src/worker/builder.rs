@@ -9,9 +9,22 @@
 //! Invariants: the order of calls never matters (the base settings and
 //! the explicit calls are kept apart and merged at [`WorkerBuilder::build`]);
 //! a builder call that cannot be honoured is kept and reported by `build`,
-//! never dropped; nothing runs or connects until
-//! [`Worker::start`].
+//! never dropped; a worker never strands work it creates itself: `build`
+//! refuses one whose heartbeat, schedules, workflow steps or routed kinds
+//! write to a lane it neither drains nor was told another worker drains
+//! (an error naming the lane, the writer and the call that fixes it, rather
+//! than a lane added behind the user's back: draining a lane is a capacity
+//! decision the builder cannot make for them); nothing runs or connects
+//! until [`Worker::start`].
+//!
+//! The builder also carries the service's state (a pool, a client: one
+//! value per type, given with [`WorkerBuilder::state`]) for the setups that
+//! need it ([`WorkerBuilder::with_state`], `register!(state: …)`): those
+//! run at `build`, once every `state` call has been made, so the order of
+//! calls still does not matter.
 
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +33,28 @@ use super::knobs::{Assembly, Knobs, RoleKnobs};
 use super::{Handler, Registry, RoleInfo, Service, Worker, WorkerSettings};
 use crate::error::{Error, Result};
 use crate::queue::Queue;
+
+/// A value the service gave the builder, shared by every setup that asks
+/// for its type.
+type StateValue = Arc<dyn Any + Send + Sync>;
+
+/// A setup handed the state it waits for (of the type it was filed under).
+pub(crate) type ApplyState =
+    Box<dyn FnOnce(WorkerBuilder, &(dyn Any + Send + Sync)) -> WorkerBuilder + Send>;
+
+/// A setup waiting for the state of one type, run at `build`.
+pub(crate) struct StatefulSetup {
+    /// The state's type.
+    pub(crate) type_id: TypeId,
+    /// Its name, for the error when it was never given.
+    pub(crate) type_name: &'static str,
+    /// The setup, handed the state (of type `type_id`).
+    pub(crate) apply: ApplyState,
+}
+
+/// How many rounds of stateful setups `build` runs: a setup may add another
+/// (through a `with_state` of its own), but not forever.
+const STATEFUL_ROUNDS: usize = 16;
 
 /// Builds a [`Worker`]: one call per lane, handler and knob.
 ///
@@ -33,6 +68,7 @@ pub struct WorkerBuilder {
     queue: Queue,
     base: WorkerSettings,
     lanes: Vec<String>,
+    drained_elsewhere: Vec<String>,
     capacity: Option<usize>,
     lease: Option<Duration>,
     metrics_addr: Option<Option<SocketAddr>>,
@@ -45,6 +81,15 @@ pub struct WorkerBuilder {
     /// What turns the knobs into the default roles' services at `build`
     /// (`None`: no default role runs).
     assembly: Option<Assembly>,
+    /// The service's state, one value per type.
+    state: HashMap<TypeId, StateValue>,
+    /// The setups that wait for a state, in call order.
+    stateful: Vec<StatefulSetup>,
+    /// The binary's registered setups (`register!`, with or without
+    /// state), applied at `build` unless
+    /// [`without_registered`](WorkerBuilder::without_registered) dropped
+    /// them (`None`: none apply).
+    registered: Option<fn(WorkerBuilder) -> WorkerBuilder>,
 }
 
 impl std::fmt::Debug for WorkerBuilder {
@@ -64,6 +109,7 @@ impl WorkerBuilder {
             queue,
             base: WorkerSettings::default(),
             lanes: Vec::new(),
+            drained_elsewhere: Vec::new(),
             capacity: None,
             lease: None,
             metrics_addr: None,
@@ -72,7 +118,116 @@ impl WorkerBuilder {
             services: Vec::new(),
             knobs: Knobs::default(),
             assembly: None,
+            state: HashMap::new(),
+            stateful: Vec::new(),
+            registered: None,
         }
+    }
+
+    /// Gives the worker's setups a value of the service's (its database
+    /// pool, an HTTP client, a config): every
+    /// [`with_state`](WorkerBuilder::with_state) setup and every
+    /// `register!(state: …)` registration asking for type `T` receives it at
+    /// [`build`](WorkerBuilder::build). One value per type: a second call
+    /// with the same type replaces the first. Wrap values the setups should
+    /// tell apart in types of their own.
+    ///
+    /// ```
+    /// # use drover::worker::{Done, Handler, Outcome, Strategy, Worker, WorkerBuilder};
+    /// # use drover::queue::{JobContext, Kind, Queue};
+    /// #[derive(Clone)]
+    /// struct Db(String); // the service's pool, say
+    ///
+    /// # #[derive(serde::Serialize, serde::Deserialize)] struct Report {}
+    /// # impl Kind for Report { const NAME: &'static str = "report"; }
+    /// struct Reporter { db: Db }
+    /// # impl Handler for Reporter {
+    /// #     type Job = Report;
+    /// #     const STRATEGY: Strategy = Strategy { idempotency: "i", retry: "r", checkpoint: "c", recovery: "v" };
+    /// #     async fn handle(&self, _cx: &JobContext, _job: Report) -> Outcome { Ok(Done::Completed) }
+    /// # }
+    /// // A module's setup that needs the pool (as `drover::register!(state: reports)`).
+    /// fn reports(b: WorkerBuilder, db: &Db) -> WorkerBuilder {
+    ///     b.handler(Reporter { db: db.clone() })
+    /// }
+    ///
+    /// let worker = Worker::builder(Queue::memory())
+    ///     .with_state(reports)
+    ///     .state(Db("postgres://…".into()))
+    ///     .metrics_addr(None)
+    ///     .build()?;
+    /// # Ok::<(), drover::Error>(())
+    /// ```
+    pub fn state<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.state.insert(TypeId::of::<T>(), Arc::new(value));
+        self
+    }
+
+    /// The state of type `T` given with [`state`](WorkerBuilder::state), if
+    /// any (so far: a setup run at `build` sees every value).
+    pub fn state_of<T: Send + Sync + 'static>(&self) -> Option<&T> {
+        self.state
+            .get(&TypeId::of::<T>())
+            .and_then(|v| v.downcast_ref::<T>())
+    }
+
+    /// Adds a setup that needs the service's state of type `T`: it runs at
+    /// [`build`](WorkerBuilder::build) with the value given to
+    /// [`state`](WorkerBuilder::state), whichever call came first, and adds
+    /// what it likes (handlers holding a pool, schedules, projectors).
+    /// `build` fails naming `T` when no value of it was given: a handler
+    /// that would silently be missing is refused instead.
+    pub fn with_state<T, F>(mut self, setup: F) -> Self
+    where
+        T: Send + Sync + 'static,
+        F: FnOnce(WorkerBuilder, &T) -> WorkerBuilder + Send + 'static,
+    {
+        self.stateful.push(StatefulSetup {
+            type_id: TypeId::of::<T>(),
+            type_name: std::any::type_name::<T>(),
+            apply: Box::new(move |b, state| match state.downcast_ref::<T>() {
+                Some(s) => setup(b, s),
+                // `build` looks the value up by this very TypeId.
+                None => b,
+            }),
+        });
+        self
+    }
+
+    /// Adds a setup waiting for a state (a `register!(state: …)`
+    /// registration's, already erased).
+    pub(crate) fn stateful_setup(mut self, setup: StatefulSetup) -> Self {
+        self.stateful.push(setup);
+        self
+    }
+
+    /// Runs the setups that wait for a state, each with its value, until
+    /// none is left (a setup may add another).
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the type of a state never given, or setups
+    /// that keep adding setups.
+    fn run_stateful(mut self) -> Result<Self> {
+        for _ in 0..STATEFUL_ROUNDS {
+            let setups = std::mem::take(&mut self.stateful);
+            if setups.is_empty() {
+                return Ok(self);
+            }
+            for setup in setups {
+                let Some(value) = self.state.get(&setup.type_id).cloned() else {
+                    return Err(Error::Config(format!(
+                        "a worker setup needs the service's state of type {}: give it with \
+                         WorkerBuilder::state(value) (drover_cli::run_with: \
+                         `move |b| b.state(value.clone())`)",
+                        setup.type_name
+                    )));
+                };
+                self = (setup.apply)(self, &*value);
+            }
+        }
+        Err(Error::Config(format!(
+            "worker setups kept adding setups that need state after {STATEFUL_ROUNDS} rounds"
+        )))
     }
 
     /// Sets the base settings every knob starts from (lanes and capacity
@@ -89,6 +244,17 @@ impl WorkerBuilder {
         self
     }
 
+    /// Declares a lane this worker does not drain as drained by another
+    /// worker, so work this worker writes there (the heartbeat's items, a
+    /// schedule's, a workflow's steps) is not refused by
+    /// [`build`](WorkerBuilder::build) as stranded. The lanes named this way
+    /// replace the base settings' `drained_elsewhere`
+    /// (`DROVER_DRAINED_ELSEWHERE`).
+    pub fn drained_elsewhere(mut self, lane: impl Into<String>) -> Self {
+        self.drained_elsewhere.push(lane.into());
+        self
+    }
+
     /// Sets how many handlers run at once.
     pub fn capacity(mut self, capacity: usize) -> Self {
         self.capacity = Some(capacity);
@@ -102,11 +268,16 @@ impl WorkerBuilder {
         self
     }
 
-    /// Where `/healthz` and `/metrics` listen: an address, or `None` for no
-    /// listener (the default is [`METRICS_ADDR_DEFAULT`](super::settings::METRICS_ADDR_DEFAULT), or
-    /// `DROVER_METRICS_ADDR` through [`WorkerSettings::from_env`]). A
-    /// library worker inside a service that serves its own metrics
-    /// usually wants `None`.
+    /// Where `/healthz`, `/readyz` and `/metrics` listen: an address, or
+    /// `None` for no listener. A library worker serves none unless asked
+    /// here or by `DROVER_METRICS_ADDR` through [`WorkerSettings::from_env`]
+    /// (`drover worker` serves
+    /// [`METRICS_ADDR_DEFAULT`](super::settings::METRICS_ADDR_DEFAULT)), so
+    /// workers in one process never race for a port; port 0 binds a free
+    /// one, logged at start and read back with
+    /// [`RunningWorker::metrics_addr`](super::RunningWorker::metrics_addr).
+    /// Needs the `metrics-listener` feature (on by default): without it,
+    /// [`build`](WorkerBuilder::build) refuses an address.
     pub fn metrics_addr(mut self, addr: impl Into<Option<SocketAddr>>) -> Self {
         self.metrics_addr = Some(addr.into());
         self
@@ -118,6 +289,9 @@ impl WorkerBuilder {
         let mut s = self.base.clone();
         if !self.lanes.is_empty() {
             s.lanes.clone_from(&self.lanes);
+        }
+        if !self.drained_elsewhere.is_empty() {
+            s.drained_elsewhere.clone_from(&self.drained_elsewhere);
         }
         if let Some(c) = self.capacity {
             s.capacity = c;
@@ -173,6 +347,14 @@ impl WorkerBuilder {
         &self.queue
     }
 
+    /// Records that `by` (a role this builder call adds) writes work into
+    /// `lane`: `build` refuses the worker unless it drains the lane or is
+    /// told another worker does.
+    pub(crate) fn writes_to(mut self, lane: &str, by: String) -> Self {
+        self.registry.writes_to(lane, by);
+        self
+    }
+
     /// Records a problem `build` reports.
     pub(crate) fn error(mut self, e: Error) -> Self {
         self.errors.push(e);
@@ -218,13 +400,32 @@ impl WorkerBuilder {
         self
     }
 
+    /// Sets the setups every worker of the binary applies (the
+    /// [`register!`](crate::register)ed ones), run at
+    /// [`build`](WorkerBuilder::build) unless
+    /// [`without_registered`](WorkerBuilder::without_registered) is called.
+    pub(crate) fn with_registered(mut self, apply: fn(WorkerBuilder) -> WorkerBuilder) -> Self {
+        self.registered = Some(apply);
+        self
+    }
+
+    /// Leaves out every [`register!`](crate::register)ed setup of the
+    /// binary: this worker gets only what its own calls add. For a test
+    /// whose binary links modules that register handlers and schedules
+    /// meant for the service's worker, not for the test's.
+    pub fn without_registered(mut self) -> Self {
+        self.registered = None;
+        self
+    }
+
     /// True when the worker has work of its own: a handler, a projector, a
     /// service (a reconciler), a schedule of its own, or a relay asked for
     /// with [`relay`](WorkerBuilder::relay). A worker may run roles only
     /// (no handler: it then claims nothing); the housekeeping every worker
     /// runs by default (the relay, the sweep, the heartbeat, the vacuum)
     /// does not count, so a builder whose handlers were forgotten is still
-    /// refused.
+    /// refused. The binary's [`register!`](crate::register)ed setups are
+    /// applied at [`build`](WorkerBuilder::build), so they count only there.
     pub fn has_work(&self) -> bool {
         !self.registry.is_empty() || !self.services.is_empty() || self.knobs.is_work()
     }
@@ -238,8 +439,25 @@ impl WorkerBuilder {
     /// that contradict each other, or a capacity the store's pool cannot
     /// serve;
     /// [`Error::InvalidInput`] naming the schedule and field for a schedule
-    /// that does not compile (a bad cron expression, an unknown zone).
+    /// that does not compile (a bad cron expression, an unknown zone);
+    /// [`Error::Config`] naming the type of a state a setup needs
+    /// ([`with_state`](WorkerBuilder::with_state), `register!(state: …)`)
+    /// that no [`state`](WorkerBuilder::state) call gave;
+    /// [`Error::Config`] naming the lane, what writes there, and the calls
+    /// that fix it, for work the worker creates itself in a lane it neither
+    /// drains nor was told is [drained elsewhere](WorkerBuilder::drained_elsewhere).
     pub fn build(mut self) -> Result<Worker> {
+        // The registered setups are builder calls like any other: applied
+        // here, so `without_registered` can drop them whenever it is called
+        // (those taking state join the stateful setups run next).
+        if let Some(apply) = self.registered.take() {
+            self = apply(self);
+        }
+        self.run_stateful()?.build_checked()
+    }
+
+    /// [`build`](WorkerBuilder::build) once every setup has run.
+    fn build_checked(mut self) -> Result<Worker> {
         let settings = self.effective_settings();
         if let Some(e) = std::mem::take(&mut self.errors).into_iter().next() {
             return Err(e);
@@ -254,6 +472,14 @@ impl WorkerBuilder {
             ));
         }
         settings.validate(self.queue.store().pool_size())?;
+        #[cfg(not(feature = "metrics-listener"))]
+        if let Some(addr) = settings.metrics_addr {
+            return Err(Error::Config(format!(
+                "a metrics address ({addr}) is set but the listener is not compiled in: \
+                 build drover with its `metrics-listener` feature (drover-cli: `listener`), \
+                 or leave the address unset (DROVER_METRICS_ADDR, WorkerBuilder::metrics_addr)"
+            )));
+        }
         // The default roles first: they are declared after the builder's own.
         let mut services = match self.assembly {
             Some(assemble) => {
@@ -264,11 +490,44 @@ impl WorkerBuilder {
         services.append(&mut self.services);
         // Every role and handler is in now: check them all once more.
         self.registry.validate()?;
+        check_lanes_written(&settings, &self.registry)?;
         Ok(Worker {
             queue: self.queue,
             settings: Arc::new(settings),
             registry: Arc::new(self.registry),
             services,
         })
+    }
+}
+
+/// Refuses a worker whose own work goes to a lane nobody is known to drain:
+/// not in its lanes, and not declared drained elsewhere.
+///
+/// # Errors
+/// [`Error::Config`] for the first such lane, naming what writes there and
+/// the two calls (with their flag and variable) that fix it.
+fn check_lanes_written(settings: &WorkerSettings, registry: &Registry) -> Result<()> {
+    let served = |lane: &str| {
+        settings
+            .lanes
+            .iter()
+            .chain(&settings.drained_elsewhere)
+            .any(|l| l == lane)
+    };
+    match registry
+        .lanes_written()
+        .iter()
+        .find(|(lane, _)| !served(lane))
+    {
+        None => Ok(()),
+        Some((lane, by)) => Err(Error::Config(format!(
+            "work this worker creates goes to lane {lane:?}, which it does not drain \
+             (it drains {drains}): {by}; nothing would run it unless another worker drains \
+             {lane:?}. Drain it here with .lane({lane:?}) (--lanes / DROVER_LANES), or, if \
+             another worker drains it, say so with .drained_elsewhere({lane:?}) \
+             (--drained-elsewhere / DROVER_DRAINED_ELSEWHERE)",
+            drains = settings.lanes.join(", "),
+            by = by.join("; "),
+        ))),
     }
 }

@@ -186,6 +186,10 @@ struct Claimer {
     requested: usize,
     /// Lanes whose last claim came back short: wait for a wake-up or the poll.
     idle: Vec<bool>,
+    /// Lanes whose last short claim had a limit applying
+    /// ([`ClaimBatch::limited`](crate::queue::ClaimBatch)): a run of ours
+    /// ending frees a slot that may admit their held-back work.
+    held: Vec<bool>,
     /// Lanes woken on another worker's turn (`spread`): claimed when the
     /// instant comes, unless a claim on the lane runs first.
     deferred: Vec<Option<tokio::time::Instant>>,
@@ -230,6 +234,7 @@ impl Claimer {
             outstanding: FuturesUnordered::new(),
             requested: 0,
             idle: vec![false; lanes.len()],
+            held: vec![false; lanes.len()],
             deferred: vec![None; lanes.len()],
             paused_now,
             paused_open: true,
@@ -258,8 +263,9 @@ impl Claimer {
     fn spawn(&mut self, cx: JobContext, permit: tokio::sync::OwnedSemaphorePermit) {
         self.prefetch.started();
         let exec = self.exec.clone();
-        self.tracker
-            .spawn(async move { exec.run(cx, permit).await });
+        self.tracker.spawn(async move {
+            exec.run(cx, permit).await;
+        });
     }
 
     /// Hands `cx` back, spending no attempt.
@@ -406,10 +412,17 @@ impl Claimer {
             }
             r = self.wake.recv(), if w.for_work => return self.woken(r).await,
             // A run of ours ended: the slot it held of a limit is free, so
-            // a lane left idle by a short claim may have claimable work
-            // again (a burst of endings costs one claim round).
+            // a lane a full limit left idle may have claimable work again
+            // (a burst of endings costs one claim round). A lane whose
+            // short claim no limit touched is empty: re-claiming it on
+            // every ending would cost a round each and take the next
+            // wake-up's item out of its designated worker's turn.
             () = freed.notified(), if w.for_work => {
-                self.idle.iter_mut().for_each(|i| *i = false);
+                for (idle, held) in self.idle.iter_mut().zip(&self.held) {
+                    if *held {
+                        *idle = false;
+                    }
+                }
             }
             r = self.paused.changed(), if self.paused_open => {
                 if r.is_err() {
@@ -440,9 +453,12 @@ impl Claimer {
                     self.claim_failures = 0;
                 }
                 self.backoff = Duration::from_millis(50);
-                if batch.items.len() < asked {
+                let short = batch.items.len() < asked;
+                if short {
                     self.idle[li] = true;
                 }
+                self.held[li] = short && batch.limited;
+                self.exec.completer.set_eager(short);
                 self.buffer.extend(batch.items);
             }
             Err(e) => {
@@ -532,7 +548,8 @@ fn jittered_poll(every: Duration) -> tokio::time::Instant {
 /// Applies one wake-up to the claim loop's lanes: on this worker's turn
 /// (`spread`), or with no fallback configured, the lane claims now;
 /// otherwise it claims once `fallback` has passed, the earliest such
-/// instant kept. A lane this worker does not drain is ignored.
+/// instant kept. A lane this worker does not drain is ignored; a wake-up of
+/// every lane (another process committed to a SQLite file) applies to each.
 fn take_turn(
     w: &crate::store::Wake,
     lanes: &[String],
@@ -541,13 +558,60 @@ fn take_turn(
     idle: &mut [bool],
     deferred: &mut [Option<tokio::time::Instant>],
 ) {
-    let Some(i) = lanes.iter().position(|l| *l == w.lane) else {
-        return;
-    };
-    if fallback.is_zero() || peers.turn(i, w.nonce) == spread::Turn::Now {
-        idle[i] = false;
-        deferred[i] = None;
-    } else if deferred[i].is_none() {
-        deferred[i] = Some(tokio::time::Instant::now() + fallback);
+    for i in (0..lanes.len()).filter(|&i| w.is_any() || lanes[i] == w.lane) {
+        if fallback.is_zero() || peers.turn(i, w.nonce) == spread::Turn::Now {
+            idle[i] = false;
+            deferred[i] = None;
+        } else if deferred[i].is_none() {
+            deferred[i] = Some(tokio::time::Instant::now() + fallback);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Wake;
+    use crate::store::wake::ANY_LANE;
+
+    fn wake(lane: &str) -> Wake {
+        Wake {
+            lane: lane.into(),
+            nonce: Some(1),
+        }
+    }
+
+    #[test]
+    fn a_wake_up_of_every_lane_marks_each_lane_worth_a_claim() {
+        let lanes = vec!["a".to_owned(), "b".to_owned(), "c".to_owned()];
+        let (mut idle, mut deferred) = (vec![true; 3], vec![None; 3]);
+        let alone = spread::Peers::default();
+        take_turn(
+            &wake("b"),
+            &lanes,
+            &alone,
+            Duration::ZERO,
+            &mut idle,
+            &mut deferred,
+        );
+        assert_eq!(idle, [true, false, true], "a lane's wake-up: that lane");
+        take_turn(
+            &wake("x"),
+            &lanes,
+            &alone,
+            Duration::ZERO,
+            &mut idle,
+            &mut deferred,
+        );
+        assert_eq!(idle, [true, false, true], "a lane not drained here: none");
+        take_turn(
+            &wake(ANY_LANE),
+            &lanes,
+            &alone,
+            Duration::ZERO,
+            &mut idle,
+            &mut deferred,
+        );
+        assert_eq!(idle, [false, false, false], "every lane");
     }
 }

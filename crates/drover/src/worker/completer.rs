@@ -1,6 +1,13 @@
 //! The completer: gathers finished items for a few milliseconds and writes
 //! them done in one statement per batch.
 //!
+//! It waits out its window only while the worker's claims come back full
+//! (a drain: batching saves statements and nobody waits on one item).
+//! Once a claim came back short, the worker waits on work rather than on
+//! writes, and a completion may free the very slot of a concurrency limit
+//! the next claim waits for: then a batch is written as soon as it is
+//! taken (whatever queued during the previous write still joins it).
+//!
 //! Every row in a batch is still fenced on its own claim token in the store,
 //! so a stale item in a batch is refused while the others land. Each
 //! submitter learns whether its own completion landed. Transient database
@@ -18,6 +25,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
@@ -54,6 +62,8 @@ struct Request {
 pub(crate) struct Completer {
     tx: mpsc::Sender<Request>,
     tickets: Arc<Semaphore>,
+    /// Write without waiting out the window (see the module docs).
+    eager: Arc<AtomicBool>,
 }
 
 /// A place in the completer's queue, taken before a run gives up its slot:
@@ -71,8 +81,16 @@ impl Completer {
     ) -> (Completer, tokio::task::JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(batch.max(1) * 2);
         let tickets = Arc::new(Semaphore::new(batch.max(1) * 2));
-        let task = tokio::spawn(run(store, rx, batch.max(1), window));
-        (Completer { tx, tickets }, task)
+        let eager = Arc::new(AtomicBool::new(false));
+        let task = tokio::spawn(run(store, rx, batch.max(1), window, eager.clone()));
+        (Completer { tx, tickets, eager }, task)
+    }
+
+    /// Whether the worker's last claim came back short of what it asked
+    /// (it waits on work, not on writes): batches are then written without
+    /// waiting out the window.
+    pub(crate) fn set_eager(&self, short: bool) {
+        self.eager.store(short, Ordering::Relaxed);
     }
 
     /// Waits for a place in the queue.
@@ -102,6 +120,7 @@ async fn run(
     mut rx: mpsc::Receiver<Request>,
     batch: usize,
     window: Duration,
+    eager: Arc<AtomicBool>,
 ) {
     let mut pending: Vec<Request> = Vec::with_capacity(batch);
     loop {
@@ -118,7 +137,7 @@ async fn run(
                 Err(_) => break,
             }
         }
-        if pending.len() < batch && !window.is_zero() {
+        if pending.len() < batch && !window.is_zero() && !eager.load(Ordering::Relaxed) {
             let deadline = tokio::time::Instant::now() + window;
             while pending.len() < batch {
                 match tokio::time::timeout_at(deadline, rx.recv()).await {

@@ -142,15 +142,18 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
 }
 
 impl Executor {
-    /// Runs `cx` to its end and writes the outcome. `permit` is the slot the
-    /// run occupies; it is freed as soon as the handler stops, before the
-    /// outcome is written, so writes never hold capacity.
-    pub(crate) async fn run(&self, cx: JobContext, permit: OwnedSemaphorePermit) {
+    /// Runs `cx` to its end and writes the outcome; returns how the run
+    /// ended (the `outcome` label of `drover_handler_duration_seconds`).
+    /// `permit` is the slot the run occupies; it is freed as soon as the
+    /// handler stops, before the outcome is written, so writes never hold
+    /// capacity.
+    pub(crate) async fn run(&self, cx: JobContext, permit: OwnedSemaphorePermit) -> &'static str {
         // A root span linked to the item's trace, never its child: see
         // `worker::span`.
         let span = crate::worker::span::run_span(&cx);
         async {
             let end = self.execute(&cx).await;
+            let outcome = end.outcome();
             // A completion first takes its place in the completer's queue,
             // still holding the slot: backpressure reaches the claim loop.
             let ticket = match end {
@@ -160,9 +163,10 @@ impl Executor {
             drop(permit);
             self.settle(&cx, end, ticket).await;
             self.freed.notify_one();
+            outcome
         }
         .instrument(span)
-        .await;
+        .await
     }
 
     /// Runs the handler with renewal, timeout and panic capture.

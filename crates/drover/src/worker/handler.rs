@@ -253,6 +253,10 @@ pub struct Registry {
     /// The concurrency limits declared in code (the kinds' consts and
     /// `WorkerBuilder::limit`), written at the worker's start.
     limits: BTreeMap<crate::store::limits::LimitScope, crate::store::limits::LimitSpec>,
+    /// The lanes work this worker creates for itself goes to, each with
+    /// what writes there (`WorkerBuilder::build` refuses a lane it neither
+    /// drains nor was told is drained elsewhere).
+    writes: BTreeMap<String, Vec<String>>,
 }
 
 /// The four strategies every role declares (DESIGN §9), besides any of
@@ -400,6 +404,17 @@ impl Registry {
         if let Some(spec) = group {
             self.declare_limit(LimitScope::KindPerGroup(kind.to_owned()), spec)?;
         }
+        // A kind that names a lane of its own routes its items there (the
+        // enqueue and the outbox relay use it unless the producer says
+        // otherwise); one left on the default lane is routed by each
+        // producer, which no builder can see.
+        let lane = <H::Job as Kind>::LANE;
+        if lane != crate::item::DEFAULT_LANE {
+            self.writes_to(
+                lane,
+                format!("kind {kind} (its Kind::LANE: where its enqueued and relayed items go)"),
+            );
+        }
         self.handlers
             .insert(kind.to_owned(), Arc::new(Typed(handler)));
         Ok(())
@@ -429,6 +444,23 @@ impl Registry {
                 Ok(())
             }
         }
+    }
+
+    /// Records that `by` (a role of this worker, or a kind it handles)
+    /// writes items into `lane`, which this worker then must drain unless
+    /// told another worker does.
+    pub(crate) fn writes_to(&mut self, lane: &str, by: String) {
+        let by_lane = self.writes.entry(lane.to_owned()).or_default();
+        if !by_lane.contains(&by) {
+            by_lane.push(by);
+        }
+    }
+
+    /// The lanes work this worker creates for itself goes to, each with
+    /// what writes there (the heartbeat, its own schedules and workflows,
+    /// the kinds it handles that name a lane of their own).
+    pub fn lanes_written(&self) -> &BTreeMap<String, Vec<String>> {
+        &self.writes
     }
 
     /// The limits declared in code, by scope.

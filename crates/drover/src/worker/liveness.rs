@@ -1,6 +1,7 @@
-//! Liveness and readiness: the in-memory beat `/healthz` answers from, the
-//! best-effort publication of the worker row, and the HTTP listener for
-//! `/healthz`, `/readyz` and `/metrics`.
+//! Liveness: the in-memory beat `/healthz` answers from, the best-effort
+//! publication of the worker row, and the process's Prometheus recorder
+//! (the HTTP listener that serves them is `listener`, compiled with the
+//! `metrics-listener` feature).
 //!
 //! Invariants: claiming never waits on liveness. The beat is an atomic
 //! store; the publication runs in its own task, bounded by the beat
@@ -14,20 +15,15 @@
 //! fixes neither a source that is down nor a bug that panics; the role's
 //! failure counters and gauges are what alerts.
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use axum::Router;
-use axum::extract::State;
-use axum::http::StatusCode;
-use axum::routing::get;
 use chrono::Utc;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{Error, Opaque, Result};
+use crate::error::Result;
 use crate::store::{Store, WorkerRow};
 
 /// The longest `/readyz` waits for the database before answering 503.
@@ -179,7 +175,8 @@ pub const COUNTERS: &[(&str, &str)] = &[
 ];
 
 /// Registers and describes drover's metrics in the installed recorder.
-fn register_metrics() {
+#[cfg_attr(not(feature = "metrics-listener"), allow(dead_code))]
+pub(super) fn register_metrics() {
     for (name, help) in COUNTERS {
         metrics::describe_counter!(*name, *help);
         metrics::counter!(*name).increment(0);
@@ -254,128 +251,6 @@ fn register_metrics() {
         metrics::Unit::Seconds,
         "PostgreSQL: the age of the oldest open transaction in the database (read on every sweep tick)"
     );
-}
-
-async fn healthz(State(health): State<Arc<Health>>) -> (StatusCode, String) {
-    if health.is_healthy() {
-        // Alive (a restart cures neither a poison event nor a source that
-        // is down: the roles keep running and retrying) but visibly
-        // degraded, one line per failing role.
-        let failing = health.failing();
-        let mut body = if failing.is_empty() {
-            "ok\n"
-        } else {
-            "ok; degraded\n"
-        }
-        .to_owned();
-        for (who, detail) in failing {
-            body.push_str(&format!("failing: {who}: {detail}\n"));
-        }
-        (StatusCode::OK, body)
-    } else if health.is_draining() {
-        (StatusCode::SERVICE_UNAVAILABLE, "draining\n".to_owned())
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "stale\n".to_owned())
-    }
-}
-
-/// What `/readyz` needs: the health (draining, stale) and the store.
-#[derive(Clone)]
-struct Probe {
-    health: Arc<Health>,
-    store: Arc<dyn Store>,
-}
-
-/// Why a worker is not ready, or `None` when it is: draining, stale, the
-/// database unreachable within [`READY_CHECK_TIMEOUT`], or migrations behind
-/// this binary. Draining is checked first and without the database, so the
-/// answer turns 503 the moment shutdown begins.
-pub(crate) async fn not_ready(health: &Health, store: &dyn Store) -> Option<String> {
-    if health.is_draining() {
-        return Some("draining".to_owned());
-    }
-    if !health.is_healthy() {
-        return Some("stale".to_owned());
-    }
-    match tokio::time::timeout(READY_CHECK_TIMEOUT, store.migration_status()).await {
-        Err(_) => Some(format!(
-            "database unreachable: no answer within {READY_CHECK_TIMEOUT:?}"
-        )),
-        Ok(Err(e)) => Some(format!("database unreachable: {e}")),
-        Ok(Ok(m)) if !m.is_current() => Some(m.to_string()),
-        Ok(Ok(_)) => None,
-    }
-}
-
-async fn readyz(State(probe): State<Probe>) -> (StatusCode, String) {
-    match not_ready(&probe.health, probe.store.as_ref()).await {
-        None => (StatusCode::OK, "ready\n".to_owned()),
-        Some(why) => {
-            tracing::debug!(why, "not ready");
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("not ready: {why}\n"),
-            )
-        }
-    }
-}
-
-async fn metrics_text() -> (StatusCode, String) {
-    match prometheus() {
-        Some(h) => (StatusCode::OK, h.render()),
-        None => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "another metrics recorder is installed in this process\n".to_owned(),
-        ),
-    }
-}
-
-/// Binds the listener and serves `/healthz`, `/readyz` and `/metrics`
-/// until `stop`. Returns the bound address (useful with port 0).
-///
-/// # Errors
-/// [`Error::Config`] when the address cannot be bound.
-pub(crate) async fn serve(
-    addr: SocketAddr,
-    health: Arc<Health>,
-    store: Arc<dyn Store>,
-    stop: CancellationToken,
-) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    if prometheus().is_some() {
-        register_metrics();
-    }
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
-        Error::Config(format!(
-            "cannot listen on {addr} for /healthz, /readyz and /metrics (the metrics address: \
-                 --metrics-addr or DROVER_METRICS_ADDR, WorkerBuilder::metrics_addr in code; \
-                 `off` / None serves none): {e}"
-        ))
-    })?;
-    let bound = listener
-        .local_addr()
-        .map_err(|e| Error::Unavailable(Opaque::new(e)))?;
-    let probe = Probe {
-        health: health.clone(),
-        store,
-    };
-    let app = Router::new()
-        .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics_text))
-        .with_state(health)
-        .merge(
-            Router::new()
-                .route("/readyz", get(readyz))
-                .with_state(probe),
-        );
-    let task = tokio::spawn(async move {
-        let r = axum::serve(listener, app)
-            .with_graceful_shutdown(async move { stop.cancelled().await })
-            .await;
-        if let Err(e) = r {
-            tracing::error!(error = %e, "metrics listener stopped");
-        }
-    });
-    Ok((bound, task))
 }
 
 /// Beats in memory every `interval` and publishes the row, best effort;
@@ -484,26 +359,4 @@ pub(crate) fn host_name() -> String {
         .filter(|s| !s.is_empty())
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| "unknown".to_owned())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A failing projector shows in `/healthz` (still 200: the worker is
-    /// alive and retrying), and goes once it recovers.
-    #[tokio::test]
-    async fn healthz_names_a_failing_role() {
-        let health = Arc::new(Health::new(Duration::from_secs(10)));
-        health.set_failing("projector orders", Some("2 tenants failing".into()));
-        let (code, body) = healthz(State(health.clone())).await;
-        assert_eq!(code, StatusCode::OK);
-        assert_eq!(
-            body,
-            "ok; degraded\nfailing: projector orders: 2 tenants failing\n"
-        );
-        health.set_failing("projector orders", None);
-        let (code, body) = healthz(State(health)).await;
-        assert_eq!((code, body.as_str()), (StatusCode::OK, "ok\n"));
-    }
 }

@@ -10,7 +10,9 @@
 //! | [`handler`](self::Handler) | handlers, outcomes, strategies, the registry |
 //! | `executor` | one item's run: renewal, timeout, panic capture, outcome write |
 //! | `completer` | batched, per-row fenced completion |
-//! | `liveness` | the in-memory beat, the workers row, `/healthz`, `/readyz` and `/metrics` |
+//! | `drain` | [`Worker::drain`]: a lane run once, inline, for tests ([`DrainReport`]) |
+//! | `liveness` | the in-memory beat, the workers row, the Prometheus recorder |
+//! | `listener` | the `/healthz`, `/readyz` and `/metrics` listener (feature `metrics-listener`; off by default for a library worker: [`WorkerBuilder::metrics_addr`] opts in) |
 //! | `span` | the span of one run: a root, linked to the item's trace |
 //! | `spread` | which worker of a lane claims at once on a wake-up |
 //! | `roles` | the sweep's declared strategies, the runtime's share of a role's four, a roles-only worker's idle loop |
@@ -52,9 +54,12 @@ use crate::store::WorkerRow;
 mod builder;
 mod claim_loop;
 mod completer;
+mod drain;
 mod executor;
 mod handler;
 mod knobs;
+#[cfg(feature = "metrics-listener")]
+mod listener;
 pub(crate) mod liveness;
 mod pause;
 mod roles;
@@ -64,7 +69,9 @@ mod span;
 mod spread;
 pub mod testkit;
 
+pub(crate) use builder::StatefulSetup;
 pub use builder::WorkerBuilder;
+pub use drain::{DRAIN_MAX_RUNS, DrainReport};
 pub use handler::{
     Done, Handler, HandlerInfo, JobError, Outcome, ROLE_STRATEGIES, Registry, ResultExt, RoleInfo,
     Strategy,
@@ -173,12 +180,7 @@ impl Worker {
         let stop_on_drop = root.drop_guard();
         let store = self.queue.store().clone();
 
-        let metrics_addr = match s.metrics_addr {
-            Some(addr) => Some(
-                liveness::serve(addr, health.clone(), store.clone(), background.clone()).await?,
-            ),
-            None => None,
-        };
+        let metrics_addr = serve_metrics(s.metrics_addr, &health, &store, &background).await?;
         let wake = store.wakeups().await?;
         // Its task stops with `background`; it holds nothing to flush.
         let (paused, _refresher) = pause::start(
@@ -264,6 +266,34 @@ impl Worker {
             _stop_on_drop: stop_on_drop,
         })
     }
+}
+
+/// The listener's bound address and task, when `addr` asks for one.
+///
+/// # Errors
+/// [`Error::Config`](crate::Error::Config) when the address cannot be bound.
+#[cfg(feature = "metrics-listener")]
+async fn serve_metrics(
+    addr: Option<SocketAddr>,
+    health: &Arc<Health>,
+    store: &Arc<dyn crate::store::Store>,
+    stop: &CancellationToken,
+) -> Result<Option<(SocketAddr, JoinHandle<()>)>> {
+    let Some(addr) = addr else { return Ok(None) };
+    let served = listener::serve(addr, health.clone(), store.clone(), stop.clone()).await?;
+    tracing::info!(addr = %served.0, "serving /healthz, /readyz and /metrics");
+    Ok(Some(served))
+}
+
+/// Without the listener compiled, `build` refused a metrics address: none.
+#[cfg(not(feature = "metrics-listener"))]
+async fn serve_metrics(
+    _addr: Option<SocketAddr>,
+    _health: &Arc<Health>,
+    _store: &Arc<dyn crate::store::Store>,
+    _stop: &CancellationToken,
+) -> Result<Option<(SocketAddr, JoinHandle<()>)>> {
+    Ok(None)
 }
 
 /// A fresh worker id: host, process id, and a random suffix for this run.

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 
 mod row;
 use row::setting;
-pub use row::{FlagCheck, SettingDef, SettingFlag, SettingKind, SettingValue};
+pub use row::{FlagCheck, SettingDef, SettingFlag, SettingKind, SettingValue, parse_lanes};
 use row::{flag, nonzero, range};
 
 /// `DROVER_LANES`: lanes drained (comma-separated).
@@ -69,7 +69,14 @@ pub const HANDLER_TIMEOUT_DEFAULT: Duration = Duration::from_secs(300);
 pub const POOL_SIZE_DEFAULT: u32 = crate::store::POOL_SIZE_DEFAULT;
 /// The largest `--capacity` `drover worker` accepts.
 pub const CAPACITY_MAX: usize = 100_000;
-/// `DROVER_METRICS_ADDR`: where `/healthz` and `/metrics` listen.
+/// Where `drover worker` serves `/healthz`, `/readyz` and `/metrics`
+/// unless `--metrics-addr` / `DROVER_METRICS_ADDR` says otherwise. A
+/// library worker serves none by default ([`WorkerSettings::default`]'s
+/// `metrics_addr` is `None`): two workers in one process (tests, a service
+/// that serves its own metrics) must not race for one port, so the
+/// listener is opted into with
+/// [`WorkerBuilder::metrics_addr`](super::WorkerBuilder::metrics_addr) or
+/// the variable.
 pub const METRICS_ADDR_DEFAULT: &str = "127.0.0.1:9464";
 /// `DROVER_COMPLETE_BATCH`: the most completions written in one statement.
 pub const COMPLETE_BATCH_DEFAULT: usize = 500;
@@ -126,6 +133,12 @@ pub const ITEMS_PER_CONNECTION: u32 = 4;
 pub struct WorkerSettings {
     /// Lanes drained, in claim order. Default [`LANES_DEFAULT`].
     pub lanes: Vec<String>,
+    /// Lanes this worker does not drain but writes work of its own to (the
+    /// heartbeat's, a schedule's or a workflow's lane), declared drained by
+    /// another worker. [`WorkerBuilder::build`](super::WorkerBuilder::build)
+    /// refuses a worker whose own work goes to a lane in neither list.
+    /// Default none.
+    pub drained_elsewhere: Vec<String>,
     /// Handlers running at once. Default [`CAPACITY_DEFAULT`].
     pub capacity: usize,
     /// Claim lease. Default [`LEASE_DEFAULT`].
@@ -155,8 +168,11 @@ pub struct WorkerSettings {
     pub handler_timeout: Duration,
     /// Database pool size. Default [`POOL_SIZE_DEFAULT`].
     pub pool_size: u32,
-    /// Metrics and health listener; `None` serves none. Default
-    /// [`METRICS_ADDR_DEFAULT`].
+    /// Metrics and health listener; `None` serves none. Default `None` for
+    /// a library worker (port 0 binds a free port, logged at start and
+    /// read back with `RunningWorker::metrics_addr`); `drover worker`'s
+    /// default is [`METRICS_ADDR_DEFAULT`]. Needs the `metrics-listener`
+    /// feature (on by default).
     pub metrics_addr: Option<SocketAddr>,
     /// Completions per statement. Default [`COMPLETE_BATCH_DEFAULT`].
     pub complete_batch: usize,
@@ -211,6 +227,7 @@ impl Default for WorkerSettings {
     fn default() -> Self {
         WorkerSettings {
             lanes: vec![LANES_DEFAULT.to_owned()],
+            drained_elsewhere: Vec::new(),
             capacity: CAPACITY_DEFAULT,
             lease: LEASE_DEFAULT,
             renew_interval: renewal_for(LEASE_DEFAULT).0,
@@ -224,7 +241,7 @@ impl Default for WorkerSettings {
             shutdown_grace: SHUTDOWN_GRACE_DEFAULT,
             handler_timeout: HANDLER_TIMEOUT_DEFAULT,
             pool_size: POOL_SIZE_DEFAULT,
-            metrics_addr: METRICS_ADDR_DEFAULT.parse().ok(),
+            metrics_addr: None,
             complete_batch: COMPLETE_BATCH_DEFAULT,
             complete_window: COMPLETE_WINDOW_DEFAULT,
             prefetch: PREFETCH_DEFAULT,
@@ -286,6 +303,8 @@ impl WorkerSettings {
 pub const SETTINGS: &[SettingDef] = &[
     setting!(lanes: Lanes, "DROVER_LANES", flag("lanes", "A,B"),
         "lanes drained, comma-separated, in claim order"),
+    setting!(drained_elsewhere: Lanes, "DROVER_DRAINED_ELSEWHERE", flag("drained-elsewhere", "A,B"),
+        "lanes another worker drains that this one's own work goes to (the heartbeat's, a schedule's, a workflow's), comma-separated"),
     setting!(capacity: Usize, "DROVER_CAPACITY", range("capacity", "N", 1, CAPACITY_MAX as u64),
         "handlers running at once"),
     setting!(lease: Duration, "DROVER_LEASE", nonzero("lease", "DURATION"),
@@ -336,7 +355,7 @@ pub const SETTINGS: &[SettingDef] = &[
     setting!(scheduler_interval: Duration, "DROVER_SCHEDULER_INTERVAL", None,
         "the longest the scheduler waits between two looks at its schedules"),
     setting!(metrics_addr: Addr, "DROVER_METRICS_ADDR", flag("metrics-addr", "HOST:PORT|off"),
-        "where /healthz, /readyz and /metrics listen (host:port, or off)"),
+        "where /healthz, /readyz and /metrics listen: host:port, or off (default: off for a library worker, 127.0.0.1:9464 for drover worker)"),
 ];
 
 impl WorkerSettings {
@@ -368,7 +387,7 @@ impl WorkerSettings {
         if self.lanes.is_empty() {
             return Err(Error::Config("at least one lane must be drained".into()));
         }
-        for l in &self.lanes {
+        for l in self.lanes.iter().chain(&self.drained_elsewhere) {
             crate::item::validate_lane(l)?;
         }
         crate::item::validate_lane(&self.heartbeat_lane)?;

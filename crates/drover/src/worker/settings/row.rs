@@ -146,9 +146,7 @@ impl SettingDef {
         let name = self.env;
         let number = || Error::invalid(name, format!("{v:?} is not a number"));
         Ok(match self.kind {
-            SettingKind::Lanes => {
-                SettingValue::Lanes(v.split(',').map(|l| l.trim().to_owned()).collect())
-            }
+            SettingKind::Lanes => SettingValue::Lanes(parse_lanes(v)),
             SettingKind::Usize => SettingValue::Usize(v.trim().parse().map_err(|_| number())?),
             SettingKind::U32 => SettingValue::U32(v.trim().parse().map_err(|_| number())?),
             SettingKind::U64 => SettingValue::U64(v.trim().parse().map_err(|_| number())?),
@@ -224,6 +222,16 @@ macro_rules! setting {
     };
 }
 pub(crate) use setting;
+
+/// A comma-separated list of lanes; blank entries are dropped, so an empty
+/// text is no lane (what an empty list renders as).
+pub fn parse_lanes(v: &str) -> Vec<String> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
 
 /// A flag with no check beyond the environment's.
 pub const fn flag(long: &'static str, value_name: &'static str) -> Option<SettingFlag> {

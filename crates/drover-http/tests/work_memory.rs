@@ -1,0 +1,4 @@
+//! The worker routes' cases against the memory store.
+mod common;
+mod work_cases;
+work_suite!(common::memory);

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The README's test command and CI's (.ci/run execs it): on a fresh machine
+# it installs or starts what the tests need, checks the floors and the
+# deployment files, then runs the whole suite with per-test times and a
+# per-binary summary, so the slow binaries are visible.
+#
+# Arguments are passed to `cargo nextest run` (e.g. `scripts/test.sh -E
+# 'binary(cli)'` for one binary); the doc tests run only without them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# apt-get as root, through sudo otherwise (a developer's machine).
+apt_install() {
+    local sudo=()
+    [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+    "${sudo[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "$@"
+}
+
+# promtool (prometheus) for the alert rules' unit tests, pgbouncer for the
+# end-to-end test through a transaction pooler, docker-compose to validate
+# deploy/compose.yaml (its `config` needs no engine). Debian packages.
+need=()
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
+[ -x /usr/sbin/pgbouncer ] || command -v pgbouncer >/dev/null 2>&1 || need+=(pgbouncer)
+# Debian's chromium and npm for the dashboard's browser test
+# (crates/drover-cli/tests/browser.rs).
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v npm >/dev/null 2>&1 || need+=(npm)
+if [ ${#need[@]} -gt 0 ]; then
+    apt_install "${need[@]}"
+fi
+
+if ! pg_isready -h 127.0.0.1 -p 5432 >/dev/null 2>&1; then
+    if command -v pg_ctlcluster >/dev/null 2>&1 && [ -d /etc/postgresql ]; then
+        pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql)" main start
+        for _ in $(seq 1 30); do
+            pg_isready -h 127.0.0.1 -p 5432 >/dev/null 2>&1 && break
+            sleep 1
+        done
+    fi
+fi
+pg_isready -h 127.0.0.1 -p 5432
+
+# The floors (docs/architecture.md): no module of crates/drover imports one
+# above it, no import circle anywhere in the workspace, no source file over
+# 800 lines or function over 120. Each prints what it finds and fails if
+# there is any.
+bash scripts/check-layers.sh
+python3 scripts/check-circles.py
+python3 scripts/check-sizes.py
+
+# The deployment files (also checked from the suite: crates/drover-cli/tests/deploy.rs).
+(cd deploy/prometheus && promtool check rules drover-rules.yaml && promtool test rules drover-rules.test.yaml)
+docker-compose -f deploy/compose.yaml --profile observability config -q
+
+# schemathesis (PyPI) for the HTTP API's schema test
+# (crates/drover-cli/tests/serve_cli.rs), in a virtualenv of the repo's own.
+if [ ! -x .ci/venv/bin/schemathesis ]; then
+    if ! python3 -m venv .ci/venv 2>/dev/null; then
+        apt_install python3-venv
+        python3 -m venv .ci/venv
+    fi
+    .ci/venv/bin/pip install -q schemathesis
+fi
+
+# Playwright from npm, driving the chromium above: no browser download.
+(cd crates/drover-http/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --no-audit --no-fund)
+
+# The HTTP conformance suite's client generators and type checkers
+# (crates/drover-cli/tests/conformance.rs), pinned, in folders of the
+# repo's own: openapi-python-client and mypy from PyPI in a virtualenv,
+# openapi-typescript, openapi-fetch, @hey-api/openapi-ts and typescript
+# from npm.
+conformance=crates/drover-http/conformance
+if [ ! -x "$conformance/python/.venv/bin/openapi-python-client" ]; then
+    python3 -m venv "$conformance/python/.venv"
+    "$conformance/python/.venv/bin/pip" install -q -r "$conformance/python/requirements.txt"
+fi
+(cd "$conformance/ts" && npm install --no-audit --no-fund)
+# The TypeScript reference worker's own (crates/drover-cli/tests/reference_workers.rs;
+# its Python sibling uses the conformance venv above).
+(cd examples/worker-ts && npm install --no-audit --no-fund)
+
+# cargo-nextest runs every test in its own process, binaries side by side,
+# and prints each test's time; .config/nextest.toml says which tests must
+# run alone. The project's prebuilt release if it is missing (building it
+# from source takes minutes), `cargo install` if the download fails.
+if ! cargo nextest --version >/dev/null 2>&1; then
+    bin="${CARGO_HOME:-$HOME/.cargo}/bin"
+    mkdir -p "$bin"
+    curl -LsSf https://get.nexte.st/latest/linux | tar zxf - -C "$bin" \
+        || cargo install --locked cargo-nextest
+fi
+
+start=$(date +%s)
+status=0
+cargo nextest run --workspace --no-fail-fast "$@" || status=$?
+# nextest runs no doc tests; the README's examples and the API docs'
+# examples are compiled and run here.
+if [ $# -eq 0 ]; then
+    cargo test --workspace --doc || status=$?
+fi
+
+# Per-binary time: the sum of its tests' times (they may overlap with other
+# binaries'), from the JUnit report nextest wrote (under the workspace's
+# target/nextest whatever CARGO_TARGET_DIR says: nextest's store directory).
+python3 - target/nextest/default/junit.xml <<'PY' || true
+import sys, xml.etree.ElementTree as ET
+suites = ET.parse(sys.argv[1]).getroot().iter("testsuite")
+rows = sorted(((float(s.get("time") or sum(float(c.get("time", 0)) for c in s.iter("testcase"))),
+                s.get("name"), int(s.get("tests", 0))) for s in suites), reverse=True)
+print("\nper test binary (sum of its tests' times):")
+for t, name, n in rows:
+    print(f"{t:9.1f} s  {n:4d} tests  {name}")
+PY
+echo "suite: $(( $(date +%s) - start )) s (build included)"
+exit "$status"
