@@ -13,7 +13,9 @@ use drover::store::WorkerRow;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
 use utoipa::ToSchema;
+use uuid::Uuid;
 
+use super::settle::{self, CompleteEntry};
 use super::*;
 use crate::AppState;
 use crate::api::parse;
@@ -53,6 +55,15 @@ pub struct ClaimRequest {
     #[serde(default, deserialize_with = "parse::whole_opt")]
     #[schema(minimum = 1, maximum = 100000, nullable = false)]
     pub capacity: Option<i32>,
+    /// Items this worker finished, written done before the claim (0 to
+    /// 1000, each fenced on its own claim, exactly as `POST
+    /// /v1/work/complete` writes them): a busy worker's completions ride
+    /// on its next claim, one request a round instead of two. The answer's
+    /// `completed` and `stale` say which landed. A claim refused (4xx) or
+    /// answered 503 while draining wrote none of them.
+    #[serde(default)]
+    #[schema(max_items = 1000)]
+    pub complete: Vec<CompleteEntry>,
 }
 
 fn one() -> u32 {
@@ -68,6 +79,12 @@ fn lease_default() -> u64 {
 pub struct ClaimResponse {
     /// The items, each under its own claim (empty when the wait ran out).
     pub items: Vec<ClaimedItem>,
+    /// Of the request's `complete`, the ids marked done (empty when it
+    /// carried none).
+    pub completed: Vec<Uuid>,
+    /// Of the request's `complete`, the ids whose claim was stale: nothing
+    /// changed for them.
+    pub stale: Vec<Uuid>,
 }
 
 /// A claim checked against the token's grants.
@@ -79,6 +96,7 @@ struct Asked {
     lease: Duration,
     wait: Duration,
     capacity: i32,
+    complete: Vec<CompleteEntry>,
 }
 
 fn check(who: &ApiPrincipal, req: ClaimRequest) -> Result<Asked, Problem> {
@@ -132,6 +150,12 @@ fn check(who: &ApiPrincipal, req: ClaimRequest) -> Result<Asked, Problem> {
     if !(1..=100_000).contains(&capacity) {
         return Err(Problem::invalid("capacity", "must be between 1 and 100000"));
     }
+    if req.complete.len() > COMPLETE_MAX {
+        return Err(Problem::invalid(
+            "complete",
+            format!("must hold at most {COMPLETE_MAX} items"),
+        ));
+    }
     Ok(Asked {
         worker_id: req.worker_id,
         lanes: req.lanes,
@@ -140,6 +164,7 @@ fn check(who: &ApiPrincipal, req: ClaimRequest) -> Result<Asked, Problem> {
         lease: millis("lease_ms", req.lease_ms, LEASE_MIN_MS, LEASE_MAX_MS)?,
         wait: millis("wait_ms", req.wait_ms, 0, WAIT_MAX_MS)?,
         capacity,
+        complete: req.complete,
     })
 }
 
@@ -230,6 +255,13 @@ pub async fn claim(
         return draining();
     }
     beat(&state, row_of(&who, &a, "running")).await;
+    // The completions first: each frees its slot of any limit before this
+    // worker claims again, and is written before a long poll begins, so a
+    // finished item never waits on the wait.
+    let settled = match settle::complete_entries(&state, "complete", &a.complete).await {
+        Ok(s) => s,
+        Err(p) => return p.into_response(),
+    };
     // Subscribed before the first claim, so work that lands between an
     // empty claim and the wait still wakes it.
     let mut wake = if a.wait.is_zero() {
@@ -251,7 +283,12 @@ pub async fn claim(
         };
         let now = tokio::time::Instant::now();
         if !items.is_empty() || now >= deadline {
-            return (StatusCode::OK, Json(ClaimResponse { items })).into_response();
+            let answer = ClaimResponse {
+                items,
+                completed: settled.completed,
+                stale: settled.stale,
+            };
+            return (StatusCode::OK, Json(answer)).into_response();
         }
         let until = deadline.min(now + POLL_FALLBACK);
         let woken = async {
@@ -269,7 +306,20 @@ pub async fn claim(
             }
         };
         tokio::select! {
-            () = shutdown.cancelled() => return draining(),
+            // A 503 could not say which completions it carried landed, so
+            // such a claim ends with 200 and no items instead; the
+            // worker's next claim meets the 503.
+            () = shutdown.cancelled() => {
+                if settled.completed.is_empty() && settled.stale.is_empty() {
+                    return draining();
+                }
+                let answer = ClaimResponse {
+                    items: vec![],
+                    completed: settled.completed,
+                    stale: settled.stale,
+                };
+                return (StatusCode::OK, Json(answer)).into_response();
+            }
             () = tokio::time::sleep_until(until) => {}
             () = woken => {}
         }

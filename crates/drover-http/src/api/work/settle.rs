@@ -299,35 +299,57 @@ pub async fn complete_batch(
         async {
             who.require_work()?;
             let req: CompleteBatch = parse::json(&body)?;
-            if req.items.is_empty() || req.items.len() > COMPLETE_MAX {
+            if req.items.is_empty() {
                 return Err(Problem::invalid(
                     "items",
                     format!("must hold 1 to {COMPLETE_MAX} items"),
                 ));
             }
-            let claims: Vec<_> = req
-                .items
-                .iter()
-                .map(|e| drover::ClaimRef {
-                    tenant_id: e.tenant_id,
-                    id: e.id,
-                    token: e.claim_token,
-                })
-                .collect();
-            let done = state.queue.complete_claims(&claims).await?;
-            let stale = req
-                .items
-                .iter()
-                .map(|e| e.id)
-                .filter(|id| !done.contains(id))
-                .collect();
-            Ok(CompletedBatch {
-                completed: done,
-                stale,
-            })
+            complete_entries(&state, "items", &req.items).await
         }
         .await,
     )
+}
+
+/// Writes `entries` done in one statement, each fenced on its own claim,
+/// and says which landed and which were stale. Shared by the batch
+/// completion and the claim that carries its worker's completions
+/// (`field` names the request's list in a refusal).
+pub(crate) async fn complete_entries(
+    state: &AppState,
+    field: &str,
+    entries: &[CompleteEntry],
+) -> Result<CompletedBatch, Problem> {
+    if entries.len() > COMPLETE_MAX {
+        return Err(Problem::invalid(
+            field,
+            format!("must hold at most {COMPLETE_MAX} items"),
+        ));
+    }
+    if entries.is_empty() {
+        return Ok(CompletedBatch {
+            completed: vec![],
+            stale: vec![],
+        });
+    }
+    let claims: Vec<_> = entries
+        .iter()
+        .map(|e| drover::ClaimRef {
+            tenant_id: e.tenant_id,
+            id: e.id,
+            token: e.claim_token,
+        })
+        .collect();
+    let done = state.queue.complete_claims(&claims).await?;
+    let stale = entries
+        .iter()
+        .map(|e| e.id)
+        .filter(|id| !done.contains(id))
+        .collect();
+    Ok(CompletedBatch {
+        completed: done,
+        stale,
+    })
 }
 
 /// Record a failure of a claimed item (a worker token; fenced): requeued
