@@ -45,7 +45,13 @@ fn handlers_lists_builtin_strategies() {
     ] {
         assert!(header.contains(col), "{header}");
     }
-    for kind in ["drover.noop", "drover.sleep", "drover.fail", "drover.panic"] {
+    for kind in [
+        "drover.noop",
+        "drover.sleep",
+        "drover.echo",
+        "drover.fail",
+        "drover.panic",
+    ] {
         let line = r
             .stdout
             .lines()
@@ -106,6 +112,7 @@ fn handlers_json_lists_every_kind_and_role_with_four_strategies() {
     for want in [
         "drover.noop",
         "drover.sleep",
+        "drover.echo",
         "drover.fail",
         "drover.panic",
         "drover.heartbeat",
