@@ -14,7 +14,8 @@ use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use crate::item::{Item, validate_result};
+use crate::item::{Item, Progress, validate_result};
+use crate::store::{ClaimRef, Completion};
 use crate::queue::{JobContext, Kind, Queue};
 
 /// The longest [`Queue::wait_final`] waits.
@@ -85,6 +86,36 @@ impl Queue {
             validate_result(r)?;
         }
         self.store.item_complete_with(cx.claim(), result).await
+    }
+
+    /// Marks the items of many presented claims done, each fenced on its
+    /// own token and storing its own result, in one statement (a batch
+    /// without any result runs the statement [`Queue::complete_claims`]
+    /// runs). Returns the ids that landed; the others were stale.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when a result is over 256 KiB (nothing is
+    /// written); storage errors. Stale claims are reported by absence.
+    pub async fn complete_claims_with(&self, done: &[Completion]) -> Result<Vec<Uuid>> {
+        for c in done {
+            if let Some(r) = &c.result {
+                validate_result(r)?;
+            }
+        }
+        self.store.item_complete_many_with(done).await
+    }
+
+    /// Records progress for the item `claim` holds, fenced on the claim,
+    /// written at once (the caller rate-limits: the runtime does per run,
+    /// see [`JobContext::report_progress`]; the HTTP API per item).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a bad report; [`Error::Conflict`] when
+    /// the claim is stale; [`Error::NotFound`] when the tenant has no such
+    /// item.
+    pub async fn progress_claim(&self, claim: &ClaimRef, progress: &Progress) -> Result<()> {
+        progress.validate()?;
+        self.store.item_progress(claim, progress).await
     }
 
     /// Reads item `id` of `tenant` until it is final (done, failed or
