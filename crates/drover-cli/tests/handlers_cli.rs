@@ -65,10 +65,10 @@ fn handlers_lists_builtin_strategies() {
 
     let v = drover(&["handlers", "--json"]).ok().json();
     let rows = v["handlers"].as_array().expect("handlers");
-    // The four diagnostic kinds only: the test environment turns the
+    // The five diagnostic kinds only: the test environment turns the
     // heartbeat off (DROVER_HEARTBEAT_CRON=off), as `drover worker`
     // would read it.
-    assert_eq!(rows.len(), 4, "{v}");
+    assert_eq!(rows.len(), 5, "{v}");
     for row in rows {
         for field in [
             "kind",
