@@ -74,9 +74,17 @@ fn unique_while_active_then_show_prints_result_and_progress() {
         .await
         .unwrap();
         let shown = drover(&url, &["show", &first]).ok().stdout;
-        assert_eq!(row(&shown, "progress").as_deref(), Some(r#"75 % {"step":3}"#), "{shown}");
+        assert_eq!(
+            row(&shown, "progress").as_deref(),
+            Some(r#"75 % {"step":3}"#),
+            "{shown}"
+        );
         assert_eq!(row(&shown, "result").as_deref(), Some("-"), "{shown}");
-        assert_eq!(row(&shown, "active_key").as_deref(), Some("echo:1"), "{shown}");
+        assert_eq!(
+            row(&shown, "active_key").as_deref(),
+            Some("echo:1"),
+            "{shown}"
+        );
         q.complete_with(&cx, Some(&json!({"say": "hi"})))
             .await
             .unwrap();
@@ -84,10 +92,17 @@ fn unique_while_active_then_show_prints_result_and_progress() {
 
     let shown = drover(&url, &["show", &first]).ok().stdout;
     assert_eq!(row(&shown, "status").as_deref(), Some("done"), "{shown}");
-    assert_eq!(row(&shown, "result").as_deref(), Some(r#"{"say":"hi"}"#), "{shown}");
+    assert_eq!(
+        row(&shown, "result").as_deref(),
+        Some(r#"{"say":"hi"}"#),
+        "{shown}"
+    );
     let json = drover(&url, &["show", &first, "--json"]).ok().json();
     assert_eq!(json["result"], json!({"say": "hi"}));
-    assert_eq!(json["progress"], json!({"value": 75.0, "data": {"step": 3}}));
+    assert_eq!(
+        json["progress"],
+        json!({"value": 75.0, "data": {"step": 3}})
+    );
 
     // Final: the same key enqueues anew.
     let next = drover(&url, &enqueue).ok().stdout.trim().to_owned();

@@ -187,7 +187,10 @@ impl Progress {
         if let Some(v) = self.value
             && !v.is_finite()
         {
-            return Err(Error::invalid("progress", "the value must be a finite number"));
+            return Err(Error::invalid(
+                "progress",
+                "the value must be a finite number",
+            ));
         }
         if self.value.is_none() && self.data.is_none() {
             return Err(Error::invalid("progress", "give a value, a note, or both"));

@@ -311,7 +311,10 @@ async fn pages_filters_and_operations(f: &Fixture) {
     .await;
     assert!(mail.body.contains("[redacted]") && !mail.body.contains("hunter2"));
     assert!(mail.body.contains("a@example.com"));
-    assert!(mail.body.contains("id=\"item-progress\">-<"), "no progress yet");
+    assert!(
+        mail.body.contains("id=\"item-progress\">-<"),
+        "no progress yet"
+    );
     assert!(!mail.body.contains("id=\"result\""), "no result yet");
 
     // Progress and the result, on a done item's page.
@@ -338,13 +341,18 @@ async fn pages_filters_and_operations(f: &Fixture) {
     // Escaped as every value on the page is (askama writes `"` as `&#34;`).
     let esc = |s: &str| s.replace('"', "&#34;");
     assert!(
-        page.body
-            .contains(&format!("id=\"item-progress\">{}<", esc(r#"40 %, {"cursor":7}"#))),
+        page.body.contains(&format!(
+            "id=\"item-progress\">{}<",
+            esc(r#"40 %, {"cursor":7}"#)
+        )),
         "{}",
         page.body
     );
     assert!(
-        page.body.contains(&format!("<pre id=\"result\">{}", esc("{\n  \"rows\": 12\n}"))),
+        page.body.contains(&format!(
+            "<pre id=\"result\">{}",
+            esc("{\n  \"rows\": 12\n}")
+        )),
         "{}",
         page.body
     );

@@ -46,17 +46,15 @@ impl Handler for Counter {
     async fn handle(&self, cx: &JobContext, job: CountWords) -> Outcome {
         // Resume from the checkpoint a previous run left, if any.
         let note = cx.progress().and_then(|p| p.data);
-        let start = note
-            .as_ref()
-            .and_then(|n| n["done"].as_u64())
-            .unwrap_or(0);
-        let mut words = note
-            .as_ref()
-            .and_then(|n| n["words"].as_u64())
-            .unwrap_or(0);
+        let start = note.as_ref().and_then(|n| n["done"].as_u64()).unwrap_or(0);
+        let mut words = note.as_ref().and_then(|n| n["words"].as_u64()).unwrap_or(0);
         let lines: Vec<&str> = job.text.lines().collect();
         let total = lines.len().max(1);
-        for (i, line) in lines.iter().enumerate().skip(usize::try_from(start).unwrap_or(0)) {
+        for (i, line) in lines
+            .iter()
+            .enumerate()
+            .skip(usize::try_from(start).unwrap_or(0))
+        {
             words += line.split_whitespace().count() as u64;
             // Cheap to call in a loop: written at most once a second, the
             // last report flushed when the run ends.
@@ -109,6 +107,9 @@ async fn main() -> drover::Result<()> {
     running.shutdown().await;
     match count {
         Some(WordCount { words: 9 }) => Ok(()),
-        other => Err(drover::Error::invalid("result", format!("expected 9 words, got {other:?}"))),
+        other => Err(drover::Error::invalid(
+            "result",
+            format!("expected 9 words, got {other:?}"),
+        )),
     }
 }

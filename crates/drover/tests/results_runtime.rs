@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use drover::item::Progress;
 use drover::queue::{JobContext, Kind, Queue, Returns};
-use drover::store::memory::MemoryStore;
 use drover::store::Store;
+use drover::store::memory::MemoryStore;
 use drover::worker::{Done, Handler, JobError, Outcome, Strategy, WorkerSettings};
 use drover::{InsertResult, Status, Worker};
 use serde::{Deserialize, Serialize};
@@ -128,19 +128,38 @@ async fn typed_result_progress_checkpoint_and_oversized_result() {
         .start()
         .await
         .unwrap();
-    let s = q.wait_final(Uuid::nil(), sum, Duration::from_secs(30)).await.unwrap();
-    let h = q.wait_final(Uuid::nil(), huge, Duration::from_secs(30)).await.unwrap();
+    let s = q
+        .wait_final(Uuid::nil(), sum, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let h = q
+        .wait_final(Uuid::nil(), huge, Duration::from_secs(30))
+        .await
+        .unwrap();
     w.shutdown().await;
 
     assert_eq!((s.status, s.attempts), (Status::Done, 1));
     let total = q.result::<Sum>(Uuid::nil(), sum).await.unwrap();
-    assert_eq!(total, Some(Total { total: 2000 * 2001 / 2 }), "resumed, not restarted");
+    assert_eq!(
+        total,
+        Some(Total {
+            total: 2000 * 2001 / 2
+        }),
+        "resumed, not restarted"
+    );
     // The last report was flushed at the end of the run.
     let p = s.progress.expect("progress kept");
     assert_eq!(p.value, Some(100.0));
-    assert_eq!(p.data, Some(json!({"next": 2001, "total": 2000 * 2001 / 2})));
+    assert_eq!(
+        p.data,
+        Some(json!({"next": 2001, "total": 2000 * 2001 / 2}))
+    );
 
-    assert_eq!(h.status, Status::Failed, "an oversized result fails the item");
+    assert_eq!(
+        h.status,
+        Status::Failed,
+        "an oversized result fails the item"
+    );
     assert!(
         h.last_error.as_deref().unwrap_or("").contains("result"),
         "{:?}",
@@ -199,7 +218,10 @@ async fn unique_while_active_through_the_typed_builder() {
         .unique_while_active()
         .await
         .unwrap();
-    assert_eq!((again.result, again.item.id), (InsertResult::KeyExists, first.item.id));
+    assert_eq!(
+        (again.result, again.item.id),
+        (InsertResult::KeyExists, first.item.id)
+    );
     let no_key = q.enqueue(Sum { upto: 1 }).unique_while_active().await;
     assert!(no_key.is_err(), "unique while active needs a key");
 }

@@ -374,7 +374,10 @@ fn wait_bound(wait: Option<&str>) -> Result<Option<std::time::Duration>, Problem
         .map_err(|_| Problem::invalid("wait", "must be whole seconds (30 or 30s)"))?;
     let max = drover::queue::MAX_WAIT.as_secs();
     if secs > max {
-        return Err(Problem::invalid("wait", format!("is at most {max} seconds")));
+        return Err(Problem::invalid(
+            "wait",
+            format!("is at most {max} seconds"),
+        ));
     }
     Ok(Some(std::time::Duration::from_secs(secs)))
 }

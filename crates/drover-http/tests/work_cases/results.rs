@@ -35,19 +35,31 @@ pub async fn results_and_progress_over_http(w: &WorkApp) {
     let mut report = handle(item);
     report["value"] = json!(40.0);
     report["data"] = json!({"cursor": 7});
-    let (s, b) = w.post(&uri(item, "progress"), &w.worker, report.clone()).await;
+    let (s, b) = w
+        .post(&uri(item, "progress"), &w.worker, report.clone())
+        .await;
     assert_eq!(s, StatusCode::OK, "{b}");
     let (s, _, b) = w
-        .call(Method::POST, &uri(item, "progress"), &w.worker, Some(report.clone()))
+        .call(
+            Method::POST,
+            &uri(item, "progress"),
+            &w.worker,
+            Some(report.clone()),
+        )
         .await;
     assert_eq!(s, StatusCode::TOO_MANY_REQUESTS, "{b}");
     let (s, b) = get_item(w, &id, "").await;
     assert_eq!(s, StatusCode::OK);
-    assert_eq!(b["item"]["progress"], json!({"value": 40.0, "data": {"cursor": 7}}));
+    assert_eq!(
+        b["item"]["progress"],
+        json!({"value": 40.0, "data": {"cursor": 7}})
+    );
     assert_eq!(b["item"]["result"], Value::Null);
 
     // An empty report and a huge note are refused before any write.
-    let (s, b) = w.post(&uri(item, "progress"), &w.worker, handle(item)).await;
+    let (s, b) = w
+        .post(&uri(item, "progress"), &w.worker, handle(item))
+        .await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
 
     // Fail it: the next claim carries the checkpoint; the old token's
@@ -68,7 +80,10 @@ pub async fn results_and_progress_over_http(w: &WorkApp) {
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     };
-    assert_eq!(again["progress"], json!({"value": 40.0, "data": {"cursor": 7}}));
+    assert_eq!(
+        again["progress"],
+        json!({"value": 40.0, "data": {"cursor": 7}})
+    );
     tokio::time::sleep(drover::queue::PROGRESS_INTERVAL).await;
     let (s, b) = w.post(&uri(item, "progress"), &w.worker, report).await;
     assert_eq!(s, StatusCode::CONFLICT, "a stale claim's report: {b}");
@@ -116,7 +131,11 @@ pub async fn results_and_progress_over_http(w: &WorkApp) {
 pub async fn long_poll_on_an_item_answers_at_completion(w: &WorkApp) {
     let id = w.enqueue("job.wait", "jobs").await.to_string();
     let (s, b) = get_item(w, &id, "?wait=61").await;
-    assert_eq!((s, &b["field"]), (StatusCode::BAD_REQUEST, &json!("wait")), "{b}");
+    assert_eq!(
+        (s, &b["field"]),
+        (StatusCode::BAD_REQUEST, &json!("wait")),
+        "{b}"
+    );
     let (s, b) = get_item(w, &id, "?wait=1s").await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(b["item"]["status"], "pending", "the bound passed");
@@ -142,7 +161,10 @@ pub async fn long_poll_on_an_item_answers_at_completion(w: &WorkApp) {
     };
     // The poll is waiting on a claimed item; complete it.
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    assert!(!poll.is_finished(), "the poll waits while the item is claimed");
+    assert!(
+        !poll.is_finished(),
+        "the poll waits while the item is claimed"
+    );
     let mut done = handle(&item);
     done["result"] = json!("echoed");
     let (s, b) = w.post(&uri(&item, "complete"), &w.worker, done).await;

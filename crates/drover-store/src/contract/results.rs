@@ -71,7 +71,10 @@ pub async fn result_stored_with_completion(h: &Harness) {
     // A batch without any result takes the plain statement; still none.
     let plain = put(h, new("res.plain")).await;
     let (_, r) = claim_kind(h, "res.plain").await;
-    assert_eq!(h.store.item_complete_many(&[r]).await.expect("many"), vec![plain.id]);
+    assert_eq!(
+        h.store.item_complete_many(&[r]).await.expect("many"),
+        vec![plain.id]
+    );
     let got = get(h, Uuid::nil(), plain.id).await;
     assert_eq!((got.status, got.result), (Status::Done, None));
 }
@@ -216,7 +219,10 @@ pub async fn unique_while_active_exact_under_concurrency(h: &Harness) {
     }
     assert_eq!(inserted.len(), 1, "exactly one item under concurrency");
     let first = inserted[0];
-    assert!(answered.iter().all(|id| *id == first), "every refusal answers the active item");
+    assert!(
+        answered.iter().all(|id| *id == first),
+        "every refusal answers the active item"
+    );
     let row = get(h, Uuid::nil(), first).await;
     assert_eq!(row.active_key.as_deref(), Some("sync:42"));
     assert_eq!(row.idempotency_key, None);
@@ -226,7 +232,11 @@ pub async fn unique_while_active_exact_under_concurrency(h: &Harness) {
         .with_key("sync:42")
         .with_unique_while_active();
     assert_eq!(
-        h.store.item_insert(&other_kind).await.expect("other kind").result,
+        h.store
+            .item_insert(&other_kind)
+            .await
+            .expect("other kind")
+            .result,
         InsertResult::Inserted
     );
     let plain = NewItem::new("sync.account", json!({})).with_key("sync:42");
@@ -241,10 +251,16 @@ pub async fn unique_while_active_exact_under_concurrency(h: &Harness) {
         .item_claim(&kind_only("sync.account"))
         .await
         .expect("claim");
-    let held = claimed.iter().find(|i| i.id == first).expect("the keyed item");
+    let held = claimed
+        .iter()
+        .find(|i| i.id == first)
+        .expect("the keyed item");
     let r = ClaimRef::of(held).expect("token");
     let again = h.store.item_insert(&keyed()).await.expect("while claimed");
-    assert_eq!((again.result, again.item.id), (InsertResult::KeyExists, first));
+    assert_eq!(
+        (again.result, again.item.id),
+        (InsertResult::KeyExists, first)
+    );
     h.store.item_complete(&r).await.expect("complete");
 
     // Final: the next enqueue creates a new item, exactly once again.

@@ -11,8 +11,8 @@ use uuid::Uuid;
 
 use super::{MemoryStore, clear_claim, id_taken};
 use crate::{
-    AuditEntry, ClaimParams, ClaimRef, Completion, CountRow, FailOutcome, FailParams, Gauges, ItemStore,
-    ListFilter, StaleReport,
+    AuditEntry, ClaimParams, ClaimRef, Completion, CountRow, FailOutcome, FailParams, Gauges,
+    ItemStore, ListFilter, StaleReport,
 };
 use drover_core::error::{Error, Result};
 use drover_core::item::{InsertResult, Inserted, Item, NewItem, Progress, Status, bound_error};

@@ -609,8 +609,8 @@ pub(super) async fn complete_many(store: &PgStore, done: &[Completion]) -> Resul
 
 /// A running handler's progress (latest wins). Fenced.
 pub(super) async fn progress(store: &PgStore, c: &ClaimRef, progress: &Progress) -> Result<()> {
-    let value = serde_json::to_value(progress)
-        .map_err(|e| Error::invalid("progress", e.to_string()))?;
+    let value =
+        serde_json::to_value(progress).map_err(|e| Error::invalid("progress", e.to_string()))?;
     let mut tx = store.begin_tenant(c.tenant_id).await?;
     let n = sqlx::query(sql::ITEM_PROGRESS)
         .persistent(store.persistent)

@@ -341,7 +341,8 @@ fn fenced<'q>(
 
 /// JSON as the text SQLite stores.
 fn json_text(v: &serde_json::Value) -> Result<String> {
-    serde_json::to_string(v).map_err(|e| drover_core::error::Error::invalid("result", e.to_string()))
+    serde_json::to_string(v)
+        .map_err(|e| drover_core::error::Error::invalid("result", e.to_string()))
 }
 
 /// One fenced completion with its result; true when it landed.

@@ -11,8 +11,8 @@ use uuid::Uuid;
 
 use super::SqliteStore;
 use crate::{
-    ClaimParams, ClaimRef, Completion, CountRow, FailOutcome, FailParams, Gauges, ItemStore, ListFilter,
-    StaleReport,
+    ClaimParams, ClaimRef, Completion, CountRow, FailOutcome, FailParams, Gauges, ItemStore,
+    ListFilter, StaleReport,
 };
 use drover_core::error::Result;
 use drover_core::item::{InsertResult, Inserted, Item, NewItem, Progress};

@@ -95,7 +95,11 @@ impl JobContext {
             st.last_write
                 .is_none_or(|at| at.elapsed() >= PROGRESS_INTERVAL)
         };
-        if due { self.flush_progress().await } else { Ok(()) }
+        if due {
+            self.flush_progress().await
+        } else {
+            Ok(())
+        }
     }
 
     /// Reports a number (a percentage by convention), keeping the last note.

@@ -15,8 +15,8 @@ use uuid::Uuid;
 
 use crate::error::{Error, Result};
 use crate::item::{Item, Progress, validate_result};
-use crate::store::{ClaimRef, Completion};
 use crate::queue::{JobContext, Kind, Queue};
+use crate::store::{ClaimRef, Completion};
 
 /// The longest [`Queue::wait_final`] waits.
 pub const MAX_WAIT: Duration = Duration::from_secs(60);
@@ -65,7 +65,10 @@ impl Queue {
         item.result
             .map(|v| {
                 serde_json::from_value(v).map_err(|e| {
-                    Error::invalid("result", format!("does not decode as {}'s output: {e}", K::NAME))
+                    Error::invalid(
+                        "result",
+                        format!("does not decode as {}'s output: {e}", K::NAME),
+                    )
                 })
             })
             .transpose()

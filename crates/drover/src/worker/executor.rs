@@ -328,23 +328,25 @@ impl Executor {
         }
         match end {
             RunEnd::Finished(Ok(Done::Completed)) => self.complete(cx, ticket, None).await,
-            RunEnd::Finished(Ok(Done::Output(result))) => match crate::item::validate_result(&result) {
-                Ok(()) => self.complete(cx, ticket, Some(result)).await,
-                Err(e) => {
-                    // Refused at the handler's end, never dropped silently:
-                    // the item fails saying why (a rerun would return the
-                    // same oversized result).
-                    tracing::warn!(error = %e, "handler result refused");
-                    self.write(
-                        cx,
-                        "fail",
-                        self.queue
-                            .fail_retried(cx, &format!("handler result refused: {e}"), true)
-                            .await
-                            .map(|_| ()),
-                    );
+            RunEnd::Finished(Ok(Done::Output(result))) => {
+                match crate::item::validate_result(&result) {
+                    Ok(()) => self.complete(cx, ticket, Some(result)).await,
+                    Err(e) => {
+                        // Refused at the handler's end, never dropped silently:
+                        // the item fails saying why (a rerun would return the
+                        // same oversized result).
+                        tracing::warn!(error = %e, "handler result refused");
+                        self.write(
+                            cx,
+                            "fail",
+                            self.queue
+                                .fail_retried(cx, &format!("handler result refused: {e}"), true)
+                                .await
+                                .map(|_| ()),
+                        );
+                    }
                 }
-            },
+            }
             // The handler's own transaction completed the item, fenced.
             RunEnd::Finished(Ok(Done::Settled)) => {
                 counters::count("drover_completed_total", cx.lane(), cx.kind(), 1);

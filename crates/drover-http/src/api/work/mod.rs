@@ -277,8 +277,8 @@ impl HttpWorkers {
             result,
             reply,
         })
-            .await
-            .map_err(|_| Problem::unavailable("the completer stopped"))?;
+        .await
+        .map_err(|_| Problem::unavailable("the completer stopped"))?;
         answer
             .await
             .map_err(|_| Problem::unavailable("the completer stopped"))?

@@ -62,7 +62,10 @@ impl HttpWorkers {
         let mut last = self.progress.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
         let interval = drover::queue::PROGRESS_INTERVAL;
-        if last.get(&id).is_some_and(|at| now.duration_since(*at) < interval) {
+        if last
+            .get(&id)
+            .is_some_and(|at| now.duration_since(*at) < interval)
+        {
             return false;
         }
         if last.len() >= REMEMBERED {
@@ -104,9 +107,13 @@ pub async fn progress(
             .validate()
             .map_err(|e| Problem::from(e).into_response())?;
         if !state.work.progress_due(id) {
-            let mut r = Problem::new(StatusCode::TOO_MANY_REQUESTS, "too-many-requests", "Too many requests")
-                .detail("progress for this item was written under a second ago")
-                .into_response();
+            let mut r = Problem::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too-many-requests",
+                "Too many requests",
+            )
+            .detail("progress for this item was written under a second ago")
+            .into_response();
             r.headers_mut().insert(
                 header::RETRY_AFTER,
                 header::HeaderValue::from(RETRY_AFTER_SECS),
