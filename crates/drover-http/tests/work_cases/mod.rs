@@ -18,6 +18,9 @@ use uuid::Uuid;
 
 use crate::common::{App, send};
 
+mod results;
+pub use results::*;
+
 /// An app whose router drains on `drain`, with a worker token.
 pub struct WorkApp {
     pub app: App,
@@ -230,7 +233,7 @@ async fn futures_rows(w: &WorkApp, items: &[Value]) -> Vec<(Status, i32, i64, Op
 
 /// A forged claim token, or the right token under the wrong tenant, is
 /// refused with 409 and leaves the claim in place; a completion carrying
-/// a result is refused (no results storage yet).
+/// a result over 256 KiB is refused naming `result`.
 pub async fn forged_claims_change_nothing(w: &WorkApp) {
     w.enqueue("job.a", "jobs").await;
     let items = w.claim("w1", &["jobs"], 1, json!({})).await;
@@ -242,7 +245,7 @@ pub async fn forged_claims_change_nothing(w: &WorkApp) {
         assert_eq!(s, StatusCode::CONFLICT, "{b}");
     }
     let mut with_result = handle(item);
-    with_result["result"] = json!({"ok": true});
+    with_result["result"] = json!("x".repeat(257 * 1024));
     let (s, b) = w.post(&uri(item, "complete"), &w.worker, with_result).await;
     assert_eq!(
         (s, &b["field"]),
@@ -769,6 +772,8 @@ macro_rules! work_suite {
             a_claim_carries_its_completions,
             carried_completions_free_their_slots_first,
             drain_answers_a_carrying_long_poll_with_its_completions,
+            results_and_progress_over_http,
+            long_poll_on_an_item_answers_at_completion,
         );
     };
     (@cases $setup:path; $($case:ident),* $(,)?) => {

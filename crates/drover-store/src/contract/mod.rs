@@ -179,6 +179,11 @@ macro_rules! contract_suite {
             ordered_group_dead_letter_continue_or_hold,
             ordered_group_exact_under_concurrent_claimers,
             cancel_discards_a_dead_letter_with_exact_counts,
+            result_stored_with_completion,
+            stale_completion_with_result_stores_nothing,
+            result_purged_with_item,
+            progress_fenced_and_kept_across_retry,
+            unique_while_active_exact_under_concurrency,
         );
     };
 }
@@ -288,6 +293,7 @@ mod operations;
 pub mod orchestration;
 mod ordered;
 pub mod reconcile;
+mod results;
 mod schedule;
 mod sweep;
 mod vacuum;
@@ -301,6 +307,7 @@ pub use limits::*;
 pub use listing::*;
 pub use operations::*;
 pub use ordered::*;
+pub use results::*;
 pub use schedule::*;
 pub use sweep::*;
 pub use vacuum::*;
