@@ -307,6 +307,35 @@ impl super::ItemStore for FaultStore {
 }
 
 #[async_trait]
+impl super::links::LinkStore for FaultStore {
+    async fn links_insert(&self, items: &[NewItem]) -> Result<Vec<Inserted>> {
+        self.inner.links_insert(items).await
+    }
+    async fn links_of(&self, tenant: Uuid, id: Uuid) -> Result<super::links::ItemLinks> {
+        self.inner.links_of(tenant, id).await
+    }
+    async fn batch_create(&self, b: &super::links::NewBatch) -> Result<super::links::BatchRow> {
+        self.inner.batch_create(b).await
+    }
+    async fn batch_seal(&self, tenant: Uuid, id: Uuid) -> Result<super::links::BatchRow> {
+        self.inner.batch_seal(tenant, id).await
+    }
+    async fn batch_get(&self, tenant: Uuid, id: Uuid) -> Result<Option<super::links::BatchRow>> {
+        self.inner.batch_get(tenant, id).await
+    }
+    async fn batch_list(&self, tenant: Uuid, limit: u32) -> Result<Vec<super::links::BatchRow>> {
+        self.inner.batch_list(tenant, limit).await
+    }
+    async fn batch_members(
+        &self,
+        tenant: Uuid,
+        id: Uuid,
+    ) -> Result<Vec<(drover_core::item::Status, i64)>> {
+        self.inner.batch_members(tenant, id).await
+    }
+}
+
+#[async_trait]
 impl super::AuditStore for FaultStore {
     async fn audit_list(&self, tenant: Uuid, item_id: Uuid) -> Result<Vec<AuditEntry>> {
         self.inner.audit_list(tenant, item_id).await

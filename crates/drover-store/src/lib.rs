@@ -57,6 +57,7 @@ pub mod gathered;
 mod item;
 pub mod lane;
 pub mod limits;
+pub mod links;
 pub mod memory;
 mod migrations;
 pub mod orchestration;
@@ -272,6 +273,7 @@ pub trait Store:
     + events::EventStore
     + lane::LaneStore
     + limits::LimitStore
+    + links::LinkStore
     + access::AccessStore
     + projector::ProjectorStore
     + vacuum::VacuumStore
@@ -319,6 +321,20 @@ pub trait Store:
     /// engine than this store; database errors.
     async fn item_insert_in(&self, conn: CallerTx<'_>, item: &NewItem) -> Result<Inserted> {
         caller::item_insert_in(self, conn, item).await
+    }
+
+    /// Enqueues `items` with their links ([`links::LinkStore::links_insert`])
+    /// on the caller's connection, inside the caller's transaction: all of
+    /// them or none, and only if the caller's transaction commits.
+    ///
+    /// # Errors
+    /// As [`links::LinkStore::links_insert`] and [`Store::item_insert_in`].
+    async fn links_insert_in(
+        &self,
+        conn: CallerTx<'_>,
+        items: &[NewItem],
+    ) -> Result<Vec<Inserted>> {
+        caller::links_insert_in(self, conn, items).await
     }
 
     /// Starts an orchestration (its record and first step item) on the

@@ -680,6 +680,9 @@ pub fn relayed_item(row: &OutboxRow, kind: &str, max_payload: usize) -> Result<N
         request_id: row.request_id.clone(),
         traceparent: row.traceparent.clone(),
         created_at: row.created_at,
+        after: Vec::new(),
+        after_policy: drover_core::links::AfterPolicy::Fail,
+        batch: None,
     };
     item.validate(max_payload)?;
     Ok(item)

@@ -51,6 +51,7 @@ mod item;
 mod items;
 mod lanes;
 mod limits;
+mod links;
 mod ops;
 mod orchestration;
 mod outbox;
@@ -85,6 +86,7 @@ use drover_core::rules::RetryPolicy;
 
 pub use crate::pooler::{DIRECT_URL_VAR, POOLER_VAR, PoolMode, PoolerOptions};
 pub use items::insert_in;
+pub use links::links_insert_in;
 pub use orchestration::start_in;
 pub use outbox::outbox_insert_in;
 pub use rotate::{CARRY_MAX as ITEMS_CARRY_MAX, child_width as items_child_width};

@@ -115,12 +115,15 @@ impl SqliteStore {
     pub(super) async fn complete(&self, c: &ClaimRef) -> Result<()> {
         let mut tx = self.begin().await?;
         let now = to_micros(self.now());
-        let done = complete_on(&mut tx, c, now).await?;
-        if !done {
+        let Some(linked) = complete_on(&mut tx, c, now).await? else {
             let e = refused(&mut tx, c.tenant_id, c.id).await?;
             return Err(e);
-        }
+        };
         tx.commit().await?;
+        if linked {
+            // Its finish may have released dependants on any lane.
+            self.notify(crate::wake::ANY_LANE);
+        }
         Ok(())
     }
 
@@ -146,14 +149,17 @@ impl SqliteStore {
             .map_err(|e| drover_core::error::Error::invalid("claims", e.to_string()))?;
         let mut tx = self.begin().await?;
         let now = to_micros(self.now());
-        let ids: Vec<Uuid> = sqlx::query_scalar(sql::ITEM_COMPLETE_MANY)
+        let rows: Vec<(Uuid, i64)> = sqlx::query_as(sql::ITEM_COMPLETE_MANY)
             .bind(now)
             .bind(SYSTEM)
             .bind(json)
             .fetch_all(&mut *tx)
             .await?;
         tx.commit().await?;
-        let ids: std::collections::HashSet<Uuid> = ids.into_iter().collect();
+        if rows.iter().any(|r| r.1 != 0) {
+            self.notify(crate::wake::ANY_LANE);
+        }
+        let ids: std::collections::HashSet<Uuid> = rows.into_iter().map(|r| r.0).collect();
         let landed: Vec<Uuid> = claims
             .iter()
             .map(|c| c.id)
@@ -182,6 +188,7 @@ impl SqliteStore {
         };
         let status = row::status(r.try_get("status")?)?;
         let lane: String = r.try_get("lane")?;
+        let linked = r.try_get::<i64, _>("linked")? != 0;
         if status == Status::Failed {
             // The dead letter and its audit entry land together or not at all.
             sqlx::query(sql::AUDIT_INSERT)
@@ -194,6 +201,10 @@ impl SqliteStore {
                 .execute(&mut *tx)
                 .await?;
             tx.commit().await?;
+            if linked {
+                // Its dead letter may have released dependants (policy run).
+                self.notify(crate::wake::ANY_LANE);
+            }
             tracing::info!(target: "drover::sqlite", item = %c.id, tenant = %c.tenant_id,
                 fatal = p.fatal, "dead-lettered");
             return Ok(FailOutcome::DeadLettered);
@@ -305,11 +316,13 @@ fn fenced<'q>(
         .bind(c.token)
 }
 
-/// One fenced completion; true when it landed.
-async fn complete_on(conn: &mut SqliteConnection, c: &ClaimRef, now: i64) -> Result<bool> {
-    let n = fenced(sql::ITEM_COMPLETE, now, c)
-        .execute(&mut *conn)
+/// One fenced completion: `None` when it did not land, else whether the
+/// item was linked (its finish may have released dependants).
+async fn complete_on(conn: &mut SqliteConnection, c: &ClaimRef, now: i64) -> Result<Option<bool>> {
+    let linked: Option<i64> = fenced(sql::ITEM_COMPLETE, now, c)
+        .fetch_optional(&mut *conn)
         .await?
-        .rows_affected();
-    Ok(n == 1)
+        .map(|r| r.try_get(0))
+        .transpose()?;
+    Ok(linked.map(|l| l != 0))
 }
