@@ -643,6 +643,15 @@ impl Store for PgStore {
         retention: std::time::Duration,
         stale_after: std::time::Duration,
     ) -> Result<Box<dyn crate::gathered::Gathered + 'a>> {
+        if prepared
+            .iter()
+            .any(|p| p.as_ref().is_ok_and(NewItem::is_linked))
+        {
+            // A linked item is its own all-or-nothing enqueue (its links'
+            // statements and refusals): claim, then insert one by one.
+            return crate::gathered::write_in_steps(self, claims, prepared, retention, stale_after)
+                .await;
+        }
         gathered::write(self, claims, prepared, retention, stale_after).await
     }
 
