@@ -126,7 +126,7 @@ impl FaultStore {
 
 /// A [`Store`] that forwards to `inner` except where [`Faults`] say.
 pub struct FaultStore {
-    inner: Arc<dyn Store>,
+    pub(crate) inner: Arc<dyn Store>,
     /// The faults in force.
     pub faults: Arc<Faults>,
 }
@@ -303,35 +303,6 @@ impl super::ItemStore for FaultStore {
 
     async fn gauges(&self) -> Result<Gauges> {
         self.inner.gauges().await
-    }
-}
-
-#[async_trait]
-impl super::links::LinkStore for FaultStore {
-    async fn links_insert(&self, items: &[NewItem]) -> Result<Vec<Inserted>> {
-        self.inner.links_insert(items).await
-    }
-    async fn links_of(&self, tenant: Uuid, id: Uuid) -> Result<super::links::ItemLinks> {
-        self.inner.links_of(tenant, id).await
-    }
-    async fn batch_create(&self, b: &super::links::NewBatch) -> Result<super::links::BatchRow> {
-        self.inner.batch_create(b).await
-    }
-    async fn batch_seal(&self, tenant: Uuid, id: Uuid) -> Result<super::links::BatchRow> {
-        self.inner.batch_seal(tenant, id).await
-    }
-    async fn batch_get(&self, tenant: Uuid, id: Uuid) -> Result<Option<super::links::BatchRow>> {
-        self.inner.batch_get(tenant, id).await
-    }
-    async fn batch_list(&self, tenant: Uuid, limit: u32) -> Result<Vec<super::links::BatchRow>> {
-        self.inner.batch_list(tenant, limit).await
-    }
-    async fn batch_members(
-        &self,
-        tenant: Uuid,
-        id: Uuid,
-    ) -> Result<Vec<(drover_core::item::Status, i64)>> {
-        self.inner.batch_members(tenant, id).await
     }
 }
 

@@ -80,6 +80,8 @@ mod worker;
 pub mod contract;
 #[cfg(feature = "test-util")]
 pub mod fault;
+#[cfg(feature = "test-util")]
+mod fault_links;
 
 pub use audit::{AuditEntry, AuditStore};
 pub use caller::CallerTx;

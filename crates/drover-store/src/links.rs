@@ -170,6 +170,17 @@ pub struct BatchRow {
 }
 
 impl BatchRow {
+    /// Where it stands: `open` (members may join), `sealed` (waiting for
+    /// members) or `finished` (every member final; the callback decision
+    /// taken).
+    pub fn state(&self) -> &'static str {
+        match (self.sealed, self.fired) {
+            (_, true) => "finished",
+            (true, false) => "sealed",
+            (false, false) => "open",
+        }
+    }
+
     /// Members not final yet.
     pub fn open(&self) -> i64 {
         self.total - self.counts.done - self.counts.failed - self.counts.cancelled

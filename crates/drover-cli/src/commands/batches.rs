@@ -67,14 +67,6 @@ pub enum BatchesAction {
     },
 }
 
-fn state(b: &BatchRow) -> &'static str {
-    match (b.sealed, b.fired) {
-        (_, true) => "finished",
-        (true, false) => "sealed",
-        (false, false) => "open",
-    }
-}
-
 /// Runs `drover batches`.
 ///
 /// # Errors
@@ -123,7 +115,7 @@ pub async fn run(args: &BatchesArgs, cx: &mut Context<'_>) -> Result<(), CliErro
             let id = parse::uuid("id", id)?;
             let queue = cx.queue().await?;
             let row = queue.batch_seal(tenant, id).await?;
-            writeln!(cx.out, "batch {} sealed ({})", row.id, state(&row))?;
+            writeln!(cx.out, "batch {} sealed ({})", row.id, row.state())?;
         }
         BatchesAction::List { limit, json } => {
             let limit = match limit {
@@ -150,7 +142,7 @@ pub async fn run(args: &BatchesArgs, cx: &mut Context<'_>) -> Result<(), CliErro
                 |b: &BatchRow| {
                     vec![
                         b.id.to_string(),
-                        state(b).to_owned(),
+                        b.state().to_owned(),
                         b.total.to_string(),
                         b.open().to_string(),
                         b.counts.done.to_string(),
@@ -174,12 +166,12 @@ pub async fn run(args: &BatchesArgs, cx: &mut Context<'_>) -> Result<(), CliErro
                         .map(|(s, n)| (s.as_str().to_owned(), (*n).into()))
                         .collect();
                     m.insert("members".into(), per.into());
-                    m.insert("state".into(), state(&row).into());
+                    m.insert("state".into(), row.state().into());
                 }
                 writeln!(cx.out, "{v}")?;
             } else {
                 writeln!(cx.out, "id:         {}", row.id)?;
-                writeln!(cx.out, "state:      {}", state(&row))?;
+                writeln!(cx.out, "state:      {}", row.state())?;
                 writeln!(
                     cx.out,
                     "callback:   {} on lane {} ({}), item {}",

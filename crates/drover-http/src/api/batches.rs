@@ -111,19 +111,10 @@ pub struct BatchView {
     pub members: Option<std::collections::BTreeMap<String, i64>>,
 }
 
-/// The state name of a batch row.
-pub fn state_of(b: &BatchRow) -> &'static str {
-    match (b.sealed, b.fired) {
-        (_, true) => "finished",
-        (true, false) => "sealed",
-        (false, false) => "open",
-    }
-}
-
 impl From<BatchRow> for BatchView {
     fn from(b: BatchRow) -> Self {
         BatchView {
-            state: state_of(&b).to_owned(),
+            state: b.state().to_owned(),
             open: b.open(),
             id: b.id,
             tenant: b.tenant_id,

@@ -51,7 +51,7 @@ pub(super) async fn batches(State(st): State<DashState>, headers: HeaderMap) -> 
                     let finished = b.total - b.open();
                     vec![
                         b.id.to_string(),
-                        crate::api::batches::state_of(&b).to_owned(),
+                        b.state().to_owned(),
                         format!("{finished}/{}", b.total),
                         b.counts.done.to_string(),
                         b.counts.failed.to_string(),

@@ -374,7 +374,7 @@ impl LinkStore for MemoryStore {
             .filter(|(r, _)| r.tenant_id == tenant)
             .map(|(r, _)| r.clone())
             .collect();
-        rows.sort_by(|a, b| (b.created_at, b.id).cmp(&(a.created_at, a.id)));
+        rows.sort_by_key(|b| std::cmp::Reverse((b.created_at, b.id)));
         rows.truncate(limit as usize);
         Ok(rows)
     }
