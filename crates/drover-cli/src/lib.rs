@@ -163,6 +163,9 @@ pub enum Command {
     Retry(commands::retry::RetryArgs),
     /// Cancel a pending or claimed item, or discard a dead letter.
     Cancel(commands::cancel::CancelArgs),
+    /// Create, seal, list or show batches (one callback once every member
+    /// is final).
+    Batches(commands::batches::BatchesArgs),
     /// List, show, cancel or resume orchestrations.
     Orchestrations(commands::orchestrations::OrchestrationsArgs),
     /// List the outbox rows or show their counts and the relay lag.
@@ -396,6 +399,7 @@ pub async fn execute(command: &Command, cx: &mut Context<'_>) -> Result<(), CliE
         Command::Stats(a) => commands::stats::run(a, cx).await,
         Command::Retry(a) => commands::retry::run(a, cx).await,
         Command::Cancel(a) => commands::cancel::run(a, cx).await,
+        Command::Batches(a) => commands::batches::run(a, cx).await,
         Command::Orchestrations(a) => commands::orchestrations::run(a, cx).await,
         Command::Outbox(a) => commands::outbox::run(a, cx).await,
         Command::Signal(a) => commands::signal::run(a, cx).await,

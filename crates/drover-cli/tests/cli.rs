@@ -736,6 +736,82 @@ fn limits_set_list_clear(d: &dyn Drover) {
     }
 }
 
+fn after_batches_and_show(d: &dyn Drover) {
+    d.run(&["migrate"]).ok();
+    let a = d.run(&["enqueue", "step"]).ok().stdout.trim().to_owned();
+    let b = d
+        .run(&["enqueue", "step", "--after", &a, "--after-policy", "run"])
+        .ok()
+        .stdout
+        .trim()
+        .to_owned();
+    let shown = d.run(&["show", &b]).ok().stdout;
+    assert!(
+        shown.contains(&format!("after:           {a} (1 open, on failure: run)")),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("waiting for 1 of its 1 dependencies"),
+        "{shown}"
+    );
+    let js = d.run(&["show", &b, "--json"]).ok().json();
+    assert_eq!(js["links"]["waiting_on"], 1, "{js}");
+    let of_a = d.run(&["show", &a]).ok().stdout;
+    assert!(of_a.contains(&format!("dependants:      {b}")), "{of_a}");
+    // An unknown dependency: exit 2, the field named, nothing written.
+    let unknown = uuid::Uuid::now_v7().to_string();
+    let r = d.run(&["enqueue", "step", "--after", &format!("{a},{unknown}")]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("after"), "{r:?}");
+    assert_eq!(list_all(d).len(), 2);
+
+    let batch = d
+        .run(&[
+            "batches",
+            "create",
+            "--callback",
+            "report.ready",
+            "--when",
+            "always",
+        ])
+        .ok()
+        .stdout
+        .trim()
+        .to_owned();
+    let m = d
+        .run(&["enqueue", "step", "--lane", "members", "--batch", &batch])
+        .ok()
+        .stdout
+        .trim()
+        .to_owned();
+    assert!(
+        d.run(&["batches", "seal", &batch])
+            .ok()
+            .stdout
+            .contains("sealed")
+    );
+    let listed = d.run(&["batches", "list"]).ok().stdout;
+    assert!(
+        listed.contains(&batch) && listed.contains("sealed"),
+        "{listed}"
+    );
+    let js = d.run(&["batches", "show", &batch, "--json"]).ok().json();
+    assert_eq!(js["total"], 1, "{js}");
+    assert_eq!(js["members"]["pending"], 1, "{js}");
+    d.run(&["cancel", &m]).ok();
+    let js = d.run(&["batches", "show", &batch, "--json"]).ok().json();
+    assert_eq!(js["state"], "finished", "{js}");
+    assert_eq!(js["counts"]["cancelled"], 1, "{js}");
+    let cbs = d
+        .run(&["list", "--kind", "report.ready", "--json"])
+        .ok()
+        .json();
+    assert_eq!(cbs.as_array().map(Vec::len), Some(1), "{cbs}");
+    assert_eq!(cbs[0]["payload"]["cancelled"], 1, "{cbs}");
+    let r = d.run(&["enqueue", "step", "--batch", &batch]);
+    assert_eq!(r.code, 2, "joining a sealed batch: {r:?}");
+}
+
 macro_rules! scenarios {
     ($modname:ident, $make:expr, $get:ident) => {
         mod $modname {
@@ -770,6 +846,11 @@ macro_rules! scenarios {
             fn limits_set_list_clear() {
                 let db = $make;
                 super::limits_set_list_clear(&db.$get);
+            }
+            #[test]
+            fn after_batches_and_show() {
+                let db = $make;
+                super::after_batches_and_show(&db.$get);
             }
             #[test]
             fn bad_input_exits_2_names_the_field_and_writes_nothing() {

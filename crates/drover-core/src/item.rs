@@ -249,6 +249,18 @@ pub struct NewItem {
     /// the item's `active_key`, not its `idempotency_key`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unique_while_active: bool,
+    /// Items (of the same tenant) this one waits for: it becomes claimable
+    /// only when all of them are done (`docs/dependencies.md`). They may be
+    /// enqueued earlier or in the same call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<Uuid>,
+    /// What a dependency that ends failed or cancelled does to this item.
+    #[serde(default)]
+    pub after_policy: crate::links::AfterPolicy,
+    /// The batch (created beforehand, not yet sealed) this item is a
+    /// member of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<Uuid>,
 }
 
 impl NewItem {
@@ -270,6 +282,9 @@ impl NewItem {
             traceparent: None,
             created_at: Utc::now(),
             unique_while_active: false,
+            after: Vec::new(),
+            after_policy: crate::links::AfterPolicy::Fail,
+            batch: None,
         }
     }
 
@@ -298,6 +313,30 @@ impl NewItem {
         } else {
             None
         }
+    }
+
+    /// Makes the item wait for `deps` (see [`NewItem::after`]).
+    pub fn with_after(mut self, deps: impl IntoIterator<Item = Uuid>) -> Self {
+        self.after = deps.into_iter().collect();
+        self
+    }
+
+    /// Sets what a failed or cancelled dependency does to this item.
+    pub fn with_after_policy(mut self, policy: crate::links::AfterPolicy) -> Self {
+        self.after_policy = policy;
+        self
+    }
+
+    /// Makes the item a member of `batch`.
+    pub fn with_batch(mut self, batch: Uuid) -> Self {
+        self.batch = Some(batch);
+        self
+    }
+
+    /// True when the item waits for dependencies or joins a batch: the
+    /// enqueue writes its links in the same transaction as the item.
+    pub fn is_linked(&self) -> bool {
+        !self.after.is_empty() || self.batch.is_some()
     }
 
     /// Sets the lane.
@@ -385,6 +424,7 @@ impl NewItem {
         if let Some(t) = &self.traceparent {
             crate::trace::validate_traceparent(t)?;
         }
+        crate::links::validate_after(self.id, &self.after)?;
         Ok(())
     }
 }

@@ -3,8 +3,10 @@
 //! Each line is one item object with the fields of the item model: `kind` is
 //! required; `lane`, `group`, `payload`, `priority`, `available_at`, `max_attempts`,
 //! `idempotency_key`, `unique_while_active` (a boolean: the key holds only
-//! while the item is active), `id`, `tenant_id`, `request_id` and
-//! `traceparent` are optional; any other field (status, attempts, claim fields, timestamps) is
+//! while the item is active), `id`, `tenant_id`, `request_id`,
+//! `traceparent`, `after` (an array of item ids to wait for),
+//! `after_policy` (`fail`, `run`, `wait`) and `batch` (a batch id) are
+//! optional; any other field (status, attempts, claim fields, timestamps) is
 //! ignored because the store stamps it.
 //!
 //! Invariant: a line either becomes an item that passed
@@ -67,6 +69,11 @@ pub fn parse_line(text: &str, default_tenant: Uuid) -> Result<NewItem, Error> {
     item.group = string(&obj, "group")?;
     item.request_id = string(&obj, "request_id")?;
     item.traceparent = string(&obj, "traceparent")?;
+    item.after = uuids(&obj, "after")?;
+    if let Some(v) = string(&obj, "after_policy")? {
+        item.after_policy = v.parse()?;
+    }
+    item.batch = uuid(&obj, "batch")?;
     item.validate(DEFAULT_MAX_PAYLOAD_BYTES)?;
     Ok(item)
 }
@@ -84,6 +91,22 @@ fn uuid(obj: &Map<String, Value>, field: &'static str) -> Result<Option<Uuid>, E
     string(obj, field)?
         .map(|s| Uuid::parse_str(&s).map_err(|_| Error::invalid(field, "is not a UUID")))
         .transpose()
+}
+
+/// An array of UUID strings; absent or `null` is empty.
+fn uuids(obj: &Map<String, Value>, field: &'static str) -> Result<Vec<Uuid>, Error> {
+    match obj.get(field) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .and_then(|s| Uuid::parse_str(s).ok())
+                    .ok_or_else(|| Error::invalid(field, "must be an array of UUIDs"))
+            })
+            .collect(),
+        Some(_) => Err(Error::invalid(field, "must be an array of UUIDs")),
+    }
 }
 
 fn int(

@@ -3,6 +3,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`item`] | the work item, its statuses and input validation |
+//! | [`links`] | dependencies (`after`, [`AfterPolicy`]) and batch membership |
 //! | [`rules`] | the pure rules: retry delay, budget, stale filter, fence |
 //! | [`jsonl`] | one line of JSON Lines import to one checked item |
 //! | [`trace`] | the W3C `traceparent` an item carries: format and parts |
@@ -18,8 +19,10 @@
 pub mod error;
 pub mod item;
 pub mod jsonl;
+pub mod links;
 pub mod rules;
 pub mod trace;
 
 pub use error::{Error, ErrorKind, Result};
 pub use item::{InsertResult, Inserted, Item, NewItem, Progress, Status};
+pub use links::AfterPolicy;

@@ -12,6 +12,7 @@
 //! | [`worker`] | the fault worker binary's body |
 //! | [`http_worker`] | a worker over HTTP (the protocol of docs/http.md) and its binary's body |
 //! | [`checker`] | the figures |
+//! | [`deps_checker`] | dependants started before their dependencies were done; batch callbacks not enqueued once |
 //! | [`limits_checker`] | the history checker of concurrency limits, groups and their order |
 //! | [`projector`] | the projector process killed by the projector scenario |
 //! | [`procs`] | spawning, killing, pausing and stopping worker processes |
@@ -19,6 +20,7 @@
 //! | [`scale`] | the reduced and full sizes (`DROVER_FAULT_FULL=1`) |
 
 pub mod checker;
+pub mod deps_checker;
 pub mod effects;
 pub mod http_worker;
 pub mod limits_checker;

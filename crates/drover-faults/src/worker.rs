@@ -434,8 +434,11 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         })
     })
     .transpose()?;
+    // The built-in kinds too: a batch's callback in the dependency
+    // scenario is a `drover.noop`.
     let mut builder = Worker::builder(queue)
         .settings(settings)
+        .builtins()
         .handler(Effects::<EffectsWrite>::new(db.clone()))
         .handler(Effects::<EffectsFail>::new(db.clone()))
         .handler(Effects::<EffectsPanic>::new(db.clone()))

@@ -199,6 +199,7 @@ async fn closed_by_default_and_strict(f: &Fixture) {
         "/ui/workers",
         "/ui/schedules",
         "/ui/orchestrations",
+        "/ui/batches",
         "/ui/live",
     ] {
         let r = send(&f.app, get(path, None)).await;
@@ -700,6 +701,33 @@ async fn limits_on_the_lanes_page(f: &Fixture) {
 }
 
 /// Every open tab shares one query set per refresh.
+async fn batches_page_shows_progress(f: &Fixture) {
+    let q = &f.queue;
+    let system = drover::queue::Principal::system();
+    let id = Uuid::now_v7();
+    q.batch_create(&system, drover::queue::BatchSpec::new(id, "report.ready"))
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        q.enqueue_item(
+            &system,
+            drover::NewItem::new("step", serde_json::json!({})).with_batch(id),
+        )
+        .await
+        .unwrap();
+    }
+    q.batch_seal(Uuid::nil(), id).await.unwrap();
+    let (cookie, _) = login(f, &f.viewer).await;
+    let r = send(&f.app, get("/ui/batches", Some(&cookie))).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert!(r.body.contains(&id.to_string()), "{}", r.body);
+    assert!(
+        r.body.contains("0/2") && r.body.contains("sealed"),
+        "{}",
+        r.body
+    );
+}
+
 async fn live_tabs_share_one_refresh(f: &Fixture) {
     let mut a = f.live.subscribe();
     let mut b = f.live.subscribe();
@@ -806,6 +834,7 @@ async fn memory_dashboard() {
     closed_by_default_and_strict(&f).await;
     pages_filters_and_operations(&f).await;
     limits_on_the_lanes_page(&f).await;
+    batches_page_shows_progress(&f).await;
     live_tabs_share_one_refresh(&f).await;
 }
 
@@ -816,6 +845,7 @@ async fn postgres_dashboard() {
     closed_by_default_and_strict(&f).await;
     pages_filters_and_operations(&f).await;
     limits_on_the_lanes_page(&f).await;
+    batches_page_shows_progress(&f).await;
     live_tabs_share_one_refresh(&f).await;
     drover::testing::pg_drop_schema(&drover::testing::pg_owner_url().await, &schema).await;
 }
@@ -834,5 +864,6 @@ async fn sqlite_dashboard() {
     closed_by_default_and_strict(&f).await;
     pages_filters_and_operations(&f).await;
     limits_on_the_lanes_page(&f).await;
+    batches_page_shows_progress(&f).await;
     live_tabs_share_one_refresh(&f).await;
 }

@@ -102,6 +102,27 @@ pub(super) async fn item_insert_in<S: Store + ?Sized>(
     }
 }
 
+/// [`Store::links_insert_in`]'s default: the backend's linked insert on the
+/// caller's connection.
+pub(super) async fn links_insert_in<S: Store + ?Sized>(
+    store: &S,
+    conn: CallerTx<'_>,
+    items: &[NewItem],
+) -> Result<Vec<Inserted>> {
+    match conn {
+        #[cfg(feature = "postgres")]
+        CallerTx::Postgres(c) => {
+            super::postgres::links_insert_in(c, pg_schema(store)?, items).await
+        }
+        #[cfg(feature = "sqlite")]
+        CallerTx::Sqlite(c) => {
+            check_sqlite(store)?;
+            super::sqlite::links_insert_in(c, items, store.now()).await
+        }
+        CallerTx::_Never(never, _) => match never {},
+    }
+}
+
 /// [`Store::orchestration_insert_in`]'s default: the backend's own start
 /// on the caller's connection.
 pub(super) async fn orchestration_insert_in<S: Store + ?Sized>(

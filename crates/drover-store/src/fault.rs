@@ -126,7 +126,7 @@ impl FaultStore {
 
 /// A [`Store`] that forwards to `inner` except where [`Faults`] say.
 pub struct FaultStore {
-    inner: Arc<dyn Store>,
+    pub(crate) inner: Arc<dyn Store>,
     /// The faults in force.
     pub faults: Arc<Faults>,
 }

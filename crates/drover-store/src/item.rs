@@ -190,21 +190,7 @@ pub trait ItemStore: Send + Sync {
     /// [`ItemStore::item_insert`] per item (a commit each); the SQL
     /// backends override it with one transaction.
     async fn item_insert_each(&self, items: &[NewItem]) -> Result<Vec<Result<Inserted>>> {
-        let mut out = Vec::with_capacity(items.len());
-        for item in items {
-            match self.item_insert(item).await {
-                // The item's own refusal stays its own; anything else (the
-                // database down, a broken schema) is the batch's.
-                Err(e)
-                    if !(e.is_conflict()
-                        || matches!(e, drover_core::Error::InvalidInput { .. })) =>
-                {
-                    return Err(e);
-                }
-                other => out.push(other),
-            }
-        }
-        Ok(out)
+        insert_each_one_by_one(self, items).await
     }
 
     /// Reads an item of `tenant` by id.
@@ -328,4 +314,31 @@ pub trait ItemStore: Send + Sync {
 
     /// The health gauges (system operation).
     async fn gauges(&self) -> Result<Gauges>;
+}
+
+/// [`ItemStore::item_insert_each`]'s default: [`ItemStore::item_insert`]
+/// per item, each its own answer (a linked item is its own all-or-nothing
+/// enqueue). The SQL backends use it for a gathered batch holding a linked
+/// item.
+///
+/// # Errors
+/// What is not one item's own refusal (the database down, a broken schema).
+pub async fn insert_each_one_by_one<S: ItemStore + ?Sized>(
+    store: &S,
+    items: &[NewItem],
+) -> Result<Vec<Result<Inserted>>> {
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        match store.item_insert(item).await {
+            // The item's own refusal stays its own; anything else (the
+            // database down, a broken schema) is the batch's.
+            Err(e)
+                if !(e.is_conflict() || matches!(e, drover_core::Error::InvalidInput { .. })) =>
+            {
+                return Err(e);
+            }
+            other => out.push(other),
+        }
+    }
+    Ok(out)
 }

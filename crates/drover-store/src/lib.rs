@@ -57,6 +57,7 @@ pub mod gathered;
 mod item;
 pub mod lane;
 pub mod limits;
+pub mod links;
 pub mod memory;
 mod migrations;
 pub mod orchestration;
@@ -79,6 +80,8 @@ mod worker;
 pub mod contract;
 #[cfg(feature = "test-util")]
 pub mod fault;
+#[cfg(feature = "test-util")]
+mod fault_links;
 
 pub use audit::{AuditEntry, AuditStore};
 pub use caller::CallerTx;
@@ -272,6 +275,7 @@ pub trait Store:
     + events::EventStore
     + lane::LaneStore
     + limits::LimitStore
+    + links::LinkStore
     + access::AccessStore
     + projector::ProjectorStore
     + vacuum::VacuumStore
@@ -319,6 +323,20 @@ pub trait Store:
     /// engine than this store; database errors.
     async fn item_insert_in(&self, conn: CallerTx<'_>, item: &NewItem) -> Result<Inserted> {
         caller::item_insert_in(self, conn, item).await
+    }
+
+    /// Enqueues `items` with their links ([`links::LinkStore::links_insert`])
+    /// on the caller's connection, inside the caller's transaction: all of
+    /// them or none, and only if the caller's transaction commits.
+    ///
+    /// # Errors
+    /// As [`links::LinkStore::links_insert`] and [`Store::item_insert_in`].
+    async fn links_insert_in(
+        &self,
+        conn: CallerTx<'_>,
+        items: &[NewItem],
+    ) -> Result<Vec<Inserted>> {
+        caller::links_insert_in(self, conn, items).await
     }
 
     /// Starts an orchestration (its record and first step item) on the

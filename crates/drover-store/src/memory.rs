@@ -24,6 +24,7 @@ mod events;
 mod item;
 mod lanes;
 mod limits;
+mod links;
 mod orchestration;
 mod outbox;
 mod projector;
@@ -60,6 +61,7 @@ struct State {
         std::collections::BTreeMap<(crate::limits::LimitScope, bool), crate::limits::LimitSetting>,
     tokens: Vec<crate::access::TokenRow>,
     markers: HashMap<crate::access::MarkerKey, access::Marker>,
+    links: links::Links,
 }
 
 /// The in-memory store.
@@ -224,6 +226,7 @@ impl State {
                 at: now,
             };
             self.audit.push(entry);
+            self.finished(id, now);
         }
     }
 

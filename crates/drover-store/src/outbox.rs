@@ -683,6 +683,9 @@ pub fn relayed_item(row: &OutboxRow, kind: &str, max_payload: usize) -> Result<N
         // The row's id is its key for as long as the item exists: a relay
         // that runs twice must meet its own item, finished or not.
         unique_while_active: false,
+        after: Vec::new(),
+        after_policy: drover_core::links::AfterPolicy::Fail,
+        batch: None,
     };
     item.validate(max_payload)?;
     Ok(item)

@@ -181,6 +181,8 @@ async fn runtime_role_cannot_truncate() {
         "sync_records",
         "idempotency_markers",
         "api_tokens",
+        "item_deps",
+        "batches",
     ] {
         let mut conn = as_runtime(&url, &schema, Some(Uuid::new_v4())).await;
         let r = conn.execute(format!("TRUNCATE {table}").as_str()).await;
@@ -215,6 +217,8 @@ async fn every_table_forces_rls_and_runtime_role_is_unprivileged() {
             "_sqlx_migrations",
             "api_tokens",
             "audit",
+            "batch_members",
+            "batches",
             "claim_floors",
             "event_heads",
             "event_slots",
@@ -229,7 +233,9 @@ async fn every_table_forces_rls_and_runtime_role_is_unprivileged() {
             "item_counts",
             "item_counts_mark",
             "item_counts_unfinal",
+            "item_deps",
             "item_keys",
+            "item_waits",
             "items",
             "items_default",
             "items_legacy",

@@ -49,6 +49,18 @@ pub struct EnqueueArgs {
     /// The attempt budget (default 5, at least 1).
     #[arg(long, allow_hyphen_values = true)]
     pub max_attempts: Option<String>,
+    /// Wait for these items (ids, comma-separated, of the same tenant):
+    /// it runs only once all of them are done.
+    #[arg(long, value_name = "ID[,ID...]", value_delimiter = ',')]
+    pub after: Vec<String>,
+    /// What a failed or cancelled dependency does: `fail` (the default)
+    /// dead-letters this item, `run` runs it anyway, `wait` holds it for
+    /// an operator.
+    #[arg(long, value_name = "fail|run|wait", requires = "after")]
+    pub after_policy: Option<String>,
+    /// Join this batch (created with `drover batches create`, not sealed).
+    #[arg(long, value_name = "ID")]
+    pub batch: Option<String>,
     /// The owning tenant (default: the nil tenant of single-tenant use).
     /// With `--from-file`, the tenant of lines that name none.
     #[arg(long)]
@@ -60,7 +72,7 @@ pub struct EnqueueArgs {
     #[arg(
         long,
         value_name = "PATH|-",
-        conflicts_with_all = ["payload", "lane", "group", "key", "unique_while_active", "priority", "delay", "run_at", "max_attempts"]
+        conflicts_with_all = ["payload", "lane", "group", "key", "unique_while_active", "priority", "delay", "run_at", "max_attempts", "after", "batch"]
     )]
     pub from_file: Option<String>,
 }
@@ -155,6 +167,15 @@ fn build(args: &EnqueueArgs) -> Result<NewItem, CliError> {
     }
     if let Some(t) = &args.run_at {
         item = item.with_available_at(parse::timestamp("run_at", t)?);
+    }
+    for a in &args.after {
+        item.after.push(parse::uuid("after", a.trim())?);
+    }
+    if let Some(p) = &args.after_policy {
+        item = item.with_after_policy(p.parse()?);
+    }
+    if let Some(b) = &args.batch {
+        item = item.with_batch(parse::uuid("batch", b)?);
     }
     item.validate(DEFAULT_MAX_PAYLOAD_BYTES)?;
     Ok(item)

@@ -7,6 +7,7 @@
 // drover-bench, plotters and the throwaway-cluster manager); without it the
 // same path names a stub that says how to build it, so `Command` and
 // `execute` read the same either way.
+pub mod batches;
 #[cfg(feature = "bench")]
 pub mod bench;
 #[cfg(not(feature = "bench"))]

@@ -39,6 +39,7 @@ pub async fn run(args: &ShowArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
         .await
         .map_err(|e| hint_tenant(e, tenant))?;
     let audit = queue.audit(tenant, id).await?;
+    let links = queue.links(tenant, id).await?;
     let waiting = if item.status == drover::Status::Pending {
         queue.why_waiting(&item).await?
     } else {
@@ -52,6 +53,10 @@ pub async fn run(args: &ShowArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
                 serde_json::to_value(&audit).map_err(json_err)?,
             );
             m.insert(
+                "links".into(),
+                serde_json::to_value(&links).map_err(json_err)?,
+            );
+            m.insert(
                 "waiting".into(),
                 serde_json::to_value(&waiting).map_err(json_err)?,
             );
@@ -59,9 +64,35 @@ pub async fn run(args: &ShowArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
         writeln!(cx.out, "{v}")?;
     } else {
         write_item(cx.out, &item, &audit)?;
+        write_links(cx.out, &links)?;
         for w in &waiting {
             writeln!(cx.out, "waiting: {w}")?;
         }
+    }
+    Ok(())
+}
+
+/// The item's dependencies, dependants and batch, when it has any.
+fn write_links(
+    out: &mut dyn std::io::Write,
+    links: &drover::store::links::ItemLinks,
+) -> Result<(), CliError> {
+    if !links.after.is_empty() {
+        let ids: Vec<String> = links.after.iter().map(Uuid::to_string).collect();
+        writeln!(
+            out,
+            "after:           {} ({} open, on failure: {})",
+            ids.join(","),
+            links.waiting_on,
+            links.after_policy.map_or("fail", |p| p.as_str())
+        )?;
+    }
+    if !links.dependants.is_empty() {
+        let ids: Vec<String> = links.dependants.iter().map(Uuid::to_string).collect();
+        writeln!(out, "dependants:      {}", ids.join(","))?;
+    }
+    if let Some(b) = links.batch {
+        writeln!(out, "batch:           {b}")?;
     }
     Ok(())
 }

@@ -69,6 +69,8 @@ pub enum WaitCode {
     NotPending,
     /// Its run time has not come.
     RunAt,
+    /// It waits for dependencies that are not done yet.
+    Dependencies,
     /// Its lane is paused.
     LanePaused,
     /// A concurrency limit it counts against is full.

@@ -80,6 +80,11 @@ fn build(
     if let Some(id) = req.id {
         item = item.with_id(id);
     }
+    item.after = req.after;
+    if let Some(p) = req.after_policy {
+        item = item.with_after_policy(p.into());
+    }
+    item.batch = req.batch;
     Ok((item, principal))
 }
 

@@ -7,6 +7,7 @@
 //! operation shares applied by [`contract::Contract`] (and `openapi.json`
 //! at the crate root is checked against it by a test).
 
+pub mod batches;
 pub mod bulk;
 pub mod contract;
 pub mod gather;
@@ -60,6 +61,9 @@ pub fn routes(state: AppState) -> OpenApiRouter {
         .routes(routes!(items::enqueue_one, items::list_items))
         .routes(routes!(items::enqueue_batch))
         .routes(routes!(bulk::bulk))
+        .routes(routes!(batches::create_batch, batches::list_batches))
+        .routes(routes!(batches::get_batch))
+        .routes(routes!(batches::seal_batch))
         .routes(routes!(items::get_item))
         .routes(routes!(items::retry_item))
         .routes(routes!(items::cancel_item))

@@ -176,6 +176,42 @@ pub struct EnqueueRequest {
     /// The tenant (default the token's, else the nil tenant).
     #[serde(default)]
     pub tenant: Option<Uuid>,
+    /// Items of the same tenant this one waits for (enqueued before, or in
+    /// the same batch request in any order): it becomes claimable only
+    /// once all of them are done (docs/dependencies.md). At most 1000.
+    #[serde(default)]
+    #[schema(max_items = 1000)]
+    pub after: Vec<Uuid>,
+    /// What a failed or cancelled dependency does: `fail` (default: this
+    /// item is dead-lettered), `run` (it runs anyway), `wait` (it waits for
+    /// an operator).
+    #[serde(default)]
+    pub after_policy: Option<AfterPolicyName>,
+    /// An open batch (`POST /v1/batches`) this item joins.
+    #[serde(default)]
+    pub batch: Option<Uuid>,
+}
+
+/// What a failed or cancelled dependency does to its dependant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AfterPolicyName {
+    /// The dependant is dead-lettered.
+    Fail,
+    /// The dependant runs anyway.
+    Run,
+    /// The dependant waits for an operator.
+    Wait,
+}
+
+impl From<AfterPolicyName> for drover::store::links::AfterPolicy {
+    fn from(p: AfterPolicyName) -> Self {
+        match p {
+            AfterPolicyName::Fail => drover::store::links::AfterPolicy::Fail,
+            AfterPolicyName::Run => drover::store::links::AfterPolicy::Run,
+            AfterPolicyName::Wait => drover::store::links::AfterPolicy::Wait,
+        }
+    }
 }
 
 /// The name of an insert's result in an answer (`result` of
@@ -276,8 +312,8 @@ pub struct ItemDetail {
 /// One reason a pending item has not started.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct WaitView {
-    /// `run_at`, `lane_paused`, `limit_full`, `earlier_in_group`,
-    /// `no_worker` (or `not_pending`).
+    /// `run_at`, `dependencies`, `lane_paused`, `limit_full`,
+    /// `earlier_in_group`, `no_worker` (or `not_pending`).
     #[schema(value_type = super::contract::WaitCode)]
     pub reason: String,
     /// The reason in words: which limit, held by which item since when;

@@ -45,6 +45,7 @@ use axum::routing::{get, post};
 use crate::AppState;
 
 mod actions;
+mod batches;
 mod limits;
 mod lists;
 pub mod live;
@@ -160,6 +161,7 @@ pub fn routes_with(state: DashState) -> Router {
             &format!("{BASE}/orchestrations"),
             get(pages::orchestrations),
         )
+        .route(&format!("{BASE}/batches"), get(batches::batches))
         .route(
             &format!("{BASE}/login"),
             get(pages::login_form).post(actions::login),

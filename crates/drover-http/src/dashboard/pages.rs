@@ -20,7 +20,7 @@ use super::live::{Snapshot, bars_svg};
 use super::session::{Session, cookie_id};
 use crate::auth::Role;
 
-const LINKS: [(&str, &str); 7] = [
+const LINKS: [(&str, &str); 8] = [
     ("Overview", "/"),
     ("Items", "/items"),
     ("Dead letter", "/dead"),
@@ -28,6 +28,7 @@ const LINKS: [(&str, &str); 7] = [
     ("Workers", "/workers"),
     ("Schedules", "/schedules"),
     ("Orchestrations", "/orchestrations"),
+    ("Batches", "/batches"),
 ];
 
 /// The header every page shares.
@@ -368,13 +369,13 @@ struct ItemPage {
 #[derive(Template)]
 #[template(path = "dashboard/table.html")]
 pub(super) struct TablePage {
-    nav: Nav,
-    note: Option<String>,
-    header: Vec<&'static str>,
-    rows: Vec<Vec<String>>,
+    pub(super) nav: Nav,
+    pub(super) note: Option<String>,
+    pub(super) header: Vec<&'static str>,
+    pub(super) rows: Vec<Vec<String>>,
 }
 
-fn note_page(
+pub(super) fn note_page(
     st: &DashState,
     v: &Viewer,
     title: &'static str,

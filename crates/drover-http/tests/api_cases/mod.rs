@@ -11,6 +11,8 @@ use crate::common::App;
 
 mod contract;
 pub use contract::*;
+mod links;
+pub use links::*;
 
 const PROBLEM: &str = "application/problem+json";
 
@@ -1253,6 +1255,7 @@ macro_rules! api_suite {
             bulk_and_cursor_pages,
             tenant_scoped_token_sees_its_tenant_only,
             limits_set_list_clear,
+            dependencies_and_batches,
             contract_payload_is_any_json_value,
             contract_bodies_are_parsed_strictly,
             contract_idempotency_fingerprint_is_canonical_json,

@@ -10,4 +10,4 @@ WHERE id IN (SELECT unhex(value ->> 0) FROM json_each(?3))
       SELECT unhex(value ->> 0), unhex(value ->> 1), unhex(value ->> 2) FROM json_each(?3))
   AND status = 'claimed'
   AND lease_expires_at > ?1
-RETURNING id
+RETURNING id, linked

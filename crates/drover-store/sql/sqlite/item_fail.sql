@@ -13,4 +13,4 @@ SET attempts     = attempts + 1,
     updated_at = ?1, updated_by = ?2
 WHERE tenant_id = ?3 AND id = ?4
   AND claim_token = ?5 AND status = 'claimed' AND lease_expires_at > ?1
-RETURNING status, available_at, lane
+RETURNING status, available_at, lane, linked

@@ -184,6 +184,17 @@ macro_rules! contract_suite {
             result_purged_with_item,
             progress_fenced_and_kept_across_retry,
             unique_while_active_exact_under_concurrency,
+            dependant_waits_for_all_its_dependencies,
+            dependency_failure_policy_fail_cascades,
+            dependency_failure_policy_run_runs_anyway,
+            dependency_failure_policy_wait_holds_for_an_operator,
+            dependency_refusals_write_nothing,
+            dag_in_one_call_with_forward_references,
+            dag_in_a_caller_transaction,
+            release_under_concurrent_finishes,
+            batch_callback_once_with_counts,
+            batch_callback_exactly_once_under_concurrent_finishes,
+            batch_when_filters,
         );
     };
 }
@@ -288,6 +299,7 @@ mod claims;
 pub mod events;
 mod lanes;
 mod limits;
+mod links;
 mod listing;
 mod operations;
 pub mod orchestration;
@@ -304,6 +316,7 @@ pub use access::*;
 pub use claims::*;
 pub use lanes::*;
 pub use limits::*;
+pub use links::*;
 pub use listing::*;
 pub use operations::*;
 pub use ordered::*;

@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{MemoryStore, clear_claim, id_taken};
+use crate::links::LinkStore;
 use crate::{
     AuditEntry, ClaimParams, ClaimRef, Completion, CountRow, FailOutcome, FailParams, Gauges,
     ItemStore, ListFilter, StaleReport,
@@ -21,6 +22,9 @@ use drover_core::rules::{self, RetryPolicy, to_chrono};
 #[async_trait]
 impl ItemStore for MemoryStore {
     async fn item_insert(&self, item: &NewItem) -> Result<Inserted> {
+        if item.is_linked() {
+            return crate::links::one(self.links_insert(std::slice::from_ref(item)).await?);
+        }
         let now = self.now();
         let id = item.id;
         let (result, item) = self.lock().insert(item, now);
@@ -34,6 +38,10 @@ impl ItemStore for MemoryStore {
     }
 
     async fn item_insert_many(&self, items: &[NewItem]) -> Result<Vec<InsertResult>> {
+        if items.iter().any(NewItem::is_linked) {
+            let out = self.links_insert(items).await?;
+            return Ok(out.into_iter().map(|o| o.result).collect());
+        }
         let now = self.now();
         let mut lanes: Vec<String> = Vec::new();
         let results = {
@@ -143,6 +151,8 @@ impl ItemStore for MemoryStore {
         item.result = result.cloned();
         item.updated_at = now;
         item.updated_by = Uuid::nil();
+        st.finished(claim.id, now);
+        self.flush_wakes(&mut st);
         Ok(())
     }
 
@@ -158,8 +168,10 @@ impl ItemStore for MemoryStore {
                 item.updated_at = now;
                 item.updated_by = Uuid::nil();
                 landed.push(c.claim.id);
+                st.finished(c.claim.id, now);
             }
         }
+        self.flush_wakes(&mut st);
         Ok(landed)
     }
 
@@ -185,6 +197,7 @@ impl ItemStore for MemoryStore {
             let lane = item.lane.clone();
             if p.fatal || rules::is_exhausted(item.attempts, item.max_attempts) {
                 st.dead_letter(claim.id, now);
+                self.flush_wakes(&mut st);
                 (FailOutcome::DeadLettered, lane)
             } else {
                 item.status = Status::Pending;
@@ -256,6 +269,8 @@ impl ItemStore for MemoryStore {
         clear_claim(item);
         item.updated_at = now;
         item.updated_by = Uuid::nil();
+        st.finished(claim.id, now);
+        self.flush_wakes(&mut st);
         Ok(())
     }
 
@@ -269,6 +284,8 @@ impl ItemStore for MemoryStore {
                 clear_claim(item);
                 item.updated_at = now;
                 item.updated_by = Uuid::nil();
+                st.finished(id, now);
+                self.flush_wakes(&mut st);
                 Ok(())
             }
             Some(_) => Err(Error::Conflict(format!(
@@ -339,6 +356,7 @@ impl ItemStore for MemoryStore {
                 report.requeued += 1;
             }
         }
+        self.flush_wakes(&mut st);
         drop(st);
         for lane in woke {
             self.wake.counted(&lane);
@@ -396,6 +414,8 @@ impl ItemStore for MemoryStore {
             detail: None,
             at: now,
         });
+        st.finished(id, now);
+        self.flush_wakes(&mut st);
         Ok(out)
     }
 

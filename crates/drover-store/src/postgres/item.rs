@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{PgStore, items, ops, rotate, row, sql};
+use crate::links::LinkStore;
 use crate::{
     ClaimParams, ClaimRef, CountRow, FailOutcome, FailParams, Gauges, ItemStore, ListFilter,
     StaleReport,
@@ -23,6 +24,9 @@ use drover_core::rules::RetryPolicy;
 #[async_trait]
 impl ItemStore for PgStore {
     async fn item_insert(&self, item: &NewItem) -> Result<Inserted> {
+        if item.is_linked() {
+            return crate::links::one(self.links_insert(std::slice::from_ref(item)).await?);
+        }
         let mut tx = self.begin_tenant(item.tenant_id).await?;
         let inserted = items::insert_one(&mut tx, item, self.persistent).await?;
         tx.commit().await?;
@@ -33,10 +37,18 @@ impl ItemStore for PgStore {
     }
 
     async fn item_insert_many(&self, items: &[NewItem]) -> Result<Vec<InsertResult>> {
+        if items.iter().any(NewItem::is_linked) {
+            let out = self.links_insert(items).await?;
+            return Ok(out.into_iter().map(|o| o.result).collect());
+        }
         items::insert_many(self, items).await
     }
 
     async fn item_insert_each(&self, items: &[NewItem]) -> Result<Vec<Result<Inserted>>> {
+        if items.iter().any(NewItem::is_linked) {
+            // Each request gathered here is its own enqueue.
+            return crate::item::insert_each_one_by_one(self, items).await;
+        }
         items::insert_each(self, items).await
     }
 

@@ -46,6 +46,10 @@ pub async fn insert_in(conn: &mut PgConnection, schema: &str, item: &NewItem) ->
     // a PostgreSQL-only argument, spliced into SQL text, so it is checked
     // here.
     validate_schema(schema)?;
+    if item.is_linked() {
+        let out = super::links_insert_in(conn, schema, std::slice::from_ref(item)).await?;
+        return crate::links::one(out);
+    }
     // A savepoint inside the caller's transaction (a transaction of its own
     // otherwise), so a failure here leaves the caller's transaction usable.
     let mut sp = conn.begin().await?;

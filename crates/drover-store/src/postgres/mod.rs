@@ -51,6 +51,7 @@ mod item;
 mod items;
 mod lanes;
 mod limits;
+mod links;
 mod ops;
 mod orchestration;
 mod outbox;
@@ -85,6 +86,7 @@ use drover_core::rules::RetryPolicy;
 
 pub use crate::pooler::{DIRECT_URL_VAR, POOLER_VAR, PoolMode, PoolerOptions};
 pub use items::insert_in;
+pub use links::links_insert_in;
 pub use orchestration::start_in;
 pub use outbox::outbox_insert_in;
 pub use rotate::{CARRY_MAX as ITEMS_CARRY_MAX, child_width as items_child_width};
@@ -644,6 +646,15 @@ impl Store for PgStore {
         retention: std::time::Duration,
         stale_after: std::time::Duration,
     ) -> Result<Box<dyn crate::gathered::Gathered + 'a>> {
+        if prepared
+            .iter()
+            .any(|p| p.as_ref().is_ok_and(NewItem::is_linked))
+        {
+            // A linked item is its own all-or-nothing enqueue (its links'
+            // statements and refusals): claim, then insert one by one.
+            return crate::gathered::write_in_steps(self, claims, prepared, retention, stale_after)
+                .await;
+        }
         gathered::write(self, claims, prepared, retention, stale_after).await
     }
 

@@ -120,12 +120,15 @@ impl SqliteStore {
         let result = result.map(json_text).transpose()?;
         let mut tx = self.begin().await?;
         let now = to_micros(self.now());
-        let done = complete_on(&mut tx, c, now, result).await?;
-        if !done {
+        let Some(linked) = complete_on(&mut tx, c, now, result).await? else {
             let e = refused(&mut tx, c.tenant_id, c.id).await?;
             return Err(e);
-        }
+        };
         tx.commit().await?;
+        if linked {
+            // Its finish may have released dependants on any lane.
+            self.notify(crate::wake::ANY_LANE);
+        }
         Ok(())
     }
 
@@ -163,14 +166,17 @@ impl SqliteStore {
         let claims: Vec<ClaimRef> = done.iter().map(|c| c.claim).collect();
         let mut tx = self.begin().await?;
         let now = to_micros(self.now());
-        let ids: Vec<Uuid> = sqlx::query_scalar(statement)
+        let rows: Vec<(Uuid, i64)> = sqlx::query_as(statement)
             .bind(now)
             .bind(SYSTEM)
             .bind(json)
             .fetch_all(&mut *tx)
             .await?;
         tx.commit().await?;
-        let ids: std::collections::HashSet<Uuid> = ids.into_iter().collect();
+        if rows.iter().any(|r| r.1 != 0) {
+            self.notify(crate::wake::ANY_LANE);
+        }
+        let ids: std::collections::HashSet<Uuid> = rows.into_iter().map(|r| r.0).collect();
         let landed: Vec<Uuid> = claims
             .iter()
             .map(|c| c.id)
@@ -199,6 +205,7 @@ impl SqliteStore {
         };
         let status = row::status(r.try_get("status")?)?;
         let lane: String = r.try_get("lane")?;
+        let linked = r.try_get::<i64, _>("linked")? != 0;
         if status == Status::Failed {
             // The dead letter and its audit entry land together or not at all.
             sqlx::query(sql::AUDIT_INSERT)
@@ -211,6 +218,10 @@ impl SqliteStore {
                 .execute(&mut *tx)
                 .await?;
             tx.commit().await?;
+            if linked {
+                // Its dead letter may have released dependants (policy run).
+                self.notify(crate::wake::ANY_LANE);
+            }
             tracing::info!(target: "drover::sqlite", item = %c.id, tenant = %c.tenant_id,
                 fatal = p.fatal, "dead-lettered");
             return Ok(FailOutcome::DeadLettered);
@@ -345,17 +356,20 @@ fn json_text(v: &serde_json::Value) -> Result<String> {
         .map_err(|e| drover_core::error::Error::invalid("result", e.to_string()))
 }
 
-/// One fenced completion with its result; true when it landed.
+/// One fenced completion with its result: `None` when it did not land,
+/// else whether the item was linked (its finish may have released
+/// dependants).
 async fn complete_on(
     conn: &mut SqliteConnection,
     c: &ClaimRef,
     now: i64,
     result: Option<String>,
-) -> Result<bool> {
-    let n = fenced(sql::ITEM_COMPLETE, now, c)
+) -> Result<Option<bool>> {
+    let linked: Option<i64> = fenced(sql::ITEM_COMPLETE, now, c)
         .bind(result)
-        .execute(&mut *conn)
+        .fetch_optional(&mut *conn)
         .await?
-        .rows_affected();
-    Ok(n == 1)
+        .map(|r| r.try_get(0))
+        .transpose()?;
+    Ok(linked.map(|l| l != 0))
 }

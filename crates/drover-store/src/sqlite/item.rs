@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::SqliteStore;
+use crate::links::LinkStore;
 use crate::{
     ClaimParams, ClaimRef, Completion, CountRow, FailOutcome, FailParams, Gauges, ItemStore,
     ListFilter, StaleReport,
@@ -21,14 +22,25 @@ use drover_core::rules::RetryPolicy;
 #[async_trait]
 impl ItemStore for SqliteStore {
     async fn item_insert(&self, item: &NewItem) -> Result<Inserted> {
+        if item.is_linked() {
+            return crate::links::one(self.links_insert(std::slice::from_ref(item)).await?);
+        }
         self.insert_one(item).await
     }
 
     async fn item_insert_many(&self, items: &[NewItem]) -> Result<Vec<InsertResult>> {
+        if items.iter().any(NewItem::is_linked) {
+            let out = self.links_insert(items).await?;
+            return Ok(out.into_iter().map(|o| o.result).collect());
+        }
         self.insert_many(items).await
     }
 
     async fn item_insert_each(&self, items: &[NewItem]) -> Result<Vec<Result<Inserted>>> {
+        if items.iter().any(NewItem::is_linked) {
+            // Each request gathered here is its own enqueue.
+            return crate::item::insert_each_one_by_one(self, items).await;
+        }
         self.insert_each(items).await
     }
 

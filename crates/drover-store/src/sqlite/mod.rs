@@ -77,6 +77,8 @@ mod insert;
 mod item;
 mod lanes;
 mod limits;
+mod links;
+pub use links::links_insert_in;
 mod maint;
 mod orchestration;
 pub use orchestration::start_in;
@@ -218,7 +220,10 @@ impl SqliteStore {
         let base = base
             .create_if_missing(true)
             .busy_timeout(opts.busy_timeout)
-            .foreign_keys(true);
+            .foreign_keys(true)
+            // A dependant dead-lettered by the finishing trigger (migration
+            // 0039) finishes its own dependants in turn.
+            .pragma("recursive_triggers", "ON");
         let synchronous = if opts.synchronous_full {
             SqliteSynchronous::Full
         } else {
@@ -398,6 +403,11 @@ pub async fn insert_in(
     item: &NewItem,
     now: DateTime<Utc>,
 ) -> Result<Inserted> {
+    if item.is_linked() {
+        return crate::links::one(
+            links::links_insert_in(conn, std::slice::from_ref(item), now).await?,
+        );
+    }
     insert::insert_on(conn, item, now).await
 }
 

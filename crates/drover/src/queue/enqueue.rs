@@ -149,7 +149,7 @@ impl Queue {
 }
 
 impl<'q, T> Enqueue<'q, T> {
-    fn map(mut self, f: impl FnOnce(NewItem) -> NewItem) -> Self {
+    pub(super) fn map(mut self, f: impl FnOnce(NewItem) -> NewItem) -> Self {
         self.item = self.item.map(f);
         self
     }

@@ -42,6 +42,10 @@ pub trait Transactional: Send {
     /// Inserts the prepared `item` on this connection.
     async fn insert_prepared(&mut self, queue: &Queue, item: &NewItem) -> Result<Inserted>;
 
+    /// Inserts the prepared `items` with their links (a DAG, batch
+    /// members) on this connection, all or none.
+    async fn insert_linked(&mut self, queue: &Queue, items: &[NewItem]) -> Result<Vec<Inserted>>;
+
     /// Starts an orchestration (its record and first item) on this connection.
     async fn start_prepared(
         &mut self,
@@ -57,6 +61,11 @@ impl Transactional for PgConnection {
     async fn insert_prepared(&mut self, queue: &Queue, item: &NewItem) -> Result<Inserted> {
         let tx = CallerTx::Postgres(self);
         queue.store().item_insert_in(tx, item).await
+    }
+
+    async fn insert_linked(&mut self, queue: &Queue, items: &[NewItem]) -> Result<Vec<Inserted>> {
+        let tx = CallerTx::Postgres(self);
+        queue.store().links_insert_in(tx, items).await
     }
 
     async fn start_prepared(
@@ -78,6 +87,11 @@ impl Transactional for SqliteConnection {
         queue.store().item_insert_in(tx, item).await
     }
 
+    async fn insert_linked(&mut self, queue: &Queue, items: &[NewItem]) -> Result<Vec<Inserted>> {
+        let tx = CallerTx::Sqlite(self);
+        queue.store().links_insert_in(tx, items).await
+    }
+
     async fn start_prepared(
         &mut self,
         queue: &Queue,
@@ -93,6 +107,10 @@ impl Transactional for SqliteConnection {
 impl Transactional for Tx {
     async fn insert_prepared(&mut self, queue: &Queue, item: &NewItem) -> Result<Inserted> {
         self.conn().insert_prepared(queue, item).await
+    }
+
+    async fn insert_linked(&mut self, queue: &Queue, items: &[NewItem]) -> Result<Vec<Inserted>> {
+        self.conn().insert_linked(queue, items).await
     }
 
     async fn start_prepared(
@@ -111,6 +129,18 @@ impl Transactional for TxConn<'_> {
         let out = queue.store().item_insert_in(self.caller(), item).await?;
         if out.result == InsertResult::Inserted {
             self.wake_after_commit(&item.lane);
+        }
+        Ok(out)
+    }
+
+    async fn insert_linked(&mut self, queue: &Queue, items: &[NewItem]) -> Result<Vec<Inserted>> {
+        let out = queue.store().links_insert_in(self.caller(), items).await?;
+        for o in &out {
+            if o.result == InsertResult::Inserted
+                && !crate::store::links::is_waiting_at(o.item.available_at)
+            {
+                self.wake_after_commit(&o.item.lane);
+            }
         }
         Ok(out)
     }

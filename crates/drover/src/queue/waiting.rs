@@ -33,6 +33,14 @@ pub enum WaitReason {
         /// When it becomes claimable.
         at: DateTime<Utc>,
     },
+    /// It waits for dependencies that are not done yet
+    /// (docs/dependencies.md).
+    Dependencies {
+        /// How many are still open.
+        open: i64,
+        /// Every dependency it names.
+        after: Vec<Uuid>,
+    },
     /// Its lane is paused.
     LanePaused {
         /// The lane.
@@ -87,12 +95,13 @@ pub struct Holder {
 }
 
 impl WaitReason {
-    /// The reason's name: `not_pending`, `run_at`, `lane_paused`,
+    /// The reason's name: `not_pending`, `run_at`, `dependencies`, `lane_paused`,
     /// `limit_full`, `earlier_in_group` or `no_worker`.
     pub fn code(&self) -> &'static str {
         match self {
             WaitReason::NotPending { .. } => "not_pending",
             WaitReason::RunAt { .. } => "run_at",
+            WaitReason::Dependencies { .. } => "dependencies",
             WaitReason::LanePaused { .. } => "lane_paused",
             WaitReason::LimitFull { .. } => "limit_full",
             WaitReason::EarlierInGroup { .. } => "earlier_in_group",
@@ -131,6 +140,11 @@ impl std::fmt::Display for WaitReason {
         match self {
             WaitReason::NotPending { status } => write!(f, "not waiting: it is {status}"),
             WaitReason::RunAt { at } => write!(f, "run_at {} is ahead", at.to_rfc3339()),
+            WaitReason::Dependencies { open, after } => write!(
+                f,
+                "waiting for {open} of its {} dependencies to be done",
+                after.len()
+            ),
             WaitReason::LanePaused { lane, since, .. } => {
                 write!(f, "lane {lane} paused since {}", since.to_rfc3339())
             }
@@ -178,7 +192,13 @@ impl Queue {
         }
         let mut out = Vec::new();
         let now = self.store().db_now().await?;
-        if item.available_at > now {
+        if crate::store::links::is_waiting_at(item.available_at) {
+            let links = self.links(item.tenant_id, item.id).await?;
+            out.push(WaitReason::Dependencies {
+                open: links.waiting_on,
+                after: links.after,
+            });
+        } else if item.available_at > now {
             out.push(WaitReason::RunAt {
                 at: item.available_at,
             });

@@ -1,0 +1,1 @@
+SELECT * FROM batches WHERE tenant_id = $1 AND id = $2
