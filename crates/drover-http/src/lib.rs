@@ -32,6 +32,7 @@
 //! `X-Content-Type-Options: nosniff`, so no browser reads a JSON answer
 //! (or a problem) as anything but what its content type says.
 
+mod actors;
 pub mod api;
 pub mod auth;
 pub mod dashboard;

@@ -307,6 +307,16 @@ impl super::ItemStore for FaultStore {
 }
 
 #[async_trait]
+impl crate::runs::RunStore for FaultStore {
+    async fn item_runs(&self, tenant: Uuid, id: Uuid) -> Result<Vec<crate::runs::ItemRun>> {
+        self.inner.item_runs(tenant, id).await
+    }
+    async fn item_runs_purge(&self, before: DateTime<Utc>, batch: u32) -> Result<u64> {
+        self.inner.item_runs_purge(before, batch).await
+    }
+}
+
+#[async_trait]
 impl super::AuditStore for FaultStore {
     async fn audit_list(&self, tenant: Uuid, item_id: Uuid) -> Result<Vec<AuditEntry>> {
         self.inner.audit_list(tenant, item_id).await

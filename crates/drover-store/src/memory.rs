@@ -28,6 +28,7 @@ mod orchestration;
 mod outbox;
 mod projector;
 mod reconcile;
+mod runs;
 mod schedule;
 mod sweep;
 mod vacuum;
@@ -57,6 +58,8 @@ struct State {
         std::collections::BTreeMap<(crate::limits::LimitScope, bool), crate::limits::LimitSetting>,
     tokens: Vec<crate::access::TokenRow>,
     markers: HashMap<crate::access::MarkerKey, access::Marker>,
+    /// Each item's last runs (the attempt history).
+    runs: HashMap<Uuid, runs::Kept>,
 }
 
 /// The in-memory store.

@@ -7,6 +7,8 @@
 //! | [`session`] | sessions, cookies, the CSRF check |
 //! | [`live`] | the one query set per interval every tab shares, the charts |
 //! | `pages` | the pages (GET) |
+//! | `item` | the item page: runs, why it waits, audit by actor |
+//! | `fmt` | relative and absolute times, durations, short ids |
 //! | `lists` | the items and dead-letter lists (GET) |
 //! | `actions` | login, logout, retry, cancel, pause, resume, set and clear a limit (POST) |
 //! | `limits` | the limits in force as the lanes page shows them |
@@ -45,6 +47,8 @@ use axum::routing::{get, post};
 use crate::AppState;
 
 mod actions;
+mod fmt;
+mod item;
 mod limits;
 mod lists;
 pub mod live;
@@ -151,7 +155,7 @@ pub fn routes_with(state: DashState) -> Router {
         .route(&format!("{BASE}/"), get(pages::overview))
         .route(&format!("{BASE}/live"), get(pages::live_events))
         .route(&format!("{BASE}/items"), get(lists::items))
-        .route(&format!("{BASE}/items/{{tenant}}/{{id}}"), get(pages::item))
+        .route(&format!("{BASE}/items/{{tenant}}/{{id}}"), get(item::item))
         .route(&format!("{BASE}/dead"), get(lists::dead))
         .route(&format!("{BASE}/lanes"), get(pages::lanes))
         .route(&format!("{BASE}/workers"), get(pages::workers))

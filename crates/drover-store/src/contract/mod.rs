@@ -179,6 +179,10 @@ macro_rules! contract_suite {
             ordered_group_dead_letter_continue_or_hold,
             ordered_group_exact_under_concurrent_claimers,
             cancel_discards_a_dead_letter_with_exact_counts,
+            runs_record_each_way_a_claim_ends,
+            runs_lease_lost_and_operator_cancel,
+            runs_bounded_per_item,
+            runs_purged_by_the_cutoff,
         );
     };
 }
@@ -288,6 +292,7 @@ mod operations;
 pub mod orchestration;
 mod ordered;
 pub mod reconcile;
+mod runs;
 mod schedule;
 mod sweep;
 mod vacuum;
@@ -301,6 +306,7 @@ pub use limits::*;
 pub use listing::*;
 pub use operations::*;
 pub use ordered::*;
+pub use runs::*;
 pub use schedule::*;
 pub use sweep::*;
 pub use vacuum::*;

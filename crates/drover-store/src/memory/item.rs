@@ -134,10 +134,12 @@ impl ItemStore for MemoryStore {
         let now = self.now();
         let mut st = self.lock();
         let item = st.fenced(claim, now)?;
+        let before = item.clone();
         item.status = Status::Done;
         clear_claim(item);
         item.updated_at = now;
         item.updated_by = Uuid::nil();
+        st.end_run(&before);
         Ok(())
     }
 
@@ -147,10 +149,12 @@ impl ItemStore for MemoryStore {
         let mut done = Vec::with_capacity(claims.len());
         for c in claims {
             if let Ok(item) = st.fenced(c, now) {
+                let before = item.clone();
                 item.status = Status::Done;
                 clear_claim(item);
                 item.updated_at = now;
                 item.updated_by = Uuid::nil();
+                st.end_run(&before);
                 done.push(c.id);
             }
         }
@@ -162,13 +166,14 @@ impl ItemStore for MemoryStore {
         let (outcome, lane) = {
             let mut st = self.lock();
             let item = st.fenced(claim, now)?;
+            let before = item.clone();
             item.attempts += 1;
             item.last_error = Some(bound_error(&p.error));
             clear_claim(item);
             item.updated_at = now;
             item.updated_by = Uuid::nil();
             let lane = item.lane.clone();
-            if p.fatal || rules::is_exhausted(item.attempts, item.max_attempts) {
+            let out = if p.fatal || rules::is_exhausted(item.attempts, item.max_attempts) {
                 st.dead_letter(claim.id, now);
                 (FailOutcome::DeadLettered, lane)
             } else {
@@ -176,7 +181,9 @@ impl ItemStore for MemoryStore {
                 item.available_at = now + to_chrono(p.retry_delay);
                 let available_at = item.available_at;
                 (FailOutcome::Requeued { available_at }, lane)
-            }
+            };
+            st.end_run(&before);
+            out
         };
         if matches!(outcome, FailOutcome::Requeued { available_at } if available_at <= now) {
             self.wake.counted(&lane);
@@ -189,12 +196,15 @@ impl ItemStore for MemoryStore {
         let (at, lane) = {
             let mut st = self.lock();
             let item = st.fenced(claim, now)?;
+            let before = item.clone();
             item.status = Status::Pending;
             clear_claim(item);
             item.available_at = now + to_chrono(delay);
             item.updated_at = now;
             item.updated_by = Uuid::nil();
-            (item.available_at, item.lane.clone())
+            let out = (item.available_at, item.lane.clone());
+            st.end_run(&before);
+            out
         };
         if at <= now {
             self.wake.counted(&lane);
@@ -207,6 +217,7 @@ impl ItemStore for MemoryStore {
         let lane = {
             let mut st = self.lock();
             let item = st.fenced(claim, now)?;
+            let before = item.clone();
             item.status = Status::Pending;
             clear_claim(item);
             item.available_at = now;
@@ -215,7 +226,9 @@ impl ItemStore for MemoryStore {
             }
             item.updated_at = now;
             item.updated_by = Uuid::nil();
-            item.lane.clone()
+            let lane = item.lane.clone();
+            st.end_run(&before);
+            lane
         };
         self.wake.counted(&lane);
         Ok(())
@@ -226,9 +239,9 @@ impl ItemStore for MemoryStore {
         let mut st = self.lock();
         let item = st.fenced(claim, now)?;
         let until = now + to_chrono(lease);
+        // updated_at is left alone: a claimed item's updated_at is its
+        // claim's start, which the run history reads when the claim ends.
         item.lease_expires_at = Some(until);
-        item.updated_at = now;
-        item.updated_by = Uuid::nil();
         Ok(until)
     }
 
@@ -236,11 +249,13 @@ impl ItemStore for MemoryStore {
         let now = self.now();
         let mut st = self.lock();
         let item = st.fenced(claim, now)?;
+        let before = item.clone();
         item.status = Status::Cancelled;
         item.last_error = Some(bound_error(note));
         clear_claim(item);
         item.updated_at = now;
         item.updated_by = Uuid::nil();
+        st.end_run(&before);
         Ok(())
     }
 
@@ -249,11 +264,13 @@ impl ItemStore for MemoryStore {
         let mut st = self.lock();
         match st.items.get_mut(&id) {
             Some(item) if item.status == Status::Claimed && item.claim_token == Some(token) => {
+                let before = item.clone();
                 item.status = Status::Failed;
                 item.last_error = Some("orphaned: tenant gone".into());
                 clear_claim(item);
                 item.updated_at = now;
                 item.updated_by = Uuid::nil();
+                st.end_run(&before);
                 Ok(())
             }
             Some(_) => Err(Error::Conflict(format!(
@@ -297,6 +314,9 @@ impl ItemStore for MemoryStore {
         let mut report = StaleReport::default();
         let mut woke = std::collections::BTreeSet::new();
         for (_, id) in stale {
+            let Some(before) = st.items.get(&id).cloned() else {
+                continue;
+            };
             let exhausted = {
                 let Some(item) = st.items.get_mut(&id) else {
                     continue;
@@ -323,6 +343,7 @@ impl ItemStore for MemoryStore {
             } else {
                 report.requeued += 1;
             }
+            st.end_run(&before);
         }
         drop(st);
         for lane in woke {
@@ -365,11 +386,13 @@ impl ItemStore for MemoryStore {
                 item.status
             )));
         }
+        let before = item.clone();
         item.status = Status::Cancelled;
         clear_claim(item);
         item.updated_at = now;
         item.updated_by = actor;
         let out = item.clone();
+        st.end_run(&before);
         st.audit.push(AuditEntry {
             tenant_id: tenant,
             item_id: id,
