@@ -191,32 +191,63 @@ pub async fn bulk(
         if req.preview {
             return Answer::json(StatusCode::OK, &out);
         }
-        for chunk in matched.chunks(BULK_BATCH) {
-            let writes = chunk.iter().map(|item| {
-                let principal = who.queue_principal(item.tenant_id, None);
-                let q = state.queue.clone();
-                let (tenant, id) = (item.tenant_id, item.id);
-                async move {
-                    match req.action {
-                        BulkAction::Retry => q.retry(&principal, tenant, id).await.map(|_| ()),
-                        BulkAction::Cancel => q.cancel(&principal, tenant, id).await.map(|_| ()),
-                    }
-                }
-            });
-            for r in futures::future::join_all(writes).await {
-                match r {
-                    Ok(()) => out.applied += 1,
-                    Err(e) if matches!(e.kind(), drover::ErrorKind::Conflict | drover::ErrorKind::NotFound) => {
-                        out.skipped += 1
-                    }
-                    Err(e) => return Answer::from(Problem::from(e)),
-                }
+        match apply(&state, &who, &matched, req.action).await {
+            Ok((applied, skipped)) => {
+                out.applied = applied;
+                out.skipped = skipped;
             }
+            Err(e) => return Answer::from(Problem::from(e)),
         }
         tracing::info!(actor = %who.token_id, action = ?req.action, applied = out.applied, skipped = out.skipped, "bulk operation");
         Answer::json(StatusCode::OK, &out)
     })
     .await
+}
+
+/// Retries or cancels each of `matched` as `who`, [`BULK_BATCH`] at a time,
+/// each audited with the token as actor exactly as a single retry or cancel
+/// is; returns (applied, skipped), skipped being the items whose state
+/// refused the change by the time it ran (or that are gone). The API's
+/// bulk route and the dashboard's "retry all in this group" both write
+/// through here.
+///
+/// # Errors
+/// The first storage error: the items before it stay changed.
+pub(crate) async fn apply(
+    state: &AppState,
+    who: &ApiPrincipal,
+    matched: &[Item],
+    action: BulkAction,
+) -> drover::Result<(u64, u64)> {
+    let (mut applied, mut skipped) = (0, 0);
+    for chunk in matched.chunks(BULK_BATCH) {
+        let writes = chunk.iter().map(|item| {
+            let principal = who.queue_principal(item.tenant_id, None);
+            let q = state.queue.clone();
+            let (tenant, id) = (item.tenant_id, item.id);
+            async move {
+                match action {
+                    BulkAction::Retry => q.retry(&principal, tenant, id).await.map(|_| ()),
+                    BulkAction::Cancel => q.cancel(&principal, tenant, id).await.map(|_| ()),
+                }
+            }
+        });
+        for r in futures::future::join_all(writes).await {
+            match r {
+                Ok(()) => applied += 1,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        drover::ErrorKind::Conflict | drover::ErrorKind::NotFound
+                    ) =>
+                {
+                    skipped += 1
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok((applied, skipped))
 }
 
 /// The items `filter` names (at most its limit, newest first) that are in
@@ -227,7 +258,7 @@ pub async fn bulk(
 ///
 /// # Errors
 /// Storage errors.
-async fn actionable(
+pub(crate) async fn actionable(
     state: &AppState,
     filter: &ListFilter,
     action: BulkAction,

@@ -8,6 +8,7 @@
 //! | [`live`] | the one query set per interval every tab shares, the charts |
 //! | `pages` | the pages (GET) |
 //! | `item` | the item page: runs, why it waits, audit by actor |
+//! | `dead` | the dead letter grouped by kind and normalised error, "retry all in this group" |
 //! | `fmt` | relative and absolute times, durations, short ids |
 //! | `lists` | the items and dead-letter lists (GET) |
 //! | `actions` | login, logout, retry, cancel, pause, resume, set and clear a limit (POST) |
@@ -47,6 +48,7 @@ use axum::routing::{get, post};
 use crate::AppState;
 
 mod actions;
+mod dead;
 mod fmt;
 mod item;
 mod limits;
@@ -170,6 +172,7 @@ pub fn routes_with(state: DashState) -> Router {
         )
         .route(&format!("{BASE}/logout"), post(actions::logout))
         .route(&format!("{BASE}/items/act"), post(actions::items_act))
+        .route(&format!("{BASE}/dead/retry-group"), post(dead::retry_group))
         .route(&format!("{BASE}/lanes/act"), post(actions::lanes_act))
         .route(&format!("{BASE}/limits/act"), post(actions::limits_act))
         .route(&format!("{BASE}/assets/htmx.min.js"), get(asset_htmx))
