@@ -218,11 +218,11 @@ mod tests {
             normalise("item 0190c6a4-5b1e-7c3d-9e8f-0123456789ab gone"),
             "item <id> gone"
         );
-        assert_eq!(
-            normalise("id 0190c6a45b1e7c3d9e8f0123456789ab"),
-            "id <id>"
-        );
+        assert_eq!(normalise("id 0190c6a45b1e7c3d9e8f0123456789ab"), "id <id>");
         assert_eq!(normalise(""), "");
-        assert_eq!(longest_literal("order # timed out after #s"), "timed out after");
+        assert_eq!(
+            longest_literal("order # timed out after #s"),
+            "timed out after"
+        );
     }
 }
