@@ -524,3 +524,71 @@ async fn sqlite_dead_letter_groups() {
 async fn postgres_dead_letter_groups() {
     dead_letter_groups(common::postgres().await).await;
 }
+
+/// A tenant-scoped operator's overview counts its own tenant's items (not
+/// empty, not another tenant's), with nothing installation-wide.
+async fn tenant_overview(app: App) {
+    let (a, b) = (Uuid::from_u128(0xA1), Uuid::from_u128(0xB2));
+    put(
+        &app,
+        NewItem::new("ship", json!({}))
+            .with_lane("lane-a")
+            .with_tenant(a)
+            .with_max_attempts(1),
+    )
+    .await;
+    let c = claim(&app, "lane-a", "w").await;
+    fail(&app, &c, "boom").await;
+    for _ in 0..2 {
+        put(
+            &app,
+            NewItem::new("bill", json!({}))
+                .with_lane("lane-a")
+                .with_tenant(a),
+        )
+        .await;
+    }
+    for _ in 0..3 {
+        put(
+            &app,
+            NewItem::new("other", json!({}))
+                .with_lane("lane-b")
+                .with_tenant(b),
+        )
+        .await;
+    }
+    let scoped = app
+        .token(drover_http::Role::Operator, Some(a), &["*"])
+        .await;
+    let (cookie, _) = login(&app, &scoped).await;
+    let (s, _, page) = raw(&app, Method::GET, "/ui/", Some(&cookie), None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(page.contains(&a.to_string()), "{page}");
+    assert!(page.contains("id=\"lane-counts\""));
+    assert!(
+        page.contains("lane-a") && !page.contains("lane-b"),
+        "{page}"
+    );
+    assert!(page.contains("bill") && !page.contains(">other<"));
+    assert!(
+        page.contains("id=\"failed-total\">1<"),
+        "its own dead letter"
+    );
+    assert!(!page.contains("id=\"workers\"") && !page.contains("<svg"));
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn memory_tenant_overview() {
+    tenant_overview(common::memory().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_tenant_overview() {
+    tenant_overview(common::sqlite().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_tenant_overview() {
+    tenant_overview(common::postgres().await).await;
+}

@@ -293,6 +293,10 @@ impl super::ItemStore for FaultStore {
         self.inner.counts().await
     }
 
+    async fn counts_tenant(&self, tenant: Uuid) -> Result<Vec<CountRow>> {
+        self.inner.counts_tenant(tenant).await
+    }
+
     async fn counts_lane(&self, lane: &str) -> Result<Vec<CountRow>> {
         self.inner.counts_lane(lane).await
     }

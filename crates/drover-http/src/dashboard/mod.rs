@@ -12,6 +12,7 @@
 //! | `fmt` | relative and absolute times, durations, short ids |
 //! | `lists` | the items and dead-letter lists (GET) |
 //! | `actions` | login, logout, retry, cancel, pause, resume, set and clear a limit (POST) |
+//! | `tenant` | the overview of a tenant-scoped viewer: its own counts |
 //! | `limits` | the limits in force as the lanes page shows them |
 //!
 //! Invariants:
@@ -56,6 +57,7 @@ mod lists;
 pub mod live;
 mod pages;
 pub mod session;
+mod tenant;
 
 /// The dashboard's path under the router.
 pub const BASE: &str = "/ui";

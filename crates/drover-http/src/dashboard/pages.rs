@@ -281,8 +281,7 @@ pub(super) async fn overview(
         Err(r) => return *r,
     };
     if let Some(tenant) = v.session.principal.tenant {
-        let nav = nav(&st, &v, "Overview", q.msg);
-        return render(&ScopedPage { nav, tenant }, StatusCode::OK);
+        return super::tenant::overview(&st, &v, tenant, q.msg).await;
     }
     let snap = st.live.latest().await;
     let fragment = overview_fragment(&st, &snap);

@@ -183,6 +183,7 @@ macro_rules! contract_suite {
             runs_lease_lost_and_operator_cancel,
             runs_bounded_per_item,
             runs_purged_by_the_cutoff,
+            counts_of_one_tenant,
         );
     };
 }

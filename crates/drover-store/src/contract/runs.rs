@@ -192,3 +192,69 @@ pub async fn runs_purged_by_the_cutoff(h: &Harness) {
     assert_eq!(gone, 1);
     assert!(runs(h, Uuid::nil(), a.id).await.is_empty());
 }
+
+/// Counts of one tenant: only its items, exact through a settlement, a
+/// retry and another tenant's work (what a tenant-scoped overview shows).
+pub async fn counts_of_one_tenant(h: &Harness) {
+    let mine = |k: &str| new(k).with_lane("ct").with_tenant(tenant_a());
+    put(h, mine("a")).await;
+    put(h, mine("a")).await;
+    put(h, new("a").with_lane("ct").with_tenant(tenant_b())).await;
+    let (_, r) = claim_in(h, "ct", "w1", LONG).await;
+    h.store.item_complete(&r).await.expect("complete");
+    h.store.counts_settle().await.expect("settle");
+    let d = put(h, mine("d").with_lane("ct2").with_max_attempts(1)).await;
+    let (_, r) = claim_in(h, "ct2", "w1", LONG).await;
+    h.store
+        .item_fail(&r, &fail_params(LONG))
+        .await
+        .expect("fail");
+    h.store.counts_settle().await.expect("settle");
+    h.store
+        .item_retry(tenant_a(), d.id, Uuid::from_u128(7))
+        .await
+        .expect("retry");
+    let rows = h.store.counts_tenant(tenant_a()).await.expect("counts");
+    let total: i64 = rows.iter().map(|r| r.count).sum();
+    let done = h
+        .store
+        .item_list(&ListFilter {
+            tenant_id: Some(tenant_a()),
+            limit: 100,
+            ..ListFilter::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(total, done.len() as i64, "{rows:?}");
+    assert_eq!(total, 3);
+    assert!(rows.iter().all(|r| r.count > 0));
+    let of = |lane: &str, status| {
+        rows.iter()
+            .filter(|r| r.lane == lane && r.status == status)
+            .map(|r| r.count)
+            .sum::<i64>()
+    };
+    assert_eq!(
+        of("ct2", Status::Pending),
+        1,
+        "the retried dead letter is pending"
+    );
+    assert_eq!(of("ct2", Status::Failed), 0);
+    assert_eq!(of("ct", Status::Done) + of("ct", Status::Pending), 2);
+    let other: i64 = h
+        .store
+        .counts_tenant(tenant_b())
+        .await
+        .expect("b")
+        .iter()
+        .map(|r| r.count)
+        .sum();
+    assert_eq!(other, 1);
+    assert!(
+        h.store
+            .counts_tenant(Uuid::from_u128(0xC))
+            .await
+            .expect("c")
+            .is_empty()
+    );
+}

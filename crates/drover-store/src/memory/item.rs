@@ -470,9 +470,24 @@ impl ItemStore for MemoryStore {
     }
 
     async fn counts(&self) -> Result<Vec<CountRow>> {
+        self.counts_where(|_| true)
+    }
+
+    async fn counts_tenant(&self, tenant: Uuid) -> Result<Vec<CountRow>> {
+        self.counts_where(|i| i.tenant_id == tenant)
+    }
+
+    async fn gauges(&self) -> Result<Gauges> {
+        self.gauges_now()
+    }
+}
+
+impl MemoryStore {
+    /// Counts per lane, kind and status of the items `keep` keeps.
+    fn counts_where(&self, keep: impl Fn(&Item) -> bool) -> Result<Vec<CountRow>> {
         let st = self.lock();
         let mut map: HashMap<(String, String, Status), i64> = HashMap::new();
-        for i in st.items.values() {
+        for i in st.items.values().filter(|i| keep(i)) {
             *map.entry((i.lane.clone(), i.kind.clone(), i.status))
                 .or_default() += 1;
         }
@@ -489,7 +504,8 @@ impl ItemStore for MemoryStore {
         Ok(rows)
     }
 
-    async fn gauges(&self) -> Result<Gauges> {
+    /// The health gauges.
+    fn gauges_now(&self) -> Result<Gauges> {
         let now = self.now();
         let st = self.lock();
         let mut oldest: HashMap<String, f64> = HashMap::new();

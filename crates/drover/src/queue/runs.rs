@@ -1,10 +1,13 @@
-//! An item's runs as the queue reads them (the attempt history; the
-//! records and their rules are [`crate::store::runs`]'s).
+//! What the console reads around one item and one tenant: an item's runs
+//! (the attempt history; the records and their rules are
+//! [`crate::store::runs`]'s) and one tenant's counts (a tenant-scoped
+//! overview).
 
 use uuid::Uuid;
 
 use crate::error::Result;
 use crate::queue::Queue;
+use crate::store::CountRow;
 use crate::store::runs::ItemRun;
 
 impl Queue {
@@ -16,5 +19,14 @@ impl Queue {
     /// Storage errors.
     pub async fn runs(&self, tenant: Uuid, id: Uuid) -> Result<Vec<ItemRun>> {
         self.store.item_runs(tenant, id).await
+    }
+
+    /// Counts per lane, kind and status of `tenant`'s items: exact, from
+    /// the store's count rollup and indexes narrowed to the tenant.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn counts_tenant(&self, tenant: Uuid) -> Result<Vec<CountRow>> {
+        self.store.counts_tenant(tenant).await
     }
 }
