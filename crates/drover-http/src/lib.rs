@@ -35,6 +35,7 @@
 mod actors;
 pub mod api;
 pub mod auth;
+pub mod bulk;
 pub mod dashboard;
 mod filter;
 pub mod head;

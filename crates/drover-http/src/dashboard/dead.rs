@@ -7,8 +7,8 @@
 //! more); a group's retry lists the failed items of its kind whose error
 //! holds the pattern's longest literal part, keeps those whose normalised
 //! error is the group's, and retries them through the API's bulk action
-//! ([`crate::api::bulk::apply`]): each one audited with the token as
-//! actor, at most [`BULK_MAX`](crate::api::bulk::BULK_MAX) per request.
+//! ([`crate::bulk::apply`]): each one audited with the token as
+//! actor, at most [`GROUP_MAX`] per request.
 
 use std::collections::HashMap;
 
@@ -24,8 +24,11 @@ use uuid::Uuid;
 use super::DashState;
 use super::actions::{back_to, field, gate, operator_gate};
 use super::fmt::{When, when};
-use crate::api::bulk::{self, BULK_MAX, BulkAction};
+use crate::bulk::{self, BulkAction};
 
+/// The most items one "retry all in this group" retries (the API's bulk
+/// cap, `BULK_MAX`).
+pub(super) const GROUP_MAX: u32 = 10_000;
 /// How many of the newest dead letters the groups are read from.
 pub(super) const GROUP_SCAN: u32 = 1000;
 /// The placeholder of a collapsed UUID.
@@ -149,7 +152,7 @@ pub(super) async fn read_groups(
 }
 
 /// Retries every dead letter of one group (`kind`, `pattern`), at most
-/// [`BULK_MAX`], through the bulk action; back to the dead letter with
+/// [`GROUP_MAX`], through the bulk action; back to the dead letter with
 /// what it did.
 pub(super) async fn retry_group(
     State(st): State<DashState>,
@@ -174,7 +177,7 @@ pub(super) async fn retry_group(
         status: Some(Status::Failed),
         kind: Some(kind.to_owned()),
         error_contains: (!literal.is_empty()).then_some(literal),
-        limit: BULK_MAX * 2,
+        limit: GROUP_MAX * 2,
         ..ListFilter::default()
     };
     let matched = match bulk::actionable(&st.app, &filter, BulkAction::Retry).await {
@@ -185,8 +188,8 @@ pub(super) async fn retry_group(
         .into_iter()
         .filter(|i| normalise(i.last_error.as_deref().unwrap_or("")) == pattern)
         .collect();
-    let more = group.len() > BULK_MAX as usize;
-    group.truncate(BULK_MAX as usize);
+    let more = group.len() > GROUP_MAX as usize;
+    group.truncate(GROUP_MAX as usize);
     match bulk::apply(&st.app, p, &group, BulkAction::Retry).await {
         Ok((applied, skipped)) => {
             tracing::info!(actor = %p.token_id, kind, pattern, applied, skipped,
@@ -196,7 +199,7 @@ pub(super) async fn retry_group(
                 msg.push_str(&format!(", {skipped} refused or gone"));
             }
             if more {
-                msg.push_str(&format!("; more remain (at most {BULK_MAX} a request)"));
+                msg.push_str(&format!("; more remain (at most {GROUP_MAX} a request)"));
             }
             back_to(&st, back, &msg)
         }

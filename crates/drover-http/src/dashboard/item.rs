@@ -10,8 +10,9 @@ use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use drover::Status;
+use drover::store::runs::ItemRun;
 use uuid::Uuid;
 
 use super::DashState;
@@ -92,6 +93,34 @@ fn unavailable(st: &DashState, v: &super::pages::Viewer, e: drover::Error) -> Re
     )
 }
 
+/// The runs as the page lists them, newest first: the claim in flight (a
+/// claimed row's updated_at is its claim's start) above the ended ones.
+fn run_rows(item: &drover::Item, runs: Vec<ItemRun>, now: DateTime<Utc>) -> Vec<RunRow> {
+    let mut rows = Vec::with_capacity(runs.len() + 1);
+    if item.status == Status::Claimed {
+        // The run in flight: a claimed row's updated_at is its claim's start.
+        rows.push(RunRow {
+            seq: item.claim_seq,
+            worker: item.claimed_by.clone().unwrap_or_default(),
+            started: when(item.updated_at, now),
+            finished: None,
+            took: duration(now - item.updated_at),
+            outcome: "running".into(),
+            error: String::new(),
+        });
+    }
+    rows.extend(runs.into_iter().map(|r| RunRow {
+        seq: r.claim_seq,
+        worker: r.worker.clone().unwrap_or_default(),
+        started: when(r.started_at, now),
+        finished: Some(when(r.finished_at, now)),
+        took: duration(r.duration()),
+        outcome: r.outcome.as_str().replace('_', " "),
+        error: r.error.unwrap_or_default(),
+    }));
+    rows
+}
+
 /// One item: payload (redacted per kind), runs and failures, its runs,
 /// worker, times, error, why it waits, audit.
 pub(super) async fn item(
@@ -142,28 +171,7 @@ pub(super) async fn item(
     };
     let actors = Actors::load(&st.app.queue).await;
     let now = Utc::now();
-    let mut rows = Vec::with_capacity(runs.len() + 1);
-    if item.status == Status::Claimed {
-        // The run in flight: a claimed row's updated_at is its claim's start.
-        rows.push(RunRow {
-            seq: item.claim_seq,
-            worker: item.claimed_by.clone().unwrap_or_default(),
-            started: when(item.updated_at, now),
-            finished: None,
-            took: duration(now - item.updated_at),
-            outcome: "running".into(),
-            error: String::new(),
-        });
-    }
-    rows.extend(runs.into_iter().map(|r| RunRow {
-        seq: r.claim_seq,
-        worker: r.worker.clone().unwrap_or_default(),
-        started: when(r.started_at, now),
-        finished: Some(when(r.finished_at, now)),
-        took: duration(r.duration()),
-        outcome: r.outcome.as_str().replace('_', " "),
-        error: r.error.unwrap_or_default(),
-    }));
+    let rows = run_rows(&item, runs, now);
     let payload = st.config.redacted(&item.kind, &item.payload);
     let i = ItemView {
         id: item.id,

@@ -40,8 +40,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::Request;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::extract::{Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
@@ -156,7 +156,7 @@ pub fn routes(app: AppState, config: DashboardConfig) -> Router {
 pub fn routes_with(state: DashState) -> Router {
     Router::new()
         .route(BASE, get(|| async { Redirect::to("ui/") }))
-        .route(&format!("{BASE}/"), get(pages::overview))
+        .route(&format!("{BASE}/"), get(overview))
         .route(&format!("{BASE}/live"), get(pages::live_events))
         .route(&format!("{BASE}/items"), get(lists::items))
         .route(&format!("{BASE}/items/{{tenant}}/{{id}}"), get(item::item))
@@ -185,6 +185,25 @@ pub fn routes_with(state: DashState) -> Router {
         .layer(axum::extract::DefaultBodyLimit::max(MAX_FORM_BYTES))
         .layer(axum::middleware::from_fn(security_headers))
         .with_state(state)
+}
+
+/// The overview: a tenant-scoped viewer's own tenant's ([`tenant`]),
+/// else the installation's ([`pages::overview`], which also sends a
+/// browser without a session to the login form). The session's scope is
+/// read from the session store (no token lookup) to choose; the chosen
+/// page checks the session's token as every page does.
+async fn overview(
+    State(st): State<DashState>,
+    headers: HeaderMap,
+    Query(q): Query<pages::MsgQuery>,
+) -> Response {
+    let scoped = session::cookie_id(&headers)
+        .and_then(|id| st.sessions.get(&id))
+        .is_some_and(|s| s.principal.tenant.is_some());
+    if scoped {
+        return tenant::overview(st, headers, q).await;
+    }
+    pages::overview(State(st), headers, Query(q)).await
 }
 
 /// Adds the security headers to every dashboard response.

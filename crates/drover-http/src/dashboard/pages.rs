@@ -281,7 +281,8 @@ pub(super) async fn overview(
         Err(r) => return *r,
     };
     if let Some(tenant) = v.session.principal.tenant {
-        return super::tenant::overview(&st, &v, tenant, q.msg).await;
+        let nav = nav(&st, &v, "Overview", q.msg);
+        return render(&ScopedPage { nav, tenant }, StatusCode::OK);
     }
     let snap = st.live.latest().await;
     let fragment = overview_fragment(&st, &snap);

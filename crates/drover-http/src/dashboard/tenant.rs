@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use askama::Template;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use chrono::Utc;
 use drover::Status;
@@ -19,7 +19,7 @@ use uuid::Uuid;
 
 use super::DashState;
 use super::fmt::{When, when};
-use super::pages::{Nav, Viewer, nav, note_page, render};
+use super::pages::{MsgQuery, Nav, nav, note_page, render, viewer};
 
 /// One line of a tenant's counts: a lane or a kind, and its items per
 /// status (pending, claimed, done, failed, cancelled).
@@ -55,13 +55,27 @@ fn lines(map: BTreeMap<String, [i64; 5]>) -> Vec<CountLine> {
         .collect()
 }
 
-/// The overview for a viewer confined to `tenant`.
-pub(super) async fn overview(
-    st: &DashState,
-    v: &Viewer,
-    tenant: Uuid,
-    msg: Option<String>,
-) -> Response {
+/// The overview for a viewer confined to one tenant (an unscoped one,
+/// should its token have changed since the session began, gets the
+/// installation-wide note of the scoped pages' kind: the overview route
+/// chose this page by the session's scope).
+pub(super) async fn overview(st: DashState, headers: HeaderMap, q: MsgQuery) -> Response {
+    let st = &st;
+    let v = match viewer(st, &headers).await {
+        Ok(v) => v,
+        Err(r) => return *r,
+    };
+    let v = &v;
+    let msg = q.msg;
+    let Some(tenant) = v.session.principal.tenant else {
+        return note_page(
+            st,
+            v,
+            "Overview",
+            "the token is no longer scoped to a tenant: reload the overview".into(),
+            StatusCode::OK,
+        );
+    };
     let rows = match st.app.queue.counts_tenant(tenant).await {
         Ok(r) => r,
         Err(e) => {

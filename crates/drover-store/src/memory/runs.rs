@@ -48,7 +48,7 @@ impl RunStore for MemoryStore {
             return Ok(Vec::new());
         };
         let mut runs: Vec<ItemRun> = kept.by_slot.values().cloned().collect();
-        runs.sort_by(|a, b| b.claim_seq.cmp(&a.claim_seq));
+        runs.sort_by_key(|r| std::cmp::Reverse(r.claim_seq));
         runs.truncate(RUNS_KEPT as usize);
         Ok(runs)
     }
