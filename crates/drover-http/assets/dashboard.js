@@ -23,3 +23,15 @@
     });
   });
 })();
+// Copy buttons of the lists: copy the whole id (without a script the id is
+// in the link and its title).
+(function () {
+  "use strict";
+  document.addEventListener("click", function (ev) {
+    var b = ev.target.closest && ev.target.closest("button[data-copy]");
+    if (!b || !navigator.clipboard) return;
+    navigator.clipboard.writeText(b.getAttribute("data-copy")).then(function () {
+      b.textContent = "copied";
+    });
+  });
+})();

@@ -32,8 +32,10 @@
 //! `X-Content-Type-Options: nosniff`, so no browser reads a JSON answer
 //! (or a problem) as anything but what its content type says.
 
+mod actors;
 pub mod api;
 pub mod auth;
+pub mod bulk;
 pub mod dashboard;
 mod filter;
 pub mod head;

@@ -305,6 +305,10 @@ impl super::ItemStore for FaultStore {
         self.inner.counts().await
     }
 
+    async fn counts_tenant(&self, tenant: Uuid) -> Result<Vec<CountRow>> {
+        self.inner.counts_tenant(tenant).await
+    }
+
     async fn counts_lane(&self, lane: &str) -> Result<Vec<CountRow>> {
         self.inner.counts_lane(lane).await
     }
@@ -315,6 +319,16 @@ impl super::ItemStore for FaultStore {
 
     async fn gauges(&self) -> Result<Gauges> {
         self.inner.gauges().await
+    }
+}
+
+#[async_trait]
+impl crate::runs::RunStore for FaultStore {
+    async fn item_runs(&self, tenant: Uuid, id: Uuid) -> Result<Vec<crate::runs::ItemRun>> {
+        self.inner.item_runs(tenant, id).await
+    }
+    async fn item_runs_purge(&self, before: DateTime<Utc>, batch: u32) -> Result<u64> {
+        self.inner.item_runs_purge(before, batch).await
     }
 }
 

@@ -312,6 +312,12 @@ pub trait ItemStore: Send + Sync {
         Ok(rows)
     }
 
+    /// Counts per lane, kind and status of one tenant's items (system
+    /// operation; what a tenant-scoped overview shows). Exact, from the
+    /// same rollup and indexes as [`ItemStore::counts`], narrowed to the
+    /// tenant.
+    async fn counts_tenant(&self, tenant: Uuid) -> Result<Vec<CountRow>>;
+
     /// The health gauges (system operation).
     async fn gauges(&self) -> Result<Gauges>;
 }

@@ -67,6 +67,7 @@ pub mod pooler;
 pub mod postgres;
 pub mod projector;
 pub mod reconcile;
+pub mod runs;
 pub mod schedule;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
@@ -271,6 +272,7 @@ pub trait Store:
     + orchestration::OrchestrationStore
     + schedule::ScheduleStore
     + reconcile::ReconcileStore
+    + runs::RunStore
     + outbox::OutboxStore
     + events::EventStore
     + lane::LaneStore

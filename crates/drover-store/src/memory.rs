@@ -29,6 +29,7 @@ mod orchestration;
 mod outbox;
 mod projector;
 mod reconcile;
+mod runs;
 mod schedule;
 mod sweep;
 mod vacuum;
@@ -62,6 +63,8 @@ struct State {
     tokens: Vec<crate::access::TokenRow>,
     markers: HashMap<crate::access::MarkerKey, access::Marker>,
     links: links::Links,
+    /// Each item's last runs (the attempt history).
+    runs: HashMap<Uuid, runs::Kept>,
 }
 
 /// The in-memory store.

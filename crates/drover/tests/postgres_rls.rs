@@ -183,6 +183,7 @@ async fn runtime_role_cannot_truncate() {
         "api_tokens",
         "item_deps",
         "batches",
+        "item_runs",
     ] {
         let mut conn = as_runtime(&url, &schema, Some(Uuid::new_v4())).await;
         let r = conn.execute(format!("TRUNCATE {table}").as_str()).await;
@@ -236,6 +237,7 @@ async fn every_table_forces_rls_and_runtime_role_is_unprivileged() {
             "item_deps",
             "item_keys",
             "item_waits",
+            "item_runs",
             "items",
             "items_default",
             "items_legacy",
@@ -663,5 +665,54 @@ async fn schedule_rows_are_invisible_to_other_tenants() {
     // End both transactions, or the schema's drop waits on their locks.
     other.execute("ROLLBACK").await.unwrap();
     nil.execute("ROLLBACK").await.unwrap();
+    pg_drop_schema(&url, &schema).await;
+}
+
+/// The run history (migration 0040) is tenant-scoped: a tenant's runtime
+/// role sees only its own runs and cannot write one for another tenant.
+#[tokio::test]
+async fn item_runs_are_tenant_scoped() {
+    let (s, schema) = pg_fresh_store().await;
+    let url = pg_owner_url().await;
+    let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+    let item_b = NewItem::new("k", json!({})).with_tenant(b);
+    s.item_insert(&item_b).await.unwrap();
+    let got = s
+        .item_claim(&ClaimParams {
+            lane: "default".into(),
+            kinds: vec![],
+            worker_id: "w".into(),
+            lease: std::time::Duration::from_secs(60),
+            limit: 1,
+        })
+        .await
+        .unwrap();
+    let claim = drover::store::ClaimRef::of(&got[0]).unwrap();
+    s.item_complete(&claim).await.unwrap();
+
+    let mut conn = as_runtime(&url, &schema, Some(b)).await;
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM item_runs")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(n, 1, "tenant B sees its own run");
+    drop(conn);
+    let mut conn = as_runtime(&url, &schema, Some(a)).await;
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM item_runs")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(n, 0, "tenant A sees no run of B's");
+    let ins = sqlx::query(
+        "INSERT INTO item_runs (tenant_id, item_id, slot, claim_seq, started_at, finished_at, outcome) \
+         VALUES ($1, $2, 0, 1, now(), now(), 'done')",
+    )
+    .bind(b)
+    .bind(Uuid::new_v4())
+    .execute(&mut conn)
+    .await;
+    let err = ins.unwrap_err().to_string();
+    assert!(err.contains("row-level security"), "{err}");
+    drop(conn);
     pg_drop_schema(&url, &schema).await;
 }

@@ -16,8 +16,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
-use drover::store::ListFilter;
-use drover::{Item, Status};
+
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -34,30 +33,8 @@ pub const BULK_MAX: u32 = 10_000;
 /// The cap when the request names none.
 pub const BULK_DEFAULT: u32 = 1_000;
 /// How many single-item writes run at once.
-pub const BULK_BATCH: usize = 100;
-
-/// What to do in bulk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum BulkAction {
-    /// Make done, failed or cancelled items pending again.
-    Retry,
-    /// Cancel pending or claimed items, or discard dead letters (failed).
-    Cancel,
-}
-
-impl BulkAction {
-    /// The statuses the action changes (the store's rule for a single
-    /// retry or cancel): a retry makes a done, failed or cancelled item
-    /// pending; a cancel ends a pending or claimed one or discards a dead
-    /// letter. An item in another status would only be refused.
-    pub fn acts_on(self) -> &'static [Status] {
-        match self {
-            BulkAction::Retry => &[Status::Done, Status::Failed, Status::Cancelled],
-            BulkAction::Cancel => &[Status::Pending, Status::Claimed, Status::Failed],
-        }
-    }
-}
+pub use crate::bulk::{BULK_BATCH, BulkAction};
+use crate::bulk::{actionable, apply};
 
 /// The items a bulk request matches.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
@@ -191,61 +168,15 @@ pub async fn bulk(
         if req.preview {
             return Answer::json(StatusCode::OK, &out);
         }
-        for chunk in matched.chunks(BULK_BATCH) {
-            let writes = chunk.iter().map(|item| {
-                let principal = who.queue_principal(item.tenant_id, None);
-                let q = state.queue.clone();
-                let (tenant, id) = (item.tenant_id, item.id);
-                async move {
-                    match req.action {
-                        BulkAction::Retry => q.retry(&principal, tenant, id).await.map(|_| ()),
-                        BulkAction::Cancel => q.cancel(&principal, tenant, id).await.map(|_| ()),
-                    }
-                }
-            });
-            for r in futures::future::join_all(writes).await {
-                match r {
-                    Ok(()) => out.applied += 1,
-                    Err(e) if matches!(e.kind(), drover::ErrorKind::Conflict | drover::ErrorKind::NotFound) => {
-                        out.skipped += 1
-                    }
-                    Err(e) => return Answer::from(Problem::from(e)),
-                }
+        match apply(&state, &who, &matched, req.action).await {
+            Ok((applied, skipped)) => {
+                out.applied = applied;
+                out.skipped = skipped;
             }
+            Err(e) => return Answer::from(Problem::from(e)),
         }
         tracing::info!(actor = %who.token_id, action = ?req.action, applied = out.applied, skipped = out.skipped, "bulk operation");
         Answer::json(StatusCode::OK, &out)
     })
     .await
-}
-
-/// The items `filter` names (at most its limit, newest first) that are in
-/// a status `action` changes: the filter's own status when the action acts
-/// on it (none when it does not), else one listing per status the action
-/// acts on, merged in the listing's order (by id, descending), so
-/// the first `limit` of the union are the first `limit` of all of them.
-///
-/// # Errors
-/// Storage errors.
-async fn actionable(
-    state: &AppState,
-    filter: &ListFilter,
-    action: BulkAction,
-) -> drover::Result<Vec<Item>> {
-    let statuses: Vec<Status> = match filter.status {
-        Some(s) if action.acts_on().contains(&s) => vec![s],
-        Some(_) => return Ok(Vec::new()),
-        None => action.acts_on().to_vec(),
-    };
-    let mut all = Vec::new();
-    for status in statuses {
-        let one = ListFilter {
-            status: Some(status),
-            ..filter.clone()
-        };
-        all.extend(state.queue.list(&one).await?);
-    }
-    all.sort_by_key(|i| std::cmp::Reverse(i.id));
-    all.truncate(filter.limit as usize);
-    Ok(all)
 }

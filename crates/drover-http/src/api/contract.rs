@@ -81,6 +81,26 @@ pub enum WaitCode {
     NoWorker,
 }
 
+/// How a run ended.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum RunOutcomeCode {
+    /// The handler finished: the item is done.
+    Done,
+    /// The handler failed and another attempt was allowed.
+    Retry,
+    /// The handler failed for the last time (or fatally): dead-lettered.
+    Failed,
+    /// Cancelled while claimed, by the handler or an operator.
+    Cancelled,
+    /// Deferred: pending again later, no attempt spent.
+    Snoozed,
+    /// Handed back: pending again at once, no attempt spent.
+    Released,
+    /// The lease passed before the worker wrote.
+    LeaseLost,
+}
+
 /// A limit's scope.
 #[derive(ToSchema)]
 #[schema(rename_all = "snake_case")]

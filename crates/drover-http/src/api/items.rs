@@ -417,11 +417,13 @@ pub async fn get_item(
         None => state.queue.get(tenant, id).await?,
     };
     let audit = state.queue.audit(tenant, id).await?;
+    let runs = state.queue.runs(tenant, id).await?;
     let waiting = if item.status == drover::Status::Pending {
         state.queue.why_waiting(&item).await?
     } else {
         Vec::new()
     };
+    let actors = crate::actors::Actors::load(&state.queue).await;
     Ok(axum::Json(ItemDetail {
         waiting: waiting
             .into_iter()
@@ -439,11 +441,13 @@ pub async fn get_item(
             .into_iter()
             .map(|a| AuditView {
                 action: a.action,
+                actor_label: actors.name(a.actor),
                 actor: a.actor,
                 detail: a.detail,
                 at: a.at,
             })
             .collect(),
+        runs: runs.into_iter().map(Into::into).collect(),
     }))
 }
 

@@ -288,6 +288,9 @@ pub struct AuditView {
     pub action: String,
     /// Who did it (the nil UUID: the system; else a token id).
     pub actor: Uuid,
+    /// Who did it in words: `system`, the token's label, or `token` and
+    /// the id's first 8 hex digits when no stored token carries a label.
+    pub actor_label: String,
     /// Free text.
     #[schema(nullable = true)]
     pub detail: Option<String>,
@@ -304,6 +307,10 @@ pub struct ItemDetail {
     pub attempts: AttemptsView,
     /// Its audit entries, oldest first.
     pub audit: Vec<AuditView>,
+    /// Its last runs (claims that ended), newest first: at most 20, the
+    /// latest (an item keeps no more). A claim in flight is not here yet;
+    /// `attempts.claimed_by` names its worker.
+    pub runs: Vec<RunView>,
     /// While it is pending, why it has not started (empty: nothing holds
     /// it back; it waits for the next claim).
     pub waiting: Vec<WaitView>,
@@ -350,4 +357,42 @@ pub struct AttemptsView {
     /// The worker of the current claim.
     #[schema(nullable = true)]
     pub claimed_by: Option<String>,
+}
+
+/// One run of an item: a claim, from its start to the write that ended it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RunView {
+    /// The claim's fencing number: 1 for the first run.
+    pub claim_seq: i64,
+    /// The worker that held it.
+    #[schema(nullable = true)]
+    pub worker: Option<String>,
+    /// When the claim started.
+    pub started_at: DateTime<Utc>,
+    /// When the write that ended it landed.
+    pub finished_at: DateTime<Utc>,
+    /// How long it ran, in milliseconds.
+    pub duration_ms: i64,
+    /// `done`, `retry` (failed, tried again), `failed` (dead-lettered),
+    /// `cancelled`, `snoozed` (deferred), `released` (handed back at once)
+    /// or `lease_lost` (the lease passed before the worker wrote).
+    #[schema(value_type = super::contract::RunOutcomeCode)]
+    pub outcome: String,
+    /// The error it left, if any.
+    #[schema(nullable = true)]
+    pub error: Option<String>,
+}
+
+impl From<drover::store::runs::ItemRun> for RunView {
+    fn from(r: drover::store::runs::ItemRun) -> Self {
+        RunView {
+            claim_seq: r.claim_seq,
+            duration_ms: r.duration().num_milliseconds(),
+            worker: r.worker,
+            started_at: r.started_at,
+            finished_at: r.finished_at,
+            outcome: r.outcome.as_str().to_owned(),
+            error: r.error,
+        }
+    }
 }

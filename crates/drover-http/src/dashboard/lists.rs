@@ -1,5 +1,15 @@
 //! The list pages: items with every filter, and the dead letter (failed
 //! items), 50 per page with a cursor, with bulk retry and cancel.
+//!
+//! A row fits one line: the id shortened (the whole id in its link, its
+//! title and a copy button), times relative with the absolute time on
+//! hover, priority, run at, created, a payload preview (redacted per kind).
+//! Paging goes both ways: the next page by the cursor, the previous by the
+//! trail of cursors the links carry (the last [`TRAIL_MAX`] pages; past
+//! them, back to the first page). The total is shown when it is cheap: a
+//! filter of status, lane and kind only, for an unscoped viewer, is summed
+//! from the live view's counts (as of its last refresh); any other filter
+//! says it is not counted.
 
 use askama::Template;
 use axum::extract::{Query, State};
@@ -11,11 +21,16 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use super::DashState;
-use super::pages::{Nav, nav, render, time, viewer};
+use super::fmt::{When, preview, short, when};
+use super::pages::{Nav, nav, render, viewer};
 use crate::filter::{self, ItemFilter};
 
 /// Items per page of a list.
 const PAGE: u32 = 50;
+/// How many earlier pages the previous link can walk back through.
+pub(super) const TRAIL_MAX: usize = 30;
+/// The characters of a payload preview.
+const PREVIEW_CHARS: usize = 60;
 
 /// The list filters as the form sends them.
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -40,6 +55,10 @@ pub(super) struct ItemsQuery {
     tenant: String,
     #[serde(default)]
     cursor: String,
+    /// The cursors of the pages before this one, oldest first, joined by
+    /// `.` (`-` for the first page).
+    #[serde(default)]
+    trail: String,
     msg: Option<String>,
 }
 
@@ -115,6 +134,35 @@ impl ItemsQuery {
     }
 
     fn query_string(&self, cursor: Option<&str>) -> String {
+        self.query_string_with(cursor, "")
+    }
+
+    /// The links to the next and the previous page: the next one carries
+    /// this page in its trail; the previous one drops the trail's last.
+    fn paging(&self, next: Option<&str>) -> (Option<String>, Option<String>) {
+        let mut trail: Vec<&str> = self.trail.split('.').filter(|t| !t.is_empty()).collect();
+        let here = if self.cursor.is_empty() {
+            "-"
+        } else {
+            self.cursor.as_str()
+        };
+        let prev = if self.cursor.is_empty() {
+            None
+        } else {
+            let last = trail.pop().unwrap_or("-");
+            let c = if last == "-" { "" } else { last };
+            Some(self.query_string_with(Some(c), &trail.join(".")))
+        };
+        let next = next.map(|c| {
+            let mut t: Vec<&str> = self.trail.split('.').filter(|t| !t.is_empty()).collect();
+            t.push(here);
+            let skip = t.len().saturating_sub(TRAIL_MAX);
+            self.query_string_with(Some(c), &t[skip..].join("."))
+        });
+        (next, prev)
+    }
+
+    fn query_string_with(&self, cursor: Option<&str>, trail: &str) -> String {
         let pairs = [
             ("status", self.status.as_str()),
             ("lane", &self.lane),
@@ -126,6 +174,7 @@ impl ItemsQuery {
             ("before", &self.before),
             ("tenant", &self.tenant),
             ("cursor", cursor.unwrap_or("")),
+            ("trail", trail),
         ];
         pairs
             .iter()
@@ -139,14 +188,22 @@ impl ItemsQuery {
 /// One row of an items list.
 pub(super) struct ItemRow {
     id: Uuid,
+    short: String,
     tenant: Uuid,
     kind: String,
     lane: String,
     group: String,
     status: String,
-    attempts: i32,
-    updated: String,
+    priority: i16,
+    run_at: When,
+    created: When,
+    updated: When,
+    /// Claims so far.
+    runs: i64,
+    /// Failed attempts.
+    failures: i32,
     error: String,
+    payload: String,
 }
 
 /// The filter form's values, as typed.
@@ -173,6 +230,15 @@ struct ItemsPage {
     back: String,
     rows: Vec<ItemRow>,
     next: Option<String>,
+    prev: Option<String>,
+    /// Not the first page: a link back to it.
+    first: Option<String>,
+    /// The total matching, or why it is not counted.
+    total: String,
+    /// The dead letter's groups (the dead-letter page only).
+    groups: Vec<super::dead::GroupRow>,
+    /// Says when the groups are read from the newest dead letters only.
+    groups_note: Option<String>,
 }
 
 async fn list_page(
@@ -193,7 +259,11 @@ async fn list_page(
     let mut msg = q.msg.clone();
     let mut rows = Vec::new();
     let mut next = None;
+    let mut prev = None;
     let mut status = StatusCode::OK;
+    let mut total = String::new();
+    let mut groups = Vec::new();
+    let mut groups_note = None;
     match q.filter(scoped) {
         Err(Refusal::Invalid(e)) => msg = Some(e),
         Err(Refusal::OtherTenant) => {
@@ -203,27 +273,39 @@ async fn list_page(
         Ok(filter) => match st.app.queue.list(&filter).await {
             Err(e) => msg = Some(e.to_string()),
             Ok(items) => {
-                if items.len() == PAGE as usize
-                    && let Some(last) = items.last()
-                {
-                    let c = filter::cursor_text(last.created_at, last.id);
-                    next = Some(format!(
-                        "{}/{page}?{}",
-                        st.config.base(),
-                        q.query_string(Some(&c))
-                    ));
+                total = total_of(&st, &q, scoped).await;
+                if page == "dead" {
+                    match super::dead::read_groups(&st, &filter).await {
+                        Ok((g, note)) => (groups, groups_note) = (g, note),
+                        Err(e) => groups_note = Some(format!("groups not read: {e}")),
+                    }
                 }
+                let cursor = (items.len() == PAGE as usize)
+                    .then(|| items.last())
+                    .flatten()
+                    .map(|last| filter::cursor_text(last.created_at, last.id));
+                let (n, p) = q.paging(cursor.as_deref());
+                let base = st.config.base();
+                next = n.map(|qs| format!("{base}/{page}?{qs}"));
+                prev = p.map(|qs| format!("{base}/{page}?{qs}"));
+                let now = Utc::now();
                 rows = items
                     .into_iter()
                     .map(|i| ItemRow {
+                        short: short(i.id),
                         id: i.id,
                         tenant: i.tenant_id,
+                        payload: preview(&st.config.redacted(&i.kind, &i.payload), PREVIEW_CHARS),
                         kind: i.kind,
                         lane: i.lane,
                         group: i.group.unwrap_or_default(),
                         status: i.status.as_str().to_owned(),
-                        attempts: i.attempts,
-                        updated: time(i.updated_at),
+                        priority: i.priority,
+                        run_at: when(i.available_at, now),
+                        created: when(i.created_at, now),
+                        updated: when(i.updated_at, now),
+                        runs: i.claim_seq,
+                        failures: i.attempts,
                         error: i.last_error.unwrap_or_default(),
                     })
                     .collect();
@@ -251,11 +333,47 @@ async fn list_page(
         },
         show_tenant: scoped.is_none(),
         can_operate: v.can_operate(),
-        back,
         rows,
         next,
+        first: (!q.cursor.is_empty()).then(|| back.clone()),
+        back,
+        prev,
+        total,
+        groups,
+        groups_note,
     };
     render(&t, status)
+}
+
+/// The total a list's filter matches when it is cheap, in words: summed
+/// from the live view's counts (per lane, kind and status, refreshed every
+/// interval) for an unscoped viewer filtering by status, lane and kind
+/// only; otherwise why it is not counted.
+async fn total_of(st: &DashState, q: &ItemsQuery, scoped: Option<Uuid>) -> String {
+    if scoped.is_some() || non_empty(&q.tenant).is_some() {
+        return "total not counted for one tenant".into();
+    }
+    let narrowed = [&q.group, &q.key, &q.error, &q.after, &q.before]
+        .iter()
+        .any(|f| non_empty(f).is_some());
+    if narrowed {
+        return "total not counted for a group, key, error or time filter".into();
+    }
+    let snap = st.live.latest().await;
+    let (lane, kind) = (non_empty(&q.lane), non_empty(&q.kind));
+    let status = non_empty(&q.status).and_then(|s| filter::status(&s));
+    let n: i64 = snap
+        .counts
+        .iter()
+        .filter(|r| lane.as_deref().is_none_or(|l| l == r.lane))
+        .filter(|r| kind.as_deref().is_none_or(|k| k == r.kind))
+        .filter(|r| status.is_none_or(|s| s == r.status))
+        .map(|r| r.count)
+        .sum();
+    format!(
+        "of {n} in all (counted {})",
+        super::fmt::relative(snap.at, Utc::now())
+    )
 }
 
 /// Items, with every list filter.

@@ -7,8 +7,12 @@
 //! | [`session`] | sessions, cookies, the CSRF check |
 //! | [`live`] | the one query set per interval every tab shares, the charts |
 //! | `pages` | the pages (GET) |
+//! | `item` | the item page: runs, why it waits, audit by actor |
+//! | `dead` | the dead letter grouped by kind and normalised error, "retry all in this group" |
+//! | `fmt` | relative and absolute times, durations, short ids |
 //! | `lists` | the items and dead-letter lists (GET) |
 //! | `actions` | login, logout, retry, cancel, pause, resume, set and clear a limit (POST) |
+//! | `tenant` | the overview of a tenant-scoped viewer: its own counts |
 //! | `limits` | the limits in force as the lanes page shows them |
 //!
 //! Invariants:
@@ -36,8 +40,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::Request;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::extract::{Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
@@ -46,11 +50,15 @@ use crate::AppState;
 
 mod actions;
 mod batches;
+mod dead;
+mod fmt;
+mod item;
 mod limits;
 mod lists;
 pub mod live;
 mod pages;
 pub mod session;
+mod tenant;
 
 /// The dashboard's path under the router.
 pub const BASE: &str = "/ui";
@@ -149,10 +157,10 @@ pub fn routes(app: AppState, config: DashboardConfig) -> Router {
 pub fn routes_with(state: DashState) -> Router {
     Router::new()
         .route(BASE, get(|| async { Redirect::to("ui/") }))
-        .route(&format!("{BASE}/"), get(pages::overview))
+        .route(&format!("{BASE}/"), get(overview))
         .route(&format!("{BASE}/live"), get(pages::live_events))
         .route(&format!("{BASE}/items"), get(lists::items))
-        .route(&format!("{BASE}/items/{{tenant}}/{{id}}"), get(pages::item))
+        .route(&format!("{BASE}/items/{{tenant}}/{{id}}"), get(item::item))
         .route(&format!("{BASE}/dead"), get(lists::dead))
         .route(&format!("{BASE}/lanes"), get(pages::lanes))
         .route(&format!("{BASE}/workers"), get(pages::workers))
@@ -168,6 +176,7 @@ pub fn routes_with(state: DashState) -> Router {
         )
         .route(&format!("{BASE}/logout"), post(actions::logout))
         .route(&format!("{BASE}/items/act"), post(actions::items_act))
+        .route(&format!("{BASE}/dead/retry-group"), post(dead::retry_group))
         .route(&format!("{BASE}/lanes/act"), post(actions::lanes_act))
         .route(&format!("{BASE}/limits/act"), post(actions::limits_act))
         .route(&format!("{BASE}/assets/htmx.min.js"), get(asset_htmx))
@@ -178,6 +187,25 @@ pub fn routes_with(state: DashState) -> Router {
         .layer(axum::extract::DefaultBodyLimit::max(MAX_FORM_BYTES))
         .layer(axum::middleware::from_fn(security_headers))
         .with_state(state)
+}
+
+/// The overview: a tenant-scoped viewer's own tenant's ([`tenant`]),
+/// else the installation's ([`pages::overview`], which also sends a
+/// browser without a session to the login form). The session's scope is
+/// read from the session store (no token lookup) to choose; the chosen
+/// page checks the session's token as every page does.
+async fn overview(
+    State(st): State<DashState>,
+    headers: HeaderMap,
+    Query(q): Query<pages::MsgQuery>,
+) -> Response {
+    let scoped = session::cookie_id(&headers)
+        .and_then(|id| st.sessions.get(&id))
+        .is_some_and(|s| s.principal.tenant.is_some());
+    if scoped {
+        return tenant::overview(st, headers, q).await;
+    }
+    pages::overview(State(st), headers, Query(q)).await
 }
 
 /// Adds the security headers to every dashboard response.

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::convert::Infallible;
 
 use askama::Template;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Redirect, Response};
@@ -145,7 +145,7 @@ fn age(secs: f64) -> String {
 
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct MsgQuery {
-    msg: Option<String>,
+    pub(super) msg: Option<String>,
 }
 
 #[derive(Template)]
@@ -325,47 +325,6 @@ pub(super) async fn live_events(State(st): State<DashState>, headers: HeaderMap)
         .into_response()
 }
 
-/// One item as the detail page shows it.
-pub(super) struct ItemView {
-    id: Uuid,
-    tenant: Uuid,
-    status: String,
-    kind: String,
-    lane: String,
-    group: String,
-    attempts: i32,
-    max_attempts: i32,
-    claim_seq: i64,
-    worker: String,
-    lease: String,
-    available: String,
-    created: String,
-    created_by: Uuid,
-    updated: String,
-    updated_by: Uuid,
-    key: String,
-    request: String,
-    error: String,
-    payload: String,
-    /// The last progress report, in words (`-` when none).
-    progress: String,
-    /// The handler's result, pretty JSON (empty when none), redacted as
-    /// the payload is.
-    result: String,
-}
-
-#[derive(Template)]
-#[template(path = "dashboard/item.html")]
-struct ItemPage {
-    nav: Nav,
-    i: ItemView,
-    audit: Vec<(String, String, String, String)>,
-    /// While pending: why it has not started, in words.
-    waiting: Vec<String>,
-    can_operate: bool,
-    back: String,
-}
-
 #[derive(Template)]
 #[template(path = "dashboard/table.html")]
 pub(super) struct TablePage {
@@ -390,136 +349,6 @@ pub(super) fn note_page(
             rows: vec![],
         },
         status,
-    )
-}
-
-/// A progress report in words: `40 %, {"cursor":7}`, either half alone.
-fn progress_words(p: Option<&drover::item::Progress>) -> String {
-    match p.map(|p| (p.value, &p.data)) {
-        Some((Some(v), Some(d))) => format!("{v} %, {d}"),
-        Some((Some(v), None)) => format!("{v} %"),
-        Some((None, Some(d))) => d.to_string(),
-        _ => "-".into(),
-    }
-}
-
-/// One item: payload and result (redacted per kind), progress, attempts,
-/// worker, times, error, fencing number, audit.
-pub(super) async fn item(
-    State(st): State<DashState>,
-    headers: HeaderMap,
-    Path((tenant, id)): Path<(Uuid, Uuid)>,
-    Query(q): Query<MsgQuery>,
-) -> Response {
-    let v = match viewer(&st, &headers).await {
-        Ok(v) => v,
-        Err(r) => return *r,
-    };
-    let Ok(tenant) = v.session.principal.tenant_for(Some(tenant)) else {
-        return note_page(
-            &st,
-            &v,
-            "Items",
-            format!("no item {id}"),
-            StatusCode::NOT_FOUND,
-        );
-    };
-    let item = match st.app.queue.get(tenant, id).await {
-        Ok(i) => i,
-        Err(e) if e.kind() == drover::ErrorKind::NotFound => {
-            return note_page(
-                &st,
-                &v,
-                "Items",
-                format!("no item {id}"),
-                StatusCode::NOT_FOUND,
-            );
-        }
-        Err(e) => {
-            return note_page(
-                &st,
-                &v,
-                "Items",
-                e.to_string(),
-                StatusCode::SERVICE_UNAVAILABLE,
-            );
-        }
-    };
-    let audit = match st.app.queue.audit(tenant, id).await {
-        Ok(a) => a,
-        Err(e) => {
-            return note_page(
-                &st,
-                &v,
-                "Items",
-                e.to_string(),
-                StatusCode::SERVICE_UNAVAILABLE,
-            );
-        }
-    };
-    let waiting = if item.status == drover::Status::Pending {
-        match st.app.queue.why_waiting(&item).await {
-            Ok(w) => w
-                .into_iter()
-                .map(|w| w.for_tenant(v.session.principal.tenant).to_string())
-                .collect(),
-            Err(e) => vec![format!("not known now: {e}")],
-        }
-    } else {
-        Vec::new()
-    };
-    let payload = st.config.redacted(&item.kind, &item.payload);
-    let i = ItemView {
-        id: item.id,
-        tenant: item.tenant_id,
-        status: item.status.as_str().to_owned(),
-        kind: item.kind.clone(),
-        lane: item.lane.clone(),
-        group: item.group.clone().unwrap_or_default(),
-        attempts: item.attempts,
-        max_attempts: item.max_attempts,
-        claim_seq: item.claim_seq,
-        worker: item.claimed_by.clone().unwrap_or_else(|| "-".into()),
-        lease: opt_time(item.lease_expires_at),
-        available: time(item.available_at),
-        created: time(item.created_at),
-        created_by: item.created_by,
-        updated: time(item.updated_at),
-        updated_by: item.updated_by,
-        key: item.idempotency_key.clone().unwrap_or_else(|| "-".into()),
-        request: item.request_id.clone().unwrap_or_else(|| "-".into()),
-        error: item.last_error.clone().unwrap_or_default(),
-        payload: serde_json::to_string_pretty(&payload).unwrap_or_default(),
-        progress: progress_words(item.progress.as_ref()),
-        result: item
-            .result
-            .as_ref()
-            .map(|r| serde_json::to_string_pretty(&st.config.redacted(&item.kind, r)))
-            .transpose()
-            .unwrap_or_default()
-            .unwrap_or_default(),
-    };
-    let back = format!("{}/items/{}/{}", st.config.base(), item.tenant_id, item.id);
-    render(
-        &ItemPage {
-            nav: nav(&st, &v, "Items", q.msg),
-            i,
-            audit: audit
-                .into_iter()
-                .map(|a| {
-                    (
-                        time(a.at),
-                        a.action,
-                        a.actor.to_string(),
-                        a.detail.unwrap_or_default(),
-                    )
-                })
-                .collect(),
-            waiting,
-            can_operate: v.can_operate(),
-            back,
-        },
-        StatusCode::OK,
     )
 }
 

@@ -195,6 +195,11 @@ macro_rules! contract_suite {
             batch_callback_once_with_counts,
             batch_callback_exactly_once_under_concurrent_finishes,
             batch_when_filters,
+            runs_record_each_way_a_claim_ends,
+            runs_lease_lost_and_operator_cancel,
+            runs_bounded_per_item,
+            runs_purged_by_the_cutoff,
+            counts_of_one_tenant,
         );
     };
 }
@@ -306,6 +311,7 @@ pub mod orchestration;
 mod ordered;
 pub mod reconcile;
 mod results;
+mod runs;
 mod schedule;
 mod sweep;
 mod vacuum;
@@ -321,6 +327,7 @@ pub use listing::*;
 pub use operations::*;
 pub use ordered::*;
 pub use results::*;
+pub use runs::*;
 pub use schedule::*;
 pub use sweep::*;
 pub use vacuum::*;

@@ -146,11 +146,13 @@ impl ItemStore for MemoryStore {
         let now = self.now();
         let mut st = self.lock();
         let item = st.fenced(claim, now)?;
+        let before = item.clone();
         item.status = Status::Done;
         clear_claim(item);
         item.result = result.cloned();
         item.updated_at = now;
         item.updated_by = Uuid::nil();
+        st.end_run(&before);
         st.finished(claim.id, now);
         self.flush_wakes(&mut st);
         Ok(())
@@ -162,11 +164,13 @@ impl ItemStore for MemoryStore {
         let mut landed = Vec::with_capacity(done.len());
         for c in done {
             if let Ok(item) = st.fenced(&c.claim, now) {
+                let before = item.clone();
                 item.status = Status::Done;
                 clear_claim(item);
                 item.result = c.result.clone();
                 item.updated_at = now;
                 item.updated_by = Uuid::nil();
+                st.end_run(&before);
                 landed.push(c.claim.id);
                 st.finished(c.claim.id, now);
             }
@@ -179,8 +183,8 @@ impl ItemStore for MemoryStore {
         let now = self.now();
         let mut st = self.lock();
         let item = st.fenced(claim, now)?;
+        // updated_at stays the claim's start (the run history reads it).
         item.progress = Some(progress.clone());
-        item.updated_at = now;
         Ok(())
     }
 
@@ -189,13 +193,14 @@ impl ItemStore for MemoryStore {
         let (outcome, lane) = {
             let mut st = self.lock();
             let item = st.fenced(claim, now)?;
+            let before = item.clone();
             item.attempts += 1;
             item.last_error = Some(bound_error(&p.error));
             clear_claim(item);
             item.updated_at = now;
             item.updated_by = Uuid::nil();
             let lane = item.lane.clone();
-            if p.fatal || rules::is_exhausted(item.attempts, item.max_attempts) {
+            let out = if p.fatal || rules::is_exhausted(item.attempts, item.max_attempts) {
                 st.dead_letter(claim.id, now);
                 self.flush_wakes(&mut st);
                 (FailOutcome::DeadLettered, lane)
@@ -204,7 +209,9 @@ impl ItemStore for MemoryStore {
                 item.available_at = now + to_chrono(p.retry_delay);
                 let available_at = item.available_at;
                 (FailOutcome::Requeued { available_at }, lane)
-            }
+            };
+            st.end_run(&before);
+            out
         };
         if matches!(outcome, FailOutcome::Requeued { available_at } if available_at <= now) {
             self.wake.counted(&lane);
@@ -217,12 +224,15 @@ impl ItemStore for MemoryStore {
         let (at, lane) = {
             let mut st = self.lock();
             let item = st.fenced(claim, now)?;
+            let before = item.clone();
             item.status = Status::Pending;
             clear_claim(item);
             item.available_at = now + to_chrono(delay);
             item.updated_at = now;
             item.updated_by = Uuid::nil();
-            (item.available_at, item.lane.clone())
+            let out = (item.available_at, item.lane.clone());
+            st.end_run(&before);
+            out
         };
         if at <= now {
             self.wake.counted(&lane);
@@ -235,6 +245,7 @@ impl ItemStore for MemoryStore {
         let lane = {
             let mut st = self.lock();
             let item = st.fenced(claim, now)?;
+            let before = item.clone();
             item.status = Status::Pending;
             clear_claim(item);
             item.available_at = now;
@@ -243,7 +254,9 @@ impl ItemStore for MemoryStore {
             }
             item.updated_at = now;
             item.updated_by = Uuid::nil();
-            item.lane.clone()
+            let lane = item.lane.clone();
+            st.end_run(&before);
+            lane
         };
         self.wake.counted(&lane);
         Ok(())
@@ -254,9 +267,9 @@ impl ItemStore for MemoryStore {
         let mut st = self.lock();
         let item = st.fenced(claim, now)?;
         let until = now + to_chrono(lease);
+        // updated_at is left alone: a claimed item's updated_at is its
+        // claim's start, which the run history reads when the claim ends.
         item.lease_expires_at = Some(until);
-        item.updated_at = now;
-        item.updated_by = Uuid::nil();
         Ok(until)
     }
 
@@ -264,11 +277,13 @@ impl ItemStore for MemoryStore {
         let now = self.now();
         let mut st = self.lock();
         let item = st.fenced(claim, now)?;
+        let before = item.clone();
         item.status = Status::Cancelled;
         item.last_error = Some(bound_error(note));
         clear_claim(item);
         item.updated_at = now;
         item.updated_by = Uuid::nil();
+        st.end_run(&before);
         st.finished(claim.id, now);
         self.flush_wakes(&mut st);
         Ok(())
@@ -279,11 +294,13 @@ impl ItemStore for MemoryStore {
         let mut st = self.lock();
         match st.items.get_mut(&id) {
             Some(item) if item.status == Status::Claimed && item.claim_token == Some(token) => {
+                let before = item.clone();
                 item.status = Status::Failed;
                 item.last_error = Some("orphaned: tenant gone".into());
                 clear_claim(item);
                 item.updated_at = now;
                 item.updated_by = Uuid::nil();
+                st.end_run(&before);
                 st.finished(id, now);
                 self.flush_wakes(&mut st);
                 Ok(())
@@ -329,6 +346,9 @@ impl ItemStore for MemoryStore {
         let mut report = StaleReport::default();
         let mut woke = std::collections::BTreeSet::new();
         for (_, id) in stale {
+            let Some(before) = st.items.get(&id).cloned() else {
+                continue;
+            };
             let exhausted = {
                 let Some(item) = st.items.get_mut(&id) else {
                     continue;
@@ -355,6 +375,7 @@ impl ItemStore for MemoryStore {
             } else {
                 report.requeued += 1;
             }
+            st.end_run(&before);
         }
         self.flush_wakes(&mut st);
         drop(st);
@@ -401,11 +422,13 @@ impl ItemStore for MemoryStore {
                 item.status
             )));
         }
+        let before = item.clone();
         item.status = Status::Cancelled;
         clear_claim(item);
         item.updated_at = now;
         item.updated_by = actor;
         let out = item.clone();
+        st.end_run(&before);
         st.audit.push(AuditEntry {
             tenant_id: tenant,
             item_id: id,
@@ -490,9 +513,24 @@ impl ItemStore for MemoryStore {
     }
 
     async fn counts(&self) -> Result<Vec<CountRow>> {
+        self.counts_where(|_| true)
+    }
+
+    async fn counts_tenant(&self, tenant: Uuid) -> Result<Vec<CountRow>> {
+        self.counts_where(|i| i.tenant_id == tenant)
+    }
+
+    async fn gauges(&self) -> Result<Gauges> {
+        self.gauges_now()
+    }
+}
+
+impl MemoryStore {
+    /// Counts per lane, kind and status of the items `keep` keeps.
+    fn counts_where(&self, keep: impl Fn(&Item) -> bool) -> Result<Vec<CountRow>> {
         let st = self.lock();
         let mut map: HashMap<(String, String, Status), i64> = HashMap::new();
-        for i in st.items.values() {
+        for i in st.items.values().filter(|i| keep(i)) {
             *map.entry((i.lane.clone(), i.kind.clone(), i.status))
                 .or_default() += 1;
         }
@@ -509,7 +547,8 @@ impl ItemStore for MemoryStore {
         Ok(rows)
     }
 
-    async fn gauges(&self) -> Result<Gauges> {
+    /// The health gauges.
+    fn gauges_now(&self) -> Result<Gauges> {
         let now = self.now();
         let st = self.lock();
         let mut oldest: HashMap<String, f64> = HashMap::new();

@@ -160,6 +160,10 @@ impl ItemStore for PgStore {
         ops::counts(self, None).await
     }
 
+    async fn counts_tenant(&self, tenant: Uuid) -> Result<Vec<CountRow>> {
+        ops::counts_tenant(self, tenant).await
+    }
+
     async fn counts_lane(&self, lane: &str) -> Result<Vec<CountRow>> {
         ops::counts(self, Some(lane)).await
     }

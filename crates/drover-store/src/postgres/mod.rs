@@ -59,6 +59,7 @@ mod projector;
 mod reconcile;
 mod rotate;
 mod row;
+mod runs;
 mod schedule;
 mod sql;
 mod sweep;

@@ -282,6 +282,31 @@ pub(super) async fn counts(store: &PgStore, lane: Option<&str>) -> Result<Vec<Co
         .collect()
 }
 
+/// Counts per lane, kind and status of one tenant (system role): the
+/// parts of [`counts`], each narrowed to the tenant.
+pub(super) async fn counts_tenant(store: &PgStore, tenant: Uuid) -> Result<Vec<CountRow>> {
+    let mut tx = store.begin_system().await?;
+    let mark = counts_mark(store, &mut tx).await?;
+    // Unprepared, as the counts are, for the same reason.
+    let rows = sqlx::query(sql::COUNTS_TENANT)
+        .persistent(false)
+        .bind(mark)
+        .bind(tenant)
+        .fetch_all(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    rows.iter()
+        .map(|r| {
+            Ok(CountRow {
+                lane: r.try_get("lane")?,
+                kind: r.try_get("kind")?,
+                status: row::status(r.try_get("status")?)?,
+                count: r.try_get("count")?,
+            })
+        })
+        .collect()
+}
+
 /// Folds the final rows settled since the last call into the count rollup
 /// (system role; the sweep's step). Returns how many rows it folded in.
 pub(super) async fn counts_settle(store: &PgStore) -> Result<u64> {

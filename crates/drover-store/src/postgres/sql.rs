@@ -6,6 +6,8 @@
 pub(super) const AUDIT_LIST: &str = include_str!("../../sql/postgres/audit_list.sql");
 /// `sql/postgres/counts.sql`.
 pub(super) const COUNTS: &str = include_str!("../../sql/postgres/counts.sql");
+/// `sql/postgres/counts_tenant.sql`.
+pub(super) const COUNTS_TENANT: &str = include_str!("../../sql/postgres/counts_tenant.sql");
 /// `sql/postgres/counts_mark.sql`.
 pub(super) const COUNTS_MARK: &str = include_str!("../../sql/postgres/counts_mark.sql");
 /// `sql/postgres/counts_settle_begin.sql`.

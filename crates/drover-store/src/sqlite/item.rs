@@ -133,6 +133,10 @@ impl ItemStore for SqliteStore {
         self.read_counts(Some(lane)).await
     }
 
+    async fn counts_tenant(&self, tenant: Uuid) -> Result<Vec<CountRow>> {
+        self.read_counts_tenant(tenant).await
+    }
+
     async fn counts_settle(&self) -> Result<u64> {
         self.settle_counts().await
     }

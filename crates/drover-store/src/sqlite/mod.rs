@@ -88,6 +88,7 @@ mod projector;
 mod read;
 mod reconcile;
 mod row;
+mod runs;
 mod schedule;
 mod sql;
 mod sweep;

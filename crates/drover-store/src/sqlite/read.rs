@@ -85,6 +85,23 @@ impl SqliteStore {
             .collect()
     }
 
+    pub(super) async fn read_counts_tenant(&self, tenant: Uuid) -> Result<Vec<CountRow>> {
+        let rows = sqlx::query(sql::COUNTS_TENANT)
+            .bind(tenant)
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(CountRow {
+                    lane: r.try_get("lane")?,
+                    kind: r.try_get("kind")?,
+                    status: row::status(r.try_get("status")?)?,
+                    count: r.try_get("count")?,
+                })
+            })
+            .collect()
+    }
+
     pub(super) async fn read_gauges(&self) -> Result<Gauges> {
         let now = to_micros(self.now());
         let rows = sqlx::query(sql::GAUGES_OLDEST)

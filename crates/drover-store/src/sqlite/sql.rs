@@ -50,6 +50,7 @@ sql!(AUDIT_INSERT, "audit_insert.sql");
 sql!(AUDIT_LIST, "audit_list.sql");
 sql!(COUNTS, "counts.sql");
 sql!(COUNTS_LANE, "counts_lane.sql");
+sql!(COUNTS_TENANT, "counts_tenant.sql");
 sql!(COUNTS_SETTLE, "counts_settle.sql");
 sql!(COUNTS_SETTLE_MARK, "counts_settle_mark.sql");
 sql!(COUNTS_UNFINAL, "counts_unfinal.sql");

@@ -52,6 +52,7 @@ mod outbox;
 mod progress;
 pub(crate) mod projector;
 mod results;
+mod runs;
 mod tenant;
 mod tx;
 mod waiting;
@@ -638,7 +639,19 @@ impl Queue {
     /// Storage errors.
     pub async fn purge(&self, retention: Duration) -> Result<u64> {
         let before = Utc::now() - rules::to_chrono(retention);
-        self.store.item_purge(before, PURGE_BATCH_DEFAULT).await
+        let purged = self.store.item_purge(before, PURGE_BATCH_DEFAULT).await?;
+        // The runs go by the same cutoff: every run of a purged item
+        // finished before its last change, so none outlives it.
+        loop {
+            let gone = self
+                .store
+                .item_runs_purge(before, PURGE_BATCH_DEFAULT)
+                .await?;
+            if gone < u64::from(PURGE_BATCH_DEFAULT) {
+                break;
+            }
+        }
+        Ok(purged)
     }
 
     /// The health gauges.
