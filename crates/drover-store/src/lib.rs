@@ -70,6 +70,7 @@ pub mod schedule;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 mod sweep;
+pub mod throughput;
 pub mod tx;
 pub mod vacuum;
 pub mod wake;
@@ -265,6 +266,7 @@ pub trait Store:
     + AuditStore
     + WorkerStore
     + SweepStore
+    + throughput::ThroughputStore
     + orchestration::OrchestrationStore
     + schedule::ScheduleStore
     + reconcile::ReconcileStore

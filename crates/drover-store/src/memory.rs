@@ -30,6 +30,7 @@ mod projector;
 mod reconcile;
 mod schedule;
 mod sweep;
+mod throughput;
 mod vacuum;
 mod worker;
 

@@ -229,6 +229,7 @@ async fn every_table_forces_rls_and_runtime_role_is_unprivileged() {
             "item_counts_mark",
             "item_counts_unfinal",
             "item_keys",
+            "item_minutes",
             "items",
             "items_default",
             "items_legacy",

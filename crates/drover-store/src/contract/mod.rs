@@ -179,6 +179,7 @@ macro_rules! contract_suite {
             ordered_group_dead_letter_continue_or_hold,
             ordered_group_exact_under_concurrent_claimers,
             cancel_discards_a_dead_letter_with_exact_counts,
+            throughput_rollup_after_settle_and_running_rows,
         );
     };
 }
@@ -290,6 +291,7 @@ mod ordered;
 pub mod reconcile;
 mod schedule;
 mod sweep;
+mod throughput;
 mod vacuum;
 mod wakeups;
 mod writes;
@@ -303,6 +305,7 @@ pub use operations::*;
 pub use ordered::*;
 pub use schedule::*;
 pub use sweep::*;
+pub use throughput::*;
 pub use vacuum::*;
 pub use wakeups::*;
 pub use writes::*;

@@ -307,6 +307,14 @@ pub(super) async fn counts_settle(store: &PgStore) -> Result<u64> {
         .bind(upto)
         .fetch_one(&mut *tx)
         .await?;
+    // The dashboard's minutes, from the same range (migration 0041).
+    sqlx::query(sql::MINUTES_SETTLE)
+        .persistent(false)
+        .bind(from)
+        .bind(upto)
+        .bind(upto - crate::throughput::THROUGHPUT_KEEP)
+        .execute(&mut *tx)
+        .await?;
     tx.commit().await?;
     let settled: i64 = r.try_get("settled")?;
     let unfinal: i64 = r.try_get("unfinal")?;
@@ -368,6 +376,7 @@ pub(super) async fn worker_beat(store: &PgStore, w: &WorkerRow) -> Result<()> {
         .bind(&w.state)
         .bind(w.beat_interval_ms.max(1))
         .bind(&w.kinds)
+        .bind(&w.version)
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;
