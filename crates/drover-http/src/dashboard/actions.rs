@@ -32,7 +32,7 @@ pub(super) fn encode(s: &str) -> String {
     out
 }
 
-fn field<'a>(form: &'a [(String, String)], name: &str) -> Option<&'a str> {
+pub(super) fn field<'a>(form: &'a [(String, String)], name: &str) -> Option<&'a str> {
     form.iter()
         .find(|(k, _)| k == name)
         .map(|(_, v)| v.as_str())
@@ -48,7 +48,7 @@ fn refused(r: CsrfRefusal) -> Response {
 
 /// The session and the CSRF check of an operation; the answer to give when
 /// either fails.
-async fn gate(
+pub(super) async fn gate(
     st: &DashState,
     headers: &HeaderMap,
     form: &[(String, String)],
@@ -65,7 +65,7 @@ async fn gate(
     Ok(v)
 }
 
-fn operator_gate(st: &DashState, v: &Viewer) -> Result<(), Box<Response>> {
+pub(super) fn operator_gate(st: &DashState, v: &Viewer) -> Result<(), Box<Response>> {
     if st.app.auth.is_read_only() {
         return Err(Box::new(
             (StatusCode::FORBIDDEN, "the dashboard is in read-only mode").into_response(),
@@ -109,7 +109,7 @@ pub(super) fn is_own_page(base: &str, back: &str) -> bool {
 /// Back to `back` when it is one of the dashboard's own pages
 /// ([`is_own_page`]: never an open redirect, never a path outside the
 /// dashboard), else the overview; with `msg`.
-fn back_to(st: &DashState, back: Option<&str>, msg: &str) -> Response {
+pub(super) fn back_to(st: &DashState, back: Option<&str>, msg: &str) -> Response {
     let base = st.config.base();
     let target = back
         .filter(|b| is_own_page(&base, b))

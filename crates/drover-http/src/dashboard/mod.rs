@@ -5,8 +5,12 @@
 //! |---|---|
 //! | this module | the routes, the security headers, the session gate |
 //! | [`session`] | sessions, cookies, the CSRF check |
-//! | [`live`] | the one query set per interval every tab shares, the charts |
-//! | `pages` | the pages (GET) |
+//! | [`live`] | the one query set per interval every tab shares |
+//! | [`charts`] | the overview's SVG charts, with labelled axes |
+//! | `overview` | the overview: alerts, per-lane and per-kind tables, charts |
+//! | `pages` | the item and lanes pages (GET), the pieces every page shares |
+//! | `roles` | workers, schedules, orchestrations and one orchestration (GET) |
+//! | `roles_act` | trigger a schedule; cancel, resume, signal an orchestration (POST) |
 //! | `lists` | the items and dead-letter lists (GET) |
 //! | `actions` | login, logout, retry, cancel, pause, resume, set and clear a limit (POST) |
 //! | `limits` | the limits in force as the lanes page shows them |
@@ -45,10 +49,14 @@ use axum::routing::{get, post};
 use crate::AppState;
 
 mod actions;
+pub mod charts;
 mod limits;
 mod lists;
 pub mod live;
+mod overview;
 mod pages;
+mod roles;
+mod roles_act;
 pub mod session;
 
 /// The dashboard's path under the router.
@@ -79,6 +87,42 @@ pub struct DashboardConfig {
     /// Per kind, the top-level payload fields shown as `"[redacted]"`;
     /// `"*"` hides the whole payload.
     pub redact: BTreeMap<String, Vec<String>>,
+    /// The schedules this server declares (the host binary's), which the
+    /// schedules page can trigger now; the others are listed only.
+    pub schedules: ScheduleTriggers,
+}
+
+/// The schedules a server can trigger: the compiled schedules of the
+/// binary that serves the dashboard (its payloads are in the code, not in
+/// the state table, so only a binary that declares a schedule can enqueue
+/// its item). Empty by default (`drover serve` declares the heartbeat
+/// schedule when it is configured, as `drover schedules` does).
+#[derive(Clone, Default)]
+pub struct ScheduleTriggers(Vec<drover::periodic::Compiled>);
+
+impl ScheduleTriggers {
+    /// The triggers of `schedules`.
+    pub fn new(schedules: Vec<drover::periodic::Compiled>) -> Self {
+        ScheduleTriggers(schedules)
+    }
+
+    /// Whether this server declares the schedule `name`.
+    pub fn declares(&self, name: &str) -> bool {
+        self.0.iter().any(|s| s.name() == name)
+    }
+
+    /// The schedule `name`, when this server declares it.
+    pub fn get(&self, name: &str) -> Option<&drover::periodic::Compiled> {
+        self.0.iter().find(|s| s.name() == name)
+    }
+}
+
+impl std::fmt::Debug for ScheduleTriggers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|s| s.name()))
+            .finish()
+    }
 }
 
 impl Default for DashboardConfig {
@@ -89,6 +133,7 @@ impl Default for DashboardConfig {
             session_ttl: session::SESSION_TTL_DEFAULT,
             live_interval: live::LIVE_INTERVAL_DEFAULT,
             redact: BTreeMap::new(),
+            schedules: ScheduleTriggers::default(),
         }
     }
 }
@@ -148,17 +193,29 @@ pub fn routes(app: AppState, config: DashboardConfig) -> Router {
 pub fn routes_with(state: DashState) -> Router {
     Router::new()
         .route(BASE, get(|| async { Redirect::to("ui/") }))
-        .route(&format!("{BASE}/"), get(pages::overview))
-        .route(&format!("{BASE}/live"), get(pages::live_events))
+        .route(&format!("{BASE}/"), get(overview::overview))
+        .route(&format!("{BASE}/live"), get(overview::live_events))
         .route(&format!("{BASE}/items"), get(lists::items))
         .route(&format!("{BASE}/items/{{tenant}}/{{id}}"), get(pages::item))
         .route(&format!("{BASE}/dead"), get(lists::dead))
         .route(&format!("{BASE}/lanes"), get(pages::lanes))
-        .route(&format!("{BASE}/workers"), get(pages::workers))
-        .route(&format!("{BASE}/schedules"), get(pages::schedules))
+        .route(&format!("{BASE}/workers"), get(roles::workers))
+        .route(&format!("{BASE}/schedules"), get(roles::schedules))
+        .route(
+            &format!("{BASE}/schedules/act"),
+            post(roles_act::schedules_act),
+        )
         .route(
             &format!("{BASE}/orchestrations"),
-            get(pages::orchestrations),
+            get(roles::orchestrations),
+        )
+        .route(
+            &format!("{BASE}/orchestrations/{{tenant}}/{{id}}"),
+            get(roles::orchestration),
+        )
+        .route(
+            &format!("{BASE}/orchestrations/act"),
+            post(roles_act::orchestrations_act),
         )
         .route(
             &format!("{BASE}/login"),
