@@ -498,6 +498,52 @@ async fn schedules_next_runs_and_trigger(f: Fx) {
     f.harness.finish().await;
 }
 
+async fn schedule_trigger_over_the_api(f: Fx) {
+    let q = &f.queue;
+    let auth = tokens::auth_from_store(q).await.unwrap();
+    let api = drover_http::router_with(
+        q.clone(),
+        auth,
+        HttpConfig {
+            dashboard: (*f.state.config).clone(),
+            ..HttpConfig::default()
+        },
+    );
+    let call = |token: &TokenSecret, name: &str| {
+        Request::post(format!("/v1/schedules/{name}/trigger"))
+            .header(header::AUTHORIZATION, format!("Bearer {}", token.expose()))
+            .body(Body::empty())
+            .unwrap()
+    };
+    let (s, _, body) = send(&api, call(&f.viewer, "nightly")).await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{body}");
+    let (s, _, body) = send(&api, call(&f.operator, "elsewhere")).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{body}");
+    let (s, _, body) = send(&api, call(&f.operator, "nightly")).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    let item: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(item["kind"], "report.nightly");
+    assert!(
+        item["idempotency_key"]
+            .as_str()
+            .unwrap()
+            .starts_with("periodic:nightly:manual:")
+    );
+    let all = q
+        .list(&drover::store::ListFilter {
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        all.len(),
+        1,
+        "the viewer's and the unknown schedule's calls enqueued nothing"
+    );
+    f.harness.finish().await;
+}
+
 async fn orchestration_detail_and_actions(f: Fx) {
     let q = &f.queue;
     // Records as a start writes them (the workflow's code is not needed to
@@ -666,3 +712,4 @@ per_backend!(overview_alerts_tables_and_history);
 per_backend!(workers_show_in_flight_and_running);
 per_backend!(schedules_next_runs_and_trigger);
 per_backend!(orchestration_detail_and_actions);
+per_backend!(schedule_trigger_over_the_api);

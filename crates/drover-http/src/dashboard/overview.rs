@@ -152,7 +152,30 @@ pub(super) fn analyse(
             r
         })
         .collect();
-    let kinds: Vec<Row> = kinds
+    let kinds = kind_rows(
+        kinds,
+        &kind_lanes,
+        &kind_ms,
+        &live,
+        registered,
+        base,
+        &mut alerts,
+    );
+    system_alerts(snap, &lanes, base, &mut alerts);
+    (alerts, lanes, kinds)
+}
+
+/// The per-kind rows, with their "unhandled" alerts.
+fn kind_rows(
+    kinds: BTreeMap<String, Row>,
+    kind_lanes: &BTreeMap<&str, BTreeSet<&str>>,
+    kind_ms: &BTreeMap<String, (i64, i64)>,
+    live: &[&WorkerRow],
+    registered: &dyn Fn(&str) -> bool,
+    base: &str,
+    alerts: &mut Vec<Alert>,
+) -> Vec<Row> {
+    kinds
         .into_iter()
         .map(|(name, mut r)| {
             let in_lanes = kind_lanes.get(name.as_str());
@@ -191,9 +214,7 @@ pub(super) fn analyse(
             r.name = name;
             r
         })
-        .collect();
-    system_alerts(snap, &lanes, base, &mut alerts);
-    (alerts, lanes, kinds)
+        .collect()
 }
 
 fn mean(v: Option<&(i64, i64)>) -> String {

@@ -60,7 +60,7 @@ impl ThroughputStore for MemoryStore {
                 since: i.updated_at,
             })
             .collect();
-        rows.sort_by(|a, b| (a.since, a.id).cmp(&(b.since, b.id)));
+        rows.sort_by_key(|a| (a.since, a.id));
         rows.truncate(RUNNING_MAX as usize);
         Ok(rows)
     }
