@@ -269,6 +269,24 @@ fn dashboard_in_headless_chromium() {
             ("bulk".into(), 10),
             "the worker drains bulk"
         );
+        // The history the overview charts: settled by the sweep, run here
+        // once (this worker runs none) after the settlement's second.
+        let since = q.db_now().await.unwrap() - chrono::TimeDelta::hours(1);
+        for _ in 0..100 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            q.store().counts_settle().await.unwrap();
+            let rows = q
+                .throughput(&drover::store::throughput::ThroughputQuery {
+                    since,
+                    tenant_id: None,
+                    by: drover::store::throughput::ThroughputBy::Minute,
+                })
+                .await
+                .unwrap();
+            if rows.iter().map(|r| r.done + r.failed).sum::<i64>() >= 2 {
+                break;
+            }
+        }
         // A kind the live worker of `bulk` does not run: "unhandled".
         enqueue(&q, "mystery.kind", "bulk", 1).await;
         let (orch, stuck) = orchestrations(&q).await;

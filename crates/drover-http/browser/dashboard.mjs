@@ -54,6 +54,8 @@ try {
     assert.equal(labels, 5, `${id} has five time labels`);
     assert.match(await page.textContent(`svg#${id}`), /time \(UTC\)/);
   }
+  // The worker's done item and the dead-lettered one, from the database.
+  assert.match(await page.textContent('svg#chart-hour text.totals'), /1 done · 1 failed/);
   await page.locator('svg#chart-hour').screenshot({ path: `${env.ARTIFACTS}/01b-chart-hour.png` });
   step('charts');
 
@@ -196,7 +198,7 @@ try {
   await page.waitForSelector('#lane-counts');
   await shot('06-overview-after');
   if (env.SCREENSHOT) {
-    await page.screenshot({ path: env.SCREENSHOT });
+    await page.screenshot({ path: env.SCREENSHOT, fullPage: true });
   }
   const csp = refused.filter((t) => /Content Security Policy|Refused to/.test(t));
   assert.deepEqual(csp, [], 'no CSP violations');

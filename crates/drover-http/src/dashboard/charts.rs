@@ -132,9 +132,11 @@ fn frame(id: &str, title: &str, y_title: &str, max_label: (&str, &str), bks: &[B
         };
         let Some(at) = at else { continue };
         let x = LEFT + plot_w * (i as f64) / (n as f64);
+        // The last label ends at the axis's end, so it is not cut off.
+        let anchor = if k == 4 { "end" } else { "middle" };
         s.push_str(&format!(
             "<line x1=\"{x:.1}\" y1=\"{y0}\" x2=\"{x:.1}\" y2=\"{y1}\" stroke=\"#666\"/>\
-             <text x=\"{x:.1}\" y=\"{y2}\" font-size=\"10\" text-anchor=\"middle\" fill=\"#333\" class=\"x-label\">{}</text>",
+             <text x=\"{x:.1}\" y=\"{y2}\" font-size=\"10\" text-anchor=\"{anchor}\" fill=\"#333\" class=\"x-label\">{}</text>",
             at.format("%H:%M"),
             y0 = TOP + plot_h,
             y1 = TOP + plot_h + 4.0,
@@ -216,13 +218,12 @@ pub fn latency_svg(id: &str, title: &str, bks: &[Bucket]) -> String {
         .max()
         .unwrap_or(0)
         .max(1);
-    let mut s = frame(
-        id,
-        title,
-        "available → done",
-        (&ms_label(max / 2), &ms_label(max)),
-        bks,
-    );
+    let half = if max >= 2 {
+        ms_label(max / 2)
+    } else {
+        String::new()
+    };
+    let mut s = frame(id, title, "available → done", (&half, &ms_label(max)), bks);
     let plot_w = W - LEFT - RIGHT;
     let plot_h = H - TOP - BOTTOM;
     let bw = plot_w / bks.len().max(1) as f64;
