@@ -305,15 +305,9 @@ pub(super) async fn counts_settle(store: &PgStore) -> Result<u64> {
         .persistent(false)
         .bind(from)
         .bind(upto)
-        .fetch_one(&mut *tx)
-        .await?;
-    // The dashboard's minutes, from the same range (migration 0041).
-    sqlx::query(sql::MINUTES_SETTLE)
-        .persistent(false)
-        .bind(from)
-        .bind(upto)
+        // The dashboard's minutes keep two days (migration 0041).
         .bind(upto - crate::throughput::THROUGHPUT_KEEP)
-        .execute(&mut *tx)
+        .fetch_one(&mut *tx)
         .await?;
     tx.commit().await?;
     let settled: i64 = r.try_get("settled")?;
