@@ -5,7 +5,12 @@
 //! it pending, cancel one, pause the worker's lane and see the worker stop
 //! claiming from it, a cross-site form POST refused; on the lanes page a
 //! code-declared kind limit listed with its use, an operator's lane limit
-//! set through the form and cleared. Screenshots go to
+//! set through the form and cleared; the overview's alert cases (a lane
+//! with waiting work and no worker, a kind no live worker runs) and its
+//! labelled charts; the workers page (in flight against capacity, what
+//! runs now); the schedules page (next runs, trigger now); orchestrations
+//! (the stuck one highlighted, a detail page, a signal sent, the stuck
+//! one resumed). Screenshots go to
 //! `target/browser-artifacts/`; with `DROVER_UPDATE_SCREENSHOT=1` the
 //! overview is also written to `docs/img/dashboard.png`.
 //!
@@ -104,6 +109,44 @@ async fn next(rx: &mut mpsc::UnboundedReceiver<(String, u32)>) -> (String, u32) 
         .await
         .expect("an item ran in time")
         .expect("the handler is alive")
+}
+
+/// Two orchestration records as a start writes them, the second made
+/// stuck (as an unknown step leaves one): their ids.
+async fn orchestrations(q: &Queue) -> (Uuid, Uuid) {
+    use drover::orchestration::{OrchestrationStatus, RecordWrite, Start, Transition};
+    let mut ids = Vec::new();
+    for order in [1, 2] {
+        let mut start = Start::new("checkout", &json!({ "order": order })).unwrap();
+        start.lane = "default".into();
+        start.first_step = "reserve".into();
+        start.max_attempts = 3;
+        let (rec, first) = start.build().unwrap();
+        ids.push(
+            q.store()
+                .orchestration_insert(&rec, &first)
+                .await
+                .unwrap()
+                .record,
+        );
+    }
+    let b = &ids[1];
+    let mut w = RecordWrite::of(b);
+    w.status = OrchestrationStatus::Stuck;
+    w.resume_as = Some(OrchestrationStatus::Running);
+    w.error = Some("unknown step \"reserve\"".into());
+    q.store()
+        .orchestration_update(&Transition {
+            tenant_id: b.tenant_id,
+            id: b.id,
+            expected_version: b.version,
+            write: w,
+            enqueue: None,
+            consume_signal: None,
+        })
+        .await
+        .unwrap();
+    (ids[0].id, ids[1].id)
 }
 
 /// A running `drover serve`: its address and one-time token; killed on drop.
@@ -226,6 +269,38 @@ fn dashboard_in_headless_chromium() {
             ("bulk".into(), 10),
             "the worker drains bulk"
         );
+        // The history the overview charts: settled by the sweep, run here
+        // once (this worker runs none) after the settlement's second.
+        let since = q.db_now().await.unwrap() - chrono::TimeDelta::hours(1);
+        for _ in 0..100 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            q.store().counts_settle().await.unwrap();
+            let rows = q
+                .throughput(&drover::store::throughput::ThroughputQuery {
+                    since,
+                    tenant_id: None,
+                    by: drover::store::throughput::ThroughputBy::Minute,
+                })
+                .await
+                .unwrap();
+            if rows.iter().map(|r| r.done + r.failed).sum::<i64>() >= 2 {
+                break;
+            }
+        }
+        // A kind the live worker of `bulk` does not run: "unhandled".
+        enqueue(&q, "mystery.kind", "bulk", 1).await;
+        let (orch, stuck) = orchestrations(&q).await;
+        q.store()
+            .schedule_upsert(&drover::periodic::ScheduleDecl {
+                name: drover::periodic::HEARTBEAT_NAME.into(),
+                cron: "* * * * *".into(),
+                zone: "UTC".into(),
+                kind: drover::periodic::HEARTBEAT_NAME.into(),
+                lane: "default".into(),
+                misfire: drover::periodic::MisfirePolicy::Skip,
+            })
+            .await
+            .unwrap();
 
         let srv = serve(&db.url);
         let mut node = Command::new("node");
@@ -239,7 +314,13 @@ fn dashboard_in_headless_chromium() {
             .env("CANCEL_ID", to_cancel.to_string())
             .env("PAUSE_LANE", "bulk")
             .env("LIMIT_KIND", "export")
-            .env("LIMIT_LANE", "exports");
+            .env("LIMIT_LANE", "exports")
+            .env("NO_WORKER_LANE", "reports")
+            .env("UNHANDLED_KIND", "mystery.kind")
+            .env("RUNNING_KIND", "export")
+            .env("SCHEDULE", drover::periodic::HEARTBEAT_NAME)
+            .env("ORCH_ID", orch.to_string())
+            .env("STUCK_ID", stuck.to_string());
         if std::env::var_os("DROVER_UPDATE_SCREENSHOT").is_some() {
             node.env("SCREENSHOT", repo().join("docs/img/dashboard.png"));
         }
@@ -262,6 +343,11 @@ fn dashboard_in_headless_chromium() {
             "limit listed",
             "limit set",
             "limit cleared",
+            "alerts",
+            "charts",
+            "workers",
+            "schedules",
+            "orchestration",
             "done",
         ] {
             assert!(

@@ -34,6 +34,31 @@ try {
   await shot('01-overview');
   step('logged in');
 
+  // The alert cases: a lane with waiting work and no live worker ("no
+  // worker"), a kind no live worker runs ("unhandled"); the charts have
+  // labelled time axes.
+  const alerts = await page.textContent('#alerts');
+  assert.match(alerts, new RegExp(`lane ${env.NO_WORKER_LANE}: \\d+ waiting, no worker`));
+  assert.match(alerts, new RegExp(`kind ${env.UNHANDLED_KIND.replace('.', '\\.')}: 1 waiting, unhandled`));
+  assert.equal(
+    await page.textContent(`#lane-counts tr[data-lane="${env.NO_WORKER_LANE}"] .alert-cell`),
+    'no worker',
+  );
+  assert.equal(
+    await page.textContent(`#kind-table tr[data-kind="${env.UNHANDLED_KIND}"] .alert-cell`),
+    'unhandled',
+  );
+  step('alerts');
+  for (const id of ['chart-hour', 'wait-hour', 'chart-day', 'wait-day']) {
+    const labels = await page.locator(`svg#${id} text.x-label`).count();
+    assert.equal(labels, 5, `${id} has five time labels`);
+    assert.match(await page.textContent(`svg#${id}`), /time \(UTC\)/);
+  }
+  // The worker's done item and the dead-lettered one, from the database.
+  assert.match(await page.textContent('svg#chart-hour text.totals'), /1 done · 1 failed/);
+  await page.locator('svg#chart-hour').screenshot({ path: `${env.ARTIFACTS}/01b-chart-hour.png` });
+  step('charts');
+
   // The icon: every page links it, and it answers without a session, as
   // does /favicon.ico, which browsers ask for unprompted (never a 401).
   const icon = await page.getAttribute('link[rel=icon]', 'href');
@@ -130,12 +155,50 @@ try {
   assert.equal(await cell(kindRow, 'source'), 'code');
   step('limit cleared');
 
+  // Workers: version, in flight against capacity, what runs now.
+  await page.goto(`${BASE}/ui/workers`);
+  const wrow = page.locator('#workers tr[data-worker]').first();
+  assert.match(await wrow.textContent(), /\d+ \/ 2/);
+  assert.match(await page.textContent('#running'), new RegExp(env.RUNNING_KIND));
+  await shot('07-workers');
+  step('workers');
+
+  // Schedules: the next three runs, and trigger now.
+  await page.goto(`${BASE}/ui/schedules`);
+  const srow = `#schedules tr[data-schedule="${env.SCHEDULE}"]`;
+  const runs = await page.locator(`${srow} .next-runs`).innerHTML();
+  assert.equal(runs.split('<br>').length, 3, runs);
+  await Promise.all([page.waitForURL(/msg=/), page.click(`${srow} button.trigger`)]);
+  assert.match(await page.textContent('#msg'), new RegExp(`triggered ${env.SCHEDULE.replace('.', '\\.')}: item`));
+  await shot('08-schedules');
+  step('schedules');
+
+  // Orchestrations: the stuck one highlighted, ids as links to a detail
+  // page; a signal sent through its form; resume the stuck one.
+  await page.goto(`${BASE}/ui/orchestrations`);
+  assert.equal(await page.locator(`#orchestrations tr.stuck[data-id="${env.STUCK_ID}"]`).count(), 1);
+  await shot('09-orchestrations');
+  await page.click(`a[href$="${env.ORCH_ID}"]`);
+  await page.waitForSelector('#orch-status');
+  assert.match(await page.textContent('#orch-status'), /running/);
+  await page.fill('#orch-signal input[name=name]', 'approved');
+  await page.fill('#orch-signal input[name=payload]', '{"by":"browser"}');
+  await Promise.all([page.waitForURL(/msg=/), page.click('#orch-signal button[type=submit]')]);
+  assert.match(await page.textContent('#msg'), /signal approved sent/);
+  assert.match(await page.textContent('#orch-signals'), /approved/);
+  await shot('10-orchestration');
+  await page.goto(`${BASE}/ui/orchestrations`);
+  await page.click(`a[href$="${env.STUCK_ID}"]`);
+  await Promise.all([page.waitForURL(/msg=/), page.click('#orch-resume')]);
+  assert.match(await page.textContent('#msg'), /resumed/);
+  step('orchestration');
+
   // The overview again, for the README.
   await page.goto(`${BASE}/ui/`);
   await page.waitForSelector('#lane-counts');
   await shot('06-overview-after');
   if (env.SCREENSHOT) {
-    await page.screenshot({ path: env.SCREENSHOT });
+    await page.screenshot({ path: env.SCREENSHOT, fullPage: true });
   }
   const csp = refused.filter((t) => /Content Security Policy|Refused to/.test(t));
   assert.deepEqual(csp, [], 'no CSP violations');

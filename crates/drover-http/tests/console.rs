@@ -352,6 +352,7 @@ async fn installation_data_only_for_unscoped_tokens(app: App) {
             state: "running".into(),
             beat_interval_ms: 60_000,
             kinds: vec![],
+            version: String::new(),
         })
         .await
         .unwrap();

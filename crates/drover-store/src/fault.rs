@@ -370,6 +370,20 @@ impl super::WorkerStore for FaultStore {
 }
 
 #[async_trait]
+impl super::throughput::ThroughputStore for FaultStore {
+    async fn throughput(
+        &self,
+        q: &super::throughput::ThroughputQuery,
+    ) -> Result<Vec<super::throughput::ThroughputRow>> {
+        self.inner.throughput(q).await
+    }
+
+    async fn items_running(&self) -> Result<Vec<super::throughput::RunningRow>> {
+        self.inner.items_running().await
+    }
+}
+
+#[async_trait]
 impl super::SweepStore for FaultStore {
     async fn sweep_lease_take(&self, holder: &str, lease: Duration) -> Result<Option<Uuid>> {
         self.inner.sweep_lease_take(holder, lease).await

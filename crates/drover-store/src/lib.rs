@@ -72,6 +72,7 @@ pub mod schedule;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 mod sweep;
+pub mod throughput;
 pub mod tx;
 pub mod vacuum;
 pub mod wake;
@@ -269,6 +270,7 @@ pub trait Store:
     + AuditStore
     + WorkerStore
     + SweepStore
+    + throughput::ThroughputStore
     + orchestration::OrchestrationStore
     + schedule::ScheduleStore
     + reconcile::ReconcileStore

@@ -32,6 +32,7 @@ mod reconcile;
 mod runs;
 mod schedule;
 mod sweep;
+mod throughput;
 mod vacuum;
 mod worker;
 

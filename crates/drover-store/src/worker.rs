@@ -49,6 +49,10 @@ pub struct WorkerRow {
     /// since a worker that claims always handles at least one.
     #[serde(default)]
     pub kinds: Vec<String>,
+    /// The drover version the worker runs (migration 0041); empty for a
+    /// row beaten by an older worker.
+    #[serde(default)]
+    pub version: String,
 }
 
 impl WorkerRow {

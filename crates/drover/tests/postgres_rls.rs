@@ -238,6 +238,7 @@ async fn every_table_forces_rls_and_runtime_role_is_unprivileged() {
             "item_keys",
             "item_waits",
             "item_runs",
+            "item_minutes",
             "items",
             "items_default",
             "items_legacy",

@@ -663,6 +663,7 @@ async fn migrate_is_idempotent_and_counts_and_workers_work() {
         state: "running".into(),
         beat_interval_ms: 5000,
         kinds: vec!["mail".into()],
+        version: String::new(),
     };
     s.worker_beat(&w).await.unwrap();
     s.worker_beat(&drover::store::WorkerRow {

@@ -589,6 +589,7 @@ async fn worker_beat_inserts_then_updates() {
         state: "running".into(),
         beat_interval_ms: 5000,
         kinds: vec!["mail".into()],
+        version: String::new(),
     };
     db.store.worker_beat(&row).await.unwrap();
     row.state = "draining".into();

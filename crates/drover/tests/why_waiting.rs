@@ -82,6 +82,7 @@ async fn reasons_name_what_holds_an_item_back(store: Arc<dyn Store>) {
             state: "running".into(),
             beat_interval_ms: 60_000,
             kinds: vec![],
+            version: String::new(),
         })
         .await
         .unwrap();
@@ -138,6 +139,7 @@ fn beat_row(id: &str, lanes: &[&str], kinds: &[&str], state: &str) -> WorkerRow 
         state: state.into(),
         beat_interval_ms: 60_000,
         kinds: kinds.iter().map(|k| (*k).to_owned()).collect(),
+        version: String::new(),
     }
 }
 

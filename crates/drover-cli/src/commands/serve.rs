@@ -99,8 +99,29 @@ pub async fn run(args: &ServeArgs, cx: &mut Context<'_>) -> Result<(), CliError>
     let queue = cx.queue().await?;
     require_migrated(&queue).await?;
     // The builder registers each handler's kind on the queue as it is
-    // added (the built-in kinds, then the host's): nothing is built or run.
-    drop(cx.worker_builder(queue.clone()));
+    // added (the built-in kinds, then the host's); built (never run) with
+    // the heartbeat settings as `drover schedules` builds it, it names the
+    // schedules this binary declares, which the dashboard can trigger.
+    let env = drover::worker::WorkerSettings::from_env()?;
+    let built = cx
+        .worker_builder(queue.clone())
+        .settings(drover::worker::WorkerSettings {
+            heartbeat_cron: env.heartbeat_cron,
+            heartbeat_lane: env.heartbeat_lane,
+            metrics_addr: None,
+            ..drover::worker::WorkerSettings::default()
+        })
+        .build();
+    match built {
+        Ok(w) => {
+            let declared = w
+                .scheduler()
+                .map(|s| s.schedules().to_vec())
+                .unwrap_or_default();
+            config.dashboard.schedules = drover_http::dashboard::ScheduleTriggers::new(declared);
+        }
+        Err(e) => tracing::warn!(error = %e, "the schedules of this binary are not triggerable"),
+    }
     let mut auth = drover_http::tokens::auth_from_store(&queue)
         .await?
         .read_only(args.read_only);

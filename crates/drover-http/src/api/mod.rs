@@ -75,6 +75,7 @@ pub fn routes(state: AppState) -> OpenApiRouter {
         .routes(routes!(ops::workers))
         .routes(routes!(ops::stats))
         .routes(routes!(ops::schedules))
+        .routes(routes!(ops::schedule_trigger))
         .routes(routes!(ops::orchestrations))
         .routes(routes!(work::claim::claim))
         .routes(routes!(work::claim::stop))

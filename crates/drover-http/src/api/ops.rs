@@ -479,3 +479,37 @@ pub async fn lane_resume(
 ) -> ApiResult<Json<LaneStateView>> {
     lane_set(state, who, lane, false).await
 }
+
+/// Trigger a schedule now: one item of it outside its ticks, under the key
+/// `periodic:NAME:manual:ID`, created by the token (operator, unscoped
+/// token). Only a schedule the serving binary declares can be triggered:
+/// its payload is in its code, not in the state table.
+#[utoipa::path(post, path = "/v1/schedules/{name}/trigger", tag = "operations",
+    params(("name" = String, Path, description = "the schedule's name", min_length = 1, max_length = 128)),
+    responses(
+        (status = 200, description = "the item enqueued", body = crate::api::views::ItemView),
+        (status = 401, description = "no credentials", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "not an operator, or a tenant-scoped token", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "no schedule of that name is declared by this server", body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn schedule_trigger(
+    State(state): State<AppState>,
+    Extension(who): Extension<ApiPrincipal>,
+    axum::extract::Path(name): axum::extract::Path<String>,
+) -> ApiResult<Json<crate::api::views::ItemView>> {
+    who.require(crate::auth::Role::Operator)?;
+    unscoped(&who)?;
+    let Some(schedule) = state.config.dashboard.schedules.get(&name) else {
+        return Err(Problem::not_found(format!(
+            "schedule {name:?} is not declared by this server: run \
+             `<service> schedules trigger {name}` from the binary that declares it"
+        )));
+    };
+    let item = schedule.manual_item();
+    let permission = state.queue.kind_permission(&item.kind);
+    let principal = who.queue_principal(item.tenant_id, Some(&permission));
+    let out = state.queue.enqueue_item(&principal, item).await?;
+    tracing::info!(token = %who.token_id, schedule = %name, item = %out.item.id,
+        "schedule triggered over the API");
+    Ok(Json(out.item.into()))
+}

@@ -1,13 +1,15 @@
 //! The shared live view: one query set per interval, whoever is watching.
 //!
-//! One refresher reads counts, gauges, workers and lane states every
-//! interval, keeps the newest snapshot for page views (a page view never
-//! queries the counts itself) and a history of the done and failed totals
-//! for the throughput charts, and broadcasts the rendered overview to every
-//! open tab over server-sent events. Ten tabs cost the database what one
-//! does. The history starts when the process does.
+//! One refresher reads counts, gauges, workers, lane states, the items
+//! running now, the sweep's last pass and the oldest open transaction every
+//! interval, and the per-minute history (the store's rollup, migration
+//! 0041) at most every [`HISTORY_EVERY`]; it keeps the newest snapshot for
+//! page views (a page view never queries these itself) and broadcasts the
+//! rendered overview to every open tab over server-sent events. Ten tabs
+//! cost the database what one does. The history is the database's, so a
+//! restart of the server blanks no chart.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -15,13 +17,28 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use drover::Queue;
 use drover::Status;
+use drover::store::throughput::{RunningRow, ThroughputBy, ThroughputQuery, ThroughputRow};
 use drover::store::{CountRow, Gauges, WorkerRow};
 use tokio::sync::{RwLock, broadcast};
 
 /// How often the live view is refreshed when none is configured.
 pub const LIVE_INTERVAL_DEFAULT: Duration = Duration::from_secs(2);
 /// How far back the history reaches: the day chart.
-const HISTORY_SPAN: chrono::TimeDelta = chrono::TimeDelta::hours(24);
+pub const HISTORY_SPAN: chrono::TimeDelta = chrono::TimeDelta::hours(24);
+/// How often the history is read again (the sweep settles it every pass,
+/// 15 s by default, so reading it every refresh would read the same rows).
+pub const HISTORY_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
+
+/// The per-minute history as the overview shows it.
+#[derive(Debug, Clone, Default)]
+pub struct History {
+    /// When it was read.
+    pub at: Option<DateTime<Utc>>,
+    /// Per minute over the last day, every lane and kind summed.
+    pub minutes: Vec<ThroughputRow>,
+    /// Per lane and kind over the last hour.
+    pub groups_hour: Vec<ThroughputRow>,
+}
 
 /// What one refresh read.
 #[derive(Debug, Clone)]
@@ -36,6 +53,15 @@ pub struct Snapshot {
     pub workers: Vec<WorkerRow>,
     /// The paused lanes.
     pub paused: Vec<String>,
+    /// The items claimed now.
+    pub running: Vec<RunningRow>,
+    /// When the last completed sweep pass ended.
+    pub sweep_last: Option<DateTime<Utc>>,
+    /// The age of the oldest open transaction (PostgreSQL; `None` on the
+    /// engines that have none to watch).
+    pub oldest_xact: Option<Duration>,
+    /// The per-minute history.
+    pub history: Arc<History>,
     /// The error of the last refresh, when it failed (the data is older).
     pub error: Option<String>,
 }
@@ -56,22 +82,6 @@ impl Snapshot {
         }
         out
     }
-
-    fn total(&self, status: Status) -> i64 {
-        self.counts
-            .iter()
-            .filter(|r| r.status == status)
-            .map(|r| r.count)
-            .sum()
-    }
-}
-
-/// One history sample: the done and failed totals at an instant.
-#[derive(Debug, Clone, Copy)]
-struct Sample {
-    at: DateTime<Utc>,
-    done: i64,
-    failed: i64,
 }
 
 /// The shared live view. See the module docs.
@@ -79,7 +89,7 @@ pub struct Live {
     queue: Queue,
     interval: Duration,
     latest: RwLock<Option<Arc<Snapshot>>>,
-    history: Mutex<VecDeque<Sample>>,
+    history: Mutex<Arc<History>>,
     tx: broadcast::Sender<Arc<Snapshot>>,
     started: AtomicBool,
     refreshes: AtomicU64,
@@ -102,7 +112,7 @@ impl Live {
             queue,
             interval,
             latest: RwLock::new(None),
-            history: Mutex::new(VecDeque::new()),
+            history: Mutex::new(Arc::new(History::default())),
             tx,
             started: AtomicBool::new(false),
             refreshes: AtomicU64::new(0),
@@ -124,17 +134,25 @@ impl Live {
             let gauges = self.queue.gauges().await?;
             let workers = self.queue.workers().await?;
             let paused = self.queue.lanes_paused().await?;
-            drover::Result::Ok((counts, gauges, workers, paused))
-        };
-        let snap = match read.await {
-            Ok((counts, gauges, workers, paused)) => Snapshot {
+            let running = self.queue.items_running().await?;
+            let sweep_last = self.queue.sweep_last_pass().await?;
+            let oldest_xact = self.queue.db_oldest_xact_age().await?;
+            let history = self.history_now().await?;
+            drover::Result::Ok(Snapshot {
                 at: Utc::now(),
                 counts,
                 gauges,
                 workers,
                 paused,
+                running,
+                sweep_last,
+                oldest_xact,
+                history,
                 error: None,
-            },
+            })
+        };
+        let snap = match read.await {
+            Ok(s) => s,
             Err(e) => {
                 let e: drover::Error = e;
                 tracing::warn!(error = %e, "dashboard refresh failed; showing the last data");
@@ -146,6 +164,10 @@ impl Live {
                         gauges: Gauges::default(),
                         workers: vec![],
                         paused: vec![],
+                        running: vec![],
+                        sweep_last: None,
+                        oldest_xact: None,
+                        history: Arc::default(),
                         error: None,
                     },
                     |s| (*s).clone(),
@@ -155,20 +177,6 @@ impl Live {
             }
         };
         let snap = Arc::new(snap);
-        if snap.error.is_none() {
-            let mut h = self
-                .history
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            h.push_back(Sample {
-                at: snap.at,
-                done: snap.total(Status::Done),
-                failed: snap.total(Status::Failed),
-            });
-            while h.front().is_some_and(|s| snap.at - s.at > HISTORY_SPAN) {
-                h.pop_front();
-            }
-        }
         *self.latest.write().await = Some(snap.clone());
         // No subscriber is normal: nobody has the overview open.
         let _ = self.tx.send(snap.clone());
@@ -207,82 +215,54 @@ impl Live {
         self.tx.subscribe()
     }
 
-    /// Items done and failed per bucket over the last `span`, in `buckets`
-    /// buckets, oldest first, from the history's deltas (a purge that
-    /// lowers a total counts as zero, never negative).
-    pub fn series(
-        &self,
-        now: DateTime<Utc>,
-        span: chrono::TimeDelta,
-        buckets: usize,
-    ) -> (Vec<i64>, Vec<i64>) {
-        let mut done = vec![0i64; buckets];
-        let mut failed = vec![0i64; buckets];
-        let h = self
+    /// The history, read again when older than [`HISTORY_EVERY`].
+    async fn history_now(&self) -> drover::Result<Arc<History>> {
+        let now = Utc::now();
+        {
+            let h = self
+                .history
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if h.at.is_some_and(|at| now - at < HISTORY_EVERY) {
+                return Ok(h.clone());
+            }
+        }
+        let minutes = self
+            .queue
+            .throughput(&ThroughputQuery {
+                since: now - HISTORY_SPAN,
+                tenant_id: None,
+                by: ThroughputBy::Minute,
+            })
+            .await?;
+        let groups_hour = self
+            .queue
+            .throughput(&ThroughputQuery {
+                since: now - chrono::TimeDelta::hours(1),
+                tenant_id: None,
+                by: ThroughputBy::LaneKind,
+            })
+            .await?;
+        let fresh = Arc::new(History {
+            at: Some(now),
+            minutes,
+            groups_hour,
+        });
+        *self
             .history
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let start = now - span;
-        let width = span.num_milliseconds().max(1) as f64 / buckets.max(1) as f64;
-        for pair in h.iter().collect::<Vec<_>>().windows(2) {
-            let (a, b) = (pair[0], pair[1]);
-            if b.at < start || b.at > now {
-                continue;
-            }
-            let i = (((b.at - start).num_milliseconds() as f64) / width) as usize;
-            let i = i.min(buckets.saturating_sub(1));
-            done[i] += (b.done - a.done).max(0);
-            failed[i] += (b.failed - a.failed).max(0);
-        }
-        (done, failed)
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = fresh.clone();
+        Ok(fresh)
     }
-}
 
-/// A bar chart as an SVG element, drawn with presentation attributes only
-/// (no inline style, which the Content-Security-Policy forbids).
-pub fn bars_svg(title: &str, done: &[i64], failed: &[i64]) -> String {
-    const W: f64 = 480.0;
-    const H: f64 = 120.0;
-    let max = done
-        .iter()
-        .zip(failed)
-        .map(|(d, f)| d + f)
-        .max()
-        .unwrap_or(0)
-        .max(1) as f64;
-    let n = done.len().max(1) as f64;
-    let bw = W / n;
-    let mut s = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" viewBox=\"0 0 {W} {}\" role=\"img\" aria-label=\"{}\">",
-        H + 20.0,
-        escape(title)
-    );
-    for (i, (d, f)) in done.iter().zip(failed).enumerate() {
-        let x = i as f64 * bw;
-        let hd = H * (*d as f64) / max;
-        let hf = H * (*f as f64) / max;
-        s.push_str(&format!(
-            "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{hd:.1}\" fill=\"#3b7\"><title>{d} done</title></rect>",
-            H - hd,
-            (bw - 1.0).max(0.5)
-        ));
-        if *f > 0 {
-            s.push_str(&format!(
-                "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{hf:.1}\" fill=\"#d43\"><title>{f} failed</title></rect>",
-                H - hd - hf,
-                (bw - 1.0).max(0.5)
-            ));
-        }
+    /// Forgets the history read, so the next refresh reads it again (tests,
+    /// after a settlement).
+    pub fn history_stale(&self) {
+        *self
+            .history
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(History::default());
     }
-    let total_d: i64 = done.iter().sum();
-    let total_f: i64 = failed.iter().sum();
-    s.push_str(&format!(
-        "<text x=\"0\" y=\"{}\" font-size=\"12\" fill=\"#333\">{}: {total_d} done, {total_f} failed (max {} per bar)</text></svg>",
-        H + 16.0,
-        escape(title),
-        max as i64
-    ));
-    s
 }
 
 /// Escapes text for HTML and SVG.
@@ -308,34 +288,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn chart_text_is_escaped_and_has_no_inline_style() {
-        let svg = bars_svg("<b>", &[1, 2], &[0, 1]);
-        assert!(svg.contains("&lt;b&gt;"));
-        assert!(!svg.contains("style="));
-        assert_eq!(svg.matches("<rect").count(), 3);
-    }
-
-    #[tokio::test]
-    async fn deltas_of_the_totals_fill_the_buckets() {
-        let live = Live::new(Queue::memory(), LIVE_INTERVAL_DEFAULT);
-        let now = Utc::now();
-        {
-            let mut h = live.history.lock().unwrap();
-            for (mins_ago, done, failed) in [(50, 0, 0), (40, 10, 1), (5, 25, 1), (1, 20, 2)] {
-                h.push_back(Sample {
-                    at: now - chrono::TimeDelta::minutes(mins_ago),
-                    done,
-                    failed,
-                });
-            }
-        }
-        let (d, f) = live.series(now, chrono::TimeDelta::hours(1), 60);
+    fn escape_covers_markup_and_quotes() {
         assert_eq!(
-            d.iter().sum::<i64>(),
-            25,
-            "a lower total (a purge) counts zero"
+            escape("<a href=\"x\">'&"),
+            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;"
         );
-        assert_eq!(f.iter().sum::<i64>(), 2);
-        assert_eq!(d[20], 10);
     }
 }

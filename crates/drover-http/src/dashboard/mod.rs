@@ -5,11 +5,15 @@
 //! |---|---|
 //! | this module | the routes, the security headers, the session gate |
 //! | [`session`] | sessions, cookies, the CSRF check |
-//! | [`live`] | the one query set per interval every tab shares, the charts |
-//! | `pages` | the pages (GET) |
+//! | [`live`] | the one query set per interval every tab shares |
+//! | [`charts`] | the overview's SVG charts, with labelled axes |
+//! | `overview` | the installation's overview: alerts, per-lane and per-kind tables, charts |
+//! | `pages` | the lanes page (GET), the pieces every page shares |
 //! | `item` | the item page: runs, why it waits, audit by actor |
 //! | `dead` | the dead letter grouped by kind and normalised error, "retry all in this group" |
 //! | `fmt` | relative and absolute times, durations, short ids |
+//! | `roles` | workers, schedules, orchestrations and one orchestration (GET) |
+//! | `roles_act` | trigger a schedule; cancel, resume, signal an orchestration (POST) |
 //! | `lists` | the items and dead-letter lists (GET) |
 //! | `actions` | login, logout, retry, cancel, pause, resume, set and clear a limit (POST) |
 //! | `tenant` | the overview of a tenant-scoped viewer: its own counts |
@@ -50,13 +54,17 @@ use crate::AppState;
 
 mod actions;
 mod batches;
+pub mod charts;
 mod dead;
 mod fmt;
 mod item;
 mod limits;
 mod lists;
 pub mod live;
+mod overview;
 mod pages;
+mod roles;
+mod roles_act;
 pub mod session;
 mod tenant;
 
@@ -88,6 +96,42 @@ pub struct DashboardConfig {
     /// Per kind, the top-level payload fields shown as `"[redacted]"`;
     /// `"*"` hides the whole payload.
     pub redact: BTreeMap<String, Vec<String>>,
+    /// The schedules this server declares (the host binary's), which the
+    /// schedules page can trigger now; the others are listed only.
+    pub schedules: ScheduleTriggers,
+}
+
+/// The schedules a server can trigger: the compiled schedules of the
+/// binary that serves the dashboard (its payloads are in the code, not in
+/// the state table, so only a binary that declares a schedule can enqueue
+/// its item). Empty by default (`drover serve` declares the heartbeat
+/// schedule when it is configured, as `drover schedules` does).
+#[derive(Clone, Default)]
+pub struct ScheduleTriggers(Vec<drover::periodic::Compiled>);
+
+impl ScheduleTriggers {
+    /// The triggers of `schedules`.
+    pub fn new(schedules: Vec<drover::periodic::Compiled>) -> Self {
+        ScheduleTriggers(schedules)
+    }
+
+    /// Whether this server declares the schedule `name`.
+    pub fn declares(&self, name: &str) -> bool {
+        self.0.iter().any(|s| s.name() == name)
+    }
+
+    /// The schedule `name`, when this server declares it.
+    pub fn get(&self, name: &str) -> Option<&drover::periodic::Compiled> {
+        self.0.iter().find(|s| s.name() == name)
+    }
+}
+
+impl std::fmt::Debug for ScheduleTriggers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|s| s.name()))
+            .finish()
+    }
 }
 
 impl Default for DashboardConfig {
@@ -98,6 +142,7 @@ impl Default for DashboardConfig {
             session_ttl: session::SESSION_TTL_DEFAULT,
             live_interval: live::LIVE_INTERVAL_DEFAULT,
             redact: BTreeMap::new(),
+            schedules: ScheduleTriggers::default(),
         }
     }
 }
@@ -157,17 +202,29 @@ pub fn routes(app: AppState, config: DashboardConfig) -> Router {
 pub fn routes_with(state: DashState) -> Router {
     Router::new()
         .route(BASE, get(|| async { Redirect::to("ui/") }))
-        .route(&format!("{BASE}/"), get(overview))
-        .route(&format!("{BASE}/live"), get(pages::live_events))
+        .route(&format!("{BASE}/"), get(overview_page))
+        .route(&format!("{BASE}/live"), get(overview::live_events))
         .route(&format!("{BASE}/items"), get(lists::items))
         .route(&format!("{BASE}/items/{{tenant}}/{{id}}"), get(item::item))
         .route(&format!("{BASE}/dead"), get(lists::dead))
         .route(&format!("{BASE}/lanes"), get(pages::lanes))
-        .route(&format!("{BASE}/workers"), get(pages::workers))
-        .route(&format!("{BASE}/schedules"), get(pages::schedules))
+        .route(&format!("{BASE}/workers"), get(roles::workers))
+        .route(&format!("{BASE}/schedules"), get(roles::schedules))
+        .route(
+            &format!("{BASE}/schedules/act"),
+            post(roles_act::schedules_act),
+        )
         .route(
             &format!("{BASE}/orchestrations"),
-            get(pages::orchestrations),
+            get(roles::orchestrations),
+        )
+        .route(
+            &format!("{BASE}/orchestrations/{{tenant}}/{{id}}"),
+            get(roles::orchestration),
+        )
+        .route(
+            &format!("{BASE}/orchestrations/act"),
+            post(roles_act::orchestrations_act),
         )
         .route(&format!("{BASE}/batches"), get(batches::batches))
         .route(
@@ -190,11 +247,11 @@ pub fn routes_with(state: DashState) -> Router {
 }
 
 /// The overview: a tenant-scoped viewer's own tenant's ([`tenant`]),
-/// else the installation's ([`pages::overview`], which also sends a
+/// else the installation's ([`overview::overview`], which also sends a
 /// browser without a session to the login form). The session's scope is
 /// read from the session store (no token lookup) to choose; the chosen
 /// page checks the session's token as every page does.
-async fn overview(
+async fn overview_page(
     State(st): State<DashState>,
     headers: HeaderMap,
     Query(q): Query<pages::MsgQuery>,
@@ -205,7 +262,7 @@ async fn overview(
     if scoped {
         return tenant::overview(st, headers, q).await;
     }
-    pages::overview(State(st), headers, Query(q)).await
+    overview::overview(State(st), headers, Query(q)).await
 }
 
 /// Adds the security headers to every dashboard response.

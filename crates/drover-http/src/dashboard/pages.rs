@@ -2,12 +2,10 @@
 //! into plain strings here so the templates only lay them out (escaped).
 
 use std::collections::BTreeSet;
-use std::convert::Infallible;
 
 use askama::Template;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use chrono::{DateTime, SecondsFormat, Utc};
 use drover::lane::LaneState;
@@ -16,7 +14,7 @@ use uuid::Uuid;
 
 use super::DashState;
 use super::limits::{LimitRow, split};
-use super::live::{Snapshot, bars_svg};
+use super::live::Snapshot;
 use super::session::{Session, cookie_id};
 use crate::auth::Role;
 
@@ -127,11 +125,11 @@ pub(super) fn time(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
-fn opt_time(t: Option<DateTime<Utc>>) -> String {
+pub(super) fn opt_time(t: Option<DateTime<Utc>>) -> String {
     t.map_or_else(|| "-".to_owned(), time)
 }
 
-fn age(secs: f64) -> String {
+pub(super) fn age(secs: f64) -> String {
     if secs <= 0.0 {
         return "-".to_owned();
     }
@@ -167,15 +165,13 @@ pub(super) async fn login_form(State(st): State<DashState>) -> Response {
     )
 }
 
-/// One lane as the overview and the lanes page show it.
+/// One lane as the lanes page shows it.
 pub(super) struct LaneView {
     lane: String,
     paused: bool,
     pending: i64,
     claimed: i64,
-    done: i64,
     failed: i64,
-    cancelled: i64,
     oldest: String,
     since: String,
 }
@@ -205,9 +201,7 @@ fn lane_views(snap: &Snapshot, states: &[LaneState], limited: &[String]) -> Vec<
                 since: state.map_or_else(|| "-".to_owned(), |s| time(s.changed_at)),
                 pending: c[0],
                 claimed: c[1],
-                done: c[2],
                 failed: c[3],
-                cancelled: c[4],
                 oldest: age(oldest),
                 lane,
             }
@@ -216,113 +210,10 @@ fn lane_views(snap: &Snapshot, states: &[LaneState], limited: &[String]) -> Vec<
 }
 
 #[derive(Template)]
-#[template(path = "dashboard/overview_live.html")]
-struct OverviewLive {
-    base: String,
-    at: String,
-    error: Option<String>,
-    failed: i64,
-    workers_live: usize,
-    workers_total: usize,
-    lanes: Vec<LaneView>,
-    chart_hour: String,
-    chart_day: String,
-}
-
-/// The overview's live part, rendered from a snapshot (shared by the page
-/// and every server-sent event).
-pub(super) fn overview_fragment(st: &DashState, snap: &Snapshot) -> String {
-    let now = snap.at;
-    let (dh, fh) = st.live.series(now, chrono::TimeDelta::hours(1), 60);
-    let (dd, fd) = st.live.series(now, chrono::TimeDelta::hours(24), 24);
-    let t = OverviewLive {
-        base: st.config.base(),
-        at: time(snap.at),
-        error: snap.error.clone(),
-        failed: snap.gauges.failed,
-        workers_live: snap
-            .workers
-            .iter()
-            .filter(|w| w.state == "running" || w.state == "draining")
-            .count(),
-        workers_total: snap.workers.len(),
-        lanes: lane_views(snap, &[], &[]),
-        chart_hour: bars_svg("last hour, per minute", &dh, &fh),
-        chart_day: bars_svg("last day, per hour", &dd, &fd),
-    };
-    t.render().unwrap_or_else(|e| {
-        tracing::error!(error = %e, "the overview fragment failed to render");
-        String::new()
-    })
-}
-
-#[derive(Template)]
-#[template(path = "dashboard/overview.html")]
-struct OverviewPage {
-    nav: Nav,
-    fragment: String,
-}
-
-#[derive(Template)]
 #[template(path = "dashboard/scoped.html")]
-struct ScopedPage {
-    nav: Nav,
-    tenant: Uuid,
-}
-
-/// Overview: counts per lane and status, oldest waiting age, throughput
-/// and failures over the last hour and day. Read from the shared snapshot.
-pub(super) async fn overview(
-    State(st): State<DashState>,
-    headers: HeaderMap,
-    Query(q): Query<MsgQuery>,
-) -> Response {
-    let v = match viewer(&st, &headers).await {
-        Ok(v) => v,
-        Err(r) => return *r,
-    };
-    if let Some(tenant) = v.session.principal.tenant {
-        let nav = nav(&st, &v, "Overview", q.msg);
-        return render(&ScopedPage { nav, tenant }, StatusCode::OK);
-    }
-    let snap = st.live.latest().await;
-    let fragment = overview_fragment(&st, &snap);
-    render(
-        &OverviewPage {
-            nav: nav(&st, &v, "Overview", q.msg),
-            fragment,
-        },
-        StatusCode::OK,
-    )
-}
-
-/// Server-sent events: the overview fragment after each shared refresh.
-pub(super) async fn live_events(State(st): State<DashState>, headers: HeaderMap) -> Response {
-    let v = match viewer(&st, &headers).await {
-        Ok(v) => v,
-        Err(r) => return *r,
-    };
-    if v.session.principal.tenant.is_some() {
-        return (StatusCode::FORBIDDEN, "installation-wide view").into_response();
-    }
-    let rx = st.live.subscribe();
-    let stream = futures::stream::unfold((rx, st), |(mut rx, st)| async move {
-        loop {
-            match rx.recv().await {
-                Ok(snap) => {
-                    let html = overview_fragment(&st, &snap);
-                    let ev = Event::default().event("overview").data(html);
-                    return Some((Ok::<_, Infallible>(ev), (rx, st)));
-                }
-                // A slow tab skips to the newest snapshot.
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
-            }
-        }
-    });
-    Sse::new(stream)
-        .keep_alive(KeepAlive::default())
-        .into_response()
+pub(super) struct ScopedPage {
+    pub nav: Nav,
+    pub tenant: Uuid,
 }
 
 #[derive(Template)]
@@ -433,7 +324,11 @@ pub(super) async fn lanes(
 /// For a session of a tenant-scoped token, the answer to an
 /// installation-wide page (workers, schedules): refused (403) with a
 /// pointer to its items, as the API refuses the token the same data.
-fn installation_only(st: &DashState, v: &Viewer, title: &'static str) -> Option<Response> {
+pub(super) fn installation_only(
+    st: &DashState,
+    v: &Viewer,
+    title: &'static str,
+) -> Option<Response> {
     let tenant = v.session.principal.tenant?;
     Some(render(
         &ScopedPage {
@@ -442,171 +337,4 @@ fn installation_only(st: &DashState, v: &Viewer, title: &'static str) -> Option<
         },
         StatusCode::FORBIDDEN,
     ))
-}
-
-/// Workers: live, draining, offline, lost; last beat (unscoped tokens).
-pub(super) async fn workers(State(st): State<DashState>, headers: HeaderMap) -> Response {
-    let v = match viewer(&st, &headers).await {
-        Ok(v) => v,
-        Err(r) => return *r,
-    };
-    if let Some(r) = installation_only(&st, &v, "Workers") {
-        return r;
-    }
-    let rows = match st.app.queue.workers().await {
-        Ok(w) => w,
-        Err(e) => {
-            return note_page(
-                &st,
-                &v,
-                "Workers",
-                e.to_string(),
-                StatusCode::SERVICE_UNAVAILABLE,
-            );
-        }
-    };
-    render(
-        &TablePage {
-            nav: nav(&st, &v, "Workers", None),
-            note: None,
-            header: vec![
-                "id",
-                "state",
-                "host",
-                "pid",
-                "lanes",
-                "kinds",
-                "capacity",
-                "last beat",
-                "started",
-            ],
-            rows: rows
-                .into_iter()
-                .map(|w| {
-                    vec![
-                        w.id,
-                        w.state,
-                        w.host,
-                        w.pid.to_string(),
-                        w.lanes.join(", "),
-                        w.kinds.join(", "),
-                        w.capacity.to_string(),
-                        time(w.last_beat_at),
-                        time(w.started_at),
-                    ]
-                })
-                .collect(),
-        },
-        StatusCode::OK,
-    )
-}
-
-/// Schedules: their declaration and last tick (unscoped tokens).
-pub(super) async fn schedules(State(st): State<DashState>, headers: HeaderMap) -> Response {
-    let v = match viewer(&st, &headers).await {
-        Ok(v) => v,
-        Err(r) => return *r,
-    };
-    if let Some(r) = installation_only(&st, &v, "Schedules") {
-        return r;
-    }
-    let rows = match st.app.queue.schedule_list().await {
-        Ok(r) => r,
-        Err(e) => {
-            return note_page(
-                &st,
-                &v,
-                "Schedules",
-                e.to_string(),
-                StatusCode::SERVICE_UNAVAILABLE,
-            );
-        }
-    };
-    render(
-        &TablePage {
-            nav: nav(&st, &v, "Schedules", None),
-            note: None,
-            header: vec![
-                "name",
-                "cron",
-                "zone",
-                "kind",
-                "lane",
-                "misfire",
-                "last tick",
-                "last seen",
-            ],
-            rows: rows
-                .into_iter()
-                .map(|r| {
-                    vec![
-                        r.decl.name,
-                        r.decl.cron,
-                        r.decl.zone,
-                        r.decl.kind,
-                        r.decl.lane,
-                        r.decl.misfire.name().to_owned(),
-                        opt_time(r.last_tick),
-                        time(r.seen_at),
-                    ]
-                })
-                .collect(),
-        },
-        StatusCode::OK,
-    )
-}
-
-/// Orchestrations: the newest, with their step and status.
-pub(super) async fn orchestrations(State(st): State<DashState>, headers: HeaderMap) -> Response {
-    let v = match viewer(&st, &headers).await {
-        Ok(v) => v,
-        Err(r) => return *r,
-    };
-    let filter = drover::orchestration::OrchestrationFilter {
-        tenant_id: v.session.principal.tenant,
-        limit: 100,
-        ..Default::default()
-    };
-    let rows = match st.app.queue.orchestrations(&filter).await {
-        Ok(r) => r,
-        Err(e) => {
-            return note_page(
-                &st,
-                &v,
-                "Orchestrations",
-                e.to_string(),
-                StatusCode::SERVICE_UNAVAILABLE,
-            );
-        }
-    };
-    render(
-        &TablePage {
-            nav: nav(&st, &v, "Orchestrations", None),
-            note: None,
-            header: vec![
-                "id",
-                "tenant",
-                "kind",
-                "status",
-                "step",
-                "waiting for",
-                "error",
-            ],
-            rows: rows
-                .into_iter()
-                .map(|o| {
-                    vec![
-                        o.id.to_string(),
-                        o.tenant_id.to_string(),
-                        o.kind,
-                        o.status.as_str().to_owned(),
-                        o.step,
-                        o.waiting_for.unwrap_or_default(),
-                        o.error.unwrap_or_default(),
-                    ]
-                })
-                .collect(),
-        },
-        StatusCode::OK,
-    )
 }

@@ -1091,6 +1091,7 @@ pub async fn limits_set_list_clear(app: &App) {
             state: "running".into(),
             beat_interval_ms: 60_000,
             kinds: vec!["mail.send".into()],
+            version: String::new(),
         })
         .await
         .unwrap();

@@ -200,6 +200,7 @@ macro_rules! contract_suite {
             runs_bounded_per_item,
             runs_purged_by_the_cutoff,
             counts_of_one_tenant,
+            throughput_rollup_after_settle_and_running_rows,
         );
     };
 }
@@ -314,6 +315,7 @@ mod results;
 mod runs;
 mod schedule;
 mod sweep;
+mod throughput;
 mod vacuum;
 mod wakeups;
 mod writes;
@@ -330,6 +332,7 @@ pub use results::*;
 pub use runs::*;
 pub use schedule::*;
 pub use sweep::*;
+pub use throughput::*;
 pub use vacuum::*;
 pub use wakeups::*;
 pub use writes::*;

@@ -517,6 +517,7 @@ fn worker_row(id: &str, beat_interval_ms: i32) -> WorkerRow {
         state: "running".into(),
         beat_interval_ms,
         kinds: vec!["mail.send".into(), "report.build".into()],
+        version: String::new(),
     }
 }
 

@@ -64,6 +64,7 @@ mod schedule;
 mod sql;
 mod sweep;
 mod tally;
+mod throughput;
 mod vacuum;
 mod wake;
 mod worker;

@@ -330,6 +330,8 @@ pub(super) async fn counts_settle(store: &PgStore) -> Result<u64> {
         .persistent(false)
         .bind(from)
         .bind(upto)
+        // The dashboard's minutes keep two days (migration 0041).
+        .bind(upto - crate::throughput::THROUGHPUT_KEEP)
         .fetch_one(&mut *tx)
         .await?;
     tx.commit().await?;
@@ -393,6 +395,7 @@ pub(super) async fn worker_beat(store: &PgStore, w: &WorkerRow) -> Result<()> {
         .bind(&w.state)
         .bind(w.beat_interval_ms.max(1))
         .bind(&w.kinds)
+        .bind(&w.version)
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;

@@ -78,5 +78,6 @@ pub(super) fn worker(r: &PgRow) -> Result<WorkerRow> {
         state: r.try_get("state")?,
         beat_interval_ms: r.try_get("beat_interval_ms")?,
         kinds: r.try_get("kinds")?,
+        version: r.try_get("version")?,
     })
 }

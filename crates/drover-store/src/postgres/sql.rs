@@ -165,3 +165,10 @@ pub(super) const TABLE_VACUUM: &str = include_str!("../../sql/postgres/table_vac
 /// `sql/postgres/table_vacuum_after.sql` (`{schema}`, `{table}` spliced in).
 pub(super) const TABLE_VACUUM_AFTER: &str =
     include_str!("../../sql/postgres/table_vacuum_after.sql");
+/// `sql/postgres/minutes_by_minute.sql`.
+pub(super) const MINUTES_BY_MINUTE: &str = include_str!("../../sql/postgres/minutes_by_minute.sql");
+/// `sql/postgres/minutes_by_lane_kind.sql`.
+pub(super) const MINUTES_BY_LANE_KIND: &str =
+    include_str!("../../sql/postgres/minutes_by_lane_kind.sql");
+/// `sql/postgres/items_running.sql`.
+pub(super) const ITEMS_RUNNING: &str = include_str!("../../sql/postgres/items_running.sql");

@@ -215,6 +215,21 @@ impl SqliteStore {
             .bind(upto)
             .fetch_one(&mut *tx)
             .await?;
+        // The dashboard's minutes, from the same range (migration 0041),
+        // before the mark moves past it.
+        let keep = upto
+            - crate::throughput::THROUGHPUT_KEEP
+                .num_microseconds()
+                .unwrap_or(0);
+        sqlx::query(sql::MINUTES_SETTLE)
+            .bind(upto)
+            .bind(keep)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(sql::MINUTES_EXPIRE)
+            .bind(keep)
+            .execute(&mut *tx)
+            .await?;
         sqlx::query(sql::COUNTS_SETTLE)
             .bind(upto)
             .execute(&mut *tx)

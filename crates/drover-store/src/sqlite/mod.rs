@@ -94,6 +94,7 @@ mod sql;
 mod sweep;
 #[cfg(feature = "test-util")]
 mod testing;
+mod throughput;
 mod vacuum;
 mod watch;
 pub use watch::WATCH_INTERVAL_DEFAULT;

@@ -153,6 +153,7 @@ impl SqliteStore {
             .bind(&w.state)
             .bind(w.beat_interval_ms.max(1))
             .bind(kinds)
+            .bind(&w.version)
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;

@@ -112,5 +112,6 @@ pub(super) fn worker(row: &SqliteRow) -> Result<WorkerRow> {
         state: row.try_get("state")?,
         beat_interval_ms: row.try_get("beat_interval_ms")?,
         kinds: serde_json::from_str(&kinds).map_err(|e| json_err("kinds", e))?,
+        version: row.try_get("version")?,
     })
 }

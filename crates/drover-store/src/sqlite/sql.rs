@@ -117,3 +117,8 @@ sql!(RECONCILE_RECORD_WRITE, "reconcile_record_write.sql");
 sql!(RECONCILE_RECORD_GET, "reconcile_record_get.sql");
 sql!(RECONCILE_RECORD_LIST, "reconcile_record_list.sql");
 sql!(RECONCILE_PURGE_DELETED, "reconcile_purge_deleted.sql");
+sql!(MINUTES_SETTLE, "minutes_settle.sql");
+sql!(MINUTES_EXPIRE, "minutes_expire.sql");
+sql!(MINUTES_BY_MINUTE, "minutes_by_minute.sql");
+sql!(MINUTES_BY_LANE_KIND, "minutes_by_lane_kind.sql");
+sql!(ITEMS_RUNNING, "items_running.sql");

@@ -59,7 +59,7 @@ pub(crate) use as_service::{ScheduleKnobs, scheduler_service};
 pub use heartbeat::{
     HEARTBEAT_CRON_DEFAULT, HEARTBEAT_NAME, Heartbeat, HeartbeatHandler, beats, heartbeat_schedule,
 };
-pub use plan::{MISSED_COUNT_CAP, Plan, plan};
+pub use plan::{MISSED_COUNT_CAP, Plan, next_ticks_of, plan};
 pub use schedule::{
     Compiled, MAX_BACKFILL_DEFAULT, MAX_BACKFILL_LIMIT, MAX_NAME_LEN, MisfirePolicy, Schedule,
     ZONE_DEFAULT, tick_key,

@@ -42,6 +42,31 @@ impl Compiled {
     }
 }
 
+/// The next `n` ticks strictly after `after`, in UTC, of a cron expression
+/// in an IANA zone as a schedule declares them (a state row's `cron` and
+/// `zone`), parsed as [`Schedule::compile`](super::Schedule::compile)
+/// parses them: for readers that hold the row, not the schedule (the
+/// dashboard). `None` when either does not parse.
+pub fn next_ticks_of(
+    cron: &str,
+    zone: &str,
+    after: DateTime<Utc>,
+    n: usize,
+) -> Option<Vec<DateTime<Utc>>> {
+    let cron = croner::parser::CronParser::builder()
+        .seconds(croner::parser::Seconds::Optional)
+        .build()
+        .parse(cron)
+        .ok()?;
+    let zone: chrono_tz::Tz = zone.parse().ok()?;
+    Some(
+        cron.iter_after(floor_sec(after).with_timezone(&zone))
+            .take(n)
+            .map(|t| t.with_timezone(&Utc))
+            .collect(),
+    )
+}
+
 /// Ticks at or before `at`, descending, in UTC.
 fn ticks_at_or_before(s: &Compiled, at: DateTime<Utc>) -> impl Iterator<Item = DateTime<Utc>> + '_ {
     s.cron
@@ -137,6 +162,18 @@ mod tests {
     use super::*;
     use crate::periodic::Schedule;
     use chrono::TimeZone;
+
+    #[test]
+    fn next_ticks_of_a_row_reads_cron_and_zone() {
+        let at = Utc.with_ymd_and_hms(2026, 3, 1, 10, 30, 0).unwrap();
+        let ticks = next_ticks_of("0 * * * *", "Europe/Paris", at, 3).unwrap();
+        let want: Vec<_> = (11..14)
+            .map(|h| Utc.with_ymd_and_hms(2026, 3, 1, h, 0, 0).unwrap())
+            .collect();
+        assert_eq!(ticks, want);
+        assert!(next_ticks_of("not cron", "UTC", at, 3).is_none());
+        assert!(next_ticks_of("* * * * *", "Mars/Base", at, 3).is_none());
+    }
 
     #[derive(serde::Serialize, serde::Deserialize)]
     struct J {}

@@ -36,6 +36,7 @@ use crate::store::{
     StaleReport, Store, WorkerRow,
 };
 
+mod console;
 mod context;
 pub(crate) mod counters;
 mod each;

@@ -324,6 +324,7 @@ fn worker_row(id: &str, s: &WorkerSettings, kinds: &[String]) -> WorkerRow {
             .unwrap_or(i32::MAX)
             .max(1),
         kinds: kinds.to_vec(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
     }
 }
 

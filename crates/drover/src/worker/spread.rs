@@ -120,6 +120,7 @@ mod tests {
             state: state.into(),
             beat_interval_ms: 1000,
             kinds: vec![],
+            version: String::new(),
         }
     }
 

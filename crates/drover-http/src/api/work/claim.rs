@@ -196,6 +196,7 @@ fn row_of(who: &ApiPrincipal, a: &Asked, state: &str) -> WorkerRow {
             .unwrap_or(i32::MAX)
             .max(1),
         kinds,
+        version: String::new(),
     }
 }
 
@@ -401,6 +402,7 @@ pub async fn stop(
             state: String::new(),
             beat_interval_ms: i32::try_from(LEASE_DEFAULT_MS).unwrap_or(i32::MAX),
             kinds: vec![],
+            version: String::new(),
         });
     row.state = "offline".to_owned();
     state.work.forget(&id);

@@ -265,6 +265,7 @@ pub async fn renew(
                     state: "running".to_owned(),
                     beat_interval_ms: i32::try_from(lease.as_millis()).unwrap_or(i32::MAX),
                     kinds: vec![],
+                    version: String::new(),
                 });
                 beat(&state, row).await;
             }

@@ -1,0 +1,8 @@
+-- The claimed items, oldest claim first, at most $1 (system role). Reads
+-- the partial index of claimed rows (items_tenant_stale, WHERE status =
+-- 'claimed'): as many entries as items run now, whatever the table holds.
+SELECT tenant_id, id, kind, lane, coalesce(claimed_by, '') AS worker, updated_at AS since
+FROM items
+WHERE status = 'claimed'
+ORDER BY updated_at, id
+LIMIT $1
