@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 use crate::common::App;
 
 mod contract;
+mod results;
 pub use contract::*;
+pub use results::*;
 
 const PROBLEM: &str = "application/problem+json";
 
@@ -1257,6 +1259,7 @@ macro_rules! api_suite {
             contract_bodies_are_parsed_strictly,
             contract_idempotency_fingerprint_is_canonical_json,
             contract_problems_name_the_request_member,
+            unique_while_active_over_http,
         );
     };
     (@cases $setup:path; $($case:ident),* $(,)?) => {
