@@ -22,7 +22,11 @@ pub async fn unique_while_active_over_http(app: &App) {
     let op = app.token(Role::Operator, None, &["*"]).await;
     let body = json!({"kind": "sync.account", "key": "sync:42", "unique_while_active": true});
     let (s, first) = post(app, &op, body.clone()).await;
-    assert_eq!((s, &first["result"]), (StatusCode::CREATED, &json!("inserted")), "{first}");
+    assert_eq!(
+        (s, &first["result"]),
+        (StatusCode::CREATED, &json!("inserted")),
+        "{first}"
+    );
     let id = first["id"].as_str().unwrap().to_owned();
     assert_eq!(first["item"]["active_key"], "sync:42");
     assert_eq!(first["item"]["idempotency_key"], Value::Null);
@@ -30,8 +34,17 @@ pub async fn unique_while_active_over_http(app: &App) {
     assert_eq!(again["result"], "key_exists", "{s} {again}");
     assert_eq!(again["id"], id.as_str());
 
-    let (s, b) = post(app, &op, json!({"kind": "sync.account", "unique_while_active": true})).await;
-    assert_eq!((s, &b["field"]), (StatusCode::BAD_REQUEST, &json!("unique_while_active")), "{b}");
+    let (s, b) = post(
+        app,
+        &op,
+        json!({"kind": "sync.account", "unique_while_active": true}),
+    )
+    .await;
+    assert_eq!(
+        (s, &b["field"]),
+        (StatusCode::BAD_REQUEST, &json!("unique_while_active")),
+        "{b}"
+    );
 
     // A worker completes it with a result.
     let batch = app
@@ -45,13 +58,23 @@ pub async fn unique_while_active_over_http(app: &App) {
         .await
         .unwrap();
     let (s, _, shown) = app
-        .call(Method::GET, &format!("/v1/items/{id}?wait=5"), Some(&op), None, &[])
+        .call(
+            Method::GET,
+            &format!("/v1/items/{id}?wait=5"),
+            Some(&op),
+            None,
+            &[],
+        )
         .await;
     assert_eq!(s, StatusCode::OK, "{shown}");
     assert_eq!(shown["item"]["status"], "done");
     assert_eq!(shown["item"]["result"], json!({"synced": 3}));
 
     let (s, next) = post(app, &op, body).await;
-    assert_eq!((s, &next["result"]), (StatusCode::CREATED, &json!("inserted")), "{next}");
+    assert_eq!(
+        (s, &next["result"]),
+        (StatusCode::CREATED, &json!("inserted")),
+        "{next}"
+    );
     assert_ne!(next["id"], id.as_str());
 }
