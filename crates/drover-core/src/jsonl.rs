@@ -171,6 +171,39 @@ mod tests {
     }
 
     #[test]
+    fn unique_while_active_is_read_and_needs_a_key() {
+        let item = parse_line(
+            r#"{"kind":"k","idempotency_key":"sync:1","unique_while_active":true}"#,
+            Uuid::nil(),
+        )
+        .expect("valid");
+        assert!(item.unique_while_active);
+        assert_eq!(
+            (item.stored_key(), item.active_key()),
+            (None, Some("sync:1"))
+        );
+        let plain =
+            parse_line(r#"{"kind":"k","idempotency_key":"sync:1"}"#, Uuid::nil()).expect("valid");
+        assert_eq!(
+            (plain.stored_key(), plain.active_key()),
+            (Some("sync:1"), None)
+        );
+        for (line, want) in [
+            (
+                r#"{"kind":"k","unique_while_active":true}"#,
+                "invalid unique_while_active:",
+            ),
+            (
+                r#"{"kind":"k","idempotency_key":"a","unique_while_active":"yes"}"#,
+                "invalid unique_while_active:",
+            ),
+        ] {
+            let e = parse_line(line, Uuid::nil()).expect_err(line);
+            assert!(e.to_string().starts_with(want), "{line}: {e}");
+        }
+    }
+
+    #[test]
     fn a_group_is_read() {
         let item = parse_line(r#"{"kind":"k","group":"customer:42"}"#, Uuid::nil()).expect("valid");
         assert_eq!(item.group.as_deref(), Some("customer:42"));

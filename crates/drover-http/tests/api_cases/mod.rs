@@ -10,9 +10,11 @@ use serde_json::{Value, json};
 use crate::common::App;
 
 mod contract;
+mod results;
 pub use contract::*;
 mod links;
 pub use links::*;
+pub use results::*;
 
 const PROBLEM: &str = "application/problem+json";
 
@@ -1261,6 +1263,7 @@ macro_rules! api_suite {
             contract_bodies_are_parsed_strictly,
             contract_idempotency_fingerprint_is_canonical_json,
             contract_problems_name_the_request_member,
+            unique_while_active_over_http,
         );
     };
     (@cases $setup:path; $($case:ident),* $(,)?) => {

@@ -83,7 +83,14 @@ CREATE TRIGGER items_active_key_claim BEFORE INSERT ON items
     EXECUTE FUNCTION items_active_key_claim();
 
 -- The collision read-back after a refused insert looks the active item up
--- by key.
+-- by key. Partial: items without an active key (all of them when this
+-- runs) cost no entry and no write; the build still reads each child once
+-- under its SHARE lock (writes wait for that read, reads do not), as 0032's
+-- group index did.
+--
+-- Expand only: a worker of the previous release keeps running against
+-- this schema (its claim names its columns, its completion binds two
+-- parameters, the three-argument complete_items is unchanged).
 CREATE INDEX items_active_key ON items (tenant_id, kind, active_key)
     WHERE active_key IS NOT NULL;
 
