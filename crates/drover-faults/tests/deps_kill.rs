@@ -163,7 +163,7 @@ async fn checker_catches_a_broken_dependency_rule_postgres() {
     .execute(run.pg_pool())
     .await
     .expect("break the rule");
-    let mut w = run.spawn(&FLAGS);
+    let w = run.spawn(&FLAGS);
     assert!(run.wait_final(Duration::from_secs(60)).await, "not drained");
     let early = deps_checker::pg_started_early(run.pg_pool(), SCHEMA)
         .await
