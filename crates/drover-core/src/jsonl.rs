@@ -210,4 +210,26 @@ mod tests {
         let long = format!(r#"{{"kind":"k","group":"{}"}}"#, "g".repeat(129));
         assert!(parse_line(&long, Uuid::nil()).is_err());
     }
+
+    #[test]
+    fn after_policy_and_batch_are_read() {
+        let a = Uuid::now_v7();
+        let b = Uuid::now_v7();
+        let line =
+            format!(r#"{{"kind":"k","after":["{a}","{b}"],"after_policy":"wait","batch":"{a}"}}"#);
+        let item = parse_line(&line, Uuid::nil()).expect("valid");
+        assert_eq!(item.after, vec![a, b]);
+        assert_eq!(item.after_policy, crate::links::AfterPolicy::Wait);
+        assert_eq!(item.batch, Some(a));
+        for bad in [
+            r#"{"kind":"k","after":"x"}"#,
+            r#"{"kind":"k","after":["not-a-uuid"]}"#,
+            r#"{"kind":"k","after_policy":"later"}"#,
+        ] {
+            let e = parse_line(bad, Uuid::nil()).expect_err(bad);
+            assert!(e.to_string().contains("after"), "{bad}: {e}");
+        }
+        let twice = format!(r#"{{"kind":"k","after":["{a}","{a}"]}}"#);
+        assert!(parse_line(&twice, Uuid::nil()).is_err());
+    }
 }
