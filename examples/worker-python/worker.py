@@ -6,11 +6,14 @@ Environment: DROVER_URL (the server), DROVER_TOKEN (a worker token:
 DROVER_LANES (comma-separated) and DROVER_CAPACITY (items run at once).
 
 It claims batches (up to its free slots, long-polling when the lanes are
-empty), runs each item as a task, frees the slot when the handler returns
-and completes in batches from a task of its own, renews the leases of what
-it runs every third of the lease, and on SIGTERM or SIGINT drains: it stops
-claiming, finishes what it runs, sends the last completions, says goodbye
-(`/stop`) and exits 0. It prints its totals as one JSON line at the end.
+empty), runs each item as a task, frees the slot when the handler returns,
+and sends what finished with its next claim (`complete` on the claim: one
+request a round); a task of its own sends completions that no claim picked
+up within COMPLETE_AFTER_S (the claim is waiting on an empty lane). It
+renews the leases of what it runs every third of the lease, and on SIGTERM
+or SIGINT drains: it stops claiming, finishes what it runs, sends the last
+completions, says goodbye (`/stop`) and exits 0. It prints its totals as
+one JSON line at the end.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from drover_client.models import (
 KINDS = ["drover.noop", "drover.sleep"]
 LEASE_MS = 30_000
 WAIT_MS = 2_000  # a long poll's longest wait, and so the longest drain of an idle worker
+COMPLETE_AFTER_S = 0.05  # how long a finished item waits for a claim to carry it
 
 
 async def handle(kind: str, payload: Any) -> None:
@@ -72,8 +76,10 @@ class Worker:
                 self.slot_freed.clear()
                 await first(self.slot_freed.wait(), self.stopping.wait())
                 continue
+            carried, self.done = self.done[:1000], self.done[1000:]
             body = ClaimRequest(worker_id=self.id, lanes=self.lanes, kinds=KINDS, max_=free,
-                                lease_ms=LEASE_MS, wait_ms=WAIT_MS, capacity=self.capacity)
+                                lease_ms=LEASE_MS, wait_ms=WAIT_MS, capacity=self.capacity,
+                                complete=carried)
             try:
                 answer = await claim.asyncio_detailed(client=self.client, body=body)
             except httpx.TransportError:
@@ -81,8 +87,12 @@ class Worker:
             if answer is not None and answer.status_code in (400, 401, 403):
                 sys.exit(f"claim refused ({answer.status_code}): {answer.content.decode()}")
             if answer is None or not isinstance(answer.parsed, ClaimResponse):
+                self.done[:0] = carried  # not written (503, or unknown: a completion lands at most once)
+                self.settle.set()
                 await asyncio.sleep(1)  # the server drains (503) or is away: claim again later
                 continue
+            self.totals["completed"] += len(answer.parsed.completed)
+            self.totals["stale"] += len(answer.parsed.stale)
             for item in answer.parsed.items:
                 if self.stopping.is_set():  # claimed as the drain began: hand it back unstarted
                     await release.asyncio_detailed(item.id, client=self.client, body=ReleaseRequest(
@@ -107,12 +117,17 @@ class Worker:
             self.settle.set()
 
     async def complete_loop(self) -> None:
-        """Sends what finished, a batch at a time, until the drain has sent the last."""
+        """Sends what finished and no claim carried, a batch at a time, until
+        the drain has sent the last."""
         while not (self.stopping.is_set() and not self.running and not self.done):
             if not self.done:
                 self.settle.clear()
                 await self.settle.wait()
                 continue
+            if not self.stopping.is_set():
+                await asyncio.sleep(COMPLETE_AFTER_S)  # the next claim usually carries them
+                if not self.done:
+                    continue
             batch, self.done = self.done[:1000], self.done[1000:]
             try:
                 answer = await complete_batch.asyncio_detailed(client=self.client, body=CompleteBatch(items=batch))

@@ -45,7 +45,13 @@ fn handlers_lists_builtin_strategies() {
     ] {
         assert!(header.contains(col), "{header}");
     }
-    for kind in ["drover.noop", "drover.sleep", "drover.fail", "drover.panic"] {
+    for kind in [
+        "drover.noop",
+        "drover.sleep",
+        "drover.echo",
+        "drover.fail",
+        "drover.panic",
+    ] {
         let line = r
             .stdout
             .lines()
@@ -59,10 +65,10 @@ fn handlers_lists_builtin_strategies() {
 
     let v = drover(&["handlers", "--json"]).ok().json();
     let rows = v["handlers"].as_array().expect("handlers");
-    // The four diagnostic kinds only: the test environment turns the
+    // The five diagnostic kinds only: the test environment turns the
     // heartbeat off (DROVER_HEARTBEAT_CRON=off), as `drover worker`
     // would read it.
-    assert_eq!(rows.len(), 4, "{v}");
+    assert_eq!(rows.len(), 5, "{v}");
     for row in rows {
         for field in [
             "kind",
@@ -106,6 +112,7 @@ fn handlers_json_lists_every_kind_and_role_with_four_strategies() {
     for want in [
         "drover.noop",
         "drover.sleep",
+        "drover.echo",
         "drover.fail",
         "drover.panic",
         "drover.heartbeat",

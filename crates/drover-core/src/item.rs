@@ -29,6 +29,11 @@ pub const MAX_KIND_LEN: usize = 128;
 pub const MAX_LANE_LEN: usize = 64;
 /// The longest group name accepted.
 pub const MAX_GROUP_LEN: usize = 128;
+/// The largest handler result accepted, in bytes of its JSON text (as a
+/// payload's default limit).
+pub const MAX_RESULT_BYTES: usize = 256 * 1024;
+/// The largest progress note accepted, in bytes of its JSON text.
+pub const MAX_PROGRESS_BYTES: usize = 8 * 1024;
 
 /// Where an item is in its life. See `docs/state-machine.md`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
@@ -145,6 +150,64 @@ pub struct Item {
     pub updated_at: DateTime<Utc>,
     /// Who last changed the row (the nil UUID, the system, after the enqueue).
     pub updated_by: Uuid,
+    /// What the handler returned, written by the fenced write that completed
+    /// the item (`None` before that, or when it returned nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
+    /// The last progress a handler reported, kept across retries so the next
+    /// run can resume from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<Progress>,
+    /// The key this item holds only while it is pending or claimed
+    /// ([`NewItem::unique_while_active`]): no other active item of the same
+    /// tenant and kind holds it at the same time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_key: Option<String>,
+}
+
+/// What a running handler last reported about how far it got: a number
+/// (a percentage, or any count the handler likes), a small JSON note (a
+/// checkpoint to resume from), or both.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Progress {
+    /// How far, as a number (0..=100 for a percentage, by convention).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+    /// A small JSON note (at most [`MAX_PROGRESS_BYTES`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<serde_json::Value>,
+}
+
+impl Progress {
+    /// Checks the note's size and that the number is finite.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] on `progress`.
+    pub fn validate(&self) -> Result<()> {
+        if let Some(v) = self.value
+            && !v.is_finite()
+        {
+            return Err(Error::invalid(
+                "progress",
+                "the value must be a finite number",
+            ));
+        }
+        if self.value.is_none() && self.data.is_none() {
+            return Err(Error::invalid("progress", "give a value, a note, or both"));
+        }
+        if let Some(d) = &self.data {
+            validate_json("progress", d, MAX_PROGRESS_BYTES)?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks a handler's result against [`MAX_RESULT_BYTES`].
+///
+/// # Errors
+/// [`Error::InvalidInput`] on `result`.
+pub fn validate_result(result: &serde_json::Value) -> Result<()> {
+    validate_json("result", result, MAX_RESULT_BYTES)
 }
 
 /// A new item, as a producer asks for it. Build it with [`NewItem::new`] and
@@ -179,6 +242,13 @@ pub struct NewItem {
     pub traceparent: Option<String>,
     /// When it was constructed.
     pub created_at: DateTime<Utc>,
+    /// The idempotency key holds only while the item is pending or claimed:
+    /// an enqueue with the same tenant, kind and key is refused (answering
+    /// the active item, as a key collision does) only while one is active,
+    /// and creates a new item once it is final. The key is then stored as
+    /// the item's `active_key`, not its `idempotency_key`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unique_while_active: bool,
 }
 
 impl NewItem {
@@ -199,6 +269,34 @@ impl NewItem {
             request_id: None,
             traceparent: None,
             created_at: Utc::now(),
+            unique_while_active: false,
+        }
+    }
+
+    /// Makes the idempotency key unique only while the item is active
+    /// (see [`NewItem::unique_while_active`]).
+    pub fn with_unique_while_active(mut self) -> Self {
+        self.unique_while_active = true;
+        self
+    }
+
+    /// The key stored as `idempotency_key`: none when the key holds only
+    /// while active.
+    pub fn stored_key(&self) -> Option<&str> {
+        if self.unique_while_active {
+            None
+        } else {
+            self.idempotency_key.as_deref()
+        }
+    }
+
+    /// The key stored as `active_key`: the idempotency key when it holds only
+    /// while active.
+    pub fn active_key(&self) -> Option<&str> {
+        if self.unique_while_active {
+            self.idempotency_key.as_deref()
+        } else {
+            None
         }
     }
 
@@ -275,6 +373,11 @@ impl NewItem {
         }
         if let Some(k) = &self.idempotency_key {
             validate_text("idempotency_key", k, MAX_KEY_BYTES)?;
+        } else if self.unique_while_active {
+            return Err(Error::invalid(
+                "unique_while_active",
+                "needs an idempotency key to be unique by",
+            ));
         }
         if let Some(r) = &self.request_id {
             validate_text("request_id", r, 256)?;
@@ -369,17 +472,21 @@ fn validate_text(field: &'static str, v: &str, max: usize) -> Result<()> {
 /// # Errors
 /// [`Error::InvalidInput`] on `payload`.
 pub fn validate_payload(payload: &serde_json::Value, max_bytes: usize) -> Result<()> {
-    let size = payload_size(payload);
+    validate_json("payload", payload, max_bytes)
+}
+
+fn validate_json(field: &'static str, v: &serde_json::Value, max_bytes: usize) -> Result<()> {
+    let size = payload_size(v);
     if size > max_bytes {
         return Err(Error::invalid(
-            "payload",
+            field,
             format!("is {size} bytes, the limit is {max_bytes}"),
         ));
     }
-    if contains_nul(payload) {
+    if contains_nul(v) {
         // PostgreSQL's jsonb cannot store U+0000; refuse it everywhere so the
         // backends agree.
-        return Err(Error::invalid("payload", "must not contain U+0000"));
+        return Err(Error::invalid(field, "must not contain U+0000"));
     }
     Ok(())
 }

@@ -2,8 +2,9 @@
 //!
 //! Each line is one item object with the fields of the item model: `kind` is
 //! required; `lane`, `group`, `payload`, `priority`, `available_at`, `max_attempts`,
-//! `idempotency_key`, `id`, `tenant_id`, `request_id` and `traceparent` are
-//! optional; any other field (status, attempts, claim fields, timestamps) is
+//! `idempotency_key`, `unique_while_active` (a boolean: the key holds only
+//! while the item is active), `id`, `tenant_id`, `request_id` and
+//! `traceparent` are optional; any other field (status, attempts, claim fields, timestamps) is
 //! ignored because the store stamps it.
 //!
 //! Invariant: a line either becomes an item that passed
@@ -57,6 +58,11 @@ pub fn parse_line(text: &str, default_tenant: Uuid) -> Result<NewItem, Error> {
     }
     if let Some(v) = string(&obj, "idempotency_key")? {
         item = item.with_key(v);
+    }
+    match obj.get("unique_while_active") {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => {}
+        Some(Value::Bool(true)) => item.unique_while_active = true,
+        Some(_) => return Err(Error::invalid("unique_while_active", "must be a boolean")),
     }
     item.group = string(&obj, "group")?;
     item.request_id = string(&obj, "request_id")?;

@@ -22,4 +22,4 @@ pub mod rules;
 pub mod trace;
 
 pub use error::{Error, ErrorKind, Result};
-pub use item::{InsertResult, Inserted, Item, NewItem, Status};
+pub use item::{InsertResult, Inserted, Item, NewItem, Progress, Status};

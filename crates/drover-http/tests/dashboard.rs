@@ -311,6 +311,51 @@ async fn pages_filters_and_operations(f: &Fixture) {
     .await;
     assert!(mail.body.contains("[redacted]") && !mail.body.contains("hunter2"));
     assert!(mail.body.contains("a@example.com"));
+    assert!(
+        mail.body.contains("id=\"item-progress\">-<"),
+        "no progress yet"
+    );
+    assert!(!mail.body.contains("id=\"result\""), "no result yet");
+
+    // Progress and the result, on a done item's page.
+    let done = put(q, "report.build", "results", json!({"n": 2})).await;
+    let batch = q
+        .claim("results", &[], "w-test", Duration::from_secs(30), 1)
+        .await
+        .unwrap();
+    let cx = batch.items.into_iter().next().unwrap();
+    cx.report_progress(drover::item::Progress {
+        value: Some(40.0),
+        data: Some(json!({"cursor": 7})),
+    })
+    .await
+    .unwrap();
+    q.complete_with(&cx, Some(&json!({"rows": 12})))
+        .await
+        .unwrap();
+    let page = send(
+        &f.app,
+        get(&format!("/ui/items/{}/{done}", Uuid::nil()), Some(&cookie)),
+    )
+    .await;
+    // Escaped as every value on the page is (askama writes `"` as `&#34;`).
+    let esc = |s: &str| s.replace('"', "&#34;");
+    assert!(
+        page.body.contains(&format!(
+            "id=\"item-progress\">{}<",
+            esc(r#"40 %, {"cursor":7}"#)
+        )),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains(&format!(
+            "<pre id=\"result\">{}",
+            esc("{\n  \"rows\": 12\n}")
+        )),
+        "{}",
+        page.body
+    );
     let missing = send(
         &f.app,
         get(

@@ -210,12 +210,24 @@ impl super::ItemStore for FaultStore {
         self.inner.item_claim(params).await
     }
 
-    async fn item_complete(&self, claim: &ClaimRef) -> Result<()> {
-        self.inner.item_complete(claim).await
+    async fn item_complete_with(
+        &self,
+        claim: &ClaimRef,
+        result: Option<&serde_json::Value>,
+    ) -> Result<()> {
+        self.inner.item_complete_with(claim, result).await
     }
 
-    async fn item_complete_many(&self, claims: &[ClaimRef]) -> Result<Vec<Uuid>> {
-        self.inner.item_complete_many(claims).await
+    async fn item_complete_many_with(&self, done: &[crate::Completion]) -> Result<Vec<Uuid>> {
+        self.inner.item_complete_many_with(done).await
+    }
+
+    async fn item_progress(
+        &self,
+        claim: &ClaimRef,
+        progress: &drover_core::item::Progress,
+    ) -> Result<()> {
+        self.inner.item_progress(claim, progress).await
     }
 
     async fn item_fail(&self, claim: &ClaimRef, params: &FailParams) -> Result<FailOutcome> {

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use drover_core::error::Result;
-use drover_core::item::{InsertResult, Inserted, Item, NewItem, Status};
+use drover_core::item::{InsertResult, Inserted, Item, NewItem, Progress, Status};
 use drover_core::rules::RetryPolicy;
 
 /// What a claim asks for.
@@ -54,6 +54,17 @@ impl ClaimRef {
             token,
         })
     }
+}
+
+/// One completion of a batch: the claim it ends and the handler's result,
+/// written by the same fenced statement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    /// The claim the completion belongs to.
+    pub claim: ClaimRef,
+    /// What the handler returned, if anything (validated by the caller:
+    /// at most `MAX_RESULT_BYTES`).
+    pub result: Option<serde_json::Value>,
 }
 
 /// How a failure is recorded.
@@ -207,11 +218,38 @@ pub trait ItemStore: Send + Sync {
     async fn item_claim(&self, params: &ClaimParams) -> Result<Vec<Item>>;
 
     /// Marks a claimed item done. Fenced.
-    async fn item_complete(&self, claim: &ClaimRef) -> Result<()>;
+    async fn item_complete(&self, claim: &ClaimRef) -> Result<()> {
+        self.item_complete_with(claim, None).await
+    }
+
+    /// Marks a claimed item done and stores the handler's `result` in the
+    /// same fenced statement (a stale holder's completion stores nothing).
+    async fn item_complete_with(
+        &self,
+        claim: &ClaimRef,
+        result: Option<&serde_json::Value>,
+    ) -> Result<()>;
 
     /// Marks many claimed items done in one statement, each row fenced on its
     /// own token. Returns the ids that landed; the others were stale.
-    async fn item_complete_many(&self, claims: &[ClaimRef]) -> Result<Vec<Uuid>>;
+    async fn item_complete_many(&self, claims: &[ClaimRef]) -> Result<Vec<Uuid>> {
+        let done: Vec<Completion> = claims
+            .iter()
+            .map(|c| Completion {
+                claim: *c,
+                result: None,
+            })
+            .collect();
+        self.item_complete_many_with(&done).await
+    }
+
+    /// [`ItemStore::item_complete_many`] with a result per item, each stored
+    /// by the statement that completes its row.
+    async fn item_complete_many_with(&self, done: &[Completion]) -> Result<Vec<Uuid>>;
+
+    /// Records a running handler's progress (latest wins), fenced on the
+    /// claim like every write after it; the item keeps it across retries.
+    async fn item_progress(&self, claim: &ClaimRef, progress: &Progress) -> Result<()>;
 
     /// Records a failure: requeue after `retry_delay` with one attempt spent,
     /// or dead-letter (with an audit entry) at the budget or when fatal. Fenced.

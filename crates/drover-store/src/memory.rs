@@ -42,6 +42,9 @@ struct State {
     /// The next enqueue's place.
     next_seq: u64,
     keys: HashMap<(Uuid, String), Uuid>,
+    /// Active keys by (tenant, kind, key): the item that last took each; it
+    /// holds the key only while it is pending or claimed.
+    active_keys: HashMap<(Uuid, String, String), Uuid>,
     audit: Vec<AuditEntry>,
     workers: HashMap<String, WorkerRow>,
     /// The sweep lease: its token and expiry, while held.
@@ -126,13 +129,16 @@ fn stamp(new: &NewItem, now: DateTime<Utc>) -> Item {
         claim_seq: 0,
         lease_expires_at: None,
         last_error: None,
-        idempotency_key: new.idempotency_key.clone(),
+        idempotency_key: new.stored_key().map(str::to_owned),
         created_by: new.created_by,
         request_id: new.request_id.clone(),
         traceparent: new.traceparent.clone(),
         created_at: new.created_at,
         updated_at: now,
         updated_by: new.created_by,
+        result: None,
+        progress: None,
+        active_key: new.active_key().map(str::to_owned),
     }
 }
 
@@ -156,19 +162,33 @@ impl State {
         if let Some(existing) = id_holder.filter(|i| i.tenant_id == new.tenant_id) {
             return (InsertResult::IdExists, Some(existing.clone()));
         }
-        if let Some(key) = &new.idempotency_key
+        if let Some(key) = new.stored_key()
             && let Some(existing) = self
                 .keys
-                .get(&(new.tenant_id, key.clone()))
+                .get(&(new.tenant_id, key.to_owned()))
                 .and_then(|id| self.items.get(id))
+        {
+            return (InsertResult::KeyExists, Some(existing.clone()));
+        }
+        let active = new
+            .active_key()
+            .map(|k| (new.tenant_id, new.kind.clone(), k.to_owned()));
+        if let Some(existing) = active
+            .as_ref()
+            .and_then(|a| self.active_keys.get(a))
+            .and_then(|id| self.items.get(id))
+            .filter(|i| matches!(i.status, Status::Pending | Status::Claimed))
         {
             return (InsertResult::KeyExists, Some(existing.clone()));
         }
         if id_holder.is_some() {
             return (InsertResult::IdTaken, None);
         }
-        if let Some(key) = &new.idempotency_key {
-            self.keys.insert((new.tenant_id, key.clone()), new.id);
+        if let Some(key) = new.stored_key() {
+            self.keys.insert((new.tenant_id, key.to_owned()), new.id);
+        }
+        if let Some(a) = active {
+            self.active_keys.insert(a, new.id);
         }
         let item = stamp(new, now);
         self.next_seq += 1;

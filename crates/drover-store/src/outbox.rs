@@ -680,6 +680,9 @@ pub fn relayed_item(row: &OutboxRow, kind: &str, max_payload: usize) -> Result<N
         request_id: row.request_id.clone(),
         traceparent: row.traceparent.clone(),
         created_at: row.created_at,
+        // The row's id is its key for as long as the item exists: a relay
+        // that runs twice must meet its own item, finished or not.
+        unique_while_active: false,
     };
     item.validate(max_payload)?;
     Ok(item)

@@ -1,13 +1,14 @@
 //! The built-in diagnostic kinds, so anyone can exercise a deployment
 //! without writing Rust: `drover.noop`, `drover.sleep` (`{"ms": N}`),
-//! `drover.fail` (`{"times": N}`: fails its first N attempts, then
-//! succeeds) and `drover.panic`.
+//! `drover.echo` (returns its payload as its result), `drover.fail`
+//! (`{"times": N}`: fails its first N attempts, then succeeds) and
+//! `drover.panic`.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::queue::{JobContext, Kind};
+use crate::queue::{JobContext, Kind, Returns};
 use crate::worker::{Done, Handler, JobError, Outcome, Strategy, WorkerBuilder};
 
 /// `drover.noop`: does nothing; any payload.
@@ -28,6 +29,19 @@ pub struct Sleep {
 
 impl Kind for Sleep {
     const NAME: &'static str = "drover.sleep";
+}
+
+/// `drover.echo`: returns its payload as its result; any payload.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Echo(pub serde_json::Value);
+
+impl Kind for Echo {
+    const NAME: &'static str = "drover.echo";
+}
+
+impl Returns for Echo {
+    type Output = serde_json::Value;
 }
 
 /// `drover.fail`: fails its first `times` attempts, then succeeds.
@@ -84,6 +98,18 @@ impl Handler for SleepHandler {
     }
 }
 
+/// Runs `drover.echo`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct EchoHandler;
+
+impl Handler for EchoHandler {
+    type Job = Echo;
+    const STRATEGY: Strategy = STRATEGY;
+    async fn handle(&self, _cx: &JobContext, job: Echo) -> Outcome {
+        Ok(Done::Output(job.0))
+    }
+}
+
 /// Runs `drover.fail`.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct FailHandler;
@@ -122,10 +148,11 @@ impl Handler for PanicHandler {
 // nothing of them: the arrow runs one way.
 impl WorkerBuilder {
     /// Adds the built-in diagnostic kinds (`drover.noop`, `drover.sleep`,
-    /// `drover.fail`, `drover.panic`).
+    /// `drover.echo`, `drover.fail`, `drover.panic`).
     pub fn builtins(self) -> Self {
         self.handler(NoopHandler)
             .handler(SleepHandler)
+            .handler(EchoHandler)
             .handler(FailHandler)
             .handler(PanicHandler)
     }

@@ -226,6 +226,7 @@ async fn every_table_forces_rls_and_runtime_role_is_unprivileged() {
             "events_3",
             "flow_limits",
             "idempotency_markers",
+            "item_active_keys",
             "item_counts",
             "item_counts_mark",
             "item_counts_unfinal",

@@ -493,6 +493,10 @@ async fn builtin_kinds_behave_as_documented() {
         .enqueue_item(&sys, NewItem::new("drover.noop", json!({"n": 1})))
         .await
         .unwrap();
+    let echo = q
+        .enqueue_item(&sys, NewItem::new("drover.echo", json!({"say": ["hi", 2]})))
+        .await
+        .unwrap();
     let sleep = q
         .enqueue_item(&sys, NewItem::new("drover.sleep", json!({"ms": 200})))
         .await
@@ -527,6 +531,20 @@ async fn builtin_kinds_behave_as_documented() {
     w.shutdown().await;
     let get = async |id| q.get(Uuid::nil(), id).await.unwrap();
     assert_eq!(get(noop.item.id).await.status, Status::Done);
+    assert_eq!(get(noop.item.id).await.result, None);
+    let e = get(echo.item.id).await;
+    assert_eq!(e.last_error, None, "echo");
+    assert_eq!(
+        (e.status, e.result),
+        (Status::Done, Some(json!({"say": ["hi", 2]})))
+    );
+    assert_eq!(
+        q.result::<drover::builtin::Echo>(Uuid::nil(), echo.item.id)
+            .await
+            .unwrap(),
+        Some(json!({"say": ["hi", 2]})),
+        "the typed read"
+    );
     assert_eq!(get(sleep.item.id).await.status, Status::Done);
     let f = get(fail.item.id).await;
     assert_eq!((f.status, f.attempts, f.claim_seq), (Status::Done, 2, 3));

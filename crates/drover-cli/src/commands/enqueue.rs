@@ -32,6 +32,11 @@ pub struct EnqueueArgs {
     /// existing item.
     #[arg(long)]
     pub key: Option<String>,
+    /// The key holds only while the item is pending or claimed: the same
+    /// kind and key is refused (the active item's id is printed) while one
+    /// is active, and enqueued anew once it is final. Needs `--key`.
+    #[arg(long, requires = "key")]
+    pub unique_while_active: bool,
     /// Priority, lower runs first (default 0; -32768 to 32767).
     #[arg(long, allow_hyphen_values = true)]
     pub priority: Option<String>,
@@ -55,7 +60,7 @@ pub struct EnqueueArgs {
     #[arg(
         long,
         value_name = "PATH|-",
-        conflicts_with_all = ["payload", "lane", "group", "key", "priority", "delay", "run_at", "max_attempts"]
+        conflicts_with_all = ["payload", "lane", "group", "key", "unique_while_active", "priority", "delay", "run_at", "max_attempts"]
     )]
     pub from_file: Option<String>,
 }
@@ -84,7 +89,11 @@ pub async fn run(args: &EnqueueArgs, cx: &mut Context<'_>) -> Result<(), CliErro
         InsertResult::KeyExists => writeln!(
             cx.err,
             "note: an item with key {:?} already exists ({}); nothing was enqueued",
-            out.item.idempotency_key.as_deref().unwrap_or_default(),
+            out.item
+                .idempotency_key
+                .as_deref()
+                .or(out.item.active_key.as_deref())
+                .unwrap_or_default(),
             out.item.status
         )?,
         InsertResult::IdExists => writeln!(
@@ -129,6 +138,7 @@ fn build(args: &EnqueueArgs) -> Result<NewItem, CliError> {
     if let Some(key) = &args.key {
         item = item.with_key(key.as_str());
     }
+    item.unique_while_active = args.unique_while_active;
     if let Some(p) = &args.priority {
         item = item.with_priority(parse::int("priority", p, i16::MIN, i16::MAX)?);
     }

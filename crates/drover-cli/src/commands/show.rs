@@ -1,4 +1,5 @@
-//! `drover show ID`: one item, every field, with its audit entries and,
+//! `drover show ID`: one item, every field (its result and its progress
+//! among them), with its audit entries and,
 //! while it is pending, why it has not started (run_at ahead, lane paused,
 //! a limit full and who holds it, no live worker for its lane).
 
@@ -81,12 +82,23 @@ fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map_or_else(|| "-".to_owned(), |v| v.to_string())
 }
 
+/// A progress report on one line: `40 %  {"cursor":7}`, either half alone.
+fn progress(p: Option<&drover::item::Progress>) -> String {
+    let Some(p) = p else { return "-".into() };
+    match (p.value, &p.data) {
+        (Some(v), Some(d)) => format!("{v} %  {d}"),
+        (Some(v), None) => format!("{v} %"),
+        (None, Some(d)) => d.to_string(),
+        (None, None) => "-".into(),
+    }
+}
+
 fn write_item(
     out: &mut dyn std::io::Write,
     item: &Item,
     audit: &[AuditEntry],
 ) -> std::io::Result<()> {
-    let rows: [(&str, String); 23] = [
+    let rows: [(&str, String); 26] = [
         ("id", item.id.to_string()),
         ("tenant", item.tenant_id.to_string()),
         ("kind", item.kind.clone()),
@@ -104,6 +116,7 @@ fn write_item(
         ),
         ("available_at", item.available_at.to_rfc3339()),
         ("idempotency_key", opt(item.idempotency_key.as_deref())),
+        ("active_key", opt(item.active_key.as_deref())),
         ("claimed_by", opt(item.claimed_by.as_deref())),
         ("claim_seq", item.claim_seq.to_string()),
         (
@@ -118,6 +131,8 @@ fn write_item(
         ("updated_at", item.updated_at.to_rfc3339()),
         ("updated_by", item.updated_by.to_string()),
         ("payload", item.payload.to_string()),
+        ("progress", progress(item.progress.as_ref())),
+        ("result", opt(item.result.as_ref())),
         (
             "audit",
             if audit.is_empty() {

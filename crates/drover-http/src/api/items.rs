@@ -76,6 +76,7 @@ fn build(
     if let Some(k) = req.key {
         item = item.with_key(k);
     }
+    item.unique_while_active = req.unique_while_active;
     if let Some(id) = req.id {
         item = item.with_id(id);
     }
@@ -346,13 +347,49 @@ pub struct TenantQuery {
     pub tenant: Option<Uuid>,
 }
 
+/// How to read one item: its tenant, and how long to wait for it to be
+/// final.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ItemQuery {
+    /// The item's tenant (default the token's, else the nil tenant).
+    pub tenant: Option<Uuid>,
+    /// Wait up to this long for the item to be final (done, failed or
+    /// cancelled) before answering: whole seconds, `30` or `30s`, at most
+    /// 60. The answer comes as soon as the item is final, or with the item
+    /// as it stands when the wait is over (check `status`). Default: answer
+    /// at once.
+    #[param(pattern = "^[0-9]{1,2}s?$", example = "30s")]
+    pub wait: Option<String>,
+}
+
+/// The long-poll bound `wait` asks for.
+fn wait_bound(wait: Option<&str>) -> Result<Option<std::time::Duration>, Problem> {
+    let Some(text) = wait else { return Ok(None) };
+    let secs: u64 = text
+        .strip_suffix('s')
+        .unwrap_or(text)
+        .parse()
+        .map_err(|_| Problem::invalid("wait", "must be whole seconds (30 or 30s)"))?;
+    let max = drover::queue::MAX_WAIT.as_secs();
+    if secs > max {
+        return Err(Problem::invalid(
+            "wait",
+            format!("is at most {max} seconds"),
+        ));
+    }
+    Ok(Some(std::time::Duration::from_secs(secs)))
+}
+
 fn item_id(text: &str) -> Result<Uuid, Problem> {
     Uuid::parse_str(text).map_err(|_| Problem::invalid("id", "is not a UUID"))
 }
 
-/// One item with its attempts and audit history.
+/// One item with its attempts, result, progress and audit history; with
+/// `wait`, a bounded long-poll that answers when the item is final.
 #[utoipa::path(get, path = "/v1/items/{id}", tag = "items",
-    params(("id" = Uuid, Path, description = "the item's id"), TenantQuery),
+    params(("id" = Uuid, Path, description = "the item's id"), ItemQuery),
     responses(
         (status = 200, description = "the item", body = ItemDetail),
         (status = 400, description = "invalid id", body = Problem, content_type = "application/problem+json"),
@@ -367,9 +404,13 @@ pub async fn get_item(
     RawQuery(raw): RawQuery,
 ) -> ApiResult<axum::Json<ItemDetail>> {
     let id = item_id(&id)?;
-    let q: TenantQuery = parse::query(raw.as_deref())?;
+    let q: ItemQuery = parse::query(raw.as_deref())?;
+    let bound = wait_bound(q.wait.as_deref())?;
     let tenant = who.tenant_for(q.tenant)?;
-    let item = state.queue.get(tenant, id).await?;
+    let item = match bound {
+        Some(b) => state.queue.wait_final(tenant, id, b).await?,
+        None => state.queue.get(tenant, id).await?,
+    };
     let audit = state.queue.audit(tenant, id).await?;
     let runs = state.queue.runs(tenant, id).await?;
     let waiting = if item.status == drover::Status::Pending {

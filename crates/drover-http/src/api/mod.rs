@@ -80,6 +80,7 @@ pub fn routes(state: AppState) -> OpenApiRouter {
         .routes(routes!(work::settle::fail))
         .routes(routes!(work::settle::defer))
         .routes(routes!(work::settle::release))
+        .routes(routes!(work::progress::progress))
         .routes(routes!(openapi_json))
         .with_state(state)
 }

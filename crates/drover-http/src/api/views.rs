@@ -52,6 +52,20 @@ pub struct ItemView {
     /// Its idempotency key.
     #[schema(nullable = true)]
     pub idempotency_key: Option<String>,
+    /// Its key when it holds only while the item is active (enqueued with
+    /// `unique_while_active`).
+    #[serde(default)]
+    #[schema(nullable = true)]
+    pub active_key: Option<String>,
+    /// What its handler returned, stored with its completion (`null`
+    /// until then, or when it returned nothing).
+    #[serde(default)]
+    #[schema(nullable = true, value_type = Option<Object>)]
+    pub result: Option<serde_json::Value>,
+    /// What its handler last reported, kept across retries.
+    #[serde(default)]
+    #[schema(nullable = true)]
+    pub progress: Option<ProgressView>,
     /// Who enqueued it.
     pub created_by: Uuid,
     /// The causing request.
@@ -82,12 +96,30 @@ impl From<Item> for ItemView {
             lease_expires_at: i.lease_expires_at,
             last_error: i.last_error,
             idempotency_key: i.idempotency_key,
+            active_key: i.active_key,
+            result: i.result,
+            progress: i.progress.map(|p| ProgressView {
+                value: p.value,
+                data: p.data,
+            }),
             created_by: i.created_by,
             request_id: i.request_id,
             created_at: i.created_at,
             updated_at: i.updated_at,
         }
     }
+}
+
+/// A running handler's progress report.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ProgressView {
+    /// How far, as a number (0 to 100 for a percentage, by convention).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+    /// A small JSON note (at most 8 KiB): the handler's checkpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub data: Option<serde_json::Value>,
 }
 
 /// One item to enqueue. A kind is a name: a kind no worker handles is
@@ -132,6 +164,12 @@ pub struct EnqueueRequest {
         pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"
     )]
     pub key: Option<String>,
+    /// The key holds only while the item is pending or claimed: an
+    /// enqueue of the same tenant, kind and key is answered with the
+    /// active item (`key_exists`) only while one is active; once it is
+    /// final a new item is created. Needs `key`. Default false.
+    #[serde(default)]
+    pub unique_while_active: bool,
     /// The item's id (default minted, UUID v7).
     #[serde(default)]
     pub id: Option<Uuid>,

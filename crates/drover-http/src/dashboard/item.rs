@@ -45,6 +45,11 @@ pub(super) struct ItemView {
     request: String,
     error: String,
     payload: String,
+    /// The last progress report, in words (`-` when none).
+    progress: String,
+    /// The handler's result, pretty JSON (empty when none), redacted as
+    /// the payload is.
+    result: String,
 }
 
 /// One run as the page shows it.
@@ -91,6 +96,16 @@ fn unavailable(st: &DashState, v: &super::pages::Viewer, e: drover::Error) -> Re
         e.to_string(),
         StatusCode::SERVICE_UNAVAILABLE,
     )
+}
+
+/// A progress report in words: `40 %, {"cursor":7}`, either half alone.
+fn progress_words(p: Option<&drover::item::Progress>) -> String {
+    match p.map(|p| (p.value, &p.data)) {
+        Some((Some(v), Some(d))) => format!("{v} %, {d}"),
+        Some((Some(v), None)) => format!("{v} %"),
+        Some((None, Some(d))) => d.to_string(),
+        _ => "-".into(),
+    }
 }
 
 /// The runs as the page lists them, newest first: the claim in flight (a
@@ -195,6 +210,14 @@ pub(super) async fn item(
         request: item.request_id.clone().unwrap_or_else(|| "-".into()),
         error: item.last_error.clone().unwrap_or_default(),
         payload: serde_json::to_string_pretty(&payload).unwrap_or_default(),
+        progress: progress_words(item.progress.as_ref()),
+        result: item
+            .result
+            .as_ref()
+            .map(|r| serde_json::to_string_pretty(&st.config.redacted(&item.kind, r)))
+            .transpose()
+            .unwrap_or_default()
+            .unwrap_or_default(),
     };
     let back = format!("{}/items/{}/{}", st.config.base(), item.tenant_id, item.id);
     let audit = audit

@@ -18,6 +18,9 @@ use uuid::Uuid;
 
 use crate::common::{App, send};
 
+mod results;
+pub use results::*;
+
 /// An app whose router drains on `drain`, with a worker token.
 pub struct WorkApp {
     pub app: App,
@@ -230,7 +233,7 @@ async fn futures_rows(w: &WorkApp, items: &[Value]) -> Vec<(Status, i32, i64, Op
 
 /// A forged claim token, or the right token under the wrong tenant, is
 /// refused with 409 and leaves the claim in place; a completion carrying
-/// a result is refused (no results storage yet).
+/// a result over 256 KiB is refused naming `result`.
 pub async fn forged_claims_change_nothing(w: &WorkApp) {
     w.enqueue("job.a", "jobs").await;
     let items = w.claim("w1", &["jobs"], 1, json!({})).await;
@@ -242,7 +245,7 @@ pub async fn forged_claims_change_nothing(w: &WorkApp) {
         assert_eq!(s, StatusCode::CONFLICT, "{b}");
     }
     let mut with_result = handle(item);
-    with_result["result"] = json!({"ok": true});
+    with_result["result"] = json!("x".repeat(257 * 1024));
     let (s, b) = w.post(&uri(item, "complete"), &w.worker, with_result).await;
     assert_eq!(
         (s, &b["field"]),
@@ -495,6 +498,126 @@ pub async fn flow_limits_bound_http_claims(w: &WorkApp) {
     assert_eq!(w.claim("w2", &["jobs"], 5, json!({})).await.len(), 1);
 }
 
+fn entry(item: &Value) -> Value {
+    json!({"id": item["id"], "tenant_id": item["tenant_id"], "claim_token": item["claim_token"]})
+}
+
+/// A claim that carries its worker's completions writes them first, each
+/// fenced on its own claim (a stale one is listed, not refused), then
+/// claims; a refused claim writes none of them.
+pub async fn a_claim_carries_its_completions(w: &WorkApp) {
+    for _ in 0..3 {
+        w.enqueue("job.a", "jobs").await;
+    }
+    let held = w.claim("w1", &["jobs"], 2, json!({})).await;
+    let (s, b) = w
+        .post(&uri(&held[0], "complete"), &w.worker, handle(&held[0]))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let carried = json!([entry(&held[0]), entry(&held[1])]);
+    // Refused (max 0): nothing written.
+    let (s, b) = w
+        .post(
+            "/v1/work/claim",
+            &w.worker,
+            json!({"worker_id": "w1", "lanes": ["jobs"], "max": 0, "complete": carried}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+    assert_eq!(status_of(w, &held[1]).await.status, Status::Claimed);
+    let (s, b) = w
+        .post(
+            "/v1/work/claim",
+            &w.worker,
+            json!({"worker_id": "w1", "lanes": ["jobs"], "max": 5, "complete": carried}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["completed"], json!([held[1]["id"]]), "{b}");
+    assert_eq!(b["stale"], json!([held[0]["id"]]), "{b}");
+    assert_eq!(b["items"].as_array().unwrap().len(), 1, "{b}");
+    assert_eq!(status_of(w, &held[1]).await.status, Status::Done);
+    // Without `complete`, both lists are there and empty.
+    let (s, b) = w
+        .post(
+            "/v1/work/claim",
+            &w.worker,
+            json!({"worker_id": "w1", "lanes": ["jobs"]}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(
+        (b["completed"].clone(), b["stale"].clone()),
+        (json!([]), json!([]))
+    );
+}
+
+/// Carried completions free their slots of a limit before the claim: at
+/// a kind limit of 1, the worker holding the slot gets the next item in
+/// the request that completes the one it holds.
+pub async fn carried_completions_free_their_slots_first(w: &WorkApp) {
+    let op = w.app.token(Role::Operator, None, &["*"]).await;
+    let (s, _, b) = w
+        .call(
+            Method::PUT,
+            "/v1/limits/kind/job.limited",
+            &op,
+            Some(json!({"concurrency": 1})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    for _ in 0..2 {
+        w.enqueue("job.limited", "jobs").await;
+    }
+    let first = w.claim("w1", &["jobs"], 2, json!({})).await;
+    assert_eq!(first.len(), 1, "the limit holds the other back");
+    let next = w
+        .claim("w1", &["jobs"], 2, json!({"complete": [entry(&first[0])]}))
+        .await;
+    assert_eq!(next.len(), 1, "the carried completion freed the slot");
+    assert_ne!(next[0]["id"], first[0]["id"]);
+}
+
+/// A long poll that carried completions and is ended by the drain
+/// answers 200 with no items and says which landed (a 503 could not);
+/// the next claim meets the 503.
+pub async fn drain_answers_a_carrying_long_poll_with_its_completions(w: &WorkApp) {
+    w.enqueue("job.a", "jobs").await;
+    let held = w.claim("w1", &["jobs"], 1, json!({})).await;
+    let router = w.router.clone();
+    let token = w.worker.clone();
+    let body = json!({"worker_id": "w1", "lanes": ["jobs"], "wait_ms": 60000,
+                      "complete": [entry(&held[0])]});
+    let poll = tokio::spawn(async move {
+        send(
+            &router,
+            Method::POST,
+            "/v1/work/claim",
+            Some(&token),
+            Some(serde_json::to_vec(&body).unwrap()),
+            &[],
+        )
+        .await
+    });
+    // The completion lands before the poll waits: wait on the row.
+    while status_of(w, &held[0]).await.status != Status::Done {
+        tokio::task::yield_now().await;
+    }
+    w.drain.cancel();
+    let (s, _, b) = poll.await.unwrap();
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["completed"], json!([held[0]["id"]]), "{b}");
+    assert_eq!(b["items"], json!([]), "{b}");
+    let (s, b) = w
+        .post(
+            "/v1/work/claim",
+            &w.worker,
+            json!({"worker_id": "w1", "lanes": ["jobs"]}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{b}");
+}
+
 /// What a worker token may reach: only the worker routes, only its
 /// grants' lanes and kinds; other roles cannot claim; grants are checked
 /// at minting.
@@ -646,6 +769,11 @@ macro_rules! work_suite {
             http_workers_in_the_workers_table,
             flow_limits_bound_http_claims,
             worker_token_grants_and_roles,
+            a_claim_carries_its_completions,
+            carried_completions_free_their_slots_first,
+            drain_answers_a_carrying_long_poll_with_its_completions,
+            results_and_progress_over_http,
+            long_poll_on_an_item_answers_at_completion,
         );
     };
     (@cases $setup:path; $($case:ident),* $(,)?) => {

@@ -8,5 +8,5 @@
 SELECT id, tenant_id, kind, lane, group_key, payload, priority, status, available_at,
        attempts, max_attempts, claimed_by, claim_token, claim_seq, lease_expires_at,
        last_error, idempotency_key, created_by, request_id, traceparent, created_at,
-       updated_at, updated_by
+       updated_at, updated_by, progress, result, active_key
 FROM "{schema}".claim_items($1, $2, $3, $4, $5)

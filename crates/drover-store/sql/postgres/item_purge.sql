@@ -23,7 +23,14 @@ WITH mark AS (
         LIMIT $2
         FOR UPDATE SKIP LOCKED
     )
-    RETURNING id, tenant_id, lane, kind, status, updated_at, idempotency_key
+    RETURNING id, tenant_id, lane, kind, status, updated_at, idempotency_key, active_key
+), active_keys AS (
+    -- A purged item's active key (migration 0038), if it still names it.
+    DELETE FROM item_active_keys AS a
+    USING gone
+    WHERE gone.active_key IS NOT NULL AND a.tenant_id = gone.tenant_id
+      AND a.kind = gone.kind AND a.active_key = gone.active_key AND a.item_id = gone.id
+    RETURNING 1
 ), keys AS (
     DELETE FROM item_keys AS k
     USING gone

@@ -14,6 +14,10 @@ WITH prior AS (
     SET status = 'pending', claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL,
         attempts = 0,
         available_at = now(),
+        -- A run again from scratch: the old result goes, and the item gives
+        -- up its active key (an operator's retry is not an enqueue that key
+        -- could refuse).
+        result = NULL, active_key = NULL,
         updated_at = now(), updated_by = $2
     FROM prior
     WHERE items.id = prior.id AND items.status IN ('done', 'failed', 'cancelled')

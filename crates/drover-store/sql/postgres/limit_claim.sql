@@ -15,4 +15,4 @@ WHERE id = ANY($1::uuid[]) AND status = 'pending'
 RETURNING id, tenant_id, kind, lane, group_key, payload, priority, status, available_at,
        attempts, max_attempts, claimed_by, claim_token, claim_seq, lease_expires_at,
        last_error, idempotency_key, created_by, request_id, traceparent, created_at,
-       updated_at, updated_by
+       updated_at, updated_by, progress, result, active_key

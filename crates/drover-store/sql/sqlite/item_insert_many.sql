@@ -7,7 +7,7 @@ INSERT INTO items (
     id, tenant_id, kind, lane, payload, priority, status, available_at,
     attempts, max_attempts, claimed_by, claim_token, claim_seq, lease_expires_at,
     last_error, idempotency_key, created_by, request_id, traceparent,
-    created_at, updated_at, updated_by, group_key
+    created_at, updated_at, updated_by, group_key, active_key
 ) VALUES
 {rows}
 ON CONFLICT DO NOTHING

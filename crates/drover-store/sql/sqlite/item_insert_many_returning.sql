@@ -1,1 +1,1 @@
-RETURNING id, tenant_id, idempotency_key
+RETURNING id, tenant_id, idempotency_key, active_key

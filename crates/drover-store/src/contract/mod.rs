@@ -184,6 +184,11 @@ macro_rules! contract_suite {
             runs_bounded_per_item,
             runs_purged_by_the_cutoff,
             counts_of_one_tenant,
+            result_stored_with_completion,
+            stale_completion_with_result_stores_nothing,
+            result_purged_with_item,
+            progress_fenced_and_kept_across_retry,
+            unique_while_active_exact_under_concurrency,
         );
     };
 }
@@ -293,6 +298,7 @@ mod operations;
 pub mod orchestration;
 mod ordered;
 pub mod reconcile;
+mod results;
 mod runs;
 mod schedule;
 mod sweep;
@@ -307,6 +313,7 @@ pub use limits::*;
 pub use listing::*;
 pub use operations::*;
 pub use ordered::*;
+pub use results::*;
 pub use runs::*;
 pub use schedule::*;
 pub use sweep::*;

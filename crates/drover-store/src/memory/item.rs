@@ -11,11 +11,11 @@ use uuid::Uuid;
 
 use super::{MemoryStore, clear_claim, id_taken};
 use crate::{
-    AuditEntry, ClaimParams, ClaimRef, CountRow, FailOutcome, FailParams, Gauges, ItemStore,
-    ListFilter, StaleReport,
+    AuditEntry, ClaimParams, ClaimRef, Completion, CountRow, FailOutcome, FailParams, Gauges,
+    ItemStore, ListFilter, StaleReport,
 };
 use drover_core::error::{Error, Result};
-use drover_core::item::{InsertResult, Inserted, Item, NewItem, Status, bound_error};
+use drover_core::item::{InsertResult, Inserted, Item, NewItem, Progress, Status, bound_error};
 use drover_core::rules::{self, RetryPolicy, to_chrono};
 
 #[async_trait]
@@ -130,35 +130,50 @@ impl ItemStore for MemoryStore {
         Ok(out)
     }
 
-    async fn item_complete(&self, claim: &ClaimRef) -> Result<()> {
+    async fn item_complete_with(
+        &self,
+        claim: &ClaimRef,
+        result: Option<&serde_json::Value>,
+    ) -> Result<()> {
         let now = self.now();
         let mut st = self.lock();
         let item = st.fenced(claim, now)?;
         let before = item.clone();
         item.status = Status::Done;
         clear_claim(item);
+        item.result = result.cloned();
         item.updated_at = now;
         item.updated_by = Uuid::nil();
         st.end_run(&before);
         Ok(())
     }
 
-    async fn item_complete_many(&self, claims: &[ClaimRef]) -> Result<Vec<Uuid>> {
+    async fn item_complete_many_with(&self, done: &[Completion]) -> Result<Vec<Uuid>> {
         let now = self.now();
         let mut st = self.lock();
-        let mut done = Vec::with_capacity(claims.len());
-        for c in claims {
-            if let Ok(item) = st.fenced(c, now) {
+        let mut landed = Vec::with_capacity(done.len());
+        for c in done {
+            if let Ok(item) = st.fenced(&c.claim, now) {
                 let before = item.clone();
                 item.status = Status::Done;
                 clear_claim(item);
+                item.result = c.result.clone();
                 item.updated_at = now;
                 item.updated_by = Uuid::nil();
                 st.end_run(&before);
-                done.push(c.id);
+                landed.push(c.claim.id);
             }
         }
-        Ok(done)
+        Ok(landed)
+    }
+
+    async fn item_progress(&self, claim: &ClaimRef, progress: &Progress) -> Result<()> {
+        let now = self.now();
+        let mut st = self.lock();
+        let item = st.fenced(claim, now)?;
+        item.progress = Some(progress.clone());
+        item.updated_at = now;
+        Ok(())
     }
 
     async fn item_fail(&self, claim: &ClaimRef, p: &FailParams) -> Result<FailOutcome> {
@@ -362,13 +377,16 @@ impl ItemStore for MemoryStore {
             .collect();
         for id in &doomed {
             st.seqs.remove(id);
-            if let Some(Item {
-                tenant_id,
-                idempotency_key: Some(k),
-                ..
-            }) = st.items.remove(id)
-            {
-                st.keys.remove(&(tenant_id, k));
+            if let Some(gone) = st.items.remove(id) {
+                if let Some(k) = gone.idempotency_key {
+                    st.keys.remove(&(gone.tenant_id, k));
+                }
+                if let Some(k) = gone.active_key {
+                    let at = (gone.tenant_id, gone.kind, k);
+                    if st.active_keys.get(&at) == Some(id) {
+                        st.active_keys.remove(&at);
+                    }
+                }
             }
         }
         Ok(doomed.len() as u64)
@@ -419,6 +437,11 @@ impl ItemStore for MemoryStore {
             item.status = Status::Pending;
             item.attempts = 0;
             item.available_at = now;
+            // A run again from scratch: the old result goes, and the item
+            // gives up its active key (an operator's retry is not an
+            // enqueue that key could refuse).
+            item.result = None;
+            item.active_key = None;
             item.updated_at = now;
             item.updated_by = actor;
             lane = item.lane.clone();

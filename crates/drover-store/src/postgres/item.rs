@@ -66,12 +66,24 @@ impl ItemStore for PgStore {
         items::claim(self, params).await
     }
 
-    async fn item_complete(&self, claim: &ClaimRef) -> Result<()> {
-        items::complete(self, claim).await
+    async fn item_complete_with(
+        &self,
+        claim: &ClaimRef,
+        result: Option<&serde_json::Value>,
+    ) -> Result<()> {
+        items::complete(self, claim, result).await
     }
 
-    async fn item_complete_many(&self, claims: &[ClaimRef]) -> Result<Vec<Uuid>> {
-        items::complete_many(self, claims).await
+    async fn item_complete_many_with(&self, done: &[crate::Completion]) -> Result<Vec<Uuid>> {
+        items::complete_many(self, done).await
+    }
+
+    async fn item_progress(
+        &self,
+        claim: &ClaimRef,
+        progress: &drover_core::item::Progress,
+    ) -> Result<()> {
+        items::progress(self, claim, progress).await
     }
 
     async fn item_fail(&self, claim: &ClaimRef, params: &FailParams) -> Result<FailOutcome> {

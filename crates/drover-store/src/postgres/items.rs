@@ -13,9 +13,9 @@ use sqlx::{Connection, PgConnection, Row};
 use uuid::Uuid;
 
 use super::{PgStore, row, secs, sql, switch_tenant, validate_schema};
-use crate::{ClaimParams, ClaimRef, FailOutcome, FailParams};
+use crate::{ClaimParams, ClaimRef, Completion, FailOutcome, FailParams};
 use drover_core::error::{Error, Result};
-use drover_core::item::{InsertResult, Inserted, Item, NewItem, bound_error};
+use drover_core::item::{InsertResult, Inserted, Item, NewItem, Progress, bound_error};
 
 /// Enqueues `item` inside the caller's transaction on `conn`, into the
 /// drover tables of `schema`.
@@ -117,12 +117,13 @@ pub(super) async fn insert_one(
         .bind(item.priority)
         .bind(item.available_at)
         .bind(item.max_attempts)
-        .bind(item.idempotency_key.as_deref())
+        .bind(item.stored_key())
         .bind(item.created_by)
         .bind(item.request_id.as_deref())
         .bind(item.traceparent.as_deref())
         .bind(item.created_at)
         .bind(item.group.as_deref())
+        .bind(item.active_key())
         .fetch_optional(&mut *conn)
         .await?;
     if let Some(r) = inserted {
@@ -131,12 +132,22 @@ pub(super) async fn insert_one(
             item: row::item(&r)?,
         });
     }
-    let existing = sqlx::query(sql::ITEM_FIND_COLLISION)
+    let mut existing = sqlx::query(sql::ITEM_FIND_COLLISION)
         .persistent(persistent)
         .bind(item.id)
-        .bind(item.idempotency_key.as_deref())
+        .bind(item.stored_key())
         .fetch_optional(&mut *conn)
         .await?;
+    if existing.is_none()
+        && let Some(key) = item.active_key()
+    {
+        existing = sqlx::query(sql::ITEM_GET_ACTIVE)
+            .persistent(persistent)
+            .bind(&item.kind)
+            .bind(key)
+            .fetch_optional(&mut *conn)
+            .await?;
+    }
     match existing {
         Some(r) => {
             let existing = row::item(&r)?;
@@ -191,6 +202,7 @@ struct Columns {
     traceparent: Vec<Option<String>>,
     created_at: Vec<DateTime<Utc>>,
     group: Vec<Option<String>>,
+    active_key: Vec<Option<String>>,
 }
 
 impl Columns {
@@ -210,6 +222,7 @@ impl Columns {
             traceparent: Vec::with_capacity(n),
             created_at: Vec::with_capacity(n),
             group: Vec::with_capacity(n),
+            active_key: Vec::with_capacity(n),
         };
         for &i in idx {
             let it = &items[i];
@@ -222,7 +235,8 @@ impl Columns {
             c.priority.push(it.priority);
             c.available_at.push(it.available_at);
             c.max_attempts.push(it.max_attempts);
-            c.idempotency_key.push(it.idempotency_key.clone());
+            c.idempotency_key.push(it.stored_key().map(str::to_owned));
+            c.active_key.push(it.active_key().map(str::to_owned));
             c.created_by.push(it.created_by);
             c.request_id.push(it.request_id.clone());
             c.traceparent.push(it.traceparent.clone());
@@ -308,6 +322,7 @@ pub(super) async fn insert_groups(
             .bind(g.traceparent)
             .bind(g.created_at)
             .bind(g.group)
+            .bind(g.active_key)
             .fetch_all(&mut *tx)
             .await?;
         // An id appears once in RETURNING even when several inputs share it:
@@ -327,31 +342,42 @@ pub(super) async fn insert_groups(
         let ids: Vec<Uuid> = refused.iter().map(|&i| items[i].id).collect();
         let keys: Vec<String> = refused
             .iter()
-            .filter_map(|&i| items[i].idempotency_key.clone())
+            .filter_map(|&i| items[i].stored_key().map(str::to_owned))
+            .collect();
+        let active_keys: Vec<String> = refused
+            .iter()
+            .filter_map(|&i| items[i].active_key().map(str::to_owned))
             .collect();
         let rows = sqlx::query(sql::ITEM_FIND_COLLISIONS)
             .persistent(persistent)
             .bind(ids)
             .bind(keys)
             .bind(tenant)
+            .bind(active_keys)
             .fetch_all(&mut *tx)
             .await?;
         let mut have_ids = HashSet::new();
         let mut have_keys = HashSet::new();
+        let mut have_active = HashSet::new();
         for r in &rows {
             have_ids.insert(r.try_get::<Uuid, _>("id")?);
             if let Some(k) = r.try_get::<Option<String>, _>("idempotency_key")? {
                 have_keys.insert(k);
+            }
+            if let Some(k) = r.try_get::<Option<String>, _>("active_key")?
+                && r.try_get::<bool, _>("active")?
+            {
+                have_active.insert((r.try_get::<String, _>("kind")?, k));
             }
         }
         for i in refused {
             let it = &items[i];
             results[i] = if have_ids.contains(&it.id) {
                 InsertResult::IdExists
-            } else if it
-                .idempotency_key
-                .as_ref()
-                .is_some_and(|k| have_keys.contains(k))
+            } else if it.stored_key().is_some_and(|k| have_keys.contains(k))
+                || it
+                    .active_key()
+                    .is_some_and(|k| have_active.contains(&(it.kind.clone(), k.to_owned())))
             {
                 InsertResult::KeyExists
             } else {
@@ -429,6 +455,7 @@ pub(super) async fn insert_each_on(
             .bind(g.traceparent)
             .bind(g.created_at)
             .bind(g.group)
+            .bind(g.active_key)
             .fetch_all(&mut *tx)
             .await?;
         let mut fresh: HashMap<Uuid, Item> = HashMap::with_capacity(rows.len());
@@ -512,12 +539,17 @@ pub(super) async fn miss(conn: &mut PgConnection, id: Uuid, what: &str) -> Error
 }
 
 /// Marks a claimed item done. Fenced.
-pub(super) async fn complete(store: &PgStore, c: &ClaimRef) -> Result<()> {
+pub(super) async fn complete(
+    store: &PgStore,
+    c: &ClaimRef,
+    result: Option<&serde_json::Value>,
+) -> Result<()> {
     let mut tx = store.begin_tenant(c.tenant_id).await?;
     let n = sqlx::query(sql::ITEM_COMPLETE)
         .persistent(store.persistent)
         .bind(c.id)
         .bind(c.token)
+        .bind(result)
         .execute(&mut *tx)
         .await?
         .rows_affected();
@@ -531,16 +563,31 @@ pub(super) async fn complete(store: &PgStore, c: &ClaimRef) -> Result<()> {
 /// Marks many claimed items done: one statement per tenant (each in its own
 /// runtime-role transaction), each row fenced on its own token. Returns the
 /// ids that landed, in input order.
-pub(super) async fn complete_many(store: &PgStore, claims: &[ClaimRef]) -> Result<Vec<Uuid>> {
+pub(super) async fn complete_many(store: &PgStore, done: &[Completion]) -> Result<Vec<Uuid>> {
     let mut landed = HashSet::new();
-    for (tenant, idx) in group_by_tenant(claims, |c| c.tenant_id) {
+    for (tenant, idx) in group_by_tenant(done, |c| c.claim.tenant_id) {
         // One autocommit statement: the function runs as the runtime role
-        // with the tenant set for its run only.
-        let query = sqlx::query_scalar(&store.complete_many_sql)
+        // with the tenant set for its run only. A group without results
+        // runs the three-argument function, exactly as before results
+        // existed; one with any takes the four-argument form.
+        let with_results = idx.iter().any(|&i| done[i].result.is_some());
+        let statement = if with_results {
+            &store.complete_many_results_sql
+        } else {
+            &store.complete_many_sql
+        };
+        let mut query = sqlx::query_scalar(statement)
             .persistent(store.persistent)
             .bind(tenant)
-            .bind(idx.iter().map(|&i| claims[i].id).collect::<Vec<_>>())
-            .bind(idx.iter().map(|&i| claims[i].token).collect::<Vec<_>>());
+            .bind(idx.iter().map(|&i| done[i].claim.id).collect::<Vec<_>>())
+            .bind(idx.iter().map(|&i| done[i].claim.token).collect::<Vec<_>>());
+        if with_results {
+            query = query.bind(
+                idx.iter()
+                    .map(|&i| done[i].result.clone())
+                    .collect::<Vec<_>>(),
+            );
+        }
         let ids: Vec<Uuid> = if store.persistent {
             query.fetch_all(&store.pool).await?
         } else {
@@ -552,12 +599,32 @@ pub(super) async fn complete_many(store: &PgStore, claims: &[ClaimRef]) -> Resul
         landed.extend(ids);
     }
     let mut out = Vec::with_capacity(landed.len());
-    for c in claims {
-        if landed.remove(&c.id) {
-            out.push(c.id);
+    for c in done {
+        if landed.remove(&c.claim.id) {
+            out.push(c.claim.id);
         }
     }
     Ok(out)
+}
+
+/// A running handler's progress (latest wins). Fenced.
+pub(super) async fn progress(store: &PgStore, c: &ClaimRef, progress: &Progress) -> Result<()> {
+    let value =
+        serde_json::to_value(progress).map_err(|e| Error::invalid("progress", e.to_string()))?;
+    let mut tx = store.begin_tenant(c.tenant_id).await?;
+    let n = sqlx::query(sql::ITEM_PROGRESS)
+        .persistent(store.persistent)
+        .bind(c.id)
+        .bind(c.token)
+        .bind(value)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    if n == 0 {
+        return Err(miss(&mut tx, c.id, "progress").await);
+    }
+    tx.commit().await?;
+    Ok(())
 }
 
 /// Records a failure: requeue or dead-letter (with its audit entry), in one

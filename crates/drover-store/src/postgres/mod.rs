@@ -234,6 +234,8 @@ pub struct PgStore {
     /// they need no per-transaction search_path.
     claim_sql: String,
     complete_many_sql: String,
+    /// `item_complete_many_results.sql` with the schema filled in.
+    complete_many_results_sql: String,
     claim_limited_sql: String,
     /// The limits in force, as the last claim read them.
     limits: crate::limits::LimitCache,
@@ -360,6 +362,7 @@ impl PgStore {
             listen_ready: tokio::sync::watch::channel(false).0,
             claim_sql: sql::ITEM_CLAIM.replace("{schema}", schema),
             complete_many_sql: sql::ITEM_COMPLETE_MANY.replace("{schema}", schema),
+            complete_many_results_sql: sql::ITEM_COMPLETE_MANY_RESULTS.replace("{schema}", schema),
             claim_limited_sql: limits::LIMIT_CLAIM_CALL.replace("{schema}", schema),
             limits: crate::limits::LimitCache::default(),
             mode: PoolMode::Session,

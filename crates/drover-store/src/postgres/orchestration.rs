@@ -333,6 +333,8 @@ impl OrchestrationStore for PgStore {
             .persistent(self.persistent)
             .bind(claim.id)
             .bind(claim.token)
+            // A step's item returns nothing: the record is its result.
+            .bind(None::<serde_json::Value>)
             .execute(&mut *tx)
             .await?
             .rows_affected();

@@ -43,6 +43,13 @@ pub(super) fn item(r: &PgRow) -> Result<Item> {
         created_at: r.try_get("created_at")?,
         updated_at: r.try_get("updated_at")?,
         updated_by: r.try_get("updated_by")?,
+        result: r.try_get("result")?,
+        progress: r
+            .try_get::<Option<serde_json::Value>, _>("progress")?
+            .map(serde_json::from_value)
+            .transpose()
+            .map_err(|e| Error::Storage(Opaque::msg(format!("stored progress: {e}"))))?,
+        active_key: r.try_get("active_key")?,
     })
 }
 

@@ -50,6 +50,13 @@ pub(super) const ITEM_FIND_COLLISION: &str =
 /// `sql/postgres/item_find_collisions.sql`.
 pub(super) const ITEM_FIND_COLLISIONS: &str =
     include_str!("../../sql/postgres/item_find_collisions.sql");
+/// `sql/postgres/item_complete_many_results.sql`.
+pub(super) const ITEM_COMPLETE_MANY_RESULTS: &str =
+    include_str!("../../sql/postgres/item_complete_many_results.sql");
+/// `sql/postgres/item_progress.sql`.
+pub(super) const ITEM_PROGRESS: &str = include_str!("../../sql/postgres/item_progress.sql");
+/// `sql/postgres/item_get_active.sql`.
+pub(super) const ITEM_GET_ACTIVE: &str = include_str!("../../sql/postgres/item_get_active.sql");
 /// `sql/postgres/item_get.sql`.
 pub(super) const ITEM_GET: &str = include_str!("../../sql/postgres/item_get.sql");
 /// `sql/postgres/item_get_by_key.sql`.

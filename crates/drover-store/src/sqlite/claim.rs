@@ -18,9 +18,9 @@ use uuid::Uuid;
 use super::SqliteStore;
 use super::row::{self, after, from_micros, to_micros};
 use super::sql;
-use crate::{ClaimParams, ClaimRef, FailOutcome, FailParams};
+use crate::{ClaimParams, ClaimRef, Completion, FailOutcome, FailParams};
 use drover_core::error::{Error, Result};
-use drover_core::item::{Item, Status, bound_error};
+use drover_core::item::{Item, Progress, Status, bound_error};
 
 /// The unlimited claim of `p` on the open write transaction at `now`
 /// (`kinds` as the JSON array the statement binds; `None`: every kind).
@@ -112,10 +112,15 @@ impl SqliteStore {
         Ok(items)
     }
 
-    pub(super) async fn complete(&self, c: &ClaimRef) -> Result<()> {
+    pub(super) async fn complete(
+        &self,
+        c: &ClaimRef,
+        result: Option<&serde_json::Value>,
+    ) -> Result<()> {
+        let result = result.map(json_text).transpose()?;
         let mut tx = self.begin().await?;
         let now = to_micros(self.now());
-        let done = complete_on(&mut tx, c, now).await?;
+        let done = complete_on(&mut tx, c, now, result).await?;
         if !done {
             let e = refused(&mut tx, c.tenant_id, c.id).await?;
             return Err(e);
@@ -124,29 +129,41 @@ impl SqliteStore {
         Ok(())
     }
 
-    pub(super) async fn complete_many(&self, claims: &[ClaimRef]) -> Result<Vec<Uuid>> {
-        if claims.is_empty() {
+    pub(super) async fn complete_many(&self, done: &[Completion]) -> Result<Vec<Uuid>> {
+        if done.is_empty() {
             return Ok(Vec::new());
         }
         // One statement for the batch: each row is still fenced on its own
         // tenant and token, and a round trip to the writer per row would
-        // cost more than the writes.
-        let triples: Vec<[String; 3]> = claims
+        // cost more than the writes. Results take the statement that
+        // carries them; a batch without any runs the plain one.
+        let with_results = done.iter().any(|c| c.result.is_some());
+        let rows: Vec<serde_json::Value> = done
             .iter()
             .map(|c| {
-                [
-                    c.id.simple().to_string(),
-                    c.tenant_id.simple().to_string(),
-                    c.token.simple().to_string(),
-                ]
+                let mut row = vec![
+                    serde_json::Value::String(c.claim.id.simple().to_string()),
+                    serde_json::Value::String(c.claim.tenant_id.simple().to_string()),
+                    serde_json::Value::String(c.claim.token.simple().to_string()),
+                ];
+                if with_results {
+                    row.push(c.result.clone().unwrap_or(serde_json::Value::Null));
+                }
+                serde_json::Value::Array(row)
             })
             .collect();
-        // Bound as JSON text (SQLite has no arrays); strings always encode.
-        let json = serde_json::to_string(&triples)
+        // Bound as JSON text (SQLite has no arrays).
+        let json = serde_json::to_string(&rows)
             .map_err(|e| drover_core::error::Error::invalid("claims", e.to_string()))?;
+        let statement = if with_results {
+            sql::ITEM_COMPLETE_MANY_RESULTS
+        } else {
+            sql::ITEM_COMPLETE_MANY
+        };
+        let claims: Vec<ClaimRef> = done.iter().map(|c| c.claim).collect();
         let mut tx = self.begin().await?;
         let now = to_micros(self.now());
-        let ids: Vec<Uuid> = sqlx::query_scalar(sql::ITEM_COMPLETE_MANY)
+        let ids: Vec<Uuid> = sqlx::query_scalar(statement)
             .bind(now)
             .bind(SYSTEM)
             .bind(json)
@@ -270,6 +287,23 @@ impl SqliteStore {
         Ok(())
     }
 
+    pub(super) async fn progress(&self, c: &ClaimRef, progress: &Progress) -> Result<()> {
+        let text = serde_json::to_string(progress)
+            .map_err(|e| drover_core::error::Error::invalid("progress", e.to_string()))?;
+        let mut tx = self.begin().await?;
+        let n = fenced(sql::ITEM_PROGRESS, to_micros(self.now()), c)
+            .bind(text)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if n != 1 {
+            let e = refused(&mut tx, c.tenant_id, c.id).await?;
+            return Err(e);
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
     pub(super) async fn extend_lease(
         &self,
         c: &ClaimRef,
@@ -305,9 +339,21 @@ fn fenced<'q>(
         .bind(c.token)
 }
 
-/// One fenced completion; true when it landed.
-async fn complete_on(conn: &mut SqliteConnection, c: &ClaimRef, now: i64) -> Result<bool> {
+/// JSON as the text SQLite stores.
+fn json_text(v: &serde_json::Value) -> Result<String> {
+    serde_json::to_string(v)
+        .map_err(|e| drover_core::error::Error::invalid("result", e.to_string()))
+}
+
+/// One fenced completion with its result; true when it landed.
+async fn complete_on(
+    conn: &mut SqliteConnection,
+    c: &ClaimRef,
+    now: i64,
+    result: Option<String>,
+) -> Result<bool> {
     let n = fenced(sql::ITEM_COMPLETE, now, c)
+        .bind(result)
         .execute(&mut *conn)
         .await?
         .rows_affected();

@@ -45,13 +45,14 @@ pub(super) async fn insert_on(
         .bind(item.priority)
         .bind(to_micros(item.available_at.unwrap_or(now)))
         .bind(item.max_attempts)
-        .bind(item.idempotency_key.as_deref())
+        .bind(item.stored_key())
         .bind(item.created_by)
         .bind(item.request_id.as_deref())
         .bind(item.traceparent.as_deref())
         .bind(to_micros(item.created_at))
         .bind(to_micros(now))
         .bind(item.group.as_deref())
+        .bind(item.active_key())
         .fetch_optional(&mut *conn)
         .await?;
     if let Some(r) = inserted {
@@ -71,9 +72,22 @@ pub(super) async fn insert_on(
             item: row::item(&r)?,
         });
     }
-    if let Some(key) = &item.idempotency_key
+    if let Some(key) = item.stored_key()
         && let Some(r) = sqlx::query(sql::ITEM_GET_BY_KEY)
             .bind(item.tenant_id)
+            .bind(key)
+            .fetch_optional(&mut *conn)
+            .await?
+    {
+        return Ok(Inserted {
+            result: InsertResult::KeyExists,
+            item: row::item(&r)?,
+        });
+    }
+    if let Some(key) = item.active_key()
+        && let Some(r) = sqlx::query(sql::ITEM_GET_ACTIVE)
+            .bind(item.tenant_id)
+            .bind(&item.kind)
             .bind(key)
             .fetch_optional(&mut *conn)
             .await?
@@ -116,7 +130,18 @@ async fn collision(conn: &mut SqliteConnection, item: &NewItem) -> Result<Insert
     if holder == Some(item.tenant_id) {
         return Ok(InsertResult::IdExists);
     }
-    if let Some(key) = &item.idempotency_key {
+    if let Some(key) = item.active_key()
+        && sqlx::query(sql::ITEM_GET_ACTIVE)
+            .bind(item.tenant_id)
+            .bind(&item.kind)
+            .bind(key)
+            .fetch_optional(&mut *conn)
+            .await?
+            .is_some()
+    {
+        return Ok(InsertResult::KeyExists);
+    }
+    if let Some(key) = item.stored_key() {
         let own_key: Option<Uuid> = sqlx::query_scalar(sql::ITEM_EXISTS_KEY)
             .bind(item.tenant_id)
             .bind(key)
@@ -173,14 +198,15 @@ fn bind_chunk<'q>(
             .bind(item.priority)
             .bind(to_micros(item.available_at.unwrap_or(now)))
             .bind(item.max_attempts)
-            .bind(item.idempotency_key.as_deref())
+            .bind(item.stored_key())
             .bind(item.created_by)
             .bind(item.request_id.as_deref())
             .bind(item.traceparent.as_deref())
             .bind(to_micros(item.created_at))
             .bind(now_us)
             .bind(item.created_by)
-            .bind(item.group.as_deref());
+            .bind(item.group.as_deref())
+            .bind(item.active_key());
     }
     Ok(q)
 }
@@ -222,18 +248,25 @@ async fn insert_chunk(
     // landed iff its whole identity matches a written row not yet taken by
     // an earlier, identical input (SQLite inserts VALUES in order, so the
     // first of two identical inputs is the one that landed).
-    let mut written: HashMap<Uuid, (Uuid, Option<String>)> = HashMap::with_capacity(landed.len());
+    type Written = (Uuid, Option<String>, Option<String>);
+    let mut written: HashMap<Uuid, Written> = HashMap::with_capacity(landed.len());
     for r in &landed {
         written.insert(
             r.try_get("id")?,
-            (r.try_get("tenant_id")?, r.try_get("idempotency_key")?),
+            (
+                r.try_get("tenant_id")?,
+                r.try_get("idempotency_key")?,
+                r.try_get("active_key")?,
+            ),
         );
     }
     let mut out = Vec::with_capacity(items.len());
     for item in items {
-        let mine = written
-            .get(&item.id)
-            .is_some_and(|(t, k)| *t == item.tenant_id && *k == item.idempotency_key);
+        let mine = written.get(&item.id).is_some_and(|(t, k, a)| {
+            *t == item.tenant_id
+                && k.as_deref() == item.stored_key()
+                && a.as_deref() == item.active_key()
+        });
         if mine {
             written.remove(&item.id);
             out.push(InsertResult::Inserted);

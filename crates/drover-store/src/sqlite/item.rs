@@ -11,11 +11,11 @@ use uuid::Uuid;
 
 use super::SqliteStore;
 use crate::{
-    ClaimParams, ClaimRef, CountRow, FailOutcome, FailParams, Gauges, ItemStore, ListFilter,
-    StaleReport,
+    ClaimParams, ClaimRef, Completion, CountRow, FailOutcome, FailParams, Gauges, ItemStore,
+    ListFilter, StaleReport,
 };
 use drover_core::error::Result;
-use drover_core::item::{InsertResult, Inserted, Item, NewItem};
+use drover_core::item::{InsertResult, Inserted, Item, NewItem, Progress};
 use drover_core::rules::RetryPolicy;
 
 #[async_trait]
@@ -44,12 +44,20 @@ impl ItemStore for SqliteStore {
         self.claim(params).await
     }
 
-    async fn item_complete(&self, claim: &ClaimRef) -> Result<()> {
-        self.complete(claim).await
+    async fn item_complete_with(
+        &self,
+        claim: &ClaimRef,
+        result: Option<&serde_json::Value>,
+    ) -> Result<()> {
+        self.complete(claim, result).await
     }
 
-    async fn item_complete_many(&self, claims: &[ClaimRef]) -> Result<Vec<Uuid>> {
-        self.complete_many(claims).await
+    async fn item_complete_many_with(&self, done: &[Completion]) -> Result<Vec<Uuid>> {
+        self.complete_many(done).await
+    }
+
+    async fn item_progress(&self, claim: &ClaimRef, progress: &Progress) -> Result<()> {
+        self.progress(claim, progress).await
     }
 
     async fn item_fail(&self, claim: &ClaimRef, params: &FailParams) -> Result<FailOutcome> {

@@ -324,6 +324,8 @@ impl OrchestrationStore for SqliteStore {
             .bind(claim.tenant_id)
             .bind(claim.id)
             .bind(claim.token)
+            // A step's item returns nothing: the record is its result.
+            .bind(None::<String>)
             .execute(&mut *tx)
             .await?;
         if done.rows_affected() == 0 {

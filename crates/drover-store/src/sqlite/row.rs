@@ -72,7 +72,17 @@ pub(super) fn item(row: &SqliteRow) -> Result<Item> {
         created_at: from_micros(row.try_get("created_at")?)?,
         updated_at: from_micros(row.try_get("updated_at")?)?,
         updated_by: row.try_get("updated_by")?,
+        result: opt_json(row, "result")?,
+        progress: opt_json(row, "progress")?,
+        active_key: row.try_get("active_key")?,
     })
+}
+
+/// A nullable JSON text column, decoded.
+fn opt_json<T: serde::de::DeserializeOwned>(row: &SqliteRow, col: &str) -> Result<Option<T>> {
+    let text: Option<String> = row.try_get(col)?;
+    text.map(|t| serde_json::from_str(&t).map_err(|e| json_err(col, e)))
+        .transpose()
 }
 
 /// An audit entry from `audit_list.sql`.

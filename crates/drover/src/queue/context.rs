@@ -4,6 +4,7 @@
 //! can never forge its claim token or fencing number, nor the actor it runs
 //! for: the claim path decides that from the tenant directory (DESIGN §5).
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
@@ -23,6 +24,9 @@ pub struct JobContext {
     /// Runs under the tenant's service context (nil actor, service role):
     /// the creator is the nil UUID or no longer a member of the tenant.
     service: bool,
+    /// The run's progress: the latest report and where it is written
+    /// (shared by the context's clones, rate-limited; see `progress.rs`).
+    pub(super) progress: Arc<super::progress::ProgressCell>,
 }
 
 impl JobContext {
@@ -33,11 +37,19 @@ impl JobContext {
         let claim = ClaimRef::of(&item)?;
         Some(JobContext {
             service: item.created_by.is_nil(),
+            progress: Arc::new(super::progress::ProgressCell::new(None)),
             item,
             claim,
             cancel: CancellationToken::new(),
             claimed_at,
         })
+    }
+
+    /// Writes the run's progress reports to `store` (fenced on the claim).
+    /// A context without a store (the test kit's) keeps them in memory.
+    pub(crate) fn with_store(mut self, store: Arc<dyn crate::store::Store>) -> Self {
+        self.progress = Arc::new(super::progress::ProgressCell::new(Some(store)));
+        self
     }
 
     /// Moves the run to the tenant's service context: its creator holds no

@@ -175,6 +175,15 @@ impl<'q, T> Enqueue<'q, T> {
         self.map(|i| i.with_key(key))
     }
 
+    /// Makes the key ([`Enqueue::key`]) hold only while the item is active:
+    /// an enqueue of the same kind and key is refused (answering the active
+    /// item, as a key collision does) only while one is pending or claimed;
+    /// once it is final the next enqueue creates a new item. Awaiting fails
+    /// with `InvalidInput` when no key is set.
+    pub fn unique_while_active(self) -> Self {
+        self.map(NewItem::with_unique_while_active)
+    }
+
     /// Runs no earlier than `delay` from now.
     pub fn delay(self, delay: Duration) -> Self {
         let at = Utc::now() + rules::to_chrono(delay);

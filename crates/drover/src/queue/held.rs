@@ -38,7 +38,9 @@ impl Queue {
         if row.status != Status::Claimed || row.claim_token != Some(claim.token) {
             return Err(stale());
         }
-        JobContext::from_claimed(row, Instant::now()).ok_or_else(stale)
+        JobContext::from_claimed(row, Instant::now())
+            .map(|cx| cx.with_store(self.store.clone()))
+            .ok_or_else(stale)
     }
 
     /// Marks the items of many presented claims done, each fenced on its

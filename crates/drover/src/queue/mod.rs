@@ -48,7 +48,9 @@ mod limits;
 mod ops;
 pub(crate) mod orchestration;
 mod outbox;
+mod progress;
 pub(crate) mod projector;
+mod results;
 mod runs;
 mod tenant;
 mod tx;
@@ -59,6 +61,8 @@ pub use each::GatheredWrite;
 pub use enqueue::{Enqueue, EnqueueBatch, OnConnection, ToStore};
 pub use kind::{DEFAULT_PERMISSION, Kind, OPERATE_PERMISSION, Principal, permission_covers};
 pub use outbox::OutboxConnection;
+pub use progress::PROGRESS_INTERVAL;
+pub use results::{MAX_WAIT, Returns};
 pub use tenant::{AllLive, TenantDirectory};
 pub use tx::Transactional;
 pub use waiting::{Holder, WaitReason};
@@ -426,7 +430,8 @@ impl Queue {
         }
         let mut contexts = items
             .into_iter()
-            .filter_map(|item| JobContext::from_claimed(item, sent));
+            .filter_map(|item| JobContext::from_claimed(item, sent))
+            .map(|cx| cx.with_store(self.store.clone()));
         let mut directory = DirectoryCache::default();
         while let Some(cx) = contexts.next() {
             let decided = match self.decide(&mut directory, &cx).await {

@@ -31,7 +31,7 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use uuid::Uuid;
 
-use crate::store::{ClaimRef, Store};
+use crate::store::{ClaimRef, Completion, Store};
 
 /// How many times a batch is retried on a transient error before its
 /// submitters are told it did not land.
@@ -53,6 +53,8 @@ pub(crate) enum Landed {
 struct Request {
     claim: ClaimRef,
     seq: i64,
+    /// The handler's result, written by the same statement.
+    result: Option<serde_json::Value>,
     ack: oneshot::Sender<Landed>,
     _ticket: OwnedSemaphorePermit,
 }
@@ -98,13 +100,20 @@ impl Completer {
         self.tickets.clone().acquire_owned().await.ok().map(Ticket)
     }
 
-    /// Submits a completion (`seq` is the claim's `claim_seq`) and waits
-    /// for its fate.
-    pub(crate) async fn complete(&self, ticket: Ticket, claim: ClaimRef, seq: i64) -> Landed {
+    /// Submits a completion (`seq` is the claim's `claim_seq`) with its
+    /// result and waits for its fate.
+    pub(crate) async fn complete(
+        &self,
+        ticket: Ticket,
+        claim: ClaimRef,
+        seq: i64,
+        result: Option<serde_json::Value>,
+    ) -> Landed {
         let (ack, rx) = oneshot::channel();
         let req = Request {
             claim,
             seq,
+            result,
             ack,
             _ticket: ticket.0,
         };
@@ -164,12 +173,18 @@ async fn resolve(store: &dyn Store, req: &Request) -> Landed {
 }
 
 async fn flush(store: &dyn Store, pending: &mut Vec<Request>) {
-    let claims: Vec<ClaimRef> = pending.iter().map(|r| r.claim).collect();
+    let claims: Vec<Completion> = pending
+        .iter_mut()
+        .map(|r| Completion {
+            claim: r.claim,
+            result: r.result.take(),
+        })
+        .collect();
     let mut backoff = BACKOFF;
     let mut landed: Option<HashSet<Uuid>> = None;
     let mut ambiguous = false;
     for attempt in 0..=RETRIES {
-        match store.item_complete_many(&claims).await {
+        match store.item_complete_many_with(&claims).await {
             Ok(ids) => {
                 landed = Some(ids.into_iter().collect());
                 break;

@@ -98,7 +98,7 @@ impl Stop {
     /// any other end of a timeout is the timeout's failure.
     fn returned(self, outcome: Option<Outcome>, limit: Duration) -> RunEnd {
         match (self, outcome) {
-            (_, Some(Ok(Done::Completed))) => RunEnd::Finished(Ok(Done::Completed)),
+            (_, Some(Ok(done @ (Done::Completed | Done::Output(_))))) => RunEnd::Finished(Ok(done)),
             (Stop::Shutdown, Some(Err(e @ (JobError::Snooze(_) | JobError::Cancel(_))))) => {
                 RunEnd::Finished(Err(e))
             }
@@ -157,7 +157,9 @@ impl Executor {
             // A completion first takes its place in the completer's queue,
             // still holding the slot: backpressure reaches the claim loop.
             let ticket = match end {
-                RunEnd::Finished(Ok(Done::Completed)) => self.completer.reserve().await,
+                RunEnd::Finished(Ok(Done::Completed | Done::Output(_))) => {
+                    self.completer.reserve().await
+                }
                 _ => None,
             };
             drop(permit);
@@ -319,8 +321,32 @@ impl Executor {
             );
             return;
         }
+        if !matches!(end, RunEnd::LeaseLost(_))
+            && let Err(e) = cx.flush_progress().await
+        {
+            tracing::warn!(error = %e, "last progress report not written");
+        }
         match end {
-            RunEnd::Finished(Ok(Done::Completed)) => self.complete(cx, ticket).await,
+            RunEnd::Finished(Ok(Done::Completed)) => self.complete(cx, ticket, None).await,
+            RunEnd::Finished(Ok(Done::Output(result))) => {
+                match crate::item::validate_result(&result) {
+                    Ok(()) => self.complete(cx, ticket, Some(result)).await,
+                    Err(e) => {
+                        // Refused at the handler's end, never dropped silently:
+                        // the item fails saying why (a rerun would return the
+                        // same oversized result).
+                        tracing::warn!(error = %e, "handler result refused");
+                        self.write(
+                            cx,
+                            "fail",
+                            self.queue
+                                .fail_retried(cx, &format!("handler result refused: {e}"), true)
+                                .await
+                                .map(|_| ()),
+                        );
+                    }
+                }
+            }
             // The handler's own transaction completed the item, fenced.
             RunEnd::Finished(Ok(Done::Settled)) => {
                 counters::count("drover_completed_total", cx.lane(), cx.kind(), 1);
@@ -391,11 +417,16 @@ impl Executor {
 
     /// Writes a completion through the completer (batched), and says
     /// what became of it.
-    async fn complete(&self, cx: &JobContext, ticket: Option<Ticket>) {
+    async fn complete(
+        &self,
+        cx: &JobContext,
+        ticket: Option<Ticket>,
+        result: Option<serde_json::Value>,
+    ) {
         let landed = match ticket {
             Some(t) => {
                 self.completer
-                    .complete(t, *cx.claim(), cx.fencing_token())
+                    .complete(t, *cx.claim(), cx.fencing_token(), result)
                     .await
             }
             None => Landed::Unknown,

@@ -18,15 +18,33 @@ use crate::error::{Error, Result};
 use crate::queue::{JobContext, Kind};
 
 /// What a successful run asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Done {
     /// The item is done.
     Completed,
+    /// The item is done and this is its result (see
+    /// [`Returns`](crate::queue::Returns)), stored by the fenced write that
+    /// completes it. Build it with [`Done::output`]. A result over 256 KiB
+    /// is refused: the item fails (fatal) saying so, nothing is dropped
+    /// silently.
+    Output(serde_json::Value),
     /// The handler already wrote the item's final state itself, fenced on
     /// its claim token in its own transaction (the workflow runner does, so
     /// the item's completion and its record's write land together): the
     /// executor writes nothing more.
     Settled,
+}
+
+impl Done {
+    /// Done with `result` as the item's result.
+    ///
+    /// # Errors
+    /// [`JobError::Fatal`] when the result does not serialize as JSON.
+    pub fn output(result: &impl serde::Serialize) -> Outcome {
+        serde_json::to_value(result)
+            .map(Done::Output)
+            .map_err(|e| JobError::Fatal(format!("the result does not serialize: {e}")))
+    }
 }
 
 /// A run that did not complete, and what should happen to the item.

@@ -50,6 +50,9 @@ pub fn context_for<K: Kind>(
         created_at: now,
         updated_at: now,
         updated_by: Uuid::nil(),
+        result: None,
+        progress: None,
+        active_key: None,
     };
     JobContext::from_claimed(item, std::time::Instant::now())
         .ok_or_else(|| Error::invalid("item", "a claimed item carries a token"))

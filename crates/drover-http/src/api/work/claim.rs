@@ -13,7 +13,9 @@ use drover::store::WorkerRow;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
 use utoipa::ToSchema;
+use uuid::Uuid;
 
+use super::settle::{self, CompleteEntry};
 use super::*;
 use crate::AppState;
 use crate::api::parse;
@@ -53,6 +55,15 @@ pub struct ClaimRequest {
     #[serde(default, deserialize_with = "parse::whole_opt")]
     #[schema(minimum = 1, maximum = 100000, nullable = false)]
     pub capacity: Option<i32>,
+    /// Items this worker finished, written done before the claim (0 to
+    /// 1000, each fenced on its own claim, exactly as `POST
+    /// /v1/work/complete` writes them): a busy worker's completions ride
+    /// on its next claim, one request a round instead of two. The answer's
+    /// `completed` and `stale` say which landed. A claim refused (4xx) or
+    /// answered 503 while draining wrote none of them.
+    #[serde(default)]
+    #[schema(max_items = 1000)]
+    pub complete: Vec<CompleteEntry>,
 }
 
 fn one() -> u32 {
@@ -68,6 +79,12 @@ fn lease_default() -> u64 {
 pub struct ClaimResponse {
     /// The items, each under its own claim (empty when the wait ran out).
     pub items: Vec<ClaimedItem>,
+    /// Of the request's `complete`, the ids marked done (empty when it
+    /// carried none).
+    pub completed: Vec<Uuid>,
+    /// Of the request's `complete`, the ids whose claim was stale: nothing
+    /// changed for them.
+    pub stale: Vec<Uuid>,
 }
 
 /// A claim checked against the token's grants.
@@ -79,6 +96,7 @@ struct Asked {
     lease: Duration,
     wait: Duration,
     capacity: i32,
+    complete: Vec<CompleteEntry>,
 }
 
 fn check(who: &ApiPrincipal, req: ClaimRequest) -> Result<Asked, Problem> {
@@ -132,6 +150,12 @@ fn check(who: &ApiPrincipal, req: ClaimRequest) -> Result<Asked, Problem> {
     if !(1..=100_000).contains(&capacity) {
         return Err(Problem::invalid("capacity", "must be between 1 and 100000"));
     }
+    if req.complete.len() > COMPLETE_MAX {
+        return Err(Problem::invalid(
+            "complete",
+            format!("must hold at most {COMPLETE_MAX} items"),
+        ));
+    }
     Ok(Asked {
         worker_id: req.worker_id,
         lanes: req.lanes,
@@ -140,6 +164,7 @@ fn check(who: &ApiPrincipal, req: ClaimRequest) -> Result<Asked, Problem> {
         lease: millis("lease_ms", req.lease_ms, LEASE_MIN_MS, LEASE_MAX_MS)?,
         wait: millis("wait_ms", req.wait_ms, 0, WAIT_MAX_MS)?,
         capacity,
+        complete: req.complete,
     })
 }
 
@@ -172,6 +197,22 @@ fn row_of(who: &ApiPrincipal, a: &Asked, state: &str) -> WorkerRow {
             .max(1),
         kinds,
     }
+}
+
+/// Whether a claim's carried completions must land before it claims: a
+/// limit applies to one of its lanes (or whether one does is unknown).
+async fn carried_first(state: &AppState, a: &Asked) -> bool {
+    for lane in &a.lanes {
+        if state
+            .queue
+            .limits_apply(lane, &a.kinds)
+            .await
+            .unwrap_or(true)
+        {
+            return true;
+        }
+    }
+    false
 }
 
 /// One pass over the lanes: up to `max` items in all.
@@ -230,6 +271,28 @@ pub async fn claim(
         return draining();
     }
     beat(&state, row_of(&who, &a, "running")).await;
+    // The carried completions are written before a long poll begins, so a
+    // finished item never waits on the wait. Where a limit applies to one
+    // of the lanes they go first, so each frees its slot before this
+    // worker claims again; elsewhere they are written beside the first
+    // claim (two statements at once on two connections: a round of an
+    // unlimited lane waits for one commit, not two in a row).
+    let (settled, first) = if a.complete.is_empty() || carried_first(&state, &a).await {
+        match settle::complete_entries(&state, "complete", &a.complete).await {
+            Ok(s) => (s, None),
+            Err(p) => return p.into_response(),
+        }
+    } else {
+        let (settled, first) = tokio::join!(
+            settle::complete_entries(&state, "complete", &a.complete),
+            claim_once(&state, &a)
+        );
+        match settled {
+            Ok(s) => (s, Some(first)),
+            Err(p) => return p.into_response(),
+        }
+    };
+    let mut first = first;
     // Subscribed before the first claim, so work that lands between an
     // empty claim and the wait still wakes it.
     let mut wake = if a.wait.is_zero() {
@@ -245,13 +308,22 @@ pub async fn claim(
     };
     let deadline = tokio::time::Instant::now() + a.wait;
     loop {
-        let items = match claim_once(&state, &a).await {
+        let claimed = match first.take() {
+            Some(claimed) => claimed,
+            None => claim_once(&state, &a).await,
+        };
+        let items = match claimed {
             Ok(items) => items,
             Err(e) => return Problem::from(e).into_response(),
         };
         let now = tokio::time::Instant::now();
         if !items.is_empty() || now >= deadline {
-            return (StatusCode::OK, Json(ClaimResponse { items })).into_response();
+            let answer = ClaimResponse {
+                items,
+                completed: settled.completed,
+                stale: settled.stale,
+            };
+            return (StatusCode::OK, Json(answer)).into_response();
         }
         let until = deadline.min(now + POLL_FALLBACK);
         let woken = async {
@@ -269,7 +341,20 @@ pub async fn claim(
             }
         };
         tokio::select! {
-            () = shutdown.cancelled() => return draining(),
+            // A 503 could not say which completions it carried landed, so
+            // such a claim ends with 200 and no items instead; the
+            // worker's next claim meets the 503.
+            () = shutdown.cancelled() => {
+                if settled.completed.is_empty() && settled.stale.is_empty() {
+                    return draining();
+                }
+                let answer = ClaimResponse {
+                    items: vec![],
+                    completed: settled.completed,
+                    stale: settled.stale,
+                };
+                return (StatusCode::OK, Json(answer)).into_response();
+            }
             () = tokio::time::sleep_until(until) => {}
             () = woken => {}
         }

@@ -20,6 +20,7 @@
 
 use std::sync::Arc;
 
+use drover::store::Completion;
 use drover::{ClaimRef, Queue};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
@@ -35,6 +36,8 @@ pub const COMPLETE_GATHER_QUEUE: usize = 8192;
 /// One queued completion.
 pub(super) struct Job {
     pub(super) claim: ClaimRef,
+    /// The handler's result, written by the same statement.
+    pub(super) result: Option<serde_json::Value>,
     pub(super) reply: oneshot::Sender<Result<bool, Problem>>,
 }
 
@@ -88,8 +91,14 @@ async fn run(queue: Queue, mut rx: mpsc::Receiver<Job>) {
         carried = later;
         let queue = queue.clone();
         tokio::spawn(async move {
-            let claims: Vec<ClaimRef> = batch.iter().map(|j| j.claim).collect();
-            let done = queue.complete_claims(&claims).await;
+            let claims: Vec<Completion> = batch
+                .iter_mut()
+                .map(|j| Completion {
+                    claim: j.claim,
+                    result: j.result.take(),
+                })
+                .collect();
+            let done = queue.complete_claims_with(&claims).await;
             for job in batch {
                 let answer = match &done {
                     Ok(ids) => Ok(ids.contains(&job.claim.id)),

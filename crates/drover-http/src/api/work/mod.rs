@@ -26,12 +26,17 @@
 //! - **Drain.** Once the server's shutdown token fires, claims answer 503
 //!   with `Retry-After` at once and long polls end the same way; writes
 //!   after a claim are still served until the listener closes.
-//! - **No result yet.** A completion carries no result (results storage is
-//!   not built); a body with a `result` member is refused with 400, never
-//!   silently dropped.
+//! - **Results with the completion.** A completion may carry a `result`
+//!   (any JSON, at most 256 KiB), written by the same fenced statement
+//!   that marks the item done; one over the limit is refused with 400 and
+//!   nothing is written.
+//! - **Progress, rate-limited.** A progress report is a fenced write too;
+//!   one item's reports are written at most once a second by this process,
+//!   a report inside that second answers 429 with `Retry-After`.
 
 pub mod claim;
 pub mod gather;
+pub mod progress;
 pub mod settle;
 
 use std::collections::HashMap;
@@ -172,6 +177,11 @@ pub struct ClaimedItem {
     pub traceparent: Option<String>,
     /// When it was made.
     pub created_at: DateTime<Utc>,
+    /// The progress an earlier run last reported (its checkpoint to
+    /// resume from); absent when none did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub progress: Option<crate::api::views::ProgressView>,
 }
 
 impl ClaimedItem {
@@ -192,6 +202,10 @@ impl ClaimedItem {
             created_by: i.created_by,
             traceparent: i.traceparent.clone(),
             created_at: i.created_at,
+            progress: i.progress.clone().map(|p| crate::api::views::ProgressView {
+                value: p.value,
+                data: p.data,
+            }),
         })
     }
 }
@@ -243,17 +257,28 @@ pub struct HttpWorkers {
     /// The completer task's queue ([`gather`]), started on first use so a
     /// router can be built outside a runtime.
     completer: std::sync::OnceLock<tokio::sync::mpsc::Sender<gather::Job>>,
+    /// When each item's progress was last written ([`progress`]).
+    progress: Mutex<HashMap<Uuid, Instant>>,
 }
 
 impl HttpWorkers {
     /// Completes one claim through the completer ([`gather`]): `true` when
     /// it landed, `false` when it was stale.
-    async fn complete(&self, queue: &drover::Queue, claim: ClaimRef) -> Result<bool, Problem> {
+    async fn complete(
+        &self,
+        queue: &drover::Queue,
+        claim: ClaimRef,
+        result: Option<serde_json::Value>,
+    ) -> Result<bool, Problem> {
         let tx = self.completer.get_or_init(|| gather::start(queue.clone()));
         let (reply, answer) = tokio::sync::oneshot::channel();
-        tx.send(gather::Job { claim, reply })
-            .await
-            .map_err(|_| Problem::unavailable("the completer stopped"))?;
+        tx.send(gather::Job {
+            claim,
+            result,
+            reply,
+        })
+        .await
+        .map_err(|_| Problem::unavailable("the completer stopped"))?;
         answer
             .await
             .map_err(|_| Problem::unavailable("the completer stopped"))?

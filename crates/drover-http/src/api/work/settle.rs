@@ -126,6 +126,22 @@ pub struct ReleaseRequest {
     pub note: Option<String>,
 }
 
+/// A completion of one item, with the handler's result if it has one.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompleteRequest {
+    /// The item's tenant, as the claim gave it.
+    pub tenant_id: Uuid,
+    /// The claim token, as the claim gave it.
+    pub claim_token: Uuid,
+    /// What the handler returned: any JSON value (at most 256 KiB, no
+    /// U+0000), stored by the statement that completes the item and read
+    /// back by `GET /v1/items/{id}`. Omitted: no result.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>, nullable = false)]
+    pub result: Option<serde_json::Value>,
+}
+
 /// One item of a batch completion.
 #[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -136,6 +152,18 @@ pub struct CompleteEntry {
     pub tenant_id: Uuid,
     /// The claim token, as the claim gave it.
     pub claim_token: Uuid,
+    /// What the handler returned (as [`CompleteRequest::result`]).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>, nullable = false)]
+    pub result: Option<serde_json::Value>,
+}
+
+/// Checks a result's size and content, naming `field`.
+fn checked_result(field: &str, r: Option<&serde_json::Value>) -> Result<(), Problem> {
+    match r {
+        Some(v) => drover::item::validate_result(v).map_err(|e| Problem::from(e).field(field)),
+        None => Ok(()),
+    }
 }
 
 /// A batch completion.
@@ -187,7 +215,7 @@ fn answer<T: Serialize>(r: Result<T, Problem>) -> Response {
 
 const STALE: &str = "stale claim: the claim token no longer holds the item (its lease passed and it was handed back, or it was settled); nothing changed";
 
-fn fenced(e: drover::Error) -> Problem {
+pub(super) fn fenced(e: drover::Error) -> Problem {
     if e.is_conflict() {
         Problem::conflict(STALE)
     } else {
@@ -246,11 +274,11 @@ pub async fn renew(
     )
 }
 
-/// Mark a claimed item done (a worker token; fenced). Concurrent
-/// completions are written together, each row fenced on its own claim. A
-/// completion carries no result yet: a `result` member is refused.
+/// Mark a claimed item done (a worker token; fenced), storing its `result`
+/// if given in the same write. Concurrent completions are written
+/// together, each row fenced on its own claim.
 #[utoipa::path(post, path = "/v1/work/items/{id}/complete", tag = "work",
-    request_body = ClaimHandle,
+    request_body = CompleteRequest,
     params(("id" = Uuid, Path, description = "the item's id")),
     responses(
         (status = 200, description = "done", body = Settled),
@@ -266,9 +294,18 @@ pub async fn complete(
 ) -> Response {
     answer(
         async {
-            let (id, h) = open::<ClaimHandle>(&who, &id, &body)?;
+            let (id, req) = open::<CompleteRequest>(&who, &id, &body)?;
+            checked_result("result", req.result.as_ref())?;
+            let h = ClaimHandle {
+                tenant_id: req.tenant_id,
+                claim_token: req.claim_token,
+            };
             // Gathered with concurrent completions into one statement.
-            if state.work.complete(&state.queue, h.claim_ref(id)).await? {
+            if state
+                .work
+                .complete(&state.queue, h.claim_ref(id), req.result)
+                .await?
+            {
                 Ok(Settled {
                     id,
                     status: "done".into(),
@@ -299,35 +336,63 @@ pub async fn complete_batch(
         async {
             who.require_work()?;
             let req: CompleteBatch = parse::json(&body)?;
-            if req.items.is_empty() || req.items.len() > COMPLETE_MAX {
+            if req.items.is_empty() {
                 return Err(Problem::invalid(
                     "items",
                     format!("must hold 1 to {COMPLETE_MAX} items"),
                 ));
             }
-            let claims: Vec<_> = req
-                .items
-                .iter()
-                .map(|e| drover::ClaimRef {
-                    tenant_id: e.tenant_id,
-                    id: e.id,
-                    token: e.claim_token,
-                })
-                .collect();
-            let done = state.queue.complete_claims(&claims).await?;
-            let stale = req
-                .items
-                .iter()
-                .map(|e| e.id)
-                .filter(|id| !done.contains(id))
-                .collect();
-            Ok(CompletedBatch {
-                completed: done,
-                stale,
-            })
+            complete_entries(&state, "items", &req.items).await
         }
         .await,
     )
+}
+
+/// Writes `entries` done in one statement, each fenced on its own claim,
+/// and says which landed and which were stale. Shared by the batch
+/// completion and the claim that carries its worker's completions
+/// (`field` names the request's list in a refusal).
+pub(crate) async fn complete_entries(
+    state: &AppState,
+    field: &str,
+    entries: &[CompleteEntry],
+) -> Result<CompletedBatch, Problem> {
+    if entries.len() > COMPLETE_MAX {
+        return Err(Problem::invalid(
+            field,
+            format!("must hold at most {COMPLETE_MAX} items"),
+        ));
+    }
+    if entries.is_empty() {
+        return Ok(CompletedBatch {
+            completed: vec![],
+            stale: vec![],
+        });
+    }
+    for (i, e) in entries.iter().enumerate() {
+        checked_result(&format!("{field}[{i}].result"), e.result.as_ref())?;
+    }
+    let claims: Vec<_> = entries
+        .iter()
+        .map(|e| drover::store::Completion {
+            claim: drover::ClaimRef {
+                tenant_id: e.tenant_id,
+                id: e.id,
+                token: e.claim_token,
+            },
+            result: e.result.clone(),
+        })
+        .collect();
+    let done = state.queue.complete_claims_with(&claims).await?;
+    let stale = entries
+        .iter()
+        .map(|e| e.id)
+        .filter(|id| !done.contains(id))
+        .collect();
+    Ok(CompletedBatch {
+        completed: done,
+        stale,
+    })
 }
 
 /// Record a failure of a claimed item (a worker token; fenced): requeued
