@@ -141,6 +141,8 @@ impl FaultStore {
     }
 }
 
+mod passthrough;
+
 fn injected(what: &str) -> Error {
     Error::Unavailable(Opaque::msg(format!("injected fault: {what}")))
 }
@@ -323,16 +325,6 @@ impl super::ItemStore for FaultStore {
 }
 
 #[async_trait]
-impl crate::runs::RunStore for FaultStore {
-    async fn item_runs(&self, tenant: Uuid, id: Uuid) -> Result<Vec<crate::runs::ItemRun>> {
-        self.inner.item_runs(tenant, id).await
-    }
-    async fn item_runs_purge(&self, before: DateTime<Utc>, batch: u32) -> Result<u64> {
-        self.inner.item_runs_purge(before, batch).await
-    }
-}
-
-#[async_trait]
 impl super::AuditStore for FaultStore {
     async fn audit_list(&self, tenant: Uuid, item_id: Uuid) -> Result<Vec<AuditEntry>> {
         self.inner.audit_list(tenant, item_id).await
@@ -370,20 +362,6 @@ impl super::WorkerStore for FaultStore {
 }
 
 #[async_trait]
-impl super::throughput::ThroughputStore for FaultStore {
-    async fn throughput(
-        &self,
-        q: &super::throughput::ThroughputQuery,
-    ) -> Result<Vec<super::throughput::ThroughputRow>> {
-        self.inner.throughput(q).await
-    }
-
-    async fn items_running(&self) -> Result<Vec<super::throughput::RunningRow>> {
-        self.inner.items_running().await
-    }
-}
-
-#[async_trait]
 impl super::SweepStore for FaultStore {
     async fn sweep_lease_take(&self, holder: &str, lease: Duration) -> Result<Option<Uuid>> {
         self.inner.sweep_lease_take(holder, lease).await
@@ -400,17 +378,6 @@ impl super::SweepStore for FaultStore {
 
     async fn sweep_last_pass(&self) -> Result<Option<DateTime<Utc>>> {
         self.inner.sweep_last_pass().await
-    }
-}
-
-#[async_trait]
-impl crate::vacuum::VacuumStore for FaultStore {
-    async fn table_garbage(&self) -> Result<Vec<crate::vacuum::TableGarbage>> {
-        self.inner.table_garbage().await
-    }
-
-    async fn table_vacuum(&self, table: &str) -> Result<crate::vacuum::TableVacuum> {
-        self.inner.table_vacuum(table).await
     }
 }
 
