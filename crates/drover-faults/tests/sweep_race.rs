@@ -147,6 +147,7 @@ async fn sweep_racing_a_completion_reverts_nothing() {
         let done = sqlx::query(COMPLETE_SQL)
             .bind(id)
             .bind(token)
+            .bind(None::<serde_json::Value>)
             .execute(&mut w)
             .await
             .expect("complete");

@@ -287,6 +287,72 @@ async fn postgres_runs_actors_and_actions() {
     runs_actors_and_actions(common::postgres().await).await;
 }
 
+/// The item page names what an item waits for and what waits for it,
+/// each a link to its page; an item with neither has no such section.
+async fn item_page_links(app: App) {
+    let a = Uuid::now_v7();
+    let b = Uuid::now_v7();
+    let mut first = NewItem::new("step", serde_json::json!({})).with_lane("links");
+    first.id = a;
+    let mut second = NewItem::new("step", serde_json::json!({}))
+        .with_lane("links")
+        .with_after([a]);
+    second.id = b;
+    app.queue
+        .enqueue_dag(&drover::queue::Principal::system(), vec![second, first])
+        .await
+        .unwrap();
+    let lone = put(&app, NewItem::new("step", serde_json::json!({}))).await;
+    let (cookie, _) = login(&app, &app.admin).await;
+    let page = |id: Uuid| {
+        let cookie = cookie.clone();
+        let app = &app;
+        async move {
+            let (s, _, body) = raw(
+                app,
+                Method::GET,
+                &format!("/ui/items/{}/{id}", Uuid::nil()),
+                Some(&cookie),
+                None,
+            )
+            .await;
+            assert_eq!(s, StatusCode::OK, "{body}");
+            body
+        }
+    };
+    let waiting = page(b).await;
+    assert!(waiting.contains("id=\"item-links\""), "{waiting}");
+    assert!(waiting.contains("waits for"), "{waiting}");
+    assert!(
+        waiting.contains(&format!("/items/{}/{a}", Uuid::nil())),
+        "{waiting}"
+    );
+    assert!(waiting.contains("1 not done yet"), "{waiting}");
+    let dependency = page(a).await;
+    assert!(dependency.contains("dependants"), "{dependency}");
+    assert!(
+        dependency.contains(&format!("/items/{}/{b}", Uuid::nil())),
+        "{dependency}"
+    );
+    assert!(!page(lone).await.contains("id=\"item-links\""));
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn memory_item_page_links() {
+    item_page_links(common::memory().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_item_page_links() {
+    item_page_links(common::sqlite().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_item_page_links() {
+    item_page_links(common::postgres().await).await;
+}
+
 /// The first `href` of the element with `id`, unescaped.
 fn href(body: &str, id: &str) -> Option<String> {
     let at = body.find(&format!("id=\"{id}\" href=\""))? + id.len() + 12;

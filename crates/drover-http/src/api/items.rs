@@ -418,6 +418,7 @@ pub async fn get_item(
     };
     let audit = state.queue.audit(tenant, id).await?;
     let runs = state.queue.runs(tenant, id).await?;
+    let links = state.queue.links(tenant, id).await?;
     let waiting = if item.status == drover::Status::Pending {
         state.queue.why_waiting(&item).await?
     } else {
@@ -448,6 +449,7 @@ pub async fn get_item(
             })
             .collect(),
         runs: runs.into_iter().map(Into::into).collect(),
+        links: links.into(),
     }))
 }
 

@@ -60,7 +60,7 @@ pub struct ItemView {
     /// What its handler returned, stored with its completion (`null`
     /// until then, or when it returned nothing).
     #[serde(default)]
-    #[schema(nullable = true, value_type = Option<Object>)]
+    #[schema(nullable = true)]
     pub result: Option<serde_json::Value>,
     /// What its handler last reported, kept across retries.
     #[serde(default)]
@@ -314,6 +314,38 @@ pub struct ItemDetail {
     /// While it is pending, why it has not started (empty: nothing holds
     /// it back; it waits for the next claim).
     pub waiting: Vec<WaitView>,
+    /// Its dependencies, dependants and batch (docs/dependencies.md).
+    pub links: LinksView,
+}
+
+/// An item's links: what it waits for, what waits for it, its batch.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct LinksView {
+    /// The items it waits (or waited) for.
+    pub after: Vec<Uuid>,
+    /// What a failed or cancelled dependency does to it: `fail`, `run` or
+    /// `wait` (null when it has no dependencies).
+    #[schema(nullable = true)]
+    pub after_policy: Option<String>,
+    /// Of `after`, how many are not done yet (nor finished under `run`).
+    pub waiting_on: i64,
+    /// The items that wait for it.
+    pub dependants: Vec<Uuid>,
+    /// The batch it is a member of.
+    #[schema(nullable = true)]
+    pub batch: Option<Uuid>,
+}
+
+impl From<drover::store::links::ItemLinks> for LinksView {
+    fn from(l: drover::store::links::ItemLinks) -> Self {
+        LinksView {
+            after: l.after,
+            after_policy: l.after_policy.map(|p| p.to_string()),
+            waiting_on: l.waiting_on,
+            dependants: l.dependants,
+            batch: l.batch,
+        }
+    }
 }
 
 /// One reason a pending item has not started.

@@ -81,11 +81,41 @@ pub(super) struct AuditRow {
     detail: String,
 }
 
+/// An item's links as the page shows them: each other item as (href,
+/// short id).
+pub(super) struct LinksView {
+    after: Vec<(String, String)>,
+    waiting_on: i64,
+    policy: String,
+    dependants: Vec<(String, String)>,
+    batch: Option<String>,
+}
+
+impl LinksView {
+    /// `None` for an item with no dependencies, no dependants and no batch.
+    fn of(st: &DashState, tenant: Uuid, l: drover::store::links::ItemLinks) -> Option<LinksView> {
+        if l.after.is_empty() && l.dependants.is_empty() && l.batch.is_none() {
+            return None;
+        }
+        let base = st.config.base();
+        let link = |id: Uuid| (format!("{base}/items/{tenant}/{id}"), super::fmt::short(id));
+        Some(LinksView {
+            after: l.after.iter().copied().map(link).collect(),
+            waiting_on: l.waiting_on,
+            policy: l.after_policy.map(|p| p.to_string()).unwrap_or_default(),
+            dependants: l.dependants.iter().copied().map(link).collect(),
+            batch: l.batch.map(|b| b.to_string()),
+        })
+    }
+}
+
 #[derive(Template)]
 #[template(path = "dashboard/item.html")]
 struct ItemPage {
     nav: Nav,
     i: ItemView,
+    /// Dependencies, dependants and batch (`None`: it has none).
+    links: Option<LinksView>,
     runs: Vec<RunRow>,
     audit: Vec<AuditRow>,
     /// While pending: why it has not started, in words.
@@ -165,12 +195,13 @@ pub(super) async fn item(
         Err(e) if e.kind() == drover::ErrorKind::NotFound => return not_found(&v),
         Err(e) => return unavailable(&st, &v, e),
     };
-    let (audit, runs) = match (
+    let (audit, runs, links) = match (
         st.app.queue.audit(tenant, id).await,
         st.app.queue.runs(tenant, id).await,
+        st.app.queue.links(tenant, id).await,
     ) {
-        (Ok(a), Ok(r)) => (a, r),
-        (Err(e), _) | (_, Err(e)) => return unavailable(&st, &v, e),
+        (Ok(a), Ok(r), Ok(l)) => (a, r, LinksView::of(&st, tenant, l)),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return unavailable(&st, &v, e),
     };
     let pending = item.status == Status::Pending;
     let waiting = if pending {
@@ -233,6 +264,7 @@ pub(super) async fn item(
         &ItemPage {
             nav: nav(&st, &v, "Items", q.msg),
             i,
+            links,
             runs: rows,
             audit,
             waiting,

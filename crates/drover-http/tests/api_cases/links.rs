@@ -36,6 +36,15 @@ pub async fn dependencies_and_batches(app: &App) {
         waits.iter().any(|w| w["reason"] == "dependencies"),
         "{item}"
     );
+    assert_eq!(item["links"]["after"], json!([a]), "{item}");
+    assert_eq!(item["links"]["after_policy"], "run", "{item}");
+    assert_eq!(item["links"]["waiting_on"], 1, "{item}");
+    let (s, _, dep) = app
+        .call(Method::GET, &format!("/v1/items/{a}"), Some(&op), None, &[])
+        .await;
+    assert_eq!(s, StatusCode::OK, "{dep}");
+    assert_eq!(dep["links"]["dependants"], json!([b]), "{dep}");
+    assert_eq!(dep["links"]["after"], json!([]), "{dep}");
 
     let (s, _, body) = app
         .call(

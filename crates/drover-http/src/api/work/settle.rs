@@ -138,7 +138,7 @@ pub struct CompleteRequest {
     /// U+0000), stored by the statement that completes the item and read
     /// back by `GET /v1/items/{id}`. Omitted: no result.
     #[serde(default)]
-    #[schema(value_type = Option<Object>, nullable = false)]
+    #[schema(nullable = false)]
     pub result: Option<serde_json::Value>,
 }
 
@@ -154,7 +154,7 @@ pub struct CompleteEntry {
     pub claim_token: Uuid,
     /// What the handler returned (as [`CompleteRequest::result`]).
     #[serde(default)]
-    #[schema(value_type = Option<Object>, nullable = false)]
+    #[schema(nullable = false)]
     pub result: Option<serde_json::Value>,
 }
 
@@ -216,7 +216,9 @@ fn answer<T: Serialize>(r: Result<T, Problem>) -> Response {
 const STALE: &str = "stale claim: the claim token no longer holds the item (its lease passed and it was handed back, or it was settled); nothing changed";
 
 pub(super) fn fenced(e: drover::Error) -> Problem {
-    if e.is_conflict() {
+    // An unknown item is no claim of the caller's either: stale, as a
+    // claim whose token moved on.
+    if e.is_conflict() || e.kind() == drover::ErrorKind::NotFound {
         Problem::conflict(STALE)
     } else {
         Problem::from(e)
