@@ -100,6 +100,11 @@ BEGIN
     RETURN NULL;
 END $$;
 
+-- Not for a first claim that ends done (claim_seq 1): that run is the
+-- item itself (done, one run, finished at its updated_at), and writing a
+-- row for it cost every completion of the common case a second write (the
+-- drain at 0.64 of the build before, in drover bench on PostgreSQL).
 CREATE TRIGGER item_runs_end AFTER UPDATE OF status ON items
-    FOR EACH ROW WHEN (OLD.status = 'claimed' AND NEW.status <> 'claimed')
+    FOR EACH ROW WHEN (OLD.status = 'claimed' AND NEW.status <> 'claimed'
+                       AND (NEW.status <> 'done' OR OLD.claim_seq > 1))
     EXECUTE FUNCTION item_runs_end();

@@ -21,8 +21,12 @@ CREATE TABLE item_runs (
 
 CREATE INDEX item_runs_finished ON item_runs (finished_at);
 
+-- Not for a first claim that ends done (claim_seq 1): that run is the
+-- item itself, and a row for it cost every completion of the common case
+-- a second write (PostgreSQL's migration says more).
 CREATE TRIGGER item_runs_end AFTER UPDATE OF status ON items
 FOR EACH ROW WHEN OLD.status = 'claimed' AND NEW.status <> 'claimed'
+    AND (NEW.status <> 'done' OR OLD.claim_seq > 1)
 BEGIN
     INSERT OR REPLACE INTO item_runs (tenant_id, item_id, slot, claim_seq, worker, started_at,
                            finished_at, outcome, error)

@@ -106,11 +106,12 @@ pub async fn runs_record_each_way_a_claim_ends(h: &Harness) {
     let (_, r) = claim_in(h, "re", "w1", LONG).await;
     let landed = h.store.item_complete_many(&[r]).await.expect("many");
     assert_eq!(landed, [e.id]);
+    // A first claim that ends done writes no run: the item is that run.
+    assert!(runs(h, Uuid::nil(), e.id).await.is_empty());
     for (id, outcome, error) in [
         (b.id, RunOutcome::Snoozed, None),
         (c.id, RunOutcome::Cancelled, Some("moot")),
         (d.id, RunOutcome::Failed, Some("boom")),
-        (e.id, RunOutcome::Done, None),
     ] {
         let got = runs(h, Uuid::nil(), id).await;
         assert_eq!(got.len(), 1, "{outcome:?}: {got:?}");
@@ -174,6 +175,10 @@ pub async fn runs_bounded_per_item(h: &Harness) {
 /// The purge deletes the runs that finished before its cutoff, no others.
 pub async fn runs_purged_by_the_cutoff(h: &Harness) {
     let a = put(h, new("a").with_lane("rp")).await;
+    // Released, then done on the second claim: two runs (a first claim
+    // that ends done writes none).
+    let (_, r) = claim_in(h, "rp", "w1", LONG).await;
+    h.store.item_release(&r, None).await.expect("release");
     let (_, r) = claim_in(h, "rp", "w1", LONG).await;
     h.store.item_complete(&r).await.expect("complete");
     let now = h.store.db_now().await.expect("now");
@@ -183,13 +188,13 @@ pub async fn runs_purged_by_the_cutoff(h: &Harness) {
         .await
         .expect("purge");
     assert_eq!(gone, 0);
-    assert_eq!(runs(h, Uuid::nil(), a.id).await.len(), 1);
+    assert_eq!(runs(h, Uuid::nil(), a.id).await.len(), 2);
     let gone = h
         .store
         .item_runs_purge(now + chrono::Duration::hours(1), 100)
         .await
         .expect("purge");
-    assert_eq!(gone, 1);
+    assert_eq!(gone, 2);
     assert!(runs(h, Uuid::nil(), a.id).await.is_empty());
 }
 

@@ -30,7 +30,11 @@ impl State {
         let Some(after) = self.items.get(&before.id) else {
             return;
         };
-        if after.status == Status::Claimed {
+        // A first claim that ends done is the item itself (the SQL
+        // backends' trigger writes no row for it either).
+        if after.status == Status::Claimed
+            || (after.status == Status::Done && before.claim_seq <= 1)
+        {
             return;
         }
         let run = ItemRun::ended(before, after);
