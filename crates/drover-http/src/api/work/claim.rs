@@ -200,22 +200,6 @@ fn row_of(who: &ApiPrincipal, a: &Asked, state: &str) -> WorkerRow {
     }
 }
 
-/// Whether a claim's carried completions must land before it claims: a
-/// limit applies to one of its lanes (or whether one does is unknown).
-async fn carried_first(state: &AppState, a: &Asked) -> bool {
-    for lane in &a.lanes {
-        if state
-            .queue
-            .limits_apply(lane, &a.kinds)
-            .await
-            .unwrap_or(true)
-        {
-            return true;
-        }
-    }
-    false
-}
-
 /// One pass over the lanes: up to `max` items in all.
 async fn claim_once(state: &AppState, a: &Asked) -> drover::Result<Vec<ClaimedItem>> {
     let mut out = Vec::new();
@@ -272,28 +256,16 @@ pub async fn claim(
         return draining();
     }
     beat(&state, row_of(&who, &a, "running")).await;
-    // The carried completions are written before a long poll begins, so a
-    // finished item never waits on the wait. Where a limit applies to one
-    // of the lanes they go first, so each frees its slot before this
-    // worker claims again; elsewhere they are written beside the first
-    // claim (two statements at once on two connections: a round of an
-    // unlimited lane waits for one commit, not two in a row).
-    let (settled, first) = if a.complete.is_empty() || carried_first(&state, &a).await {
-        match settle::complete_entries(&state, "complete", &a.complete).await {
-            Ok(s) => (s, None),
-            Err(p) => return p.into_response(),
-        }
-    } else {
-        let (settled, first) = tokio::join!(
-            settle::complete_entries(&state, "complete", &a.complete),
-            claim_once(&state, &a)
-        );
-        match settled {
-            Ok(s) => (s, Some(first)),
-            Err(p) => return p.into_response(),
-        }
+    // The carried completions first: each frees its slot of any limit
+    // before this worker claims again, and is written before a long poll
+    // begins, so a finished item never waits on the wait. (Written beside
+    // the claim instead, a completion refused by the database after the
+    // claim had taken items would strand those items until their lease
+    // passed; the one commit it would save a round was not measured.)
+    let settled = match settle::complete_entries(&state, "complete", &a.complete).await {
+        Ok(s) => s,
+        Err(p) => return p.into_response(),
     };
-    let mut first = first;
     // Subscribed before the first claim, so work that lands between an
     // empty claim and the wait still wakes it.
     let mut wake = if a.wait.is_zero() {
@@ -309,11 +281,7 @@ pub async fn claim(
     };
     let deadline = tokio::time::Instant::now() + a.wait;
     loop {
-        let claimed = match first.take() {
-            Some(claimed) => claimed,
-            None => claim_once(&state, &a).await,
-        };
-        let items = match claimed {
+        let items = match claim_once(&state, &a).await {
             Ok(items) => items,
             Err(e) => return Problem::from(e).into_response(),
         };
