@@ -100,19 +100,6 @@ impl Queue {
         self.store().limit_usage().await
     }
 
-    /// Whether a limit in force applies to a claim of `lane` for `kinds`
-    /// (empty: every kind), from the claimers' cache where the backend
-    /// keeps one, so asking costs no round trip on a busy claim path. A
-    /// caller that would do something only where no limit can bind (an
-    /// HTTP claim writing its carried completions beside the claim instead
-    /// of before it) asks this.
-    ///
-    /// # Errors
-    /// Storage errors.
-    pub async fn limits_apply(&self, lane: &str, kinds: &[String]) -> Result<bool> {
-        self.store().limits_apply(lane, kinds).await
-    }
-
     /// Publishes `drover_limit_in_use{scope}` and
     /// `drover_limit_waiting{scope}` for every limit in force (the sweep's
     /// step, so a scrape reads gauges, never the table); a limit published
