@@ -160,6 +160,10 @@ fn parks(plan: &Arc<Plan>, park: Duration) -> Workflow<St> {
     let w = Workflow::<St>::new("parks", STRATEGY).step("s1", move |cx, s| {
         let p = p.clone();
         async move {
+            p.started
+                .lock()
+                .unwrap()
+                .insert("s1".to_owned(), Instant::now());
             p.effect(&cx, "s1".into());
             Ok(Next::ParkUntil {
                 at: chrono::Utc::now() + chrono::Duration::from_std(park).unwrap(),
@@ -411,7 +415,6 @@ async fn park_until_resumes_within_a_sweep_interval(store: Arc<dyn Store>) {
         Duration::from_millis(50),
     )
     .await;
-    let started = Instant::now();
     let id = start(&q, &parks(&plan, park)).await;
     wait_status(
         &q,
@@ -421,13 +424,20 @@ async fn park_until_resumes_within_a_sweep_interval(store: Arc<dyn Store>) {
     )
     .await;
     w.shutdown().await;
-    let s2 = plan.started.lock().unwrap()["s2"];
-    let late = s2.duration_since(started).saturating_sub(park);
+    let (s1, s2) = {
+        let started = plan.started.lock().unwrap();
+        (started["s1"], started["s2"])
+    };
+    // T is set by s1 itself, so the time the worker took to first claim the
+    // orchestration (long on a loaded PostgreSQL) is not counted as lateness.
+    let late = s2.duration_since(s1).saturating_sub(park);
     eprintln!("park until T: s2 started {late:?} after T");
     // One sweep interval (jittered up to +20 %) plus the claim that follows
-    // the sweep's enqueue, with a generous margin for a loaded machine.
+    // the sweep's enqueue. Nothing else resumes a parked orchestration, so a
+    // missed sweep would mean never; the 2 s margin only absorbs a machine
+    // loaded by the rest of the suite (CI saw 0.93 s measured from enqueue).
     assert!(
-        late <= SWEEP.mul_f64(1.2) + Duration::from_millis(500),
+        late <= SWEEP.mul_f64(1.2) + Duration::from_secs(2),
         "resumed {late:?} after T"
     );
     assert_eq!(plan.log(), vec!["s1", "s2"]);
