@@ -16,6 +16,13 @@ impl crate::links::LinkStore for FaultStore {
     async fn links_of(&self, tenant: Uuid, id: Uuid) -> Result<crate::links::ItemLinks> {
         self.inner.links_of(tenant, id).await
     }
+    async fn links_dependencies(
+        &self,
+        tenant: Uuid,
+        id: Uuid,
+    ) -> Result<Vec<drover_core::item::Item>> {
+        self.inner.links_dependencies(tenant, id).await
+    }
     async fn batch_create(&self, b: &crate::links::NewBatch) -> Result<crate::links::BatchRow> {
         self.inner.batch_create(b).await
     }

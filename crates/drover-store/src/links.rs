@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use drover_core::error::{Error, Result};
-use drover_core::item::{Inserted, NewItem, Status};
+use drover_core::item::{Inserted, Item, NewItem, Status};
 pub use drover_core::links::{AfterPolicy, is_waiting_at, waiting_at};
 
 /// When a batch's callback is enqueued, once every member is final.
@@ -476,6 +476,14 @@ pub trait LinkStore: Send + Sync {
     /// # Errors
     /// Database errors.
     async fn links_of(&self, tenant: Uuid, id: Uuid) -> Result<ItemLinks>;
+
+    /// The rows (status and result included) of the items item `id` of
+    /// `tenant` waits or waited for, ordered by id; empty for an item
+    /// without dependencies or of another tenant. One read.
+    ///
+    /// # Errors
+    /// Database errors.
+    async fn links_dependencies(&self, tenant: Uuid, id: Uuid) -> Result<Vec<Item>>;
 
     /// Creates a batch (open, empty). Creating the same id again with the
     /// same callback answers the stored row.

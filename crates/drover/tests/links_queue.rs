@@ -1,14 +1,15 @@
 //! Dependencies and batches through the queue API: the typed builder's
 //! `.after(..)`, `.on_dependency_failure(..)`, `.batch(..)`; a DAG in one
 //! call inside the caller's transaction (SQLite's neutral `Tx`, rolled back
-//! then committed); a handler's look-up of its dependencies; batches.
+//! then committed); a handler's look-up of its dependencies and their
+//! typed results; batches.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use drover::queue::{BatchSpec, Kind, Principal, Queue};
+use drover::queue::{BatchSpec, Kind, Principal, Queue, Returns};
 use drover::store::Store;
 use drover::store::links::{AfterPolicy, BatchWhen};
 use drover::store::sqlite::{SqliteOptions, SqliteStore};
@@ -62,9 +63,67 @@ async fn typed_builder_waits_and_a_handler_sees_its_dependencies() {
         .await
         .unwrap();
     assert_eq!(batch.items.len(), 1);
-    let mut deps = batch.items[0].dependencies(&queue).await.unwrap();
-    deps.sort_unstable();
-    assert_eq!(deps, first);
+    let deps = batch.items[0].dependencies(&queue).await.unwrap();
+    assert_eq!(deps.iter().map(|d| d.id).collect::<Vec<_>>(), first);
+    assert!(deps.iter().all(|d| d.status == Status::Done), "{deps:?}");
+}
+
+#[derive(Serialize, Deserialize, Debug, PartialEq)]
+struct Counted {
+    rows: u32,
+}
+
+impl Returns for Step {
+    type Output = Counted;
+}
+
+#[derive(Serialize, Deserialize)]
+struct Other;
+
+impl Kind for Other {
+    const NAME: &'static str = "other";
+}
+
+/// A dependant's handler reads what its dependencies returned, typed by
+/// their kind; a dependency of another kind is left to `dependencies`.
+#[tokio::test]
+async fn a_handler_reads_its_dependencies_typed_results() {
+    let queue = Queue::memory();
+    let a = queue.enqueue(Step { n: 1 }).await.unwrap().item;
+    let b = queue.enqueue(Step { n: 2 }).await.unwrap().item;
+    let o = queue.enqueue(Other).await.unwrap().item;
+    let c = queue
+        .enqueue(Step { n: 3 })
+        .after([a.id, b.id, o.id])
+        .await
+        .unwrap()
+        .item;
+    let first = queue
+        .claim("default", &[], "w", Duration::from_secs(60), 10)
+        .await
+        .unwrap();
+    assert_eq!(first.items.len(), 3);
+    for cx in &first.items {
+        let out = (cx.id() == a.id).then(|| serde_json::json!({"rows": 7}));
+        queue.complete_with(cx, out.as_ref()).await.unwrap();
+    }
+    let next = queue
+        .claim("default", &[], "w", Duration::from_secs(60), 10)
+        .await
+        .unwrap();
+    assert_eq!(next.items.len(), 1);
+    assert_eq!(next.items[0].id(), c.id);
+    let mut want = vec![(a.id, Some(Counted { rows: 7 })), (b.id, None)];
+    want.sort_unstable_by_key(|w| w.0);
+    assert_eq!(
+        next.items[0]
+            .dependency_results::<Step>(&queue)
+            .await
+            .unwrap(),
+        want
+    );
+    let all = next.items[0].dependencies(&queue).await.unwrap();
+    assert_eq!(all.len(), 3, "every dependency's row, any kind");
 }
 
 #[tokio::test]

@@ -2,7 +2,8 @@
 //! kind, lane, payload and `when`), seal it, list the tenant's batches and
 //! read one with its members per status. Members join through
 //! `POST /v1/items` (`"batch": id`). Every route is confined to the
-//! token's tenant when it has one.
+//! token's tenant when it has one. An item's dependencies, with their
+//! results, are read here too (`GET /v1/items/{id}/dependencies`).
 
 use axum::extract::{Path, RawQuery, State};
 use axum::{Extension, Json};
@@ -275,4 +276,40 @@ pub async fn get_batch(
             .collect(),
     );
     Ok(Json(view))
+}
+
+/// The items one item waits (or waited) for.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DependenciesView {
+    /// Each dependency as it stands (status and result included), by id.
+    pub items: Vec<super::views::ItemView>,
+}
+
+/// The items one item waits (or waited) for, each with its status and
+/// result: what a dependant's worker in any language reads of the work it
+/// followed (docs/dependencies.md). One read.
+#[utoipa::path(get, path = "/v1/items/{id}/dependencies", tag = "items",
+    params(("id" = Uuid, Path, description = "the dependant's id"), TenantQuery),
+    responses(
+        (status = 200, description = "its dependencies (empty when it has none)", body = DependenciesView),
+        (status = 400, description = "invalid id", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "no credentials", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "another tenant", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "no such item for this tenant", body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn get_dependencies(
+    State(state): State<AppState>,
+    Extension(who): Extension<ApiPrincipal>,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> ApiResult<Json<DependenciesView>> {
+    let id = Uuid::parse_str(&id).map_err(|_| Problem::invalid("id", "is not a UUID"))?;
+    let q: TenantQuery = parse::query(raw.as_deref())?;
+    let tenant = who.tenant_for(q.tenant)?;
+    // An unknown item answers 404 (its empty list would read as "none").
+    state.queue.get(tenant, id).await?;
+    let deps = state.queue.dependencies(tenant, id).await?;
+    Ok(Json(DependenciesView {
+        items: deps.into_iter().map(Into::into).collect(),
+    }))
 }

@@ -65,6 +65,7 @@ pub fn routes(state: AppState) -> OpenApiRouter {
         .routes(routes!(batches::get_batch))
         .routes(routes!(batches::seal_batch))
         .routes(routes!(items::get_item))
+        .routes(routes!(batches::get_dependencies))
         .routes(routes!(items::retry_item))
         .routes(routes!(items::cancel_item))
         .routes(routes!(ops::lanes))

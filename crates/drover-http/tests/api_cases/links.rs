@@ -1,6 +1,7 @@
 //! Dependencies and batches over HTTP: `after` in one request and in a
 //! batch request with a forward reference; an unknown dependency is the
-//! caller's 400 naming `after`; batches created, joined, sealed, listed,
+//! caller's 400 naming `after`; a dependant's dependencies read with
+//! their results (404 for an unknown item); batches created, joined, sealed, listed,
 //! read with members per status, finished with one callback.
 
 use axum::http::{Method, StatusCode};
@@ -45,6 +46,41 @@ pub async fn dependencies_and_batches(app: &App) {
     assert_eq!(s, StatusCode::OK, "{dep}");
     assert_eq!(dep["links"]["dependants"], json!([b]), "{dep}");
     assert_eq!(dep["links"]["after"], json!([]), "{dep}");
+
+    // The dependant's worker reads what its dependency returned.
+    let path = format!("/v1/items/{b}/dependencies");
+    let (s, _, deps) = app.call(Method::GET, &path, Some(&op), None, &[]).await;
+    assert_eq!(s, StatusCode::OK, "{deps}");
+    assert_eq!(deps["items"][0]["id"], json!(a), "{deps}");
+    assert_eq!(deps["items"][0]["status"], "pending", "{deps}");
+    let claimed = app
+        .queue
+        .claim("default", &[], "w", std::time::Duration::from_secs(30), 1)
+        .await
+        .expect("claim");
+    assert_eq!(claimed.items[0].id(), a);
+    app.queue
+        .complete_with(&claimed.items[0], Some(&json!({"rows": 3})))
+        .await
+        .expect("complete");
+    let (s, _, deps) = app.call(Method::GET, &path, Some(&op), None, &[]).await;
+    assert_eq!(s, StatusCode::OK, "{deps}");
+    assert_eq!(deps["items"].as_array().map(Vec::len), Some(1), "{deps}");
+    assert_eq!(deps["items"][0]["status"], "done", "{deps}");
+    assert_eq!(deps["items"][0]["result"], json!({"rows": 3}), "{deps}");
+    let (s, _, none) = app
+        .call(
+            Method::GET,
+            &format!("/v1/items/{a}/dependencies"),
+            Some(&op),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!((s, &none["items"]), (StatusCode::OK, &json!([])), "{none}");
+    let unknown = format!("/v1/items/{}/dependencies", Uuid::now_v7());
+    let (s, _, body) = app.call(Method::GET, &unknown, Some(&op), None, &[]).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{body}");
 
     let (s, _, body) = app
         .call(

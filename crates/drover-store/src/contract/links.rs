@@ -87,6 +87,54 @@ pub async fn dependant_waits_for_all_its_dependencies(h: &Harness) {
     assert_eq!(ids(&claim_all(h, "dep").await), vec![d.id]);
 }
 
+/// A dependant reads its dependencies' rows with their results in one
+/// read: what each returned, stored by its completion; nothing for an item
+/// without dependencies or for another tenant.
+pub async fn dependant_reads_its_dependencies_results(h: &Harness) {
+    let a = put(h, new("a").with_lane("depres")).await;
+    let b = put(h, new("b").with_lane("depres")).await;
+    let c = put(h, new("c").with_lane("depres").with_after([a.id, b.id])).await;
+    let got = claim_all(h, "depres").await;
+    assert_eq!(ids(&got), sorted(vec![a.id, b.id]));
+    for it in &got {
+        h.store
+            .item_complete_with(
+                &ClaimRef::of(it).expect("claimed"),
+                (it.id == a.id)
+                    .then(|| serde_json::json!({"rows": 42}))
+                    .as_ref(),
+            )
+            .await
+            .expect("complete with result");
+    }
+    let deps = h
+        .store
+        .links_dependencies(c.tenant_id, c.id)
+        .await
+        .expect("dependencies");
+    assert_eq!(ids(&deps), sorted(vec![a.id, b.id]));
+    for d in &deps {
+        assert_eq!(d.status, Status::Done, "{d:?}");
+        let want = (d.id == a.id).then(|| serde_json::json!({"rows": 42}));
+        assert_eq!(d.result, want, "{d:?}");
+    }
+    assert!(
+        h.store
+            .links_dependencies(a.tenant_id, a.id)
+            .await
+            .expect("none")
+            .is_empty()
+    );
+    assert!(
+        h.store
+            .links_dependencies(Uuid::now_v7(), c.id)
+            .await
+            .expect("other tenant")
+            .is_empty(),
+        "another tenant reads nothing"
+    );
+}
+
 /// Policy `fail` (the default): a dead-lettered dependency dead-letters
 /// its dependant, which finishes the dependant's own dependants; a
 /// dependency already failed at enqueue fails the new item at once.

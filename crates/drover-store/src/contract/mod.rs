@@ -185,6 +185,7 @@ macro_rules! contract_suite {
             progress_fenced_and_kept_across_retry,
             unique_while_active_exact_under_concurrency,
             dependant_waits_for_all_its_dependencies,
+            dependant_reads_its_dependencies_results,
             dependency_failure_policy_fail_cascades,
             dependency_failure_policy_run_runs_anyway,
             dependency_failure_policy_wait_holds_for_an_operator,

@@ -15,7 +15,7 @@ use crate::links::{
     as_inserted, is_waiting_at,
 };
 use drover_core::error::{Error, Result};
-use drover_core::item::{InsertResult, Inserted, NewItem, Status};
+use drover_core::item::{InsertResult, Inserted, Item, NewItem, Status};
 
 /// One edge: its policy and whether it is resolved.
 #[derive(Debug, Clone, Copy)]
@@ -311,6 +311,25 @@ impl LinkStore for MemoryStore {
             dependants,
             batch: st.links.members.get(&id).map(|m| m.0),
         })
+    }
+
+    async fn links_dependencies(&self, tenant: Uuid, id: Uuid) -> Result<Vec<Item>> {
+        let st = self.lock();
+        if st.items.get(&id).is_none_or(|i| i.tenant_id != tenant) {
+            return Ok(Vec::new());
+        }
+        let mut deps: Vec<Item> = st
+            .links
+            .by_item
+            .get(&id)
+            .into_iter()
+            .flatten()
+            .filter_map(|d| st.items.get(d))
+            .filter(|i| i.tenant_id == tenant)
+            .cloned()
+            .collect();
+        deps.sort_unstable_by_key(|i| i.id);
+        Ok(deps)
     }
 
     async fn batch_create(&self, b: &NewBatch) -> Result<BatchRow> {

@@ -18,7 +18,7 @@ use crate::links::{
     self, BatchCounts, BatchRow, ItemLinks, LinkPlan, LinkStore, NewBatch, as_inserted,
 };
 use drover_core::error::{Error, Opaque, Result};
-use drover_core::item::{InsertResult, Inserted, NewItem, Status};
+use drover_core::item::{InsertResult, Inserted, Item, NewItem, Status};
 
 const LINKS_MARK: &str = include_str!("../../sql/postgres/links_mark.sql");
 const LINKS_EDGES: &str = include_str!("../../sql/postgres/links_edges.sql");
@@ -26,6 +26,7 @@ const LINKS_RELEASE: &str = include_str!("../../sql/postgres/links_release.sql")
 const LINKS_FAIL: &str = include_str!("../../sql/postgres/links_fail.sql");
 const LINKS_JOIN: &str = include_str!("../../sql/postgres/links_join.sql");
 const LINKS_OF: &str = include_str!("../../sql/postgres/links_of.sql");
+const LINKS_DEPENDENCIES: &str = include_str!("../../sql/postgres/links_dependencies.sql");
 const BATCH_CREATE: &str = include_str!("../../sql/postgres/batch_create.sql");
 const BATCH_SEAL: &str = include_str!("../../sql/postgres/batch_seal.sql");
 const BATCH_GET: &str = include_str!("../../sql/postgres/batch_get.sql");
@@ -220,6 +221,17 @@ impl LinkStore for PgStore {
             dependants: r.try_get("dependants")?,
             batch: r.try_get("batch")?,
         })
+    }
+
+    async fn links_dependencies(&self, tenant: Uuid, id: Uuid) -> Result<Vec<Item>> {
+        let mut tx = self.begin_tenant(tenant).await?;
+        let rows = sqlx::query(LINKS_DEPENDENCIES)
+            .persistent(self.persistent)
+            .bind(id)
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        rows.iter().map(row::item).collect()
     }
 
     async fn batch_create(&self, b: &NewBatch) -> Result<BatchRow> {

@@ -19,7 +19,7 @@ use crate::links::{
     self, BatchCounts, BatchRow, ItemLinks, LinkPlan, LinkStore, NewBatch, as_inserted,
 };
 use drover_core::error::{Error, Opaque, Result};
-use drover_core::item::{InsertResult, Inserted, NewItem, Status};
+use drover_core::item::{InsertResult, Inserted, Item, NewItem, Status};
 
 const LINKS_MARK: &str = include_str!("../../sql/sqlite/links_mark.sql");
 const LINKS_EDGE: &str = include_str!("../../sql/sqlite/links_edge.sql");
@@ -37,6 +37,7 @@ const BATCH_GET: &str = include_str!("../../sql/sqlite/batch_get.sql");
 const BATCH_LIST: &str = include_str!("../../sql/sqlite/batch_list.sql");
 const BATCH_MEMBERS: &str = include_str!("../../sql/sqlite/batch_members.sql");
 const ITEM_GET: &str = include_str!("../../sql/sqlite/item_get.sql");
+const LINKS_DEPENDENCIES: &str = include_str!("../../sql/sqlite/links_dependencies.sql");
 
 /// A linked enqueue inside the caller's transaction on `conn` (in a
 /// savepoint of it): all of `items` or none, and only if the caller
@@ -237,6 +238,15 @@ impl LinkStore for SqliteStore {
             links.after_policy = Some(p.parse()?);
         }
         Ok(links)
+    }
+
+    async fn links_dependencies(&self, tenant: Uuid, id: Uuid) -> Result<Vec<Item>> {
+        let rows = sqlx::query(LINKS_DEPENDENCIES)
+            .bind(tenant)
+            .bind(id)
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter().map(super::row::item).collect()
     }
 
     async fn batch_create(&self, b: &NewBatch) -> Result<BatchRow> {

@@ -3,13 +3,14 @@
 //! `.batch(..)`; a whole DAG in one call ([`Queue::enqueue_dag`], also on
 //! the caller's transaction: [`Queue::enqueue_dag_in`]); batches
 //! ([`Queue::batch_create`], [`Queue::batch_seal`] and the reads); and what
-//! a handler may look up about its item ([`JobContext::dependencies`]).
+//! a handler may look up about its item: its dependencies' rows and typed
+//! results ([`JobContext::dependencies`], [`JobContext::dependency_results`]).
 
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use crate::item::{InsertResult, Inserted, NewItem, Status};
-use crate::queue::{Enqueue, JobContext, Principal, Queue, Transactional};
+use crate::item::{InsertResult, Inserted, Item, NewItem, Status};
+use crate::queue::{Enqueue, JobContext, Principal, Queue, Returns, Transactional};
 use crate::store::links::{AfterPolicy, BatchRow, BatchWhen, ItemLinks, NewBatch};
 
 impl<T> Enqueue<'_, T> {
@@ -210,16 +211,59 @@ impl Queue {
     }
 }
 
-impl JobContext {
-    /// The items this one waited for (every one of them is done, or
-    /// finished under [`AfterPolicy::Run`], when it runs): look up their
-    /// rows (and results) with [`Queue::get`]. One read, made only when
-    /// asked.
+impl Queue {
+    /// The rows of the items item `id` of `tenant` waits or waited for
+    /// (status and result included), ordered by id, in one read; empty for
+    /// an item without dependencies.
     ///
     /// # Errors
     /// Storage errors.
-    pub async fn dependencies(&self, queue: &Queue) -> Result<Vec<Uuid>> {
-        Ok(queue.links(self.tenant(), self.id()).await?.after)
+    pub async fn dependencies(&self, tenant: Uuid, id: Uuid) -> Result<Vec<Item>> {
+        self.store.links_dependencies(tenant, id).await
+    }
+}
+
+impl JobContext {
+    /// The items this one waited for, as they stand (every one of them is
+    /// done, or finished under [`AfterPolicy::Run`], when it runs), each
+    /// with its status and result. One read, made only when asked.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn dependencies(&self, queue: &Queue) -> Result<Vec<Item>> {
+        queue.dependencies(self.tenant(), self.id()).await
+    }
+
+    /// The results of the dependencies of kind `K`, typed as `K` declares,
+    /// by dependency id (`None` for one that returned none, or that did not
+    /// end done under [`AfterPolicy::Run`]). Dependencies of other kinds
+    /// are left out: read them with [`JobContext::dependencies`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when a result does not decode as
+    /// `K::Output`; storage errors.
+    pub async fn dependency_results<K: Returns>(
+        &self,
+        queue: &Queue,
+    ) -> Result<Vec<(Uuid, Option<K::Output>)>> {
+        let deps = self.dependencies(queue).await?;
+        deps.into_iter()
+            .filter(|d| d.kind == K::NAME)
+            .map(|d| {
+                let out = d
+                    .result
+                    .map(|v| {
+                        serde_json::from_value(v).map_err(|e| {
+                            Error::invalid(
+                                "result",
+                                format!("of {} does not decode as {}'s output: {e}", d.id, K::NAME),
+                            )
+                        })
+                    })
+                    .transpose()?;
+                Ok((d.id, out))
+            })
+            .collect()
     }
 }
 
