@@ -97,7 +97,13 @@ fn unique_while_active_then_show_prints_result_and_progress() {
         Some(r#"{"say":"hi"}"#),
         "{shown}"
     );
+    assert_eq!(
+        row(&shown, "runs").as_deref(),
+        Some("1 (done on its first claim: the item is that run)"),
+        "{shown}"
+    );
     let json = drover(&url, &["show", &first, "--json"]).ok().json();
+    assert_eq!(json["runs"], json!([]), "no run row for a first-claim done");
     assert_eq!(json["result"], json!({"say": "hi"}));
     assert_eq!(
         json["progress"],
@@ -108,4 +114,36 @@ fn unique_while_active_then_show_prints_result_and_progress() {
     let next = drover(&url, &enqueue).ok().stdout.trim().to_owned();
     assert_ne!(next, first);
     Uuid::parse_str(&next).expect("an id");
+
+    // Released once, then done: two runs, newest first, each on a line.
+    rt.block_on(async {
+        let q = drover::Queue::connect(&url).await.unwrap();
+        for end in ["release", "complete"] {
+            let got = q
+                .claim("default", &[], "w-runs", Duration::from_secs(30), 1)
+                .await
+                .unwrap();
+            let cx = got.items.into_iter().next().expect("claimed");
+            assert_eq!(cx.id().to_string(), next);
+            match end {
+                "release" => q.release(&cx, Some("shutting down")).await.unwrap(),
+                _ => q.complete(&cx).await.unwrap(),
+            }
+        }
+    });
+    let shown = drover(&url, &["show", &next]).ok().stdout;
+    assert_eq!(row(&shown, "runs").as_deref(), Some("2"), "{shown}");
+    let lines: Vec<&str> = shown.lines().filter(|l| l.starts_with("  #")).collect();
+    assert_eq!(lines.len(), 2, "{shown}");
+    assert!(
+        lines[0].starts_with("  #2") && lines[0].contains("done"),
+        "{shown}"
+    );
+    assert!(
+        lines[1].starts_with("  #1") && lines[1].contains("released"),
+        "{shown}"
+    );
+    assert!(lines.iter().all(|l| l.contains("on w-runs")), "{shown}");
+    let json = drover(&url, &["show", &next, "--json"]).ok().json();
+    assert_eq!(json["runs"].as_array().map(Vec::len), Some(2), "{json}");
 }

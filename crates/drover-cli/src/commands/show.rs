@@ -1,5 +1,6 @@
 //! `drover show ID`: one item, every field (its result and its progress
-//! among them), with its audit entries and,
+//! among them), with its audit entries, its runs (the last 20 ended
+//! claims, newest first) and,
 //! while it is pending, why it has not started (run_at ahead, lane paused,
 //! a limit full and who holds it, no live worker for its lane).
 
@@ -40,6 +41,7 @@ pub async fn run(args: &ShowArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
         .map_err(|e| hint_tenant(e, tenant))?;
     let audit = queue.audit(tenant, id).await?;
     let links = queue.links(tenant, id).await?;
+    let runs = queue.runs(tenant, id).await?;
     let waiting = if item.status == drover::Status::Pending {
         queue.why_waiting(&item).await?
     } else {
@@ -53,6 +55,10 @@ pub async fn run(args: &ShowArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
                 serde_json::to_value(&audit).map_err(json_err)?,
             );
             m.insert(
+                "runs".into(),
+                serde_json::to_value(&runs).map_err(json_err)?,
+            );
+            m.insert(
                 "links".into(),
                 serde_json::to_value(&links).map_err(json_err)?,
             );
@@ -64,10 +70,47 @@ pub async fn run(args: &ShowArgs, cx: &mut Context<'_>) -> Result<(), CliError> 
         writeln!(cx.out, "{v}")?;
     } else {
         write_item(cx.out, &item, &audit)?;
+        write_runs(cx.out, &item, &runs)?;
         write_links(cx.out, &links)?;
         for w in &waiting {
             writeln!(cx.out, "waiting: {w}")?;
         }
+    }
+    Ok(())
+}
+
+/// The item's runs, newest first: one line each (claim number, outcome,
+/// worker, start, duration, error). An item done on its first claim keeps
+/// no run row: that run is the item itself, and is said so.
+fn write_runs(
+    out: &mut dyn std::io::Write,
+    item: &Item,
+    runs: &[drover::store::runs::ItemRun],
+) -> Result<(), CliError> {
+    if runs.is_empty() {
+        let line = if item.status == drover::Status::Done && item.claim_seq == 1 {
+            "1 (done on its first claim: the item is that run)"
+        } else {
+            "-"
+        };
+        writeln!(out, "{:<17} {line}", "runs")?;
+        return Ok(());
+    }
+    writeln!(out, "{:<17} {}", "runs", runs.len())?;
+    for r in runs {
+        let ms = (r.finished_at - r.started_at).num_milliseconds();
+        writeln!(
+            out,
+            "  #{:<3} {:<10}  on {}  at {}  {ms} ms{}",
+            r.claim_seq,
+            r.outcome.as_str(),
+            r.worker.as_deref().unwrap_or("-"),
+            r.started_at.to_rfc3339(),
+            r.error
+                .as_deref()
+                .map(|e| format!("  {e}"))
+                .unwrap_or_default()
+        )?;
     }
     Ok(())
 }
