@@ -457,8 +457,7 @@ pub fn as_inserted(item: &NewItem) -> NewItem {
 }
 
 /// How many rows the link tables hold, across tenants: what retention
-/// leaves of them is read here (the contract's purge case, `drover doctor`
-/// style checks).
+/// leaves of them is read here (the contract's purge case).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LinkCensus {
     /// Edges (`item_deps`), one per dependency of a stored dependant.
