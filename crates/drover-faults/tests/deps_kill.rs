@@ -1,6 +1,12 @@
-//! Dependencies and batches under kill -9 (PostgreSQL): a random DAG
-//! (fan-out and fan-in) and batches drained by three workers, one of them
-//! SIGKILLed at random moments and restarted. From the recorded history
+//! Dependencies and batches under kill -9 and a PostgreSQL restart: a
+//! random DAG (fan-out and fan-in) and batches drained by three workers,
+//! one of them SIGKILLed at random moments and restarted, and the server
+//! itself restarted (`pg_ctl restart -m immediate`, every connection dies
+//! at once) mid-drain on the test's own throwaway cluster, the workers
+//! reconnecting on their own (they are the same processes across it).
+//! The cluster keeps acknowledged commits (`synchronous_commit` on): a
+//! history that loses a committed transition would not be a drover
+//! fault. From the recorded history
 //! (`starts`, `transitions`, both numbered by one sequence) the checker
 //! counts dependants started before all their dependencies were done, and
 //! batches whose callback was not enqueued exactly once. A second case
@@ -18,6 +24,7 @@ use drover::queue::{BatchSpec, Principal};
 use drover_faults::{deps_checker, scale};
 use rand::Rng;
 use support::{Run, SCHEMA, report};
+use tokio::time::sleep;
 use uuid::Uuid;
 
 const FLAGS: [&str; 8] = [
@@ -67,13 +74,92 @@ fn random_dag(n: usize, depth: usize) -> Vec<NewItem> {
     items
 }
 
+/// Waits until the test's own pool answers again after a restart.
+async fn db_ready(run: &Run) {
+    let until = Instant::now() + Duration::from_secs(60);
+    while sqlx::query("SELECT 1")
+        .execute(run.pg_pool())
+        .await
+        .is_err()
+    {
+        assert!(Instant::now() < until, "the server never answered");
+        sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Items done so far (retried until the server answers).
+async fn done_count(run: &Run) -> i64 {
+    loop {
+        let n = run.count_status("done").await;
+        if n >= 0 {
+            return n;
+        }
+        sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// What the restarts did: how long each took, how many items were still
+/// open when it struck, and how long after the server was ready the first
+/// completion landed.
+#[derive(Default)]
+struct Restarts {
+    took: Vec<f64>,
+    open_at: Vec<i64>,
+    resumed: Vec<f64>,
+}
+
+impl Restarts {
+    /// Restarts the server once the drain has done `target` items (the
+    /// caller's share of the total), while items are still open, then
+    /// waits for the first completion after it.
+    async fn restart_at(
+        &mut self,
+        run: &Run,
+        target: i64,
+        workers: &mut [drover_faults::procs::Proc],
+    ) {
+        let until = Instant::now() + Duration::from_secs(300);
+        while done_count(run).await < target {
+            assert!(Instant::now() < until, "the drain stalled before a restart");
+            sleep(Duration::from_millis(50)).await;
+        }
+        let open = run.open_items().await;
+        let t = Instant::now();
+        run.cluster().restart_immediate().expect("restart");
+        self.took.push(t.elapsed().as_secs_f64());
+        self.open_at.push(open);
+        let ready = Instant::now();
+        db_ready(run).await;
+        let before = done_count(run).await;
+        while run.open_items().await > 0 && done_count(run).await <= before {
+            assert!(
+                ready.elapsed() < Duration::from_secs(60),
+                "no completion within 60 s of a restart"
+            );
+            sleep(Duration::from_millis(50)).await;
+        }
+        self.resumed.push(ready.elapsed().as_secs_f64());
+        // The workers reconnect on their own: none of them exited.
+        for w in workers.iter_mut() {
+            assert!(
+                w.exited().is_none(),
+                "worker {} exited over the restart:\n{}",
+                w.pid(),
+                w.log_text()
+            );
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dag_and_batches_under_kill9_postgres() {
-    let run = Run::pg().await;
+async fn dag_and_batches_under_kill9_and_restart_postgres() {
+    let run = Run::pg_durable().await;
     let nodes = scale::pick(400, 10_000);
     let batches = scale::pick(4, 100);
     let per_batch = scale::pick(50, 1_000);
     let kills = scale::pick(5, 30);
+    let restarts = scale::pick(1usize, 2);
+    let total = i64::try_from(nodes + batches * per_batch).expect("size");
     let system = Principal::system();
 
     run.queue
@@ -98,12 +184,32 @@ async fn dag_and_batches_under_kill9_postgres() {
 
     let mut workers: Vec<_> = (0..3).map(|_| run.spawn(&FLAGS)).collect();
     let started = Instant::now();
+    let mut rs = Restarts::default();
+    // Restart k strikes when (k + 1) / (restarts + 2) of the items are done,
+    // between kills: a restart lands among the kills, never after the drain.
+    let due = |k: usize| total * (k as i64 + 1) / (restarts as i64 + 2);
     for _ in 0..kills {
-        let gap = rand::rng().random_range(300..900);
-        tokio::time::sleep(Duration::from_millis(gap)).await;
+        // The gap between kills, watched in steps so that a restart due
+        // strikes within 50 ms of the drain reaching its share.
+        let gap = Instant::now() + Duration::from_millis(rand::rng().random_range(300..900));
+        while Instant::now() < gap {
+            sleep(Duration::from_millis(50)).await;
+            if rs.took.len() < restarts && done_count(&run).await >= due(rs.took.len()) {
+                rs.restart_at(&run, due(rs.took.len()), &mut workers).await;
+            }
+        }
         let victim = rand::rng().random_range(0..workers.len());
+        assert!(
+            workers[victim].exited().is_none(),
+            "worker {} exited on its own:\n{}",
+            workers[victim].pid(),
+            workers[victim].log_text()
+        );
         workers[victim].kill9();
         workers[victim] = run.spawn(&FLAGS);
+    }
+    while rs.took.len() < restarts {
+        rs.restart_at(&run, due(rs.took.len()), &mut workers).await;
     }
     let drained = run
         .wait_final(Duration::from_secs(scale::pick(180, 900)))
@@ -117,16 +223,26 @@ async fn dag_and_batches_under_kill9_postgres() {
         .await
         .expect("check");
     report(
-        "dependencies and batches under kill -9 (PostgreSQL)",
+        "dependencies and batches under kill -9 and a restart (PostgreSQL)",
         &format!(
-            "DAG of {nodes} (depth 20, fan-in 1-3), {batches} batches of {per_batch}, 3 workers x 20, {kills} kills"
+            "DAG of {nodes} (depth 20, fan-in 1-3), {batches} batches of {per_batch}, 3 workers x 20, {kills} kills, {restarts} restarts"
         ),
         &format!(
-            "{} | started before dependencies done {early} | callbacks not once {not_once} | {secs:.1}s",
-            f.row()
+            "{} | started before dependencies done {early} | callbacks not once {not_once} | restarts took {:.2?}s with {:?} items open, first completion {:.2?}s after ready | {secs:.1}s",
+            f.row(),
+            rs.took,
+            rs.open_at,
+            rs.resumed
         ),
     );
     assert!(drained, "not drained: {f:?}");
+    for open in &rs.open_at {
+        assert!(
+            *open > 0,
+            "a restart struck after the drain: {:?}",
+            rs.open_at
+        );
+    }
     f.assert_promises_kept();
     assert_eq!(
         early, 0,

@@ -42,4 +42,7 @@ impl crate::links::LinkStore for FaultStore {
     ) -> Result<Vec<(drover_core::item::Status, i64)>> {
         self.inner.batch_members(tenant, id).await
     }
+    async fn links_census(&self) -> Result<crate::links::LinkCensus> {
+        self.inner.links_census().await
+    }
 }

@@ -456,6 +456,20 @@ pub fn as_inserted(item: &NewItem) -> NewItem {
     it
 }
 
+/// How many rows the link tables hold, across tenants: what retention
+/// leaves of them is read here (the contract's purge case).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkCensus {
+    /// Edges (`item_deps`), one per dependency of a stored dependant.
+    pub edges: i64,
+    /// Open-dependency counts (`item_waits`), one per stored dependant.
+    pub waits: i64,
+    /// Batch memberships (`batch_members`), one per stored member.
+    pub members: i64,
+    /// Batches.
+    pub batches: i64,
+}
+
 /// Dependencies, batches and their reads.
 #[async_trait]
 pub trait LinkStore: Send + Sync {
@@ -517,6 +531,12 @@ pub trait LinkStore: Send + Sync {
     /// # Errors
     /// Database errors.
     async fn batch_members(&self, tenant: Uuid, id: Uuid) -> Result<Vec<(Status, i64)>>;
+
+    /// The rows of the link tables across tenants (system operation).
+    ///
+    /// # Errors
+    /// Database errors.
+    async fn links_census(&self) -> Result<LinkCensus>;
 }
 
 #[cfg(test)]

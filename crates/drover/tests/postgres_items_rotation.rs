@@ -488,3 +488,98 @@ async fn a_retry_during_a_sliced_tally_starts_it_again_and_the_counts_stay_exact
     s.item_complete(&held).await.unwrap();
     pg_drop_schema(&pg_url().await, &schema).await;
 }
+
+/// A dropped child's items lose their own link rows (their edges as
+/// dependants, their open counts, their batch memberships) by the child's
+/// range of ids, and the finished batch goes; a survivor carried to the
+/// default partition (a `wait` dependant of a dead letter) keeps its edge
+/// and its count.
+#[tokio::test]
+async fn a_dropped_childs_link_rows_go_and_a_survivor_keeps_its_own() {
+    use drover::store::FailParams;
+    use drover::store::links::{AfterPolicy, LinkCensus, LinkStore, NewBatch};
+    let (s, schema) = pg_fresh_store().await;
+    let mut c = conn_in(&schema).await;
+    rotate(&s, Utc::now() - TimeDelta::hours(1)).await;
+    let tenant = Uuid::new_v4();
+    let put = |k: &str, lane: &str| {
+        NewItem::new(k, json!({ "k": k }))
+            .with_tenant(tenant)
+            .with_lane(lane)
+    };
+    let mut batch = NewBatch::new(Uuid::now_v7(), "cb");
+    batch.tenant_id = tenant;
+    batch.callback_lane = "lk-cb".into();
+    s.batch_create(&batch).await.unwrap();
+    let a = s.item_insert(&put("a", "lk")).await.unwrap().item;
+    let f = s.item_insert(&put("f", "lk-f")).await.unwrap().item;
+    s.links_insert(&[
+        put("c", "lk-c").with_after([a.id]),
+        put("w", "lk-w")
+            .with_after([f.id])
+            .with_after_policy(AfterPolicy::Wait),
+        put("m", "lk-m").with_batch(batch.id),
+    ])
+    .await
+    .unwrap();
+    s.batch_seal(tenant, batch.id).await.unwrap();
+    for lane in ["lk", "lk-c", "lk-m", "lk-cb"] {
+        let got = s.item_claim(&params(lane, 5)).await.unwrap();
+        assert_eq!(got.len(), 1, "{lane}");
+        s.item_complete(&ClaimRef::of(&got[0]).unwrap())
+            .await
+            .unwrap();
+    }
+    let got = s.item_claim(&params("lk-f", 5)).await.unwrap();
+    let fail = FailParams {
+        error: "boom".into(),
+        retry_delay: Duration::ZERO,
+        fatal: true,
+    };
+    s.item_fail(&ClaimRef::of(&got[0]).unwrap(), &fail)
+        .await
+        .unwrap();
+    let all = LinkCensus {
+        edges: 2,
+        waits: 2,
+        members: 1,
+        batches: 1,
+    };
+    assert_eq!(s.links_census().await.unwrap(), all);
+    let child = home(&mut c, a.id).await.unwrap();
+    assert!(child.starts_with("items_c"), "{child}");
+    // Every child the items landed in is past its window.
+    let mut homes = Vec::new();
+    let rows: Vec<(Uuid,)> = sqlx::query_as("SELECT id FROM items")
+        .fetch_all(&mut c)
+        .await
+        .unwrap();
+    for (id,) in rows {
+        homes.push(home(&mut c, id).await.unwrap());
+    }
+    for h in &homes {
+        past_window(&mut c, h).await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    s.counts_settle().await.unwrap();
+    // a, c, f, the member and the callback; w stays, pending.
+    assert_eq!(rotate(&s, Utc::now()).await, 5);
+    assert!(!table_exists(&mut c, &child).await, "{child} not dropped");
+    assert_eq!(
+        s.links_census().await.unwrap(),
+        LinkCensus {
+            edges: 1,
+            waits: 1,
+            members: 0,
+            batches: 0
+        }
+    );
+    let w: (Uuid, String) = sqlx::query_as("SELECT id, tableoid::regclass::text FROM items")
+        .fetch_one(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(w.1, "items_default", "the survivor carried");
+    let links = s.links_of(tenant, w.0).await.unwrap();
+    assert_eq!((links.after, links.waiting_on), (vec![f.id], 1));
+    pg_drop_schema(&pg_url().await, &schema).await;
+}

@@ -6,7 +6,12 @@
 -- rows than its drop may move); the children go whole (item_child_*.sql).
 -- System role. SKIP LOCKED: a concurrent purge takes other rows. The rows
 -- the count rollup had settled (updated before its mark) leave it in the
--- same statement, and their keys leave item_keys. The mark is read FOR
+-- same statement, and their keys leave item_keys, and their own link rows
+-- (migration 0039) leave with them: the edges whose dependant they are,
+-- their open-dependency count, their batch membership. An edge whose
+-- dependency they are stays while its dependant is stored (it belongs to
+-- the dependant; a `wait` dependant still names a purged dead letter).
+-- The batches go in batches_purge.sql. The mark is read FOR
 -- SHARE, so a settlement in flight is waited for and its mark used (the
 -- rows it counted are subtracted), and the next one starts only after this
 -- commit, when the rows are gone.
@@ -36,6 +41,15 @@ WITH mark AS (
     USING gone
     WHERE gone.idempotency_key IS NOT NULL AND k.tenant_id = gone.tenant_id
       AND k.idempotency_key = gone.idempotency_key AND k.item_id = gone.id
+    RETURNING 1
+), edges AS (
+    DELETE FROM item_deps AS e USING gone WHERE e.item_id = gone.id
+    RETURNING 1
+), waits AS (
+    DELETE FROM item_waits AS w USING gone WHERE w.item_id = gone.id
+    RETURNING 1
+), members AS (
+    DELETE FROM batch_members AS m USING gone WHERE m.item_id = gone.id
     RETURNING 1
 ), per AS (
     SELECT tenant_id, lane, kind, status, count(*) AS n

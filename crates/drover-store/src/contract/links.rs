@@ -4,7 +4,8 @@
 //! written; a DAG in one call with forward references, also inside a
 //! caller's transaction; the release inside the finishing write, under
 //! concurrent finishes; a batch's callback exactly once with its counts,
-//! also when its members finish concurrently; `when` filters; sealing.
+//! also when its members finish concurrently; `when` filters; sealing;
+//! retention takes a purged item's own link rows and finished batches.
 
 // Test code shipped for backends to run: a failed expectation is the report.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
@@ -523,4 +524,201 @@ pub async fn batch_when_filters(h: &Harness) {
         .await
         .expect("seal");
     assert_eq!(callbacks(h, "cb.empty").await.len(), 1);
+}
+
+/// The store's clock now (PostgreSQL's real clock, or the manual one).
+fn cutoff_now(h: &Harness) -> chrono::DateTime<chrono::Utc> {
+    match &h.clock {
+        Some(c) => {
+            use crate::Clock;
+            c.now()
+        }
+        None => chrono::Utc::now(),
+    }
+}
+
+/// Claims the one item of `lane` and completes it.
+async fn run_one(h: &Harness, lane: &str) -> Item {
+    let got = claim_all(h, lane).await;
+    assert_eq!(got.len(), 1, "one item on {lane}: {got:?}");
+    complete(h, &got[0]).await;
+    got.into_iter().next().expect("one")
+}
+
+/// What [`purge_takes_link_rows_with_their_items`] purges and keeps.
+struct PurgeFixture {
+    ended: Vec<Item>,
+    f: Item,
+    w: Item,
+    x: Item,
+    over: NewBatch,
+    open: NewBatch,
+}
+
+/// A chain run to the end (a, b -> c); a `wait` dependant `w` of a dead
+/// letter `f`; a dependant `y` cancelled while its dependency `x` is
+/// pending; a batch run to the end, callback included; one whose callback
+/// has not run; one not sealed.
+async fn purge_fixture(h: &Harness) -> PurgeFixture {
+    // A chain that runs to the end: a, b -> c.
+    let a = put(h, new("a").with_lane("pl")).await;
+    let b = put(h, new("b").with_lane("pl")).await;
+    let c = put(h, new("c").with_lane("pl-c").with_after([a.id, b.id])).await;
+    for it in claim_all(h, "pl").await {
+        complete(h, &it).await;
+    }
+    run_one(h, "pl-c").await;
+    // A `wait` dependant of a dead letter.
+    let f = put(h, new("f").with_lane("pl-f")).await;
+    let w = put(
+        h,
+        new("w")
+            .with_lane("pl-w")
+            .with_after([f.id])
+            .with_after_policy(AfterPolicy::Wait),
+    )
+    .await;
+    dead_letter(h, &claim_all(h, "pl-f").await[0]).await;
+    // A dependant cancelled while its dependency is still pending.
+    let x = put(h, new("x").with_lane("pl-x")).await;
+    let y = put(h, new("y").with_lane("pl-y").with_after([x.id])).await;
+    h.store
+        .item_cancel(y.tenant_id, y.id, Uuid::nil())
+        .await
+        .expect("cancel y");
+    // A batch run to the end, callback included; one whose callback has
+    // not run yet; one not sealed.
+    let over = batch(h, "cb.over", BatchWhen::Always).await;
+    let waiting = batch(h, "cb.waiting", BatchWhen::Always).await;
+    let open = batch(h, "cb.open", BatchWhen::Always).await;
+    for (bt, lane) in [(&over, "pl-b1"), (&waiting, "pl-b2"), (&open, "pl-b3")] {
+        h.store
+            .item_insert_many(&[
+                new("m").with_lane(lane).with_batch(bt.id),
+                new("m").with_lane(lane).with_batch(bt.id),
+            ])
+            .await
+            .expect("members");
+        for it in claim_all(h, lane).await {
+            complete(h, &it).await;
+        }
+    }
+    for bt in [&over, &waiting] {
+        let row = h.store.batch_seal(bt.tenant_id, bt.id).await.expect("seal");
+        assert!(row.fired, "{row:?}");
+    }
+    let mut p = claim_params("cb", 10, LONG);
+    p.kinds = vec!["cb.over".into()];
+    let cb = h.store.item_claim(&p).await.expect("claim callback");
+    assert_eq!(cb.len(), 1);
+    complete(h, &cb[0]).await;
+    PurgeFixture {
+        ended: vec![a, b, c, f.clone(), y, cb[0].clone()],
+        f,
+        w,
+        x,
+        over,
+        open,
+    }
+}
+
+/// Purges with a cutoff between everything so far and what comes next.
+async fn purge_now(h: &Harness) -> u64 {
+    h.pass(Duration::from_millis(300)).await;
+    let cutoff = cutoff_now(h);
+    h.pass(Duration::from_millis(300)).await;
+    h.store.item_purge(cutoff, 3).await.expect("purge")
+}
+
+/// Retention takes a purged item's own link rows with it (the edges whose
+/// dependant it is, its open count, its batch membership) and a batch
+/// whose callback decision is taken once its members are purged and its
+/// callback no longer waits to run. An edge whose dependency is purged
+/// stays while its dependant is stored: a `wait` dependant of a purged
+/// dead letter keeps waiting (an operator cancels it), and a batch not
+/// sealed keeps its counts for the seal.
+pub async fn purge_takes_link_rows_with_their_items(h: &Harness) {
+    let PurgeFixture {
+        ended,
+        f,
+        w,
+        x,
+        over,
+        open,
+    } = purge_fixture(h).await;
+    let before = h.store.links_census().await.expect("census");
+    assert_eq!(
+        before,
+        crate::links::LinkCensus {
+            edges: 4,
+            waits: 3,
+            members: 6,
+            batches: 3
+        }
+    );
+
+    // a, b, c, f, y, six members and one callback.
+    assert_eq!(purge_now(h).await, 12);
+    for it in &ended {
+        let got = h.store.item_get(it.tenant_id, it.id).await.expect("get");
+        assert!(got.is_none(), "{got:?}");
+    }
+    let after = h.store.links_census().await.expect("census");
+    // Left: w's edge to the purged f and w's count; the batch whose
+    // callback waits and the one not sealed.
+    assert_eq!(
+        after,
+        crate::links::LinkCensus {
+            edges: 1,
+            waits: 1,
+            members: 0,
+            batches: 2
+        }
+    );
+    let held = get(h, w.tenant_id, w.id).await;
+    assert_eq!(held.status, Status::Pending);
+    assert!(is_waiting_at(held.available_at), "{held:?}");
+    let links = h.store.links_of(w.tenant_id, w.id).await.expect("links");
+    assert_eq!((links.after, links.waiting_on), (vec![f.id], 1));
+    assert!(claim_all(h, "pl-w").await.is_empty(), "w still waits");
+    let x_links = h.store.links_of(x.tenant_id, x.id).await.expect("links");
+    assert!(x_links.dependants.is_empty(), "{x_links:?}");
+    run_one(h, "pl-x").await;
+    assert!(
+        h.store
+            .batch_get(over.tenant_id, over.id)
+            .await
+            .expect("get")
+            .is_none()
+    );
+    let kept = h
+        .store
+        .batch_get(open.tenant_id, open.id)
+        .await
+        .expect("get")
+        .expect("the open batch stays");
+    assert_eq!((kept.total, kept.counts.done, kept.fired), (2, 2, false));
+
+    // The rest finishes: w cancelled by the operator, the waiting
+    // callback run, the open batch sealed (its purged members' counts
+    // fire it) and its callback run.
+    h.store
+        .item_cancel(w.tenant_id, w.id, Uuid::nil())
+        .await
+        .expect("cancel w");
+    run_one(h, "cb").await;
+    let row = h
+        .store
+        .batch_seal(open.tenant_id, open.id)
+        .await
+        .expect("seal");
+    assert!(row.fired, "{row:?}");
+    let cb_open = run_one(h, "cb").await;
+    assert_eq!(cb_open.payload["done"], json!(2), "{cb_open:?}");
+    // w, x and the two callbacks.
+    assert_eq!(purge_now(h).await, 4);
+    assert_eq!(
+        h.store.links_census().await.expect("census"),
+        crate::links::LinkCensus::default()
+    );
 }

@@ -196,6 +196,7 @@ macro_rules! contract_suite {
             batch_callback_once_with_counts,
             batch_callback_exactly_once_under_concurrent_finishes,
             batch_when_filters,
+            purge_takes_link_rows_with_their_items,
             runs_record_each_way_a_claim_ends,
             runs_lease_lost_and_operator_cancel,
             runs_bounded_per_item,

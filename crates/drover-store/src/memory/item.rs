@@ -395,6 +395,7 @@ impl ItemStore for MemoryStore {
             .collect();
         for id in &doomed {
             st.seqs.remove(id);
+            st.links_purged(*id);
             if let Some(gone) = st.items.remove(id) {
                 if let Some(k) = gone.idempotency_key {
                     st.keys.remove(&(gone.tenant_id, k));
@@ -407,6 +408,7 @@ impl ItemStore for MemoryStore {
                 }
             }
         }
+        st.batches_purge(before);
         Ok(doomed.len() as u64)
     }
 

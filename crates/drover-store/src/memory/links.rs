@@ -11,8 +11,8 @@ use uuid::Uuid;
 use super::{MemoryStore, State};
 use crate::AuditEntry;
 use crate::links::{
-    self, AfterPolicy, BatchCounts, BatchRow, EdgeState, ItemLinks, LinkStore, NewBatch,
-    as_inserted, is_waiting_at,
+    self, AfterPolicy, BatchCounts, BatchRow, EdgeState, ItemLinks, LinkCensus, LinkStore,
+    NewBatch, as_inserted, is_waiting_at,
 };
 use drover_core::error::{Error, Result};
 use drover_core::item::{InsertResult, Inserted, Item, NewItem, Status};
@@ -81,6 +81,45 @@ impl State {
             }
             self.count_member(id, status, now);
         }
+    }
+
+    /// A purged item's own link rows go with it: the edges whose
+    /// dependant it is, its open count, its batch membership. The edges
+    /// whose dependency it is stay while their dependant is stored (a
+    /// `wait` dependant still names a purged dead letter).
+    pub(super) fn links_purged(&mut self, id: Uuid) {
+        for d in self.links.by_item.remove(&id).unwrap_or_default() {
+            self.links.edges.remove(&(d, id));
+            if let Some(v) = self.links.by_dep.get_mut(&d) {
+                v.retain(|x| *x != id);
+                if v.is_empty() {
+                    self.links.by_dep.remove(&d);
+                }
+            }
+        }
+        self.links.waits.remove(&id);
+        self.links.members.remove(&id);
+        self.links.linked.remove(&id);
+    }
+
+    /// Deletes the batches whose story is over: callback decision taken,
+    /// created before `before`, no member stored, no callback still to run
+    /// (as `batches_purge.sql`). Returns how many.
+    pub(super) fn batches_purge(&mut self, before: DateTime<Utc>) -> usize {
+        let with_members: HashSet<Uuid> = self.links.members.values().map(|m| m.0).collect();
+        let items = &self.items;
+        let n = self.links.batches.len();
+        self.links.batches.retain(|_, (row, _)| {
+            let callback_open = items
+                .get(&row.callback_id)
+                .is_some_and(|i| matches!(i.status, Status::Pending | Status::Claimed));
+            let over = row.fired
+                && row.created_at < before
+                && !with_members.contains(&row.id)
+                && !callback_open;
+            !over
+        });
+        n - self.links.batches.len()
     }
 
     /// Makes a waiting dependant available (at `run_at` if later).
@@ -410,5 +449,16 @@ impl LinkStore for MemoryStore {
             }
         }
         Ok(per.into_iter().collect())
+    }
+
+    async fn links_census(&self) -> Result<LinkCensus> {
+        let st = self.lock();
+        let n = |x: usize| i64::try_from(x).unwrap_or(i64::MAX);
+        Ok(LinkCensus {
+            edges: n(st.links.edges.len()),
+            waits: n(st.links.waits.len()),
+            members: n(st.links.members.len()),
+            batches: n(st.links.batches.len()),
+        })
     }
 }

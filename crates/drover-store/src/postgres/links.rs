@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::items::{enter_caller_tx, insert_one, leave_caller_tx};
 use super::{PgStore, row, validate_schema};
 use crate::links::{
-    self, BatchCounts, BatchRow, ItemLinks, LinkPlan, LinkStore, NewBatch, as_inserted,
+    self, BatchCounts, BatchRow, ItemLinks, LinkCensus, LinkPlan, LinkStore, NewBatch, as_inserted,
 };
 use drover_core::error::{Error, Opaque, Result};
 use drover_core::item::{InsertResult, Inserted, Item, NewItem, Status};
@@ -32,6 +32,7 @@ const BATCH_SEAL: &str = include_str!("../../sql/postgres/batch_seal.sql");
 const BATCH_GET: &str = include_str!("../../sql/postgres/batch_get.sql");
 const BATCH_LIST: &str = include_str!("../../sql/postgres/batch_list.sql");
 const BATCH_MEMBERS: &str = include_str!("../../sql/postgres/batch_members.sql");
+const LINKS_CENSUS: &str = include_str!("../../sql/postgres/links_census.sql");
 
 /// A linked enqueue inside the caller's transaction on `conn` (a savepoint
 /// of it): all of `items` or none, and only if the caller commits.
@@ -325,5 +326,20 @@ impl LinkStore for PgStore {
                 Ok((row::status(&st)?, r.try_get::<i64, _>("n")?))
             })
             .collect()
+    }
+
+    async fn links_census(&self) -> Result<LinkCensus> {
+        let mut tx = self.begin_system().await?;
+        let r = sqlx::query(LINKS_CENSUS)
+            .persistent(self.persistent)
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(LinkCensus {
+            edges: r.try_get("edges")?,
+            waits: r.try_get("waits")?,
+            members: r.try_get("members")?,
+            batches: r.try_get("batches")?,
+        })
     }
 }

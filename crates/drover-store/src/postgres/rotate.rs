@@ -19,6 +19,10 @@
 //! 3. **Deletes row by row only in the default partition**, which holds
 //!    ids outside every window (producer-minted ids that are not time
 //!    ordered, survivors) and stays small.
+//! 4. **Takes the link rows of the purged items** (migration 0039): the
+//!    row-by-row statement deletes them with their items; after a child's
+//!    drop they go by the child's range of ids, as its key rows do. Then
+//!    the batches whose story is over (`batches_purge.sql`).
 //!
 //! Invariants kept: a child is detached only under an exclusive lock on
 //! `items`, after a census taken under that lock matched the one its tally
@@ -61,6 +65,8 @@ sql!(ITEM_LOCK_TIMEOUT, "item_lock_timeout.sql");
 sql!(ITEM_LOCK, "item_lock.sql");
 sql!(ITEM_KEYS_PURGE, "item_keys_purge.sql");
 sql!(ITEM_PURGE, "item_purge.sql");
+sql!(ITEM_LINKS_PURGE, "item_links_purge.sql");
+sql!(BATCHES_PURGE, "batches_purge.sql");
 
 /// The row-by-row purge of the default partition.
 static PURGE_DEFAULT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
@@ -166,6 +172,7 @@ pub(super) async fn purge(
                 tracing::info!(child = %child.name, rows, carried, "items child dropped");
                 total += rows;
                 purge_keys(store, child, batch).await?;
+                purge_links(store, child, batch).await?;
             }
             Rotated::Deferred => {}
             Rotated::RowByRow(n) => total += n,
@@ -174,6 +181,10 @@ pub(super) async fn purge(
     total += purge_default(store, before, batch).await?;
     if total > 0 {
         tracing::info!(purged = total, "final items purged");
+    }
+    let batches = purge_batches(store, before, batch).await?;
+    if batches > 0 {
+        tracing::info!(batches, "finished batches purged");
     }
     Ok(total)
 }
@@ -582,7 +593,9 @@ async fn drop_leftovers(store: &PgStore, batch: u32) -> Result<()> {
         if let (Some(lo), Some(hi)) = (lo, hi) {
             // The key purge's range is half-open: one past the last id.
             let hi = Uuid::from_u128(hi.as_u128().saturating_add(1));
-            purge_keys(store, &Child { name, lo, hi }, batch).await?;
+            let child = Child { name, lo, hi };
+            purge_keys(store, &child, batch).await?;
+            purge_links(store, &child, batch).await?;
         }
     }
     Ok(())
@@ -603,6 +616,46 @@ async fn purge_keys(store: &PgStore, child: &Child, batch: u32) -> Result<()> {
         tx.commit().await?;
         if n < u64::from(batch) {
             return Ok(());
+        }
+    }
+}
+
+/// Deletes the link rows of a dropped child's items, in batches (each
+/// table at most `batch` rows a statement).
+async fn purge_links(store: &PgStore, child: &Child, batch: u32) -> Result<()> {
+    loop {
+        let mut tx = store.begin_system().await?;
+        let n: i64 = sqlx::query_scalar(ITEM_LINKS_PURGE)
+            .persistent(store.persistent)
+            .bind(child.lo)
+            .bind(child.hi)
+            .bind(i64::from(batch))
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        if n < i64::from(batch) {
+            return Ok(());
+        }
+    }
+}
+
+/// Deletes the batches whose callback decision is taken, created before
+/// `before`, with no member and no callback left to run, in batches.
+async fn purge_batches(store: &PgStore, before: DateTime<Utc>, batch: u32) -> Result<u64> {
+    let mut total = 0u64;
+    loop {
+        let mut tx = store.begin_system().await?;
+        let n = sqlx::query(BATCHES_PURGE)
+            .persistent(store.persistent)
+            .bind(before)
+            .bind(i64::from(batch))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        total += n;
+        if n < u64::from(batch) {
+            return Ok(total);
         }
     }
 }

@@ -16,7 +16,7 @@ use super::SqliteStore;
 use super::insert::insert_on;
 use super::row::{from_micros, status, to_micros};
 use crate::links::{
-    self, BatchCounts, BatchRow, ItemLinks, LinkPlan, LinkStore, NewBatch, as_inserted,
+    self, BatchCounts, BatchRow, ItemLinks, LinkCensus, LinkPlan, LinkStore, NewBatch, as_inserted,
 };
 use drover_core::error::{Error, Opaque, Result};
 use drover_core::item::{InsertResult, Inserted, Item, NewItem, Status};
@@ -38,6 +38,7 @@ const BATCH_LIST: &str = include_str!("../../sql/sqlite/batch_list.sql");
 const BATCH_MEMBERS: &str = include_str!("../../sql/sqlite/batch_members.sql");
 const ITEM_GET: &str = include_str!("../../sql/sqlite/item_get.sql");
 const LINKS_DEPENDENCIES: &str = include_str!("../../sql/sqlite/links_dependencies.sql");
+const LINKS_CENSUS: &str = include_str!("../../sql/sqlite/links_census.sql");
 
 /// A linked enqueue inside the caller's transaction on `conn` (in a
 /// savepoint of it): all of `items` or none, and only if the caller
@@ -336,4 +337,19 @@ impl LinkStore for SqliteStore {
             })
             .collect()
     }
+
+    async fn links_census(&self) -> Result<LinkCensus> {
+        let r = sqlx::query(LINKS_CENSUS).fetch_one(&self.reader).await?;
+        census(&r)
+    }
+}
+
+/// A census row (`links_census.sql`).
+fn census(r: &SqliteRow) -> Result<LinkCensus> {
+    Ok(LinkCensus {
+        edges: r.try_get("edges")?,
+        waits: r.try_get("waits")?,
+        members: r.try_get("members")?,
+        batches: r.try_get("batches")?,
+    })
 }

@@ -161,6 +161,7 @@ impl SqliteStore {
             .fetch_optional(&self.reader)
             .await?;
         if due.is_none() {
+            self.purge_batches(before, batch).await?;
             return Ok(0);
         }
         // One short transaction per batch, so the write lock is never held
@@ -178,6 +179,15 @@ impl SqliteStore {
                 .bind(&picked)
                 .execute(&mut *tx)
                 .await?;
+            // Their own link rows go with them (docs/dependencies.md,
+            // "Retention").
+            for links in [
+                sql::ITEM_PURGE_EDGES,
+                sql::ITEM_PURGE_WAITS,
+                sql::ITEM_PURGE_MEMBERS,
+            ] {
+                sqlx::query(links).bind(&picked).execute(&mut *tx).await?;
+            }
             let n = sqlx::query(sql::ITEM_PURGE)
                 .bind(&picked)
                 .execute(&mut *tx)
@@ -192,7 +202,39 @@ impl SqliteStore {
         if total > 0 {
             tracing::info!(target: "drover::sqlite", purged = total, "purged final items");
         }
+        self.purge_batches(before, batch).await?;
         Ok(total)
+    }
+
+    /// Deletes the batches whose story is over (`batches_purge.sql`), a
+    /// short transaction per `batch` of them.
+    async fn purge_batches(&self, before: DateTime<Utc>, batch: u64) -> Result<()> {
+        let due: Option<i64> = sqlx::query_scalar(sql::BATCHES_PURGE_DUE)
+            .bind(to_micros(before))
+            .fetch_optional(&self.reader)
+            .await?;
+        if due.is_none() {
+            return Ok(());
+        }
+        let mut gone = 0;
+        loop {
+            let mut tx = self.begin().await?;
+            let n = sqlx::query(sql::BATCHES_PURGE)
+                .bind(to_micros(before))
+                .bind(i64::try_from(batch).unwrap_or(i64::MAX))
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            tx.commit().await?;
+            gone += n;
+            if n < batch {
+                break;
+            }
+        }
+        if gone > 0 {
+            tracing::info!(target: "drover::sqlite", batches = gone, "purged finished batches");
+        }
+        Ok(())
     }
 
     /// Folds settled final rows into the count rollup (the sweep's step;
