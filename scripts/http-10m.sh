@@ -89,14 +89,16 @@ FROM (SELECT g, md5(g::text) AS h,
     done
     q -c "VACUUM ANALYZE drover.items"
     echo "vacuumed and analyzed ($(($(date +%s) - start)) s)" >&2
-    # One settlement of the count rollup, as the sweep runs it.
+    # One settlement of the count rollup, as the sweep runs it (the
+    # dashboard's per-minute rollup too: its last 48 hours, THROUGHPUT_KEEP).
     t0=$(date +%s)
     q <<EOF
 SET search_path = drover;
 BEGIN;
 $(cat "$sql/counts_settle_begin.sql")
 \gset
-$(sed -e "s/\\\$1::timestamptz/:'settled_to'::timestamptz/g" -e "s/\\\$2::timestamptz/:'upto'::timestamptz/g" "$sql/counts_settle.sql");
+$(sed -e "s/\\\$1::timestamptz/:'settled_to'::timestamptz/g" -e "s/\\\$2::timestamptz/:'upto'::timestamptz/g" \
+      -e "s/\\\$3::timestamptz/(:'upto'::timestamptz - interval '48 hours')/g" "$sql/counts_settle.sql");
 COMMIT;
 EOF
     echo "count rollup settled ($(($(date +%s) - t0)) s)" >&2
@@ -120,8 +122,24 @@ curl -fs -o /dev/null -c "$jar" --data-urlencode "token=$token" "$base/ui/login"
 deep=$(q -At -c "SELECT (extract(epoch FROM created_at) * 1000000)::bigint || '_' || replace(id::text, '-', '')
                  FROM drover.items ORDER BY id DESC OFFSET $((rows / 2)) LIMIT 1")
 
+# A dead letter's page and a tenant of the load, for the item routes.
+one_failed=$(q -At -c "SELECT tenant_id || '/' || id FROM drover.items WHERE status = 'failed' ORDER BY id DESC LIMIT 1")
+failed_id=${one_failed#*/}
+failed_tenant=${one_failed%/*}
+
+# A tenant-scoped operator's session: its overview is the tenant's own.
+token_t=$("$bin" --database-url "$url" token create --role operator --tenant "$failed_tenant" --label http-10m-tenant 2>/dev/null)
+jar_t="$out/cookies-tenant"
+curl -fs -o /dev/null -c "$jar_t" --data-urlencode "token=$token_t" "$base/ui/login"
+
 routes=(
     "overview|/ui/"
+    "overview of one tenant (a tenant's token)|tenant:/ui/"
+    "item page (a dead letter)|/ui/items/$one_failed"
+    "workers page|/ui/workers"
+    "schedules page|/ui/schedules"
+    "orchestrations page|/ui/orchestrations"
+    "batches page|/ui/batches"
     "lanes page|/ui/lanes"
     "items, first page|/ui/items"
     "items, deep keyset page|/ui/items?cursor=$deep"
@@ -133,16 +151,20 @@ routes=(
     "GET /v1/items, deep cursor|/v1/items?limit=50&cursor=$deep"
     "GET /v1/items?status=failed|/v1/items?status=failed&limit=50"
     "GET /v1/items?status=pending|/v1/items?status=pending&limit=50"
+    "GET /v1/items/{id} (a dead letter)|/v1/items/$failed_id?tenant=$failed_tenant"
+    "GET /v1/workers|/v1/workers"
+    "GET /v1/batches|/v1/batches"
 )
 
 one() {
     case $1 in
+    tenant:*) curl -s -o /dev/null -w '%{http_code} %{time_total}\n' -b "$jar_t" "$base${1#tenant:}" ;;
     /ui/*) curl -s -o /dev/null -w '%{http_code} %{time_total}\n' -b "$jar" "$base$1" ;;
     *) curl -s -o /dev/null -w '%{http_code} %{time_total}\n' -H "Authorization: Bearer $token" "$base$1" ;;
     esac
 }
 export -f one
-export base jar token
+export base jar jar_t token
 
 pct() { # file, percentile -> milliseconds
     sort -n "$1" | awk -v p="$2" '{ a[NR] = $1 } END { i = int((NR * p + 99) / 100); if (i < 1) i = 1; printf "%.1f", a[i] * 1000 }'
