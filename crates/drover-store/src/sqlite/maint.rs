@@ -257,14 +257,26 @@ impl SqliteStore {
             .bind(upto)
             .fetch_one(&mut *tx)
             .await?;
-        // The dashboard's minutes, from the same range (migration 0041),
-        // before the mark moves past it.
+        // The range is read once, grouped into a scratch table both
+        // rollups fold from: the writer lock is held for one pass over the
+        // range's rows, not one per rollup (the dashboard's minutes,
+        // migration 0041, read it a second time and cost the drain).
+        sqlx::query(sql::SETTLE_FINE_TABLE)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(sql::SETTLE_FINE_CLEAR)
+            .execute(&mut *tx)
+            .await?;
         let keep = upto
             - crate::throughput::THROUGHPUT_KEEP
                 .num_microseconds()
                 .unwrap_or(0);
-        sqlx::query(sql::MINUTES_SETTLE)
+        sqlx::query(sql::SETTLE_FINE)
             .bind(upto)
+            .bind(keep)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(sql::MINUTES_SETTLE)
             .bind(keep)
             .execute(&mut *tx)
             .await?;
@@ -272,8 +284,8 @@ impl SqliteStore {
             .bind(keep)
             .execute(&mut *tx)
             .await?;
-        sqlx::query(sql::COUNTS_SETTLE)
-            .bind(upto)
+        sqlx::query(sql::COUNTS_SETTLE).execute(&mut *tx).await?;
+        sqlx::query(sql::SETTLE_FINE_CLEAR)
             .execute(&mut *tx)
             .await?;
         sqlx::query(sql::COUNTS_SETTLE_MARK)
