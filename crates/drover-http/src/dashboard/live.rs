@@ -7,12 +7,13 @@
 //! page views (a page view never queries these itself) and broadcasts the
 //! rendered overview to every open tab over server-sent events. Ten tabs
 //! cost the database what one does. The history is the database's, so a
-//! restart of the server blanks no chart.
+//! restart of the server blanks no chart. A tenant-scoped overview's counts
+//! are read on demand, at most once per interval and tenant.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use drover::Queue;
@@ -20,6 +21,7 @@ use drover::Status;
 use drover::store::throughput::{RunningRow, ThroughputBy, ThroughputQuery, ThroughputRow};
 use drover::store::{CountRow, Gauges, WorkerRow};
 use tokio::sync::{RwLock, broadcast};
+use uuid::Uuid;
 
 /// How often the live view is refreshed when none is configured.
 pub const LIVE_INTERVAL_DEFAULT: Duration = Duration::from_secs(2);
@@ -93,6 +95,11 @@ pub struct Live {
     tx: broadcast::Sender<Arc<Snapshot>>,
     started: AtomicBool,
     refreshes: AtomicU64,
+    /// Each tenant-scoped overview's counts, read at most once per
+    /// interval per tenant however many of its viewers load the page (the
+    /// read counts the tenant's pending and claimed rows: 100 ms at
+    /// 10,000,000 items). Only entries younger than the interval stay.
+    tenants: tokio::sync::Mutex<HashMap<Uuid, (Instant, Arc<Vec<CountRow>>)>>,
 }
 
 impl std::fmt::Debug for Live {
@@ -116,7 +123,27 @@ impl Live {
             tx,
             started: AtomicBool::new(false),
             refreshes: AtomicU64::new(0),
+            tenants: tokio::sync::Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Items per lane, kind and status of one tenant (a tenant-scoped
+    /// overview's counts), at most one interval old: one read per interval
+    /// and tenant, which the viewers arriving meanwhile wait for and share.
+    ///
+    /// # Errors
+    /// Storage errors of the read (nothing is cached then).
+    pub async fn counts_tenant(&self, tenant: Uuid) -> drover::Result<Arc<Vec<CountRow>>> {
+        let mut cache = self.tenants.lock().await;
+        if let Some((at, rows)) = cache.get(&tenant)
+            && at.elapsed() < self.interval
+        {
+            return Ok(rows.clone());
+        }
+        let rows = Arc::new(self.queue.counts_tenant(tenant).await?);
+        cache.retain(|_, (at, _)| at.elapsed() < self.interval);
+        cache.insert(tenant, (Instant::now(), rows.clone()));
+        Ok(rows)
     }
 
     /// How many query sets have run: one per interval, however many tabs
@@ -286,6 +313,33 @@ mod tests {
     #![allow(clippy::expect_used, clippy::unwrap_used)]
 
     use super::*;
+
+    /// Viewers of one tenant within an interval share one read; a new
+    /// interval reads again and sees what changed.
+    #[tokio::test]
+    async fn a_tenant_overview_reads_once_per_interval() {
+        let queue = Queue::memory();
+        let tenant = Uuid::from_u128(0xA1);
+        let put = |q: &Queue| {
+            let q = q.clone();
+            async move {
+                let item = drover::NewItem::new("k", serde_json::json!({})).with_tenant(tenant);
+                q.enqueue_item(&drover::queue::Principal::system(), item)
+                    .await
+                    .expect("enqueue");
+            }
+        };
+        put(&queue).await;
+        let live = Live::new(queue.clone(), Duration::from_secs(3600));
+        let first = live.counts_tenant(tenant).await.expect("counts");
+        put(&queue).await;
+        let again = live.counts_tenant(tenant).await.expect("counts");
+        assert!(Arc::ptr_eq(&first, &again), "one read within the interval");
+        assert_eq!(first.iter().map(|r| r.count).sum::<i64>(), 1);
+        let short = Live::new(queue, Duration::ZERO);
+        let fresh = short.counts_tenant(tenant).await.expect("counts");
+        assert_eq!(fresh.iter().map(|r| r.count).sum::<i64>(), 2, "read anew");
+    }
 
     #[test]
     fn escape_covers_markup_and_quotes() {

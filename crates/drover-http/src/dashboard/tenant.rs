@@ -76,7 +76,7 @@ pub(super) async fn overview(st: DashState, headers: HeaderMap, q: MsgQuery) -> 
             StatusCode::OK,
         );
     };
-    let rows = match st.app.queue.counts_tenant(tenant).await {
+    let rows = match st.live.counts_tenant(tenant).await {
         Ok(r) => r,
         Err(e) => {
             return note_page(
@@ -90,7 +90,7 @@ pub(super) async fn overview(st: DashState, headers: HeaderMap, q: MsgQuery) -> 
     };
     let mut lanes: BTreeMap<String, [i64; 5]> = BTreeMap::new();
     let mut kinds: BTreeMap<String, [i64; 5]> = BTreeMap::new();
-    for r in &rows {
+    for r in rows.iter() {
         lanes.entry(r.lane.clone()).or_default()[slot(r.status)] += r.count;
         kinds.entry(r.kind.clone()).or_default()[slot(r.status)] += r.count;
     }
