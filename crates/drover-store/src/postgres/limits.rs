@@ -39,6 +39,7 @@ use crate::limits::{
     OnDeadLetter, OrderBlocker, UsageRow, applies, effective, full_scopes, keys_of, limits_broken,
     ordered_kinds, usage,
 };
+use crate::rates::{Cells, Rate, RateSetting, held_back, rate_keys_of};
 use drover_core::error::Result;
 use drover_core::item::Item;
 
@@ -139,6 +140,11 @@ impl PgStore {
     /// module docs); `None` when none does (the caller claims as before).
     pub(super) async fn claim_limited(&self, p: &ClaimParams) -> Result<Option<Vec<Item>>> {
         let limits = self.limits_in_force().await?;
+        let rates = self.rates_in_force().await?;
+        if crate::rates::applies(&rates, &p.lane, &p.kinds) {
+            // A rate may hold a start back: the steps, with the cells.
+            return self.claim_limited_steps(p, &limits, &rates).await.map(Some);
+        }
         if !applies(&limits, &p.lane, &p.kinds) {
             return Ok(None);
         }
@@ -151,7 +157,7 @@ impl PgStore {
             // limits are read again.
             self.limits.set_steps_only();
         }
-        self.claim_limited_steps(p, &limits).await.map(Some)
+        self.claim_limited_steps(p, &limits, &[]).await.map(Some)
     }
 
     /// The limited claim in one call into `claim_limited` (migration 0036),
@@ -211,10 +217,20 @@ impl PgStore {
 
     /// The limited claim as a transaction of statements from here: on a
     /// schema before migration 0036.
+    ///
+    /// With `rates` in force, the same steps also start against their
+    /// cells: the scopes the cells hold back as the claim begins are left
+    /// out of the candidates; after the scope locks, the cells the
+    /// candidates start against are locked in key order and read with the
+    /// transaction's `now()` (the clock every admission of the claim
+    /// uses); a candidate is admitted when its cells and its slots both
+    /// have room; the moved cells are written back before the claim's
+    /// `UPDATE`, in the same transaction.
     async fn claim_limited_steps(
         &self,
         p: &ClaimParams,
         limits: &[LimitSetting],
+        rates: &[RateSetting],
     ) -> Result<Vec<Item>> {
         let limit_kinds: Vec<String> = limits
             .iter()
@@ -223,12 +239,34 @@ impl PgStore {
             .collect();
         let mut tx = self.begin_system().await?;
         // What is full as the claim begins: left out of the candidates.
-        let rows = self.held_rows(&mut tx, &p.lane, &limit_kinds).await?;
+        let rows = if limits.is_empty() {
+            Vec::new()
+        } else {
+            self.held_rows(&mut tx, &p.lane, &limit_kinds).await?
+        };
         let claimed = rows
             .iter()
             .map(|r| parts(r, false))
             .collect::<Result<Vec<_>>>()?;
-        let full = Full::of(limits, &p.lane, &claimed);
+        let mut full = Full::of(limits, &p.lane, &claimed);
+        if !rates.is_empty() {
+            let active = self.active_cells(&mut tx).await?;
+            if let Some(now) = active.now {
+                let h = held_back(
+                    rates,
+                    &p.lane,
+                    active.cells.iter().map(|(k, t)| (k.as_str(), *t)),
+                    now,
+                );
+                full.lane |= h.lane;
+                full.kinds.extend(h.kinds);
+                for (kind, tenant, group) in h.groups {
+                    full.group_kinds.push(kind);
+                    full.group_tenants.push(tenant);
+                    full.groups.push(group);
+                }
+            }
+        }
         if full.lane {
             tx.commit().await?;
             return Ok(Vec::new());
@@ -296,15 +334,46 @@ impl PgStore {
                 .execute(&mut *tx)
                 .await?;
         }
-        let rows = self.held_rows(&mut tx, &p.lane, &limit_kinds).await?;
+        let rows = if limits.is_empty() {
+            Vec::new()
+        } else {
+            self.held_rows(&mut tx, &p.lane, &limit_kinds).await?
+        };
         let held = held_counts(limits, &rows)?;
         let mut admission = Admission::new(held);
-        let admitted: Vec<Uuid> = keyed
-            .into_iter()
-            .filter(|(_, keys)| admission.admit(keys))
-            .map(|(id, _)| id)
-            .take(p.limit as usize)
+        let rate_keys: Vec<Vec<(String, Rate)>> = candidates
+            .iter()
+            .map(|c| rate_keys_of(rates, &c.lane, &c.kind, c.tenant, c.group.as_deref()))
             .collect();
+        let cell_keys: BTreeSet<String> = rate_keys
+            .iter()
+            .flat_map(|keys| keys.iter().map(|(k, _)| k.clone()))
+            .collect();
+        let mut cells = if cell_keys.is_empty() {
+            Cells::default()
+        } else {
+            let read = self
+                .lock_cells(&mut tx, cell_keys.into_iter().collect())
+                .await?;
+            Cells::new(read.now.unwrap_or_default(), read.cells)
+        };
+        let mut admitted: Vec<Uuid> = Vec::new();
+        for ((id, keys), rated) in keyed.into_iter().zip(&rate_keys) {
+            if admitted.len() == p.limit as usize {
+                break;
+            }
+            // Rates first: a start the rate holds back takes no slot.
+            if !cells.would_admit(rated) {
+                continue;
+            }
+            if admission.admit(&keys) {
+                cells.admit(rated);
+                admitted.push(id);
+            }
+        }
+        if !admitted.is_empty() {
+            self.write_cells(&mut tx, cells.changed()).await?;
+        }
         let rows = if admitted.is_empty() {
             Vec::new()
         } else {
