@@ -704,10 +704,15 @@ fn limits_set_list_clear(d: &dyn Drover) {
         .find(|r| r["setting"]["rate"].is_object())
         .unwrap_or_else(|| panic!("the rate: {list}"));
     assert_eq!(
-        (rated["setting"]["rate"]["count"].as_u64(), rated["setting"]["rate"]["burst"].as_u64()),
+        (
+            rated["setting"]["rate"]["count"].as_u64(),
+            rated["setting"]["rate"]["burst"].as_u64()
+        ),
         (Some(10), Some(20))
     );
-    let r = d.run(&["limits", "clear", "--kind", "export", "--rate"]).ok();
+    let r = d
+        .run(&["limits", "clear", "--kind", "export", "--rate"])
+        .ok();
     assert_eq!(r.stdout.trim(), "operator rate on kind export cleared");
     let bad = d.run(&["limits", "set", "--kind", "export", "--rate", "10/1w"]);
     assert_eq!(bad.code, 2, "{bad:?}");

@@ -89,9 +89,7 @@ impl Rate {
         let (count, period) = text.trim().split_once('/').ok_or_else(bad)?;
         let count: u32 = count.trim().parse().map_err(|_| bad())?;
         let period = period.trim();
-        let split = period
-            .find(|c: char| !c.is_ascii_digit())
-            .ok_or_else(bad)?;
+        let split = period.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
         let (n, unit) = period.split_at(split);
         let n: u64 = if n.is_empty() {
             1
@@ -125,7 +123,10 @@ impl Rate {
         if !(1..=MAX_RATE_COUNT).contains(&self.count) {
             return Err(Error::invalid(
                 "rate",
-                format!("the count must be 1 to {MAX_RATE_COUNT}, got {}", self.count),
+                format!(
+                    "the count must be 1 to {MAX_RATE_COUNT}, got {}",
+                    self.count
+                ),
             ));
         }
         let max_ms = MAX_RATE_PERIOD.as_millis() as u64;
@@ -345,7 +346,10 @@ pub fn held_back<'a>(
 /// is one (the kind is known, so a `:` in it or in the group is no
 /// ambiguity: the tenant is the 36 characters after it).
 fn parse_group_key(key: &str, kind: &str) -> Option<(String, Uuid, String)> {
-    let rest = key.strip_prefix("group:")?.strip_prefix(kind)?.strip_prefix(':')?;
+    let rest = key
+        .strip_prefix("group:")?
+        .strip_prefix(kind)?
+        .strip_prefix(':')?;
     let tenant = Uuid::parse_str(rest.get(..36)?).ok()?;
     let group = rest.get(36..)?.strip_prefix(':')?;
     Some((kind.to_owned(), tenant, group.to_owned()))
@@ -364,7 +368,10 @@ pub struct Cells {
 impl Cells {
     /// Starts from the cells as read (`key`, `tat`) at `now` (the store's
     /// clock in the claim); a key not given is an idle cell.
-    pub fn new(now: DateTime<Utc>, cells: impl IntoIterator<Item = (String, DateTime<Utc>)>) -> Cells {
+    pub fn new(
+        now: DateTime<Utc>,
+        cells: impl IntoIterator<Item = (String, DateTime<Utc>)>,
+    ) -> Cells {
         Cells {
             now,
             tats: cells.into_iter().collect(),
@@ -470,6 +477,49 @@ pub fn usage<'a>(
         .collect()
 }
 
+/// How long from `now` until a rate in `rates` that a claim of `lane` for
+/// `kinds` (empty: every kind) may meet next allows a start, among the
+/// `cells` (key, tat) that hold one back now: the instant a claimer that
+/// came back short should claim again. `None` when no such cell holds a
+/// start back.
+pub fn wait_for<'a>(
+    rates: &[RateSetting],
+    lane: &str,
+    kinds: &[String],
+    cells: impl IntoIterator<Item = (&'a str, DateTime<Utc>)>,
+    now: DateTime<Utc>,
+) -> Option<Duration> {
+    let may = |k: &str| kinds.is_empty() || kinds.iter().any(|c| c == k);
+    let mine: Vec<&RateSetting> = rates
+        .iter()
+        .filter(|r| match &r.scope {
+            LimitScope::Lane(n) => n == lane,
+            LimitScope::Kind(k) | LimitScope::KindPerGroup(k) => may(k),
+        })
+        .collect();
+    if mine.is_empty() {
+        return None;
+    }
+    let mut soonest: Option<DateTime<Utc>> = None;
+    for (cell, tat) in cells {
+        for r in &mine {
+            let Some(key) = cell.strip_suffix(&r.rate.cell_suffix()) else {
+                continue;
+            };
+            let of_scope = match &r.scope {
+                LimitScope::Lane(n) => key == format!("lane:{n}"),
+                LimitScope::Kind(k) => key == format!("kind:{k}"),
+                LimitScope::KindPerGroup(k) => parse_group_key(key, k).is_some(),
+            };
+            if of_scope && r.rate.holds_back(tat, now) {
+                let at = r.rate.next_start(tat);
+                soonest = Some(soonest.map_or(at, |s| s.min(at)));
+            }
+        }
+    }
+    soonest.and_then(|at| (at - now).to_std().ok())
+}
+
 /// How long a backend keeps the rates in force it read (as
 /// [`LIMITS_CACHE_TTL`](crate::limits::LIMITS_CACHE_TTL)).
 pub const RATES_CACHE_TTL: Duration = crate::limits::LIMITS_CACHE_TTL;
@@ -526,6 +576,13 @@ pub trait RateStore: Send + Sync {
 
     /// The rates in force with when each next allows a start.
     async fn rate_usage(&self) -> Result<Vec<RateUsage>>;
+
+    /// How long until a rate that may apply to a claim of `lane` for
+    /// `kinds` next allows a start it holds back now ([`wait_for`], on the
+    /// store's clock); `None` when none holds one back. Asked after a short
+    /// claim, from the claimers' cache of the rates in force: a claim no
+    /// rate applies to costs no statement.
+    async fn rate_wait(&self, lane: &str, kinds: &[String]) -> Result<Option<Duration>>;
 }
 
 #[cfg(test)]
@@ -543,12 +600,22 @@ mod tests {
         assert_eq!(Rate::parse("500/1m").expect("valid").period_ms, 60_000);
         assert_eq!(Rate::parse("3/250ms").expect("valid").period_ms, 250);
         assert_eq!(Rate::parse("10/s").expect("valid").period_ms, 1_000);
-        for bad in ["10", "0/1s", "10/0s", "10/1w", "x/1s", "10/8d", "2000000/1ms"] {
+        for bad in [
+            "10",
+            "0/1s",
+            "10/0s",
+            "10/1w",
+            "x/1s",
+            "10/8d",
+            "2000000/1ms",
+        ] {
             assert!(Rate::parse(bad).is_err(), "{bad}");
         }
         assert_eq!(Rate::parse("500/1m").expect("valid").to_string(), "500/1m");
         assert_eq!(
-            Rate::per(10, Duration::from_secs(1)).with_burst(20).to_string(),
+            Rate::per(10, Duration::from_secs(1))
+                .with_burst(20)
+                .to_string(),
             "10/1s burst 20"
         );
     }
@@ -643,7 +710,43 @@ mod tests {
         let u = usage(&rates, cells, now);
         assert_eq!(u[0].next_start_at, None);
         assert_eq!(u[1].next_start_at, Some(at(5_000_000)));
-        assert_eq!((u[2].held_back, u[2].next_start_at), (1, Some(at(3_000_000))));
+        assert_eq!(
+            (u[2].held_back, u[2].next_start_at),
+            (1, Some(at(3_000_000)))
+        );
+    }
+
+    #[test]
+    fn a_short_claim_waits_for_the_soonest_cell_of_its_scopes() {
+        let t = Uuid::from_u128(3);
+        let rate = Rate::per(1, Duration::from_secs(10));
+        let set = |scope| RateSetting {
+            scope,
+            source: LimitSource::Code,
+            rate,
+            set_at: at(0),
+            set_by: Uuid::nil(),
+        };
+        let rates = [
+            set(LimitScope::KindPerGroup("a".into())),
+            set(LimitScope::Kind("b".into())),
+        ];
+        let sfx = rate.cell_suffix();
+        let g = format!("group:a:{t}:g{sfx}");
+        let k = format!("kind:b{sfx}");
+        let cells = [(g.as_str(), at(4_000_000)), (k.as_str(), at(2_000_000))];
+        let now = at(1_000_000);
+        let kinds = |k: &[&str]| k.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            wait_for(&rates, "l", &kinds(&["a"]), cells, now),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(
+            wait_for(&rates, "l", &[], cells, now),
+            Some(Duration::from_secs(1))
+        );
+        assert_eq!(wait_for(&rates, "l", &kinds(&["c"]), cells, now), None);
+        assert_eq!(wait_for(&rates, "l", &[], cells, at(9_000_000)), None);
     }
 
     #[test]

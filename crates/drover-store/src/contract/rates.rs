@@ -108,7 +108,11 @@ pub async fn rate_burst_admitted_then_the_rate_holds(h: &Harness) {
     for _ in 0..3 {
         put(h, new("mail").with_lane("paced")).await;
     }
-    assert_eq!(claim_lane(h, "paced", 10).await.len(), 2, "the lane's burst");
+    assert_eq!(
+        claim_lane(h, "paced", 10).await.len(),
+        2,
+        "the lane's burst"
+    );
     assert!(claim_lane(h, "paced", 10).await.is_empty());
 }
 
@@ -138,7 +142,10 @@ pub async fn rate_over_rate_item_claimable_at_its_instant(h: &Harness) {
         .map(|i| i.updated_at)
         .expect("g1 started");
     let allowed = next_start(h, &scope).await.expect("a group is held back");
-    assert!(allowed >= started + chrono::Duration::seconds(2), "{allowed} {started}");
+    assert!(
+        allowed >= started + chrono::Duration::seconds(2),
+        "{allowed} {started}"
+    );
     let usage = h.store.rate_usage().await.expect("usage");
     assert!(usage[0].held_back >= 1, "{usage:?}");
     if let Some(clock) = &h.clock {
@@ -215,9 +222,14 @@ pub async fn rate_exact_under_concurrent_claimers(h: &Harness) {
         Rate::per(1, hour).with_burst(5),
     )
     .await;
-    s.limit_set(&kind_scope("both"), LimitSource::Operator, 3.into(), Uuid::nil())
-        .await
-        .expect("concurrency");
+    s.limit_set(
+        &kind_scope("both"),
+        LimitSource::Operator,
+        3.into(),
+        Uuid::nil(),
+    )
+    .await
+    .expect("concurrency");
     let batch: Vec<NewItem> = (0..10)
         .map(|n| NewItem::new("both", json!({ "n": n })))
         .collect();
@@ -264,13 +276,29 @@ pub async fn rate_operator_wins_until_cleared(h: &Harness) {
     for _ in 0..4 {
         put(h, new("export")).await;
     }
-    assert_eq!(claim_lane(h, "default", 10).await.len(), 1, "the operator's");
+    assert_eq!(
+        claim_lane(h, "default", 10).await.len(),
+        1,
+        "the operator's"
+    );
     assert!(claim_lane(h, "default", 10).await.is_empty());
-    assert!(s.rate_clear(&scope, LimitSource::Operator).await.expect("clear"));
-    assert!(!s.rate_clear(&scope, LimitSource::Operator).await.expect("again"));
+    assert!(
+        s.rate_clear(&scope, LimitSource::Operator)
+            .await
+            .expect("clear")
+    );
+    assert!(
+        !s.rate_clear(&scope, LimitSource::Operator)
+            .await
+            .expect("again")
+    );
     let on = crate::rates::effective(&s.rate_settings().await.expect("settings"));
     assert_eq!((on[0].source, on[0].rate), (LimitSource::Code, code));
-    assert_eq!(claim_lane(h, "default", 10).await.len(), 3, "the code's again");
+    assert_eq!(
+        claim_lane(h, "default", 10).await.len(),
+        3,
+        "the code's again"
+    );
     assert!(s.rate_clear(&scope, LimitSource::Code).await.expect("code"));
     assert!(s.rate_usage().await.expect("usage").is_empty());
 }

@@ -71,4 +71,7 @@ impl crate::rates::RateStore for FaultStore {
     async fn rate_usage(&self) -> Result<Vec<crate::rates::RateUsage>> {
         self.inner.rate_usage().await
     }
+    async fn rate_wait(&self, lane: &str, kinds: &[String]) -> Result<Option<std::time::Duration>> {
+        self.inner.rate_wait(lane, kinds).await
+    }
 }

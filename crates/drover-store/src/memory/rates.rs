@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::{MemoryStore, State};
 use crate::limits::{LimitScope, LimitSource};
-use crate::rates::{Rate, RateSetting, RateStore, RateUsage, effective, usage};
+use crate::rates::{Rate, RateSetting, RateStore, RateUsage, effective, usage, wait_for};
 use drover_core::error::Result;
 
 impl State {
@@ -60,6 +60,17 @@ impl RateStore for MemoryStore {
             &st.rates_in_force(),
             st.cells.iter().map(|(k, t)| (k.as_str(), *t)),
             now,
+        ))
+    }
+
+    async fn rate_wait(&self, lane: &str, kinds: &[String]) -> Result<Option<std::time::Duration>> {
+        let st = self.lock();
+        Ok(wait_for(
+            &st.rates_in_force(),
+            lane,
+            kinds,
+            st.cells.iter().map(|(k, t)| (k.as_str(), *t)),
+            self.now(),
         ))
     }
 }

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::PgStore;
 use crate::limits::{LimitScope, LimitSource};
-use crate::rates::{Rate, RateSetting, RateStore, RateUsage, effective, usage};
+use crate::rates::{Rate, RateSetting, RateStore, RateUsage, applies, effective, usage, wait_for};
 use drover_core::error::Result;
 
 const RATE_SET: &str = include_str!("../../sql/postgres/rate_set.sql");
@@ -188,6 +188,26 @@ impl RateStore for PgStore {
         let now = read.now.unwrap_or_else(Utc::now);
         Ok(usage(
             &rates,
+            read.cells.iter().map(|(k, t)| (k.as_str(), *t)),
+            now,
+        ))
+    }
+
+    async fn rate_wait(&self, lane: &str, kinds: &[String]) -> Result<Option<std::time::Duration>> {
+        let rates = self.rates_in_force().await?;
+        if !applies(&rates, lane, kinds) {
+            return Ok(None);
+        }
+        let mut tx = self.begin_system().await?;
+        let read = self.active_cells(&mut tx).await?;
+        tx.commit().await?;
+        let Some(now) = read.now else {
+            return Ok(None);
+        };
+        Ok(wait_for(
+            &rates,
+            lane,
+            kinds,
             read.cells.iter().map(|(k, t)| (k.as_str(), *t)),
             now,
         ))

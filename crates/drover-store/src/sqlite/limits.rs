@@ -253,7 +253,12 @@ pub(super) async fn claim_on(
     let mut cells = Cells::new(now, []);
     let held_back = if rated {
         let active = super::rates::active_cells(&mut *conn, now).await?;
-        let h = held_back(rates, &p.lane, active.iter().map(|(k, t)| (k.as_str(), *t)), now);
+        let h = held_back(
+            rates,
+            &p.lane,
+            active.iter().map(|(k, t)| (k.as_str(), *t)),
+            now,
+        );
         cells.extend(active);
         h
     } else {

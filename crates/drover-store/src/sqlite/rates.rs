@@ -14,7 +14,7 @@ use uuid::Uuid;
 use super::SqliteStore;
 use super::row::{from_micros, to_micros};
 use crate::limits::{LimitScope, LimitSource};
-use crate::rates::{Rate, RateSetting, RateStore, RateUsage, effective, usage};
+use crate::rates::{Rate, RateSetting, RateStore, RateUsage, applies, effective, usage, wait_for};
 use drover_core::error::{Error, Result};
 
 const RATE_SET: &str = include_str!("../../sql/sqlite/rate_set.sql");
@@ -45,7 +45,10 @@ fn cell(r: &SqliteRow) -> Result<(String, DateTime<Utc>)> {
 }
 
 /// The cells ahead of `now` (the only ones that can hold a start back).
-pub(super) async fn active_cells<'c, E>(conn: E, now: DateTime<Utc>) -> Result<Vec<(String, DateTime<Utc>)>>
+pub(super) async fn active_cells<'c, E>(
+    conn: E,
+    now: DateTime<Utc>,
+) -> Result<Vec<(String, DateTime<Utc>)>>
 where
     E: sqlx::Executor<'c, Database = sqlx::Sqlite>,
 {
@@ -69,7 +72,10 @@ pub(super) async fn write_cells(
         .map(|(k, t)| (k.as_str(), to_micros(*t)))
         .collect();
     let json = serde_json::to_string(&rows).map_err(|e| Error::invalid("cells", e.to_string()))?;
-    sqlx::query(RATE_CELLS_WRITE).bind(json).execute(conn).await?;
+    sqlx::query(RATE_CELLS_WRITE)
+        .bind(json)
+        .execute(conn)
+        .await?;
     Ok(())
 }
 
@@ -150,6 +156,22 @@ impl RateStore for SqliteStore {
         let cells = active_cells(&self.reader, now).await?;
         Ok(usage(
             &rates,
+            cells.iter().map(|(k, t)| (k.as_str(), *t)),
+            now,
+        ))
+    }
+
+    async fn rate_wait(&self, lane: &str, kinds: &[String]) -> Result<Option<std::time::Duration>> {
+        let rates = self.rates_cached().await?;
+        if !applies(&rates, lane, kinds) {
+            return Ok(None);
+        }
+        let now = self.now();
+        let cells = active_cells(&self.reader, now).await?;
+        Ok(wait_for(
+            &rates,
+            lane,
+            kinds,
             cells.iter().map(|(k, t)| (k.as_str(), *t)),
             now,
         ))

@@ -499,9 +499,7 @@ impl Registry {
     }
 
     /// The rate limits declared in code, by scope.
-    pub fn rates(
-        &self,
-    ) -> &BTreeMap<crate::store::limits::LimitScope, crate::store::rates::Rate> {
+    pub fn rates(&self) -> &BTreeMap<crate::store::limits::LimitScope, crate::store::rates::Rate> {
         &self.rates
     }
 
