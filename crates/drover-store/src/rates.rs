@@ -642,13 +642,17 @@ mod tests {
     #[test]
     fn a_start_takes_every_cell_or_none() {
         let slow = Rate::per(1, Duration::from_secs(60));
-        let fast = Rate::per(100, Duration::from_secs(1));
+        let fast = Rate::per(100, Duration::from_secs(1)).with_burst(2);
         let mut c = Cells::new(at(0), []);
         let both = [("lane:l".to_owned(), fast), ("kind:k".to_owned(), slow)];
         assert!(c.admit(&both));
         assert!(!c.admit(&both), "the kind's cell is full");
         assert_eq!(c.changed()["lane:l"], at(10_000), "the lane moved once");
-        assert!(c.admit(&[("lane:l".to_owned(), fast)]));
+        assert!(
+            c.admit(&[("lane:l".to_owned(), fast)]),
+            "the lane's burst has a second start"
+        );
+        assert!(!c.admit(&[("lane:l".to_owned(), fast)]));
     }
 
     #[test]
