@@ -200,13 +200,13 @@ impl Rate {
 impl std::fmt::Display for Rate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let p = self.period_ms;
-        let period = if p % 86_400_000 == 0 {
+        let period = if p.is_multiple_of(86_400_000) {
             format!("{}d", p / 86_400_000)
-        } else if p % 3_600_000 == 0 {
+        } else if p.is_multiple_of(3_600_000) {
             format!("{}h", p / 3_600_000)
-        } else if p % 60_000 == 0 {
+        } else if p.is_multiple_of(60_000) {
             format!("{}m", p / 60_000)
-        } else if p % 1_000 == 0 {
+        } else if p.is_multiple_of(1_000) {
             format!("{}s", p / 1_000)
         } else {
             format!("{p}ms")

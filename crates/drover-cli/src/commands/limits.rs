@@ -112,59 +112,7 @@ pub enum LimitsAction {
 pub async fn run(args: &LimitsArgs, cx: &mut Context<'_>) -> Result<(), CliError> {
     let system = Principal::system();
     match &args.action {
-        LimitsAction::Set {
-            scope,
-            concurrency,
-            rate,
-            burst,
-            ordered,
-            on_dead_letter,
-            json,
-        } => {
-            let scope = scope.scope()?;
-            let rate = match rate {
-                Some(r) => {
-                    let mut rate = Rate::parse(r)?;
-                    if let Some(b) = burst {
-                        rate = rate.with_burst(parse::int("burst", b, 1, MAX_RATE_COUNT)?);
-                    }
-                    scope.validate()?;
-                    rate.validate()?;
-                    Some(rate)
-                }
-                None => None,
-            };
-            let Some(concurrency) = concurrency else {
-                // A rate alone: `required_unless_present` saw `--rate`.
-                let rate = rate.ok_or_else(|| {
-                    CliError::invalid("rate", "name --concurrency N or --rate COUNT/PERIOD")
-                })?;
-                return set_rate(cx, &scope, rate, *json).await;
-            };
-            let n = parse::int("concurrency", concurrency, 1, 100_000)?;
-            let on_dead_letter = match on_dead_letter {
-                Some(name) => OnDeadLetter::from_name(name)?,
-                None => OnDeadLetter::Continue,
-            };
-            let spec = LimitSpec {
-                concurrency: n,
-                ordered: *ordered,
-                on_dead_letter,
-            };
-            scope.validate()?;
-            spec.validate(&scope)?;
-            let queue = cx.queue().await?;
-            let s = queue.limit_set(&system, &scope, spec).await?;
-            if *json && rate.is_none() {
-                let v = serde_json::to_string(&s).map_err(table::json_err)?;
-                writeln!(cx.out, "{v}")?;
-            } else if !*json {
-                writeln!(cx.out, "limit on {} set to {}", s.scope, s.spec())?;
-            }
-            if let Some(rate) = rate {
-                set_rate(cx, &scope, rate, *json).await?;
-            }
-        }
+        LimitsAction::Set { .. } => set(&args.action, cx).await?,
         LimitsAction::Clear { scope, rate: true } => {
             let scope = scope.scope()?;
             scope.validate()?;
@@ -280,5 +228,66 @@ fn list_rates(cx: &mut Context<'_>, rates: &[RateUsage]) -> Result<(), CliError>
         &["SCOPE", "RATE", "NEXT_START", "HELD_BACK", "SOURCE"],
         &rows,
     )?;
+    Ok(())
+}
+
+/// Runs `drover limits set`: the concurrency, the rate, or both.
+async fn set(action: &LimitsAction, cx: &mut Context<'_>) -> Result<(), CliError> {
+    let LimitsAction::Set {
+        scope,
+        concurrency,
+        rate,
+        burst,
+        ordered,
+        on_dead_letter,
+        json,
+    } = action
+    else {
+        return Ok(());
+    };
+    let system = Principal::system();
+    let scope = scope.scope()?;
+    let rate = match rate {
+        Some(r) => {
+            let mut rate = Rate::parse(r)?;
+            if let Some(b) = burst {
+                rate = rate.with_burst(parse::int("burst", b, 1, MAX_RATE_COUNT)?);
+            }
+            scope.validate()?;
+            rate.validate()?;
+            Some(rate)
+        }
+        None => None,
+    };
+    let Some(concurrency) = concurrency else {
+        // A rate alone: `required_unless_present` saw `--rate`.
+        let rate = rate.ok_or_else(|| {
+            CliError::invalid("rate", "name --concurrency N or --rate COUNT/PERIOD")
+        })?;
+        return set_rate(cx, &scope, rate, *json).await;
+    };
+    let n = parse::int("concurrency", concurrency, 1, 100_000)?;
+    let on_dead_letter = match on_dead_letter {
+        Some(name) => OnDeadLetter::from_name(name)?,
+        None => OnDeadLetter::Continue,
+    };
+    let spec = LimitSpec {
+        concurrency: n,
+        ordered: *ordered,
+        on_dead_letter,
+    };
+    scope.validate()?;
+    spec.validate(&scope)?;
+    let queue = cx.queue().await?;
+    let s = queue.limit_set(&system, &scope, spec).await?;
+    if *json && rate.is_none() {
+        let v = serde_json::to_string(&s).map_err(table::json_err)?;
+        writeln!(cx.out, "{v}")?;
+    } else if !*json {
+        writeln!(cx.out, "limit on {} set to {}", s.scope, s.spec())?;
+    }
+    if let Some(rate) = rate {
+        set_rate(cx, &scope, rate, *json).await?;
+    }
     Ok(())
 }

@@ -39,7 +39,7 @@ use crate::limits::{
     OnDeadLetter, OrderBlocker, UsageRow, applies, effective, full_scopes, keys_of, limits_broken,
     ordered_kinds, usage,
 };
-use crate::rates::{Cells, Rate, RateSetting, held_back, rate_keys_of};
+use crate::rates::{Cells, HeldBack, Rate, RateSetting, rate_keys_of};
 use drover_core::error::Result;
 use drover_core::item::Item;
 
@@ -249,28 +249,77 @@ impl PgStore {
             .map(|r| parts(r, false))
             .collect::<Result<Vec<_>>>()?;
         let mut full = Full::of(limits, &p.lane, &claimed);
-        if !rates.is_empty() {
-            let active = self.active_cells(&mut tx).await?;
-            if let Some(now) = active.now {
-                let h = held_back(
-                    rates,
-                    &p.lane,
-                    active.cells.iter().map(|(k, t)| (k.as_str(), *t)),
-                    now,
-                );
-                full.lane |= h.lane;
-                full.kinds.extend(h.kinds);
-                for (kind, tenant, group) in h.groups {
-                    full.group_kinds.push(kind);
-                    full.group_tenants.push(tenant);
-                    full.groups.push(group);
-                }
-            }
-        }
+        full.add(self.held_back_now(&mut tx, rates, &p.lane).await?);
         if full.lane {
             tx.commit().await?;
             return Ok(Vec::new());
         }
+        let candidates = self.candidates(&mut tx, p, limits, &full).await?;
+        let keyed: Vec<(Uuid, Vec<(String, u32)>)> = candidates
+            .iter()
+            .map(|c| {
+                let keys = keys_of(limits, &c.lane, &c.kind, c.tenant, c.group.as_deref());
+                (c.id, keys)
+            })
+            .collect();
+        let locks: BTreeSet<String> = keyed
+            .iter()
+            .flat_map(|(_, keys)| {
+                keys.iter()
+                    .map(|(k, _)| format!("drover.limit:{}:{k}", self.schema))
+            })
+            .collect();
+        if !locks.is_empty() {
+            sqlx::query(LIMIT_LOCK)
+                .persistent(self.persistent)
+                .bind(locks.into_iter().collect::<Vec<_>>())
+                .execute(&mut *tx)
+                .await?;
+        }
+        let rows = if limits.is_empty() {
+            Vec::new()
+        } else {
+            self.held_rows(&mut tx, &p.lane, &limit_kinds).await?
+        };
+        let admission = Admission::new(held_counts(limits, &rows)?);
+        let admitted = self
+            .admit_rated(
+                &mut tx,
+                &candidates,
+                keyed,
+                rates,
+                admission,
+                p.limit as usize,
+            )
+            .await?;
+        let rows = if admitted.is_empty() {
+            Vec::new()
+        } else {
+            sqlx::query(LIMIT_CLAIM)
+                .persistent(self.persistent)
+                .bind(&admitted)
+                .bind(&p.worker_id)
+                .bind(secs(p.lease))
+                .fetch_all(&mut *tx)
+                .await?
+        };
+        tx.commit().await?;
+        let mut items = rows.iter().map(row::item).collect::<Result<Vec<_>>>()?;
+        items.sort_by(|a, b| {
+            (a.priority, a.available_at, a.id).cmp(&(b.priority, b.available_at, b.id))
+        });
+        Ok(items)
+    }
+
+    /// The limited claim's candidates in claim order, locked `SKIP
+    /// LOCKED`, leaving out the scopes `full` names.
+    async fn candidates(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        p: &ClaimParams,
+        limits: &[LimitSetting],
+        full: &Full,
+    ) -> Result<Vec<Parts>> {
         let ordered = ordered_kinds(limits);
         let hold: Vec<&str> = ordered
             .iter()
@@ -309,38 +358,23 @@ impl PgStore {
             q = q.bind(&ordered).bind(&hold);
         }
         let rows = q.fetch_all(&mut *tx).await?;
-        let candidates = rows
-            .iter()
-            .map(|r| parts(r, true))
-            .collect::<Result<Vec<_>>>()?;
-        let keyed: Vec<(Uuid, Vec<(String, u32)>)> = candidates
-            .iter()
-            .map(|c| {
-                let keys = keys_of(limits, &c.lane, &c.kind, c.tenant, c.group.as_deref());
-                (c.id, keys)
-            })
-            .collect();
-        let locks: BTreeSet<String> = keyed
-            .iter()
-            .flat_map(|(_, keys)| {
-                keys.iter()
-                    .map(|(k, _)| format!("drover.limit:{}:{k}", self.schema))
-            })
-            .collect();
-        if !locks.is_empty() {
-            sqlx::query(LIMIT_LOCK)
-                .persistent(self.persistent)
-                .bind(locks.into_iter().collect::<Vec<_>>())
-                .execute(&mut *tx)
-                .await?;
-        }
-        let rows = if limits.is_empty() {
-            Vec::new()
-        } else {
-            self.held_rows(&mut tx, &p.lane, &limit_kinds).await?
-        };
-        let held = held_counts(limits, &rows)?;
-        let mut admission = Admission::new(held);
+        rows.iter().map(|r| parts(r, true)).collect()
+    }
+
+    /// Admission in claim order of the `keyed` candidates (each with its
+    /// concurrency keys) under their slots (`admission`, counted after the
+    /// scope locks) and the `rates`: the cells the candidates start against
+    /// are locked and read with the transaction's clock, and the cells the
+    /// admitted moved are written back on `tx`. At most `limit`.
+    async fn admit_rated(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        candidates: &[Parts],
+        keyed: Vec<(Uuid, Vec<(String, u32)>)>,
+        rates: &[RateSetting],
+        mut admission: Admission,
+        limit: usize,
+    ) -> Result<Vec<Uuid>> {
         let rate_keys: Vec<Vec<(String, Rate)>> = candidates
             .iter()
             .map(|c| rate_keys_of(rates, &c.lane, &c.kind, c.tenant, c.group.as_deref()))
@@ -353,13 +387,13 @@ impl PgStore {
             Cells::default()
         } else {
             let read = self
-                .lock_cells(&mut tx, cell_keys.into_iter().collect())
+                .lock_cells(&mut *tx, cell_keys.into_iter().collect())
                 .await?;
             Cells::new(read.now.unwrap_or_default(), read.cells)
         };
         let mut admitted: Vec<Uuid> = Vec::new();
         for ((id, keys), rated) in keyed.into_iter().zip(&rate_keys) {
-            if admitted.len() == p.limit as usize {
+            if admitted.len() == limit {
                 break;
             }
             // Rates first: a start the rate holds back takes no slot.
@@ -372,25 +406,9 @@ impl PgStore {
             }
         }
         if !admitted.is_empty() {
-            self.write_cells(&mut tx, cells.changed()).await?;
+            self.write_cells(tx, cells.changed()).await?;
         }
-        let rows = if admitted.is_empty() {
-            Vec::new()
-        } else {
-            sqlx::query(LIMIT_CLAIM)
-                .persistent(self.persistent)
-                .bind(&admitted)
-                .bind(&p.worker_id)
-                .bind(secs(p.lease))
-                .fetch_all(&mut *tx)
-                .await?
-        };
-        tx.commit().await?;
-        let mut items = rows.iter().map(row::item).collect::<Result<Vec<_>>>()?;
-        items.sort_by(|a, b| {
-            (a.priority, a.available_at, a.id).cmp(&(b.priority, b.available_at, b.id))
-        });
-        Ok(items)
+        Ok(admitted)
     }
 }
 
@@ -488,6 +506,17 @@ struct Full {
 }
 
 impl Full {
+    /// Adds the scopes the rates hold back as the claim begins.
+    fn add(&mut self, h: HeldBack) {
+        self.lane |= h.lane;
+        self.kinds.extend(h.kinds);
+        for (kind, tenant, group) in h.groups {
+            self.group_kinds.push(kind);
+            self.group_tenants.push(tenant);
+            self.groups.push(group);
+        }
+    }
+
     /// From the claimed rows `claimed` of the claim of `lane`.
     fn of(limits: &[LimitSetting], lane: &str, claimed: &[Parts]) -> Full {
         let f = full_scopes(

@@ -14,7 +14,10 @@ use uuid::Uuid;
 
 use super::PgStore;
 use crate::limits::{LimitScope, LimitSource};
-use crate::rates::{Rate, RateSetting, RateStore, RateUsage, applies, effective, usage, wait_for};
+use crate::rates::{
+    HeldBack, Rate, RateSetting, RateStore, RateUsage, applies, effective, held_back, usage,
+    wait_for,
+};
 use drover_core::error::Result;
 
 const RATE_SET: &str = include_str!("../../sql/postgres/rate_set.sql");
@@ -78,6 +81,30 @@ impl PgStore {
             .fetch_all(tx)
             .await?;
         cell_read(&rows)
+    }
+
+    /// The scopes the `rates` hold back as a claim of `lane` begins (from
+    /// the cells ahead of the clock, unlocked: an optimisation, admission
+    /// re-reads the cells it needs under their locks).
+    pub(super) async fn held_back_now(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        rates: &[RateSetting],
+        lane: &str,
+    ) -> Result<HeldBack> {
+        if rates.is_empty() {
+            return Ok(HeldBack::default());
+        }
+        let active = self.active_cells(tx).await?;
+        Ok(match active.now {
+            Some(now) => held_back(
+                rates,
+                lane,
+                active.cells.iter().map(|(k, t)| (k.as_str(), *t)),
+                now,
+            ),
+            None => HeldBack::default(),
+        })
     }
 
     /// Locks (creating idle ones) and reads the cells of `keys`, in key

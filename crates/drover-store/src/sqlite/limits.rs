@@ -22,7 +22,7 @@ use crate::limits::{
     OnDeadLetter, OrderBlocker, UsageRow, applies, effective, full_scopes, keys_of, ordered_kinds,
     room, usage,
 };
-use crate::rates::{Cells, HeldBack, Rate, RateSetting, held_back, rate_keys_of};
+use crate::rates::{Cells, HeldBack, Rate, RateSetting, rate_keys_of};
 use drover_core::error::{Error, Result};
 use drover_core::item::Item;
 
@@ -229,6 +229,19 @@ impl Full {
     }
 }
 
+/// Slots held per scope key, from the claimed rows (one per distinct scope
+/// parts, with how many hold them).
+fn held_of(limits: &[LimitSetting], claimed: &[SqliteRow]) -> Result<HashMap<String, u64>> {
+    let mut held: HashMap<String, u64> = HashMap::new();
+    for r in claimed {
+        let n = u64::try_from(r.try_get::<i64, _>("n")?).unwrap_or(0);
+        for (k, _) in row_keys(limits, r)? {
+            *held.entry(k).or_default() += n;
+        }
+    }
+    Ok(held)
+}
+
 /// The limited claim of `p` on the open write transaction at `now`, or
 /// `None` when every limit it may count against has room for the whole
 /// claim and nothing is full: the caller then runs the unlimited claim on
@@ -247,34 +260,16 @@ pub(super) async fn claim_on(
         sqlx::query(LIMIT_HELD).fetch_all(&mut *conn).await?
     };
     let rated = crate::rates::applies(rates, &p.lane, &p.kinds);
-    // The cells ahead of the clock as the claim begins: the scopes they
-    // hold back are left out of the candidates, and admission starts
-    // from them (a cell not among them is idle: it holds nothing back).
-    let mut cells = Cells::new(now, []);
-    let held_back = if rated {
-        let active = super::rates::active_cells(&mut *conn, now).await?;
-        let h = held_back(
-            rates,
-            &p.lane,
-            active.iter().map(|(k, t)| (k.as_str(), *t)),
-            now,
-        );
-        cells.extend(active);
-        h
+    let (mut cells, held_back) = if rated {
+        super::rates::cells_now(&mut *conn, rates, &p.lane, now).await?
     } else {
-        HeldBack::default()
+        (Cells::new(now, []), HeldBack::default())
     };
     let full = Full::of(limits, &p.lane, &claimed, held_back)?;
     if full.lane {
         return Ok(Some(Vec::new()));
     }
-    let mut held: HashMap<String, u64> = HashMap::new();
-    for r in &claimed {
-        let n = u64::try_from(r.try_get::<i64, _>("n")?).unwrap_or(0);
-        for (k, _) in row_keys(limits, r)? {
-            *held.entry(k).or_default() += n;
-        }
-    }
+    let held = held_of(limits, &claimed)?;
     if !rated
         && full.kinds.is_none()
         && room(limits, &p.lane, &p.kinds, &held).is_some_and(|r| r >= u64::from(p.limit))

@@ -14,7 +14,10 @@ use uuid::Uuid;
 use super::SqliteStore;
 use super::row::{from_micros, to_micros};
 use crate::limits::{LimitScope, LimitSource};
-use crate::rates::{Rate, RateSetting, RateStore, RateUsage, applies, effective, usage, wait_for};
+use crate::rates::{
+    Cells, HeldBack, Rate, RateSetting, RateStore, RateUsage, applies, effective, held_back, usage,
+    wait_for,
+};
 use drover_core::error::{Error, Result};
 
 const RATE_SET: &str = include_str!("../../sql/sqlite/rate_set.sql");
@@ -57,6 +60,26 @@ where
         .fetch_all(conn)
         .await?;
     rows.iter().map(cell).collect()
+}
+
+/// The cells ahead of `now` as a claim of `lane` begins on the writer's
+/// transaction, as the admission of its candidates starts from them (a
+/// cell not among them is idle: it holds nothing back), and the scopes
+/// they hold back, which the candidates leave out.
+pub(super) async fn cells_now(
+    conn: &mut SqliteConnection,
+    rates: &[RateSetting],
+    lane: &str,
+    now: DateTime<Utc>,
+) -> Result<(Cells, HeldBack)> {
+    let active = active_cells(&mut *conn, now).await?;
+    let h = held_back(
+        rates,
+        lane,
+        active.iter().map(|(k, t)| (k.as_str(), *t)),
+        now,
+    );
+    Ok((Cells::new(now, active), h))
 }
 
 /// Writes the cells a claim moved, on its transaction.
