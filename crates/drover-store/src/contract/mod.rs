@@ -182,6 +182,7 @@ macro_rules! contract_suite {
             rate_over_rate_item_claimable_at_its_instant,
             rate_exact_under_concurrent_claimers,
             rate_operator_wins_until_cleared,
+            rate_bound_holds_in_every_window,
             cancel_discards_a_dead_letter_with_exact_counts,
             result_stored_with_completion,
             stale_completion_with_result_stores_nothing,
