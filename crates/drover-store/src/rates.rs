@@ -583,7 +583,16 @@ pub trait RateStore: Send + Sync {
     /// claim, from the claimers' cache of the rates in force: a claim no
     /// rate applies to costs no statement.
     async fn rate_wait(&self, lane: &str, kinds: &[String]) -> Result<Option<Duration>>;
+
+    /// Deletes up to `batch` cells behind the store's clock (an idle cell
+    /// is the same as none), so a scope used once leaves nothing once its
+    /// cell goes idle; how many. A cell a claim moves ahead meanwhile is
+    /// kept (the clock is compared on the row the delete removes).
+    async fn rate_cells_purge(&self, batch: u32) -> Result<u64>;
 }
+
+/// How many idle cells one sweep pass deletes at most.
+pub const RATE_CELLS_PURGE_BATCH: u32 = 10_000;
 
 #[cfg(test)]
 mod tests {

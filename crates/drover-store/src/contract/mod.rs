@@ -183,6 +183,7 @@ macro_rules! contract_suite {
             rate_exact_under_concurrent_claimers,
             rate_operator_wins_until_cleared,
             rate_bound_holds_in_every_window,
+            rate_idle_cells_purged,
             cancel_discards_a_dead_letter_with_exact_counts,
             result_stored_with_completion,
             stale_completion_with_result_stores_nothing,

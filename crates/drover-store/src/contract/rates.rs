@@ -365,3 +365,28 @@ pub async fn rate_bound_holds_in_every_window(h: &Harness) {
         }
     }
 }
+
+/// The sweep's purge deletes cells behind the clock only: a cell a claim
+/// just moved ahead is kept (deleting it would admit a second burst);
+/// once the clock passes it, it goes, and the scope starts afresh.
+pub async fn rate_idle_cells_purged(h: &Harness) {
+    let s = &h.store;
+    let scope = LimitScope::KindPerGroup("once".into());
+    set_rate(
+        h,
+        scope.clone(),
+        LimitSource::Operator,
+        Rate::per(1, Duration::from_secs(1)),
+    )
+    .await;
+    put(h, new("once").with_group("g1")).await;
+    put(h, new("once").with_group("g1")).await;
+    assert_eq!(claim_lane(h, "default", 10).await.len(), 1);
+    assert_eq!(s.rate_cells_purge(100).await.expect("purge"), 0, "ahead");
+    assert!(claim_lane(h, "default", 10).await.is_empty(), "still held");
+    h.pass(Duration::from_millis(1_100)).await;
+    assert_eq!(s.rate_cells_purge(100).await.expect("purge"), 1, "idle");
+    assert_eq!(s.rate_cells_purge(100).await.expect("purge"), 0, "gone");
+    assert_eq!(next_start(h, &scope).await, None);
+    assert_eq!(claim_lane(h, "default", 10).await.len(), 1, "afresh");
+}

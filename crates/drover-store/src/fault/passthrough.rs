@@ -71,6 +71,9 @@ impl crate::rates::RateStore for FaultStore {
     async fn rate_usage(&self) -> Result<Vec<crate::rates::RateUsage>> {
         self.inner.rate_usage().await
     }
+    async fn rate_cells_purge(&self, batch: u32) -> Result<u64> {
+        self.inner.rate_cells_purge(batch).await
+    }
     async fn rate_wait(&self, lane: &str, kinds: &[String]) -> Result<Option<std::time::Duration>> {
         self.inner.rate_wait(lane, kinds).await
     }

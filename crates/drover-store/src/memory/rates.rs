@@ -63,6 +63,22 @@ impl RateStore for MemoryStore {
         ))
     }
 
+    async fn rate_cells_purge(&self, batch: u32) -> Result<u64> {
+        let now = self.now();
+        let mut st = self.lock();
+        let idle: Vec<String> = st
+            .cells
+            .iter()
+            .filter(|(_, t)| **t < now)
+            .map(|(k, _)| k.clone())
+            .take(batch as usize)
+            .collect();
+        for k in &idle {
+            st.cells.remove(k);
+        }
+        Ok(idle.len() as u64)
+    }
+
     async fn rate_wait(&self, lane: &str, kinds: &[String]) -> Result<Option<std::time::Duration>> {
         let st = self.lock();
         Ok(wait_for(

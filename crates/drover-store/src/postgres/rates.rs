@@ -26,6 +26,7 @@ const RATE_LIST: &str = include_str!("../../sql/postgres/rate_list.sql");
 const RATE_CELLS_LOCK: &str = include_str!("../../sql/postgres/rate_cells_lock.sql");
 const RATE_CELLS_ACTIVE: &str = include_str!("../../sql/postgres/rate_cells_active.sql");
 const RATE_CELLS_WRITE: &str = include_str!("../../sql/postgres/rate_cells_write.sql");
+const RATE_CELLS_PURGE: &str = include_str!("../../sql/postgres/rate_cells_purge.sql");
 
 fn setting(r: &PgRow) -> Result<RateSetting> {
     let scope: String = r.try_get("scope")?;
@@ -218,6 +219,23 @@ impl RateStore for PgStore {
             read.cells.iter().map(|(k, t)| (k.as_str(), *t)),
             now,
         ))
+    }
+
+    async fn rate_cells_purge(&self, batch: u32) -> Result<u64> {
+        let mut tx = self.begin_system().await?;
+        let n = match sqlx::query(RATE_CELLS_PURGE)
+            .persistent(self.persistent)
+            .bind(i64::from(batch))
+            .execute(&mut *tx)
+            .await
+        {
+            Ok(r) => r.rows_affected(),
+            // undefined_table: a schema before migration 0043, no cells.
+            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42P01") => return Ok(0),
+            Err(e) => return Err(e.into()),
+        };
+        tx.commit().await?;
+        Ok(n)
     }
 
     async fn rate_wait(&self, lane: &str, kinds: &[String]) -> Result<Option<std::time::Duration>> {

@@ -25,6 +25,7 @@ const RATE_CLEAR: &str = include_str!("../../sql/sqlite/rate_clear.sql");
 const RATE_LIST: &str = include_str!("../../sql/sqlite/rate_list.sql");
 const RATE_CELLS_ACTIVE: &str = include_str!("../../sql/sqlite/rate_cells_active.sql");
 const RATE_CELLS_WRITE: &str = include_str!("../../sql/sqlite/rate_cells_write.sql");
+const RATE_CELLS_PURGE: &str = include_str!("../../sql/sqlite/rate_cells_purge.sql");
 
 fn setting(r: &SqliteRow) -> Result<RateSetting> {
     let scope: String = r.try_get("scope")?;
@@ -182,6 +183,23 @@ impl RateStore for SqliteStore {
             cells.iter().map(|(k, t)| (k.as_str(), *t)),
             now,
         ))
+    }
+
+    async fn rate_cells_purge(&self, batch: u32) -> Result<u64> {
+        let mut tx = self.begin().await?;
+        let n = match sqlx::query(RATE_CELLS_PURGE)
+            .bind(to_micros(self.now()))
+            .bind(i64::from(batch))
+            .execute(&mut *tx)
+            .await
+        {
+            Ok(r) => r.rows_affected(),
+            // A schema before migration 0043: no cells.
+            Err(sqlx::Error::Database(e)) if e.message().contains("no such table") => 0,
+            Err(e) => return Err(e.into()),
+        };
+        tx.commit().await?;
+        Ok(n)
     }
 
     async fn rate_wait(&self, lane: &str, kinds: &[String]) -> Result<Option<std::time::Duration>> {
