@@ -681,6 +681,41 @@ fn limits_set_list_clear(d: &dyn Drover) {
     );
     let table = d.run(&["limits", "list"]).ok().stdout;
     assert!(table.contains("ordered (hold)"), "{table}");
+    // A rate beside the concurrency: set, listed with its next start,
+    // cleared on its own.
+    let r = d
+        .run(&[
+            "limits", "set", "--kind", "export", "--rate", "10/1s", "--burst", "20",
+        ])
+        .ok();
+    assert_eq!(
+        r.stdout.trim(),
+        "rate on kind export set to 10/1s burst 20",
+        "{r:?}"
+    );
+    let table = d.run(&["limits", "list"]).ok().stdout;
+    assert!(table.contains("NEXT_START"), "{table}");
+    assert!(table.contains("10/1s burst 20"), "{table}");
+    let list = d.run(&["limits", "list", "--json"]).ok().json();
+    let rated = list
+        .as_array()
+        .expect("an array")
+        .iter()
+        .find(|r| r["setting"]["rate"].is_object())
+        .unwrap_or_else(|| panic!("the rate: {list}"));
+    assert_eq!(
+        (
+            rated["setting"]["rate"]["count"].as_u64(),
+            rated["setting"]["rate"]["burst"].as_u64()
+        ),
+        (Some(10), Some(20))
+    );
+    let r = d
+        .run(&["limits", "clear", "--kind", "export", "--rate"])
+        .ok();
+    assert_eq!(r.stdout.trim(), "operator rate on kind export cleared");
+    let bad = d.run(&["limits", "set", "--kind", "export", "--rate", "10/1w"]);
+    assert_eq!(bad.code, 2, "{bad:?}");
     let r = d.run(&["limits", "clear", "--kind", "export"]).ok();
     assert_eq!(r.stdout.trim(), "operator limit on kind export cleared");
     let r = d.run(&["limits", "clear", "--kind", "export"]).ok();

@@ -66,6 +66,7 @@ pub mod pooler;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod projector;
+pub mod rates;
 pub mod reconcile;
 pub mod runs;
 pub mod schedule;
@@ -279,6 +280,7 @@ pub trait Store:
     + events::EventStore
     + lane::LaneStore
     + limits::LimitStore
+    + rates::RateStore
     + links::LinkStore
     + access::AccessStore
     + projector::ProjectorStore

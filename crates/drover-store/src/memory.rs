@@ -28,6 +28,7 @@ mod links;
 mod orchestration;
 mod outbox;
 mod projector;
+mod rates;
 mod reconcile;
 mod runs;
 mod schedule;
@@ -61,6 +62,10 @@ struct State {
     lanes: std::collections::BTreeMap<String, crate::lane::LaneState>,
     limits:
         std::collections::BTreeMap<(crate::limits::LimitScope, bool), crate::limits::LimitSetting>,
+    /// Rate settings by scope and whether the operator set them.
+    rates: std::collections::BTreeMap<(crate::limits::LimitScope, bool), crate::rates::RateSetting>,
+    /// Rate cells: each scope key's theoretical arrival time.
+    cells: HashMap<String, DateTime<Utc>>,
     tokens: Vec<crate::access::TokenRow>,
     markers: HashMap<crate::access::MarkerKey, access::Marker>,
     links: links::Links,

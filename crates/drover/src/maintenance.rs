@@ -177,6 +177,8 @@ pub struct SweepReport {
     pub workers_purged: u64,
     /// Expired idempotency markers deleted.
     pub markers_purged: u64,
+    /// Idle rate cells deleted (cells behind the clock: the same as none).
+    pub rate_cells_purged: u64,
     /// The gauges read.
     pub gauges: Option<Gauges>,
     /// When the last completed pass (of any process) ended, as read.
@@ -486,6 +488,17 @@ impl Sweeper {
             .counted("purge_markers", &mut report.errors, async move {
                 store
                     .marker_purge(crate::store::access::MARKER_PURGE_BATCH_DEFAULT)
+                    .await
+            })
+            .await;
+        if !self.renew(held, report).await {
+            return false;
+        }
+        let store = self.queue.store().clone();
+        report.rate_cells_purged = self
+            .counted("purge_rate_cells", &mut report.errors, async move {
+                store
+                    .rate_cells_purge(crate::store::rates::RATE_CELLS_PURGE_BATCH)
                     .await
             })
             .await;

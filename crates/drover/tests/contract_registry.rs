@@ -44,6 +44,10 @@ const SOURCES: &[(&str, &str)] = &[
         include_str!("../../drover-store/src/contract/orchestration/bounds.rs"),
     ),
     (
+        "store/contract/rates.rs",
+        include_str!("../../drover-store/src/contract/rates.rs"),
+    ),
+    (
         "store/contract/reconcile.rs",
         include_str!("../../drover-store/src/contract/reconcile.rs"),
     ),

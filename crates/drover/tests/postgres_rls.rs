@@ -253,6 +253,8 @@ async fn every_table_forces_rls_and_runtime_role_is_unprivileged() {
             "outbox_ring",
             "projector_checkpoints",
             "projector_runners",
+            "rate_cells",
+            "rate_limits",
             "schedules",
             "sweep_lease",
             "sync_checkpoints",

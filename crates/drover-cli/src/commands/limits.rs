@@ -1,5 +1,6 @@
-//! `drover limits set|clear|list`: fleet-exact concurrency limits on a
-//! lane, a kind, or a kind per group, and ordered groups (a per-group
+//! `drover limits set|clear|list`: fleet-exact concurrency limits and
+//! rate limits (a generic cell rate on the database clock) on a lane, a
+//! kind, or a kind per group, and ordered groups (a per-group
 //! limit of 1 whose items run in enqueue order; docs/flow-control.md). An operator's
 //! setting wins over the one declared in code until cleared; every claimer
 //! enforces a change within one poll interval. The CLI acts as the system
@@ -7,6 +8,7 @@
 
 use drover::queue::Principal;
 use drover::store::limits::{LimitScope, LimitSpec, LimitUsage, OnDeadLetter};
+use drover::store::rates::{MAX_RATE_COUNT, Rate, RateUsage};
 
 use crate::{CliError, Context, parse, table};
 
@@ -57,8 +59,18 @@ pub enum LimitsAction {
         scope: ScopeArgs,
         /// At most this many of the scope's items claimed at once (1 to
         /// 100000).
-        #[arg(long)]
-        concurrency: String,
+        #[arg(long, required_unless_present = "rate")]
+        concurrency: Option<String>,
+        /// At most this rate of starts, on the database clock: COUNT/PERIOD
+        /// such as `10/1s`, `500/1m`, `3/250ms`, `100/1d` (a generic cell
+        /// rate: starts are spaced PERIOD/COUNT apart, `--burst` at once).
+        #[arg(long, value_name = "COUNT/PERIOD")]
+        rate: Option<String>,
+        /// With `--rate`: how many starts an idle scope admits at once
+        /// (default 1). In any window W at most COUNT*W/PERIOD + BURST
+        /// start.
+        #[arg(long, requires = "rate")]
+        burst: Option<String>,
         /// With `--kind K --per-group --concurrency 1`: each group's items
         /// run one at a time in enqueue order.
         #[arg(long, requires = "per_group")]
@@ -73,11 +85,14 @@ pub enum LimitsAction {
         json: bool,
     },
     /// Clear the operator's setting of a scope (the code's is in force
-    /// again, if any).
+    /// again, if any): its concurrency, or with `--rate` its rate.
     Clear {
         /// The scope.
         #[command(flatten)]
         scope: ScopeArgs,
+        /// Clear the operator's rate instead of its concurrency.
+        #[arg(long)]
+        rate: bool,
     },
     /// Every limit in force: scope, limit, in use, waiting, source.
     List {
@@ -97,36 +112,18 @@ pub enum LimitsAction {
 pub async fn run(args: &LimitsArgs, cx: &mut Context<'_>) -> Result<(), CliError> {
     let system = Principal::system();
     match &args.action {
-        LimitsAction::Set {
-            scope,
-            concurrency,
-            ordered,
-            on_dead_letter,
-            json,
-        } => {
+        LimitsAction::Set { .. } => set(&args.action, cx).await?,
+        LimitsAction::Clear { scope, rate: true } => {
             let scope = scope.scope()?;
-            let n = parse::int("concurrency", concurrency, 1, 100_000)?;
-            let on_dead_letter = match on_dead_letter {
-                Some(name) => OnDeadLetter::from_name(name)?,
-                None => OnDeadLetter::Continue,
-            };
-            let spec = LimitSpec {
-                concurrency: n,
-                ordered: *ordered,
-                on_dead_letter,
-            };
             scope.validate()?;
-            spec.validate(&scope)?;
             let queue = cx.queue().await?;
-            let s = queue.limit_set(&system, &scope, spec).await?;
-            if *json {
-                let v = serde_json::to_string(&s).map_err(table::json_err)?;
-                writeln!(cx.out, "{v}")?;
+            if queue.rate_clear(&system, &scope).await? {
+                writeln!(cx.out, "operator rate on {scope} cleared")?;
             } else {
-                writeln!(cx.out, "limit on {} set to {}", s.scope, s.spec())?;
+                writeln!(cx.out, "no operator rate on {scope}")?;
             }
         }
-        LimitsAction::Clear { scope } => {
+        LimitsAction::Clear { scope, .. } => {
             let scope = scope.scope()?;
             scope.validate()?;
             let queue = cx.queue().await?;
@@ -140,11 +137,33 @@ pub async fn run(args: &LimitsArgs, cx: &mut Context<'_>) -> Result<(), CliError
         LimitsAction::List { json } => {
             let queue = cx.queue().await?;
             let limits = queue.limits().await?;
+            let rates = queue.rates().await?;
+            if *json {
+                // One array: the concurrency limits as before, then the
+                // rates (each with `setting.rate`).
+                let mut all: Vec<serde_json::Value> = Vec::new();
+                for l in &limits {
+                    all.push(serde_json::to_value(l).map_err(table::json_err)?);
+                }
+                for r in &rates {
+                    all.push(serde_json::to_value(r).map_err(table::json_err)?);
+                }
+                let v = serde_json::to_string(&all).map_err(table::json_err)?;
+                writeln!(cx.out, "{v}")?;
+                return Ok(());
+            }
+            if limits.is_empty() && rates.is_empty() {
+                writeln!(cx.out, "no limits")?;
+                return Ok(());
+            }
+            if limits.is_empty() {
+                return list_rates(cx, &rates);
+            }
             table::listing(
                 cx.out,
-                *json,
+                false,
                 &limits,
-                Some("no limits"),
+                None,
                 &["SCOPE", "LIMIT", "ORDER", "IN_USE", "WAITING", "SOURCE"],
                 |u: &LimitUsage| {
                     vec![
@@ -161,7 +180,114 @@ pub async fn run(args: &LimitsArgs, cx: &mut Context<'_>) -> Result<(), CliError
                     ]
                 },
             )?;
+            if !rates.is_empty() {
+                writeln!(cx.out)?;
+                list_rates(cx, &rates)?;
+            }
         }
+    }
+    Ok(())
+}
+
+/// Sets the operator's rate of `scope` and says so.
+async fn set_rate(
+    cx: &mut Context<'_>,
+    scope: &LimitScope,
+    rate: Rate,
+    json: bool,
+) -> Result<(), CliError> {
+    let queue = cx.queue().await?;
+    let s = queue.rate_set(&Principal::system(), scope, rate).await?;
+    if json {
+        let v = serde_json::to_string(&s).map_err(table::json_err)?;
+        writeln!(cx.out, "{v}")?;
+    } else {
+        writeln!(cx.out, "rate on {} set to {}", s.scope, s.rate)?;
+    }
+    Ok(())
+}
+
+/// The rates in force: scope, rate, when the next start is allowed (the
+/// database clock; `now` when one is), groups held back, source.
+fn list_rates(cx: &mut Context<'_>, rates: &[RateUsage]) -> Result<(), CliError> {
+    let rows: Vec<Vec<String>> = rates
+        .iter()
+        .map(|u| {
+            vec![
+                u.setting.scope.to_string(),
+                u.setting.rate.to_string(),
+                u.next_start_at
+                    .map_or_else(|| "now".to_owned(), |t| t.to_rfc3339()),
+                u.held_back.to_string(),
+                u.setting.source.as_str().to_owned(),
+            ]
+        })
+        .collect();
+    table::write(
+        cx.out,
+        &["SCOPE", "RATE", "NEXT_START", "HELD_BACK", "SOURCE"],
+        &rows,
+    )?;
+    Ok(())
+}
+
+/// Runs `drover limits set`: the concurrency, the rate, or both.
+async fn set(action: &LimitsAction, cx: &mut Context<'_>) -> Result<(), CliError> {
+    let LimitsAction::Set {
+        scope,
+        concurrency,
+        rate,
+        burst,
+        ordered,
+        on_dead_letter,
+        json,
+    } = action
+    else {
+        return Ok(());
+    };
+    let system = Principal::system();
+    let scope = scope.scope()?;
+    let rate = match rate {
+        Some(r) => {
+            let mut rate = Rate::parse(r)?;
+            if let Some(b) = burst {
+                rate = rate.with_burst(parse::int("burst", b, 1, MAX_RATE_COUNT)?);
+            }
+            scope.validate()?;
+            rate.validate()?;
+            Some(rate)
+        }
+        None => None,
+    };
+    let Some(concurrency) = concurrency else {
+        // A rate alone: `required_unless_present` saw `--rate`.
+        let rate = rate.ok_or_else(|| {
+            CliError::invalid("rate", "name --concurrency N or --rate COUNT/PERIOD")
+        })?;
+        return set_rate(cx, &scope, rate, *json).await;
+    };
+    let n = parse::int("concurrency", concurrency, 1, 100_000)?;
+    let on_dead_letter = match on_dead_letter {
+        Some(name) => OnDeadLetter::from_name(name)?,
+        None => OnDeadLetter::Continue,
+    };
+    let spec = LimitSpec {
+        concurrency: n,
+        ordered: *ordered,
+        on_dead_letter,
+    };
+    scope.validate()?;
+    spec.validate(&scope)?;
+    let queue = cx.queue().await?;
+    let s = queue.limit_set(&system, &scope, spec).await?;
+    if *json && rate.is_none() {
+        let v = serde_json::to_string(&s).map_err(table::json_err)?;
+        writeln!(cx.out, "{v}")?;
+    } else if !*json {
+        writeln!(cx.out, "limit on {} set to {}", s.scope, s.spec())?;
+    }
+    if let Some(rate) = rate {
+        set_rate(cx, &scope, rate, *json).await?;
     }
     Ok(())
 }

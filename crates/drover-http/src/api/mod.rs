@@ -17,6 +17,7 @@ pub mod items;
 pub mod limits;
 pub mod ops;
 mod parse;
+pub mod rates;
 pub mod views;
 pub mod work;
 
@@ -73,6 +74,8 @@ pub fn routes(state: AppState) -> OpenApiRouter {
         .routes(routes!(ops::lane_resume))
         .routes(routes!(limits::list_limits))
         .routes(routes!(limits::set_limit, limits::clear_limit))
+        .routes(routes!(rates::list_rates))
+        .routes(routes!(rates::set_rate, rates::clear_rate))
         .routes(routes!(ops::workers))
         .routes(routes!(ops::stats))
         .routes(routes!(ops::schedules))

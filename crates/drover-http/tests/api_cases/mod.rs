@@ -1243,6 +1243,118 @@ pub async fn limits_set_list_clear(app: &App) {
     assert_eq!(list[0]["ordered"], json!(true), "{list}");
 }
 
+/// Rates over HTTP: an operator sets one, the listing shows it with when
+/// it next allows a start, it is cleared;
+/// a viewer and a tenant-scoped token may not set one; a bad scope or rate
+/// is the caller's 400.
+pub async fn rates_set_list_clear(app: &App) {
+    let op = app.token(Role::Operator, None, &["*"]).await;
+    let viewer = app.token(Role::Viewer, None, &[]).await;
+    let scoped = app
+        .token(Role::Operator, Some(uuid::Uuid::from_u128(5)), &["*"])
+        .await;
+    let (s, _, b) = app
+        .call(
+            Method::PUT,
+            "/v1/rates/kind/export",
+            Some(&op),
+            Some(json!({"count": 1, "period_ms": 3_600_000, "burst": 2})),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(
+        (b["rate"].as_str(), b["source"].as_str()),
+        (Some("1/1h burst 2"), Some("operator"))
+    );
+    let (s, _, list) = app
+        .call(Method::GET, "/v1/rates", Some(&viewer), None, &[])
+        .await;
+    assert_eq!(s, StatusCode::OK, "{list}");
+    assert_eq!(list.as_array().map(Vec::len), Some(1), "{list}");
+    assert!(list[0]["next_start_at"].is_null(), "{list}");
+    for (who, want) in [
+        (&viewer, StatusCode::FORBIDDEN),
+        (&scoped, StatusCode::FORBIDDEN),
+    ] {
+        let (s, _, b) = app
+            .call(
+                Method::PUT,
+                "/v1/rates/kind/export",
+                Some(who),
+                Some(json!({"count": 9, "period_ms": 1000})),
+                &[],
+            )
+            .await;
+        assert_eq!(s, want, "{b}");
+    }
+    let (s, _, b) = app
+        .call(Method::GET, "/v1/rates", Some(&scoped), None, &[])
+        .await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{b}");
+    for (path, body) in [
+        (
+            "/v1/rates/queue/export",
+            json!({"count": 1, "period_ms": 1000}),
+        ),
+        (
+            "/v1/rates/kind/Not%20A%20Kind",
+            json!({"count": 1, "period_ms": 1000}),
+        ),
+        (
+            "/v1/rates/kind/export",
+            json!({"count": 0, "period_ms": 1000}),
+        ),
+        ("/v1/rates/kind/export", json!({"count": 1, "period_ms": 0})),
+        (
+            "/v1/rates/kind/export",
+            json!({"count": 1, "period_ms": 1000, "burst": 0}),
+        ),
+        (
+            "/v1/rates/kind/export",
+            json!({"count": 5000, "period_ms": 1}),
+        ),
+        ("/v1/rates/kind/export", json!({"rate": "10/1s"})),
+    ] {
+        let (s, _, b) = app
+            .call(Method::PUT, path, Some(&op), Some(body.clone()), &[])
+            .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{path} {body}: {b}");
+    }
+    let (s, _, b) = app
+        .call(
+            Method::DELETE,
+            "/v1/rates/kind/export",
+            Some(&op),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(
+        (s, b["cleared"].as_bool()),
+        (StatusCode::OK, Some(true)),
+        "{b}"
+    );
+    let (s, _, b) = app
+        .call(
+            Method::DELETE,
+            "/v1/rates/kind/export",
+            Some(&op),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(
+        (s, b["cleared"].as_bool()),
+        (StatusCode::OK, Some(false)),
+        "{b}"
+    );
+    let (_, _, list) = app
+        .call(Method::GET, "/v1/rates", Some(&op), None, &[])
+        .await;
+    assert_eq!(list, json!([]));
+}
+
 /// Expands to one test per API case over the app `$setup` builds.
 #[macro_export]
 macro_rules! api_suite {
@@ -1258,6 +1370,7 @@ macro_rules! api_suite {
             bulk_and_cursor_pages,
             tenant_scoped_token_sees_its_tenant_only,
             limits_set_list_clear,
+            rates_set_list_clear,
             dependencies_and_batches,
             contract_payload_is_any_json_value,
             contract_bodies_are_parsed_strictly,

@@ -178,6 +178,12 @@ macro_rules! contract_suite {
             ordered_group_runs_in_enqueue_order,
             ordered_group_dead_letter_continue_or_hold,
             ordered_group_exact_under_concurrent_claimers,
+            rate_burst_admitted_then_the_rate_holds,
+            rate_over_rate_item_claimable_at_its_instant,
+            rate_exact_under_concurrent_claimers,
+            rate_operator_wins_until_cleared,
+            rate_bound_holds_in_every_window,
+            rate_idle_cells_purged,
             cancel_discards_a_dead_letter_with_exact_counts,
             result_stored_with_completion,
             stale_completion_with_result_stores_nothing,
@@ -312,6 +318,7 @@ mod listing;
 mod operations;
 pub mod orchestration;
 mod ordered;
+mod rates;
 pub mod reconcile;
 mod results;
 mod runs;
@@ -330,6 +337,7 @@ pub use links::*;
 pub use listing::*;
 pub use operations::*;
 pub use ordered::*;
+pub use rates::*;
 pub use results::*;
 pub use runs::*;
 pub use schedule::*;

@@ -1,5 +1,5 @@
 //! The stores that pass through the fault store unfaulted: the run history,
-//! the throughput history and the vacuum calls.
+//! the throughput history, the vacuum calls and the rate settings.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -42,5 +42,39 @@ impl crate::throughput::ThroughputStore for FaultStore {
 
     async fn items_running(&self) -> Result<Vec<crate::throughput::RunningRow>> {
         self.inner.items_running().await
+    }
+}
+
+/// Rate settings pass straight through (the claim that enforces them is
+/// the inner store's, faulted as every claim is).
+#[async_trait]
+impl crate::rates::RateStore for FaultStore {
+    async fn rate_set(
+        &self,
+        scope: &crate::limits::LimitScope,
+        source: crate::limits::LimitSource,
+        rate: crate::rates::Rate,
+        actor: Uuid,
+    ) -> Result<crate::rates::RateSetting> {
+        self.inner.rate_set(scope, source, rate, actor).await
+    }
+    async fn rate_clear(
+        &self,
+        scope: &crate::limits::LimitScope,
+        source: crate::limits::LimitSource,
+    ) -> Result<bool> {
+        self.inner.rate_clear(scope, source).await
+    }
+    async fn rate_settings(&self) -> Result<Vec<crate::rates::RateSetting>> {
+        self.inner.rate_settings().await
+    }
+    async fn rate_usage(&self) -> Result<Vec<crate::rates::RateUsage>> {
+        self.inner.rate_usage().await
+    }
+    async fn rate_cells_purge(&self, batch: u32) -> Result<u64> {
+        self.inner.rate_cells_purge(batch).await
+    }
+    async fn rate_wait(&self, lane: &str, kinds: &[String]) -> Result<Option<std::time::Duration>> {
+        self.inner.rate_wait(lane, kinds).await
     }
 }

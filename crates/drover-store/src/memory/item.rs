@@ -97,13 +97,18 @@ impl ItemStore for MemoryStore {
             .collect();
         candidates.sort_unstable();
         let limits = st.limits_in_force();
-        if limits.is_empty() {
+        let rates = st.rates_in_force();
+        if limits.is_empty() && rates.is_empty() {
             candidates.truncate(p.limit as usize);
         } else {
             // Admitted in claim order while every limit that applies has
             // a free slot; an item held back is left pending, untouched.
             let mut admission = st.admission(&limits);
             let heads = st.group_heads(&limits);
+            // The rates on the store's clock, under the same lock as the
+            // claim: a start is admitted only when its cells have room.
+            let mut cells =
+                crate::rates::Cells::new(now, st.cells.iter().map(|(k, t)| (k.clone(), *t)));
             let mut admitted = Vec::with_capacity(p.limit as usize);
             for c in candidates {
                 if admitted.len() == p.limit as usize {
@@ -115,9 +120,24 @@ impl ItemStore for MemoryStore {
                 if heads.holds_back(item) {
                     continue;
                 }
+                let rate_keys = crate::rates::rate_keys_of(
+                    &rates,
+                    &item.lane,
+                    &item.kind,
+                    item.tenant_id,
+                    item.group.as_deref(),
+                );
+                // Rates first: a start the rate holds back takes no slot.
+                if !rate_keys.is_empty() && !cells.would_admit(&rate_keys) {
+                    continue;
+                }
                 if admission.admit(&super::limits::item_keys(&limits, item)) {
+                    cells.admit(&rate_keys);
                     admitted.push(c);
                 }
+            }
+            for (k, t) in cells.changed() {
+                st.cells.insert(k.clone(), *t);
             }
             candidates = admitted;
         }

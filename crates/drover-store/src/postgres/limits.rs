@@ -39,6 +39,7 @@ use crate::limits::{
     OnDeadLetter, OrderBlocker, UsageRow, applies, effective, full_scopes, keys_of, limits_broken,
     ordered_kinds, usage,
 };
+use crate::rates::{Cells, HeldBack, Rate, RateSetting, rate_keys_of};
 use drover_core::error::Result;
 use drover_core::item::Item;
 
@@ -139,6 +140,11 @@ impl PgStore {
     /// module docs); `None` when none does (the caller claims as before).
     pub(super) async fn claim_limited(&self, p: &ClaimParams) -> Result<Option<Vec<Item>>> {
         let limits = self.limits_in_force().await?;
+        let rates = self.rates_in_force().await?;
+        if crate::rates::applies(&rates, &p.lane, &p.kinds) {
+            // A rate may hold a start back: the steps, with the cells.
+            return self.claim_limited_steps(p, &limits, &rates).await.map(Some);
+        }
         if !applies(&limits, &p.lane, &p.kinds) {
             return Ok(None);
         }
@@ -151,7 +157,7 @@ impl PgStore {
             // limits are read again.
             self.limits.set_steps_only();
         }
-        self.claim_limited_steps(p, &limits).await.map(Some)
+        self.claim_limited_steps(p, &limits, &[]).await.map(Some)
     }
 
     /// The limited claim in one call into `claim_limited` (migration 0036),
@@ -211,10 +217,20 @@ impl PgStore {
 
     /// The limited claim as a transaction of statements from here: on a
     /// schema before migration 0036.
+    ///
+    /// With `rates` in force, the same steps also start against their
+    /// cells: the scopes the cells hold back as the claim begins are left
+    /// out of the candidates; after the scope locks, the cells the
+    /// candidates start against are locked in key order and read with the
+    /// transaction's `now()` (the clock every admission of the claim
+    /// uses); a candidate is admitted when its cells and its slots both
+    /// have room; the moved cells are written back before the claim's
+    /// `UPDATE`, in the same transaction.
     async fn claim_limited_steps(
         &self,
         p: &ClaimParams,
         limits: &[LimitSetting],
+        rates: &[RateSetting],
     ) -> Result<Vec<Item>> {
         let limit_kinds: Vec<String> = limits
             .iter()
@@ -223,16 +239,87 @@ impl PgStore {
             .collect();
         let mut tx = self.begin_system().await?;
         // What is full as the claim begins: left out of the candidates.
-        let rows = self.held_rows(&mut tx, &p.lane, &limit_kinds).await?;
+        let rows = if limits.is_empty() {
+            Vec::new()
+        } else {
+            self.held_rows(&mut tx, &p.lane, &limit_kinds).await?
+        };
         let claimed = rows
             .iter()
             .map(|r| parts(r, false))
             .collect::<Result<Vec<_>>>()?;
-        let full = Full::of(limits, &p.lane, &claimed);
+        let mut full = Full::of(limits, &p.lane, &claimed);
+        full.add(self.held_back_now(&mut tx, rates, &p.lane).await?);
         if full.lane {
             tx.commit().await?;
             return Ok(Vec::new());
         }
+        let candidates = self.candidates(&mut tx, p, limits, &full).await?;
+        let keyed: Vec<(Uuid, Vec<(String, u32)>)> = candidates
+            .iter()
+            .map(|c| {
+                let keys = keys_of(limits, &c.lane, &c.kind, c.tenant, c.group.as_deref());
+                (c.id, keys)
+            })
+            .collect();
+        let locks: BTreeSet<String> = keyed
+            .iter()
+            .flat_map(|(_, keys)| {
+                keys.iter()
+                    .map(|(k, _)| format!("drover.limit:{}:{k}", self.schema))
+            })
+            .collect();
+        if !locks.is_empty() {
+            sqlx::query(LIMIT_LOCK)
+                .persistent(self.persistent)
+                .bind(locks.into_iter().collect::<Vec<_>>())
+                .execute(&mut *tx)
+                .await?;
+        }
+        let rows = if limits.is_empty() {
+            Vec::new()
+        } else {
+            self.held_rows(&mut tx, &p.lane, &limit_kinds).await?
+        };
+        let admission = Admission::new(held_counts(limits, &rows)?);
+        let admitted = self
+            .admit_rated(
+                &mut tx,
+                &candidates,
+                keyed,
+                rates,
+                admission,
+                p.limit as usize,
+            )
+            .await?;
+        let rows = if admitted.is_empty() {
+            Vec::new()
+        } else {
+            sqlx::query(LIMIT_CLAIM)
+                .persistent(self.persistent)
+                .bind(&admitted)
+                .bind(&p.worker_id)
+                .bind(secs(p.lease))
+                .fetch_all(&mut *tx)
+                .await?
+        };
+        tx.commit().await?;
+        let mut items = rows.iter().map(row::item).collect::<Result<Vec<_>>>()?;
+        items.sort_by(|a, b| {
+            (a.priority, a.available_at, a.id).cmp(&(b.priority, b.available_at, b.id))
+        });
+        Ok(items)
+    }
+
+    /// The limited claim's candidates in claim order, locked `SKIP
+    /// LOCKED`, leaving out the scopes `full` names.
+    async fn candidates(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        p: &ClaimParams,
+        limits: &[LimitSetting],
+        full: &Full,
+    ) -> Result<Vec<Parts>> {
         let ordered = ordered_kinds(limits);
         let hold: Vec<&str> = ordered
             .iter()
@@ -271,57 +358,57 @@ impl PgStore {
             q = q.bind(&ordered).bind(&hold);
         }
         let rows = q.fetch_all(&mut *tx).await?;
-        let candidates = rows
+        rows.iter().map(|r| parts(r, true)).collect()
+    }
+
+    /// Admission in claim order of the `keyed` candidates (each with its
+    /// concurrency keys) under their slots (`admission`, counted after the
+    /// scope locks) and the `rates`: the cells the candidates start against
+    /// are locked and read with the transaction's clock, and the cells the
+    /// admitted moved are written back on `tx`. At most `limit`.
+    async fn admit_rated(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        candidates: &[Parts],
+        keyed: Vec<(Uuid, Vec<(String, u32)>)>,
+        rates: &[RateSetting],
+        mut admission: Admission,
+        limit: usize,
+    ) -> Result<Vec<Uuid>> {
+        let rate_keys: Vec<Vec<(String, Rate)>> = candidates
             .iter()
-            .map(|r| parts(r, true))
-            .collect::<Result<Vec<_>>>()?;
-        let keyed: Vec<(Uuid, Vec<(String, u32)>)> = candidates
+            .map(|c| rate_keys_of(rates, &c.lane, &c.kind, c.tenant, c.group.as_deref()))
+            .collect();
+        let cell_keys: BTreeSet<String> = rate_keys
             .iter()
-            .map(|c| {
-                let keys = keys_of(limits, &c.lane, &c.kind, c.tenant, c.group.as_deref());
-                (c.id, keys)
-            })
+            .flat_map(|keys| keys.iter().map(|(k, _)| k.clone()))
             .collect();
-        let locks: BTreeSet<String> = keyed
-            .iter()
-            .flat_map(|(_, keys)| {
-                keys.iter()
-                    .map(|(k, _)| format!("drover.limit:{}:{k}", self.schema))
-            })
-            .collect();
-        if !locks.is_empty() {
-            sqlx::query(LIMIT_LOCK)
-                .persistent(self.persistent)
-                .bind(locks.into_iter().collect::<Vec<_>>())
-                .execute(&mut *tx)
-                .await?;
-        }
-        let rows = self.held_rows(&mut tx, &p.lane, &limit_kinds).await?;
-        let held = held_counts(limits, &rows)?;
-        let mut admission = Admission::new(held);
-        let admitted: Vec<Uuid> = keyed
-            .into_iter()
-            .filter(|(_, keys)| admission.admit(keys))
-            .map(|(id, _)| id)
-            .take(p.limit as usize)
-            .collect();
-        let rows = if admitted.is_empty() {
-            Vec::new()
+        let mut cells = if cell_keys.is_empty() {
+            Cells::default()
         } else {
-            sqlx::query(LIMIT_CLAIM)
-                .persistent(self.persistent)
-                .bind(&admitted)
-                .bind(&p.worker_id)
-                .bind(secs(p.lease))
-                .fetch_all(&mut *tx)
-                .await?
+            let read = self
+                .lock_cells(&mut *tx, cell_keys.into_iter().collect())
+                .await?;
+            Cells::new(read.now.unwrap_or_default(), read.cells)
         };
-        tx.commit().await?;
-        let mut items = rows.iter().map(row::item).collect::<Result<Vec<_>>>()?;
-        items.sort_by(|a, b| {
-            (a.priority, a.available_at, a.id).cmp(&(b.priority, b.available_at, b.id))
-        });
-        Ok(items)
+        let mut admitted: Vec<Uuid> = Vec::new();
+        for ((id, keys), rated) in keyed.into_iter().zip(&rate_keys) {
+            if admitted.len() == limit {
+                break;
+            }
+            // Rates first: a start the rate holds back takes no slot.
+            if !cells.would_admit(rated) {
+                continue;
+            }
+            if admission.admit(&keys) {
+                cells.admit(rated);
+                admitted.push(id);
+            }
+        }
+        if !admitted.is_empty() {
+            self.write_cells(tx, cells.changed()).await?;
+        }
+        Ok(admitted)
     }
 }
 
@@ -419,6 +506,17 @@ struct Full {
 }
 
 impl Full {
+    /// Adds the scopes the rates hold back as the claim begins.
+    fn add(&mut self, h: HeldBack) {
+        self.lane |= h.lane;
+        self.kinds.extend(h.kinds);
+        for (kind, tenant, group) in h.groups {
+            self.group_kinds.push(kind);
+            self.group_tenants.push(tenant);
+            self.groups.push(group);
+        }
+    }
+
     /// From the claimed rows `claimed` of the claim of `lane`.
     fn of(limits: &[LimitSetting], lane: &str, claimed: &[Parts]) -> Full {
         let f = full_scopes(

@@ -56,6 +56,7 @@ mod ops;
 mod orchestration;
 mod outbox;
 mod projector;
+mod rates;
 mod reconcile;
 mod rotate;
 mod row;
@@ -242,6 +243,8 @@ pub struct PgStore {
     claim_limited_sql: String,
     /// The limits in force, as the last claim read them.
     limits: crate::limits::LimitCache,
+    /// The rates in force, as the last claim read them.
+    rates: crate::rates::RateCache,
     /// Becomes true once the listener's first LISTEN is in place.
     listen_ready: tokio::sync::watch::Sender<bool>,
     /// How the pool reaches PostgreSQL.
@@ -368,6 +371,7 @@ impl PgStore {
             complete_many_results_sql: sql::ITEM_COMPLETE_MANY_RESULTS.replace("{schema}", schema),
             claim_limited_sql: limits::LIMIT_CLAIM_CALL.replace("{schema}", schema),
             limits: crate::limits::LimitCache::default(),
+            rates: crate::rates::RateCache::default(),
             mode: PoolMode::Session,
             persistent: true,
             direct: None,

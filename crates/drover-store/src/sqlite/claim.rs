@@ -79,16 +79,19 @@ impl SqliteStore {
             )
         };
         let cached = self.limits_cached().await?;
+        let rates = self.rates_cached().await?;
         // "Now" is read once the write lock is held: read before, it could
         // be stale by the whole wait for the lock (up to the busy timeout),
         // and a lease measured from it would start in the past.
         let mut tx = self.begin().await?;
         let now = self.now();
-        if crate::limits::applies(&cached, &p.lane, &p.kinds) {
+        if crate::limits::applies(&cached, &p.lane, &p.kinds)
+            || crate::rates::applies(&rates, &p.lane, &p.kinds)
+        {
             // The settings as cached (a change reaches every claimer within
             // the cache's TTL, as on PostgreSQL): exactness is in the count
             // of claimed rows, which the write lock keeps exact.
-            let limited = super::limits::claim_on(&mut tx, p, &cached, now).await?;
+            let limited = super::limits::claim_on(&mut tx, p, &cached, &rates, now).await?;
             let mut items = match limited {
                 Some(items) => items,
                 None => claim_unlimited_on(&mut tx, p, kinds.as_deref(), now).await?,

@@ -22,6 +22,7 @@ use crate::limits::{
     OnDeadLetter, OrderBlocker, UsageRow, applies, effective, full_scopes, keys_of, ordered_kinds,
     room, usage,
 };
+use crate::rates::{Cells, HeldBack, Rate, RateSetting, rate_keys_of};
 use drover_core::error::{Error, Result};
 use drover_core::item::Item;
 
@@ -72,6 +73,18 @@ fn row_keys(limits: &[LimitSetting], r: &SqliteRow) -> Result<Vec<(String, u32)>
     let tenant: Uuid = r.try_get("tenant_id")?;
     let group: Option<String> = r.try_get("group_key")?;
     Ok(keys_of(limits, &lane, &kind, tenant, group.as_deref()))
+}
+
+/// The rate cells a row (lane, kind, tenant_id, group_key) starts against.
+fn row_rate_keys(rates: &[RateSetting], r: &SqliteRow) -> Result<Vec<(String, Rate)>> {
+    if rates.is_empty() {
+        return Ok(Vec::new());
+    }
+    let lane: String = r.try_get("lane")?;
+    let kind: String = r.try_get("kind")?;
+    let tenant: Uuid = r.try_get("tenant_id")?;
+    let group: Option<String> = r.try_get("group_key")?;
+    Ok(rate_keys_of(rates, &lane, &kind, tenant, group.as_deref()))
 }
 
 impl SqliteStore {
@@ -154,8 +167,14 @@ struct Full {
 }
 
 impl Full {
-    /// From the claimed rows `claimed` under `limits`, for a claim of `lane`.
-    fn of(limits: &[LimitSetting], lane: &str, claimed: &[SqliteRow]) -> Result<Full> {
+    /// From the claimed rows `claimed` under `limits`, for a claim of
+    /// `lane`, with the scopes the rates hold back (`rated`).
+    fn of(
+        limits: &[LimitSetting],
+        lane: &str,
+        claimed: &[SqliteRow],
+        rated: HeldBack,
+    ) -> Result<Full> {
         let parts = claimed
             .iter()
             .map(|r| {
@@ -168,12 +187,17 @@ impl Full {
                 ))
             })
             .collect::<Result<Vec<_>>>()?;
-        let f = full_scopes(
+        let mut f = full_scopes(
             limits,
             parts.iter().flat_map(|(l, k, t, g, n)| {
                 std::iter::repeat_n((l.as_str(), k.as_str(), *t, g.as_deref()), *n)
             }),
         );
+        if rated.lane {
+            f.lanes.push(lane.to_owned());
+        }
+        f.kinds.extend(rated.kinds);
+        f.groups.extend(rated.groups);
         let json = |v: &[String]| {
             serde_json::to_string(v).map_err(|e| Error::invalid("kinds", e.to_string()))
         };
@@ -205,6 +229,19 @@ impl Full {
     }
 }
 
+/// Slots held per scope key, from the claimed rows (one per distinct scope
+/// parts, with how many hold them).
+fn held_of(limits: &[LimitSetting], claimed: &[SqliteRow]) -> Result<HashMap<String, u64>> {
+    let mut held: HashMap<String, u64> = HashMap::new();
+    for r in claimed {
+        let n = u64::try_from(r.try_get::<i64, _>("n")?).unwrap_or(0);
+        for (k, _) in row_keys(limits, r)? {
+            *held.entry(k).or_default() += n;
+        }
+    }
+    Ok(held)
+}
+
 /// The limited claim of `p` on the open write transaction at `now`, or
 /// `None` when every limit it may count against has room for the whole
 /// claim and nothing is full: the caller then runs the unlimited claim on
@@ -214,21 +251,27 @@ pub(super) async fn claim_on(
     conn: &mut SqliteConnection,
     p: &ClaimParams,
     limits: &[LimitSetting],
+    rates: &[RateSetting],
     now: DateTime<Utc>,
 ) -> Result<Option<Vec<Item>>> {
-    let claimed = sqlx::query(LIMIT_HELD).fetch_all(&mut *conn).await?;
-    let full = Full::of(limits, &p.lane, &claimed)?;
+    let claimed = if limits.is_empty() {
+        Vec::new()
+    } else {
+        sqlx::query(LIMIT_HELD).fetch_all(&mut *conn).await?
+    };
+    let rated = crate::rates::applies(rates, &p.lane, &p.kinds);
+    let (mut cells, held_back) = if rated {
+        super::rates::cells_now(&mut *conn, rates, &p.lane, now).await?
+    } else {
+        (Cells::new(now, []), HeldBack::default())
+    };
+    let full = Full::of(limits, &p.lane, &claimed, held_back)?;
     if full.lane {
         return Ok(Some(Vec::new()));
     }
-    let mut held: HashMap<String, u64> = HashMap::new();
-    for r in &claimed {
-        let n = u64::try_from(r.try_get::<i64, _>("n")?).unwrap_or(0);
-        for (k, _) in row_keys(limits, r)? {
-            *held.entry(k).or_default() += n;
-        }
-    }
-    if full.kinds.is_none()
+    let held = held_of(limits, &claimed)?;
+    if !rated
+        && full.kinds.is_none()
         && room(limits, &p.lane, &p.kinds, &held).is_some_and(|r| r >= u64::from(p.limit))
     {
         return Ok(None);
@@ -275,7 +318,13 @@ pub(super) async fn claim_on(
             if admitted.len() == p.limit as usize {
                 break;
             }
+            let rate_keys = row_rate_keys(rates, r)?;
+            // Rates first: a start the rate holds back takes no slot.
+            if !cells.would_admit(&rate_keys) {
+                continue;
+            }
             if admission.admit(&row_keys(limits, r)?) {
+                cells.admit(&rate_keys);
                 admitted.push(r.try_get("id")?);
             }
         }
@@ -294,6 +343,8 @@ pub(super) async fn claim_on(
     if admitted.is_empty() {
         return Ok(Some(Vec::new()));
     }
+    // The moved cells with the claim, on the writer's transaction.
+    super::rates::write_cells(conn, cells.changed()).await?;
     let lease = to_micros(after(now, p.lease));
     let ids: Vec<String> = admitted.iter().map(|id| id.simple().to_string()).collect();
     let ids = serde_json::to_string(&ids).map_err(|e| Error::invalid("ids", e.to_string()))?;

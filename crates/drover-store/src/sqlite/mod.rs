@@ -85,6 +85,7 @@ pub use orchestration::start_in;
 mod outbox;
 pub use outbox::outbox_insert_in;
 mod projector;
+mod rates;
 mod read;
 mod reconcile;
 mod row;
@@ -164,6 +165,8 @@ pub struct SqliteStore {
     /// The limits in force as the last claim read them (so a claim of a
     /// lane no limit applies to reads nothing more).
     limits: Arc<crate::limits::LimitCache>,
+    /// The rates in force as the last claim read them.
+    rates: Arc<crate::rates::RateCache>,
 }
 
 /// Parses what a user may pass: `sqlite://path.db`, `sqlite:path.db`, a bare
@@ -279,6 +282,7 @@ impl SqliteStore {
                 opts.watch_interval.filter(|d| !d.is_zero())
             })),
             limits: Arc::default(),
+            rates: Arc::default(),
         })
     }
 

@@ -76,6 +76,16 @@ pub trait Kind: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// implies a per-group limit of 1, so `GROUP_CONCURRENCY` must be
     /// `None` or `Some(1)`.
     const ORDERED: bool = false;
+    /// At most this rate of starts of the kind across the fleet (a
+    /// generic cell rate on the database clock: `Rate::per(10,
+    /// Duration::from_secs(1)).with_burst(20)`), declared in code
+    /// (`drover limits set --kind K --rate 10/1s --burst 20` overrides it).
+    /// `None` (the default): no rate.
+    const RATE: Option<crate::store::rates::Rate> = None;
+    /// At most this rate of starts in each group of the kind (see
+    /// [`Kind::group`]), declared in code (`drover limits set --kind K
+    /// --per-group --rate ..` overrides it). `None` (the default): none.
+    const GROUP_RATE: Option<crate::store::rates::Rate> = None;
     /// What an ordered group does past a dead-lettered item: go on with
     /// the next ([`OnDeadLetter::Continue`](crate::store::limits::OnDeadLetter),
     /// the default) or hold the group until an operator retries or cancels

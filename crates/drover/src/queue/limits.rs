@@ -1,6 +1,6 @@
-//! Concurrency limits as the queue's API steers them: an operator's
-//! setting and its clearing, the code's declaration, and the listing with
-//! use (the records, the rule and the storage seam are
+//! Concurrency and rate limits as the queue's API steers them: an
+//! operator's setting and its clearing, the code's declaration, and the
+//! listing with use (the records, the rule and the storage seam are
 //! [`crate::store::limits`]'s; the claim that enforces them is the store's).
 //!
 //! Invariants: only a principal holding [`OPERATE_PERMISSION`] that is not
@@ -11,6 +11,7 @@
 use crate::error::{Error, Result};
 use crate::queue::{OPERATE_PERMISSION, Principal, Queue};
 use crate::store::limits::{LimitScope, LimitSetting, LimitSource, LimitSpec, LimitUsage};
+use crate::store::rates::{Rate, RateSetting, RateUsage};
 
 impl Queue {
     fn check_limit_operator(principal: &Principal, what: &str) -> Result<()> {
@@ -98,6 +99,68 @@ impl Queue {
     /// Storage errors.
     pub async fn limits(&self) -> Result<Vec<LimitUsage>> {
         self.store().limit_usage().await
+    }
+
+    /// Sets the operator's rate for `scope`: it wins over the one declared
+    /// in code until [`Queue::rate_clear`]. Every claimer enforces it
+    /// within one poll interval, on the database clock.
+    ///
+    /// # Errors
+    /// [`Error::Forbidden`] as [`Queue::limit_set`];
+    /// [`Error::InvalidInput`] on a malformed name or a rate out of range
+    /// ([`Rate::validate`]); storage errors.
+    pub async fn rate_set(
+        &self,
+        principal: &Principal,
+        scope: &LimitScope,
+        rate: Rate,
+    ) -> Result<RateSetting> {
+        Self::check_limit_operator(principal, "set a rate")?;
+        scope.validate()?;
+        rate.validate()?;
+        let s = self
+            .store()
+            .rate_set(scope, LimitSource::Operator, rate, principal.actor)
+            .await?;
+        tracing::info!(%scope, %rate, actor = %principal.actor, "rate set");
+        Ok(s)
+    }
+
+    /// Clears the operator's rate of `scope` (the code's, if any, is in
+    /// force again). Whether there was one.
+    ///
+    /// # Errors
+    /// As [`Queue::rate_set`].
+    pub async fn rate_clear(&self, principal: &Principal, scope: &LimitScope) -> Result<bool> {
+        Self::check_limit_operator(principal, "clear a rate")?;
+        scope.validate()?;
+        let had = self
+            .store()
+            .rate_clear(scope, LimitSource::Operator)
+            .await?;
+        tracing::info!(%scope, had, actor = %principal.actor, "rate cleared");
+        Ok(had)
+    }
+
+    /// Records the rate the code declares for `scope` (a worker at its
+    /// start); an operator's rate still wins.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] as [`Queue::rate_set`]; storage errors.
+    pub async fn rate_declare(&self, scope: &LimitScope, rate: Rate) -> Result<RateSetting> {
+        scope.validate()?;
+        rate.validate()?;
+        self.store()
+            .rate_set(scope, LimitSource::Code, rate, uuid::Uuid::nil())
+            .await
+    }
+
+    /// Every rate in force, with when each next allows a start.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn rates(&self) -> Result<Vec<RateUsage>> {
+        self.store().rate_usage().await
     }
 
     /// Publishes `drover_limit_in_use{scope}` and

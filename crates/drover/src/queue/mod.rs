@@ -137,6 +137,11 @@ pub struct ClaimBatch {
     /// kept back, worth another claim once a slot frees. False for a full
     /// batch and for a short claim no limit touches (the lane is empty).
     pub limited: bool,
+    /// The claim came back short while a rate applies to its lane or
+    /// kinds and holds a start back: how long until that rate next allows
+    /// one (the database's clock), so the claimer claims the lane again
+    /// then rather than at its next poll. `None` otherwise.
+    pub rate_wait: Option<Duration>,
 }
 
 /// Who a claimed item runs for, as the tenant directory says.
@@ -430,6 +435,8 @@ impl Queue {
             // cache: a full batch pays nothing. Unknown counts as limited
             // (one spare claim, never a stall).
             batch.limited = self.store.limits_apply(lane, kinds).await.unwrap_or(true);
+            // A hint only: on an error the lane waits for its poll.
+            batch.rate_wait = self.store.rate_wait(lane, kinds).await.unwrap_or(None);
         }
         let mut contexts = items
             .into_iter()

@@ -331,6 +331,21 @@ impl WorkerBuilder {
         self
     }
 
+    /// Declares a rate limit in code on a lane, a kind, or each group of a
+    /// kind (a kind's own `RATE` and `GROUP_RATE` consts declare the last
+    /// two as well). Written when the worker starts; an operator's
+    /// `drover limits set --rate` wins over it until cleared.
+    pub fn rate(
+        mut self,
+        scope: crate::store::limits::LimitScope,
+        rate: crate::store::rates::Rate,
+    ) -> Self {
+        if let Err(e) = self.registry.declare_rate(scope, rate) {
+            self.errors.push(e);
+        }
+        self
+    }
+
     /// Declares a role's strategies (printed by `drover handlers`). A
     /// blank one, or a role missing one of the four
     /// [`ROLE_STRATEGIES`](super::ROLE_STRATEGIES), makes

@@ -190,7 +190,8 @@ struct Claimer {
     /// ([`ClaimBatch::limited`](crate::queue::ClaimBatch)): a run of ours
     /// ending frees a slot that may admit their held-back work.
     held: Vec<bool>,
-    /// Lanes woken on another worker's turn (`spread`): claimed when the
+    /// Lanes woken on another worker's turn (`spread`), or held back by a
+    /// rate until the instant it allows the next start: claimed when the
     /// instant comes, unless a claim on the lane runs first.
     deferred: Vec<Option<tokio::time::Instant>>,
     /// Paused lanes are skipped, whatever their wake-ups say.
@@ -458,6 +459,13 @@ impl Claimer {
                     self.idle[li] = true;
                 }
                 self.held[li] = short && batch.limited;
+                // A rate held work back: claim the lane again at the
+                // instant it allows the next start, not at the poll.
+                if let (true, Some(wait)) = (short, batch.rate_wait) {
+                    let at = tokio::time::Instant::now() + wait;
+                    let d = &mut self.deferred[li];
+                    *d = Some(d.map_or(at, |t| t.min(at)));
+                }
                 self.exec.completer.set_eager(short);
                 self.buffer.extend(batch.items);
             }

@@ -114,6 +114,9 @@ impl Worker {
         for (scope, n) in self.registry.limits() {
             self.queue.limit_declare(scope, *n).await?;
         }
+        for (scope, rate) in self.registry.rates() {
+            self.queue.rate_declare(scope, *rate).await?;
+        }
         let s = self.settings.clone();
         let (completer, completer_task) =
             Completer::start(self.queue.store().clone(), 1, std::time::Duration::ZERO);

@@ -271,6 +271,9 @@ pub struct Registry {
     /// The concurrency limits declared in code (the kinds' consts and
     /// `WorkerBuilder::limit`), written at the worker's start.
     limits: BTreeMap<crate::store::limits::LimitScope, crate::store::limits::LimitSpec>,
+    /// The rate limits declared in code (the kinds' consts and
+    /// `WorkerBuilder::rate`), written at the worker's start.
+    rates: BTreeMap<crate::store::limits::LimitScope, crate::store::rates::Rate>,
     /// The lanes work this worker creates for itself goes to, each with
     /// what writes there (`WorkerBuilder::build` refuses a lane it neither
     /// drains nor was told is drained elsewhere).
@@ -422,6 +425,12 @@ impl Registry {
         if let Some(spec) = group {
             self.declare_limit(LimitScope::KindPerGroup(kind.to_owned()), spec)?;
         }
+        if let Some(rate) = <H::Job as Kind>::RATE {
+            self.declare_rate(LimitScope::Kind(kind.to_owned()), rate)?;
+        }
+        if let Some(rate) = <H::Job as Kind>::GROUP_RATE {
+            self.declare_rate(LimitScope::KindPerGroup(kind.to_owned()), rate)?;
+        }
         // A kind that names a lane of its own routes its items there (the
         // enqueue and the outbox relay use it unless the producer says
         // otherwise); one left on the default lane is routed by each
@@ -462,6 +471,36 @@ impl Registry {
                 Ok(())
             }
         }
+    }
+
+    /// Declares a rate limit in code (written at the worker's start; an
+    /// operator's rate wins over it).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] on a malformed name or rate;
+    /// [`Error::Config`] when the scope's rate is declared twice
+    /// differently.
+    pub fn declare_rate(
+        &mut self,
+        scope: crate::store::limits::LimitScope,
+        rate: crate::store::rates::Rate,
+    ) -> Result<()> {
+        scope.validate()?;
+        rate.validate()?;
+        match self.rates.get(&scope) {
+            Some(r) if *r != rate => Err(Error::Config(format!(
+                "the rate on {scope} is declared twice: {r} and {rate}"
+            ))),
+            _ => {
+                self.rates.insert(scope, rate);
+                Ok(())
+            }
+        }
+    }
+
+    /// The rate limits declared in code, by scope.
+    pub fn rates(&self) -> &BTreeMap<crate::store::limits::LimitScope, crate::store::rates::Rate> {
+        &self.rates
     }
 
     /// Records that `by` (a role of this worker, or a kind it handles)

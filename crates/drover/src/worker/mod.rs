@@ -165,6 +165,9 @@ impl Worker {
         for (scope, n) in self.registry.limits() {
             self.queue.limit_declare(scope, *n).await?;
         }
+        for (scope, rate) in self.registry.rates() {
+            self.queue.rate_declare(scope, *rate).await?;
+        }
         let stale_after = (s.heartbeat_interval * 3)
             .max(s.poll_interval * 3)
             .max(Duration::from_secs(10));

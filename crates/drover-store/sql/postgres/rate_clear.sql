@@ -1,0 +1,4 @@
+-- Removes one source's rate of a scope. $1 scope, $2 name, $3 source.
+DELETE FROM rate_limits
+WHERE tenant_id = '00000000-0000-0000-0000-000000000000'
+  AND scope = $1 AND name = $2 AND source = $3
