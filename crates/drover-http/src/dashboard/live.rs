@@ -99,8 +99,11 @@ pub struct Live {
     /// interval per tenant however many of its viewers load the page (the
     /// read counts the tenant's pending and claimed rows: 100 ms at
     /// 10,000,000 items). Only entries younger than the interval stay.
-    tenants: tokio::sync::Mutex<HashMap<Uuid, (Instant, Arc<Vec<CountRow>>)>>,
+    tenants: tokio::sync::Mutex<HashMap<Uuid, TenantCounts>>,
 }
+
+/// One tenant's counts and when they were read.
+type TenantCounts = (Instant, Arc<Vec<CountRow>>);
 
 impl std::fmt::Debug for Live {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
