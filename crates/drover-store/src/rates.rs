@@ -182,6 +182,9 @@ impl Rate {
     /// What a cell key of this rate ends with: `@count/period_ms/burst`
     /// (no scope name holds an `@`).
     pub fn cell_suffix(&self) -> String {
+        if self.is_closure() {
+            return crate::closures::CLOSED_SUFFIX.to_owned();
+        }
         format!("@{}/{}/{}", self.count, self.period_ms, self.burst)
     }
 
@@ -199,6 +202,9 @@ impl Rate {
 
 impl std::fmt::Display for Rate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.is_closure() {
+            return write!(f, "closed");
+        }
         let p = self.period_ms;
         let period = if p.is_multiple_of(86_400_000) {
             format!("{}d", p / 86_400_000)
@@ -409,6 +415,8 @@ impl Cells {
         let mut next = Vec::with_capacity(keys.len());
         for (key, rate) in keys {
             match rate.admit(self.tats.get(key).copied(), self.now) {
+                // A closure admits without moving: its cell is its time.
+                Some(_) if rate.is_closure() => {}
                 Some(t) => next.push((key, t)),
                 None => return false,
             }
@@ -526,9 +534,12 @@ pub const RATES_CACHE_TTL: Duration = crate::limits::LIMITS_CACHE_TTL;
 
 /// The rates in force as a claimer last read them, for
 /// [`RATES_CACHE_TTL`]: a claim no rate applies to costs no statement.
+/// A read that began before this process changed the rates (or closed a
+/// scope) is not kept: its claimers would miss the change for a TTL.
 #[derive(Debug, Default)]
 pub struct RateCache {
     slot: std::sync::Mutex<Option<(std::time::Instant, std::sync::Arc<Vec<RateSetting>>)>>,
+    generation: std::sync::atomic::AtomicU64,
 }
 
 impl RateCache {
@@ -540,17 +551,28 @@ impl RateCache {
             .map(|(_, v)| v.clone())
     }
 
-    /// Keeps `rates` (the ones in force) as read now.
-    pub fn put(&self, rates: Vec<RateSetting>) -> std::sync::Arc<Vec<RateSetting>> {
+    /// The generation to hand [`RateCache::put`], taken before reading.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Keeps `rates` (the ones in force) as read since `generation`,
+    /// unless [`RateCache::clear`] ran meanwhile.
+    pub fn put(&self, generation: u64, rates: Vec<RateSetting>) -> std::sync::Arc<Vec<RateSetting>> {
         let v = std::sync::Arc::new(rates);
-        *self.slot.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some((std::time::Instant::now(), v.clone()));
+        let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        if self.generation() == generation {
+            *slot = Some((std::time::Instant::now(), v.clone()));
+        }
         v
     }
 
     /// Forgets the cached rates (this process changed them).
     pub fn clear(&self) {
-        *self.slot.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        *slot = None;
     }
 }
 

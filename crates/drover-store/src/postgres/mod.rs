@@ -56,6 +56,7 @@ mod ops;
 mod orchestration;
 mod outbox;
 mod projector;
+mod closures;
 mod rates;
 mod reconcile;
 mod rotate;

@@ -85,6 +85,7 @@ pub use orchestration::start_in;
 mod outbox;
 pub use outbox::outbox_insert_in;
 mod projector;
+mod closures;
 mod rates;
 mod read;
 mod reconcile;
