@@ -171,6 +171,9 @@ impl Rate {
     /// The cell after a start at `now` from `tat` (`None`: an idle cell),
     /// or `None` when the rate holds the start back.
     pub fn admit(&self, tat: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        if self.is_closure() {
+            return tat.is_none_or(|t| t <= now).then_some(now);
+        }
         let base = tat.map_or(now, |t| t.max(now));
         let ahead = (base - now).num_microseconds().unwrap_or(i64::MAX);
         if ahead > self.tolerance_us() {

@@ -8,6 +8,7 @@
 // same path names a stub that says how to build it, so `Command` and
 // `execute` read the same either way.
 pub mod batches;
+pub mod closures;
 #[cfg(feature = "bench")]
 pub mod bench;
 #[cfg(not(feature = "bench"))]

@@ -21,6 +21,12 @@ async fn close(h: &Harness, tenant: Uuid, group: Option<&str>, until: DateTime<U
         .expect("close")
 }
 
+/// The store's clock to the microsecond (what every backend keeps).
+async fn now_us(h: &Harness) -> DateTime<Utc> {
+    use chrono::SubsecRound;
+    h.store.db_now().await.expect("now").trunc_subsecs(6)
+}
+
 async fn claim_all(h: &Harness) -> Vec<Item> {
     h.store
         .item_claim(&claim_params("default", 100, LONG))
@@ -43,7 +49,7 @@ fn groups_of(items: &[Item]) -> Vec<(Uuid, String)> {
 /// reopens. On a movable clock: nothing a microsecond before its time, the
 /// item at it.
 pub async fn closure_group_held_until_its_time(h: &Harness) {
-    let now = h.store.db_now().await.expect("now");
+    let now = now_us(h).await;
     let until = now + chrono::Duration::hours(1);
     let held = put(h, new(KIND).with_group("g1").with_tenant(tenant_a())).await;
     put(h, new(KIND).with_group("g2").with_tenant(tenant_a())).await;
@@ -70,13 +76,14 @@ pub async fn closure_group_held_until_its_time(h: &Harness) {
         clock.advance(Duration::from_micros(1));
         let at = claim_all(h).await;
         assert_eq!(at.len(), 1, "claimable at its time");
-        assert_eq!((at[0].id, at[0].updated_at), (held.id, until));
+        let started = chrono::SubsecRound::trunc_subsecs(at[0].updated_at, 6);
+        assert_eq!((at[0].id, started), (held.id, until));
         assert!(h.store.closures().await.expect("closures").is_empty());
         return;
     }
     // PostgreSQL: a short closure passes by sleeping; the item never
     // starts before it.
-    let soon = h.store.db_now().await.expect("now") + chrono::Duration::milliseconds(300);
+    let soon = now_us(h).await + chrono::Duration::milliseconds(300);
     let c = close(h, tenant_a(), Some("g1"), soon).await;
     assert_eq!(c.until, soon, "an operator's close sets the time");
     let mut got = claim_all(h).await;
@@ -95,7 +102,7 @@ pub async fn closure_group_held_until_its_time(h: &Harness) {
 /// group) for every tenant; another kind starts. Reopening takes effect at
 /// once: the next claim takes them all. Reopening what is open says so.
 pub async fn closure_of_kind_holds_all_groups_and_reopens_at_once(h: &Harness) {
-    let now = h.store.db_now().await.expect("now");
+    let now = now_us(h).await;
     for g in ["g1", "g2"] {
         put(h, new(KIND).with_group(g).with_tenant(tenant_a())).await;
         put(h, new(KIND).with_group(g).with_tenant(tenant_b())).await;
@@ -134,7 +141,7 @@ pub async fn closure_of_kind_holds_all_groups_and_reopens_at_once(h: &Harness) {
 /// one keeps the time in force and its closer; a longer one replaces both.
 /// An operator's close sets the time either way.
 pub async fn closure_handler_close_only_moves_later(h: &Harness) {
-    let now = h.store.db_now().await.expect("now");
+    let now = now_us(h).await;
     let (x, y) = (Uuid::new_v4(), Uuid::new_v4());
     let t1 = now + chrono::Duration::minutes(10);
     let s = &h.store;
@@ -202,7 +209,7 @@ pub async fn closure_concurrent_claimers_never_take_a_closed_group(h: &Harness) 
         }));
     }
     tokio::task::yield_now().await;
-    let now = s.db_now().await.expect("now");
+    let now = now_us(h).await;
     s.close_until(KIND, Uuid::nil(), Some("g0"), now + chrono::Duration::hours(1), None, Uuid::nil())
         .await
         .expect("close");
