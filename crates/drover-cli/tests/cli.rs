@@ -586,7 +586,11 @@ fn limits_close_reopen(d: &dyn Drover) {
         .iter()
         .find(|r| r["closure"].is_object())
         .unwrap_or_else(|| panic!("the closure: {list}"));
-    assert_eq!(closure["closure"]["group"].as_str(), Some("g1"), "{closure}");
+    assert_eq!(
+        closure["closure"]["group"].as_str(),
+        Some("g1"),
+        "{closure}"
+    );
     let shown = d.run(&["show", &id, "--json"]).ok().json();
     let closed = shown["waiting"]
         .as_array()

@@ -561,7 +561,11 @@ impl RateCache {
 
     /// Keeps `rates` (the ones in force) as read since `generation`,
     /// unless [`RateCache::clear`] ran meanwhile.
-    pub fn put(&self, generation: u64, rates: Vec<RateSetting>) -> std::sync::Arc<Vec<RateSetting>> {
+    pub fn put(
+        &self,
+        generation: u64,
+        rates: Vec<RateSetting>,
+    ) -> std::sync::Arc<Vec<RateSetting>> {
         let v = std::sync::Arc::new(rates);
         let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
         if self.generation() == generation {

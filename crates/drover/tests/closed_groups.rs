@@ -169,9 +169,7 @@ async fn handler_closes_its_group(store: Arc<dyn Store>) {
         let closed = why
             .iter()
             .find_map(|w| match w {
-                WaitReason::GroupClosed {
-                    group, by_item, ..
-                } => Some((group.clone(), *by_item)),
+                WaitReason::GroupClosed { group, by_item, .. } => Some((group.clone(), *by_item)),
                 _ => None,
             })
             .unwrap_or_else(|| panic!("the closure: {why:?}"));
@@ -182,7 +180,8 @@ async fn handler_closes_its_group(store: Arc<dyn Store>) {
             .unwrap()
             .to_string();
         assert!(
-            said.starts_with("group busy closed until ") && said.ends_with(&format!("by item {closer}")),
+            said.starts_with("group busy closed until ")
+                && said.ends_with(&format!("by item {closer}")),
             "{said}"
         );
     }
@@ -193,9 +192,14 @@ async fn handler_closes_its_group(store: Arc<dyn Store>) {
     // not in an hour.
     caller.saturated.store(false, Ordering::SeqCst);
     assert!(
-        q.reopen(&Principal::system(), "call_customer", Uuid::nil(), Some("busy"))
-            .await
-            .unwrap()
+        q.reopen(
+            &Principal::system(),
+            "call_customer",
+            Uuid::nil(),
+            Some("busy")
+        )
+        .await
+        .unwrap()
     );
     wait_for("the busy group to finish", async || {
         let mut done = true;

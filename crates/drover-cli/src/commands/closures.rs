@@ -11,7 +11,10 @@ use crate::{CliError, Context, parse, table};
 
 /// The time a `--until` names: an RFC 3339 time, or a duration from the
 /// database's now.
-async fn until_of(cx: &mut Context<'_>, text: &str) -> Result<chrono::DateTime<chrono::Utc>, CliError> {
+async fn until_of(
+    cx: &mut Context<'_>,
+    text: &str,
+) -> Result<chrono::DateTime<chrono::Utc>, CliError> {
     if let Ok(t) = parse::timestamp("until", text) {
         return Ok(t);
     }

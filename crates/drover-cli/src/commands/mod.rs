@@ -8,13 +8,13 @@
 // same path names a stub that says how to build it, so `Command` and
 // `execute` read the same either way.
 pub mod batches;
-pub mod closures;
 #[cfg(feature = "bench")]
 pub mod bench;
 #[cfg(not(feature = "bench"))]
 #[path = "bench_absent.rs"]
 pub mod bench;
 pub mod cancel;
+pub mod closures;
 pub mod demo;
 pub mod enqueue;
 pub mod env_example;

@@ -59,9 +59,17 @@ pub async fn closure_group_held_until_its_time(h: &Harness) {
     assert_eq!((c.until, c.closed_by_item), (until, None));
     let got = claim_all(h).await;
     assert_eq!(got.len(), 3, "{got:?}");
-    assert!(got.iter().all(|i| i.id != held.id), "the closed group started");
+    assert!(
+        got.iter().all(|i| i.id != held.id),
+        "the closed group started"
+    );
     assert!(claim_all(h).await.is_empty());
-    let row = h.store.item_get(tenant_a(), held.id).await.expect("get").expect("row");
+    let row = h
+        .store
+        .item_get(tenant_a(), held.id)
+        .await
+        .expect("get")
+        .expect("row");
     assert_eq!((row.status, row.attempts), (Status::Pending, 0));
     let listed = h.store.closures().await.expect("closures");
     assert_eq!(listed, vec![c.clone()]);
@@ -122,11 +130,7 @@ pub async fn closure_of_kind_holds_all_groups_and_reopens_at_once(h: &Harness) {
     );
     let all = claim_all(h).await;
     assert_eq!(all.len(), 5, "reopened at once: {all:?}");
-    assert_eq!(
-        groups_of(&all).len(),
-        5,
-        "each of the kind's items once"
-    );
+    assert_eq!(groups_of(&all).len(), 5, "each of the kind's items once");
     assert!(
         !h.store
             .reopen(KIND, Uuid::nil(), None)
@@ -151,7 +155,14 @@ pub async fn closure_handler_close_only_moves_later(h: &Harness) {
         .expect("close");
     assert_eq!((first.until, first.closed_by_item), (t1, Some(x)));
     let shorter = s
-        .close_until(KIND, tenant_a(), Some("g"), now + chrono::Duration::minutes(1), Some(y), tenant_a())
+        .close_until(
+            KIND,
+            tenant_a(),
+            Some("g"),
+            now + chrono::Duration::minutes(1),
+            Some(y),
+            tenant_a(),
+        )
         .await
         .expect("close");
     assert_eq!((shorter.until, shorter.closed_by_item), (t1, Some(x)));
@@ -210,9 +221,16 @@ pub async fn closure_concurrent_claimers_never_take_a_closed_group(h: &Harness) 
     }
     tokio::task::yield_now().await;
     let now = now_us(h).await;
-    s.close_until(KIND, Uuid::nil(), Some("g0"), now + chrono::Duration::hours(1), None, Uuid::nil())
-        .await
-        .expect("close");
+    s.close_until(
+        KIND,
+        Uuid::nil(),
+        Some("g0"),
+        now + chrono::Duration::hours(1),
+        None,
+        Uuid::nil(),
+    )
+    .await
+    .expect("close");
     *closed_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::time::Instant::now());
     let mut ids = std::collections::HashSet::new();
     let mut after_close = 0;

@@ -6,9 +6,9 @@ use async_trait::async_trait;
 use uuid::Uuid;
 
 use super::{MemoryStore, State};
+use crate::closures::{Closure, ClosureStore, closure_key, parse_closure_key, with_closures};
 use crate::limits::{LimitScope, LimitSource};
 use crate::rates::{Rate, RateSetting, RateStore, RateUsage, effective, usage, wait_for};
-use crate::closures::{Closure, ClosureStore, closure_key, parse_closure_key, with_closures};
 use drover_core::error::Result;
 
 impl State {

@@ -35,7 +35,11 @@ fn closure(r: &PgRow) -> Result<Closure> {
 impl PgStore {
     /// The closures in force (`key`: only that one); none on a schema
     /// before migration 0044.
-    async fn closures_of(&self, conn: &mut sqlx::PgConnection, key: Option<&str>) -> Result<Vec<Closure>> {
+    async fn closures_of(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        key: Option<&str>,
+    ) -> Result<Vec<Closure>> {
         let rows = match sqlx::query(CLOSURE_LIST)
             .persistent(self.persistent)
             .bind(key)

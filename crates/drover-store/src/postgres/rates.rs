@@ -74,10 +74,8 @@ impl PgStore {
         let settings = self.rate_settings().await?;
         let closed = crate::closures::ClosureStore::closures(self).await?;
         let keys: Vec<String> = closed.iter().map(crate::closures::Closure::key).collect();
-        let rates = crate::closures::with_closures(
-            effective(&settings),
-            keys.iter().map(String::as_str),
-        );
+        let rates =
+            crate::closures::with_closures(effective(&settings), keys.iter().map(String::as_str));
         Ok(self.rates.put(generation, rates))
     }
 

@@ -13,12 +13,12 @@ use uuid::Uuid;
 
 use super::SqliteStore;
 use super::row::{from_micros, to_micros};
+use crate::closures::Closure;
 use crate::limits::{LimitScope, LimitSource};
 use crate::rates::{
     Cells, HeldBack, Rate, RateSetting, RateStore, RateUsage, applies, effective, held_back, usage,
     wait_for,
 };
-use crate::closures::Closure;
 use drover_core::error::{Error, Result};
 
 const RATE_SET: &str = include_str!("../../sql/sqlite/rate_set.sql");

@@ -251,17 +251,12 @@ impl Queue {
     }
 }
 
-/// A closure names a valid kind and, if any, a group of 1 to 128
-/// characters without `@` (which ends a cell key's scope).
+/// A closure names a valid kind and, if any, a valid group (the names
+/// items carry: no `@`, which ends a cell key's scope).
 fn check_closure_target(kind: &str, group: Option<&str>) -> Result<()> {
     LimitScope::Kind(kind.to_owned()).validate()?;
-    if let Some(g) = group
-        && (g.is_empty() || g.len() > 128 || g.contains('@'))
-    {
-        return Err(Error::invalid(
-            "group",
-            "a group is 1 to 128 characters without '@'",
-        ));
+    if let Some(g) = group {
+        crate::item::validate_group(g)?;
     }
     Ok(())
 }
