@@ -36,24 +36,7 @@ use crate::limits::{LimitScope, LimitSource};
 use crate::rates::{Rate, RateSetting};
 use drover_core::error::Result;
 
-/// What a closure's cell key ends with (no scope name holds an `@`).
-pub const CLOSED_SUFFIX: &str = "@closed";
-
-impl Rate {
-    /// The rate of a closure: admits a start only once the cell's time has
-    /// come, and moves no cell.
-    pub const CLOSED: Rate = Rate {
-        count: 0,
-        period_ms: 0,
-        burst: 1,
-    };
-
-    /// Whether this is [`Rate::CLOSED`] (no setting can be: a count of 0
-    /// is refused by [`Rate::validate`]).
-    pub fn is_closure(&self) -> bool {
-        self.count == 0
-    }
-}
+pub use crate::rates::CLOSED_SUFFIX;
 
 /// A group (`group: Some`) or a kind closed until a time.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

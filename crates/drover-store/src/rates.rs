@@ -27,6 +27,9 @@
 //!   that no rate applies to reads no cell.
 //! - A scope has at most two settings, one from code and one from an
 //!   operator; the operator's wins until cleared ([`effective`]).
+//! - A setting of [`Rate::CLOSED`] is a closure's (`closures.rs`): its
+//!   cell (key ending [`CLOSED_SUFFIX`]) holds every start back until its
+//!   `tat` and is never moved by a start.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -43,6 +46,25 @@ use drover_core::error::{Error, Result};
 pub const MAX_RATE_COUNT: u32 = 1_000_000;
 /// The longest period of a rate (a week).
 pub const MAX_RATE_PERIOD: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// What a closure's cell key ends with (no scope name holds an `@`).
+pub const CLOSED_SUFFIX: &str = "@closed";
+
+impl Rate {
+    /// The rate of a closure: admits a start only once the cell's time has
+    /// come, and moves no cell.
+    pub const CLOSED: Rate = Rate {
+        count: 0,
+        period_ms: 0,
+        burst: 1,
+    };
+
+    /// Whether this is [`Rate::CLOSED`] (no setting can be: a count of 0
+    /// is refused by [`Rate::validate`]).
+    pub fn is_closure(&self) -> bool {
+        self.count == 0
+    }
+}
 
 /// A generic cell rate: at most `count` starts per `period`, with up to
 /// `burst` at once from an idle cell.
@@ -186,7 +208,7 @@ impl Rate {
     /// (no scope name holds an `@`).
     pub fn cell_suffix(&self) -> String {
         if self.is_closure() {
-            return crate::closures::CLOSED_SUFFIX.to_owned();
+            return CLOSED_SUFFIX.to_owned();
         }
         format!("@{}/{}/{}", self.count, self.period_ms, self.burst)
     }

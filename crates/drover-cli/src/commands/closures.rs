@@ -6,8 +6,21 @@
 use drover::queue::Principal;
 use drover::store::closures::Closure;
 
-use super::limits::ClosureArgs;
 use crate::{CliError, Context, parse, table};
+
+/// Which kind, or group of a kind, a `close` or `reopen` names.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClosureArgs {
+    /// The kind.
+    #[arg(long)]
+    pub kind: String,
+    /// One group of the kind (of `--tenant`); without it, the whole kind.
+    #[arg(long)]
+    pub group: Option<String>,
+    /// With `--group`: the group's tenant (default: the nil tenant).
+    #[arg(long, requires = "group")]
+    pub tenant: Option<String>,
+}
 
 /// The time a `--until` names: an RFC 3339 time, or a duration from the
 /// database's now.

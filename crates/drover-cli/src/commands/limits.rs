@@ -49,20 +49,6 @@ impl ScopeArgs {
     }
 }
 
-/// Which kind, or group of a kind, a `close` or `reopen` names.
-#[derive(Debug, Clone, clap::Args)]
-pub struct ClosureArgs {
-    /// The kind.
-    #[arg(long)]
-    pub kind: String,
-    /// One group of the kind (of `--tenant`); without it, the whole kind.
-    #[arg(long)]
-    pub group: Option<String>,
-    /// With `--group`: the group's tenant (default: the nil tenant).
-    #[arg(long, requires = "group")]
-    pub tenant: Option<String>,
-}
-
 /// `drover limits …` actions.
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum LimitsAction {
@@ -114,7 +100,7 @@ pub enum LimitsAction {
     Close {
         /// What to close.
         #[command(flatten)]
-        target: ClosureArgs,
+        target: super::closures::ClosureArgs,
         /// Until when: an RFC 3339 time, or a duration from the database's
         /// now (`30s`, `5m`, `1h 30m`).
         #[arg(long, value_name = "RFC3339|DURATION")]
@@ -127,7 +113,7 @@ pub enum LimitsAction {
     Reopen {
         /// What to reopen.
         #[command(flatten)]
-        target: ClosureArgs,
+        target: super::closures::ClosureArgs,
     },
     /// Every limit in force: scope, limit, in use, waiting, source; then
     /// the closures in force.
