@@ -556,6 +556,99 @@ fn lane_pause_resume_list(d: &dyn Drover) {
     assert!(bad.stderr.contains("invalid lane"), "{bad:?}");
 }
 
+/// `drover limits close|reopen`: a group closed for a duration is listed
+/// and named by `show`'s waiting reasons; reopened at once; a kind closed
+/// until an RFC 3339 time; bad flags exit 2.
+fn limits_close_reopen(d: &dyn Drover) {
+    d.run(&["migrate"]).ok();
+    let id = d
+        .run(&["enqueue", "call", "--group", "g1"])
+        .ok()
+        .stdout
+        .trim()
+        .to_owned();
+    let r = d
+        .run(&[
+            "limits", "close", "--kind", "call", "--group", "g1", "--until", "1h",
+        ])
+        .ok();
+    assert!(
+        r.stdout.starts_with("group g1 of kind call closed until "),
+        "{r:?}"
+    );
+    let table = d.run(&["limits", "list"]).ok().stdout;
+    assert!(table.contains("CLOSED_KIND"), "{table}");
+    assert!(table.contains("operator"), "{table}");
+    let list = d.run(&["limits", "list", "--json"]).ok().json();
+    let closure = list
+        .as_array()
+        .expect("an array")
+        .iter()
+        .find(|r| r["closure"].is_object())
+        .unwrap_or_else(|| panic!("the closure: {list}"));
+    assert_eq!(
+        closure["closure"]["group"].as_str(),
+        Some("g1"),
+        "{closure}"
+    );
+    let shown = d.run(&["show", &id, "--json"]).ok().json();
+    let closed = shown["waiting"]
+        .as_array()
+        .expect("waiting")
+        .iter()
+        .find(|w| w["reason"] == "group_closed")
+        .unwrap_or_else(|| panic!("the closure: {shown}"));
+    assert_eq!(closed["group"].as_str(), Some("g1"), "{closed}");
+    let text = d.run(&["show", &id]).ok().stdout;
+    assert!(text.contains("waiting: group g1 closed until "), "{text}");
+    let r = d
+        .run(&["limits", "reopen", "--kind", "call", "--group", "g1"])
+        .ok();
+    assert_eq!(r.stdout.trim(), "group g1 of kind call reopened");
+    let r = d
+        .run(&["limits", "reopen", "--kind", "call", "--group", "g1"])
+        .ok();
+    assert_eq!(r.stdout.trim(), "group g1 of kind call was not closed");
+    let shown = d.run(&["show", &id, "--json"]).ok().json();
+    assert!(
+        !shown["waiting"]
+            .as_array()
+            .expect("waiting")
+            .iter()
+            .any(|w| w["reason"] == "group_closed"),
+        "{shown}"
+    );
+    let r = d
+        .run(&[
+            "limits",
+            "close",
+            "--kind",
+            "call",
+            "--until",
+            "2999-01-02T03:04:05Z",
+        ])
+        .ok();
+    assert_eq!(
+        r.stdout.trim(),
+        "kind call closed until 2999-01-02T03:04:05+00:00"
+    );
+    let text = d.run(&["show", &id]).ok().stdout;
+    assert!(
+        text.contains("waiting: kind call closed until 2999-01-02T03:04:05+00:00 by an operator"),
+        "{text}"
+    );
+    d.run(&["limits", "reopen", "--kind", "call"]).ok();
+    for bad in [
+        vec!["limits", "close", "--kind", "call", "--until", "soon"],
+        vec!["limits", "close", "--kind", "Bad Kind", "--until", "1m"],
+        vec!["limits", "close", "--kind", "call"],
+        vec!["limits", "reopen", "--kind", "call", "--tenant", "x"],
+    ] {
+        let r = d.run(&bad);
+        assert_eq!(r.code, 2, "{bad:?}: {r:?}");
+    }
+}
+
 /// `drover limits`: set, list with use, clear; bad flags exit 2.
 fn limits_set_list_clear(d: &dyn Drover) {
     d.run(&["migrate"]).ok();
@@ -881,6 +974,11 @@ macro_rules! scenarios {
             fn limits_set_list_clear() {
                 let db = $make;
                 super::limits_set_list_clear(&db.$get);
+            }
+            #[test]
+            fn limits_close_reopen() {
+                let db = $make;
+                super::limits_close_reopen(&db.$get);
             }
             #[test]
             fn after_batches_and_show() {

@@ -698,6 +698,38 @@ async fn limits_on_the_lanes_page(f: &Fixture) {
     .await;
     assert_eq!(r.status, StatusCode::FORBIDDEN);
     assert_eq!(q.limits().await.unwrap()[0].setting.concurrency, 1);
+    // A closed group, listed with a reopen button that reopens it.
+    let until = chrono::Utc::now() + chrono::Duration::hours(1);
+    q.close_until(
+        &drover::queue::Principal::system(),
+        "export",
+        Uuid::nil(),
+        Some("g1"),
+        until,
+    )
+    .await
+    .unwrap();
+    let page = send(&f.app, get("/ui/lanes", Some(&cookie))).await;
+    let closed = row_of(
+        &page.body,
+        "data-closed-kind=\"export\" data-closed-group=\"g1\"",
+    );
+    assert!(
+        closed.contains("closure-reopen") && closed.contains("operator"),
+        "{closed}"
+    );
+    let r = act(format!(
+        "csrf={csrf}&action=reopen&scope=kind&name=export&group=g1&tenant={}",
+        Uuid::nil()
+    ))
+    .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    let loc = r.headers[header::LOCATION].to_str().unwrap();
+    assert!(
+        loc.ends_with("group%20g1%20of%20kind%20export%20reopened"),
+        "{loc}"
+    );
+    assert!(q.closures().await.unwrap().is_empty());
 }
 
 /// Every open tab shares one query set per refresh.

@@ -52,6 +52,7 @@ mod audit;
 mod begin;
 mod caller;
 pub mod clock;
+pub mod closures;
 pub mod events;
 pub mod gathered;
 mod item;
@@ -281,6 +282,7 @@ pub trait Store:
     + lane::LaneStore
     + limits::LimitStore
     + rates::RateStore
+    + closures::ClosureStore
     + links::LinkStore
     + access::AccessStore
     + projector::ProjectorStore

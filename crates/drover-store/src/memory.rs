@@ -66,6 +66,8 @@ struct State {
     rates: std::collections::BTreeMap<(crate::limits::LimitScope, bool), crate::rates::RateSetting>,
     /// Rate cells: each scope key's theoretical arrival time.
     cells: HashMap<String, DateTime<Utc>>,
+    /// Who closed each closure's cell (actor, item), by key.
+    closed_by: HashMap<String, (Uuid, Option<Uuid>)>,
     tokens: Vec<crate::access::TokenRow>,
     markers: HashMap<crate::access::MarkerKey, access::Marker>,
     links: links::Links,

@@ -27,6 +27,9 @@
 //!   that no rate applies to reads no cell.
 //! - A scope has at most two settings, one from code and one from an
 //!   operator; the operator's wins until cleared ([`effective`]).
+//! - A setting of [`Rate::CLOSED`] is a closure's (`closures.rs`): its
+//!   cell (key ending [`CLOSED_SUFFIX`]) holds every start back until its
+//!   `tat` and is never moved by a start.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -43,6 +46,25 @@ use drover_core::error::{Error, Result};
 pub const MAX_RATE_COUNT: u32 = 1_000_000;
 /// The longest period of a rate (a week).
 pub const MAX_RATE_PERIOD: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// What a closure's cell key ends with (no scope name holds an `@`).
+pub const CLOSED_SUFFIX: &str = "@closed";
+
+impl Rate {
+    /// The rate of a closure: admits a start only once the cell's time has
+    /// come, and moves no cell.
+    pub const CLOSED: Rate = Rate {
+        count: 0,
+        period_ms: 0,
+        burst: 1,
+    };
+
+    /// Whether this is [`Rate::CLOSED`] (no setting can be: a count of 0
+    /// is refused by [`Rate::validate`]).
+    pub fn is_closure(&self) -> bool {
+        self.count == 0
+    }
+}
 
 /// A generic cell rate: at most `count` starts per `period`, with up to
 /// `burst` at once from an idle cell.
@@ -171,6 +193,9 @@ impl Rate {
     /// The cell after a start at `now` from `tat` (`None`: an idle cell),
     /// or `None` when the rate holds the start back.
     pub fn admit(&self, tat: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        if self.is_closure() {
+            return tat.is_none_or(|t| t <= now).then_some(now);
+        }
         let base = tat.map_or(now, |t| t.max(now));
         let ahead = (base - now).num_microseconds().unwrap_or(i64::MAX);
         if ahead > self.tolerance_us() {
@@ -182,6 +207,9 @@ impl Rate {
     /// What a cell key of this rate ends with: `@count/period_ms/burst`
     /// (no scope name holds an `@`).
     pub fn cell_suffix(&self) -> String {
+        if self.is_closure() {
+            return CLOSED_SUFFIX.to_owned();
+        }
         format!("@{}/{}/{}", self.count, self.period_ms, self.burst)
     }
 
@@ -199,6 +227,9 @@ impl Rate {
 
 impl std::fmt::Display for Rate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.is_closure() {
+            return write!(f, "closed");
+        }
         let p = self.period_ms;
         let period = if p.is_multiple_of(86_400_000) {
             format!("{}d", p / 86_400_000)
@@ -409,6 +440,8 @@ impl Cells {
         let mut next = Vec::with_capacity(keys.len());
         for (key, rate) in keys {
             match rate.admit(self.tats.get(key).copied(), self.now) {
+                // A closure admits without moving: its cell is its time.
+                Some(_) if rate.is_closure() => {}
                 Some(t) => next.push((key, t)),
                 None => return false,
             }
@@ -526,9 +559,12 @@ pub const RATES_CACHE_TTL: Duration = crate::limits::LIMITS_CACHE_TTL;
 
 /// The rates in force as a claimer last read them, for
 /// [`RATES_CACHE_TTL`]: a claim no rate applies to costs no statement.
+/// A read that began before this process changed the rates (or closed a
+/// scope) is not kept: its claimers would miss the change for a TTL.
 #[derive(Debug, Default)]
 pub struct RateCache {
     slot: std::sync::Mutex<Option<(std::time::Instant, std::sync::Arc<Vec<RateSetting>>)>>,
+    generation: std::sync::atomic::AtomicU64,
 }
 
 impl RateCache {
@@ -540,17 +576,32 @@ impl RateCache {
             .map(|(_, v)| v.clone())
     }
 
-    /// Keeps `rates` (the ones in force) as read now.
-    pub fn put(&self, rates: Vec<RateSetting>) -> std::sync::Arc<Vec<RateSetting>> {
+    /// The generation to hand [`RateCache::put`], taken before reading.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Keeps `rates` (the ones in force) as read since `generation`,
+    /// unless [`RateCache::clear`] ran meanwhile.
+    pub fn put(
+        &self,
+        generation: u64,
+        rates: Vec<RateSetting>,
+    ) -> std::sync::Arc<Vec<RateSetting>> {
         let v = std::sync::Arc::new(rates);
-        *self.slot.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some((std::time::Instant::now(), v.clone()));
+        let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        if self.generation() == generation {
+            *slot = Some((std::time::Instant::now(), v.clone()));
+        }
         v
     }
 
     /// Forgets the cached rates (this process changed them).
     pub fn clear(&self) {
-        *self.slot.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        *slot = None;
     }
 }
 

@@ -1,4 +1,4 @@
-//! `drover limits set|clear|list`: fleet-exact concurrency limits and
+//! `drover limits set|clear|close|reopen|list`: fleet-exact concurrency limits and
 //! rate limits (a generic cell rate on the database clock) on a lane, a
 //! kind, or a kind per group, and ordered groups (a per-group
 //! limit of 1 whose items run in enqueue order; docs/flow-control.md). An operator's
@@ -94,7 +94,29 @@ pub enum LimitsAction {
         #[arg(long)]
         rate: bool,
     },
-    /// Every limit in force: scope, limit, in use, waiting, source.
+    /// Close a kind (every group, every tenant), or one group of it,
+    /// until a time: no worker claims an item it holds before then, on the
+    /// database clock. Replaces a closure in force.
+    Close {
+        /// What to close.
+        #[command(flatten)]
+        target: super::closures::ClosureArgs,
+        /// Until when: an RFC 3339 time, or a duration from the database's
+        /// now (`30s`, `5m`, `1h 30m`).
+        #[arg(long, value_name = "RFC3339|DURATION")]
+        until: String,
+        /// Print the closure as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Reopen a closed kind or group at once.
+    Reopen {
+        /// What to reopen.
+        #[command(flatten)]
+        target: super::closures::ClosureArgs,
+    },
+    /// Every limit in force: scope, limit, in use, waiting, source; then
+    /// the closures in force.
     List {
         /// Print a JSON array instead of the table.
         #[arg(long)]
@@ -134,10 +156,17 @@ pub async fn run(args: &LimitsArgs, cx: &mut Context<'_>) -> Result<(), CliError
                 writeln!(cx.out, "no operator limit on {scope}")?;
             }
         }
+        LimitsAction::Close {
+            target,
+            until,
+            json,
+        } => super::closures::close(cx, target, until, *json).await?,
+        LimitsAction::Reopen { target } => super::closures::reopen(cx, target).await?,
         LimitsAction::List { json } => {
             let queue = cx.queue().await?;
             let limits = queue.limits().await?;
             let rates = queue.rates().await?;
+            let closures = queue.closures().await?;
             if *json {
                 // One array: the concurrency limits as before, then the
                 // rates (each with `setting.rate`).
@@ -148,16 +177,23 @@ pub async fn run(args: &LimitsArgs, cx: &mut Context<'_>) -> Result<(), CliError
                 for r in &rates {
                     all.push(serde_json::to_value(r).map_err(table::json_err)?);
                 }
+                for c in &closures {
+                    let v = serde_json::json!({ "closure": c });
+                    all.push(v);
+                }
                 let v = serde_json::to_string(&all).map_err(table::json_err)?;
                 writeln!(cx.out, "{v}")?;
                 return Ok(());
             }
-            if limits.is_empty() && rates.is_empty() {
+            if limits.is_empty() && rates.is_empty() && closures.is_empty() {
                 writeln!(cx.out, "no limits")?;
                 return Ok(());
             }
             if limits.is_empty() {
-                return list_rates(cx, &rates);
+                if !rates.is_empty() {
+                    list_rates(cx, &rates)?;
+                }
+                return super::closures::list(cx, &closures, !rates.is_empty());
             }
             table::listing(
                 cx.out,
@@ -184,6 +220,7 @@ pub async fn run(args: &LimitsArgs, cx: &mut Context<'_>) -> Result<(), CliError
                 writeln!(cx.out)?;
                 list_rates(cx, &rates)?;
             }
+            super::closures::list(cx, &closures, true)?;
         }
     }
     Ok(())

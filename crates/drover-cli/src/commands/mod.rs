@@ -14,6 +14,7 @@ pub mod bench;
 #[path = "bench_absent.rs"]
 pub mod bench;
 pub mod cancel;
+pub mod closures;
 pub mod demo;
 pub mod enqueue;
 pub mod env_example;

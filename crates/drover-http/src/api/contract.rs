@@ -77,6 +77,8 @@ pub enum WaitCode {
     LimitFull,
     /// An earlier item of its ordered group runs or waits first.
     EarlierInGroup,
+    /// Its group (or its kind) is closed until a time.
+    GroupClosed,
     /// No live worker drains its lane or handles its kind.
     NoWorker,
 }

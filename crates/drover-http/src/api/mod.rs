@@ -9,6 +9,7 @@
 
 pub mod batches;
 pub mod bulk;
+pub mod closures;
 pub mod contract;
 pub mod gather;
 mod health;
@@ -76,6 +77,9 @@ pub fn routes(state: AppState) -> OpenApiRouter {
         .routes(routes!(limits::set_limit, limits::clear_limit))
         .routes(routes!(rates::list_rates))
         .routes(routes!(rates::set_rate, rates::clear_rate))
+        .routes(routes!(closures::list_closures))
+        .routes(routes!(closures::close))
+        .routes(routes!(closures::reopen))
         .routes(routes!(ops::workers))
         .routes(routes!(ops::stats))
         .routes(routes!(ops::schedules))

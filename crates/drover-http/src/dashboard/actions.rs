@@ -383,7 +383,36 @@ pub(super) async fn limits_act(
             Ok(false) => format!("no operator limit on {scope} to clear"),
             Err(e) => e.to_string(),
         },
-        _ => "choose set or clear".to_owned(),
+        Some("reopen") => {
+            let group = field(&form, "group")
+                .map(str::trim)
+                .filter(|g| !g.is_empty());
+            let tenant = match field(&form, "tenant")
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+            {
+                None => Uuid::nil(),
+                Some(t) => match Uuid::parse_str(t) {
+                    Ok(t) => t,
+                    Err(_) => return back_to(&st, back, "tenant: a UUID"),
+                },
+            };
+            let what = match group {
+                Some(g) => format!("group {g} of kind {}", scope.name()),
+                None => format!("kind {}", scope.name()),
+            };
+            match st
+                .app
+                .queue
+                .reopen(&principal, scope.name(), tenant, group)
+                .await
+            {
+                Ok(true) => format!("{what} reopened"),
+                Ok(false) => format!("{what} was not closed"),
+                Err(e) => e.to_string(),
+            }
+        }
+        _ => "choose set, clear or reopen".to_owned(),
     };
     back_to(&st, back, &msg)
 }

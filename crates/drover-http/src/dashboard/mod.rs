@@ -15,7 +15,7 @@
 //! | `roles` | workers, schedules, orchestrations and one orchestration (GET) |
 //! | `roles_act` | trigger a schedule; cancel, resume, signal an orchestration (POST) |
 //! | `lists` | the items and dead-letter lists (GET) |
-//! | `actions` | login, logout, retry, cancel, pause, resume, set and clear a limit (POST) |
+//! | `actions` | login, logout, retry, cancel, pause, resume, set and clear a limit, reopen a closed group (POST) |
 //! | `tenant` | the overview of a tenant-scoped viewer: its own counts |
 //! | `limits` | the limits in force as the lanes page shows them |
 //!

@@ -251,8 +251,33 @@ struct LanesPage {
     lanes: Vec<(LaneView, Option<LimitRow>)>,
     /// The kind and per-group limits in force.
     limits: Vec<LimitRow>,
+    /// The kinds and groups closed until a time.
+    closures: Vec<ClosureRow>,
     can_operate: bool,
     at: String,
+}
+
+/// A closure as the lanes page shows it (`group` empty: the whole kind).
+struct ClosureRow {
+    kind: String,
+    group: String,
+    tenant: String,
+    until: String,
+    by: String,
+}
+
+impl From<drover::store::closures::Closure> for ClosureRow {
+    fn from(c: drover::store::closures::Closure) -> Self {
+        ClosureRow {
+            by: c
+                .closed_by_item
+                .map_or_else(|| "operator".to_owned(), |i| format!("item {i}")),
+            kind: c.kind,
+            group: c.group.unwrap_or_default(),
+            tenant: c.tenant_id.to_string(),
+            until: time(c.until),
+        }
+    }
 }
 
 /// Lanes with their counts, state and limit, and pause/resume; the kind
@@ -301,6 +326,18 @@ pub(super) async fn lanes(
             );
         }
     };
+    let closures = match st.app.queue.closures().await {
+        Ok(c) => c.into_iter().map(ClosureRow::from).collect(),
+        Err(e) => {
+            return note_page(
+                &st,
+                &v,
+                "Lanes",
+                e.to_string(),
+                StatusCode::SERVICE_UNAVAILABLE,
+            );
+        }
+    };
     let limited: Vec<String> = by_lane.keys().cloned().collect();
     let lanes = lane_views(&snap, &states, &limited)
         .into_iter()
@@ -314,6 +351,7 @@ pub(super) async fn lanes(
             nav: nav(&st, &v, "Lanes", q.msg),
             lanes,
             limits,
+            closures,
             can_operate: v.can_operate(),
             at: time(snap.at),
         },

@@ -1355,6 +1355,88 @@ pub async fn rates_set_list_clear(app: &App) {
     assert_eq!(list, json!([]));
 }
 
+/// Closures over HTTP: an operator closes a group until a time, the
+/// listing shows it, a reopen says it was in force, then that nothing is;
+/// a viewer and a tenant-scoped token may not close; a bad kind, group or
+/// body is the caller's 400.
+pub async fn closures_close_list_reopen(app: &App) {
+    let op = app.token(Role::Operator, None, &["*"]).await;
+    let viewer = app.token(Role::Viewer, None, &[]).await;
+    let scoped = app
+        .token(Role::Operator, Some(uuid::Uuid::from_u128(5)), &["*"])
+        .await;
+    let body = json!({"until": "2999-01-02T03:04:05Z", "group": "g1"});
+    let (s, _, b) = app
+        .call(
+            Method::PUT,
+            "/v1/closures/call",
+            Some(&op),
+            Some(body.clone()),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(
+        (b["group"].as_str(), b["until"].as_str()),
+        (Some("g1"), Some("2999-01-02T03:04:05Z"))
+    );
+    assert!(b["closed_by_item"].is_null(), "{b}");
+    let (s, _, list) = app
+        .call(Method::GET, "/v1/closures", Some(&viewer), None, &[])
+        .await;
+    assert_eq!(s, StatusCode::OK, "{list}");
+    assert_eq!(list.as_array().map(Vec::len), Some(1), "{list}");
+    for who in [&viewer, &scoped] {
+        let (s, _, b) = app
+            .call(
+                Method::PUT,
+                "/v1/closures/call",
+                Some(who),
+                Some(body.clone()),
+                &[],
+            )
+            .await;
+        assert_eq!(s, StatusCode::FORBIDDEN, "{b}");
+    }
+    for (path, bad) in [
+        (
+            "/v1/closures/Not%20A%20Kind",
+            json!({"until": "2999-01-02T03:04:05Z"}),
+        ),
+        ("/v1/closures/call", json!({"until": "soon"})),
+        (
+            "/v1/closures/call",
+            json!({"until": "2999-01-02T03:04:05Z", "group": "a@b"}),
+        ),
+        (
+            "/v1/closures/call",
+            json!({"until": "2999-01-02T03:04:05Z", "x": 1}),
+        ),
+    ] {
+        let (s, _, b) = app
+            .call(Method::PUT, path, Some(&op), Some(bad.clone()), &[])
+            .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{path} {bad}: {b}");
+    }
+    for want in [true, false] {
+        let (s, _, b) = app
+            .call(
+                Method::POST,
+                "/v1/closures/call/reopen",
+                Some(&op),
+                Some(json!({"group": "g1"})),
+                &[],
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK, "{b}");
+        assert_eq!(b["reopened"], json!(want), "{b}");
+    }
+    let (_, _, list) = app
+        .call(Method::GET, "/v1/closures", Some(&op), None, &[])
+        .await;
+    assert_eq!(list, json!([]));
+}
+
 /// Expands to one test per API case over the app `$setup` builds.
 #[macro_export]
 macro_rules! api_suite {
@@ -1371,6 +1453,7 @@ macro_rules! api_suite {
             tenant_scoped_token_sees_its_tenant_only,
             limits_set_list_clear,
             rates_set_list_clear,
+            closures_close_list_reopen,
             dependencies_and_batches,
             contract_payload_is_any_json_value,
             contract_bodies_are_parsed_strictly,

@@ -184,6 +184,10 @@ macro_rules! contract_suite {
             rate_operator_wins_until_cleared,
             rate_bound_holds_in_every_window,
             rate_idle_cells_purged,
+            closure_group_held_until_its_time,
+            closure_of_kind_holds_all_groups_and_reopens_at_once,
+            closure_handler_close_only_moves_later,
+            closure_concurrent_claimers_never_take_a_closed_group,
             cancel_discards_a_dead_letter_with_exact_counts,
             result_stored_with_completion,
             stale_completion_with_result_stores_nothing,
@@ -310,6 +314,7 @@ fn approx(a: DateTime<Utc>, b: DateTime<Utc>, tol_ms: i64) -> bool {
 
 mod access;
 mod claims;
+mod closures;
 pub mod events;
 mod lanes;
 mod limits;
@@ -331,6 +336,7 @@ mod writes;
 
 pub use access::*;
 pub use claims::*;
+pub use closures::*;
 pub use lanes::*;
 pub use limits::*;
 pub use links::*;

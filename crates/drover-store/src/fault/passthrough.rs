@@ -78,3 +78,28 @@ impl crate::rates::RateStore for FaultStore {
         self.inner.rate_wait(lane, kinds).await
     }
 }
+
+/// Closures pass straight through (the claim that enforces them is the
+/// inner store's, faulted as every claim is).
+#[async_trait]
+impl crate::closures::ClosureStore for FaultStore {
+    async fn close_until(
+        &self,
+        kind: &str,
+        tenant: Uuid,
+        group: Option<&str>,
+        until: chrono::DateTime<chrono::Utc>,
+        by_item: Option<Uuid>,
+        actor: Uuid,
+    ) -> Result<crate::closures::Closure> {
+        self.inner
+            .close_until(kind, tenant, group, until, by_item, actor)
+            .await
+    }
+    async fn reopen(&self, kind: &str, tenant: Uuid, group: Option<&str>) -> Result<bool> {
+        self.inner.reopen(kind, tenant, group).await
+    }
+    async fn closures(&self) -> Result<Vec<crate::closures::Closure>> {
+        self.inner.closures().await
+    }
+}

@@ -47,6 +47,7 @@ use connect::open_pool;
 mod events;
 mod gathered;
 pub use events::append_in as event_append_in;
+mod closures;
 mod item;
 mod items;
 mod lanes;

@@ -70,8 +70,13 @@ impl PgStore {
         if let Some(v) = self.rates.fresh() {
             return Ok(v);
         }
+        let generation = self.rates.generation();
         let settings = self.rate_settings().await?;
-        Ok(self.rates.put(effective(&settings)))
+        let closed = crate::closures::ClosureStore::closures(self).await?;
+        let keys: Vec<String> = closed.iter().map(crate::closures::Closure::key).collect();
+        let rates =
+            crate::closures::with_closures(effective(&settings), keys.iter().map(String::as_str));
+        Ok(self.rates.put(generation, rates))
     }
 
     /// The cells ahead of the clock, unlocked (what a claim leaves out of

@@ -84,6 +84,7 @@ mod orchestration;
 pub use orchestration::start_in;
 mod outbox;
 pub use outbox::outbox_insert_in;
+mod closures;
 mod projector;
 mod rates;
 mod read;

@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use super::SqliteStore;
 use super::row::{from_micros, to_micros};
+use crate::closures::Closure;
 use crate::limits::{LimitScope, LimitSource};
 use crate::rates::{
     Cells, HeldBack, Rate, RateSetting, RateStore, RateUsage, applies, effective, held_back, usage,
@@ -125,8 +126,13 @@ impl SqliteStore {
         if let Some(v) = self.rates.fresh() {
             return Ok(v);
         }
+        let generation = self.rates.generation();
         let settings = settings_on(&self.reader).await?;
-        Ok(self.rates.put(effective(&settings)))
+        let closed = super::closures::closures_on(&self.reader, self.now(), None).await?;
+        let keys: Vec<String> = closed.iter().map(Closure::key).collect();
+        let rates =
+            crate::closures::with_closures(effective(&settings), keys.iter().map(String::as_str));
+        Ok(self.rates.put(generation, rates))
     }
 }
 

@@ -27,6 +27,19 @@ pub struct JobContext {
     /// The run's progress: the latest report and where it is written
     /// (shared by the context's clones, rate-limited; see `progress.rs`).
     pub(super) progress: Arc<super::progress::ProgressCell>,
+    /// The store a close of the item's group is written to (none in the
+    /// test kit's contexts).
+    store: Option<StoreRef>,
+}
+
+/// The context's store, shown by name only.
+#[derive(Clone)]
+struct StoreRef(Arc<dyn crate::store::Store>);
+
+impl std::fmt::Debug for StoreRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Store")
+    }
 }
 
 impl JobContext {
@@ -38,6 +51,7 @@ impl JobContext {
         Some(JobContext {
             service: item.created_by.is_nil(),
             progress: Arc::new(super::progress::ProgressCell::new(None)),
+            store: None,
             item,
             claim,
             cancel: CancellationToken::new(),
@@ -48,7 +62,8 @@ impl JobContext {
     /// Writes the run's progress reports to `store` (fenced on the claim).
     /// A context without a store (the test kit's) keeps them in memory.
     pub(crate) fn with_store(mut self, store: Arc<dyn crate::store::Store>) -> Self {
-        self.progress = Arc::new(super::progress::ProgressCell::new(Some(store)));
+        self.progress = Arc::new(super::progress::ProgressCell::new(Some(store.clone())));
+        self.store = Some(StoreRef(store));
         self
     }
 
@@ -167,5 +182,64 @@ impl JobContext {
     /// The claimed row as it stood at claim time.
     pub fn item(&self) -> &Item {
         &self.item
+    }
+
+    /// Closes the item's group until `until` (the far side is saturated: a
+    /// 429 with `Retry-After`): from the close on, no worker claims an item
+    /// of this kind, this tenant and this group before `until`, judged on
+    /// the database's clock (docs/flow-control.md, "Closing a group"). A
+    /// closure in force only moves later. Return the item with
+    /// `JobError::until_reopened()` (the runtime's) to hand it back without spending an attempt.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`](crate::error::Error::InvalidInput) when the
+    /// item has no group or the context has no store (a test kit's);
+    /// storage errors.
+    pub async fn close_group_until(
+        &self,
+        until: DateTime<Utc>,
+    ) -> crate::error::Result<crate::store::closures::Closure> {
+        let group = self.item.group.as_deref().ok_or_else(|| {
+            crate::error::Error::invalid("group", "the item has no group to close")
+        })?;
+        self.close(Some(group), until).await
+    }
+
+    /// Closes the item's whole kind (every group, every tenant) until
+    /// `until`, as [`JobContext::close_group_until`] closes one group.
+    ///
+    /// # Errors
+    /// As [`JobContext::close_group_until`], save the group.
+    pub async fn close_kind_until(
+        &self,
+        until: DateTime<Utc>,
+    ) -> crate::error::Result<crate::store::closures::Closure> {
+        self.close(None, until).await
+    }
+
+    async fn close(
+        &self,
+        group: Option<&str>,
+        until: DateTime<Utc>,
+    ) -> crate::error::Result<crate::store::closures::Closure> {
+        let store = self.store.as_ref().ok_or_else(|| {
+            crate::error::Error::invalid("store", "this context writes to no store")
+        })?;
+        let tenant = if group.is_some() {
+            self.item.tenant_id
+        } else {
+            Uuid::nil()
+        };
+        store
+            .0
+            .close_until(
+                &self.item.kind,
+                tenant,
+                group,
+                until,
+                Some(self.item.id),
+                self.actor(),
+            )
+            .await
     }
 }

@@ -6,11 +6,16 @@
 //! Invariants: only a principal holding [`OPERATE_PERMISSION`] that is not
 //! confined to one tenant may set or clear a limit (a limit counts every
 //! tenant's items); the scope's name and the concurrency are validated
-//! before the store is asked.
+//! before the store is asked. Closing a group or a kind until a time
+//! (and reopening it) is an operator's act of the same kind.
 
 use crate::error::{Error, Result};
 use crate::queue::{OPERATE_PERMISSION, Principal, Queue};
 use crate::store::limits::{LimitScope, LimitSetting, LimitSource, LimitSpec, LimitUsage};
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::store::closures::Closure;
 use crate::store::rates::{Rate, RateSetting, RateUsage};
 
 impl Queue {
@@ -163,6 +168,61 @@ impl Queue {
         self.store().rate_usage().await
     }
 
+    /// Closes `kind` (`group: None`: every group and item of it) or
+    /// `tenant`'s `group` of it until `until`, as an operator: from the
+    /// close on, no claim takes an item it holds before `until` on the
+    /// database clock; it replaces a closure in force (docs/flow-control.md,
+    /// "Closing a group").
+    ///
+    /// # Errors
+    /// [`Error::Forbidden`] as [`Queue::limit_set`];
+    /// [`Error::InvalidInput`] on a malformed kind or group; storage
+    /// errors.
+    pub async fn close_until(
+        &self,
+        principal: &Principal,
+        kind: &str,
+        tenant: Uuid,
+        group: Option<&str>,
+        until: DateTime<Utc>,
+    ) -> Result<Closure> {
+        Self::check_limit_operator(principal, "close a group")?;
+        check_closure_target(kind, group)?;
+        let c = self
+            .store()
+            .close_until(kind, tenant, group, until, None, principal.actor)
+            .await?;
+        tracing::info!(closure = %c, actor = %principal.actor, "closed");
+        Ok(c)
+    }
+
+    /// Reopens `kind` or `tenant`'s `group` of it at once; whether a
+    /// closure was in force.
+    ///
+    /// # Errors
+    /// As [`Queue::close_until`].
+    pub async fn reopen(
+        &self,
+        principal: &Principal,
+        kind: &str,
+        tenant: Uuid,
+        group: Option<&str>,
+    ) -> Result<bool> {
+        Self::check_limit_operator(principal, "reopen a group")?;
+        check_closure_target(kind, group)?;
+        let had = self.store().reopen(kind, tenant, group).await?;
+        tracing::info!(kind, %tenant, group, had, actor = %principal.actor, "reopened");
+        Ok(had)
+    }
+
+    /// The closures in force, by key.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn closures(&self) -> Result<Vec<Closure>> {
+        self.store().closures().await
+    }
+
     /// Publishes `drover_limit_in_use{scope}` and
     /// `drover_limit_waiting{scope}` for every limit in force (the sweep's
     /// step, so a scrape reads gauges, never the table); a limit published
@@ -189,4 +249,14 @@ impl Queue {
         *published = now;
         Ok(())
     }
+}
+
+/// A closure names a valid kind and, if any, a valid group (the names
+/// items carry: no `@`, which ends a cell key's scope).
+fn check_closure_target(kind: &str, group: Option<&str>) -> Result<()> {
+    LimitScope::Kind(kind.to_owned()).validate()?;
+    if let Some(g) = group {
+        crate::item::validate_group(g)?;
+    }
+    Ok(())
 }

@@ -14,6 +14,7 @@ use crate::error::Result;
 use crate::item::{Item, Status};
 use crate::queue::Queue;
 use crate::store::ListFilter;
+use crate::store::closures::closure_of;
 use crate::store::limits::{LimitScope, keys_of};
 
 /// The most holders a [`WaitReason::LimitFull`] names.
@@ -70,6 +71,20 @@ pub enum WaitReason {
         /// lettered in a group that holds on a dead letter).
         status: String,
     },
+    /// Its group (or its kind) is closed until a time: by a handler that
+    /// met a saturated far side, or by an operator.
+    GroupClosed {
+        /// The kind.
+        kind: String,
+        /// The closed group; `None`: the whole kind is closed.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        group: Option<String>,
+        /// When it reopens (the store's clock).
+        until: DateTime<Utc>,
+        /// The item whose handler closed it; `None`: an operator.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        by_item: Option<Uuid>,
+    },
     /// No live worker drains its lane, or none of those that do handles
     /// its kind.
     NoWorker {
@@ -96,7 +111,7 @@ pub struct Holder {
 
 impl WaitReason {
     /// The reason's name: `not_pending`, `run_at`, `dependencies`, `lane_paused`,
-    /// `limit_full`, `earlier_in_group` or `no_worker`.
+    /// `limit_full`, `earlier_in_group`, `group_closed` or `no_worker`.
     pub fn code(&self) -> &'static str {
         match self {
             WaitReason::NotPending { .. } => "not_pending",
@@ -105,6 +120,7 @@ impl WaitReason {
             WaitReason::LanePaused { .. } => "lane_paused",
             WaitReason::LimitFull { .. } => "limit_full",
             WaitReason::EarlierInGroup { .. } => "earlier_in_group",
+            WaitReason::GroupClosed { .. } => "group_closed",
             WaitReason::NoWorker { .. } => "no_worker",
         }
     }
@@ -130,6 +146,21 @@ impl WaitReason {
                     held_by,
                 }
             }
+            // A kind's closure may be another tenant's item's doing.
+            (
+                WaitReason::GroupClosed {
+                    kind,
+                    group: None,
+                    until,
+                    ..
+                },
+                Some(_),
+            ) => WaitReason::GroupClosed {
+                kind,
+                group: None,
+                until,
+                by_item: None,
+            },
             (w, _) => w,
         }
     }
@@ -167,6 +198,22 @@ impl std::fmt::Display for WaitReason {
                 f,
                 "ordered group {group} runs in enqueue order: earlier item {item} is {status}"
             ),
+            WaitReason::GroupClosed {
+                kind,
+                group,
+                until,
+                by_item,
+            } => {
+                match group {
+                    Some(g) => write!(f, "group {g} closed")?,
+                    None => write!(f, "kind {kind} closed")?,
+                }
+                write!(f, " until {}", until.to_rfc3339())?;
+                match by_item {
+                    Some(x) => write!(f, " by item {x}"),
+                    None => write!(f, " by an operator"),
+                }
+            }
             WaitReason::NoWorker { lane, kind: None } => {
                 write!(f, "no live worker drains lane {lane}")
             }
@@ -253,6 +300,21 @@ impl Queue {
                     held_by: held_by.into_iter().take(HOLDERS_SHOWN as usize).collect(),
                 });
             }
+        }
+        let closures = self.store().closures().await?;
+        if let Some(c) = closure_of(
+            &closures,
+            &item.kind,
+            item.tenant_id,
+            item.group.as_deref(),
+            now,
+        ) {
+            out.push(WaitReason::GroupClosed {
+                kind: c.kind.clone(),
+                group: c.group.clone(),
+                until: c.until,
+                by_item: c.closed_by_item,
+            });
         }
         let workers = self.store().worker_list().await?;
         let of_lane: Vec<_> = workers

@@ -71,6 +71,14 @@ impl JobError {
     pub fn fatal(e: impl fmt::Display) -> Self {
         JobError::Fatal(e.to_string())
     }
+
+    /// Hands the item back at once without spending an attempt, after the
+    /// handler closed its group or kind
+    /// ([`JobContext::close_group_until`](crate::queue::JobContext::close_group_until)):
+    /// it is pending again and the closure keeps it until it reopens.
+    pub fn until_reopened() -> Self {
+        JobError::Snooze(Duration::ZERO)
+    }
 }
 
 impl fmt::Display for JobError {
