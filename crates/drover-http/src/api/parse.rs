@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use crate::problem::Problem;
 
-/// Parses a JSON body strictly: one JSON value, then nothing but
+/// Parses a JSON body strictly: one JSON object, then nothing but
 /// whitespace. A problem names the member at fault.
 ///
 /// # Errors
@@ -18,6 +18,12 @@ use crate::problem::Problem;
 /// anything after the value: a body a client and the server could read
 /// differently is refused, not half-read).
 pub fn json<T: DeserializeOwned>(body: &[u8]) -> Result<T, Problem> {
+    // Every request body of this API is one JSON object; serde would read
+    // an array into a struct field by field (`[null, null]` as a body of
+    // two optional fields), so anything else is refused here.
+    if body.trim_ascii_start().first() != Some(&b'{') {
+        return Err(Problem::invalid("body", "must be a JSON object"));
+    }
     let mut de = serde_json::Deserializer::from_slice(body);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
@@ -136,4 +142,32 @@ where
 {
     let n = <Option<serde_json::Number> as serde::Deserialize>::deserialize(d)?;
     n.map(|n| whole_number(&n)).transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used, clippy::unwrap_used)]
+
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Optional {
+        #[serde(default)]
+        group: Option<String>,
+        #[serde(default)]
+        tenant_id: Option<Uuid>,
+    }
+
+    /// A body of optional members read from an array (serde's sequence
+    /// form of a struct) was accepted as "nothing given".
+    #[test]
+    fn a_body_must_be_an_object() {
+        for body in [&b"[null, null]"[..], b"null", b"\"x\"", b"  [ ]", b""] {
+            let e = json::<Optional>(body).unwrap_err();
+            assert_eq!(e.field.as_deref(), Some("body"), "{body:?}");
+        }
+        let ok = json::<Optional>(b" {\"group\": \"g\"}").unwrap();
+        assert_eq!((ok.group.as_deref(), ok.tenant_id), (Some("g"), None));
+    }
 }
