@@ -596,7 +596,7 @@ impl LimitStore for PgStore {
             // undefined_table: the schema predates limits (a binary ahead
             // of its database in an online upgrade, before `drover
             // migrate`): none is in force, and claims run as they did.
-            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42P01") => {
+            Err(e) if super::undefined_table(&e) => {
                 return Ok(Vec::new());
             }
             Err(e) => return Err(e.into()),

@@ -606,6 +606,13 @@ pub async fn drop_installation(conn: &mut PgConnection, schema: &str) -> Result<
 
 /// An identifier quoted for splicing into SQL (PostgreSQL's `quote_ident`
 /// rule: double quotes, inner ones doubled).
+/// Whether `e` is PostgreSQL's undefined_table (42P01): a statement on a
+/// table of a migration this database has not run yet (a binary ahead of
+/// its database until `drover migrate`), which readers take as "none".
+fn undefined_table(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.code().as_deref() == Some("42P01"))
+}
+
 fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }

@@ -200,7 +200,7 @@ impl RateStore for PgStore {
             Ok(rows) => rows,
             // undefined_table: a schema before migration 0043 (a binary
             // ahead of its database until `drover migrate`): no rate.
-            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42P01") => {
+            Err(e) if super::undefined_table(&e) => {
                 return Ok(Vec::new());
             }
             Err(e) => return Err(e.into()),
@@ -236,7 +236,7 @@ impl RateStore for PgStore {
         {
             Ok(r) => r.rows_affected(),
             // undefined_table: a schema before migration 0043, no cells.
-            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42P01") => return Ok(0),
+            Err(e) if super::undefined_table(&e) => return Ok(0),
             Err(e) => return Err(e.into()),
         };
         tx.commit().await?;
