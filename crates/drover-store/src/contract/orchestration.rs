@@ -367,9 +367,18 @@ pub async fn orchestration_signal_wakes_a_parked_record(h: &Harness) {
     );
 }
 
-/// A signal to a finished record is `Conflict`; to no record, `NotFound`.
+/// A new signal to a finished record is `Conflict`; to no record,
+/// `NotFound`. A signal resent with the key of one the record took before
+/// it finished is the same delivery: `Duplicate`, not an error, so a
+/// webhook resent after the work it woke has finished is still answered.
 pub async fn orchestration_signal_refused_when_final_or_unknown(h: &Harness) {
     let r = start(h, tenant_a()).await;
+    let kept = h
+        .store
+        .orchestration_signal(&sig(&r, "payment_confirmed", Some("psp-1")))
+        .await
+        .expect("keyed signal while running");
+    assert_eq!(kept, SignalOutcome::Kept);
     let (_, c) = claim(h, LONG).await.remove(0);
     let mut t = to_step(&r, "done", 1);
     t.write.status = OrchestrationStatus::Completed;
@@ -386,6 +395,25 @@ pub async fn orchestration_signal_refused_when_final_or_unknown(h: &Harness) {
         ErrorKind::Conflict,
         "signal to a completed orchestration",
     );
+    assert_kind(
+        h.store
+            .orchestration_signal(&sig(&r, "payment_confirmed", Some("psp-2")))
+            .await,
+        ErrorKind::Conflict,
+        "a new key to a completed orchestration",
+    );
+    let resent = h
+        .store
+        .orchestration_signal(&sig(&r, "payment_confirmed", Some("psp-1")))
+        .await
+        .expect("a resent key after the end is a duplicate");
+    assert_eq!(resent, SignalOutcome::Duplicate);
+    let sigs = h
+        .store
+        .orchestration_signal_list(tenant_a(), r.id)
+        .await
+        .expect("list");
+    assert_eq!(sigs.len(), 1, "refused signals left no row");
     let mut ghost = sig(&r, "x", None);
     ghost.orchestration_id = Uuid::now_v7();
     assert_kind(

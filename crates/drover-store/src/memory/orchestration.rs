@@ -434,12 +434,6 @@ impl OrchestrationStore for MemoryStore {
                 signal.orchestration_id
             )));
         };
-        if r.status.is_final() {
-            return Err(Error::Conflict(format!(
-                "orchestration {} is {}: it takes no more signals",
-                r.id, r.status
-            )));
-        }
         if let Some(key) = &signal.idempotency_key
             && st.orchestrations.signals.iter().any(|s| {
                 s.tenant_id == signal.tenant_id
@@ -448,6 +442,14 @@ impl OrchestrationStore for MemoryStore {
             })
         {
             return Ok(SignalOutcome::Duplicate);
+        }
+        // A resent key is the same delivery even after the orchestration
+        // finished; only a new signal is refused.
+        if r.status.is_final() {
+            return Err(Error::Conflict(format!(
+                "orchestration {} is {}: it takes no more signals",
+                r.id, r.status
+            )));
         }
         let mut stored = signal.clone();
         stored.consumed_at = None;

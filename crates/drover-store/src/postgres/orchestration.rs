@@ -469,12 +469,6 @@ impl OrchestrationStore for PgStore {
             )));
         };
         let r = record(&row)?;
-        if r.status.is_final() {
-            return Err(Error::Conflict(format!(
-                "orchestration {} is {}: it takes no more signals",
-                r.id, r.status
-            )));
-        }
         let inserted = sqlx::query(sql::ORCHESTRATION_SIGNAL_INSERT)
             .persistent(self.persistent)
             .bind(s.id)
@@ -488,6 +482,16 @@ impl OrchestrationStore for PgStore {
         if inserted.is_none() {
             tx.commit().await?;
             return Ok(SignalOutcome::Duplicate);
+        }
+        if r.status.is_final() {
+            // A resent key was answered above (a webhook resent after the
+            // orchestration finished is the same delivery); a new signal is
+            // refused and its row goes with the rollback.
+            tx.rollback().await?;
+            return Err(Error::Conflict(format!(
+                "orchestration {} is {}: it takes no more signals",
+                r.id, r.status
+            )));
         }
         let mut outcome = SignalOutcome::Kept;
         if r.status == OrchestrationStatus::Parked

@@ -446,12 +446,6 @@ impl OrchestrationStore for SqliteStore {
                 s.orchestration_id
             )));
         };
-        if r.status.is_final() {
-            return Err(Error::Conflict(format!(
-                "orchestration {} is {}: it takes no more signals",
-                r.id, r.status
-            )));
-        }
         let inserted = sqlx::query(sql::ORCHESTRATION_SIGNAL_INSERT)
             .bind(s.id)
             .bind(s.tenant_id)
@@ -465,6 +459,16 @@ impl OrchestrationStore for SqliteStore {
         if inserted.is_none() {
             tx.commit().await?;
             return Ok(SignalOutcome::Duplicate);
+        }
+        if r.status.is_final() {
+            // A resent key was answered above (a webhook resent after the
+            // orchestration finished is the same delivery); a new signal is
+            // refused and its row goes with the rollback.
+            tx.rollback().await?;
+            return Err(Error::Conflict(format!(
+                "orchestration {} is {}: it takes no more signals",
+                r.id, r.status
+            )));
         }
         let mut outcome = SignalOutcome::Kept;
         if r.status == OrchestrationStatus::Parked
