@@ -485,9 +485,12 @@ async fn signal_wakes_a_parked_orchestration_at_once(store: Arc<dyn Store>) {
         plan.log(),
         vec!["s1".to_owned(), r#"paid+{"psp":"ok"}"#.to_owned()]
     );
-    // A resent signal with the key, and any signal after the end, are refused.
+    // A signal resent with its key after the end is the same delivery (a
+    // resent webhook must not fail); any new signal after the end is refused.
     let again = send(&q, id, json!({}), Some("psp-1")).await;
-    assert_eq!(again.unwrap_err().kind(), ErrorKind::Conflict);
+    assert_eq!(again.unwrap(), SignalOutcome::Duplicate);
+    let late = send(&q, id, json!({}), Some("psp-2")).await;
+    assert_eq!(late.unwrap_err().kind(), ErrorKind::Conflict);
 }
 on_every_backend!(signal_wakes, signal_wakes_a_parked_orchestration_at_once);
 
