@@ -6,6 +6,7 @@
 #
 #   scripts/reference-worker-speed.sh                 # 3 rounds of 20,000 items each
 #   ITEMS=50000 ROUNDS=5 CAPACITY=20 scripts/reference-worker-speed.sh
+#   VARIANTS="DROVER_KEEPALIVE=0;" scripts/reference-worker-speed.sh  # two Python drains a round
 #
 # Needs the release build (cargo build --release -p drover-cli) and the
 # Python tools (the conformance suite's venv: run
@@ -15,8 +16,9 @@
 #
 # Each round, in one fresh database served by one `drover serve`: ITEMS
 # noop items on lane `nativeR`, drained by `drover worker --capacity
-# CAPACITY`; then ITEMS on lane `httpR`, drained by the Python worker with
-# DROVER_CAPACITY=CAPACITY. Each drain runs alone. Its rate is the items
+# CAPACITY`; then, for each variant V (VARIANTS, below), ITEMS on lane
+# `httpRvV`, drained by the Python worker with DROVER_CAPACITY=CAPACITY
+# and the variant's settings. Each drain runs alone. Its rate is the items
 # over the span from the first completion to the last (the rows'
 # updated_at, the database's clock), so process start-up is not counted;
 # the wall time from the worker's start to the last row done is shown too.
@@ -33,6 +35,10 @@ DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test}
 ITEMS=${ITEMS:-20000}
 ROUNDS=${ROUNDS:-3}
 CAPACITY=${CAPACITY:-20}
+# VARIANTS: one Python drain a round per ';'-separated list of NAME=VALUE
+# settings of the worker's environment (empty: its defaults).
+IFS=';' read -ra variants <<<"${VARIANTS:-}"
+[ ${#variants[@]} -gt 0 ] || variants=("")
 BIN=${DROVER_BIN:-${CARGO_TARGET_DIR:-target}/release/drover}
 PY=crates/drover-http/conformance/python/.venv/bin/python
 TICK=$(getconf CLK_TCK)
@@ -139,10 +145,15 @@ for r in $(seq 1 "$ROUNDS"); do
         --pool-size $((CAPACITY / 4 + 8)) 2>/dev/null &
     drain "native$r" $! "$start" "$s0" "$p0"
 
-    enqueue "http$r"
-    [ "${STATS:-0}" = 1 ] && { sleep 1.5; snapshot >"$work/before"; }
-    s0=$(ticks "$serve_pid"); p0=$(pg_ticks); start=$(date +%s.%N)
-    (cd examples/worker-python && DROVER_URL=$addr DROVER_TOKEN=$token DROVER_LANES="http$r" DROVER_CAPACITY=$CAPACITY \
-        PYTHONPATH=generated exec "../../$PY" worker.py >/dev/null) &
-    drain "http$r" $! "$start" "$s0" "$p0"
+    for i in "${!variants[@]}"; do
+        lane="http${r}v$i"
+        enqueue "$lane"
+        [ "${STATS:-0}" = 1 ] && { sleep 1.5; snapshot >"$work/before"; }
+        s0=$(ticks "$serve_pid"); p0=$(pg_ticks); start=$(date +%s.%N)
+        # shellcheck disable=SC2086 # a variant is a list of NAME=VALUE words
+        (cd examples/worker-python && exec env DROVER_URL="$addr" DROVER_TOKEN="$token" DROVER_LANES="$lane" \
+            DROVER_CAPACITY="$CAPACITY" PYTHONPATH=generated ${variants[$i]} "../../$PY" worker.py >/dev/null) &
+        echo "$lane: ${variants[$i]:-defaults}"
+        drain "$lane" $! "$start" "$s0" "$p0"
+    done
 done
