@@ -8,6 +8,10 @@
 #   ITEMS=50000 ROUNDS=5 CAPACITY=20 scripts/reference-worker-speed.sh
 #   VARIANTS="DROVER_KEEPALIVE=0;" scripts/reference-worker-speed.sh  # two Python drains a round
 #
+# BACKEND=sqlite runs the same drains on a SQLite file of its own (the
+# database then runs inside the measured processes; sqlite3 answers the
+# script's waits).
+#
 # Needs the release build (cargo build --release -p drover-cli) and the
 # Python tools (the conformance suite's venv: run
 # crates/drover-cli/tests/reference_workers.rs once, or see docs/http.md).
@@ -32,6 +36,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test}
+BACKEND=${BACKEND:-postgres}  # or sqlite: a file of its own, the same drains
+[ "$BACKEND" = sqlite ] && STATS=0  # the statistics views are PostgreSQL's
 ITEMS=${ITEMS:-20000}
 ROUNDS=${ROUNDS:-3}
 CAPACITY=${CAPACITY:-20}
@@ -49,7 +55,7 @@ serve_pid=""
 cleanup() {
     [ -n "${maint_pid:-}" ] && kill -TERM "$maint_pid" 2>/dev/null && wait "$maint_pid" 2>/dev/null
     [ -n "$serve_pid" ] && kill -TERM "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null
-    psql "$base/postgres" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
+    [ "$BACKEND" = sqlite ] || psql "$base/postgres" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -67,15 +73,32 @@ snapshot() {
                         ('ins', n_tup_ins), ('upd', n_tup_upd), ('del', n_tup_del)) AS x(m, v)"
 }
 ticks() { awk '{ print $14 + $15 + ($16 + $17) * '"${2:-0}"' }' "/proc/$1/stat" 2>/dev/null || echo 0; }
-pm=$(head -1 "$(psql "$DATABASE_URL" -Atc "SHOW data_directory")/postmaster.pid")
-pg_ticks() {
+# sql QUERY: one answer from the database under test ('t'/'f' for truths).
+sql() {
+    if [ "$BACKEND" = sqlite ]; then
+        sqlite3 -cmd ".timeout 10000" "$work/speed.db" "$1" | sed 's/^1$/t/; s/^0$/f/'
+    else
+        psql "$url" -Atc "$1"
+    fi
+}
+if [ "$BACKEND" = sqlite ]; then
+    pm="" items=items
+    pg_ticks() { echo 0; }  # the database runs inside the processes measured
+else
+    pm=$(head -1 "$(psql "$DATABASE_URL" -Atc "SHOW data_directory")/postmaster.pid") items=drover.items
+fi
+[ -n "$pm" ] && pg_ticks() {
     local total; total=$(ticks "$pm" 1)
     for p in $(pgrep -P "$pm"); do total=$((total + $(ticks "$p"))); done
     echo "$total"
 }
 
-psql "$base/postgres" -qc "CREATE DATABASE $db"
-url="$base/$db"
+if [ "$BACKEND" = sqlite ]; then
+    url="sqlite://$work/speed.db"
+else
+    psql "$base/postgres" -qc "CREATE DATABASE $db"
+    url="$base/$db"
+fi
 export DROVER_DATABASE_URL=$url
 $BIN migrate >/dev/null
 token=$($BIN token create --role worker --work '*:drover.*' 2>/dev/null)
@@ -109,17 +132,21 @@ drain() {
     # (and forked a backend per call), which on two cores took a large share
     # of PostgreSQL's CPU from the drain it was timing. The rate does not
     # depend on when the wait notices the end (it is read from the rows).
-    until [ "$(psql "$url" -Atc "SELECT NOT (EXISTS (SELECT 1 FROM drover.items WHERE lane = '$lane' AND status = 'pending')
-                                        OR EXISTS (SELECT 1 FROM drover.items WHERE status = 'claimed' AND lane = '$lane'))")" = t ]; do
+    until [ "$(sql "SELECT NOT (EXISTS (SELECT 1 FROM $items WHERE lane = '$lane' AND status = 'pending')
+                                OR EXISTS (SELECT 1 FROM $items WHERE status = 'claimed' AND lane = '$lane'))")" = t ]; do
         kill -0 "$pid" 2>/dev/null || { echo "the worker draining $lane exited early" >&2; exit 1; }
         sleep 0.2
     done
-    [ "$(psql "$url" -Atc "SELECT count(*) FROM drover.items WHERE lane = '$lane' AND status = 'done'")" = "$ITEMS" ] \
+    [ "$(sql "SELECT count(*) FROM $items WHERE lane = '$lane' AND status = 'done'")" = "$ITEMS" ] \
         || { echo "lane $lane ended with items not done" >&2; exit 1; }
     end=$(date +%s.%N)
     local w1 s1 p1 span
     w1=$(ticks "$pid"); s1=$(ticks "$serve_pid"); p1=$(pg_ticks)
-    span=$(psql "$url" -Atc "SELECT extract(epoch FROM max(updated_at) - min(updated_at)) FROM drover.items WHERE lane = '$lane'")
+    if [ "$BACKEND" = sqlite ]; then  # microseconds since the epoch
+        span=$(sql "SELECT (max(updated_at) - min(updated_at)) / 1e6 FROM items WHERE lane = '$lane'")
+    else
+        span=$(sql "SELECT extract(epoch FROM max(updated_at) - min(updated_at)) FROM drover.items WHERE lane = '$lane'")
+    fi
     kill -TERM "$pid"; wait "$pid" >/dev/null || true
     if [ "${STATS:-0}" = 1 ]; then
         sleep 1.5
@@ -134,7 +161,7 @@ PY
     fi
     python3 -c "
 t=$TICK; n=$ITEMS; us=lambda a: a/t*1e6/n
-print(f'{\"$lane\":<8} {n/$span:>8,.0f} items/s (first to last completion, {$span:.2f} s; wall {$end-$start:.2f} s)  CPU µs/item: worker {us($w1):,.0f}, serve {us($s1-$s0):,.0f}, PostgreSQL {us($p1-$p0):,.0f}')"
+print(f'{\"$lane\":<8} {n/$span:>8,.0f} items/s (first to last completion, {$span:.2f} s; wall {$end-$start:.2f} s)  CPU µs/item: worker {us($w1):,.0f}, serve {us($s1-$s0):,.0f}' + ('' if '$BACKEND' == 'sqlite' else f', PostgreSQL {us($p1-$p0):,.0f}'))"
 }
 
 for r in $(seq 1 "$ROUNDS"); do

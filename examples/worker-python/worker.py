@@ -4,19 +4,20 @@ openapi-python-client generates from crates/drover-http/openapi.json.
 Environment: DROVER_URL (the server), DROVER_TOKEN (a worker token:
 `drover token create --role worker --work 'default:drover.*'`),
 DROVER_LANES (comma-separated) and DROVER_CAPACITY (items run at once);
-optionally DROVER_PREFETCH (items held claimed beyond the free slots,
-default the capacity) and DROVER_CLAIMERS (claims in flight, default 2).
+optionally DROVER_PREFETCH (items held claimed beyond the free slots;
+unset, adaptive), DROVER_CLAIMERS (claims in flight, default 2) and
+DROVER_KEEPALIVE=0 (httpx's own transport instead of keepalive.py's).
 
 It claims batches (long-polling when the lanes are empty) into a small
-ready buffer, as a native worker does: up to the free slots plus
-DROVER_PREFETCH, with up to DROVER_CLAIMERS claims in flight, because a
-claim costs a commit (a WAL flush) and concurrent claims share one; an
-item waits in the buffer at most half its lease, else it is handed back
-unstarted. Each item runs as a task; its slot frees when the handler
-returns, and what finished rides on the next claim (`complete` on the
-claim: one request a round); a task of its own sends completions that no
-claim picked up within COMPLETE_AFTER_S (the claims are waiting on empty
-lanes). It renews the leases of what it runs every third of the lease,
+ready buffer, as a native worker does: up to the free slots plus the
+prefetch (adaptive: the items it starts in PREFETCH_HORIZON_S), with up to
+DROVER_CLAIMERS claims in flight, because a claim costs a commit (a WAL
+flush) and concurrent claims share one; an item waits in the buffer at
+most half its lease, else it is handed back unstarted. Each item runs as
+a task; its slot frees when the handler returns, and what finished rides
+on the next claim (`complete` on the claim: one request a round); a task
+of its own sends completions that no claim picked up within
+COMPLETE_AFTER_S (the claims are waiting on empty lanes). It renews the leases of what it runs every third of the lease,
 and on SIGTERM or SIGINT drains: it stops claiming, hands back what it
 holds unstarted, finishes what it runs, sends the last completions, says
 goodbye (`/stop`) and exits 0. It prints its totals as one JSON line at
@@ -89,6 +90,7 @@ class Worker:
         # Claimed, not started: each with the monotonic time it must start by.
         self.ready: deque[tuple[ClaimedItem, float]] = deque()
         self.asked = 0  # items asked for by the claims in flight
+        self.handing: set[asyncio.Task[None]] = set()  # releases of items that waited too long
         self.done: list[CompleteEntry] = []
         # room wakes the claimers; settle wakes the completer.
         self.room, self.settle, self.stopping = asyncio.Event(), asyncio.Event(), asyncio.Event()
@@ -148,15 +150,20 @@ class Worker:
         while self.ready and len(self.running) < self.capacity and not self.stopping.is_set():
             item, start_by = self.ready.popleft()
             if time.monotonic() > start_by:
-                asyncio.create_task(self.hand_back(item, "waited past half its lease"))
+                task = asyncio.create_task(self.hand_back(item, "waited past half its lease"))
+                self.handing.add(task)  # held, so the loop cannot drop it unfinished
+                task.add_done_callback(self.handing.discard)
             else:
                 self.window_starts += 1
                 self.running[item.id] = (item, asyncio.create_task(self.run(item)))
 
     async def hand_back(self, item: ClaimedItem, note: str) -> None:
-        await release.asyncio_detailed(item.id, client=self.client, body=ReleaseRequest(
-            tenant_id=item.tenant_id, claim_token=item.claim_token, note=note))
-        self.totals["released"] += 1
+        try:
+            await release.asyncio_detailed(item.id, client=self.client, body=ReleaseRequest(
+                tenant_id=item.tenant_id, claim_token=item.claim_token, note=note))
+            self.totals["released"] += 1
+        except httpx.TransportError:
+            pass  # not reached the server: the item comes back when its lease passes
 
     async def run(self, item: ClaimedItem) -> None:
         try:
@@ -225,7 +232,7 @@ class Worker:
         await asyncio.gather(*(self.claim_loop() for _ in range(self.claimers)))
         unstarted = [item for item, _ in self.ready]
         self.ready.clear()
-        await asyncio.gather(*(self.hand_back(item, "worker stopping") for item in unstarted))
+        await asyncio.gather(*(self.hand_back(item, "worker stopping") for item in unstarted), *self.handing)
         await asyncio.gather(*(task for _, task in list(self.running.values())))
         await completer
         renewer.cancel()
