@@ -11,13 +11,15 @@ DROVER_KEEPALIVE=0 (httpx's own transport instead of keepalive.py's).
 It claims batches (long-polling when the lanes are empty) into a small
 ready buffer, as a native worker does: up to the free slots plus the
 prefetch (adaptive: the items it starts in PREFETCH_HORIZON_S), with up to
-DROVER_CLAIMERS claims in flight, because a claim costs a commit (a WAL
-flush) and concurrent claims share one; an item waits in the buffer at
-most half its lease, else it is handed back unstarted. Each item runs as
-a task; its slot frees when the handler returns, and what finished rides
-on the next claim (`complete` on the claim: one request a round); a task
-of its own sends completions that no claim picked up within
-COMPLETE_AFTER_S (the claims are waiting on empty lanes). It renews the leases of what it runs every third of the lease,
+DROVER_CLAIMERS claims in flight. A claim costs a commit (a WAL flush,
+milliseconds), so the items each claim brings set the drain's rate, and
+a second claim in flight keeps items coming while the first waits. An
+item waits in the buffer at most half its lease, else it is handed back
+unstarted. Each item runs as a task; its slot frees when the handler
+returns, and what finished rides on the next claim (`complete` on the
+claim: one request a round); a task of its own sends completions that no
+claim picked up within COMPLETE_AFTER_S (the claims are waiting on empty
+lanes). It renews the leases of what it runs every third of the lease,
 and on SIGTERM or SIGINT drains: it stops claiming, hands back what it
 holds unstarted, finishes what it runs, sends the last completions, says
 goodbye (`/stop`) and exits 0. It prints its totals as one JSON line at
