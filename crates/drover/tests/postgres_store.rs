@@ -918,3 +918,114 @@ async fn gathered_write_is_one_transaction_and_tells_a_key_in_flight() {
     holder.close().await.unwrap();
     done(schema).await;
 }
+
+/// Whether a session named `app` waits for the advisory lock `key` (a
+/// bigint key is held as classid = its high half, objid = its low half).
+async fn waits_for_advisory(conn: &mut sqlx::PgConnection, app: &str, key: i64) -> bool {
+    sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a USING (pid) \
+         WHERE l.locktype = 'advisory' AND NOT l.granted AND l.objsubid = 1 \
+         AND ((l.classid::bigint << 32) | l.objid::bigint) = $1 \
+         AND a.application_name = $2)",
+    )
+    .bind(key)
+    .bind(app)
+    .fetch_one(conn)
+    .await
+    .unwrap()
+}
+
+/// A migration locks its own schema, so installations in other schemas of
+/// the database migrate side by side (every test schema did wait for every
+/// other's under sqlx's one lock per database); and it takes that database
+/// lock shared, so a binary that takes it exclusively (an older drover in a
+/// rolling upgrade) still excludes it. Synchronised on `pg_locks`.
+#[tokio::test]
+async fn migrations_lock_their_schema_and_share_the_database_lock() {
+    use drover::store::postgres::{PgOptions, sqlx_migrate_lock_id};
+    let owner = drover::testing::pg_owner_url().await;
+    let mut holder = sqlx::PgConnection::connect(&pg_url().await).await.unwrap();
+    let mut watcher = sqlx::PgConnection::connect(&pg_url().await).await.unwrap();
+    // Each store's sessions carry its schema as their application name, so
+    // a wait is seen as that store's, not another test's.
+    let store_in = |schema: &str| {
+        let opts = PgOptions {
+            schema: schema.to_owned(),
+            ..PgOptions::default()
+        };
+        let sep = if owner.contains('?') { '&' } else { '?' };
+        let url = format!("{owner}{sep}application_name={schema}");
+        async move { PgStore::connect(&url, opts).await.unwrap() }
+    };
+
+    // The schema's own lock held elsewhere: another schema migrates.
+    let a = format!("drover_t_{}", Uuid::new_v4().simple());
+    let key_a: i64 = sqlx::query_scalar("SELECT hashtextextended('drover.migrate:' || $1, 0)")
+        .bind(&a)
+        .fetch_one(&mut holder)
+        .await
+        .unwrap();
+    sqlx::query("SELECT pg_advisory_lock($1)")
+        .bind(key_a)
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    let (other, other_schema) = pg_fresh_store().await;
+    assert!(other.migration_status().await.unwrap().is_current());
+    // ... while that schema's own migration waits for it.
+    let store_a = store_in(&a).await;
+    let migrating = tokio::spawn(async move { store_a.migrate().await.map(|_| store_a) });
+    while !waits_for_advisory(&mut watcher, &a, key_a).await {
+        tokio::task::yield_now().await;
+    }
+    assert!(!migrating.is_finished());
+    sqlx::query("SELECT pg_advisory_unlock($1)")
+        .bind(key_a)
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    let store_a = migrating.await.unwrap().unwrap();
+    assert!(store_a.migration_status().await.unwrap().is_current());
+
+    // sqlx's database-wide lock held exclusively: a migration waits.
+    let database: String = sqlx::query_scalar("SELECT current_database()")
+        .fetch_one(&mut holder)
+        .await
+        .unwrap();
+    let key_db = sqlx_migrate_lock_id(&database);
+    sqlx::query("SELECT pg_advisory_lock($1)")
+        .bind(key_db)
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    let b = format!("drover_t_{}", Uuid::new_v4().simple());
+    let store_b = store_in(&b).await;
+    let migrating = tokio::spawn(async move { store_b.migrate().await.map(|_| store_b) });
+    while !waits_for_advisory(&mut watcher, &b, key_db).await {
+        tokio::task::yield_now().await;
+    }
+    assert!(!migrating.is_finished());
+    sqlx::query("SELECT pg_advisory_unlock($1)")
+        .bind(key_db)
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    let store_b = migrating.await.unwrap().unwrap();
+    assert!(store_b.migration_status().await.unwrap().is_current());
+
+    // Nothing of the two migrations' is left locked (other tests' migrations
+    // may hold the database's key shared meanwhile: only these sessions count).
+    let held: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) \
+         WHERE l.locktype = 'advisory' AND a.application_name IN ($1, $2)",
+    )
+    .bind(&a)
+    .bind(&b)
+    .fetch_one(&mut watcher)
+    .await
+    .unwrap();
+    assert_eq!(held, 0);
+    for s in [other_schema, a, b] {
+        done(s).await;
+    }
+}

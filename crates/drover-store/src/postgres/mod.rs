@@ -91,6 +91,7 @@ use drover_core::rules::RetryPolicy;
 pub use crate::pooler::{DIRECT_URL_VAR, POOLER_VAR, PoolMode, PoolerOptions};
 pub use items::insert_in;
 pub use links::links_insert_in;
+pub use ops::sqlx_lock_id as sqlx_migrate_lock_id;
 pub use orchestration::start_in;
 pub use outbox::outbox_insert_in;
 pub use rotate::{CARRY_MAX as ITEMS_CARRY_MAX, child_width as items_child_width};

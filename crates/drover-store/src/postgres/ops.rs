@@ -21,8 +21,9 @@ use crate::migrations::embedded::POSTGRES as MIGRATIONS;
 
 /// Creates the schema if missing, then applies the embedded migrations with
 /// `search_path` pointing at it (so the migrations table lives in it too).
-/// Idempotent; concurrent migrations of one database are serialized by the
-/// migrator's advisory lock.
+/// Idempotent. Concurrent migrations of one schema are serialized by a
+/// session advisory lock of the schema's own ([`MigrationLocks`]), so
+/// installations in other schemas of the database migrate side by side.
 pub(super) async fn migrate(store: &PgStore) -> Result<()> {
     let schema = &store.schema;
     // The migrator sets a session search_path and takes a session advisory
@@ -43,21 +44,119 @@ pub(super) async fn migrate(store: &PgStore) -> Result<()> {
     );
     conn.execute(create.as_str()).await?;
     // Read before the session's search_path changes: nothing to undo if it fails.
-    let migrator = crate::migrations::migrator(MIGRATIONS).await?;
+    let mut migrator = crate::migrations::migrator(MIGRATIONS).await?;
+    // sqlx's own lock is one per database: every schema's migration would
+    // wait for every other's. Ours are taken below instead.
+    migrator.set_locking(false);
+    let locks = MigrationLocks::take(&mut conn, schema).await?;
     // Session-wide on purpose, and undone below: the migrator runs its own
     // transactions, so a SET LOCAL would not reach them.
     let set_path = format!("SET search_path TO \"{schema}\"");
-    conn.execute(set_path.as_str()).await?;
-    let outcome = migrator.run_direct(&mut *conn).await;
+    let outcome = match conn.execute(set_path.as_str()).await {
+        Ok(_) => migrator.run_direct(&mut *conn).await.map_err(Error::from),
+        Err(e) => Err(e.into()),
+    };
     let reset = conn.execute("RESET search_path").await;
-    if reset.is_err() {
-        // Never hand a connection with a foreign search_path back to the pool.
+    let unlocked = locks.release(&mut conn).await;
+    if reset.is_err() || unlocked.is_err() {
+        // Never hand a connection with a foreign search_path or a held
+        // advisory lock back to the pool.
         conn.detach();
     }
     outcome?;
     reset?;
+    unlocked?;
     tracing::debug!(schema = %schema, "postgres migrations applied");
     Ok(())
+}
+
+/// The session advisory locks a migration holds.
+///
+/// - The schema's own key, exclusive: one migration of a schema at a time.
+/// - The key sqlx's migrator takes for the whole database, *shared*: a
+///   binary that still takes sqlx's lock exclusively (an older drover in a
+///   rolling upgrade) waits for every migration of ours and they for it.
+///   When this login is not yet a member of the cluster-wide
+///   `drover_runtime` and `drover_system` roles, migration 0001 grants them,
+///   and two grants of one membership at once collide in the catalog: that
+///   first migration takes the database's key exclusively.
+struct MigrationLocks {
+    database: i64,
+    database_exclusive: bool,
+    schema: String,
+}
+
+impl MigrationLocks {
+    async fn take(conn: &mut sqlx::PgConnection, schema: &str) -> Result<Self> {
+        let database: String = sqlx::query_scalar("SELECT current_database()")
+            .fetch_one(&mut *conn)
+            .await?;
+        let database = sqlx_lock_id(&database);
+        let members: bool = sqlx::query_scalar(
+            "SELECT count(*) = 2 FROM pg_roles r \
+             WHERE r.rolname IN ('drover_runtime', 'drover_system') \
+               AND pg_has_role(current_user, r.oid, 'MEMBER')",
+        )
+        .fetch_one(&mut *conn)
+        .await?;
+        let take_database = if members {
+            "SELECT pg_advisory_lock_shared($1)"
+        } else {
+            "SELECT pg_advisory_lock($1)"
+        };
+        sqlx::query(take_database)
+            .bind(database)
+            .execute(&mut *conn)
+            .await?;
+        let locks = MigrationLocks {
+            database,
+            database_exclusive: !members,
+            schema: schema.to_owned(),
+        };
+        if let Err(e) = sqlx::query(sql::MIGRATE_LOCK_SCHEMA)
+            .bind(schema)
+            .execute(&mut *conn)
+            .await
+        {
+            // Give the first lock back; a failure of that leaves the caller
+            // detaching the connection, which ends the session and its locks.
+            let _ = locks.unlock_database(conn).await;
+            return Err(e.into());
+        }
+        Ok(locks)
+    }
+
+    async fn unlock_database(&self, conn: &mut sqlx::PgConnection) -> Result<()> {
+        let unlock = if self.database_exclusive {
+            "SELECT pg_advisory_unlock($1)"
+        } else {
+            "SELECT pg_advisory_unlock_shared($1)"
+        };
+        sqlx::query(unlock)
+            .bind(self.database)
+            .execute(&mut *conn)
+            .await?;
+        Ok(())
+    }
+
+    async fn release(self, conn: &mut sqlx::PgConnection) -> Result<()> {
+        let schema = sqlx::query(sql::MIGRATE_UNLOCK_SCHEMA)
+            .bind(&self.schema)
+            .execute(&mut *conn)
+            .await;
+        let database = self.unlock_database(conn).await;
+        schema?;
+        database
+    }
+}
+
+/// The key sqlx's PostgreSQL migrator locks a database with (its
+/// `generate_lock_id`, taken exclusively by drover binaries before the
+/// per-schema lock): CRC-32 (ISO-HDLC) of the database's name times a
+/// constant of sqlx's.
+pub fn sqlx_lock_id(database: &str) -> i64 {
+    const CRC_32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC);
+    0x3d32_ad9e * i64::from(CRC_32.checksum(database.as_bytes()))
 }
 
 /// Where the schema's migrations stand. Runs as the login (which owns the

@@ -145,6 +145,12 @@ pub(super) const ORCHESTRATION_SIGNAL_CONSUME: &str =
 /// `sql/postgres/orchestration_signal_list.sql`.
 pub(super) const ORCHESTRATION_SIGNAL_LIST: &str =
     include_str!("../../sql/postgres/orchestration_signal_list.sql");
+/// `sql/postgres/migrate_lock_schema.sql`.
+pub(super) const MIGRATE_LOCK_SCHEMA: &str =
+    include_str!("../../sql/postgres/migrate_lock_schema.sql");
+/// `sql/postgres/migrate_unlock_schema.sql`.
+pub(super) const MIGRATE_UNLOCK_SCHEMA: &str =
+    include_str!("../../sql/postgres/migrate_unlock_schema.sql");
 /// `sql/postgres/migrations_status.sql` (`{schema}` spliced in).
 pub(super) const MIGRATIONS_STATUS: &str = include_str!("../../sql/postgres/migrations_status.sql");
 
