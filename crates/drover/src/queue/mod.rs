@@ -429,6 +429,19 @@ impl Queue {
                 limit: n,
             })
             .await?;
+        self.claimed(items, sent, lane, kinds, n).await
+    }
+
+    /// The batch of `items` a claim of `n` on `lane` took (sent at
+    /// `sent`): whether a limit held it short, and each item's context.
+    pub(crate) async fn claimed(
+        &self,
+        items: Vec<Item>,
+        sent: std::time::Instant,
+        lane: &str,
+        kinds: &[String],
+        n: u32,
+    ) -> Result<ClaimBatch> {
         let mut batch = ClaimBatch::default();
         if items.len() < usize::try_from(n).unwrap_or(usize::MAX) {
             // Asked only of short claims, and answered from the claimers'
