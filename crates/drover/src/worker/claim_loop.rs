@@ -575,11 +575,14 @@ impl Claimer {
     /// Stops claiming: settles the claims in flight, then hands back
     /// everything claimed but never started, spending no attempt.
     async fn stop(mut self) {
-        // No more handovers; what was handed already is handed back below
-        // (one in flight now is handed back by the completer, whose send
-        // fails once this loop is gone).
+        // No more handovers, and none delivered from now on (one in flight
+        // is handed back by the completer, whose send fails on the closed
+        // channel); what was delivered already is handed back below.
         if let Some(h) = &self.handover {
             (0..self.lanes.len()).for_each(|li| h.set_held(li, false));
+        }
+        if let Some(rx) = self.handed.as_mut() {
+            rx.close();
         }
         while let Some(h) = self.handed.as_mut().and_then(|rx| rx.try_recv().ok()) {
             self.take_handed(h).await;
