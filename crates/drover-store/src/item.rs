@@ -67,6 +67,18 @@ pub struct Completion {
     pub result: Option<serde_json::Value>,
 }
 
+/// What [`ItemStore::item_complete_then_claim`] did: which completions
+/// landed, and what the claim after them took.
+#[derive(Debug)]
+pub struct Handover {
+    /// The completions that landed, in the order given; the others were
+    /// stale (another token, or the lease had passed).
+    pub landed: Vec<Uuid>,
+    /// The claim that followed the completions. An error here leaves the
+    /// completions landed.
+    pub claimed: Result<Vec<Item>>,
+}
+
 /// How a failure is recorded.
 #[derive(Debug, Clone)]
 pub struct FailParams {
@@ -232,6 +244,27 @@ pub trait ItemStore: Send + Sync {
     /// [`ItemStore::item_complete_many`] with a result per item, each stored
     /// by the statement that completes its row.
     async fn item_complete_many_with(&self, done: &[Completion]) -> Result<Vec<Uuid>>;
+
+    /// Completes `done` (as [`ItemStore::item_complete_many_with`]) and then
+    /// claims by `claim`: the slots the completions freed are handed over
+    /// to the claim. PostgreSQL does both in one call and one transaction
+    /// when the claim is its one-call limited claim (migration 0045); the
+    /// other stores, and PostgreSQL otherwise, write the completions and
+    /// then claim, exactly as the two calls would. Either way the claim
+    /// counts held slots after the completions, under its own locks, so it
+    /// admits nothing a claim after the completions' commit would not.
+    ///
+    /// An error means the completions' fate is unknown (the caller retries
+    /// them alone: the fence refuses a second write).
+    async fn item_complete_then_claim(
+        &self,
+        done: &[Completion],
+        claim: &ClaimParams,
+    ) -> Result<Handover> {
+        let landed = self.item_complete_many_with(done).await?;
+        let claimed = self.item_claim(claim).await;
+        Ok(Handover { landed, claimed })
+    }
 
     /// Records a running handler's progress (latest wins), fenced on the
     /// claim like every write after it; the item keeps it across retries.

@@ -91,8 +91,8 @@ pub use audit::{AuditEntry, AuditStore};
 pub use caller::CallerTx;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use item::{
-    ClaimParams, ClaimRef, Completion, CountRow, FailOutcome, FailParams, Gauges, ItemStore,
-    ListCursor, ListFilter, StaleReport,
+    ClaimParams, ClaimRef, Completion, CountRow, FailOutcome, FailParams, Gauges, Handover,
+    ItemStore, ListCursor, ListFilter, StaleReport,
 };
 pub use migrations::MigrationStatus;
 pub use sweep::SweepStore;

@@ -625,6 +625,10 @@ pub struct LimitCache {
     /// The database lacks the one-call limited claim (a schema behind the
     /// binary): claim in steps until the limits are read again.
     steps_only: std::sync::atomic::AtomicBool,
+    /// The database lacks the completion that hands its slots over
+    /// (PostgreSQL migration 0045): complete, then claim, until the limits
+    /// are read again.
+    no_handover: std::sync::atomic::AtomicBool,
 }
 
 impl LimitCache {
@@ -639,6 +643,8 @@ impl LimitCache {
     /// Keeps `limits` (the ones in force) as read now.
     pub fn put(&self, limits: Vec<LimitSetting>) -> std::sync::Arc<Vec<LimitSetting>> {
         self.steps_only
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        self.no_handover
             .store(false, std::sync::atomic::Ordering::Relaxed);
         let v = std::sync::Arc::new(limits);
         *self.slot.lock().unwrap_or_else(|p| p.into_inner()) =
@@ -657,6 +663,19 @@ impl LimitCache {
     /// migration under load is taken up within the cache's TTL).
     pub fn set_steps_only(&self) {
         self.steps_only
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether a handover found the database without its function since
+    /// the limits were last read.
+    pub fn no_handover(&self) -> bool {
+        self.no_handover.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Records that the database lacks the handover's function, until the
+    /// limits are next read (as [`LimitCache::set_steps_only`]).
+    pub fn set_no_handover(&self) {
+        self.no_handover
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 

@@ -310,6 +310,67 @@ async fn every_table_forces_rls_and_runtime_role_is_unprivileged() {
     pg_drop_schema(&url, &schema).await;
 }
 
+/// The handover (migration 0045: completions, then the limited claim, in
+/// one call) switches role and tenant for its own run only, as the claim
+/// and completion functions do.
+#[tokio::test]
+async fn handover_function_leaves_no_role_or_tenant_behind() {
+    use drover::store::limits::{LimitScope, LimitSource, LimitStore};
+    let (s, schema) = pg_fresh_store().await;
+    let url = pg_owner_url().await;
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&url)
+        .await
+        .unwrap();
+    let one = PgStore::from_pool(pool.clone(), &schema).unwrap();
+    one.limit_set(
+        &LimitScope::KindPerGroup("a".into()),
+        LimitSource::Operator,
+        1.into(),
+        Uuid::nil(),
+    )
+    .await
+    .unwrap();
+    let tenant = Uuid::from_u128(0xA);
+    for _ in 0..2 {
+        s.item_insert(
+            &NewItem::new("a", json!({}))
+                .with_tenant(tenant)
+                .with_group("g"),
+        )
+        .await
+        .unwrap();
+    }
+    let params = ClaimParams {
+        lane: "default".into(),
+        kinds: vec![],
+        worker_id: "w".into(),
+        lease: std::time::Duration::from_secs(30),
+        limit: 10,
+    };
+    let got = one.item_claim(&params).await.unwrap();
+    assert_eq!(got.len(), 1, "one slot per group");
+    let done = [drover::store::Completion {
+        claim: drover::ClaimRef::of(&got[0]).unwrap(),
+        result: None,
+    }];
+    let h = one.item_complete_then_claim(&done, &params).await.unwrap();
+    assert_eq!(h.landed, vec![got[0].id]);
+    assert_eq!(h.claimed.unwrap().len(), 1, "the group's next item");
+    let (user, t): (String, Option<String>) =
+        sqlx::query_as("SELECT current_user::text, current_setting('drover.tenant_id', true)")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(user, TEST_OWNER);
+    assert!(
+        t.unwrap_or_default().is_empty(),
+        "tenant leaked to the session"
+    );
+    pg_drop_schema(&url, &schema).await;
+}
+
 /// The one-round-trip claim and completion functions switch role and tenant
 /// for their own run only: the pooled connection comes back as it was.
 #[tokio::test]

@@ -176,6 +176,7 @@ macro_rules! contract_suite {
             limit_far_from_full_claims_each_item_once,
             limit_full_backlog_holds_back_only_its_scope,
             ordered_group_runs_in_enqueue_order,
+            ordered_group_handover_claims_the_freed_slot,
             ordered_group_dead_letter_continue_or_hold,
             ordered_group_exact_under_concurrent_claimers,
             rate_burst_admitted_then_the_rate_holds,

@@ -4,6 +4,7 @@
 //! backoff; a dead-lettered item lets the group go on or holds it, as set.
 
 use super::*;
+use crate::Completion;
 use crate::limits::{LimitScope, LimitSource, LimitSpec, OnDeadLetter};
 
 async fn order(h: &Harness, kind: &str, on_dead_letter: OnDeadLetter) {
@@ -231,4 +232,71 @@ pub async fn cancel_discards_a_dead_letter_with_exact_counts(h: &Harness) {
         ErrorKind::Conflict,
         "cancel a cancelled item",
     );
+}
+
+/// A completion that hands its slot over (`item_complete_then_claim`):
+/// each completion is fenced on its own token (a stale one is refused and
+/// its slot stays held), the handler's result is stored, and the claim
+/// after it counts the slot the completion freed: an ordered group's next
+/// item is admitted in the same call, never one of a group whose slot is
+/// still held, never past its limit.
+pub async fn ordered_group_handover_claims_the_freed_slot(h: &Harness) {
+    let s = &h.store;
+    order(h, "sync", OnDeadLetter::Continue).await;
+    let a1 = put(h, new("sync").with_group("a")).await;
+    let b1 = put(h, new("sync").with_group("b")).await;
+    let a2 = put(h, new("sync").with_group("a")).await;
+    let b2 = put(h, new("sync").with_group("b")).await;
+    let a3 = put(h, new("sync").with_group("a")).await;
+    let first = claim_all(h).await;
+    assert_eq!(ids(&first), ids(&[a1.clone(), b1.clone()]), "{first:?}");
+    let claim_of = |id: Uuid| {
+        ClaimRef::of(first.iter().find(|i| i.id == id).expect("claimed")).expect("token")
+    };
+    let (ca1, cb1) = (claim_of(a1.id), claim_of(b1.id));
+    // a1 done with a result: its slot goes to a2 in the same call, and
+    // nothing of b (b1 still holds b's slot), though the claim asks for 5.
+    let done = [Completion {
+        claim: ca1,
+        result: Some(json!({"ok": 1})),
+    }];
+    let h1 = s
+        .item_complete_then_claim(&done, &claim_params("default", 5, LONG))
+        .await
+        .expect("handover");
+    assert_eq!(h1.landed, vec![a1.id]);
+    let got = h1.claimed.expect("claimed");
+    assert_eq!(ids(&got), vec![a2.id], "{got:?}");
+    let a1_now = get(h, a1.tenant_id, a1.id).await;
+    assert_eq!(a1_now.status, Status::Done);
+    assert_eq!(a1_now.result, Some(json!({"ok": 1})));
+    // a1 again (stale: already done) with b1 under a wrong token: neither
+    // lands, no slot is freed, nothing is claimed.
+    let wrong = ClaimRef {
+        token: Uuid::from_u128(77),
+        ..cb1
+    };
+    let stale = [ca1, wrong].map(|claim| Completion {
+        claim,
+        result: None,
+    });
+    let h2 = s
+        .item_complete_then_claim(&stale, &claim_params("default", 5, LONG))
+        .await
+        .expect("stale handover");
+    assert!(h2.landed.is_empty(), "{:?}", h2.landed);
+    assert!(h2.claimed.expect("claimed").is_empty());
+    assert_eq!(get(h, b1.tenant_id, b1.id).await.status, Status::Claimed);
+    // b1 under its own token: b2 follows; a3 waits behind a2.
+    let done = [Completion {
+        claim: cb1,
+        result: None,
+    }];
+    let h3 = s
+        .item_complete_then_claim(&done, &claim_params("default", 5, LONG))
+        .await
+        .expect("handover b");
+    assert_eq!(h3.landed, vec![b1.id]);
+    assert_eq!(ids(&h3.claimed.expect("claimed")), vec![b2.id]);
+    assert_eq!(get(h, a3.tenant_id, a3.id).await.status, Status::Pending);
 }

@@ -90,6 +90,14 @@ impl ItemStore for PgStore {
         items::complete_many(self, done).await
     }
 
+    async fn item_complete_then_claim(
+        &self,
+        done: &[crate::Completion],
+        claim: &ClaimParams,
+    ) -> Result<crate::Handover> {
+        self.complete_then_claim(done, claim).await
+    }
+
     async fn item_progress(
         &self,
         claim: &ClaimRef,

@@ -174,22 +174,12 @@ impl PgStore {
             .limit
             .saturating_mul(CANDIDATES_PER_SLOT)
             .saturating_add(CANDIDATES_EXTRA);
-        let query = sqlx::query(&self.claim_limited_sql)
-            .persistent(self.persistent)
-            .bind(&p.lane)
-            .bind(&p.kinds)
-            .bind(&p.worker_id)
-            .bind(secs(p.lease))
-            .bind(i64::from(p.limit))
-            .bind(i64::from(want))
-            .bind(format!("drover.limit:{}:", self.schema))
-            .bind(args.lane)
-            .bind(&args.kinds)
-            .bind(&args.kind_limits)
-            .bind(&args.group_kinds)
-            .bind(&args.group_limits)
-            .bind(&args.ordered)
-            .bind(&args.hold);
+        let query = self.bind_limited(
+            sqlx::query(&self.claim_limited_sql).persistent(self.persistent),
+            p,
+            &args,
+            want,
+        );
         let fetched = if self.persistent {
             query.fetch_all(&self.system_pool).await
         } else {
@@ -213,6 +203,33 @@ impl PgStore {
             (a.priority, a.available_at, a.id).cmp(&(b.priority, b.available_at, b.id))
         });
         Ok(Some(items))
+    }
+
+    /// Binds `claim_limited`'s fourteen arguments for the claim `p` under
+    /// the limits `args`, reading at most `want` candidates (the handover
+    /// of migration 0045 passes them on after its own four).
+    pub(super) fn bind_limited<'q>(
+        &self,
+        query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+        p: &'q ClaimParams,
+        args: &'q CallArgs,
+        want: u32,
+    ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+        query
+            .bind(&p.lane)
+            .bind(&p.kinds)
+            .bind(&p.worker_id)
+            .bind(secs(p.lease))
+            .bind(i64::from(p.limit))
+            .bind(i64::from(want))
+            .bind(format!("drover.limit:{}:", self.schema))
+            .bind(args.lane)
+            .bind(&args.kinds)
+            .bind(&args.kind_limits)
+            .bind(&args.group_kinds)
+            .bind(&args.group_limits)
+            .bind(&args.ordered)
+            .bind(&args.hold)
     }
 
     /// The limited claim as a transaction of statements from here: on a
@@ -414,7 +431,7 @@ impl PgStore {
 
 /// The limits in force as `claim_limited` takes them: arrays, not rows.
 /// Under [`limits_broken`] (tests only) every limit is unbounded.
-struct CallArgs {
+pub(super) struct CallArgs {
     lane: Option<i32>,
     kinds: Vec<String>,
     kind_limits: Vec<i32>,
@@ -425,7 +442,7 @@ struct CallArgs {
 }
 
 impl CallArgs {
-    fn of(limits: &[LimitSetting], lane: &str) -> CallArgs {
+    pub(super) fn of(limits: &[LimitSetting], lane: &str) -> CallArgs {
         let n = |c: u32| {
             if limits_broken() {
                 i32::MAX

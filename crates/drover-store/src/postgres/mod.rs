@@ -48,6 +48,7 @@ mod events;
 mod gathered;
 pub use events::append_in as event_append_in;
 mod closures;
+mod handover;
 mod item;
 mod items;
 mod lanes;

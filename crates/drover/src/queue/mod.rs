@@ -36,6 +36,7 @@ use crate::store::{
     StaleReport, Store, WorkerRow,
 };
 
+mod claimed;
 mod console;
 mod context;
 pub(crate) mod counters;
@@ -429,67 +430,7 @@ impl Queue {
                 limit: n,
             })
             .await?;
-        let mut batch = ClaimBatch::default();
-        if items.len() < usize::try_from(n).unwrap_or(usize::MAX) {
-            // Asked only of short claims, and answered from the claimers'
-            // cache: a full batch pays nothing. Unknown counts as limited
-            // (one spare claim, never a stall).
-            batch.limited = self.store.limits_apply(lane, kinds).await.unwrap_or(true);
-            // A hint only: on an error the lane waits for its poll.
-            batch.rate_wait = self.store.rate_wait(lane, kinds).await.unwrap_or(None);
-        }
-        let mut contexts = items
-            .into_iter()
-            .filter_map(|item| JobContext::from_claimed(item, sent))
-            .map(|cx| cx.with_store(self.store.clone()));
-        let mut directory = DirectoryCache::default();
-        while let Some(cx) = contexts.next() {
-            let decided = match self.decide(&mut directory, &cx).await {
-                Ok(d) => d,
-                Err(e) => {
-                    // Nothing is handed out from this claim: hand every item
-                    // not yet settled back at once, spending no attempt
-                    // (left claimed, each would wait out its lease and be
-                    // charged one by the sweep), and report the error so
-                    // the claim loop backs off.
-                    tracing::warn!(error = %e, "tenant directory failed; releasing the claimed batch");
-                    let rest: Vec<JobContext> = batch
-                        .items
-                        .drain(..)
-                        .chain(std::iter::once(cx))
-                        .chain(contexts)
-                        .collect();
-                    self.release_all(&rest, "released unstarted: tenant directory failed")
-                        .await;
-                    return Err(e);
-                }
-            };
-            match decided {
-                Decided::Orphan => match self.fail_orphaned_retried(&cx).await {
-                    Ok(()) => {
-                        batch.orphaned += 1;
-                        counters::count("drover_orphaned_total", cx.lane(), cx.kind(), 1);
-                        tracing::warn!(item = %cx.id(), tenant = %cx.tenant(), "tenant gone: item failed as orphaned");
-                    }
-                    Err(e) => {
-                        tracing::warn!(item = %cx.id(), error = %e, "orphan failure refused")
-                    }
-                },
-                Decided::Creator => batch.items.push(cx),
-                Decided::Service => {
-                    if !cx.created_by().is_nil() {
-                        batch.creator_departed += 1;
-                        tracing::info!(item = %cx.id(), creator = %cx.created_by(), "creator left the tenant: running under the service context");
-                    }
-                    batch.items.push(cx.into_service());
-                }
-            }
-        }
-        counters::count_each(
-            "drover_claimed_total",
-            batch.items.iter().map(|cx| (cx.lane(), cx.kind())),
-        );
-        Ok(batch)
+        self.claimed(items, sent, lane, kinds, n).await
     }
 
     /// Who `cx` runs for, asking the directory once per tenant and creator.

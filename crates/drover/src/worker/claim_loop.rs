@@ -20,6 +20,7 @@ use tokio::sync::{Semaphore, broadcast};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::completer::{Handed, Handover};
 use super::executor::Executor;
 use super::{Health, WorkerSettings, pause, spread};
 use crate::error::Result;
@@ -190,6 +191,11 @@ struct Claimer {
     /// ([`ClaimBatch::limited`](crate::queue::ClaimBatch)): a run of ours
     /// ending frees a slot that may admit their held-back work.
     held: Vec<bool>,
+    /// The completer's handover: a run's completion in a lane of `held`
+    /// claims the slots it frees in the same call; its items arrive on
+    /// `handed`.
+    handover: Option<Arc<Handover>>,
+    handed: Option<tokio::sync::mpsc::UnboundedReceiver<Handed>>,
     /// Lanes woken on another worker's turn (`spread`), or held back by a
     /// rate until the instant it allows the next start: claimed when the
     /// instant comes, unless a claim on the lane runs first.
@@ -228,7 +234,17 @@ impl Claimer {
         let s = exec.settings.clone();
         let lanes = s.lanes.clone();
         let paused_now = pause::Applied::new(paused.borrow_and_update().clone(), seen);
+        let (handover, handed) =
+            match exec
+                .completer
+                .handover(lanes.clone(), kinds.clone(), id.clone(), s.lease)
+            {
+                Some((h, rx)) => (Some(h), Some(rx)),
+                None => (None, None),
+            };
         Claimer {
+            handover,
+            handed,
             prefetch: Prefetch::new(&s),
             min_extra: (s.capacity / 4).max(1),
             buffer: VecDeque::new(),
@@ -337,8 +353,9 @@ impl Claimer {
     /// nor paused.
     fn try_claim(&mut self) -> Next {
         let free = self.slots.available_permits();
-        let want =
-            (free + self.prefetch.ahead()).saturating_sub(self.buffer.len() + self.requested);
+        let handing = self.handover.as_ref().map_or(0, |h| h.in_flight());
+        let want = (free + self.prefetch.ahead())
+            .saturating_sub(self.buffer.len() + self.requested + handing);
         let lane = (0..self.lanes.len())
             .map(|i| (self.next_lane + i) % self.lanes.len())
             .find(|&i| !self.idle[i] && !self.paused_now.is_paused(i));
@@ -411,6 +428,7 @@ impl Claimer {
                     }
                 }
             }
+            Some(h) = recv_handed(&mut self.handed) => self.take_handed(h).await,
             r = self.wake.recv(), if w.for_work => return self.woken(r).await,
             // A run of ours ended: the slot it held of a limit is free, so
             // a lane a full limit left idle may have claimable work again
@@ -459,6 +477,9 @@ impl Claimer {
                     self.idle[li] = true;
                 }
                 self.held[li] = short && batch.limited;
+                if let Some(h) = &self.handover {
+                    h.set_held(li, self.held[li]);
+                }
                 // A rate held work back: claim the lane again at the
                 // instant it allows the next start, not at the poll.
                 if let (true, Some(wait)) = (short, batch.rate_wait) {
@@ -482,6 +503,24 @@ impl Claimer {
                 self.backoff =
                     (self.backoff * 2).min(self.s.poll_interval.max(Duration::from_millis(100)));
             }
+        }
+    }
+
+    /// Items a completion's handover claimed: buffered as a claim's are.
+    async fn take_handed(&mut self, h: Handed) {
+        if let Some(ho) = &self.handover {
+            ho.taken(h.asked);
+        }
+        let n = u32::try_from(h.asked).unwrap_or(u32::MAX);
+        let lane = self.lanes[h.lane].clone();
+        match self
+            .exec
+            .queue
+            .claimed(h.items, h.sent, &lane, &self.kinds, n)
+            .await
+        {
+            Ok(batch) => self.buffer.extend(batch.items),
+            Err(e) => tracing::warn!(error = %e, lane = %lane, "handed-over items not taken"),
         }
     }
 
@@ -536,6 +575,18 @@ impl Claimer {
     /// Stops claiming: settles the claims in flight, then hands back
     /// everything claimed but never started, spending no attempt.
     async fn stop(mut self) {
+        // No more handovers, and none delivered from now on (one in flight
+        // is handed back by the completer, whose send fails on the closed
+        // channel); what was delivered already is handed back below.
+        if let Some(h) = &self.handover {
+            (0..self.lanes.len()).for_each(|li| h.set_held(li, false));
+        }
+        if let Some(rx) = self.handed.as_mut() {
+            rx.close();
+        }
+        while let Some(h) = self.handed.as_mut().and_then(|rx| rx.try_recv().ok()) {
+            self.take_handed(h).await;
+        }
         while let Some((_, _, _, r)) = self.outstanding.next().await {
             if let Ok(batch) = r {
                 self.buffer.extend(batch.items);
@@ -544,6 +595,16 @@ impl Claimer {
         for cx in std::mem::take(&mut self.buffer) {
             self.release_unstarted(cx, "released unstarted: worker shutting down");
         }
+    }
+}
+
+/// The next handed-over batch, or never without a handover.
+async fn recv_handed(
+    rx: &mut Option<tokio::sync::mpsc::UnboundedReceiver<Handed>>,
+) -> Option<Handed> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -41,7 +41,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::queue::{JobContext, Queue, counters};
-use crate::worker::completer::{Completer, Landed, Ticket};
+use crate::worker::completer::{Completer, Fate, Landed, Ticket};
 use crate::worker::handler::{Done, JobError, Outcome, Registry};
 use crate::worker::settings::WorkerSettings;
 
@@ -163,8 +163,11 @@ impl Executor {
                 _ => None,
             };
             drop(permit);
-            self.settle(&cx, end, ticket).await;
-            self.freed.notify_one();
+            // A slot handed over in the completion's call was claimed
+            // there: the claim loop need not claim again for it.
+            if !self.settle(&cx, end, ticket).await {
+                self.freed.notify_one();
+            }
             outcome
         }
         .instrument(span)
@@ -306,7 +309,14 @@ impl Executor {
     }
 
     /// Writes the outcome of a run under its claim.
-    pub(crate) async fn settle(&self, cx: &JobContext, end: RunEnd, ticket: Option<Ticket>) {
+    /// Writes how the run ended; true when its completion handed the
+    /// freed slot to a claim in the same call.
+    pub(crate) async fn settle(
+        &self,
+        cx: &JobContext,
+        end: RunEnd,
+        ticket: Option<Ticket>,
+    ) -> bool {
         if self.registry.get(cx.kind()).is_none() {
             // Not ours to fail: another worker may handle this kind.
             self.write(
@@ -319,7 +329,7 @@ impl Executor {
                     )
                     .await,
             );
-            return;
+            return false;
         }
         if !matches!(end, RunEnd::LeaseLost(_))
             && let Err(e) = cx.flush_progress().await
@@ -327,10 +337,10 @@ impl Executor {
             tracing::warn!(error = %e, "last progress report not written");
         }
         match end {
-            RunEnd::Finished(Ok(Done::Completed)) => self.complete(cx, ticket, None).await,
+            RunEnd::Finished(Ok(Done::Completed)) => return self.complete(cx, ticket, None).await,
             RunEnd::Finished(Ok(Done::Output(result))) => {
                 match crate::item::validate_result(&result) {
-                    Ok(()) => self.complete(cx, ticket, Some(result)).await,
+                    Ok(()) => return self.complete(cx, ticket, Some(result)).await,
                     Err(e) => {
                         // Refused at the handler's end, never dropped silently:
                         // the item fails saying why (a rerun would return the
@@ -413,31 +423,36 @@ impl Executor {
                 );
             }
         }
+        false
     }
 
     /// Writes a completion through the completer (batched), and says
-    /// what became of it.
+    /// what became of it; true when the slot it freed was handed over.
     async fn complete(
         &self,
         cx: &JobContext,
         ticket: Option<Ticket>,
         result: Option<serde_json::Value>,
-    ) {
-        let landed = match ticket {
+    ) -> bool {
+        let fate = match ticket {
             Some(t) => {
                 self.completer
-                    .complete(t, *cx.claim(), cx.fencing_token(), result)
+                    .complete(t, *cx.claim(), cx.fencing_token(), cx.lane(), result)
                     .await
             }
-            None => Landed::Unknown,
+            None => Fate {
+                landed: Landed::Unknown,
+                handed: false,
+            },
         };
-        match landed {
+        match fate.landed {
             Landed::Yes => counters::count("drover_completed_total", cx.lane(), cx.kind(), 1),
             Landed::Stale => self.lease_lost(cx, "completion refused"),
             Landed::Unknown => {
                 tracing::error!("completion not written; the item will be swept and run again");
             }
         }
+        fate.handed
     }
 
     /// The handler is dropped already. Hands the item back now if the
