@@ -206,6 +206,24 @@ fn run(cmd: &mut Command) -> Result<(), String> {
     super::cluster::run(cmd).map_err(|e| e.to_string())
 }
 
+/// `url` with `synchronous_commit = off` for its sessions, unless
+/// `DROVER_TEST_SYNC_COMMIT` is `on`.
+///
+/// Why: a fresh test store's migrations commit some forty times, and the
+/// contract cases commit after every call; on a shared CI machine each
+/// commit's WAL flush waits behind every other test's. What these stores
+/// test (the statements, their fences and their isolation) does not depend
+/// on a commit surviving a server crash: the tests that crash or restart
+/// the server run binaries over [`pg_owner_url`] itself, which keeps the
+/// server's default.
+pub fn without_commit_flush(url: &str) -> String {
+    if std::env::var("DROVER_TEST_SYNC_COMMIT").is_ok_and(|v| v == "on") {
+        return url.to_owned();
+    }
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}options=-c%20synchronous_commit%3Doff")
+}
+
 /// A fresh store in a new schema `drover_t_<random>`, migrated and empty,
 /// and the schema's name (for [`pg_drop_schema`]). Connected, and migrated,
 /// as [`TEST_OWNER`] (one login holding both roles, the simple default).
@@ -213,7 +231,7 @@ fn run(cmd: &mut Command) -> Result<(), String> {
 /// # Panics
 /// When the server is unavailable or the migration fails.
 pub async fn pg_fresh_store() -> (Arc<PgStore>, String) {
-    let url = pg_owner_url().await;
+    let url = without_commit_flush(&pg_owner_url().await);
     let schema = format!("drover_t_{}", uuid::Uuid::new_v4().simple());
     let opts = PgOptions {
         schema: schema.clone(),
@@ -296,7 +314,7 @@ pub async fn pg_drop_roles(admin_url: &str, roles: &[String]) {
 /// # Panics
 /// As [`pg_fresh_store`].
 pub async fn pg_fresh_pooled_store() -> (Arc<PgStore>, String) {
-    let url = pg_owner_url().await;
+    let url = without_commit_flush(&pg_owner_url().await);
     let schema = format!("drover_t_{}", uuid::Uuid::new_v4().simple());
     let opts = PgOptions {
         schema: schema.clone(),
