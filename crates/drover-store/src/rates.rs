@@ -557,19 +557,34 @@ pub fn wait_for<'a>(
 /// [`LIMITS_CACHE_TTL`](crate::limits::LIMITS_CACHE_TTL)).
 pub const RATES_CACHE_TTL: Duration = crate::limits::LIMITS_CACHE_TTL;
 
+/// The rates in force as a claimer last read them, with the flow
+/// settings' generation read before them (migration 0046).
+#[derive(Debug, Clone, Default)]
+pub struct InForce {
+    /// The rates in force, closures included ([`crate::closures::with_closures`]).
+    pub rates: std::sync::Arc<Vec<RateSetting>>,
+    /// The generation read before the rates; `None` on a schema before
+    /// migration 0046, whose claims check none.
+    pub flow_gen: Option<i64>,
+}
+
 /// The rates in force as a claimer last read them, for
-/// [`RATES_CACHE_TTL`]: a claim no rate applies to costs no statement.
-/// A read that began before this process changed the rates (or closed a
-/// scope) is not kept: its claimers would miss the change for a TTL.
+/// [`RATES_CACHE_TTL`]: a claim no rate applies to costs no statement
+/// beyond the read of the generation its claim makes in the same
+/// statement. A claim that finds the generation moved (another process
+/// changed a rate or a closure) claims nothing and clears this cache
+/// ([`RateCache::clear`]), so no claim runs on settings older than the
+/// last change committed before it began. A read that began before this
+/// process changed the rates (or closed a scope) is not kept.
 #[derive(Debug, Default)]
 pub struct RateCache {
-    slot: std::sync::Mutex<Option<(std::time::Instant, std::sync::Arc<Vec<RateSetting>>)>>,
+    slot: std::sync::Mutex<Option<(std::time::Instant, InForce)>>,
     generation: std::sync::atomic::AtomicU64,
 }
 
 impl RateCache {
     /// The cached rates, if read within the TTL.
-    pub fn fresh(&self) -> Option<std::sync::Arc<Vec<RateSetting>>> {
+    pub fn fresh(&self) -> Option<InForce> {
         let slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
         slot.as_ref()
             .filter(|(at, _)| at.elapsed() < RATES_CACHE_TTL)
@@ -581,14 +596,14 @@ impl RateCache {
         self.generation.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// Keeps `rates` (the ones in force) as read since `generation`,
-    /// unless [`RateCache::clear`] ran meanwhile.
-    pub fn put(
-        &self,
-        generation: u64,
-        rates: Vec<RateSetting>,
-    ) -> std::sync::Arc<Vec<RateSetting>> {
-        let v = std::sync::Arc::new(rates);
+    /// Keeps `rates` (the ones in force) as read since `generation`, with
+    /// the database's `flow_gen` read before them, unless
+    /// [`RateCache::clear`] ran meanwhile.
+    pub fn put(&self, generation: u64, rates: Vec<RateSetting>, flow_gen: Option<i64>) -> InForce {
+        let v = InForce {
+            rates: std::sync::Arc::new(rates),
+            flow_gen,
+        };
         let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
         if self.generation() == generation {
             *slot = Some((std::time::Instant::now(), v.clone()));
@@ -596,7 +611,8 @@ impl RateCache {
         v
     }
 
-    /// Forgets the cached rates (this process changed them).
+    /// Forgets the cached rates (this process changed them, or a claim
+    /// found the database's generation moved).
     pub fn clear(&self) {
         let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
         self.generation
@@ -604,6 +620,11 @@ impl RateCache {
         *slot = None;
     }
 }
+
+/// How many times a claim reads the settings again after finding the
+/// generation moved before it answers with nothing (a storm of closes
+/// moving it faster than a claimer re-reads; its next claim tries again).
+pub const STALE_RETRIES: usize = 3;
 
 /// The rate-limit entity of the storage seam (system operations).
 #[async_trait]

@@ -16,8 +16,8 @@ use super::row::{from_micros, to_micros};
 use crate::closures::Closure;
 use crate::limits::{LimitScope, LimitSource};
 use crate::rates::{
-    Cells, HeldBack, Rate, RateSetting, RateStore, RateUsage, applies, effective, held_back, usage,
-    wait_for,
+    Cells, HeldBack, InForce, Rate, RateSetting, RateStore, RateUsage, applies, effective,
+    held_back, usage, wait_for,
 };
 use drover_core::error::{Error, Result};
 
@@ -121,18 +121,22 @@ where
 }
 
 impl SqliteStore {
-    /// The rates in force, from the cache while it is fresh.
-    pub(super) async fn rates_cached(&self) -> Result<std::sync::Arc<Vec<RateSetting>>> {
+    /// The rates in force, from the cache while it is fresh, with the
+    /// flow settings' generation read before them (a change committed
+    /// between the reads leaves the cache a generation behind: the next
+    /// claim reads again).
+    pub(super) async fn rates_cached(&self) -> Result<InForce> {
         if let Some(v) = self.rates.fresh() {
             return Ok(v);
         }
         let generation = self.rates.generation();
+        let flow_gen = super::flow_gen::flow_gen_on(&self.reader).await?;
         let settings = settings_on(&self.reader).await?;
         let closed = super::closures::closures_on(&self.reader, self.now(), None).await?;
         let keys: Vec<String> = closed.iter().map(Closure::key).collect();
         let rates =
             crate::closures::with_closures(effective(&settings), keys.iter().map(String::as_str));
-        Ok(self.rates.put(generation, rates))
+        Ok(self.rates.put(generation, rates, flow_gen))
     }
 }
 
@@ -157,6 +161,7 @@ impl RateStore for SqliteStore {
             .bind(actor)
             .fetch_one(&mut *tx)
             .await?;
+        super::flow_gen::flow_gen_bump(&mut tx).await?;
         tx.commit().await?;
         self.rates.clear();
         setting(&r)
@@ -171,6 +176,9 @@ impl RateStore for SqliteStore {
             .execute(&mut *tx)
             .await?
             .rows_affected();
+        if n > 0 {
+            super::flow_gen::flow_gen_bump(&mut tx).await?;
+        }
         tx.commit().await?;
         self.rates.clear();
         Ok(n > 0)
@@ -209,7 +217,7 @@ impl RateStore for SqliteStore {
     }
 
     async fn rate_wait(&self, lane: &str, kinds: &[String]) -> Result<Option<std::time::Duration>> {
-        let rates = self.rates_cached().await?;
+        let rates = self.rates_cached().await?.rates;
         if !applies(&rates, lane, kinds) {
             return Ok(None);
         }
