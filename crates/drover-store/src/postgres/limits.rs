@@ -293,7 +293,9 @@ impl PgStore {
             .map(|r| parts(r, false))
             .collect::<Result<Vec<_>>>()?;
         let mut full = Full::of(limits, &p.lane, &claimed);
-        full.add(self.held_back_now(&mut tx, rates, &p.lane).await?);
+        let held_back = self.held_back_now(&mut tx, rates, &p.lane).await?;
+        held_back.note_rate_limited(&p.kinds);
+        full.add(held_back);
         if full.lane {
             tx.commit().await?;
             return Ok(Attempt::Items(Vec::new()));
@@ -446,6 +448,7 @@ impl PgStore {
                 admitted.push(id);
             }
         }
+        cells.note_rate_limited();
         if !admitted.is_empty() {
             self.write_cells(tx, cells.changed()).await?;
         }

@@ -27,6 +27,7 @@ const RATE_CELLS_LOCK: &str = include_str!("../../sql/postgres/rate_cells_lock.s
 const RATE_CELLS_ACTIVE: &str = include_str!("../../sql/postgres/rate_cells_active.sql");
 const RATE_CELLS_WRITE: &str = include_str!("../../sql/postgres/rate_cells_write.sql");
 const RATE_CELLS_PURGE: &str = include_str!("../../sql/postgres/rate_cells_purge.sql");
+const RATE_CELLS_OF: &str = include_str!("../../sql/postgres/rate_cells_of.sql");
 fn setting(r: &PgRow) -> Result<RateSetting> {
     let scope: String = r.try_get("scope")?;
     let name: String = r.try_get("name")?;
@@ -253,6 +254,35 @@ impl RateStore for PgStore {
         };
         tx.commit().await?;
         Ok(n)
+    }
+
+    async fn rate_cells(
+        &self,
+        keys: &[String],
+    ) -> Result<(DateTime<Utc>, Vec<(String, DateTime<Utc>)>)> {
+        let mut tx = self.begin_system().await?;
+        let rows = match sqlx::query(RATE_CELLS_OF)
+            .persistent(self.persistent)
+            .bind(keys)
+            .fetch_all(&mut *tx)
+            .await
+        {
+            Ok(rows) => rows,
+            // A schema before migration 0043: no cell (nor any rate to
+            // compare a clock with).
+            Err(e) if super::undefined_table(&e) => return Ok((Utc::now(), Vec::new())),
+            Err(e) => return Err(e.into()),
+        };
+        tx.commit().await?;
+        let mut now = None;
+        let mut cells = Vec::new();
+        for r in &rows {
+            now = Some(r.try_get::<DateTime<Utc>, _>("now")?);
+            if let Some(key) = r.try_get::<Option<String>, _>("key")? {
+                cells.push((key, r.try_get("tat")?));
+            }
+        }
+        Ok((now.unwrap_or_else(Utc::now), cells))
     }
 
     async fn rate_wait(&self, lane: &str, kinds: &[String]) -> Result<Option<std::time::Duration>> {

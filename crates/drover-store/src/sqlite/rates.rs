@@ -27,6 +27,7 @@ const RATE_LIST: &str = include_str!("../../sql/sqlite/rate_list.sql");
 const RATE_CELLS_ACTIVE: &str = include_str!("../../sql/sqlite/rate_cells_active.sql");
 const RATE_CELLS_WRITE: &str = include_str!("../../sql/sqlite/rate_cells_write.sql");
 const RATE_CELLS_PURGE: &str = include_str!("../../sql/sqlite/rate_cells_purge.sql");
+const RATE_CELLS_OF: &str = include_str!("../../sql/sqlite/rate_cells_of.sql");
 
 fn setting(r: &SqliteRow) -> Result<RateSetting> {
     let scope: String = r.try_get("scope")?;
@@ -214,6 +215,26 @@ impl RateStore for SqliteStore {
         };
         tx.commit().await?;
         Ok(n)
+    }
+
+    async fn rate_cells(
+        &self,
+        keys: &[String],
+    ) -> Result<(DateTime<Utc>, Vec<(String, DateTime<Utc>)>)> {
+        let now = self.now();
+        let json =
+            serde_json::to_string(keys).map_err(|e| Error::invalid("keys", e.to_string()))?;
+        let rows = match sqlx::query(RATE_CELLS_OF)
+            .bind(json)
+            .bind(to_micros(now))
+            .fetch_all(&self.reader)
+            .await
+        {
+            Ok(rows) => rows,
+            Err(sqlx::Error::Database(e)) if e.message().contains("no such table") => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        Ok((now, rows.iter().map(cell).collect::<Result<_>>()?))
     }
 
     async fn rate_wait(&self, lane: &str, kinds: &[String]) -> Result<Option<std::time::Duration>> {
