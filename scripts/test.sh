@@ -28,6 +28,9 @@ command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 # (crates/drover-cli/tests/browser.rs).
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v npm >/dev/null 2>&1 || need+=(npm)
+# libfaketime (Debian's faketime) for the rate scenario's workers with
+# skewed clocks (crates/drover-faults/tests/rates.rs).
+[ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || need+=(faketime)
 if [ ${#need[@]} -gt 0 ]; then
     apt_install "${need[@]}"
 fi

@@ -27,5 +27,6 @@ pub mod limits_checker;
 pub mod procs;
 pub mod projector;
 pub mod proxy;
+pub mod rates_checker;
 pub mod scale;
 pub mod worker;

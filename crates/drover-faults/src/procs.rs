@@ -17,8 +17,17 @@ impl Proc {
     ///
     /// # Panics
     /// When the process cannot be spawned.
-    #[allow(clippy::expect_used)]
     pub fn spawn(bin: &Path, args: &[String], log: &Path) -> Proc {
+        Proc::spawn_env(bin, args, log, &[])
+    }
+
+    /// As [`Proc::spawn`], with `env` added to its environment (a skewed
+    /// clock through libfaketime, say).
+    ///
+    /// # Panics
+    /// When the process cannot be spawned.
+    #[allow(clippy::expect_used)]
+    pub fn spawn_env(bin: &Path, args: &[String], log: &Path, env: &[(&str, &str)]) -> Proc {
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -32,6 +41,7 @@ impl Proc {
                 std::env::var("FAULT_RUST_LOG").unwrap_or_else(|_| "warn".into()),
             )
             .env("NO_COLOR", "1")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(file)

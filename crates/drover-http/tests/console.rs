@@ -546,6 +546,7 @@ async fn sqlite_undecodable_orchestration() {
         cleanup: None,
         insert_in: None,
         outbox_in: None,
+        peer: None,
     })
     .await;
     an_undecodable_orchestration_leaves_the_listing(app, |id| async move {
@@ -572,6 +573,7 @@ async fn postgres_undecodable_orchestration() {
         cleanup: None,
         insert_in: None,
         outbox_in: None,
+        peer: None,
     })
     .await;
     let damage_url = url.clone();

@@ -685,6 +685,7 @@ async fn memory() -> Harness {
         cleanup: None,
         insert_in: None,
         outbox_in: None,
+        peer: None,
     }
 }
 

@@ -730,6 +730,55 @@ async fn limits_on_the_lanes_page(f: &Fixture) {
         "{loc}"
     );
     assert!(q.closures().await.unwrap().is_empty());
+    // A rate in force, with its burst and next start: one start of 1/1h
+    // taken, the next an hour on.
+    q.rate_set(
+        &Principal::system(),
+        &LimitScope::KindPerGroup("paced".into()),
+        drover::store::rates::Rate::per(1, std::time::Duration::from_secs(3_600)).with_burst(2),
+    )
+    .await
+    .unwrap();
+    let page = send(&f.app, get("/ui/lanes", Some(&cookie))).await;
+    let rate = row_of(&page.body, "data-rate-scope=\"kind paced per group\"");
+    assert!(
+        rate.contains("<td>1/1h</td><td>2</td><td>now</td><td>0</td><td>operator</td>"),
+        "{rate}"
+    );
+    for _ in 0..3 {
+        q.enqueue_item(
+            &Principal::system(),
+            NewItem::new("paced", serde_json::json!({}))
+                .with_group("g")
+                .with_lane("paced"),
+        )
+        .await
+        .unwrap();
+    }
+    let claimed = q
+        .store()
+        .item_claim(&drover::store::ClaimParams {
+            lane: "paced".into(),
+            kinds: vec![],
+            worker_id: "w".into(),
+            lease: std::time::Duration::from_secs(60),
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 2, "the burst");
+    let page = send(&f.app, get("/ui/lanes", Some(&cookie))).await;
+    let rate = row_of(&page.body, "data-rate-scope=\"kind paced per group\"");
+    assert!(
+        !rate.contains("<td>now</td>") && rate.contains("<td>1</td><td>operator</td>"),
+        "held back until its next start: {rate}"
+    );
+    q.rate_clear(
+        &Principal::system(),
+        &LimitScope::KindPerGroup("paced".into()),
+    )
+    .await
+    .unwrap();
 }
 
 /// Every open tab shares one query set per refresh.

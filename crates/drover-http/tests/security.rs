@@ -127,6 +127,7 @@ async fn tenant_a_token_reads_none_of_tenant_b_enforced_by_rls() {
         cleanup: None,
         insert_in: None,
         outbox_in: None,
+        peer: None,
     };
     let app = App::over(harness).await;
     let (a, b) = (uuid::Uuid::from_u128(0xAAA), uuid::Uuid::from_u128(0xBBB));

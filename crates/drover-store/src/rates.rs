@@ -339,6 +339,95 @@ pub struct HeldBack {
     pub kinds: Vec<String>,
     /// Groups (kind, tenant, group) over their per-group rate.
     pub groups: Vec<(String, Uuid, String)>,
+    /// The rate scopes (closures left out) holding something back, each
+    /// with its kind (`None`: a lane's), for
+    /// [`HeldBack::note_rate_limited`].
+    pub limited: BTreeMap<String, Option<String>>,
+}
+
+impl HeldBack {
+    /// Counts a claim of `kinds` (empty: every kind) held back by each
+    /// rate scope in [`HeldBack::limited`] that may apply to it
+    /// ([`note_rate_limited`]).
+    pub fn note_rate_limited(&self, kinds: &[String]) {
+        note_rate_limited(self.limited.iter().filter_map(|(label, kind)| {
+            let mine = match kind {
+                None => true,
+                Some(k) => kinds.is_empty() || kinds.iter().any(|c| c == k),
+            };
+            mine.then_some(label.as_str())
+        }));
+    }
+}
+
+/// Claims held back per rate scope in this process, as
+/// `drover_rate_limited_total{scope}` publishes them.
+static RATE_LIMITED: std::sync::Mutex<BTreeMap<String, u64>> =
+    std::sync::Mutex::new(BTreeMap::new());
+/// Whether [`RATE_LIMITED`] moved since it was last taken.
+static RATE_LIMITED_MOVED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Counts one claim held back by each rate scope in `scopes` (labels as
+/// [`LimitScope`] displays them: `kind call per group`): a claim that left
+/// the scope's items out because its cell had no start to give, or whose
+/// admission refused a candidate on it. Each scope once per call.
+pub fn note_rate_limited<'a>(scopes: impl IntoIterator<Item = &'a str>) {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut map: Option<std::sync::MutexGuard<'_, BTreeMap<String, u64>>> = None;
+    for s in scopes {
+        if !seen.insert(s) {
+            continue;
+        }
+        let m = map.get_or_insert_with(|| RATE_LIMITED.lock().unwrap_or_else(|p| p.into_inner()));
+        *m.entry(s.to_owned()).or_default() += 1;
+        RATE_LIMITED_MOVED.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// The claims held back per rate scope in this process since it started,
+/// when they moved since the last call (`None`: nothing new; one atomic
+/// load, so a claim path may ask every time).
+pub fn rate_limited_totals() -> Option<Vec<(String, u64)>> {
+    if !RATE_LIMITED_MOVED.swap(false, std::sync::atomic::Ordering::Relaxed) {
+        return None;
+    }
+    let m = RATE_LIMITED.lock().unwrap_or_else(|p| p.into_inner());
+    Some(m.iter().map(|(k, v)| (k.clone(), *v)).collect())
+}
+
+/// The claims held back by the rate scope `scope` in this process so far
+/// (what `drover_rate_limited_total{scope}` last published or will).
+pub fn rate_limited_count(scope: &str) -> u64 {
+    let m = RATE_LIMITED.lock().unwrap_or_else(|p| p.into_inner());
+    m.get(scope).copied().unwrap_or(0)
+}
+
+/// The scope label (as [`LimitScope`] displays it) of a rate cell key;
+/// `None` for a closure's cell.
+fn scope_label(key: &str) -> Option<String> {
+    let (body, suffix) = key.rsplit_once('@')?;
+    if suffix == &CLOSED_SUFFIX[1..] {
+        return None;
+    }
+    if let Some(l) = body.strip_prefix("lane:") {
+        return Some(format!("lane {l}"));
+    }
+    if let Some(k) = body.strip_prefix("kind:") {
+        return Some(format!("kind {k}"));
+    }
+    let rest = body.strip_prefix("group:")?;
+    // The kind ends at the first `:` followed by a tenant's UUID and `:`.
+    for (i, _) in rest.match_indices(':') {
+        let after = &rest[i + 1..];
+        if after.len() > 37
+            && after.as_bytes()[36] == b':'
+            && after.get(..36).is_some_and(|t| Uuid::parse_str(t).is_ok())
+        {
+            return Some(format!("kind {} per group", &rest[..i]));
+        }
+    }
+    None
 }
 
 /// Which scopes of `rates` the `cells` (key, tat) hold back at `now`, for
@@ -358,15 +447,26 @@ pub fn held_back<'a>(
             let Some(key) = cell.strip_suffix(&r.rate.cell_suffix()) else {
                 continue;
             };
-            match &r.scope {
-                LimitScope::Lane(n) if n == lane && key == format!("lane:{n}") => out.lane = true,
-                LimitScope::Kind(k) if key == format!("kind:{k}") => out.kinds.push(k.clone()),
-                LimitScope::KindPerGroup(k) => {
-                    if let Some(g) = parse_group_key(key, k) {
-                        out.groups.push(g);
-                    }
+            let kind = match &r.scope {
+                LimitScope::Lane(n) if n == lane && key == format!("lane:{n}") => {
+                    out.lane = true;
+                    None
                 }
-                _ => {}
+                LimitScope::Kind(k) if key == format!("kind:{k}") => {
+                    out.kinds.push(k.clone());
+                    Some(k)
+                }
+                LimitScope::KindPerGroup(k) => match parse_group_key(key, k) {
+                    Some(g) => {
+                        out.groups.push(g);
+                        Some(k)
+                    }
+                    None => continue,
+                },
+                _ => continue,
+            };
+            if !r.rate.is_closure() {
+                out.limited.insert(r.scope.to_string(), kind.cloned());
             }
         }
     }
@@ -394,6 +494,8 @@ pub struct Cells {
     now: DateTime<Utc>,
     tats: HashMap<String, DateTime<Utc>>,
     changed: BTreeMap<String, DateTime<Utc>>,
+    /// The rate scopes (closures left out) that refused a start.
+    refused: std::collections::BTreeSet<String>,
 }
 
 impl Cells {
@@ -407,6 +509,7 @@ impl Cells {
             now,
             tats: cells.into_iter().collect(),
             changed: BTreeMap::new(),
+            refused: std::collections::BTreeSet::new(),
         }
     }
 
@@ -424,11 +527,26 @@ impl Cells {
 
     /// Whether a start against every cell in `keys` would be admitted now
     /// (nothing moves).
-    pub fn would_admit(&self, keys: &[(String, Rate)]) -> bool {
-        crate::limits::limits_broken()
-            || keys
-                .iter()
-                .all(|(key, rate)| rate.admit(self.tats.get(key).copied(), self.now).is_some())
+    /// A refusal is remembered for [`Cells::note_rate_limited`].
+    pub fn would_admit(&mut self, keys: &[(String, Rate)]) -> bool {
+        if crate::limits::limits_broken() {
+            return true;
+        }
+        for (key, rate) in keys {
+            if rate.admit(self.tats.get(key).copied(), self.now).is_none() {
+                if let Some(label) = scope_label(key) {
+                    self.refused.insert(label);
+                }
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Counts the claim held back by each rate scope that refused a start
+    /// ([`note_rate_limited`]).
+    pub fn note_rate_limited(&self) {
+        note_rate_limited(self.refused.iter().map(String::as_str));
     }
 
     /// Admits a start against every cell in `keys` when each has room,
@@ -443,7 +561,12 @@ impl Cells {
                 // A closure admits without moving: its cell is its time.
                 Some(_) if rate.is_closure() => {}
                 Some(t) => next.push((key, t)),
-                None => return false,
+                None => {
+                    if let Some(label) = scope_label(key) {
+                        self.refused.insert(label);
+                    }
+                    return false;
+                }
             }
         }
         for (key, t) in next {
@@ -557,19 +680,34 @@ pub fn wait_for<'a>(
 /// [`LIMITS_CACHE_TTL`](crate::limits::LIMITS_CACHE_TTL)).
 pub const RATES_CACHE_TTL: Duration = crate::limits::LIMITS_CACHE_TTL;
 
+/// The rates in force as a claimer last read them, with the flow
+/// settings' generation read before them (migration 0046).
+#[derive(Debug, Clone, Default)]
+pub struct InForce {
+    /// The rates in force, closures included ([`crate::closures::with_closures`]).
+    pub rates: std::sync::Arc<Vec<RateSetting>>,
+    /// The generation read before the rates; `None` on a schema before
+    /// migration 0046, whose claims check none.
+    pub flow_gen: Option<i64>,
+}
+
 /// The rates in force as a claimer last read them, for
-/// [`RATES_CACHE_TTL`]: a claim no rate applies to costs no statement.
-/// A read that began before this process changed the rates (or closed a
-/// scope) is not kept: its claimers would miss the change for a TTL.
+/// [`RATES_CACHE_TTL`]: a claim no rate applies to costs no statement
+/// beyond the read of the generation its claim makes in the same
+/// statement. A claim that finds the generation moved (another process
+/// changed a rate or a closure) claims nothing and clears this cache
+/// ([`RateCache::clear`]), so no claim runs on settings older than the
+/// last change committed before it began. A read that began before this
+/// process changed the rates (or closed a scope) is not kept.
 #[derive(Debug, Default)]
 pub struct RateCache {
-    slot: std::sync::Mutex<Option<(std::time::Instant, std::sync::Arc<Vec<RateSetting>>)>>,
+    slot: std::sync::Mutex<Option<(std::time::Instant, InForce)>>,
     generation: std::sync::atomic::AtomicU64,
 }
 
 impl RateCache {
     /// The cached rates, if read within the TTL.
-    pub fn fresh(&self) -> Option<std::sync::Arc<Vec<RateSetting>>> {
+    pub fn fresh(&self) -> Option<InForce> {
         let slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
         slot.as_ref()
             .filter(|(at, _)| at.elapsed() < RATES_CACHE_TTL)
@@ -581,14 +719,14 @@ impl RateCache {
         self.generation.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// Keeps `rates` (the ones in force) as read since `generation`,
-    /// unless [`RateCache::clear`] ran meanwhile.
-    pub fn put(
-        &self,
-        generation: u64,
-        rates: Vec<RateSetting>,
-    ) -> std::sync::Arc<Vec<RateSetting>> {
-        let v = std::sync::Arc::new(rates);
+    /// Keeps `rates` (the ones in force) as read since `generation`, with
+    /// the database's `flow_gen` read before them, unless
+    /// [`RateCache::clear`] ran meanwhile.
+    pub fn put(&self, generation: u64, rates: Vec<RateSetting>, flow_gen: Option<i64>) -> InForce {
+        let v = InForce {
+            rates: std::sync::Arc::new(rates),
+            flow_gen,
+        };
         let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
         if self.generation() == generation {
             *slot = Some((std::time::Instant::now(), v.clone()));
@@ -596,7 +734,8 @@ impl RateCache {
         v
     }
 
-    /// Forgets the cached rates (this process changed them).
+    /// Forgets the cached rates (this process changed them, or a claim
+    /// found the database's generation moved).
     pub fn clear(&self) {
         let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
         self.generation
@@ -604,6 +743,11 @@ impl RateCache {
         *slot = None;
     }
 }
+
+/// How many times a claim reads the settings again after finding the
+/// generation moved before it answers with nothing (a storm of closes
+/// moving it faster than a claimer re-reads; its next claim tries again).
+pub const STALE_RETRIES: usize = 3;
 
 /// The rate-limit entity of the storage seam (system operations).
 #[async_trait]
@@ -640,6 +784,14 @@ pub trait RateStore: Send + Sync {
     /// cell goes idle; how many. A cell a claim moves ahead meanwhile is
     /// kept (the clock is compared on the row the delete removes).
     async fn rate_cells_purge(&self, batch: u32) -> Result<u64>;
+
+    /// The cells of `keys` ahead of the store's clock (key, tat), with that
+    /// clock: what holds a start of one item back now and until when
+    /// ("why is it waiting"). A key not returned is idle.
+    async fn rate_cells(
+        &self,
+        keys: &[String],
+    ) -> Result<(DateTime<Utc>, Vec<(String, DateTime<Utc>)>)>;
 }
 
 /// How many idle cells one sweep pass deletes at most.

@@ -16,6 +16,7 @@ async fn memory_harness() -> Harness {
         cleanup: None,
         insert_in: None,
         outbox_in: None,
+        peer: None,
     }
 }
 

@@ -228,6 +228,7 @@ async fn every_table_forces_rls_and_runtime_role_is_unprivileged() {
             "events_1",
             "events_2",
             "events_3",
+            "flow_generation",
             "flow_limits",
             "idempotency_markers",
             "item_active_keys",

@@ -126,6 +126,97 @@ async fn reasons_name_what_holds_an_item_back(store: Arc<dyn Store>) {
     ));
 }
 
+/// A per-group rate with no start to give names itself, its rate and when
+/// it next allows one; the claims it held back are counted for
+/// `drover_rate_limited_total{scope}`; another group starts.
+async fn a_rate_names_its_next_start(store: Arc<dyn Store>) {
+    let q = Queue::new(store.clone());
+    let system = Principal::system();
+    let per_group = LimitScope::KindPerGroup("paced".into());
+    let hour = Duration::from_secs(3_600);
+    q.rate_set(
+        &system,
+        &per_group,
+        drover::store::rates::Rate::per(1, hour),
+    )
+    .await
+    .unwrap();
+    let put = |g: &'static str| {
+        let q = q.clone();
+        async move {
+            q.enqueue_item(
+                &Principal::system(),
+                NewItem::new("paced", json!({}))
+                    .with_group(g)
+                    .with_lane("paced"),
+            )
+            .await
+            .unwrap()
+            .item
+        }
+    };
+    put("g1").await;
+    put("g2").await;
+    let held = put("g1").await;
+    let before = drover::store::rates::rate_limited_count("kind paced per group");
+    let claimed = store.item_claim(&claim("paced")).await.unwrap();
+    assert_eq!(claimed.len(), 2, "one start per group: {claimed:?}");
+    assert!(claimed.iter().all(|i| i.id != held.id));
+    let now = store.db_now().await.unwrap();
+    let why = q
+        .why_waiting(&q.get(Uuid::nil(), held.id).await.unwrap())
+        .await
+        .unwrap();
+    let (scope, rate, next) = why
+        .iter()
+        .find_map(|w| match w {
+            WaitReason::RateLimited {
+                scope,
+                rate,
+                next_start,
+            } => Some((scope.clone(), rate.clone(), *next_start)),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("a rate holds it back: {why:?}"));
+    assert_eq!(
+        (scope.as_str(), rate.as_str()),
+        ("kind paced per group", "1/1h")
+    );
+    assert!(
+        next > now + chrono::Duration::minutes(59) && next <= now + chrono::Duration::hours(1),
+        "{next} against {now}"
+    );
+    let text = why
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ");
+    assert!(
+        text.contains("rate 1/1h on kind paced per group: next start allowed at"),
+        "{text}"
+    );
+    assert_eq!(
+        why.iter()
+            .find(|w| w.code() == "rate_limited")
+            .map(WaitReason::code),
+        Some("rate_limited")
+    );
+    // The next claim finds g1's cell ahead: counted.
+    assert!(store.item_claim(&claim("paced")).await.unwrap().is_empty());
+    assert!(
+        drover::store::rates::rate_limited_count("kind paced per group") > before,
+        "the held-back claims are counted"
+    );
+    // The other group's item is not rate-limited once claimed: nothing of
+    // another group waits on g1's cell.
+    q.rate_clear(&system, &per_group).await.unwrap();
+    let why = q
+        .why_waiting(&q.get(Uuid::nil(), held.id).await.unwrap())
+        .await
+        .unwrap();
+    assert!(!why.iter().any(|w| w.code() == "rate_limited"), "{why:?}");
+}
+
 fn beat_row(id: &str, lanes: &[&str], kinds: &[&str], state: &str) -> WorkerRow {
     let now = chrono::Utc::now();
     WorkerRow {
@@ -241,7 +332,8 @@ async fn no_worker_of_the_lane_handles_the_kind(store: Arc<dyn Store>) {
 async fn memory_reasons() {
     let store = Arc::new(drover::store::memory::MemoryStore::new());
     reasons_name_what_holds_an_item_back(store.clone()).await;
-    no_worker_of_the_lane_handles_the_kind(store).await;
+    no_worker_of_the_lane_handles_the_kind(store.clone()).await;
+    a_rate_names_its_next_start(store).await;
 }
 
 #[tokio::test]
@@ -254,7 +346,8 @@ async fn sqlite_reasons() {
     store.migrate().await.unwrap();
     let store: Arc<dyn Store> = Arc::new(store);
     reasons_name_what_holds_an_item_back(store.clone()).await;
-    no_worker_of_the_lane_handles_the_kind(store).await;
+    no_worker_of_the_lane_handles_the_kind(store.clone()).await;
+    a_rate_names_its_next_start(store).await;
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", dir.display()));
     }
@@ -264,7 +357,8 @@ async fn sqlite_reasons() {
 async fn postgres_reasons() {
     let (store, schema) = drover::testing::pg_fresh_store().await;
     reasons_name_what_holds_an_item_back(store.clone()).await;
-    no_worker_of_the_lane_handles_the_kind(store).await;
+    no_worker_of_the_lane_handles_the_kind(store.clone()).await;
+    a_rate_names_its_next_start(store).await;
     drover::testing::pg_drop_schema(&drover::testing::pg_owner_url().await, &schema).await;
 }
 

@@ -161,6 +161,11 @@ impl Run {
 
     /// Starts a worker process with `extra` flags after the defaults.
     pub fn spawn(&self, extra: &[&str]) -> Proc {
+        self.spawn_env(extra, &[])
+    }
+
+    /// As [`Run::spawn`], with `env` added to the process's environment.
+    pub fn spawn_env(&self, extra: &[&str], env: &[(&str, &str)]) -> Proc {
         let n = self
             .next_log
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -171,10 +176,11 @@ impl Run {
             SCHEMA.into(),
         ];
         args.extend(extra.iter().map(|s| (*s).to_owned()));
-        Proc::spawn(
+        Proc::spawn_env(
             std::path::Path::new(BIN),
             &args,
             &self.dir.path().join(format!("worker-{n}.log")),
+            env,
         )
     }
 

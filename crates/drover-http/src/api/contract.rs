@@ -79,6 +79,8 @@ pub enum WaitCode {
     EarlierInGroup,
     /// Its group (or its kind) is closed until a time.
     GroupClosed,
+    /// A rate limit it starts against has no start to give until a time.
+    RateLimited,
     /// No live worker drains its lane or handles its kind.
     NoWorker,
 }

@@ -352,7 +352,8 @@ impl From<drover::store::links::ItemLinks> for LinksView {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct WaitView {
     /// `run_at`, `dependencies`, `lane_paused`, `limit_full`,
-    /// `earlier_in_group`, `group_closed`, `no_worker` (or `not_pending`).
+    /// `earlier_in_group`, `group_closed`, `rate_limited`, `no_worker` (or
+    /// `not_pending`).
     #[schema(value_type = super::contract::WaitCode)]
     pub reason: String,
     /// The reason in words: which limit, held by which item since when;

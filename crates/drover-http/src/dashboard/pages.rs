@@ -253,6 +253,8 @@ struct LanesPage {
     limits: Vec<LimitRow>,
     /// The kinds and groups closed until a time.
     closures: Vec<ClosureRow>,
+    /// The rate limits in force.
+    rates: Vec<RateRow>,
     can_operate: bool,
     at: String,
 }
@@ -276,6 +278,34 @@ impl From<drover::store::closures::Closure> for ClosureRow {
             group: c.group.unwrap_or_default(),
             tenant: c.tenant_id.to_string(),
             until: time(c.until),
+        }
+    }
+}
+
+/// A rate limit in force as the lanes page shows it.
+struct RateRow {
+    /// `kind call per group`, `lane exports`.
+    scope: String,
+    /// Starts per period (`10/1s`).
+    rate: String,
+    burst: u32,
+    /// When the next start is allowed; `now` when one is.
+    next_start: String,
+    /// For a per-group rate: how many groups it holds back now.
+    held_back: u64,
+    source: &'static str,
+}
+
+impl From<drover::store::rates::RateUsage> for RateRow {
+    fn from(u: drover::store::rates::RateUsage) -> Self {
+        let r = u.setting.rate;
+        RateRow {
+            scope: u.setting.scope.to_string(),
+            rate: r.with_burst(1).to_string(),
+            burst: r.burst,
+            next_start: u.next_start_at.map_or_else(|| "now".to_owned(), time),
+            held_back: u.held_back,
+            source: u.setting.source.as_str(),
         }
     }
 }
@@ -338,6 +368,18 @@ pub(super) async fn lanes(
             );
         }
     };
+    let rates = match st.app.queue.rates().await {
+        Ok(r) => r.into_iter().map(RateRow::from).collect(),
+        Err(e) => {
+            return note_page(
+                &st,
+                &v,
+                "Lanes",
+                e.to_string(),
+                StatusCode::SERVICE_UNAVAILABLE,
+            );
+        }
+    };
     let limited: Vec<String> = by_lane.keys().cloned().collect();
     let lanes = lane_views(&snap, &states, &limited)
         .into_iter()
@@ -352,6 +394,7 @@ pub(super) async fn lanes(
             lanes,
             limits,
             closures,
+            rates,
             can_operate: v.can_operate(),
             at: time(snap.at),
         },

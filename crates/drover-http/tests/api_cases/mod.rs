@@ -277,6 +277,7 @@ fn empty_harness(app: &App) -> drover::store::contract::Harness {
         cleanup: None,
         insert_in: None,
         outbox_in: None,
+        peer: None,
     }
 }
 

@@ -141,6 +141,7 @@ pub async fn memory() -> App {
         cleanup: None,
         insert_in: None,
         outbox_in: None,
+        peer: None,
     })
     .await
 }

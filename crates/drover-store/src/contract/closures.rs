@@ -11,6 +11,7 @@
 
 use super::*;
 use crate::closures::Closure;
+use crate::limits::{LimitScope, LimitSource};
 
 const KIND: &str = "call";
 
@@ -244,4 +245,93 @@ pub async fn closure_concurrent_claimers_never_take_a_closed_group(h: &Harness) 
         }
     }
     assert!(after_close > 0, "claims ran after the close");
+}
+
+/// A second store over the same database (another process: caches of its
+/// own, warmed before the change) claims right after this store closes a
+/// group, reopens it or sets a rate, and its very next claim follows the
+/// change: no cache lag. Through each of its claims' paths: no limit or
+/// rate applies (kind `call`), a concurrency limit does (`capped`), a rate
+/// does (`paced`).
+pub async fn closure_seen_at_once_by_another_store(h: &Harness) {
+    let s = &h.store;
+    s.limit_set(
+        &LimitScope::Kind("capped".into()),
+        LimitSource::Operator,
+        1_000.into(),
+        Uuid::nil(),
+    )
+    .await
+    .expect("limit");
+    let fast = crate::rates::Rate::per(1_000, Duration::from_secs(1)).with_burst(1_000);
+    s.rate_set(
+        &LimitScope::Kind("paced".into()),
+        LimitSource::Operator,
+        fast,
+        Uuid::nil(),
+    )
+    .await
+    .expect("rate");
+    const KINDS: [&str; 3] = ["call", "capped", "paced"];
+    let batch: Vec<NewItem> = KINDS
+        .iter()
+        .flat_map(|k| {
+            (0..6)
+                .map(move |n| NewItem::new(*k, json!({ "n": n })).with_group(format!("g{}", n % 2)))
+        })
+        .collect();
+    s.item_insert_many(&batch).await.expect("bulk");
+    let peer = h.peer().await;
+    let claim = |kind: &'static str, limit: u32| {
+        let peer = peer.clone();
+        async move {
+            let p = ClaimParams {
+                lane: "default".into(),
+                kinds: vec![kind.to_owned()],
+                worker_id: "peer".into(),
+                lease: LONG,
+                limit,
+            };
+            peer.item_claim(&p).await.expect("peer claim")
+        }
+    };
+    // The peer reads (and caches) the settings: nothing is closed.
+    assert!(claim("warm", 10).await.is_empty());
+    let until = now_us(h).await + chrono::Duration::hours(1);
+    for k in KINDS {
+        s.close_until(k, Uuid::nil(), Some("g0"), until, None, Uuid::nil())
+            .await
+            .expect("close");
+    }
+    for k in KINDS {
+        let got = claim(k, 100).await;
+        assert_eq!(got.len(), 3, "{k}: the open group's items: {got:?}");
+        assert!(
+            got.iter().all(|i| i.group.as_deref() == Some("g1")),
+            "{k}: the peer claimed from the closed group: {got:?}"
+        );
+    }
+    for k in KINDS {
+        assert!(
+            s.reopen(k, Uuid::nil(), Some("g0")).await.expect("reopen"),
+            "{k}"
+        );
+        let got = claim(k, 100).await;
+        assert_eq!(got.len(), 3, "{k}: reopened at once: {got:?}");
+    }
+    // A rate set by this store binds the peer's next claim.
+    let slow = crate::rates::Rate::per(1, Duration::from_secs(3_600));
+    s.rate_set(
+        &LimitScope::Kind("call".into()),
+        LimitSource::Operator,
+        slow,
+        Uuid::nil(),
+    )
+    .await
+    .expect("rate");
+    let more: Vec<NewItem> = (0..3)
+        .map(|n| NewItem::new("call", json!({ "m": n })))
+        .collect();
+    s.item_insert_many(&more).await.expect("bulk");
+    assert_eq!(claim("call", 100).await.len(), 1, "one start of 1/1h");
 }

@@ -20,6 +20,11 @@ use crate::{ManualClock, Store};
 /// Work run after a case, such as dropping its schema.
 pub type Cleanup = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
 
+/// Opens a second store over the harness's database: another process's
+/// view, with caches of its own (nothing shared with [`Harness::store`]
+/// but the database).
+pub type Peer = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Arc<dyn Store>> + Send>> + Send + Sync>;
+
 /// Enqueues one item inside a transaction of the harness's own, on a
 /// connection of the store's database, and commits: the backend's
 /// transactional enqueue (`insert_in`), as `Queue::enqueue_in` runs it.
@@ -58,6 +63,9 @@ pub struct Harness {
     /// The backend's outbox write in a caller's transaction; `None` for a
     /// store without caller transactions (memory).
     pub outbox_in: Option<OutboxIn>,
+    /// A second store over the same database; `None` where a store is its
+    /// own database (memory), whose cases use [`Harness::store`] again.
+    pub peer: Option<Peer>,
 }
 
 impl Harness {
@@ -75,6 +83,15 @@ impl Harness {
         match &self.insert_in {
             Some(f) => f(item).await,
             None => self.store.item_insert(&item).await,
+        }
+    }
+
+    /// A second store over the same database ([`Harness::peer`]), or the
+    /// store itself where there is none.
+    pub async fn peer(&self) -> Arc<dyn Store> {
+        match &self.peer {
+            Some(open) => open().await,
+            None => self.store.clone(),
         }
     }
 
@@ -189,6 +206,7 @@ macro_rules! contract_suite {
             closure_of_kind_holds_all_groups_and_reopens_at_once,
             closure_handler_close_only_moves_later,
             closure_concurrent_claimers_never_take_a_closed_group,
+            closure_seen_at_once_by_another_store,
             cancel_discards_a_dead_letter_with_exact_counts,
             result_stored_with_completion,
             stale_completion_with_result_stores_nothing,

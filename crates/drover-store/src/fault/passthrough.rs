@@ -77,6 +77,15 @@ impl crate::rates::RateStore for FaultStore {
     async fn rate_wait(&self, lane: &str, kinds: &[String]) -> Result<Option<std::time::Duration>> {
         self.inner.rate_wait(lane, kinds).await
     }
+    async fn rate_cells(
+        &self,
+        keys: &[String],
+    ) -> Result<(
+        chrono::DateTime<chrono::Utc>,
+        Vec<(String, chrono::DateTime<chrono::Utc>)>,
+    )> {
+        self.inner.rate_cells(keys).await
+    }
 }
 
 /// Closures pass straight through (the claim that enforces them is the

@@ -136,6 +136,7 @@ impl ItemStore for MemoryStore {
                     admitted.push(c);
                 }
             }
+            cells.note_rate_limited();
             for (k, t) in cells.changed() {
                 st.cells.insert(k.clone(), *t);
             }

@@ -84,6 +84,27 @@ impl RateStore for MemoryStore {
         Ok(idle.len() as u64)
     }
 
+    async fn rate_cells(
+        &self,
+        keys: &[String],
+    ) -> Result<(
+        chrono::DateTime<chrono::Utc>,
+        Vec<(String, chrono::DateTime<chrono::Utc>)>,
+    )> {
+        let now = self.now();
+        let st = self.lock();
+        let cells = keys
+            .iter()
+            .filter_map(|k| {
+                st.cells
+                    .get(k)
+                    .filter(|t| **t > now)
+                    .map(|t| (k.clone(), *t))
+            })
+            .collect();
+        Ok((now, cells))
+    }
+
     async fn rate_wait(&self, lane: &str, kinds: &[String]) -> Result<Option<std::time::Duration>> {
         let st = self.lock();
         Ok(wait_for(

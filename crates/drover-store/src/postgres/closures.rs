@@ -81,6 +81,8 @@ impl ClosureStore for PgStore {
             .bind(by_item)
             .execute(&mut *tx)
             .await?;
+        // Every process's next claim reads the closures again.
+        super::flow_gen::flow_gen_bump(&mut tx, self.persistent).await?;
         let stored = self.closures_of(&mut tx, Some(&key)).await?;
         tx.commit().await?;
         self.rates.clear();
@@ -102,6 +104,9 @@ impl ClosureStore for PgStore {
             .bind(&key)
             .fetch_optional(&mut *tx)
             .await?;
+        if live.is_some() {
+            super::flow_gen::flow_gen_bump(&mut tx, self.persistent).await?;
+        }
         tx.commit().await?;
         self.rates.clear();
         Ok(live.unwrap_or(false))

@@ -25,6 +25,9 @@ use drover_core::error::Result;
 use drover_core::item::Item;
 
 const HANDOVER_CALL: &str = include_str!("../../sql/postgres/limit_handover_call.sql");
+/// The handover behind the flow settings' generation (`claim_gen.rs`).
+const HANDOVER_CALL_CHECKED: &str =
+    include_str!("../../sql/postgres/limit_handover_call_checked.sql");
 
 impl PgStore {
     /// Completes `done` and claims by `p`, in one call when it can (see the
@@ -59,13 +62,18 @@ impl PgStore {
             return Ok(None);
         }
         let limits = self.limits_in_force().await?;
-        let rates = self.rates_in_force().await?;
-        if crate::rates::applies(&rates, &p.lane, &p.kinds) || !applies(&limits, &p.lane, &p.kinds)
+        let in_force = self.rates_in_force().await?;
+        if crate::rates::applies(&in_force.rates, &p.lane, &p.kinds)
+            || !applies(&limits, &p.lane, &p.kinds)
         {
             return Ok(None);
         }
         let args = CallArgs::of(&limits, &p.lane);
-        let sql = HANDOVER_CALL.replace("{schema}", &self.schema);
+        let sql = match in_force.flow_gen {
+            Some(_) => HANDOVER_CALL_CHECKED,
+            None => HANDOVER_CALL,
+        }
+        .replace("{schema}", &self.schema);
         let query = sqlx::query(&sql)
             .persistent(self.persistent)
             .bind(tenant)
@@ -78,7 +86,10 @@ impl PgStore {
         // walk past full groups' backlogs short. A short answer costs the
         // worker one ordinary claim, as before the handover.
         let want = p.limit.saturating_mul(2).saturating_add(2);
-        let query = self.bind_limited(query, p, &args, want);
+        let mut query = self.bind_limited(query, p, &args, want);
+        if let Some(g) = in_force.flow_gen {
+            query = query.bind(g);
+        }
         let fetched = if self.persistent {
             query.fetch_all(&self.system_pool).await
         } else {
@@ -98,6 +109,18 @@ impl PgStore {
             }
             Err(e) => return Err(e.into()),
         };
+        // The generation moved (another process changed a rate or a
+        // closure): nothing ran; complete and claim apart, each checked.
+        if let Some(g) = in_force.flow_gen
+            && rows
+                .first()
+                .map(|r| r.try_get::<i64, _>("flow_gen"))
+                .transpose()?
+                != Some(g)
+        {
+            self.rates.clear();
+            return Ok(None);
+        }
         let mut ids: HashSet<Uuid> = HashSet::new();
         let mut items: Vec<Item> = Vec::with_capacity(rows.len());
         for r in &rows {

@@ -492,37 +492,9 @@ pub(super) async fn insert_each_on(
 }
 
 /// Claims available items across tenants (system role), in priority then
-/// `available_at` order.
+/// `available_at` order ([`super::claim_gen::claim`]).
 pub(super) async fn claim(store: &PgStore, p: &ClaimParams) -> Result<Vec<Item>> {
-    if p.limit == 0 {
-        return Ok(Vec::new());
-    }
-    if let Some(items) = store.claim_limited(p).await? {
-        return Ok(items);
-    }
-    // One autocommit statement: the function runs as the system role.
-    // Behind a transaction pooler, inside BEGIN/COMMIT (see `pooler`).
-    let query = sqlx::query(&store.claim_sql)
-        .persistent(store.persistent)
-        .bind(&p.lane)
-        .bind(&p.kinds)
-        .bind(&p.worker_id)
-        .bind(secs(p.lease))
-        .bind(i64::from(p.limit));
-    let rows = if store.persistent {
-        query.fetch_all(&store.system_pool).await?
-    } else {
-        let mut tx = super::super::begin::begin(&store.system_pool, "BEGIN").await?;
-        let rows = query.fetch_all(&mut *tx).await?;
-        tx.commit().await?;
-        rows
-    };
-    let mut items = rows.iter().map(row::item).collect::<Result<Vec<_>>>()?;
-    // RETURNING has no order; hand items out in the order they were picked.
-    items.sort_by(|a, b| {
-        (a.priority, a.available_at, a.id).cmp(&(b.priority, b.available_at, b.id))
-    });
-    Ok(items)
+    super::claim_gen::claim(store, p).await
 }
 
 /// The error for a fenced write that changed nothing: `NotFound` when the

@@ -32,6 +32,7 @@ use sqlx::Row;
 use sqlx::postgres::PgRow;
 use uuid::Uuid;
 
+use super::claim_gen::{Attempt, checked_items};
 use super::{PgStore, row, secs};
 use crate::ClaimParams;
 use crate::limits::{
@@ -39,7 +40,7 @@ use crate::limits::{
     OnDeadLetter, OrderBlocker, UsageRow, applies, effective, full_scopes, keys_of, limits_broken,
     ordered_kinds, usage,
 };
-use crate::rates::{Cells, HeldBack, Rate, RateSetting, rate_keys_of};
+use crate::rates::{Cells, HeldBack, InForce, Rate, RateSetting, rate_keys_of};
 use drover_core::error::Result;
 use drover_core::item::Item;
 
@@ -58,9 +59,6 @@ const LIMIT_LOCK: &str = include_str!("../../sql/postgres/limit_lock.sql");
 const LIMIT_HELD: &str = include_str!("../../sql/postgres/limit_held.sql");
 const LIMIT_CLAIM: &str = include_str!("../../sql/postgres/limit_claim.sql");
 const LIMIT_USAGE: &str = include_str!("../../sql/postgres/limit_usage.sql");
-/// The one-call limited claim (migration 0036); `{schema}` is the
-/// validated schema name.
-pub(super) const LIMIT_CLAIM_CALL: &str = include_str!("../../sql/postgres/limit_claim_call.sql");
 const LIMIT_ORDER_BLOCKER: &str = include_str!("../../sql/postgres/limit_order_blocker.sql");
 
 /// How many candidates a limited claim reads per slot it asks for (plus a
@@ -136,50 +134,70 @@ impl PgStore {
             .await?)
     }
 
-    /// The claim of `p`, limited when a limit applies to it (see the
-    /// module docs); `None` when none does (the caller claims as before).
-    pub(super) async fn claim_limited(&self, p: &ClaimParams) -> Result<Option<Vec<Item>>> {
+    /// The claim of `p`, limited when a limit or a rate of `in_force`
+    /// applies to it (see the module docs), checked against the flow
+    /// settings' generation `in_force` was read at (`claim_gen.rs`);
+    /// `None` when none applies (the caller claims as before).
+    pub(super) async fn claim_limited(
+        &self,
+        p: &ClaimParams,
+        in_force: &InForce,
+    ) -> Result<Option<Attempt>> {
         let limits = self.limits_in_force().await?;
-        let rates = self.rates_in_force().await?;
-        if crate::rates::applies(&rates, &p.lane, &p.kinds) {
+        let (rates, fgen) = (&in_force.rates, in_force.flow_gen);
+        if crate::rates::applies(rates, &p.lane, &p.kinds) {
             // A rate may hold a start back: the steps, with the cells.
-            return self.claim_limited_steps(p, &limits, &rates).await.map(Some);
+            return self
+                .claim_limited_steps(p, &limits, rates, fgen)
+                .await
+                .map(Some);
         }
         if !applies(&limits, &p.lane, &p.kinds) {
             return Ok(None);
         }
         if !self.limits.steps_only() {
-            if let Some(items) = self.claim_limited_call(p, &limits).await? {
-                return Ok(Some(items));
+            if let Some(attempt) = self.claim_limited_call(p, &limits, fgen).await? {
+                return Ok(Some(attempt));
             }
             // The schema predates migration 0036 (a binary ahead of its
             // database in an online upgrade): the steps below, until the
             // limits are read again.
             self.limits.set_steps_only();
         }
-        self.claim_limited_steps(p, &limits, &[]).await.map(Some)
+        self.claim_limited_steps(p, &limits, &[], fgen)
+            .await
+            .map(Some)
     }
 
     /// The limited claim in one call into `claim_limited` (migration 0036),
     /// which runs the steps of [`PgStore::claim_limited_steps`] inside the
-    /// server under the same scope keys and locks. `None` when the database
-    /// has no such function.
+    /// server under the same scope keys and locks, behind the generation's
+    /// gate when `fgen` is known. `None` when the database has no such
+    /// function.
     async fn claim_limited_call(
         &self,
         p: &ClaimParams,
         limits: &[LimitSetting],
-    ) -> Result<Option<Vec<Item>>> {
+        fgen: Option<i64>,
+    ) -> Result<Option<Attempt>> {
         let args = CallArgs::of(limits, &p.lane);
         let want = p
             .limit
             .saturating_mul(CANDIDATES_PER_SLOT)
             .saturating_add(CANDIDATES_EXTRA);
-        let query = self.bind_limited(
-            sqlx::query(&self.claim_limited_sql).persistent(self.persistent),
+        let statement = match fgen {
+            Some(_) => &self.claim_sql.limited_checked,
+            None => &self.claim_sql.limited,
+        };
+        let mut query = self.bind_limited(
+            sqlx::query(statement).persistent(self.persistent),
             p,
             &args,
             want,
         );
+        if let Some(g) = fgen {
+            query = query.bind(g);
+        }
         let fetched = if self.persistent {
             query.fetch_all(&self.system_pool).await
         } else {
@@ -198,11 +216,12 @@ impl PgStore {
             }
             Err(e) => return Err(e.into()),
         };
-        let mut items = rows.iter().map(row::item).collect::<Result<Vec<_>>>()?;
-        items.sort_by(|a, b| {
-            (a.priority, a.available_at, a.id).cmp(&(b.priority, b.available_at, b.id))
-        });
-        Ok(Some(items))
+        match fgen {
+            Some(g) => checked_items(&rows, g).map(Some),
+            None => Ok(Some(Attempt::Items(
+                rows.iter().map(row::item).collect::<Result<Vec<_>>>()?,
+            ))),
+        }
     }
 
     /// Binds `claim_limited`'s fourteen arguments for the claim `p` under
@@ -243,18 +262,26 @@ impl PgStore {
     /// uses); a candidate is admitted when its cells and its slots both
     /// have room; the moved cells are written back before the claim's
     /// `UPDATE`, in the same transaction.
+    ///
+    /// With `fgen` known, the transaction first reads the flow settings'
+    /// generation and claims nothing ([`Attempt::Stale`]) when it moved.
     async fn claim_limited_steps(
         &self,
         p: &ClaimParams,
         limits: &[LimitSetting],
         rates: &[RateSetting],
-    ) -> Result<Vec<Item>> {
+        fgen: Option<i64>,
+    ) -> Result<Attempt> {
         let limit_kinds: Vec<String> = limits
             .iter()
             .filter(|l| !matches!(l.scope, LimitScope::Lane(_)))
             .map(|l| l.scope.name().to_owned())
             .collect();
         let mut tx = self.begin_system().await?;
+        if fgen.is_some() && super::flow_gen::flow_gen_on(&mut tx, self.persistent).await? != fgen {
+            tx.commit().await?;
+            return Ok(Attempt::Stale);
+        }
         // What is full as the claim begins: left out of the candidates.
         let rows = if limits.is_empty() {
             Vec::new()
@@ -266,10 +293,12 @@ impl PgStore {
             .map(|r| parts(r, false))
             .collect::<Result<Vec<_>>>()?;
         let mut full = Full::of(limits, &p.lane, &claimed);
-        full.add(self.held_back_now(&mut tx, rates, &p.lane).await?);
+        let held_back = self.held_back_now(&mut tx, rates, &p.lane).await?;
+        held_back.note_rate_limited(&p.kinds);
+        full.add(held_back);
         if full.lane {
             tx.commit().await?;
-            return Ok(Vec::new());
+            return Ok(Attempt::Items(Vec::new()));
         }
         let candidates = self.candidates(&mut tx, p, limits, &full).await?;
         let keyed: Vec<(Uuid, Vec<(String, u32)>)> = candidates
@@ -321,11 +350,8 @@ impl PgStore {
                 .await?
         };
         tx.commit().await?;
-        let mut items = rows.iter().map(row::item).collect::<Result<Vec<_>>>()?;
-        items.sort_by(|a, b| {
-            (a.priority, a.available_at, a.id).cmp(&(b.priority, b.available_at, b.id))
-        });
-        Ok(items)
+        let items = rows.iter().map(row::item).collect::<Result<Vec<_>>>()?;
+        Ok(Attempt::Items(items))
     }
 
     /// The limited claim's candidates in claim order, locked `SKIP
@@ -422,6 +448,7 @@ impl PgStore {
                 admitted.push(id);
             }
         }
+        cells.note_rate_limited();
         if !admitted.is_empty() {
             self.write_cells(tx, cells.changed()).await?;
         }

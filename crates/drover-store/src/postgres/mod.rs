@@ -42,12 +42,14 @@
 mod access;
 mod audit;
 mod child;
+mod claim_gen;
 mod connect;
 use connect::open_pool;
 mod events;
 mod gathered;
 pub use events::append_in as event_append_in;
 mod closures;
+mod flow_gen;
 mod handover;
 mod item;
 mod items;
@@ -239,11 +241,10 @@ pub struct PgStore {
     shutdown: CancellationToken,
     /// The hot-path statements with the schema spliced in (validated), so
     /// they need no per-transaction search_path.
-    claim_sql: String,
+    claim_sql: claim_gen::ClaimSql,
     complete_many_sql: String,
     /// `item_complete_many_results.sql` with the schema filled in.
     complete_many_results_sql: String,
-    claim_limited_sql: String,
     /// The limits in force, as the last claim read them.
     limits: crate::limits::LimitCache,
     /// The rates in force, as the last claim read them.
@@ -369,10 +370,9 @@ impl PgStore {
             listening: AtomicBool::new(false),
             shutdown: CancellationToken::new(),
             listen_ready: tokio::sync::watch::channel(false).0,
-            claim_sql: sql::ITEM_CLAIM.replace("{schema}", schema),
+            claim_sql: claim_gen::ClaimSql::new(schema),
             complete_many_sql: sql::ITEM_COMPLETE_MANY.replace("{schema}", schema),
             complete_many_results_sql: sql::ITEM_COMPLETE_MANY_RESULTS.replace("{schema}", schema),
-            claim_limited_sql: limits::LIMIT_CLAIM_CALL.replace("{schema}", schema),
             limits: crate::limits::LimitCache::default(),
             rates: crate::rates::RateCache::default(),
             mode: PoolMode::Session,

@@ -15,8 +15,8 @@ use uuid::Uuid;
 use super::PgStore;
 use crate::limits::{LimitScope, LimitSource};
 use crate::rates::{
-    HeldBack, Rate, RateSetting, RateStore, RateUsage, applies, effective, held_back, usage,
-    wait_for,
+    HeldBack, InForce, Rate, RateSetting, RateStore, RateUsage, applies, effective, held_back,
+    usage, wait_for,
 };
 use drover_core::error::Result;
 
@@ -27,7 +27,7 @@ const RATE_CELLS_LOCK: &str = include_str!("../../sql/postgres/rate_cells_lock.s
 const RATE_CELLS_ACTIVE: &str = include_str!("../../sql/postgres/rate_cells_active.sql");
 const RATE_CELLS_WRITE: &str = include_str!("../../sql/postgres/rate_cells_write.sql");
 const RATE_CELLS_PURGE: &str = include_str!("../../sql/postgres/rate_cells_purge.sql");
-
+const RATE_CELLS_OF: &str = include_str!("../../sql/postgres/rate_cells_of.sql");
 fn setting(r: &PgRow) -> Result<RateSetting> {
     let scope: String = r.try_get("scope")?;
     let name: String = r.try_get("name")?;
@@ -65,18 +65,27 @@ fn cell_read(rows: &[PgRow]) -> Result<CellRead> {
 }
 
 impl PgStore {
-    /// The rates in force, from the cache while it is fresh.
-    pub(super) async fn rates_in_force(&self) -> Result<std::sync::Arc<Vec<RateSetting>>> {
+    /// The rates in force, from the cache while it is fresh, with the
+    /// flow settings' generation read before them (so a change committed
+    /// between the two reads leaves the cache one generation behind, and
+    /// the next claim reads again).
+    pub(super) async fn rates_in_force(&self) -> Result<InForce> {
         if let Some(v) = self.rates.fresh() {
             return Ok(v);
         }
         let generation = self.rates.generation();
+        let flow_gen = {
+            let mut tx = self.begin_system().await?;
+            let g = super::flow_gen::flow_gen_on(&mut tx, self.persistent).await?;
+            tx.commit().await?;
+            g
+        };
         let settings = self.rate_settings().await?;
         let closed = crate::closures::ClosureStore::closures(self).await?;
         let keys: Vec<String> = closed.iter().map(crate::closures::Closure::key).collect();
         let rates =
             crate::closures::with_closures(effective(&settings), keys.iter().map(String::as_str));
-        Ok(self.rates.put(generation, rates))
+        Ok(self.rates.put(generation, rates, flow_gen))
     }
 
     /// The cells ahead of the clock, unlocked (what a claim leaves out of
@@ -170,6 +179,7 @@ impl RateStore for PgStore {
             .bind(actor)
             .fetch_one(&mut *tx)
             .await?;
+        super::flow_gen::flow_gen_bump(&mut tx, self.persistent).await?;
         tx.commit().await?;
         self.rates.clear();
         setting(&r)
@@ -185,6 +195,9 @@ impl RateStore for PgStore {
             .execute(&mut *tx)
             .await?
             .rows_affected();
+        if n > 0 {
+            super::flow_gen::flow_gen_bump(&mut tx, self.persistent).await?;
+        }
         tx.commit().await?;
         self.rates.clear();
         Ok(n > 0)
@@ -243,8 +256,37 @@ impl RateStore for PgStore {
         Ok(n)
     }
 
+    async fn rate_cells(
+        &self,
+        keys: &[String],
+    ) -> Result<(DateTime<Utc>, Vec<(String, DateTime<Utc>)>)> {
+        let mut tx = self.begin_system().await?;
+        let rows = match sqlx::query(RATE_CELLS_OF)
+            .persistent(self.persistent)
+            .bind(keys)
+            .fetch_all(&mut *tx)
+            .await
+        {
+            Ok(rows) => rows,
+            // A schema before migration 0043: no cell (nor any rate to
+            // compare a clock with).
+            Err(e) if super::undefined_table(&e) => return Ok((Utc::now(), Vec::new())),
+            Err(e) => return Err(e.into()),
+        };
+        tx.commit().await?;
+        let mut now = None;
+        let mut cells = Vec::new();
+        for r in &rows {
+            now = Some(r.try_get::<DateTime<Utc>, _>("now")?);
+            if let Some(key) = r.try_get::<Option<String>, _>("key")? {
+                cells.push((key, r.try_get("tat")?));
+            }
+        }
+        Ok((now.unwrap_or_else(Utc::now), cells))
+    }
+
     async fn rate_wait(&self, lane: &str, kinds: &[String]) -> Result<Option<std::time::Duration>> {
-        let rates = self.rates_in_force().await?;
+        let rates = self.rates_in_force().await?.rates;
         if !applies(&rates, lane, kinds) {
             return Ok(None);
         }

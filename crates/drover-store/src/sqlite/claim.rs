@@ -23,23 +23,32 @@ use drover_core::error::{Error, Result};
 use drover_core::item::{Item, Progress, Status, bound_error};
 
 /// The unlimited claim of `p` on the open write transaction at `now`
-/// (`kinds` as the JSON array the statement binds; `None`: every kind).
+/// (`kinds` as the JSON array the statement binds; `None`: every kind),
+/// behind the flow settings' generation `fgen` when known (nothing is
+/// claimed when it moved).
 pub(super) async fn claim_unlimited_on(
     conn: &mut SqliteConnection,
     p: &ClaimParams,
     kinds: Option<&str>,
     now: DateTime<Utc>,
+    fgen: Option<i64>,
 ) -> Result<Vec<Item>> {
-    let rows = sqlx::query(sql::ITEM_CLAIM)
+    let statement = match fgen {
+        Some(_) => sql::ITEM_CLAIM_CHECKED,
+        None => sql::ITEM_CLAIM,
+    };
+    let mut query = sqlx::query(statement)
         .bind(&p.worker_id)
         .bind(to_micros(after(now, p.lease)))
         .bind(to_micros(now))
         .bind(SYSTEM)
         .bind(&p.lane)
         .bind(kinds)
-        .bind(i64::from(p.limit))
-        .fetch_all(conn)
-        .await?;
+        .bind(i64::from(p.limit));
+    if let Some(g) = fgen {
+        query = query.bind(g);
+    }
+    let rows = query.fetch_all(conn).await?;
     rows.iter().map(row::item).collect()
 }
 
@@ -79,40 +88,72 @@ impl SqliteStore {
             )
         };
         let cached = self.limits_cached().await?;
-        let rates = self.rates_cached().await?;
+        for _ in 0..crate::rates::STALE_RETRIES {
+            if let Some(mut items) = self.claim_once(p, &cached, kinds.as_deref()).await? {
+                // RETURNING has no defined order: hand items out in claim
+                // order.
+                items.sort_by(|a, b| {
+                    (a.priority, a.available_at, a.id).cmp(&(b.priority, b.available_at, b.id))
+                });
+                if !items.is_empty() {
+                    tracing::debug!(target: "drover::sqlite", lane = %p.lane,
+                        worker = %p.worker_id, n = items.len(), "claimed");
+                }
+                return Ok(items);
+            }
+            // The flow settings' generation moved (another process
+            // changed a rate or a closure): read them again.
+            self.rates.clear();
+        }
+        Ok(Vec::new())
+    }
+
+    /// One attempt of the claim of `p` under the rates in force as cached
+    /// and checked against the flow settings' generation on the writer's
+    /// transaction: `None` (nothing claimed) when it moved since they were
+    /// read.
+    async fn claim_once(
+        &self,
+        p: &ClaimParams,
+        cached: &[crate::limits::LimitSetting],
+        kinds: Option<&str>,
+    ) -> Result<Option<Vec<Item>>> {
+        let in_force = self.rates_cached().await?;
+        let rates = &in_force.rates;
         // "Now" is read once the write lock is held: read before, it could
         // be stale by the whole wait for the lock (up to the busy timeout),
         // and a lease measured from it would start in the past.
         let mut tx = self.begin().await?;
         let now = self.now();
-        if crate::limits::applies(&cached, &p.lane, &p.kinds)
-            || crate::rates::applies(&rates, &p.lane, &p.kinds)
+        if crate::limits::applies(cached, &p.lane, &p.kinds)
+            || crate::rates::applies(rates, &p.lane, &p.kinds)
         {
-            // The settings as cached (a change reaches every claimer within
+            if in_force.flow_gen.is_some()
+                && super::flow_gen::flow_gen_on(&mut *tx).await? != in_force.flow_gen
+            {
+                return Ok(None);
+            }
+            // The limits as cached (a change reaches every claimer within
             // the cache's TTL, as on PostgreSQL): exactness is in the count
-            // of claimed rows, which the write lock keeps exact.
-            let limited = super::limits::claim_on(&mut tx, p, &cached, &rates, now).await?;
-            let mut items = match limited {
+            // of claimed rows, which the write lock keeps exact. The rates
+            // and closures are those of the generation just checked.
+            let limited = super::limits::claim_on(&mut tx, p, cached, rates, now).await?;
+            let items = match limited {
                 Some(items) => items,
-                None => claim_unlimited_on(&mut tx, p, kinds.as_deref(), now).await?,
+                None => claim_unlimited_on(&mut tx, p, kinds, now, None).await?,
             };
             tx.commit().await?;
-            items.sort_by(|a, b| {
-                (a.priority, a.available_at, a.id).cmp(&(b.priority, b.available_at, b.id))
-            });
-            return Ok(items);
+            return Ok(Some(items));
         }
-        let mut items = claim_unlimited_on(&mut tx, p, kinds.as_deref(), now).await?;
+        let items = claim_unlimited_on(&mut tx, p, kinds, now, in_force.flow_gen).await?;
+        if items.is_empty()
+            && in_force.flow_gen.is_some()
+            && super::flow_gen::flow_gen_on(&mut *tx).await? != in_force.flow_gen
+        {
+            return Ok(None);
+        }
         tx.commit().await?;
-        // RETURNING has no defined order: hand items out in claim order.
-        items.sort_by(|a, b| {
-            (a.priority, a.available_at, a.id).cmp(&(b.priority, b.available_at, b.id))
-        });
-        if !items.is_empty() {
-            tracing::debug!(target: "drover::sqlite", lane = %p.lane, worker = %p.worker_id,
-                n = items.len(), "claimed");
-        }
-        Ok(items)
+        Ok(Some(items))
     }
 
     pub(super) async fn complete(

@@ -81,6 +81,8 @@ impl ClosureStore for SqliteStore {
             .bind(to_micros(now))
             .execute(&mut *tx)
             .await?;
+        // Every process's next claim reads the closures again.
+        super::flow_gen::flow_gen_bump(&mut tx).await?;
         let stored = closures_on(&mut *tx, now, Some(&key)).await?;
         tx.commit().await?;
         self.rates.clear();
@@ -102,6 +104,9 @@ impl ClosureStore for SqliteStore {
             .bind(to_micros(self.now()))
             .fetch_optional(&mut *tx)
             .await?;
+        if live.is_some() {
+            super::flow_gen::flow_gen_bump(&mut tx).await?;
+        }
         tx.commit().await?;
         self.rates.clear();
         Ok(live.unwrap_or(false))

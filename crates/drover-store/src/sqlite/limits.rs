@@ -265,6 +265,7 @@ pub(super) async fn claim_on(
     } else {
         (Cells::new(now, []), HeldBack::default())
     };
+    held_back.note_rate_limited(&p.kinds);
     let full = Full::of(limits, &p.lane, &claimed, held_back)?;
     if full.lane {
         return Ok(Some(Vec::new()));
@@ -340,6 +341,7 @@ pub(super) async fn claim_on(
             _ => break,
         }
     }
+    cells.note_rate_limited();
     if admitted.is_empty() {
         return Ok(Some(Vec::new()));
     }

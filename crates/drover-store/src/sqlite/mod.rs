@@ -73,6 +73,7 @@ mod access;
 mod audit;
 mod claim;
 mod events;
+mod flow_gen;
 mod insert;
 mod item;
 mod lanes;

@@ -16,8 +16,8 @@ use super::row::{from_micros, to_micros};
 use crate::closures::Closure;
 use crate::limits::{LimitScope, LimitSource};
 use crate::rates::{
-    Cells, HeldBack, Rate, RateSetting, RateStore, RateUsage, applies, effective, held_back, usage,
-    wait_for,
+    Cells, HeldBack, InForce, Rate, RateSetting, RateStore, RateUsage, applies, effective,
+    held_back, usage, wait_for,
 };
 use drover_core::error::{Error, Result};
 
@@ -27,6 +27,7 @@ const RATE_LIST: &str = include_str!("../../sql/sqlite/rate_list.sql");
 const RATE_CELLS_ACTIVE: &str = include_str!("../../sql/sqlite/rate_cells_active.sql");
 const RATE_CELLS_WRITE: &str = include_str!("../../sql/sqlite/rate_cells_write.sql");
 const RATE_CELLS_PURGE: &str = include_str!("../../sql/sqlite/rate_cells_purge.sql");
+const RATE_CELLS_OF: &str = include_str!("../../sql/sqlite/rate_cells_of.sql");
 
 fn setting(r: &SqliteRow) -> Result<RateSetting> {
     let scope: String = r.try_get("scope")?;
@@ -121,18 +122,22 @@ where
 }
 
 impl SqliteStore {
-    /// The rates in force, from the cache while it is fresh.
-    pub(super) async fn rates_cached(&self) -> Result<std::sync::Arc<Vec<RateSetting>>> {
+    /// The rates in force, from the cache while it is fresh, with the
+    /// flow settings' generation read before them (a change committed
+    /// between the reads leaves the cache a generation behind: the next
+    /// claim reads again).
+    pub(super) async fn rates_cached(&self) -> Result<InForce> {
         if let Some(v) = self.rates.fresh() {
             return Ok(v);
         }
         let generation = self.rates.generation();
+        let flow_gen = super::flow_gen::flow_gen_on(&self.reader).await?;
         let settings = settings_on(&self.reader).await?;
         let closed = super::closures::closures_on(&self.reader, self.now(), None).await?;
         let keys: Vec<String> = closed.iter().map(Closure::key).collect();
         let rates =
             crate::closures::with_closures(effective(&settings), keys.iter().map(String::as_str));
-        Ok(self.rates.put(generation, rates))
+        Ok(self.rates.put(generation, rates, flow_gen))
     }
 }
 
@@ -157,6 +162,7 @@ impl RateStore for SqliteStore {
             .bind(actor)
             .fetch_one(&mut *tx)
             .await?;
+        super::flow_gen::flow_gen_bump(&mut tx).await?;
         tx.commit().await?;
         self.rates.clear();
         setting(&r)
@@ -171,6 +177,9 @@ impl RateStore for SqliteStore {
             .execute(&mut *tx)
             .await?
             .rows_affected();
+        if n > 0 {
+            super::flow_gen::flow_gen_bump(&mut tx).await?;
+        }
         tx.commit().await?;
         self.rates.clear();
         Ok(n > 0)
@@ -208,8 +217,28 @@ impl RateStore for SqliteStore {
         Ok(n)
     }
 
+    async fn rate_cells(
+        &self,
+        keys: &[String],
+    ) -> Result<(DateTime<Utc>, Vec<(String, DateTime<Utc>)>)> {
+        let now = self.now();
+        let json =
+            serde_json::to_string(keys).map_err(|e| Error::invalid("keys", e.to_string()))?;
+        let rows = match sqlx::query(RATE_CELLS_OF)
+            .bind(json)
+            .bind(to_micros(now))
+            .fetch_all(&self.reader)
+            .await
+        {
+            Ok(rows) => rows,
+            Err(sqlx::Error::Database(e)) if e.message().contains("no such table") => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        Ok((now, rows.iter().map(cell).collect::<Result<_>>()?))
+    }
+
     async fn rate_wait(&self, lane: &str, kinds: &[String]) -> Result<Option<std::time::Duration>> {
-        let rates = self.rates_cached().await?;
+        let rates = self.rates_cached().await?.rates;
         if !applies(&rates, lane, kinds) {
             return Ok(None);
         }

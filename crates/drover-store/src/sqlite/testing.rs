@@ -56,9 +56,28 @@ pub async fn sqlite_harness() -> Harness {
             Ok(())
         })
     });
+    let peer_path = path.clone();
+    let peer_clock = clock.clone();
+    let peer: crate::contract::Peer = Arc::new(move || {
+        let (path, clock) = (peer_path.clone(), peer_clock.clone());
+        Box::pin(async move {
+            let opts = SqliteOptions {
+                clock,
+                ..SqliteOptions::default()
+            };
+            match SqliteStore::open(&path.to_string_lossy(), opts).await {
+                Ok(s) => {
+                    let s: Arc<dyn Store> = Arc::new(s);
+                    s
+                }
+                Err(e) => panic!("opening a peer of {}: {e}", path.display()),
+            }
+        })
+    });
     Harness {
         insert_in: Some(insert_in),
         outbox_in: Some(outbox_in),
+        peer: Some(peer),
         store: Arc::new(store),
         clock: Some(clock),
         cleanup: Some(Box::new(move || {

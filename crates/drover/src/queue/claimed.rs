@@ -20,6 +20,12 @@ impl Queue {
         n: u32,
     ) -> Result<ClaimBatch> {
         let mut batch = ClaimBatch::default();
+        // One atomic load unless a rate held a claim back since.
+        if let Some(totals) = crate::store::rates::rate_limited_totals() {
+            for (scope, n) in totals {
+                metrics::counter!("drover_rate_limited_total", "scope" => scope).absolute(n);
+            }
+        }
         if items.len() < usize::try_from(n).unwrap_or(usize::MAX) {
             // Asked only of short claims, and answered from the claimers'
             // cache: a full batch pays nothing. Unknown counts as limited

@@ -16,6 +16,7 @@ use crate::queue::Queue;
 use crate::store::ListFilter;
 use crate::store::closures::closure_of;
 use crate::store::limits::{LimitScope, keys_of};
+use crate::store::rates::{Rate, RateSetting, effective, rate_keys_of};
 
 /// The most holders a [`WaitReason::LimitFull`] names.
 const HOLDERS_SHOWN: u32 = 20;
@@ -85,6 +86,17 @@ pub enum WaitReason {
         #[serde(skip_serializing_if = "Option::is_none")]
         by_item: Option<Uuid>,
     },
+    /// A rate limit that applies to it has no start to give now: it is
+    /// claimable at the instant its cell allows.
+    RateLimited {
+        /// The rate's scope (`kind call`, `kind call per group`, `lane
+        /// exports`).
+        scope: String,
+        /// The rate in force (`10/1s burst 20`).
+        rate: String,
+        /// When the rate next allows a start (the store's clock).
+        next_start: DateTime<Utc>,
+    },
     /// No live worker drains its lane, or none of those that do handles
     /// its kind.
     NoWorker {
@@ -111,7 +123,8 @@ pub struct Holder {
 
 impl WaitReason {
     /// The reason's name: `not_pending`, `run_at`, `dependencies`, `lane_paused`,
-    /// `limit_full`, `earlier_in_group`, `group_closed` or `no_worker`.
+    /// `limit_full`, `earlier_in_group`, `group_closed`, `rate_limited` or
+    /// `no_worker`.
     pub fn code(&self) -> &'static str {
         match self {
             WaitReason::NotPending { .. } => "not_pending",
@@ -121,6 +134,7 @@ impl WaitReason {
             WaitReason::LimitFull { .. } => "limit_full",
             WaitReason::EarlierInGroup { .. } => "earlier_in_group",
             WaitReason::GroupClosed { .. } => "group_closed",
+            WaitReason::RateLimited { .. } => "rate_limited",
             WaitReason::NoWorker { .. } => "no_worker",
         }
     }
@@ -214,6 +228,15 @@ impl std::fmt::Display for WaitReason {
                     None => write!(f, " by an operator"),
                 }
             }
+            WaitReason::RateLimited {
+                scope,
+                rate,
+                next_start,
+            } => write!(
+                f,
+                "rate {rate} on {scope}: next start allowed at {}",
+                next_start.to_rfc3339()
+            ),
             WaitReason::NoWorker { lane, kind: None } => {
                 write!(f, "no live worker drains lane {lane}")
             }
@@ -316,6 +339,7 @@ impl Queue {
                 by_item: c.closed_by_item,
             });
         }
+        out.extend(self.rate_limited(item).await?);
         let workers = self.store().worker_list().await?;
         let of_lane: Vec<_> = workers
             .iter()
@@ -326,6 +350,44 @@ impl Queue {
                 lane: item.lane.clone(),
                 kind: (!of_lane.is_empty()).then(|| item.kind.clone()),
             });
+        }
+        Ok(out)
+    }
+
+    /// The rates in force whose cell for `item` has no start to give now,
+    /// each with when it next allows one (read on the store's clock).
+    async fn rate_limited(&self, item: &Item) -> Result<Vec<WaitReason>> {
+        let rates = effective(&self.store().rate_settings().await?);
+        let keyed: Vec<(&RateSetting, String, Rate)> = rates
+            .iter()
+            .flat_map(|r| {
+                rate_keys_of(
+                    std::slice::from_ref(r),
+                    &item.lane,
+                    &item.kind,
+                    item.tenant_id,
+                    item.group.as_deref(),
+                )
+                .into_iter()
+                .map(move |(k, rate)| (r, k, rate))
+            })
+            .collect();
+        if keyed.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<String> = keyed.iter().map(|(_, k, _)| k.clone()).collect();
+        let (now, cells) = self.store().rate_cells(&keys).await?;
+        let mut out = Vec::new();
+        for (setting, key, rate) in keyed {
+            if let Some((_, tat)) = cells.iter().find(|(k, _)| *k == key)
+                && rate.holds_back(*tat, now)
+            {
+                out.push(WaitReason::RateLimited {
+                    scope: setting.scope.to_string(),
+                    rate: rate.to_string(),
+                    next_start: rate.next_start(*tat),
+                });
+            }
         }
         Ok(out)
     }

@@ -339,19 +339,44 @@ pub async fn pg_fresh_pooled_store() -> (Arc<PgStore>, String) {
 /// store in transaction-pooler mode, dropped by the harness's cleanup.
 pub async fn pg_pooled_harness() -> Harness {
     let (store, schema) = pg_fresh_pooled_store().await;
-    harness_over(store, schema).await
+    harness_over(store, schema, true).await
 }
 
 /// A contract-suite [`Harness`] over a fresh PostgreSQL schema, dropped by
 /// the harness's cleanup. Time passes by sleeping (the database clock rules).
 pub async fn pg_harness() -> Harness {
     let (store, schema) = pg_fresh_store().await;
-    harness_over(store, schema).await
+    harness_over(store, schema, false).await
+}
+
+/// A second store over the test schema `schema` (another process's view:
+/// its own pools and caches), pooled or not as the harness's store.
+///
+/// # Panics
+/// When the server is unavailable.
+pub async fn pg_peer_store(schema: &str, pooled: bool) -> Arc<PgStore> {
+    let url = pg_owner_url().await;
+    let mut opts = PgOptions {
+        schema: schema.to_owned(),
+        max_connections: TEST_MAX_CONNECTIONS,
+        ..PgOptions::default()
+    };
+    if pooled {
+        opts.pooler = crate::store::postgres::PoolerOptions {
+            mode: crate::store::postgres::PoolMode::Transaction,
+            direct_url: Some(url.clone()),
+        };
+    }
+    let store = PgStore::connect(&url, opts)
+        .await
+        .unwrap_or_else(|e| panic!("connecting a peer store to {url}: {e}"));
+    Arc::new(store)
 }
 
 /// The harness both PostgreSQL modes share: `store` over `schema`, with the
-/// in-transaction enqueue and outbox writes, dropping the schema at cleanup.
-async fn harness_over(store: Arc<PgStore>, schema: String) -> Harness {
+/// in-transaction enqueue and outbox writes and a peer store over the same
+/// schema (`pooled` as the store), dropping the schema at cleanup.
+async fn harness_over(store: Arc<PgStore>, schema: String, pooled: bool) -> Harness {
     let url = pg_url().await;
     let tx_store = store.clone();
     let insert_in: crate::store::contract::InsertIn = Arc::new(move |item| {
@@ -378,9 +403,18 @@ async fn harness_over(store: Arc<PgStore>, schema: String) -> Harness {
         })
     });
     let store: Arc<dyn Store> = store;
+    let peer_schema = schema.clone();
+    let peer: crate::store::contract::Peer = Arc::new(move || {
+        let schema = peer_schema.clone();
+        Box::pin(async move {
+            let peer: Arc<dyn Store> = pg_peer_store(&schema, pooled).await;
+            peer
+        })
+    });
     Harness {
         insert_in: Some(insert_in),
         outbox_in: Some(outbox_in),
+        peer: Some(peer),
         store,
         clock: None,
         cleanup: Some(Box::new(move || {

@@ -195,6 +195,10 @@ pub(super) fn register_metrics() {
         "drover_limit_in_use",
         "Slots a concurrency limit holds now (claimed items; a per-group limit: its fullest group), by scope, from the sweep"
     );
+    metrics::describe_counter!(
+        "drover_rate_limited_total",
+        "Claims a rate limit held back, by scope: the claim left the scope's items out because its cell had no start to give, or refused a candidate on it (this process's claims)"
+    );
     metrics::describe_gauge!(
         "drover_limit_waiting",
         "Available pending items a concurrency limit applies to, by scope, from the sweep"

@@ -1,0 +1,2 @@
+-- The flow settings' generation (migration 0046); no row: none kept.
+SELECT gen FROM flow_generation WHERE id = 1
