@@ -48,7 +48,14 @@ pub(super) async fn migrate(store: &PgStore) -> Result<()> {
     // sqlx's own lock is one per database: every schema's migration would
     // wait for every other's. Ours are taken below instead.
     migrator.set_locking(false);
-    let locks = MigrationLocks::take(&mut conn, schema).await?;
+    let locks = match MigrationLocks::take(&mut conn, schema).await {
+        Ok(locks) => locks,
+        Err(e) => {
+            // Ending the session gives back whatever it took of the locks.
+            conn.detach();
+            return Err(e);
+        }
+    };
     // Session-wide on purpose, and undone below: the migrator runs its own
     // transactions, so a SET LOCAL would not reach them.
     let set_path = format!("SET search_path TO \"{schema}\"");
@@ -87,6 +94,8 @@ struct MigrationLocks {
 }
 
 impl MigrationLocks {
+    /// Takes both locks, waiting for them. On an error the caller ends the
+    /// session (detaches the connection), which gives back what was taken.
     async fn take(conn: &mut sqlx::PgConnection, schema: &str) -> Result<Self> {
         let database: String = sqlx::query_scalar("SELECT current_database()")
             .fetch_one(&mut *conn)
@@ -108,22 +117,15 @@ impl MigrationLocks {
             .bind(database)
             .execute(&mut *conn)
             .await?;
-        let locks = MigrationLocks {
+        sqlx::query(sql::MIGRATE_LOCK_SCHEMA)
+            .bind(schema)
+            .execute(&mut *conn)
+            .await?;
+        Ok(MigrationLocks {
             database,
             database_exclusive: !members,
             schema: schema.to_owned(),
-        };
-        if let Err(e) = sqlx::query(sql::MIGRATE_LOCK_SCHEMA)
-            .bind(schema)
-            .execute(&mut *conn)
-            .await
-        {
-            // Give the first lock back; a failure of that leaves the caller
-            // detaching the connection, which ends the session and its locks.
-            let _ = locks.unlock_database(conn).await;
-            return Err(e.into());
-        }
-        Ok(locks)
+        })
     }
 
     async fn unlock_database(&self, conn: &mut sqlx::PgConnection) -> Result<()> {
