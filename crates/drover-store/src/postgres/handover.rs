@@ -90,16 +90,7 @@ impl PgStore {
         if let Some(g) = in_force.flow_gen {
             query = query.bind(g);
         }
-        let fetched = if self.persistent {
-            query.fetch_all(&self.system_pool).await
-        } else {
-            let mut tx = super::super::begin::begin(&self.system_pool, "BEGIN").await?;
-            let rows = query.fetch_all(&mut *tx).await;
-            if rows.is_ok() {
-                tx.commit().await?;
-            }
-            rows
-        };
+        let fetched = self.system_call(query).await?;
         let rows = match fetched {
             Ok(rows) => rows,
             // undefined_function: the schema predates 0045 (nothing ran).

@@ -169,6 +169,26 @@ impl PgStore {
             .map(Some)
     }
 
+    /// Runs one call into a server-side function on the system pool: a
+    /// statement of its own when statements are prepared, else in an
+    /// explicit transaction (a transaction pooler's unnamed statements). The
+    /// outer error is the transaction's; the inner one the call's, for the
+    /// caller to read (an undefined function means an older schema).
+    pub(super) async fn system_call<'q>(
+        &self,
+        query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    ) -> Result<std::result::Result<Vec<PgRow>, sqlx::Error>> {
+        if self.persistent {
+            return Ok(query.fetch_all(&self.system_pool).await);
+        }
+        let mut tx = super::super::begin::begin(&self.system_pool, "BEGIN").await?;
+        let rows = query.fetch_all(&mut *tx).await;
+        if rows.is_ok() {
+            tx.commit().await?;
+        }
+        Ok(rows)
+    }
+
     /// The limited claim in one call into `claim_limited` (migration 0036),
     /// which runs the steps of [`PgStore::claim_limited_steps`] inside the
     /// server under the same scope keys and locks, behind the generation's
@@ -198,16 +218,7 @@ impl PgStore {
         if let Some(g) = fgen {
             query = query.bind(g);
         }
-        let fetched = if self.persistent {
-            query.fetch_all(&self.system_pool).await
-        } else {
-            let mut tx = super::super::begin::begin(&self.system_pool, "BEGIN").await?;
-            let rows = query.fetch_all(&mut *tx).await;
-            if rows.is_ok() {
-                tx.commit().await?;
-            }
-            rows
-        };
+        let fetched = self.system_call(query).await?;
         let rows = match fetched {
             Ok(rows) => rows,
             // undefined_function
