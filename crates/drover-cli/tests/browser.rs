@@ -9,8 +9,10 @@
 //! with waiting work and no worker, a kind no live worker runs) and its
 //! labelled charts; the workers page (in flight against capacity, what
 //! runs now); the schedules page (next runs, trigger now); orchestrations
-//! (the stuck one highlighted, a detail page, a signal sent, the stuck
-//! one resumed). Screenshots go to
+//! (the stuck one highlighted, a detail page, a signal sent, one
+//! cancelled, the stuck one resumed); the failed item's run history; the
+//! dead letter grouped by error with "retry all in this group"; who paused
+//! a lane, by name; the batches page. Screenshots go to
 //! `target/browser-artifacts/`; with `DROVER_UPDATE_SCREENSHOT=1` the
 //! overview is also written to `docs/img/dashboard.png`.
 //!
@@ -231,6 +233,19 @@ fn dashboard_in_headless_chromium() {
         q.fail(&batch.items[0], "disk full on /var/spool", true)
             .await
             .unwrap();
+        // Two dead letters whose errors differ only in digits: one group.
+        let mut timed_out = Vec::new();
+        for (n, error) in [
+            (5, "order 1234 timed out after 30s"),
+            (6, "order 98 timed out after 5s"),
+        ] {
+            timed_out.push(enqueue(&q, "report.render", "reports", n).await);
+            let b = q
+                .claim("reports", &[], "w-browser", Duration::from_secs(30), 1)
+                .await
+                .unwrap();
+            q.fail(&b.items[0], error, true).await.unwrap();
+        }
         enqueue(&q, "report.build", "reports", 2).await;
         // A kind limit of 1 from code, one export claimed, two waiting.
         q.limit_declare(&drover::store::limits::LimitScope::Kind("export".into()), 1)
@@ -283,7 +298,9 @@ fn dashboard_in_headless_chromium() {
                 })
                 .await
                 .unwrap();
-            if rows.iter().map(|r| r.done + r.failed).sum::<i64>() >= 2 {
+            let done: i64 = rows.iter().map(|r| r.done).sum();
+            let failed: i64 = rows.iter().map(|r| r.failed).sum();
+            if (done, failed) == (1, 3) {
                 break;
             }
         }
@@ -312,6 +329,7 @@ fn dashboard_in_headless_chromium() {
             .env("ARTIFACTS", &artifacts)
             .env("FAILED_ID", failed.to_string())
             .env("CANCEL_ID", to_cancel.to_string())
+            .env("GROUP_KIND", "report.render")
             .env("PAUSE_LANE", "bulk")
             .env("LIMIT_KIND", "export")
             .env("LIMIT_LANE", "exports")
@@ -337,6 +355,7 @@ fn dashboard_in_headless_chromium() {
             "logged in",
             "filtered",
             "retried",
+            "dead group retried",
             "cancelled",
             "paused",
             "cross-site refused",
@@ -348,6 +367,7 @@ fn dashboard_in_headless_chromium() {
             "workers",
             "schedules",
             "orchestration",
+            "batches",
             "done",
         ] {
             assert!(
@@ -365,6 +385,26 @@ fn dashboard_in_headless_chromium() {
             q.get(Uuid::nil(), to_cancel).await.unwrap().status,
             Status::Cancelled
         );
+        for id in timed_out {
+            assert_eq!(
+                q.get(Uuid::nil(), id).await.unwrap().status,
+                Status::Pending
+            );
+        }
+        let audit = q.audit(Uuid::nil(), failed).await.unwrap();
+        assert!(
+            audit
+                .iter()
+                .any(|a| a.action == "retry" && !a.actor.is_nil()),
+            "the browser's retry is audited with its token"
+        );
+        let orch = q
+            .store()
+            .orchestration_get(Uuid::nil(), orch)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(orch.cancel_requested, "the browser asked to cancel");
         assert_eq!(q.lanes_paused().await.unwrap(), vec!["bulk".to_owned()]);
         let in_force: Vec<String> = q
             .limits()

@@ -55,7 +55,7 @@ try {
     assert.match(await page.textContent(`svg#${id}`), /time \(UTC\)/);
   }
   // The worker's done item and the dead-lettered one, from the database.
-  assert.match(await page.textContent('svg#chart-hour text.totals'), /1 done · 1 failed/);
+  assert.match(await page.textContent('svg#chart-hour text.totals'), /1 done · 3 failed/);
   await page.locator('svg#chart-hour').screenshot({ path: `${env.ARTIFACTS}/01b-chart-hour.png` });
   step('charts');
 
@@ -104,6 +104,10 @@ try {
   assert.equal(await group.count(), 1);
   assert.match(await group.textContent(), /order # timed out after #s/);
   assert.equal(await group.locator('td.num').textContent(), '2');
+  // Each row's short id is its own (ids made together share a prefix).
+  const shorts = await page.locator('#items tr[data-id] td.id a').allTextContents();
+  assert.equal(shorts.length, 2);
+  assert.equal(new Set(shorts).size, 2, `short ids ${shorts}`);
   await shot('03b-dead-groups');
   await Promise.all([page.waitForURL(/msg=/), group.locator('button.retry-group').click()]);
   assert.match(await page.textContent('#msg'), /retried 2 of the group/);
