@@ -12,7 +12,8 @@
 //! (the stuck one highlighted, a detail page, a signal sent, one
 //! cancelled, the stuck one resumed); the failed item's run history; the
 //! dead letter grouped by error with "retry all in this group"; who paused
-//! a lane, by name; the batches page. Screenshots go to
+//! a lane, by name; the batches page; a tenant-scoped operator's own
+//! overview (its alert, its charts) with the workers page refused. Screenshots go to
 //! `target/browser-artifacts/`; with `DROVER_UPDATE_SCREENSHOT=1` the
 //! overview is also written to `docs/img/dashboard.png`.
 //!
@@ -165,7 +166,10 @@ impl Drop for Serve {
     }
 }
 
-fn serve(url: &str) -> Serve {
+/// `drover serve` on `url`. With `one_time`, no token is stored yet and the
+/// server prints a one-time admin token, returned in `token`; without it,
+/// the stored tokens are the server's and `token` is empty.
+fn serve(url: &str, one_time: bool) -> Serve {
     let mut child = Command::new(env!("CARGO_BIN_EXE_drover"))
         .args(["serve", "--addr", "127.0.0.1:0"])
         .env("DROVER_DATABASE_URL", url)
@@ -190,6 +194,9 @@ fn serve(url: &str) -> Serve {
         }
     });
     let (mut base, mut token, mut token_next) = (None, None, false);
+    if !one_time {
+        token = Some(String::new());
+    }
     while base.is_none() || token.is_none() {
         let (is_out, line) = rx
             .recv_timeout(Duration::from_secs(60))
@@ -319,7 +326,18 @@ fn dashboard_in_headless_chromium() {
             .await
             .unwrap();
 
-        let srv = serve(&db.url);
+        // One tenant's waiting item, in a lane no worker drains.
+        let tenant = Uuid::from_u128(0x7e4a_17);
+        q.enqueue_item(
+            &Principal::system(),
+            NewItem::new("report.build", json!({ "n": 7 }))
+                .with_lane("tenant-lane")
+                .with_tenant(tenant),
+        )
+        .await
+        .unwrap();
+
+        let srv = serve(&db.url, true);
         let mut node = Command::new("node");
         node.arg("dashboard.mjs")
             .current_dir(&browser)
@@ -442,6 +460,49 @@ fn dashboard_in_headless_chromium() {
         );
         q.lane_resume(&Principal::system(), "bulk").await.unwrap();
         assert_eq!(next(&mut rx).await, ("bulk".into(), 11));
+        drop(srv);
+
+        // A tenant-scoped operator, its token in the table (so the next
+        // server reads its tokens from there and prints none).
+        let minted = Command::new(env!("CARGO_BIN_EXE_drover"))
+            .args([
+                "token",
+                "create",
+                "--role",
+                "operator",
+                "--label",
+                "tenant ops",
+            ])
+            .args(["--tenant", &tenant.to_string()])
+            .env("DROVER_DATABASE_URL", &db.url)
+            .env_remove("DATABASE_URL")
+            .output()
+            .expect("drover token create");
+        assert!(minted.status.success(), "{minted:?}");
+        let tenant_token = String::from_utf8_lossy(&minted.stdout)
+            .lines()
+            .rfind(|l| !l.trim().is_empty())
+            .expect("the token is printed")
+            .trim()
+            .to_owned();
+        let srv = serve(&db.url, false);
+        let mut node = Command::new("node");
+        node.arg("tenant.mjs")
+            .current_dir(&browser)
+            .env("BASE_URL", &srv.base)
+            .env("CHROMIUM", &chromium)
+            .env("ARTIFACTS", &artifacts)
+            .env("TENANT", tenant.to_string())
+            .env("TENANT_TOKEN", &tenant_token);
+        let out = tokio::task::spawn_blocking(move || node.output().expect("node runs"))
+            .await
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("STEP tenant overview"),
+            "tenant walk failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         drop(srv);
         w.shutdown().await;
     });
