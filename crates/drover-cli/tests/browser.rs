@@ -327,7 +327,7 @@ fn dashboard_in_headless_chromium() {
             .unwrap();
 
         // One tenant's waiting item, in a lane no worker drains.
-        let tenant = Uuid::from_u128(0x7e4a_17);
+        let tenant = Uuid::from_u128(0x007e_4a17);
         q.enqueue_item(
             &Principal::system(),
             NewItem::new("report.build", json!({ "n": 7 }))
