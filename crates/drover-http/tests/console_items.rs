@@ -694,6 +694,10 @@ async fn tenant_overview(app: App) {
         "its own dead letter"
     );
     assert!(!page.contains("id=\"workers\"") && !page.contains("host"));
+    for hidden in ["/ui/workers\"", "/ui/schedules\"", "/ui/lanes\""] {
+        assert!(!page.contains(hidden), "no link to {hidden}");
+    }
+    assert!(page.contains("/ui/items\"") && page.contains("/ui/orchestrations\""));
     let at = page.find("id=\"alerts\"").expect("alerts");
     let alerts = &page[at..at + page[at..].find("</ul>").unwrap()];
     assert!(

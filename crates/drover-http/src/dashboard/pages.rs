@@ -30,6 +30,10 @@ const LINKS: [(&str, &str); 8] = [
     ("Batches", "/batches"),
 ];
 
+/// The pages that span every tenant (lanes with their limits, workers with
+/// their hosts, schedules): not linked for a tenant-scoped session.
+const INSTALLATION_ONLY: [&str; 3] = ["Lanes", "Workers", "Schedules"];
+
 /// The header every page shares.
 pub(super) struct Nav {
     pub title: &'static str,
@@ -106,7 +110,13 @@ pub(super) fn nav(st: &DashState, v: &Viewer, title: &'static str, msg: Option<S
             Some(t) => format!("{} · tenant {t}", p.role.as_str()),
             None => p.role.as_str().to_owned(),
         },
-        links: LINKS.iter().map(|(n, h)| (*n, *h, *n == title)).collect(),
+        // A tenant's session is not offered the installation-wide pages
+        // (their URLs still answer it with the scoped note, or 403).
+        links: LINKS
+            .iter()
+            .filter(|(n, _)| p.tenant.is_none() || !INSTALLATION_ONLY.contains(n))
+            .map(|(n, h)| (*n, *h, *n == title))
+            .collect(),
         msg: msg.filter(|m| !m.is_empty()),
     }
 }
