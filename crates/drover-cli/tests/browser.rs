@@ -9,8 +9,11 @@
 //! with waiting work and no worker, a kind no live worker runs) and its
 //! labelled charts; the workers page (in flight against capacity, what
 //! runs now); the schedules page (next runs, trigger now); orchestrations
-//! (the stuck one highlighted, a detail page, a signal sent, the stuck
-//! one resumed). Screenshots go to
+//! (the stuck one highlighted, a detail page, a signal sent, one
+//! cancelled, the stuck one resumed); the failed item's run history; the
+//! dead letter grouped by error with "retry all in this group"; who paused
+//! a lane, by name; the batches page; a tenant-scoped operator's own
+//! overview (its alert, its charts) with the workers page refused. Screenshots go to
 //! `target/browser-artifacts/`; with `DROVER_UPDATE_SCREENSHOT=1` the
 //! overview is also written to `docs/img/dashboard.png`.
 //!
@@ -163,7 +166,10 @@ impl Drop for Serve {
     }
 }
 
-fn serve(url: &str) -> Serve {
+/// `drover serve` on `url`. With `one_time`, no token is stored yet and the
+/// server prints a one-time admin token, returned in `token`; without it,
+/// the stored tokens are the server's and `token` is empty.
+fn serve(url: &str, one_time: bool) -> Serve {
     let mut child = Command::new(env!("CARGO_BIN_EXE_drover"))
         .args(["serve", "--addr", "127.0.0.1:0"])
         .env("DROVER_DATABASE_URL", url)
@@ -188,6 +194,9 @@ fn serve(url: &str) -> Serve {
         }
     });
     let (mut base, mut token, mut token_next) = (None, None, false);
+    if !one_time {
+        token = Some(String::new());
+    }
     while base.is_none() || token.is_none() {
         let (is_out, line) = rx
             .recv_timeout(Duration::from_secs(60))
@@ -231,6 +240,19 @@ fn dashboard_in_headless_chromium() {
         q.fail(&batch.items[0], "disk full on /var/spool", true)
             .await
             .unwrap();
+        // Two dead letters whose errors differ only in digits: one group.
+        let mut timed_out = Vec::new();
+        for (n, error) in [
+            (5, "order 1234 timed out after 30s"),
+            (6, "order 98 timed out after 5s"),
+        ] {
+            timed_out.push(enqueue(&q, "report.render", "reports", n).await);
+            let b = q
+                .claim("reports", &[], "w-browser", Duration::from_secs(30), 1)
+                .await
+                .unwrap();
+            q.fail(&b.items[0], error, true).await.unwrap();
+        }
         enqueue(&q, "report.build", "reports", 2).await;
         // A kind limit of 1 from code, one export claimed, two waiting.
         q.limit_declare(&drover::store::limits::LimitScope::Kind("export".into()), 1)
@@ -283,7 +305,9 @@ fn dashboard_in_headless_chromium() {
                 })
                 .await
                 .unwrap();
-            if rows.iter().map(|r| r.done + r.failed).sum::<i64>() >= 2 {
+            let done: i64 = rows.iter().map(|r| r.done).sum();
+            let failed: i64 = rows.iter().map(|r| r.failed).sum();
+            if (done, failed) == (1, 3) {
                 break;
             }
         }
@@ -302,7 +326,18 @@ fn dashboard_in_headless_chromium() {
             .await
             .unwrap();
 
-        let srv = serve(&db.url);
+        // One tenant's waiting item, in a lane no worker drains.
+        let tenant = Uuid::from_u128(0x007e_4a17);
+        q.enqueue_item(
+            &Principal::system(),
+            NewItem::new("report.build", json!({ "n": 7 }))
+                .with_lane("tenant-lane")
+                .with_tenant(tenant),
+        )
+        .await
+        .unwrap();
+
+        let srv = serve(&db.url, true);
         let mut node = Command::new("node");
         node.arg("dashboard.mjs")
             .current_dir(&browser)
@@ -312,6 +347,7 @@ fn dashboard_in_headless_chromium() {
             .env("ARTIFACTS", &artifacts)
             .env("FAILED_ID", failed.to_string())
             .env("CANCEL_ID", to_cancel.to_string())
+            .env("GROUP_KIND", "report.render")
             .env("PAUSE_LANE", "bulk")
             .env("LIMIT_KIND", "export")
             .env("LIMIT_LANE", "exports")
@@ -337,6 +373,7 @@ fn dashboard_in_headless_chromium() {
             "logged in",
             "filtered",
             "retried",
+            "dead group retried",
             "cancelled",
             "paused",
             "cross-site refused",
@@ -348,6 +385,7 @@ fn dashboard_in_headless_chromium() {
             "workers",
             "schedules",
             "orchestration",
+            "batches",
             "done",
         ] {
             assert!(
@@ -365,6 +403,26 @@ fn dashboard_in_headless_chromium() {
             q.get(Uuid::nil(), to_cancel).await.unwrap().status,
             Status::Cancelled
         );
+        for id in timed_out {
+            assert_eq!(
+                q.get(Uuid::nil(), id).await.unwrap().status,
+                Status::Pending
+            );
+        }
+        let audit = q.audit(Uuid::nil(), failed).await.unwrap();
+        assert!(
+            audit
+                .iter()
+                .any(|a| a.action == "retry" && !a.actor.is_nil()),
+            "the browser's retry is audited with its token"
+        );
+        let orch = q
+            .store()
+            .orchestration_get(Uuid::nil(), orch)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(orch.cancel_requested, "the browser asked to cancel");
         assert_eq!(q.lanes_paused().await.unwrap(), vec!["bulk".to_owned()]);
         let in_force: Vec<String> = q
             .limits()
@@ -402,6 +460,49 @@ fn dashboard_in_headless_chromium() {
         );
         q.lane_resume(&Principal::system(), "bulk").await.unwrap();
         assert_eq!(next(&mut rx).await, ("bulk".into(), 11));
+        drop(srv);
+
+        // A tenant-scoped operator, its token in the table (so the next
+        // server reads its tokens from there and prints none).
+        let minted = Command::new(env!("CARGO_BIN_EXE_drover"))
+            .args([
+                "token",
+                "create",
+                "--role",
+                "operator",
+                "--label",
+                "tenant ops",
+            ])
+            .args(["--tenant", &tenant.to_string()])
+            .env("DROVER_DATABASE_URL", &db.url)
+            .env_remove("DATABASE_URL")
+            .output()
+            .expect("drover token create");
+        assert!(minted.status.success(), "{minted:?}");
+        let tenant_token = String::from_utf8_lossy(&minted.stdout)
+            .lines()
+            .rfind(|l| !l.trim().is_empty())
+            .expect("the token is printed")
+            .trim()
+            .to_owned();
+        let srv = serve(&db.url, false);
+        let mut node = Command::new("node");
+        node.arg("tenant.mjs")
+            .current_dir(&browser)
+            .env("BASE_URL", &srv.base)
+            .env("CHROMIUM", &chromium)
+            .env("ARTIFACTS", &artifacts)
+            .env("TENANT", tenant.to_string())
+            .env("TENANT_TOKEN", &tenant_token);
+        let out = tokio::task::spawn_blocking(move || node.output().expect("node runs"))
+            .await
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("STEP tenant overview"),
+            "tenant walk failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         drop(srv);
         w.shutdown().await;
     });

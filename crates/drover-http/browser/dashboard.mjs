@@ -55,7 +55,7 @@ try {
     assert.match(await page.textContent(`svg#${id}`), /time \(UTC\)/);
   }
   // The worker's done item and the dead-lettered one, from the database.
-  assert.match(await page.textContent('svg#chart-hour text.totals'), /1 done · 1 failed/);
+  assert.match(await page.textContent('svg#chart-hour text.totals'), /1 done · 3 failed/);
   await page.locator('svg#chart-hour').screenshot({ path: `${env.ARTIFACTS}/01b-chart-hour.png` });
   step('charts');
 
@@ -85,11 +85,34 @@ try {
   await page.waitForSelector('#item-status');
   assert.equal(await page.textContent('#item-status'), 'failed');
   assert.match(await page.textContent('#item-error'), /disk full/);
+  // Its run history: one run, failed, by the test's worker; runs and
+  // failures as two numbers.
+  assert.equal(await page.textContent('#item-runs'), '1');
+  assert.match(await page.textContent('#item-failures'), /^1 of /);
+  assert.match(await page.textContent('#runs .outcome'), /failed/);
+  assert.match(await page.textContent('#runs'), /w-browser/);
   await Promise.all([page.waitForURL(/msg=/), page.click('#retry')]);
   assert.equal(await page.textContent('#item-status'), 'pending');
   assert.match(await page.textContent('#msg'), /retried 1/);
   await shot('03-item-retried');
   step('retried');
+
+  // The dead letter grouped by kind and normalised error: the two
+  // timeouts (digits differ) are one group; retry all in it.
+  await page.goto(`${BASE}/ui/dead`);
+  const group = page.locator('#groups tr', { hasText: env.GROUP_KIND });
+  assert.equal(await group.count(), 1);
+  assert.match(await group.textContent(), /order # timed out after #s/);
+  assert.equal(await group.locator('td.num').textContent(), '2');
+  // Each row's short id is its own (ids made together share a prefix).
+  const shorts = await page.locator('#items tr[data-id] td.id a').allTextContents();
+  assert.equal(shorts.length, 2);
+  assert.equal(new Set(shorts).size, 2, `short ids ${shorts}`);
+  await shot('03b-dead-groups');
+  await Promise.all([page.waitForURL(/msg=/), group.locator('button.retry-group').click()]);
+  assert.match(await page.textContent('#msg'), /retried 2 of the group/);
+  assert.equal(await page.locator('#groups tr', { hasText: env.GROUP_KIND }).count(), 0);
+  step('dead group retried');
 
   // Cancel one.
   await page.goto(`${BASE}/ui/items/${NIL}/${env.CANCEL_ID}`);
@@ -102,6 +125,9 @@ try {
   const row = `#lanes tr[data-lane="${env.PAUSE_LANE}"]`;
   await Promise.all([page.waitForURL(/msg=/), page.click(`${row} button[value=pause]`)]);
   assert.equal(await page.textContent(`${row} .paused`), 'paused');
+  // Who paused it, by name: the one-time token has no label, so its short
+  // id (never a whole UUID).
+  assert.match(await page.textContent(`${row} .lane-by`), /^token [0-9a-f]{8}$/);
   await shot('04-lane-paused');
   step('paused');
 
@@ -187,11 +213,19 @@ try {
   assert.match(await page.textContent('#msg'), /signal approved sent/);
   assert.match(await page.textContent('#orch-signals'), /approved/);
   await shot('10-orchestration');
+  await Promise.all([page.waitForURL(/msg=/), page.click('#orch-cancel')]);
+  assert.match(await page.textContent('#msg'), /cancel requested/);
   await page.goto(`${BASE}/ui/orchestrations`);
   await page.click(`a[href$="${env.STUCK_ID}"]`);
   await Promise.all([page.waitForURL(/msg=/), page.click('#orch-resume')]);
   assert.match(await page.textContent('#msg'), /resumed/);
   step('orchestration');
+
+  // Batches: the page reads (none made here).
+  const batches = await page.goto(`${BASE}/ui/batches`);
+  assert.equal(batches.status(), 200);
+  await shot('11-batches');
+  step('batches');
 
   // The overview again, for the README.
   await page.goto(`${BASE}/ui/`);

@@ -37,7 +37,7 @@ impl Actors {
     }
 
     /// `actor` in words: `system` for the nil UUID, the token's label, else
-    /// `token <first 8 hex digits>`.
+    /// `token <last 8 hex digits>`.
     pub fn name(&self, actor: Uuid) -> String {
         if actor.is_nil() {
             return "system".into();
@@ -49,9 +49,30 @@ impl Actors {
     }
 }
 
-/// The first 8 hex digits of `id`: enough to tell ids apart on one page.
+/// The last 8 hex digits of `id`: enough to tell ids apart on one page.
+/// The last, not the first: drover's ids are time-ordered (UUIDv7), so
+/// ids made within the same minute share their leading digits, while the
+/// tail is random.
 pub fn short_id(id: Uuid) -> String {
-    let mut s = id.simple().to_string();
-    s.truncate(8);
-    s
+    let s = id.simple().to_string();
+    s[s.len() - 8..].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ids made in the same minute (time-ordered UUIDv7, as drover makes
+    /// them) share their leading digits: a short id must come from the
+    /// random tail, or a page of them reads as one id repeated.
+    #[test]
+    fn short_ids_of_ids_made_together_differ() {
+        let ms = 1_765_000_000_000;
+        let a = uuid::Builder::from_unix_timestamp_millis(ms, &[0x11; 10]).into_uuid();
+        let b = uuid::Builder::from_unix_timestamp_millis(ms + 1, &[0x22; 10]).into_uuid();
+        assert_ne!(short_id(a), short_id(b));
+        assert_eq!(short_id(a).len(), 8);
+        assert!(a.simple().to_string().ends_with(&short_id(a)));
+        assert_eq!(short_id(Uuid::nil()), "00000000");
+    }
 }

@@ -678,6 +678,107 @@ async fn orchestration_detail_and_actions(f: Fx) {
     f.harness.finish().await;
 }
 
+/// Actors by name on the lanes and item pages: who paused a lane, who set
+/// each limit and rate, who closed a kind (a token's label, `system` for
+/// the code's or the queue's own), and on a pending item's page who paused
+/// its lane; never a raw UUID.
+async fn actors_by_name_on_lanes_and_item(f: Fx) {
+    use drover::store::limits::LimitScope;
+    let q = &f.queue;
+    let (cookie, csrf) = login(&f.app, &f.operator).await;
+    let (_, row) = tokens::create(
+        q,
+        &TokenGrant {
+            role: Role::Admin,
+            tenant: None,
+            enqueue: vec!["*".into()],
+            label: "night shift".into(),
+            work: vec![],
+        },
+    )
+    .await
+    .unwrap();
+    let night = Principal {
+        actor: row.id,
+        ..Principal::system()
+    };
+    let waiting = put(q, "report.build", "reports").await;
+    let (s, _, _) = send(
+        &f.app,
+        post(
+            "/ui/lanes/act",
+            &cookie,
+            &format!("csrf={csrf}&action=pause&lane=reports"),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::SEE_OTHER);
+    let (s, _, _) = send(
+        &f.app,
+        post(
+            "/ui/limits/act",
+            &cookie,
+            &format!("csrf={csrf}&action=set&scope=lane&name=exports&concurrency=3"),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::SEE_OTHER);
+    q.limit_declare(&LimitScope::Kind("export".into()), 2)
+        .await
+        .unwrap();
+    q.rate_set(
+        &night,
+        &LimitScope::Kind("paced".into()),
+        drover::store::rates::Rate::per(5, Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
+    let until = chrono::Utc::now() + chrono::Duration::hours(1);
+    q.close_until(&night, "export", Uuid::nil(), None, until)
+        .await
+        .unwrap();
+    f.live.refresh().await;
+
+    let (s, _, page) = send(&f.app, get("/ui/lanes", &cookie)).await;
+    assert_eq!(s, StatusCode::OK);
+    let cell = |marker: &str, class: &str| -> String {
+        let at = page.find(marker).unwrap_or_else(|| panic!("no {marker}"));
+        let row = &page[at..];
+        let row = &row[..row.find("</tr>").unwrap()];
+        let open = format!("class=\"{class}\">");
+        let at = row
+            .find(&open)
+            .unwrap_or_else(|| panic!("no {class} in {row}"));
+        let rest = &row[at + open.len()..];
+        rest[..rest.find('<').unwrap()].to_owned()
+    };
+    assert_eq!(cell("data-lane=\"reports", "lane-by"), "console operator");
+    assert_eq!(cell("data-lane=\"exports", "limit-by"), "console operator");
+    assert_eq!(cell("data-name=\"export\"", "limit-by"), "system");
+    assert_eq!(
+        cell("data-rate-scope=\"kind paced", "rate-by"),
+        "night shift"
+    );
+    assert_eq!(
+        cell("data-closed-kind=\"export", "closure-by"),
+        "night shift"
+    );
+    assert!(!page.contains(&row.id.to_string()), "no raw token id");
+
+    let (s, _, item) = send(
+        &f.app,
+        get(&format!("/ui/items/{}/{waiting}", Uuid::nil()), &cookie),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let why = section(&item, "item-waiting", "</ul>");
+    assert!(
+        why.contains("lane reports paused since") && why.contains("by console operator"),
+        "{why}"
+    );
+    f.harness.finish().await;
+}
+
 async fn memory() -> Harness {
     Harness {
         store: Arc::new(drover::store::memory::MemoryStore::new()),
@@ -714,3 +815,4 @@ per_backend!(workers_show_in_flight_and_running);
 per_backend!(schedules_next_runs_and_trigger);
 per_backend!(orchestration_detail_and_actions);
 per_backend!(schedule_trigger_over_the_api);
+per_backend!(actors_by_name_on_lanes_and_item);

@@ -715,7 +715,7 @@ async fn limits_on_the_lanes_page(f: &Fixture) {
         "data-closed-kind=\"export\" data-closed-group=\"g1\"",
     );
     assert!(
-        closed.contains("closure-reopen") && closed.contains("operator"),
+        closed.contains("closure-reopen") && closed.contains("class=\"closure-by\">system<"),
         "{closed}"
     );
     let r = act(format!(

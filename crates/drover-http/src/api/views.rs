@@ -289,7 +289,7 @@ pub struct AuditView {
     /// Who did it (the nil UUID: the system; else a token id).
     pub actor: Uuid,
     /// Who did it in words: `system`, the token's label, or `token` and
-    /// the id's first 8 hex digits when no stored token carries a label.
+    /// the id's last 8 hex digits when no stored token carries a label.
     pub actor_label: String,
     /// Free text.
     #[schema(nullable = true)]

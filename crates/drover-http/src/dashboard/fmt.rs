@@ -1,6 +1,6 @@
 //! How the pages write times, durations and ids: relative to now for
 //! reading at a glance, absolute (RFC 3339, UTC) beside it or in its title
-//! for exactness, and ids shortened to 8 hex digits with the whole id kept
+//! for exactness, and ids shortened to their last 8 hex digits with the whole id kept
 //! for copying.
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -54,7 +54,7 @@ pub(super) fn duration(d: chrono::Duration) -> String {
     }
 }
 
-/// An id's first 8 hex digits.
+/// An id's last 8 hex digits (see `actors::short_id`).
 pub(super) fn short(id: Uuid) -> String {
     crate::actors::short_id(id)
 }

@@ -204,18 +204,18 @@ pub(super) async fn item(
         (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return unavailable(&st, &v, e),
     };
     let pending = item.status == Status::Pending;
+    let actors = Actors::load(&st.app.queue).await;
     let waiting = if pending {
         match st.app.queue.why_waiting(&item).await {
             Ok(w) => w
                 .into_iter()
-                .map(|w| w.for_tenant(v.session.principal.tenant).to_string())
+                .map(|w| waiting_line(w.for_tenant(v.session.principal.tenant), &actors))
                 .collect(),
             Err(e) => vec![format!("not known now: {e}")],
         }
     } else {
         Vec::new()
     };
-    let actors = Actors::load(&st.app.queue).await;
     let now = Utc::now();
     let rows = run_rows(&item, runs, now);
     let payload = st.config.redacted(&item.kind, &item.payload);
@@ -282,4 +282,15 @@ pub(super) async fn item(
         },
         StatusCode::OK,
     )
+}
+
+/// One reason as the page says it: the queue's sentence, and for a paused
+/// lane who paused it, by name (the sentence itself cannot look names up).
+fn waiting_line(w: drover::queue::WaitReason, actors: &Actors) -> String {
+    match &w {
+        drover::queue::WaitReason::LanePaused { by, .. } => {
+            format!("{w} by {}", actors.name(*by))
+        }
+        _ => w.to_string(),
+    }
 }

@@ -12,6 +12,8 @@ use std::collections::BTreeMap;
 
 use drover::store::limits::{LimitScope, LimitUsage};
 
+use crate::actors::Actors;
+
 /// One limit in force as the lanes page shows it.
 pub(super) struct LimitRow {
     /// `lane`, `kind` or `group` (each group of the kind separately).
@@ -26,6 +28,8 @@ pub(super) struct LimitRow {
     pub waiting: u64,
     /// `code` or `operator`.
     pub source: String,
+    /// Who set it: the operator's token label, or `system` for the code's.
+    pub by: String,
     /// For an ordered group: `ordered, on dead letter continue|hold`;
     /// empty otherwise.
     pub order: String,
@@ -38,9 +42,11 @@ impl LimitRow {
     }
 }
 
-impl From<LimitUsage> for LimitRow {
-    fn from(u: LimitUsage) -> Self {
+impl LimitRow {
+    /// `u` as the page shows it, its setter named.
+    fn of(u: LimitUsage, actors: &Actors) -> Self {
         LimitRow {
+            by: actors.name(u.setting.set_by),
             scope: u.setting.scope.kind_name().to_owned(),
             name: u.setting.scope.name().to_owned(),
             concurrency: u.setting.concurrency,
@@ -61,15 +67,20 @@ impl From<LimitUsage> for LimitRow {
 
 /// The limits in force split for the page: the lane limits by lane, and
 /// the kind and per-group limits in the order the queue lists them.
-pub(super) fn split(usage: Vec<LimitUsage>) -> (BTreeMap<String, LimitRow>, Vec<LimitRow>) {
+pub(super) fn split(
+    usage: Vec<LimitUsage>,
+    actors: &Actors,
+) -> (BTreeMap<String, LimitRow>, Vec<LimitRow>) {
     let mut lanes = BTreeMap::new();
     let mut others = Vec::new();
     for u in usage {
         match u.setting.scope {
             LimitScope::Lane(ref lane) => {
-                lanes.insert(lane.clone(), LimitRow::from(u));
+                lanes.insert(lane.clone(), LimitRow::of(u, actors));
             }
-            LimitScope::Kind(_) | LimitScope::KindPerGroup(_) => others.push(LimitRow::from(u)),
+            LimitScope::Kind(_) | LimitScope::KindPerGroup(_) => {
+                others.push(LimitRow::of(u, actors))
+            }
         }
     }
     (lanes, others)

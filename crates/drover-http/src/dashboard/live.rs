@@ -100,7 +100,14 @@ pub struct Live {
     /// read counts the tenant's pending and claimed rows: 100 ms at
     /// 10,000,000 items). Only entries younger than the interval stay.
     tenants: tokio::sync::Mutex<HashMap<Uuid, TenantCounts>>,
+    /// Per tenant, its per-minute history of the last day and when it was
+    /// read: a tenant's overview charts its own items, read at most every
+    /// [`HISTORY_EVERY`] per tenant and shared by its viewers meanwhile.
+    tenant_history: tokio::sync::Mutex<HashMap<Uuid, TenantHistory>>,
 }
+
+/// One tenant's per-minute history and when it was read.
+type TenantHistory = (Instant, Arc<Vec<ThroughputRow>>);
 
 /// One tenant's counts and when they were read.
 type TenantCounts = (Instant, Arc<Vec<CountRow>>);
@@ -127,6 +134,7 @@ impl Live {
             started: AtomicBool::new(false),
             refreshes: AtomicU64::new(0),
             tenants: tokio::sync::Mutex::new(HashMap::new()),
+            tenant_history: tokio::sync::Mutex::new(HashMap::new()),
         })
     }
 
@@ -145,6 +153,35 @@ impl Live {
         }
         let rows = Arc::new(self.queue.counts_tenant(tenant).await?);
         cache.retain(|_, (at, _)| at.elapsed() < self.interval);
+        cache.insert(tenant, (Instant::now(), rows.clone()));
+        Ok(rows)
+    }
+
+    /// One tenant's items done and failed per minute over the last day
+    /// (its overview's charts), at most [`HISTORY_EVERY`] old: one read of
+    /// the rollup's last day per tenant and interval, shared by the
+    /// tenant's viewers meanwhile.
+    ///
+    /// # Errors
+    /// Storage errors of the read (nothing is cached then).
+    pub async fn history_tenant(&self, tenant: Uuid) -> drover::Result<Arc<Vec<ThroughputRow>>> {
+        let every = HISTORY_EVERY.to_std().unwrap_or(Duration::from_secs(10));
+        let mut cache = self.tenant_history.lock().await;
+        if let Some((at, rows)) = cache.get(&tenant)
+            && at.elapsed() < every
+        {
+            return Ok(rows.clone());
+        }
+        let rows = Arc::new(
+            self.queue
+                .throughput(&ThroughputQuery {
+                    since: Utc::now() - HISTORY_SPAN,
+                    tenant_id: Some(tenant),
+                    by: ThroughputBy::Minute,
+                })
+                .await?,
+        );
+        cache.retain(|_, (at, _)| at.elapsed() < every);
         cache.insert(tenant, (Instant::now(), rows.clone()));
         Ok(rows)
     }

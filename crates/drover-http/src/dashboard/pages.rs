@@ -16,6 +16,7 @@ use super::DashState;
 use super::limits::{LimitRow, split};
 use super::live::Snapshot;
 use super::session::{Session, cookie_id};
+use crate::actors::Actors;
 use crate::auth::Role;
 
 const LINKS: [(&str, &str); 8] = [
@@ -28,6 +29,10 @@ const LINKS: [(&str, &str); 8] = [
     ("Orchestrations", "/orchestrations"),
     ("Batches", "/batches"),
 ];
+
+/// The pages that span every tenant (lanes with their limits, workers with
+/// their hosts, schedules): not linked for a tenant-scoped session.
+const INSTALLATION_ONLY: [&str; 3] = ["Lanes", "Workers", "Schedules"];
 
 /// The header every page shares.
 pub(super) struct Nav {
@@ -105,7 +110,13 @@ pub(super) fn nav(st: &DashState, v: &Viewer, title: &'static str, msg: Option<S
             Some(t) => format!("{} · tenant {t}", p.role.as_str()),
             None => p.role.as_str().to_owned(),
         },
-        links: LINKS.iter().map(|(n, h)| (*n, *h, *n == title)).collect(),
+        // A tenant's session is not offered the installation-wide pages
+        // (their URLs still answer it with the scoped note, or 403).
+        links: LINKS
+            .iter()
+            .filter(|(n, _)| p.tenant.is_none() || !INSTALLATION_ONLY.contains(n))
+            .map(|(n, h)| (*n, *h, *n == title))
+            .collect(),
         msg: msg.filter(|m| !m.is_empty()),
     }
 }
@@ -174,11 +185,18 @@ pub(super) struct LaneView {
     failed: i64,
     oldest: String,
     since: String,
+    /// Who paused or resumed it last (`-` when no one has).
+    by: String,
 }
 
 /// The lanes of the snapshot, of `states` and of `limited` (lanes a limit
 /// names), each with its counts.
-fn lane_views(snap: &Snapshot, states: &[LaneState], limited: &[String]) -> Vec<LaneView> {
+fn lane_views(
+    snap: &Snapshot,
+    states: &[LaneState],
+    limited: &[String],
+    actors: &Actors,
+) -> Vec<LaneView> {
     let per = snap.per_lane();
     let mut names: BTreeSet<String> = per.keys().cloned().collect();
     names.extend(limited.iter().cloned());
@@ -199,6 +217,7 @@ fn lane_views(snap: &Snapshot, states: &[LaneState], limited: &[String]) -> Vec<
             LaneView {
                 paused: state.map_or_else(|| snap.paused.contains(&lane), |s| s.paused),
                 since: state.map_or_else(|| "-".to_owned(), |s| time(s.changed_at)),
+                by: state.map_or_else(|| "-".to_owned(), |s| actors.name(s.changed_by)),
                 pending: c[0],
                 claimed: c[1],
                 failed: c[3],
@@ -268,12 +287,14 @@ struct ClosureRow {
     by: String,
 }
 
-impl From<drover::store::closures::Closure> for ClosureRow {
-    fn from(c: drover::store::closures::Closure) -> Self {
+impl ClosureRow {
+    /// `c` with its closer named: the item whose handler closed it, else
+    /// the actor (a token's label, or `system`).
+    fn of(c: drover::store::closures::Closure, actors: &Actors) -> Self {
         ClosureRow {
             by: c
                 .closed_by_item
-                .map_or_else(|| "operator".to_owned(), |i| format!("item {i}")),
+                .map_or_else(|| actors.name(c.closed_by), |i| format!("item {i}")),
             kind: c.kind,
             group: c.group.unwrap_or_default(),
             tenant: c.tenant_id.to_string(),
@@ -294,12 +315,16 @@ struct RateRow {
     /// For a per-group rate: how many groups it holds back now.
     held_back: u64,
     source: &'static str,
+    /// Who set it: a token's label, or `system` for the code's.
+    by: String,
 }
 
-impl From<drover::store::rates::RateUsage> for RateRow {
-    fn from(u: drover::store::rates::RateUsage) -> Self {
+impl RateRow {
+    /// `u` as the page shows it, its setter named.
+    fn of(u: drover::store::rates::RateUsage, actors: &Actors) -> Self {
         let r = u.setting.rate;
         RateRow {
+            by: actors.name(u.setting.set_by),
             scope: u.setting.scope.to_string(),
             rate: r.with_burst(1).to_string(),
             burst: r.burst,
@@ -331,6 +356,7 @@ pub(super) async fn lanes(
         );
     }
     let snap = st.live.latest().await;
+    let actors = Actors::load(&st.app.queue).await;
     // The states themselves are read now, so a pause shows at once.
     let states = match st.app.queue.lane_list().await {
         Ok(s) => s,
@@ -345,7 +371,7 @@ pub(super) async fn lanes(
         }
     };
     let (mut by_lane, limits) = match st.app.queue.limits().await {
-        Ok(u) => split(u),
+        Ok(u) => split(u, &actors),
         Err(e) => {
             return note_page(
                 &st,
@@ -357,7 +383,7 @@ pub(super) async fn lanes(
         }
     };
     let closures = match st.app.queue.closures().await {
-        Ok(c) => c.into_iter().map(ClosureRow::from).collect(),
+        Ok(c) => c.into_iter().map(|c| ClosureRow::of(c, &actors)).collect(),
         Err(e) => {
             return note_page(
                 &st,
@@ -369,7 +395,7 @@ pub(super) async fn lanes(
         }
     };
     let rates = match st.app.queue.rates().await {
-        Ok(r) => r.into_iter().map(RateRow::from).collect(),
+        Ok(r) => r.into_iter().map(|r| RateRow::of(r, &actors)).collect(),
         Err(e) => {
             return note_page(
                 &st,
@@ -381,7 +407,7 @@ pub(super) async fn lanes(
         }
     };
     let limited: Vec<String> = by_lane.keys().cloned().collect();
-    let lanes = lane_views(&snap, &states, &limited)
+    let lanes = lane_views(&snap, &states, &limited, &actors)
         .into_iter()
         .map(|l| {
             let limit = by_lane.remove(&l.lane);

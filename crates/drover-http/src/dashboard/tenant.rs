@@ -1,12 +1,17 @@
 //! The overview of a tenant-scoped viewer: its own tenant's items per lane
-//! and per kind, and its dead letter, counted for it alone.
+//! and per kind, its dead letter, its alerts and its charts, counted for it
+//! alone.
 //!
 //! Invariant: nothing installation-wide is shown here (workers and their
-//! hosts, schedules, other tenants' counts, the throughput charts, which
-//! count every tenant): those need a token of no tenant, on the pages as in
-//! the API. The counts are read per view ([`drover::Queue::counts_tenant`]:
-//! the rollup and the pending and claimed rows' indexes, narrowed to the
-//! tenant), not from the shared live snapshot, which counts every tenant.
+//! hosts, schedules, other tenants' counts or history): those need a token
+//! of no tenant, on the pages as in the API. The one fact about workers it
+//! uses is whether a live one drains a lane the tenant has waiting items
+//! in ("no worker"), which the item page's "why it waits" tells the same
+//! tenant already. The counts ([`drover::Queue::counts_tenant`]: the
+//! rollup and the pending and claimed rows' indexes, narrowed to the
+//! tenant) and the history (the per-minute rollup's rows of the tenant)
+//! are read at most once per interval per tenant (`Live`), not from the
+//! shared live snapshot, which counts every tenant.
 
 use std::collections::BTreeMap;
 
@@ -18,7 +23,9 @@ use drover::Status;
 use uuid::Uuid;
 
 use super::DashState;
+use super::charts::{buckets, latency_svg, throughput_svg};
 use super::fmt::{When, when};
+use super::overview::Alert;
 use super::pages::{MsgQuery, Nav, nav, note_page, render, viewer};
 
 /// One line of a tenant's counts: a lane or a kind, and its items per
@@ -37,6 +44,9 @@ struct TenantOverview {
     failed: i64,
     lanes: Vec<CountLine>,
     kinds: Vec<CountLine>,
+    alerts: Vec<Alert>,
+    /// Server-rendered SVG of the tenant's own history.
+    charts: Vec<String>,
 }
 
 fn slot(s: Status) -> usize {
@@ -96,6 +106,54 @@ pub(super) async fn overview(st: DashState, headers: HeaderMap, q: MsgQuery) -> 
     }
     let failed = lanes.values().map(|n| n[3]).sum();
     let now = Utc::now();
+    let history = match st.live.history_tenant(tenant).await {
+        Ok(h) => h,
+        Err(e) => {
+            return note_page(
+                st,
+                v,
+                "Overview",
+                e.to_string(),
+                StatusCode::SERVICE_UNAVAILABLE,
+            );
+        }
+    };
+    let hour = buckets(&history, now, chrono::TimeDelta::hours(1), 60);
+    let day = buckets(&history, now, chrono::TimeDelta::hours(24), 48);
+    let charts = vec![
+        throughput_svg("chart-hour", "Last hour: done and failed", "minute", &hour),
+        latency_svg("wait-hour", "Last hour: available → done", &hour),
+        throughput_svg("chart-day", "Last day: done and failed", "30 min", &day),
+        latency_svg("wait-day", "Last day: available → done", &day),
+    ];
+    let snap = st.live.latest().await;
+    let base = st.config.base();
+    let mut alerts: Vec<Alert> = lanes
+        .iter()
+        .filter(|(lane, n)| {
+            n[0] > 0
+                && !snap
+                    .workers
+                    .iter()
+                    .any(|w| w.is_live() && w.lanes.iter().any(|l| l == *lane))
+        })
+        .map(|(lane, n)| Alert {
+            class: "no-worker",
+            text: format!(
+                "lane {lane}: {} waiting, no worker: no live worker serves this lane",
+                n[0]
+            ),
+            href: format!("{base}/items?lane={lane}&status=pending"),
+        })
+        .collect();
+    let grew: i64 = hour.iter().map(|b| b.failed).sum();
+    if grew > 0 {
+        alerts.push(Alert {
+            class: "dead-letter",
+            text: format!("dead letter grew by {grew} in the last hour (now {failed})"),
+            href: format!("{base}/dead"),
+        });
+    }
     render(
         &TenantOverview {
             nav: nav(st, v, "Overview", msg),
@@ -104,6 +162,8 @@ pub(super) async fn overview(st: DashState, headers: HeaderMap, q: MsgQuery) -> 
             failed,
             lanes: lines(lanes),
             kinds: lines(kinds),
+            alerts,
+            charts,
         },
         StatusCode::OK,
     )
