@@ -46,6 +46,35 @@ if ! pg_isready -h 127.0.0.1 -p 5432 >/dev/null 2>&1; then
 fi
 pg_isready -h 127.0.0.1 -p 5432
 
+# The local server without fsync while the suite runs, put back at exit.
+# Every test installation is some 200 relations created and dropped, and a
+# transaction that drops relations flushes the WAL at commit whatever
+# synchronous_commit says; on 2 cores those flushes were about a third of
+# the PostgreSQL contract suite's time (174 cases: 89.5 s with fsync, 64.0 s
+# without). No test depends on fsync: the tests that crash or restart a
+# server run throwaway clusters of their own, which run without it too
+# (drover::testing::cluster), and a server process that dies leaves its
+# writes in the OS's page cache. Only for the default server (not when
+# DATABASE_URL names one); DROVER_TEST_FSYNC=on keeps the server's setting.
+restore_fsync=""
+if [ -z "${DATABASE_URL:-}" ] && [ "${DROVER_TEST_FSYNC:-off}" = off ]; then
+    admin=(psql -X -q -At "postgres://postgres@127.0.0.1:5432/postgres")
+    if [ "$("${admin[@]}" -c 'SHOW fsync' 2>/dev/null)" = on ]; then
+        # RESET when fsync came from postgresql.conf (the usual case), back
+        # to on when an earlier ALTER SYSTEM had set it.
+        if "${admin[@]}" -c "SELECT sourcefile FROM pg_settings WHERE name = 'fsync'" \
+            | grep -q 'postgresql.auto.conf$'; then
+            restore_fsync="ALTER SYSTEM SET fsync = on"
+        else
+            restore_fsync="ALTER SYSTEM RESET fsync"
+        fi
+        if "${admin[@]}" -c 'ALTER SYSTEM SET fsync = off' -c 'SELECT pg_reload_conf()' >/dev/null; then
+            trap '"${admin[@]}" -c "$restore_fsync" -c "SELECT pg_reload_conf()" >/dev/null || true' EXIT
+            echo "PostgreSQL: fsync off for the suite (DROVER_TEST_FSYNC=on keeps it)"
+        fi
+    fi
+fi
+
 # The floors (docs/architecture.md): no module of crates/drover imports one
 # above it, no import circle anywhere in the workspace, no source file over
 # 800 lines or function over 120. Each prints what it finds and fails if

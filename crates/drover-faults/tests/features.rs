@@ -5,9 +5,16 @@
 //! leaves `metrics-listener` off, and a producer-only service's dependency
 //! tree holds no HTTP stack (axum, hyper).
 //!
-//! `cargo check` runs in a target directory of its own (under this test's
-//! target directory) so it neither waits on nor invalidates the build that
-//! runs the tests.
+//! Under cargo-nextest (the suite's runner, which holds no cargo lock while
+//! tests run) `cargo check` runs in the target directory the tests were
+//! built in, so the build scripts and proc macros that build compiled (the
+//! SQLite C library, serde's derive, ...) serve the checks too; a check
+//! writes check-mode units of its own and never invalidates the build's.
+//! Under `cargo test`, which keeps that directory locked while its tests
+//! run, the checks use a directory of their own beside it. Warnings are
+//! read from cargo's messages rather than made errors by
+//! `RUSTFLAGS=-D warnings`: the checks keep the build's own `RUSTFLAGS`,
+//! since others would rebuild every unit of the directory.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
@@ -20,13 +27,32 @@ fn workspace_root() -> PathBuf {
         .expect("workspace root")
 }
 
+/// Where the checks build: the target directory this test was built into
+/// (the executable lives in `<target>/<profile>/deps/`) under nextest
+/// (`NEXTEST` set), its `feature-check` subdirectory otherwise.
 fn check_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable");
-    exe.ancestors()
+    let target = exe
+        .ancestors()
         .nth(3)
         .map(Path::to_path_buf)
-        .unwrap_or_else(|| workspace_root().join("target"))
-        .join("feature-check")
+        .unwrap_or_else(|| workspace_root().join("target"));
+    if std::env::var_os("NEXTEST").is_some() {
+        target
+    } else {
+        target.join("feature-check")
+    }
+}
+
+/// The compiler's messages of `level` among cargo's JSON messages (only the
+/// workspace's own crates warn: dependencies' lints are capped).
+fn messages(json: &[u8], level: &str) -> Vec<String> {
+    String::from_utf8_lossy(json)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| m["reason"] == "compiler-message" && m["message"]["level"] == level)
+        .filter_map(|m| m["message"]["rendered"].as_str().map(str::to_owned))
+        .collect()
 }
 
 fn check(features: &str) {
@@ -35,14 +61,21 @@ fn check(features: &str) {
         .current_dir(workspace_root())
         .args(["check", "-p", "drover", "--lib", "--no-default-features"])
         .args(["--features", features])
+        .args(["--message-format", "json"])
         .env("CARGO_TARGET_DIR", check_dir())
-        .env("RUSTFLAGS", "-D warnings")
         .output()
         .expect("run cargo check");
     assert!(
         out.status.success(),
-        "drover does not build with features [{features}]:\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        "drover does not build with features [{features}]:\n{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        messages(&out.stdout, "error").join("\n")
+    );
+    let warnings = messages(&out.stdout, "warning");
+    assert!(
+        warnings.is_empty(),
+        "drover warns with features [{features}]:\n{}",
+        warnings.join("\n")
     );
 }
 

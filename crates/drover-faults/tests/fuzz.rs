@@ -1,17 +1,21 @@
-//! Scenario 8, coverage-guided: the cargo-fuzz targets in `fuzz/` (item and
+//! Scenario 8, coverage-guided: the libFuzzer targets in `fuzz/` (item and
 //! payload decoding, the JSON Lines import) each run for a bounded time,
 //! and any crash, hang or memory blow-up fails the test with the input
 //! libFuzzer saved.
 //!
 //! The targets depend only on `drover-core`, so the instrumented build is
-//! short enough for every `cargo test --workspace`. They are built with
-//! `--sanitizer none`, which works on the stable toolchain: the code under
-//! test is safe Rust (`unsafe_code = "forbid"`), so what can go wrong in it
-//! is a panic, an overflow (checked: cargo-fuzz turns debug assertions and
-//! overflow checks on), a hang or unbounded memory, all of which libFuzzer
-//! catches without AddressSanitizer. Where cargo-fuzz is missing, it is
-//! installed from crates.io into the target directory, so the README's test
-//! command works on a fresh machine.
+//! short enough for every run of the suite. They are built the way
+//! `cargo fuzz build --sanitizer none` builds them (the same `RUSTFLAGS`:
+//! SanitizerCoverage's 8-bit counters, PC table, compare tracing and stack
+//! depth, `--cfg fuzzing`, debug assertions; the host triple given, so build
+//! scripts and proc macros are not instrumented), by `cargo build` itself:
+//! installing cargo-fuzz from crates.io compiled 56 crates on a fresh
+//! machine for a wrapper around one `cargo build` and one exec. No
+//! sanitizer works on the stable toolchain, and the code under test is safe
+//! Rust (`unsafe_code = "forbid"`), so what can go wrong in it is a panic,
+//! an overflow (checked: debug assertions and overflow checks on), a hang
+//! or unbounded memory, all of which libFuzzer catches without
+//! AddressSanitizer. `cargo fuzz run` works on the same targets by hand.
 //!
 //! Time per target: 20 s, 300 s under `DROVER_FAULT_FULL=1`, or
 //! `DROVER_FUZZ_SECONDS`.
@@ -21,6 +25,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 const TARGETS: [&str; 2] = ["import_line", "item_payload"];
+
+/// What `cargo fuzz build` (0.13.2, `--dev --sanitizer none`, on Linux) sets in
+/// `RUSTFLAGS`.
+const FUZZ_RUSTFLAGS: &str = "-Cpasses=sancov-module \
+    -Cllvm-args=-sanitizer-coverage-level=4 \
+    -Cllvm-args=-sanitizer-coverage-inline-8bit-counters \
+    -Cllvm-args=-sanitizer-coverage-pc-table \
+    -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing \
+    -Cllvm-args=-simplifycfg-branch-fold-threshold=0 \
+    -Cllvm-args=-sanitizer-coverage-stack-depth -Cdebug-assertions";
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -49,71 +63,73 @@ fn seconds() -> u64 {
         .unwrap_or_else(|| drover_faults::scale::pick(20, 300))
 }
 
-/// `--dev` in the reduced run: an unoptimised build compiles in a fraction
-/// of the optimised one's time and still runs tens of thousands of inputs a
-/// second on these small parsers; the full run builds optimised.
-fn profile() -> &'static str {
+/// An unoptimised build in the reduced run: it compiles in a fraction of
+/// the optimised one's time and still runs tens of thousands of inputs a
+/// second on these small parsers; the full run builds optimised (one
+/// codegen unit and debug info, as `cargo fuzz build` does).
+fn profile_args() -> &'static [&'static str] {
     if drover_faults::scale::full() {
-        "--release"
+        &[
+            "--release",
+            "--config",
+            "profile.release.debug=true",
+            "--config",
+            "profile.release.codegen-units=1",
+        ]
     } else {
-        "--dev"
+        &[]
     }
 }
 
-fn cargo() -> Command {
-    let mut cmd = Command::new(env!("CARGO"));
-    cmd.current_dir(workspace_root());
-    cmd
+fn profile_dir() -> &'static str {
+    if drover_faults::scale::full() {
+        "release"
+    } else {
+        "debug"
+    }
 }
 
-/// `PATH` with a directory in front.
-fn path_with(dir: &Path) -> std::ffi::OsString {
-    let mut paths = vec![dir.to_path_buf()];
-    if let Some(p) = std::env::var_os("PATH") {
-        paths.extend(std::env::split_paths(&p));
-    }
-    std::env::join_paths(paths).expect("PATH")
+/// The host's target triple (`rustc -vV`): given to `cargo build` so that
+/// `RUSTFLAGS` reach the targets and not the build scripts.
+fn host_triple() -> String {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let out = Command::new(rustc).arg("-vV").output().expect("rustc -vV");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: ").map(str::to_owned))
+        .expect("rustc -vV names the host")
 }
 
-/// A `PATH` under which `cargo fuzz` works, installing cargo-fuzz into the
-/// target directory when the machine has none.
-fn ensure_cargo_fuzz() -> std::ffi::OsString {
-    let tools = target_dir().join("fuzz-tools");
-    let path = path_with(&tools.join("bin"));
-    let found = |path: &std::ffi::OsString| {
-        cargo()
-            .args(["fuzz", "--version"])
-            .env("PATH", path)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if found(&path) {
-        return path;
-    }
-    let out = cargo()
-        .args([
-            "install",
-            "cargo-fuzz",
-            "--locked",
-            "--version",
-            "^0.13",
-            "--root",
-        ])
-        .arg(&tools)
+/// Builds the fuzz targets; returns the directory holding their binaries.
+fn build_targets() -> PathBuf {
+    let fuzz_target_dir = target_dir().join("fuzz");
+    let triple = host_triple();
+    let rustflags: String = FUZZ_RUSTFLAGS
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let build = Command::new(env!("CARGO"))
+        .current_dir(workspace_root())
+        .args(["build", "--manifest-path", "fuzz/Cargo.toml", "--bins"])
+        .args(["--target", &triple])
+        .args(profile_args())
+        .arg("--target-dir")
+        .arg(&fuzz_target_dir)
+        .env("RUSTFLAGS", rustflags)
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env("CARGO_FUZZ", "1")
+        .env(
+            "CARGO_FUZZ_MANIFEST",
+            workspace_root().join("fuzz/Cargo.toml"),
+        )
         .output()
-        .expect("cargo install");
+        .expect("cargo build of the fuzz targets");
     assert!(
-        out.status.success(),
-        "installing cargo-fuzz failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        build.status.success(),
+        "building the fuzz targets failed:\n{}",
+        tail(&String::from_utf8_lossy(&build.stderr))
     );
-    assert!(
-        found(&path),
-        "cargo-fuzz installed but `cargo fuzz` not found"
-    );
-    path
+    fuzz_target_dir.join(triple).join(profile_dir())
 }
 
 fn tail(text: &str) -> String {
@@ -131,29 +147,10 @@ fn runs_done(stderr: &str) -> Option<u64> {
 
 #[test]
 fn fuzz_targets_run_without_a_crash() {
-    let path = ensure_cargo_fuzz();
-    let fuzz_target_dir = target_dir().join("fuzz");
-    let build = cargo()
-        .args([
-            "fuzz",
-            "build",
-            profile(),
-            "--sanitizer",
-            "none",
-            "--target-dir",
-        ])
-        .arg(&fuzz_target_dir)
-        .env("PATH", &path)
-        .output()
-        .expect("cargo fuzz build");
-    assert!(
-        build.status.success(),
-        "cargo fuzz build failed:\n{}",
-        tail(&String::from_utf8_lossy(&build.stderr))
-    );
-
+    let bins = build_targets();
     let secs = seconds();
-    let seeds = workspace_root().join("fuzz/seeds");
+    let root = workspace_root();
+    let seeds = root.join("fuzz/seeds");
     let corpora = tempfile::tempdir().expect("corpus dir");
     // Both targets at once: the machine's cores are otherwise idle while
     // this test binary runs.
@@ -162,32 +159,28 @@ fn fuzz_targets_run_without_a_crash() {
         .map(|t| {
             let corpus = corpora.path().join(t);
             std::fs::create_dir_all(&corpus).expect("corpus");
+            // Where libFuzzer saves a crashing input, as `cargo fuzz run`.
+            let artifacts = root.join("fuzz/artifacts").join(t);
+            std::fs::create_dir_all(&artifacts).expect("artifacts dir");
             // libFuzzer writes a line for every new input: to a file, since
             // a pipe nobody drains (we wait for one child at a time) fills
             // up and stops the fuzzer writing to it.
             let log_path = corpora.path().join(format!("{t}.log"));
             let log = std::fs::File::create(&log_path).expect("fuzzer log");
-            let child = cargo()
-                .args([
-                    "fuzz",
-                    "run",
-                    profile(),
-                    "--sanitizer",
-                    "none",
-                    "--target-dir",
-                ])
-                .arg(&fuzz_target_dir)
-                .arg(t)
-                .arg(&corpus)
-                .arg(seeds.join(t))
-                .arg("--")
+            let mut prefix = std::ffi::OsString::from("-artifact_prefix=");
+            prefix.push(&artifacts);
+            prefix.push("/");
+            let child = Command::new(bins.join(t))
+                .current_dir(&root)
+                .arg(prefix)
                 .arg(format!("-max_total_time={secs}"))
                 .args(["-timeout=10", "-rss_limit_mb=2048", "-print_final_stats=1"])
-                .env("PATH", &path)
+                .arg(&corpus)
+                .arg(seeds.join(t))
                 .stdout(Stdio::null())
                 .stderr(log)
                 .spawn()
-                .expect("cargo fuzz run");
+                .expect("run a fuzz target");
             (*t, child, log_path)
         })
         .collect();

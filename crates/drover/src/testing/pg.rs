@@ -37,7 +37,7 @@ pub const TEST_OWNER: &str = "drover_test_owner";
 /// the machine: started once (under a file lock) from the machine's own
 /// `initdb`/`pg_ctl` (on `PATH` or under `/usr/lib/postgresql/*/bin`) in
 /// `$TMPDIR/drover-test-pg` on port [`FALLBACK_PORT`], trust authentication,
-/// and left running for the next test process. As root the cluster is run
+/// `fsync` off, and left running for the next test process. As root the cluster is run
 /// as the `postgres` OS user, since PostgreSQL refuses to run as root.
 ///
 /// # Panics
@@ -184,8 +184,12 @@ fn shared_cluster() -> Result<String, String> {
                 "--no-sync",
             ]))?;
         }
+        // Without fsync, as the fault scenarios' clusters
+        // (`testing::cluster`): every test installation creates and drops
+        // some 200 relations, and each drop flushes the WAL at commit.
         let opts = format!(
-            "-p {FALLBACK_PORT} -k {} -c listen_addresses=127.0.0.1 -c max_connections=300",
+            "-p {FALLBACK_PORT} -k {} -c listen_addresses=127.0.0.1 -c max_connections=300 \
+             -c fsync=off",
             dir.display()
         );
         run(pg_command(&pg_ctl)
