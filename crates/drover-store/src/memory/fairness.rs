@@ -158,14 +158,24 @@ impl FairnessStore for MemoryStore {
     }
 
     async fn fair_passes_purge(&self, batch: u32) -> Result<u64> {
-        let mut st = self.lock();
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        let pending: std::collections::HashSet<(&str, Uuid)> = st
+            .items
+            .values()
+            .filter(|i| i.status == Status::Pending)
+            .map(|i| (i.lane.as_str(), i.tenant_id))
+            .collect();
         let mut n = 0u64;
-        for l in st.passes.0.values_mut() {
+        for (lane, l) in st.passes.0.iter_mut() {
             let vt = l.vt;
+            // Idle: at or behind the lane's virtual time, or with nothing
+            // pending in the lane (it comes back lifted to the virtual
+            // time, at most one start ahead of its row's place).
             let idle: Vec<Uuid> = l
                 .tenants
                 .iter()
-                .filter(|(_, (p, _))| *p <= vt)
+                .filter(|(t, (p, _))| *p <= vt || !pending.contains(&(lane.as_str(), **t)))
                 .map(|(t, _)| *t)
                 .take((u64::from(batch) - n) as usize)
                 .collect();

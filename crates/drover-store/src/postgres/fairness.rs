@@ -406,15 +406,18 @@ impl FairnessStore for PgStore {
 
     async fn fair_passes_purge(&self, batch: u32) -> Result<u64> {
         let mut tx = self.begin_system().await?;
-        // Idle rows: at or behind their lane's virtual time. The lane's row
-        // is taken SKIP LOCKED: a lane a claim holds is left for next time.
+        // Idle rows: at or behind their lane's virtual time, or of a tenant
+        // with nothing pending in the lane (it comes back lifted to the
+        // virtual time, at most one start ahead of its row's place).
         let n = sqlx::query(
             "DELETE FROM fair_passes p USING (
                  SELECT q.lane, q.tenant_id FROM fair_passes q
                  JOIN fair_passes v ON v.lane = q.lane
                   AND v.tenant_id = '00000000-0000-0000-0000-000000000000'
                  WHERE q.tenant_id <> '00000000-0000-0000-0000-000000000000'
-                   AND q.pass <= v.pass
+                   AND (q.pass <= v.pass
+                        OR NOT EXISTS (SELECT 1 FROM items i WHERE i.lane = q.lane
+                                       AND i.tenant_id = q.tenant_id AND i.status = 'pending'))
                  LIMIT $1) d
              WHERE p.lane = d.lane AND p.tenant_id = d.tenant_id",
         )

@@ -68,12 +68,17 @@ SELECT lane, tenant_id, count(*) AS n FROM items
 WHERE status = 'pending' AND available_at <= ?1
 GROUP BY lane, tenant_id";
 /// Idle passes: at or behind their lane's virtual time (the nil tenant's
-/// row), at most ?2.
+/// row), or of a tenant with nothing pending in the lane (it comes back
+/// lifted to the virtual time: at most one start ahead of where its row
+/// would have put it), at most ?2.
 const FAIR_PURGE: &str = "
 DELETE FROM fair_passes WHERE rowid IN (
     SELECT p.rowid FROM fair_passes p
     JOIN fair_passes v ON v.lane = p.lane AND v.tenant_id = ?1
-    WHERE p.tenant_id <> ?1 AND p.pass <= v.pass
+    WHERE p.tenant_id <> ?1
+      AND (p.pass <= v.pass
+           OR NOT EXISTS (SELECT 1 FROM items i WHERE i.lane = p.lane
+                          AND i.tenant_id = p.tenant_id AND i.status = 'pending'))
     LIMIT ?2)";
 
 /// How many candidates a tenant's list holds per start its quota gives
