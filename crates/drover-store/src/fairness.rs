@@ -45,6 +45,11 @@ pub const PASS_SCALE: i64 = 1_000_000;
 pub const MAX_WEIGHT: u32 = 1_000;
 /// The weight of a tenant no operator set one for.
 pub const DEFAULT_WEIGHT: u32 = 1;
+/// The tenant id under which a lane's own pass row (its virtual time) is
+/// stored beside its tenants' rows: the max UUID (RFC 9562), which no
+/// tenant is given (the nil tenant is a real one: items enqueued without
+/// a tenant are its).
+pub const LANE_ROW: Uuid = Uuid::max();
 /// How many idle pass rows one sweep pass deletes at most.
 pub const FAIR_PASSES_PURGE_BATCH: u32 = 10_000;
 /// How long a backend keeps the fair-share settings it read (as the

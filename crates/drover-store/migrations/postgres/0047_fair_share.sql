@@ -7,7 +7,8 @@
 -- flow_limits' rows do.
 -- fair_passes: the stride scheduler's state per lane: one row per (lane,
 -- tenant) with the tenant's pass and the starts it was given, and the
--- lane's own row under the nil tenant holding the lane's virtual time. A
+-- lane's own row under the max UUID (which no tenant is given) holding
+-- the lane's virtual time. A
 -- fair claim locks the lane's row first (so the claims that share a lane
 -- are serialised on it), reads the passes of the tenants it may start,
 -- and writes the moved passes back in the same transaction as the items

@@ -1,7 +1,7 @@
 -- drover 0047 on SQLite: weighted fair share between tenants inside each
 -- lane, as on PostgreSQL (weights per tenant, lanes turned off, and the
 -- stride scheduler's passes per lane and tenant, the lane's virtual time
--- under the nil tenant). The claim runs on the single writer, so reading,
+-- under the max UUID, ffffffff-ffff-ffff-ffff-ffffffffffff). The claim runs on the single writer, so reading,
 -- sharing and writing the passes with the claim are one step.
 
 CREATE TABLE fair_weights (

@@ -30,7 +30,7 @@ use super::claim_gen::Attempt;
 use super::{PgStore, row, secs};
 use crate::ClaimParams;
 use crate::fairness::{
-    FAIR_CACHE_TTL, FairLane, FairSettings, FairShare, FairWeight, FairnessStore, Passes,
+    FAIR_CACHE_TTL, FairLane, FairSettings, FairShare, FairWeight, FairnessStore, LANE_ROW, Passes,
 };
 use crate::rates::InForce;
 use drover_core::error::Result;
@@ -50,7 +50,7 @@ SELECT count(*) FROM (
 ) t";
 /// The lane's row, made if missing and locked: the lane's virtual time.
 const FAIR_LOCK: &str = "
-INSERT INTO fair_passes (lane, tenant_id, pass) VALUES ($1, '00000000-0000-0000-0000-000000000000', 0)
+INSERT INTO fair_passes (lane, tenant_id, pass) VALUES ($1, 'ffffffff-ffff-ffff-ffff-ffffffffffff', 0)
 ON CONFLICT (lane, tenant_id) DO UPDATE SET pass = fair_passes.pass
 RETURNING pass";
 /// The tenants with pending items in lane $1 (a loose scan of
@@ -236,7 +236,7 @@ impl PgStore {
                 .await?
         };
         if !passes.changed().is_empty() {
-            let mut t = vec![Uuid::nil()];
+            let mut t = vec![LANE_ROW];
             let mut pass = vec![passes.vt()];
             let mut n = vec![0i64];
             for (tenant, (pp, nn)) in passes.changed() {
@@ -375,7 +375,7 @@ impl FairnessStore for PgStore {
         for r in &passes {
             let (lane, t): (String, Uuid) = (r.try_get("lane")?, r.try_get("tenant_id")?);
             let pass: i64 = r.try_get("pass")?;
-            if t.is_nil() {
+            if t == LANE_ROW {
                 vts.insert(lane, pass);
                 continue;
             }
@@ -413,8 +413,8 @@ impl FairnessStore for PgStore {
             "DELETE FROM fair_passes p USING (
                  SELECT q.lane, q.tenant_id FROM fair_passes q
                  JOIN fair_passes v ON v.lane = q.lane
-                  AND v.tenant_id = '00000000-0000-0000-0000-000000000000'
-                 WHERE q.tenant_id <> '00000000-0000-0000-0000-000000000000'
+                  AND v.tenant_id = 'ffffffff-ffff-ffff-ffff-ffffffffffff'
+                 WHERE q.tenant_id <> 'ffffffff-ffff-ffff-ffff-ffffffffffff'
                    AND (q.pass <= v.pass
                         OR NOT EXISTS (SELECT 1 FROM items i WHERE i.lane = q.lane
                                        AND i.tenant_id = q.tenant_id AND i.status = 'pending'))

@@ -20,7 +20,9 @@ use uuid::Uuid;
 use super::SqliteStore;
 use super::row::{self, after, from_micros, to_micros};
 use crate::ClaimParams;
-use crate::fairness::{FairLane, FairSettings, FairShare, FairWeight, FairnessStore, Passes};
+use crate::fairness::{
+    FairLane, FairSettings, FairShare, FairWeight, FairnessStore, LANE_ROW, Passes,
+};
 use drover_core::error::{Error, Result};
 use drover_core::item::Item;
 
@@ -67,8 +69,8 @@ const FAIR_WAITING: &str = "
 SELECT lane, tenant_id, count(*) AS n FROM items
 WHERE status = 'pending' AND available_at <= ?1
 GROUP BY lane, tenant_id";
-/// Idle passes: at or behind their lane's virtual time (the nil tenant's
-/// row), or of a tenant with nothing pending in the lane (it comes back
+/// Idle passes: at or behind their lane's virtual time (the lane's own
+/// row, [`LANE_ROW`]), or of a tenant with nothing pending in the lane (it comes back
 /// lifted to the virtual time: at most one start ahead of where its row
 /// would have put it), at most ?2.
 const FAIR_PURGE: &str = "
@@ -126,7 +128,7 @@ pub(super) async fn claim_fair_on(
     for r in &rows {
         let t: Uuid = r.try_get("tenant_id")?;
         let pass: i64 = r.try_get("pass")?;
-        if t.is_nil() {
+        if t == LANE_ROW {
             vt = pass;
         } else {
             stored.push((t, pass));
@@ -170,6 +172,7 @@ pub(super) async fn claim_fair_on(
         .bind(&p.worker_id)
         .bind(to_micros(after(now, p.lease)))
         .bind(to_micros(now))
+        // The system signs the claim, as every write after the enqueue.
         .bind(Uuid::nil())
         .bind(ids)
         .fetch_all(&mut *conn)
@@ -194,7 +197,7 @@ async fn write_passes(conn: &mut SqliteConnection, lane: &str, passes: &Passes) 
     }
     sqlx::query(FAIR_PASS_WRITE)
         .bind(lane)
-        .bind(Uuid::nil())
+        .bind(LANE_ROW)
         .bind(passes.vt())
         .bind(0i64)
         .execute(&mut *conn)
@@ -299,7 +302,7 @@ impl FairnessStore for SqliteStore {
         for r in &passes {
             let (lane, t): (String, Uuid) = (r.try_get("lane")?, r.try_get("tenant_id")?);
             let pass: i64 = r.try_get("pass")?;
-            if t.is_nil() {
+            if t == LANE_ROW {
                 vts.insert(lane, pass);
                 continue;
             }
@@ -331,7 +334,7 @@ impl FairnessStore for SqliteStore {
     async fn fair_passes_purge(&self, batch: u32) -> Result<u64> {
         let mut tx = self.begin().await?;
         let n = sqlx::query(FAIR_PURGE)
-            .bind(Uuid::nil())
+            .bind(LANE_ROW)
             .bind(i64::from(batch))
             .execute(&mut *tx)
             .await?
