@@ -209,7 +209,10 @@ async fn small_behind_big(
 ) -> Result<(), BenchError> {
     let (a, b) = (tenant(1), tenant(2));
     let groups = spec.a_groups.max(1);
-    fill(queue, "fair_big", a, spec.a_items, |i| Some(format!("g{}", i % groups))).await?;
+    fill(queue, "fair_big", a, spec.a_items, |i| {
+        Some(format!("g{}", i % groups))
+    })
+    .await?;
     fill(queue, "fair_big", b, spec.b_items, |_| None).await?;
     progress.note(&format!(
         "loaded A {} items over {groups} groups, B {}",
@@ -253,17 +256,17 @@ async fn small_behind_big(
     r.jain_windows = jains.len() as u64;
     progress.note(&format!(
         "B: p99 wait {:.0} ms, fair-share time {:.0} ms ({:.2}x); Jain min {:.4} over {} windows",
-        r.b_wait_ms.p99,
-        r.b_fair_share_ms,
-        r.b_p99_over_fair_share,
-        r.jain_min,
-        r.jain_windows
+        r.b_wait_ms.p99, r.b_fair_share_ms, r.b_p99_over_fair_share, r.jain_min, r.jain_windows
     ));
     Ok(())
 }
 
 /// Part 2.
-async fn weighted(queue: &Queue, spec: &FairnessSpec, r: &mut FairnessReport) -> Result<(), BenchError> {
+async fn weighted(
+    queue: &Queue,
+    spec: &FairnessSpec,
+    r: &mut FairnessReport,
+) -> Result<(), BenchError> {
     let (a, b) = (tenant(3), tenant(4));
     queue.fair_weight_set(&Principal::system(), a, 3).await?;
     fill(queue, "fair_weighted", a, spec.ratio_starts, |_| None).await?;
@@ -297,7 +300,11 @@ async fn drain(queue: &Queue, lane: &str, batch: u32) -> Result<f64, BenchError>
 }
 
 /// Part 3: two rounds, the order alternating.
-async fn lone(queue: &Queue, spec: &FairnessSpec, r: &mut FairnessReport) -> Result<(), BenchError> {
+async fn lone(
+    queue: &Queue,
+    spec: &FairnessSpec,
+    r: &mut FairnessReport,
+) -> Result<(), BenchError> {
     queue
         .fair_lane_set(&Principal::system(), "fair_lone_off", false)
         .await?;
@@ -322,7 +329,11 @@ async fn lone(queue: &Queue, spec: &FairnessSpec, r: &mut FairnessReport) -> Res
 }
 
 /// Part 4: the lanes' claims alternate in blocks, so drift falls on both.
-async fn many(queue: &Queue, spec: &FairnessSpec, r: &mut FairnessReport) -> Result<(), BenchError> {
+async fn many(
+    queue: &Queue,
+    spec: &FairnessSpec,
+    r: &mut FairnessReport,
+) -> Result<(), BenchError> {
     queue
         .fair_lane_set(&Principal::system(), "fair_many_off", false)
         .await?;

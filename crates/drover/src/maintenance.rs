@@ -179,6 +179,9 @@ pub struct SweepReport {
     pub markers_purged: u64,
     /// Idle rate cells deleted (cells behind the clock: the same as none).
     pub rate_cells_purged: u64,
+    /// Idle fair-share passes deleted (at or behind their lane's virtual
+    /// time, or of a tenant with nothing pending in the lane).
+    pub fair_passes_purged: u64,
     /// The gauges read.
     pub gauges: Option<Gauges>,
     /// When the last completed pass (of any process) ended, as read.
@@ -499,6 +502,17 @@ impl Sweeper {
             .counted("purge_rate_cells", &mut report.errors, async move {
                 store
                     .rate_cells_purge(crate::store::rates::RATE_CELLS_PURGE_BATCH)
+                    .await
+            })
+            .await;
+        if !self.renew(held, report).await {
+            return false;
+        }
+        let store = self.queue.store().clone();
+        report.fair_passes_purged = self
+            .counted("purge_fair_passes", &mut report.errors, async move {
+                store
+                    .fair_passes_purge(crate::store::fairness::FAIR_PASSES_PURGE_BATCH)
                     .await
             })
             .await;

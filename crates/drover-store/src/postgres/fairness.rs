@@ -20,6 +20,7 @@
 //!    passes written back, all before the commit.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
@@ -35,26 +36,13 @@ use crate::fairness::{
 use crate::rates::InForce;
 use drover_core::error::Result;
 
-/// Whether lane $1 has pending items of two tenants: the first two
-/// distinct tenants (two descents of `items_fair`).
-const FAIR_TWO: &str = "
-SELECT count(*) FROM (
-    (SELECT tenant_id FROM items WHERE lane = $1 AND status = 'pending'
-     ORDER BY tenant_id LIMIT 1)
-    UNION ALL
-    (SELECT i.tenant_id FROM items i
-     WHERE i.lane = $1 AND i.status = 'pending'
-       AND i.tenant_id > (SELECT tenant_id FROM items WHERE lane = $1 AND status = 'pending'
-                          ORDER BY tenant_id LIMIT 1)
-     ORDER BY i.tenant_id LIMIT 1)
-) t";
 /// The lane's row, made if missing and locked: the lane's virtual time.
 const FAIR_LOCK: &str = "
 INSERT INTO fair_passes (lane, tenant_id, pass) VALUES ($1, 'ffffffff-ffff-ffff-ffff-ffffffffffff', 0)
 ON CONFLICT (lane, tenant_id) DO UPDATE SET pass = fair_passes.pass
 RETURNING pass";
-/// The tenants with pending items in lane $1 (a loose scan of
-/// `items_fair`), kept when one is due and of the kinds $2.
+/// The tenants with pending items in lane $1: a loose scan of
+/// `items_fair`, one descent per tenant.
 const FAIR_TENANTS: &str = "
 WITH RECURSIVE t AS (
     (SELECT tenant_id FROM items WHERE lane = $1 AND status = 'pending'
@@ -65,13 +53,9 @@ WITH RECURSIVE t AS (
         WHERE i.lane = $1 AND i.status = 'pending' AND i.tenant_id > t.tenant_id
         ORDER BY i.tenant_id LIMIT 1) n
 )
-SELECT t.tenant_id FROM t
-WHERE EXISTS (SELECT 1 FROM items i
-              WHERE i.lane = $1 AND i.status = 'pending' AND i.tenant_id = t.tenant_id
-                AND i.available_at <= now()
-                AND (cardinality($2::text[]) = 0 OR i.kind = ANY($2)))";
-const FAIR_PASSES: &str =
-    "SELECT tenant_id, pass FROM fair_passes WHERE lane = $1 AND tenant_id = ANY($2::uuid[])";
+SELECT tenant_id FROM t";
+/// The lane's passes (a range of the primary key), its own row included.
+const FAIR_PASSES: &str = "SELECT tenant_id, pass FROM fair_passes WHERE lane = $1";
 /// Each tenant $2[k]'s next due items of lane $1 in claim order, at most
 /// $3[k], of the kinds $4.
 const FAIR_CANDIDATES: &str = "
@@ -94,32 +78,35 @@ const LIMIT_CLAIM: &str = include_str!("../../sql/postgres/limit_claim.sql");
 /// As on SQLite: candidates read per start a tenant's quota gives it.
 const PER_START: u32 = 2;
 const EXTRA: u32 = 8;
+/// How many times a claim draws the quotas again after tenants with
+/// nothing due.
+const FAIR_ROUNDS: usize = 3;
 
-/// Per lane, whether its pending work was of several tenants when last
-/// asked, and when; void once this process enqueues or wakes a lane.
+/// Per lane, the tenants with pending work when last read, and when; void
+/// once this process enqueues or wakes a lane.
 #[derive(Debug, Default)]
 pub(super) struct Verdicts {
-    slot: std::sync::Mutex<HashMap<String, (std::time::Instant, u64, bool)>>,
+    slot: std::sync::Mutex<HashMap<String, (std::time::Instant, u64, Arc<Vec<Uuid>>)>>,
     epoch: AtomicU64,
 }
 
 impl Verdicts {
-    /// Forgets every verdict (work was enqueued or released).
+    /// Forgets every list (work was enqueued or released).
     pub(super) fn touch(&self) {
         self.epoch.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn get(&self, lane: &str) -> Option<bool> {
+    fn get(&self, lane: &str) -> Option<Arc<Vec<Uuid>>> {
         let epoch = self.epoch.load(Ordering::Relaxed);
         let slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
         slot.get(lane)
             .filter(|(at, e, _)| *e == epoch && at.elapsed() < FAIR_CACHE_TTL)
-            .map(|(_, _, many)| *many)
+            .map(|(_, _, t)| t.clone())
     }
 
-    fn put(&self, lane: &str, epoch: u64, many: bool) {
+    fn put(&self, lane: &str, epoch: u64, tenants: Arc<Vec<Uuid>>) {
         let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
-        slot.insert(lane.to_owned(), (std::time::Instant::now(), epoch, many));
+        slot.insert(lane.to_owned(), (std::time::Instant::now(), epoch, tenants));
     }
 }
 
@@ -133,21 +120,23 @@ impl PgStore {
         Ok(self.fair.put(s))
     }
 
-    /// Whether the lane's pending work is of more than one tenant.
-    async fn fair_many(&self, lane: &str) -> Result<bool> {
-        if let Some(many) = self.fair_verdicts.get(lane) {
-            return Ok(many);
+    /// The tenants with pending work in `lane`, as last read within
+    /// [`FAIR_CACHE_TTL`] (and since this process last enqueued).
+    async fn fair_tenants(&self, lane: &str) -> Result<Arc<Vec<Uuid>>> {
+        if let Some(t) = self.fair_verdicts.get(lane) {
+            return Ok(t);
         }
         let epoch = self.fair_verdicts.epoch.load(Ordering::Relaxed);
         let mut tx = self.begin_system().await?;
-        let n: i64 = sqlx::query_scalar(FAIR_TWO)
+        let tenants: Vec<Uuid> = sqlx::query_scalar(FAIR_TENANTS)
             .persistent(self.persistent)
             .bind(lane)
-            .fetch_one(&mut *tx)
+            .fetch_all(&mut *tx)
             .await?;
         tx.commit().await?;
-        self.fair_verdicts.put(lane, epoch, n > 1);
-        Ok(n > 1)
+        let tenants = Arc::new(tenants);
+        self.fair_verdicts.put(lane, epoch, tenants.clone());
+        Ok(tenants)
     }
 
     /// The fair claim of `p` (see the module docs), or `None` when fair
@@ -158,7 +147,11 @@ impl PgStore {
         in_force: &InForce,
     ) -> Result<Option<Attempt>> {
         let fair = self.fair_cached().await?;
-        if !fair.on(&p.lane) || !self.fair_many(&p.lane).await? {
+        if !fair.on(&p.lane) {
+            return Ok(None);
+        }
+        let tenants = self.fair_tenants(&p.lane).await?;
+        if tenants.len() < 2 {
             return Ok(None);
         }
         let mut tx = self.begin_system().await?;
@@ -172,51 +165,63 @@ impl PgStore {
             .bind(&p.lane)
             .fetch_one(&mut *tx)
             .await?;
-        let tenants: Vec<Uuid> = sqlx::query_scalar(FAIR_TENANTS)
+        let rows: Vec<(Uuid, i64)> = sqlx::query_as(FAIR_PASSES)
             .persistent(self.persistent)
             .bind(&p.lane)
-            .bind(&p.kinds)
             .fetch_all(&mut *tx)
             .await?;
-        if tenants.len() < 2 {
-            tx.commit().await?;
-            return Ok(None);
-        }
-        let stored: Vec<(Uuid, i64)> = sqlx::query_as(FAIR_PASSES)
-            .persistent(self.persistent)
-            .bind(&p.lane)
-            .bind(&tenants)
-            .fetch_all(&mut *tx)
-            .await?;
+        let stored = rows.into_iter().filter(|(t, _)| *t != LANE_ROW);
         let mut passes = Passes::new(vt, stored);
-        let weighted: Vec<(Uuid, u32)> = tenants.iter().map(|t| (*t, fair.weight(*t))).collect();
-        let quotas = passes.quotas(&weighted, p.limit);
-        let (ts, caps): (Vec<Uuid>, Vec<i64>) = quotas
-            .iter()
-            .map(|(t, q)| {
-                let cap = q
-                    .saturating_mul(PER_START)
-                    .saturating_add(EXTRA)
-                    .min(p.limit);
-                (*t, i64::from(cap))
-            })
-            .unzip();
-        let rows = sqlx::query(FAIR_CANDIDATES)
-            .persistent(self.persistent)
-            .bind(&p.lane)
-            .bind(&ts)
-            .bind(&caps)
-            .bind(&p.kinds)
-            .fetch_all(&mut *tx)
-            .await?;
-        let mut lists: BTreeMap<Uuid, Vec<((i16, chrono::DateTime<chrono::Utc>), Uuid)>> =
-            BTreeMap::new();
-        for r in &rows {
-            let key = (r.try_get("priority")?, r.try_get("available_at")?);
-            lists
-                .entry(r.try_get("tenant_id")?)
-                .or_default()
-                .push((key, r.try_get("id")?));
+        let mut alive: Vec<(Uuid, u32)> = tenants.iter().map(|t| (*t, fair.weight(*t))).collect();
+        let mut lists = BTreeMap::new();
+        // A tenant in the list with nothing due (or nothing left: the list
+        // is up to FAIR_CACHE_TTL old) is dropped and the quotas drawn
+        // again, so the claim stays work-conserving.
+        for _ in 0..FAIR_ROUNDS {
+            let quotas = passes.quotas(&alive, p.limit);
+            let fresh: Vec<(Uuid, i64)> = quotas
+                .iter()
+                .filter(|(t, _)| !lists.contains_key(t))
+                .map(|(t, q)| {
+                    let cap = q
+                        .saturating_mul(PER_START)
+                        .saturating_add(EXTRA)
+                        .min(p.limit);
+                    (*t, i64::from(cap))
+                })
+                .collect();
+            if fresh.is_empty() {
+                break;
+            }
+            let (ts, caps): (Vec<Uuid>, Vec<i64>) = fresh.iter().copied().unzip();
+            let rows = sqlx::query(FAIR_CANDIDATES)
+                .persistent(self.persistent)
+                .bind(&p.lane)
+                .bind(&ts)
+                .bind(&caps)
+                .bind(&p.kinds)
+                .fetch_all(&mut *tx)
+                .await?;
+            for t in &ts {
+                lists.insert(*t, Vec::new());
+            }
+            for r in &rows {
+                let key: (i16, chrono::DateTime<chrono::Utc>) =
+                    (r.try_get("priority")?, r.try_get("available_at")?);
+                let id: Uuid = r.try_get("id")?;
+                if let Some(l) = lists.get_mut(&r.try_get::<Uuid, _>("tenant_id")?) {
+                    l.push((key, id));
+                }
+            }
+            let empty: Vec<Uuid> = ts
+                .iter()
+                .filter(|t| lists.get(*t).is_none_or(Vec::is_empty))
+                .copied()
+                .collect();
+            if empty.is_empty() {
+                break;
+            }
+            alive.retain(|(t, _)| !empty.contains(t));
         }
         let lists = lists
             .into_iter()
