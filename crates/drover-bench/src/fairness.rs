@@ -155,7 +155,7 @@ async fn step(queue: &Queue, lane: &str, batch: u32) -> Result<(Vec<Uuid>, f64),
     let ms = t.elapsed().as_secs_f64() * 1e3;
     let done: Vec<drover::store::Completion> = items
         .iter()
-        .filter_map(|i| drover::store::ClaimRef::of(i))
+        .filter_map(drover::store::ClaimRef::of)
         .map(|claim| drover::store::Completion {
             claim,
             result: None,

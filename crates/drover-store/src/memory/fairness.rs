@@ -50,7 +50,7 @@ impl Lanes {
 
 /// Whether the candidates (priority, available_at, id) are of more than
 /// one tenant: only then is there anything to share.
-pub(super) fn many_tenants(st: &State, candidates: &[(i16, DateTime<Utc>, Uuid)]) -> bool {
+pub(super) fn many_tenants(st: &State, candidates: &[Candidate]) -> bool {
     let mut first = None;
     for c in candidates {
         let Some(t) = st.items.get(&c.2).map(|i| i.tenant_id) else {
@@ -65,14 +65,17 @@ pub(super) fn many_tenants(st: &State, candidates: &[(i16, DateTime<Utc>, Uuid)]
     false
 }
 
+/// A claim candidate: priority, available_at, id.
+pub(super) type Candidate = (i16, DateTime<Utc>, Uuid);
+
 /// The candidates (in claim order) split by tenant, each list keeping that
 /// order, with each tenant's weight.
 pub(super) fn by_tenant(
     items: &HashMap<Uuid, Item>,
     fair: &FairSettings,
-    candidates: Vec<(i16, DateTime<Utc>, Uuid)>,
-) -> Vec<(Uuid, u32, Vec<(i16, DateTime<Utc>, Uuid)>)> {
-    let mut lists: BTreeMap<Uuid, Vec<(i16, DateTime<Utc>, Uuid)>> = BTreeMap::new();
+    candidates: Vec<Candidate>,
+) -> Vec<(Uuid, u32, Vec<Candidate>)> {
+    let mut lists: BTreeMap<Uuid, Vec<Candidate>> = BTreeMap::new();
     for c in candidates {
         if let Some(i) = items.get(&c.2) {
             lists.entry(i.tenant_id).or_default().push(c);

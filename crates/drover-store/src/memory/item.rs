@@ -101,7 +101,7 @@ impl ItemStore for MemoryStore {
         candidates.sort_unstable();
         let limits = st.limits_in_force();
         let rates = st.rates_in_force();
-        let fair = st.fair.on(&p.lane) && super::fairness::many_tenants(&st, &candidates);
+        let fair = st.fair.on(&p.lane) && super::fairness::many_tenants(st, &candidates);
         if limits.is_empty() && rates.is_empty() && !fair {
             candidates.truncate(p.limit as usize);
         } else {
@@ -143,7 +143,6 @@ impl ItemStore for MemoryStore {
                 let lists = super::fairness::by_tenant(items, &st.fair, candidates);
                 let mut passes = st.passes.read(&p.lane);
                 let out = passes.share(lists, p.limit as usize, |c| *c, &mut admit);
-                drop(admit);
                 st.passes.write(&p.lane, &passes);
                 out
             } else {
@@ -156,7 +155,6 @@ impl ItemStore for MemoryStore {
                         out.push(c);
                     }
                 }
-                drop(admit);
                 out
             };
             cells.note_rate_limited();

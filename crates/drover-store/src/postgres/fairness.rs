@@ -73,6 +73,9 @@ INSERT INTO fair_passes (lane, tenant_id, pass, started)
 SELECT $1, t, p, n FROM unnest($2::uuid[], $3::bigint[], $4::bigint[]) AS w(t, p, n)
 ON CONFLICT (lane, tenant_id) DO UPDATE
 SET pass = excluded.pass, started = fair_passes.started + excluded.started";
+/// A candidate: its claim order key and id.
+type Candidate = ((i16, chrono::DateTime<chrono::Utc>), Uuid);
+
 const LIMIT_CLAIM: &str = include_str!("../../sql/postgres/limit_claim.sql");
 
 /// As on SQLite: candidates read per start a tenant's quota gives it.
@@ -82,11 +85,14 @@ const EXTRA: u32 = 8;
 /// nothing due.
 const FAIR_ROUNDS: usize = 3;
 
+/// A lane's tenant list: when it was read, at which epoch, the tenants.
+type Listed = (std::time::Instant, u64, Arc<Vec<Uuid>>);
+
 /// Per lane, the tenants with pending work when last read, and when; void
 /// once this process enqueues or wakes a lane.
 #[derive(Debug, Default)]
 pub(super) struct Verdicts {
-    slot: std::sync::Mutex<HashMap<String, (std::time::Instant, u64, Arc<Vec<Uuid>>)>>,
+    slot: std::sync::Mutex<HashMap<String, Listed>>,
     epoch: AtomicU64,
 }
 
@@ -139,41 +145,17 @@ impl PgStore {
         Ok(tenants)
     }
 
-    /// The fair claim of `p` (see the module docs), or `None` when fair
-    /// share is off for the lane or its work is one tenant's.
-    pub(super) async fn claim_fair(
+    /// The next due items, in claim order, of each tenant the quotas of
+    /// `passes` name among `alive` (a tenant with nothing due is dropped and
+    /// the quotas drawn again, at most [`FAIR_ROUNDS`] times).
+    async fn fair_lists(
         &self,
+        tx: &mut sqlx::PgConnection,
         p: &ClaimParams,
-        in_force: &InForce,
-    ) -> Result<Option<Attempt>> {
-        let fair = self.fair_cached().await?;
-        if !fair.on(&p.lane) {
-            return Ok(None);
-        }
-        let tenants = self.fair_tenants(&p.lane).await?;
-        if tenants.len() < 2 {
-            return Ok(None);
-        }
-        let mut tx = self.begin_system().await?;
-        let fgen = in_force.flow_gen;
-        if fgen.is_some() && super::flow_gen::flow_gen_on(&mut tx, self.persistent).await? != fgen {
-            tx.commit().await?;
-            return Ok(Some(Attempt::Stale));
-        }
-        let vt: i64 = sqlx::query_scalar(FAIR_LOCK)
-            .persistent(self.persistent)
-            .bind(&p.lane)
-            .fetch_one(&mut *tx)
-            .await?;
-        let rows: Vec<(Uuid, i64)> = sqlx::query_as(FAIR_PASSES)
-            .persistent(self.persistent)
-            .bind(&p.lane)
-            .fetch_all(&mut *tx)
-            .await?;
-        let stored = rows.into_iter().filter(|(t, _)| *t != LANE_ROW);
-        let mut passes = Passes::new(vt, stored);
-        let mut alive: Vec<(Uuid, u32)> = tenants.iter().map(|t| (*t, fair.weight(*t))).collect();
-        let mut lists = BTreeMap::new();
+        passes: &Passes,
+        mut alive: Vec<(Uuid, u32)>,
+    ) -> Result<BTreeMap<Uuid, Vec<Candidate>>> {
+        let mut lists: BTreeMap<Uuid, Vec<Candidate>> = BTreeMap::new();
         // A tenant in the list with nothing due (or nothing left: the list
         // is up to FAIR_CACHE_TTL old) is dropped and the quotas drawn
         // again, so the claim stays work-conserving.
@@ -223,6 +205,44 @@ impl PgStore {
             }
             alive.retain(|(t, _)| !empty.contains(t));
         }
+        Ok(lists)
+    }
+
+    /// The fair claim of `p` (see the module docs), or `None` when fair
+    /// share is off for the lane or its work is one tenant's.
+    pub(super) async fn claim_fair(
+        &self,
+        p: &ClaimParams,
+        in_force: &InForce,
+    ) -> Result<Option<Attempt>> {
+        let fair = self.fair_cached().await?;
+        if !fair.on(&p.lane) {
+            return Ok(None);
+        }
+        let tenants = self.fair_tenants(&p.lane).await?;
+        if tenants.len() < 2 {
+            return Ok(None);
+        }
+        let mut tx = self.begin_system().await?;
+        let fgen = in_force.flow_gen;
+        if fgen.is_some() && super::flow_gen::flow_gen_on(&mut tx, self.persistent).await? != fgen {
+            tx.commit().await?;
+            return Ok(Some(Attempt::Stale));
+        }
+        let vt: i64 = sqlx::query_scalar(FAIR_LOCK)
+            .persistent(self.persistent)
+            .bind(&p.lane)
+            .fetch_one(&mut *tx)
+            .await?;
+        let rows: Vec<(Uuid, i64)> = sqlx::query_as(FAIR_PASSES)
+            .persistent(self.persistent)
+            .bind(&p.lane)
+            .fetch_all(&mut *tx)
+            .await?;
+        let stored = rows.into_iter().filter(|(t, _)| *t != LANE_ROW);
+        let mut passes = Passes::new(vt, stored);
+        let alive: Vec<(Uuid, u32)> = tenants.iter().map(|t| (*t, fair.weight(*t))).collect();
+        let lists = self.fair_lists(&mut tx, p, &passes, alive).await?;
         let lists = lists
             .into_iter()
             .map(|(t, l)| (t, fair.weight(t), l))
