@@ -642,6 +642,14 @@ impl Sweeper {
         if let Err(e) = limits.await {
             report.errors.push(("limit_gauges".into(), e.to_string()));
         }
+        let queue = self.queue.clone();
+        let fair = self.guarded(
+            "fair_gauges",
+            async move { queue.publish_fair_gauges().await },
+        );
+        if let Err(e) = fair.await {
+            report.errors.push(("fair_gauges".into(), e.to_string()));
+        }
     }
 
     /// Sets the gauges; a lane published before and absent now (nothing

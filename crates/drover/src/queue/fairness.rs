@@ -103,4 +103,34 @@ impl Queue {
     pub async fn fair_shares(&self) -> Result<Vec<FairShare>> {
         self.store().fair_shares().await
     }
+
+    /// Publishes `drover_fair_started{lane,tenant}` and
+    /// `drover_fair_waiting{lane,tenant}` for every tenant with a share of
+    /// a lane (the sweep's step, so a scrape reads gauges, never the
+    /// tables); a pair published before and gone now reads 0.
+    ///
+    /// # Errors
+    /// Storage errors (nothing is published then).
+    pub async fn publish_fair_gauges(&self) -> Result<()> {
+        static PUBLISHED: std::sync::Mutex<std::collections::BTreeSet<(String, String)>> =
+            std::sync::Mutex::new(std::collections::BTreeSet::new());
+        let shares = self.store().fair_shares().await?;
+        let now: std::collections::BTreeSet<(String, String)> = shares
+            .iter()
+            .map(|s| (s.lane.clone(), s.tenant.to_string()))
+            .collect();
+        let mut published = PUBLISHED.lock().unwrap_or_else(|p| p.into_inner());
+        for (lane, tenant) in published.iter().filter(|k| !now.contains(*k)) {
+            let labels = [("lane", lane.clone()), ("tenant", tenant.clone())];
+            metrics::gauge!("drover_fair_started", &labels).set(0.0);
+            metrics::gauge!("drover_fair_waiting", &labels).set(0.0);
+        }
+        for s in &shares {
+            let labels = [("lane", s.lane.clone()), ("tenant", s.tenant.to_string())];
+            metrics::gauge!("drover_fair_started", &labels).set(s.started as f64);
+            metrics::gauge!("drover_fair_waiting", &labels).set(s.waiting as f64);
+        }
+        *published = now;
+        Ok(())
+    }
 }
