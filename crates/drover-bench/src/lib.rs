@@ -30,6 +30,7 @@ use std::time::Duration;
 pub mod chart;
 pub mod child;
 mod claim;
+pub mod fairness;
 pub mod http;
 pub mod limits;
 pub mod outbox;
@@ -354,6 +355,25 @@ pub async fn run_outbox(
     let target = target::Target::create(database_url).await?;
     progress.note(&format!("sandbox: {}", target.describe()));
     let result = outbox::run(spec, &target, progress).await;
+    let dropped = target.drop_sandbox().await;
+    let report = result?;
+    dropped?;
+    Ok(report)
+}
+
+/// Runs `drover bench --fairness` in a sandbox on `database_url` (either
+/// backend; see [`fairness`]), dropping the sandbox afterwards.
+///
+/// # Errors
+/// As [`run`].
+pub async fn run_fairness(
+    database_url: &str,
+    spec: &fairness::FairnessSpec,
+    progress: &Progress,
+) -> Result<fairness::FairnessReport, BenchError> {
+    let target = target::Target::create(database_url).await?;
+    progress.note(&format!("sandbox: {}", target.describe()));
+    let result = fairness::run(spec, &target, progress).await;
     let dropped = target.drop_sandbox().await;
     let report = result?;
     dropped?;

@@ -193,6 +193,9 @@ pub enum Command {
     /// Set, clear or list concurrency limits (a lane, a kind, a kind per
     /// group).
     Limits(commands::limits::LimitsArgs),
+    /// Set, clear or list tenants' weights of fair share, or turn fair
+    /// share off or on for a lane.
+    Fairness(commands::fairness::FairnessArgs),
     /// Run a self-contained demo end to end on the embedded default (no
     /// server): enqueue a mix, drain it with an in-process worker, summarize.
     Demo(commands::demo::DemoArgs),
@@ -412,6 +415,7 @@ pub async fn execute(command: &Command, cx: &mut Context<'_>) -> Result<(), CliE
         Command::Schedules(a) => commands::schedules::run(a, cx).await,
         Command::Lane(a) => commands::lane::run(a, cx).await,
         Command::Limits(a) => commands::limits::run(a, cx).await,
+        Command::Fairness(a) => commands::fairness::run(a, cx).await,
         Command::Demo(a) => commands::demo::run(a, cx).await,
         Command::Bench(a) => commands::bench::run(a, cx).await,
         Command::Healthcheck(a) => commands::healthcheck::run(a, cx).await,

@@ -559,6 +559,40 @@ fn lane_pause_resume_list(d: &dyn Drover) {
 /// `drover limits close|reopen`: a group closed for a duration is listed
 /// and named by `show`'s waiting reasons; reopened at once; a kind closed
 /// until an RFC 3339 time; bad flags exit 2.
+/// `drover fairness`: a weight set, listed with the tenant's waiting work,
+/// cleared; a lane turned off and on; a bad weight exits 2.
+fn fairness_set_list_clear(d: &dyn Drover) {
+    d.run(&["migrate"]).ok();
+    let t = "00000000-0000-0000-0000-00000000000a";
+    d.run(&["enqueue", "call", "--tenant", t]).ok();
+    let r = d
+        .run(&["fairness", "set", "--tenant", t, "--weight", "3"])
+        .ok();
+    assert_eq!(r.stdout.trim(), format!("weight of tenant {t} set to 3"));
+    let r = d.run(&["fairness", "off", "--lane", "default"]).ok();
+    assert_eq!(r.stdout.trim(), "fair share off for lane default");
+    let list = d.run(&["fairness", "list", "--json"]).ok().json();
+    let share = list["shares"]
+        .as_array()
+        .expect("shares")
+        .iter()
+        .find(|s| s["tenant"] == t)
+        .unwrap_or_else(|| panic!("the tenant's share: {list}"));
+    assert_eq!(
+        (share["weight"].as_u64(), share["waiting"].as_u64()),
+        (Some(3), Some(1))
+    );
+    let table = d.run(&["fairness", "list"]).ok().stdout;
+    assert!(table.contains("fair share off for: default"), "{table}");
+    d.run(&["fairness", "on", "--lane", "default"]).ok();
+    let r = d.run(&["fairness", "clear", "--tenant", t]).ok();
+    assert_eq!(r.stdout.trim(), format!("weight of tenant {t} cleared (1)"));
+    for bad in ["0", "1001", "x"] {
+        let r = d.run(&["fairness", "set", "--tenant", t, "--weight", bad]);
+        assert_eq!(r.code, 2, "{bad}: {r:?}");
+    }
+}
+
 fn limits_close_reopen(d: &dyn Drover) {
     d.run(&["migrate"]).ok();
     let id = d
@@ -974,6 +1008,11 @@ macro_rules! scenarios {
             fn limits_set_list_clear() {
                 let db = $make;
                 super::limits_set_list_clear(&db.$get);
+            }
+            #[test]
+            fn fairness_set_list_clear() {
+                let db = $make;
+                super::fairness_set_list_clear(&db.$get);
             }
             #[test]
             fn limits_close_reopen() {

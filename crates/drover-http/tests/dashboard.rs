@@ -779,6 +779,36 @@ async fn limits_on_the_lanes_page(f: &Fixture) {
     )
     .await
     .unwrap();
+    // Each tenant's fair share of a lane: weight, waiting, started.
+    let (a, b) = (Uuid::from_u128(0xA), Uuid::from_u128(0xB));
+    q.fair_weight_set(&Principal::system(), a, 3).await.unwrap();
+    for t in [a, a, b] {
+        let it = NewItem::new("shared.job", serde_json::json!({}))
+            .with_lane("shared")
+            .with_tenant(t);
+        q.store().item_insert(&it).await.unwrap();
+    }
+    let claimed = q
+        .store()
+        .item_claim(&drover::store::ClaimParams {
+            lane: "shared".into(),
+            kinds: vec!["shared.job".into()],
+            worker_id: "w".into(),
+            lease: std::time::Duration::from_secs(60),
+            limit: 2,
+        })
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 2);
+    let page = send(&f.app, get("/ui/lanes", Some(&cookie))).await;
+    let share = row_of(
+        &page.body,
+        &format!("data-share-lane=\"shared\" data-share-tenant=\"{a}\""),
+    );
+    assert!(
+        share.contains("<td>3</td><td>1</td><td>1</td><td>on</td>"),
+        "weight 3, one waiting, one started: {share}"
+    );
 }
 
 /// Every open tab shares one query set per refresh.

@@ -54,6 +54,7 @@ mod caller;
 pub mod clock;
 pub mod closures;
 pub mod events;
+pub mod fairness;
 pub mod gathered;
 mod item;
 pub mod lane;
@@ -283,6 +284,7 @@ pub trait Store:
     + limits::LimitStore
     + rates::RateStore
     + closures::ClosureStore
+    + fairness::FairnessStore
     + links::LinkStore
     + access::AccessStore
     + projector::ProjectorStore

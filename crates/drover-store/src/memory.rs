@@ -21,6 +21,7 @@ use drover_core::rules;
 mod access;
 mod audit;
 mod events;
+mod fairness;
 mod item;
 mod lanes;
 mod limits;
@@ -66,6 +67,11 @@ struct State {
     rates: std::collections::BTreeMap<(crate::limits::LimitScope, bool), crate::rates::RateSetting>,
     /// Rate cells: each scope key's theoretical arrival time.
     cells: HashMap<String, DateTime<Utc>>,
+    /// Fair share: operators' weights and lane settings.
+    fair: crate::fairness::FairSettings,
+    /// Fair share: each lane's virtual time and each (lane, tenant)'s pass
+    /// with its starts.
+    passes: fairness::Lanes,
     /// Who closed each closure's cell (actor, item), by key.
     closed_by: HashMap<String, (Uuid, Option<Uuid>)>,
     tokens: Vec<crate::access::TokenRow>,

@@ -179,6 +179,9 @@ pub struct SweepReport {
     pub markers_purged: u64,
     /// Idle rate cells deleted (cells behind the clock: the same as none).
     pub rate_cells_purged: u64,
+    /// Idle fair-share passes deleted (at or behind their lane's virtual
+    /// time, or of a tenant with nothing pending in the lane).
+    pub fair_passes_purged: u64,
     /// The gauges read.
     pub gauges: Option<Gauges>,
     /// When the last completed pass (of any process) ended, as read.
@@ -502,6 +505,17 @@ impl Sweeper {
                     .await
             })
             .await;
+        if !self.renew(held, report).await {
+            return false;
+        }
+        let store = self.queue.store().clone();
+        report.fair_passes_purged = self
+            .counted("purge_fair_passes", &mut report.errors, async move {
+                store
+                    .fair_passes_purge(crate::store::fairness::FAIR_PASSES_PURGE_BATCH)
+                    .await
+            })
+            .await;
         for step in &self.steps {
             if !self.renew(held, report).await {
                 return false;
@@ -627,6 +641,14 @@ impl Sweeper {
         );
         if let Err(e) = limits.await {
             report.errors.push(("limit_gauges".into(), e.to_string()));
+        }
+        let queue = self.queue.clone();
+        let fair = self.guarded(
+            "fair_gauges",
+            async move { queue.publish_fair_gauges().await },
+        );
+        if let Err(e) = fair.await {
+            report.errors.push(("fair_gauges".into(), e.to_string()));
         }
     }
 

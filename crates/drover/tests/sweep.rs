@@ -422,6 +422,59 @@ async fn a_drained_lane_reads_zero() {
     assert_eq!(scraped(&series), Some(0.0), "a drained lane reads 0");
 }
 
+/// The sweep publishes each tenant's fair share of a lane as gauges (starts
+/// and waiting items, by lane and tenant), and collects the idle passes
+/// once the lane is drained.
+#[tokio::test]
+async fn the_sweep_publishes_fair_share_gauges_and_collects_idle_passes() {
+    let q = Queue::new(Arc::new(MemoryStore::new()));
+    let lane = format!("fair-{}", &Uuid::new_v4().simple().to_string()[..8]);
+    let (a, b) = (Uuid::from_u128(0xA1), Uuid::from_u128(0xB1));
+    let items: Vec<NewItem> = [a, a, a, b, b, b]
+        .into_iter()
+        .map(|t| {
+            let mut it = NewItem::new("sweep.test", json!({})).with_tenant(t);
+            it.lane = lane.clone();
+            it
+        })
+        .collect();
+    q.store().item_insert_many(&items).await.unwrap();
+    let batch = q
+        .claim(&lane, &[], "w", Duration::from_secs(60), 2)
+        .await
+        .unwrap();
+    assert_eq!(batch.items.len(), 2);
+    let _ = drover::worker::prometheus();
+    let sweeper = Sweeper::new(q.clone(), quick()).unwrap();
+    sweeper.run_once().await.unwrap();
+    for t in [a, b] {
+        let started = format!("drover_fair_started{{lane=\"{lane}\",tenant=\"{t}\"}}");
+        let waiting = format!("drover_fair_waiting{{lane=\"{lane}\",tenant=\"{t}\"}}");
+        assert_eq!(scraped(&started), Some(1.0), "{started}");
+        assert_eq!(scraped(&waiting), Some(2.0), "{waiting}");
+    }
+    for cx in &batch.items {
+        q.complete(cx).await.unwrap();
+    }
+    loop {
+        let batch = q
+            .claim(&lane, &[], "w", Duration::from_secs(60), 4)
+            .await
+            .unwrap();
+        if batch.items.is_empty() {
+            break;
+        }
+        for cx in &batch.items {
+            q.complete(cx).await.unwrap();
+        }
+    }
+    let report = sweeper.run_once().await.unwrap();
+    assert_eq!(
+        report.fair_passes_purged, 2,
+        "both tenants' passes are idle"
+    );
+}
+
 /// The lease is renewed before a step only when it might pass during that
 /// step: a quick pass writes its take and its release and renews nothing
 /// (before: three renewals a pass, each a write that on SQLite queues for

@@ -1,8 +1,8 @@
 //! `Queue::why_waiting` names what holds a pending item back, on the
 //! memory, SQLite and PostgreSQL stores: a full limit with the claims that
 //! hold it, a future run_at, a paused lane, no live worker for the lane or
-//! none of the lane's that handles the item's kind; and nothing once the
-//! item is claimable.
+//! none of the lane's that handles the item's kind, fair share serving
+//! other tenants first; and nothing once the item is claimable.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
@@ -328,9 +328,47 @@ async fn no_worker_of_the_lane_handles_the_kind(store: Arc<dyn Store>) {
     assert_eq!(no_worker(&q, item.id).await, vec![]);
 }
 
+/// Fair share: after tenant A took the lane's first start, A's next item
+/// waits with `fair_share` while B has due work; B's does not.
+async fn fair_share_names_the_tenant_served_later(store: Arc<dyn Store>) {
+    let q = Queue::new(store.clone());
+    let (a, b) = (Uuid::from_u128(0xA), Uuid::from_u128(0xB));
+    let mut items = Vec::new();
+    for t in [a, a, b, b] {
+        let it = NewItem::new("share", json!({}))
+            .with_lane("shared")
+            .with_tenant(t);
+        items.push(store.item_insert(&it).await.unwrap().item);
+    }
+    let mut one = claim("shared");
+    one.limit = 1;
+    let got = store.item_claim(&one).await.unwrap();
+    assert_eq!(got.len(), 1);
+    let first = got[0].tenant_id;
+    let other = if first == a { b } else { a };
+    let pending = |t: Uuid| items.iter().find(|i| i.tenant_id == t && i.id != got[0].id);
+    let held = q.get(first, pending(first).unwrap().id).await.unwrap();
+    let why = q.why_waiting(&held).await.unwrap();
+    let fair = why
+        .iter()
+        .find(|w| w.code() == "fair_share")
+        .unwrap_or_else(|| panic!("fair share holds it back: {why:?}"));
+    assert!(
+        fair.to_string()
+            .contains(&format!("tenant {first} (weight 1) has started 1")),
+        "{fair}"
+    );
+    let next = q.get(other, pending(other).unwrap().id).await.unwrap();
+    let why = q.why_waiting(&next).await.unwrap();
+    assert!(!why.iter().any(|w| w.code() == "fair_share"), "{why:?}");
+}
+
 #[tokio::test]
 async fn memory_reasons() {
     let store = Arc::new(drover::store::memory::MemoryStore::new());
+    // First: on SQLite and PostgreSQL a claim a limit may apply to keeps
+    // priority then age order, and the next case sets one.
+    fair_share_names_the_tenant_served_later(store.clone()).await;
     reasons_name_what_holds_an_item_back(store.clone()).await;
     no_worker_of_the_lane_handles_the_kind(store.clone()).await;
     a_rate_names_its_next_start(store).await;
@@ -345,6 +383,9 @@ async fn sqlite_reasons() {
         .unwrap();
     store.migrate().await.unwrap();
     let store: Arc<dyn Store> = Arc::new(store);
+    // First: on SQLite and PostgreSQL a claim a limit may apply to keeps
+    // priority then age order, and the next case sets one.
+    fair_share_names_the_tenant_served_later(store.clone()).await;
     reasons_name_what_holds_an_item_back(store.clone()).await;
     no_worker_of_the_lane_handles_the_kind(store.clone()).await;
     a_rate_names_its_next_start(store).await;
@@ -356,6 +397,9 @@ async fn sqlite_reasons() {
 #[tokio::test]
 async fn postgres_reasons() {
     let (store, schema) = drover::testing::pg_fresh_store().await;
+    // First: on SQLite and PostgreSQL a claim a limit may apply to keeps
+    // priority then age order, and the next case sets one.
+    fair_share_names_the_tenant_served_later(store.clone()).await;
     reasons_name_what_holds_an_item_back(store.clone()).await;
     no_worker_of_the_lane_handles_the_kind(store.clone()).await;
     a_rate_names_its_next_start(store).await;

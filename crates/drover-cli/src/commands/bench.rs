@@ -49,6 +49,24 @@ pub struct BenchArgs {
     /// PostgreSQL server binaries (initdb, pg_ctl); ignores the database URL.
     #[arg(long)]
     pub soak: bool,
+    /// Fair-share mode: a small tenant behind a big backlog (B's p99 wait
+    /// against its fair-share time, Jain's index per window), weights
+    /// 3:1, a lone tenant's drain with fair share on and off, and claim
+    /// p99 at many tenants on and off.
+    #[arg(long)]
+    pub fairness: bool,
+    /// Fair-share mode: tenant A's backlog (spread over 1,000 groups).
+    #[arg(long, default_value_t = 100_000)]
+    pub fair_a_items: u64,
+    /// Fair-share mode: tenant B's items.
+    #[arg(long, default_value_t = 1_000)]
+    pub fair_b_items: u64,
+    /// Fair-share mode: tenants of the claim-cost part.
+    #[arg(long, default_value_t = 1_000)]
+    pub fair_tenants: u64,
+    /// Fair-share mode: items per tenant of the claim-cost part.
+    #[arg(long, default_value_t = 20)]
+    pub fair_per_tenant: u64,
     /// The outbox path instead (PostgreSQL): producer transactions writing
     /// a business row and an outbox row, relay rows/s, outbox commit →
     /// handler start latency, and the projector apply rate.
@@ -211,6 +229,9 @@ pub async fn run(args: &BenchArgs, cx: &mut Context<'_>) -> Result<(), CliError>
     if args.outbox {
         return outbox(args, cx).await;
     }
+    if args.fairness {
+        return fairness(args, cx).await;
+    }
     let config = BenchConfig {
         database_url: cx.database_url.clone(),
         jobs: args.jobs,
@@ -281,6 +302,29 @@ async fn http(args: &BenchArgs, cx: &mut Context<'_>) -> Result<(), CliError> {
     } else {
         report.write_table(cx.out)?;
     }
+    Ok(())
+}
+
+/// `--fairness`: the fair-share bench, its figures printed as JSON (with
+/// `--json`, on one line).
+async fn fairness(args: &BenchArgs, cx: &mut Context<'_>) -> Result<(), CliError> {
+    let spec = drover_bench::fairness::FairnessSpec {
+        a_items: args.fair_a_items,
+        b_items: args.fair_b_items,
+        tenants: args.fair_tenants,
+        per_tenant: args.fair_per_tenant,
+        ..Default::default()
+    };
+    let report = drover_bench::run_fairness(&cx.database_url, &spec, &Progress::new(!args.quiet))
+        .await
+        .map_err(into_cli)?;
+    let v = if args.json {
+        serde_json::to_string(&report)
+    } else {
+        serde_json::to_string_pretty(&report)
+    }
+    .map_err(crate::table::json_err)?;
+    writeln!(cx.out, "{v}")?;
     Ok(())
 }
 

@@ -19,6 +19,7 @@ pub mod demo;
 pub mod enqueue;
 pub mod env_example;
 pub mod events;
+pub mod fairness;
 pub mod handlers;
 pub mod healthcheck;
 pub mod import;

@@ -11,6 +11,7 @@ pub mod batches;
 pub mod bulk;
 pub mod closures;
 pub mod contract;
+pub mod fairness;
 pub mod gather;
 mod health;
 pub mod idempotency;
@@ -77,6 +78,9 @@ pub fn routes(state: AppState) -> OpenApiRouter {
         .routes(routes!(limits::set_limit, limits::clear_limit))
         .routes(routes!(rates::list_rates))
         .routes(routes!(rates::set_rate, rates::clear_rate))
+        .routes(routes!(fairness::list_fairness))
+        .routes(routes!(fairness::set_weight, fairness::clear_weight))
+        .routes(routes!(fairness::set_lane))
         .routes(routes!(closures::list_closures))
         .routes(routes!(closures::close))
         .routes(routes!(closures::reopen))

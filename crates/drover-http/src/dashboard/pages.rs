@@ -274,6 +274,8 @@ struct LanesPage {
     closures: Vec<ClosureRow>,
     /// The rate limits in force.
     rates: Vec<RateRow>,
+    /// Each tenant's fair share of each lane.
+    shares: Vec<ShareRow>,
     can_operate: bool,
     at: String,
 }
@@ -301,6 +303,17 @@ impl ClosureRow {
             until: time(c.until),
         }
     }
+}
+
+/// A tenant's fair share of a lane as the lanes page shows it.
+struct ShareRow {
+    lane: String,
+    tenant: String,
+    weight: u32,
+    waiting: u64,
+    started: u64,
+    /// `on`, or `off` for a lane an operator took off fair share.
+    fair: &'static str,
 }
 
 /// A rate limit in force as the lanes page shows it.
@@ -406,6 +419,31 @@ pub(super) async fn lanes(
             );
         }
     };
+    let shares = match (
+        st.app.queue.fair_shares().await,
+        st.app.queue.fair_settings().await,
+    ) {
+        (Ok(shares), Ok(settings)) => shares
+            .into_iter()
+            .map(|s| ShareRow {
+                fair: if settings.on(&s.lane) { "on" } else { "off" },
+                lane: s.lane,
+                tenant: s.tenant.to_string(),
+                weight: s.weight,
+                waiting: s.waiting,
+                started: s.started,
+            })
+            .collect(),
+        (Err(e), _) | (_, Err(e)) => {
+            return note_page(
+                &st,
+                &v,
+                "Lanes",
+                e.to_string(),
+                StatusCode::SERVICE_UNAVAILABLE,
+            );
+        }
+    };
     let limited: Vec<String> = by_lane.keys().cloned().collect();
     let lanes = lane_views(&snap, &states, &limited, &actors)
         .into_iter()
@@ -421,6 +459,7 @@ pub(super) async fn lanes(
             limits,
             closures,
             rates,
+            shares,
             can_operate: v.can_operate(),
             at: time(snap.at),
         },

@@ -10,8 +10,10 @@ use serde_json::{Value, json};
 use crate::common::App;
 
 mod contract;
+mod fairness;
 mod results;
 pub use contract::*;
+pub use fairness::*;
 mod links;
 pub use links::*;
 pub use results::*;
@@ -1454,6 +1456,7 @@ macro_rules! api_suite {
             tenant_scoped_token_sees_its_tenant_only,
             limits_set_list_clear,
             rates_set_list_clear,
+            fairness_set_list_clear,
             closures_close_list_reopen,
             dependencies_and_batches,
             contract_payload_is_any_json_value,

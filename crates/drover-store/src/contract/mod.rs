@@ -207,6 +207,15 @@ macro_rules! contract_suite {
             closure_handler_close_only_moves_later,
             closure_concurrent_claimers_never_take_a_closed_group,
             closure_seen_at_once_by_another_store,
+            fair_small_tenant_interleaved_with_a_backlog,
+            fair_weights_split_the_starts,
+            fair_lone_tenant_takes_all,
+            fair_priorities_order_items_within_a_tenant,
+            fair_spreading_over_groups_gains_nothing,
+            fair_idle_tenant_banks_no_credit,
+            fair_off_lane_claims_in_priority_then_age_order,
+            fair_limits_still_hold,
+            fair_idle_passes_collected,
             cancel_discards_a_dead_letter_with_exact_counts,
             result_stored_with_completion,
             stale_completion_with_result_stores_nothing,
@@ -335,6 +344,7 @@ mod access;
 mod claims;
 mod closures;
 pub mod events;
+mod fairness;
 mod lanes;
 mod limits;
 mod links;
@@ -356,6 +366,7 @@ mod writes;
 pub use access::*;
 pub use claims::*;
 pub use closures::*;
+pub use fairness::*;
 pub use lanes::*;
 pub use limits::*;
 pub use links::*;

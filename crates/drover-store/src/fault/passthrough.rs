@@ -112,3 +112,37 @@ impl crate::closures::ClosureStore for FaultStore {
         self.inner.closures().await
     }
 }
+
+/// Fair-share settings pass straight through (the claim that shares is the
+/// inner store's, faulted as every claim is).
+#[async_trait]
+impl crate::fairness::FairnessStore for FaultStore {
+    async fn fair_weight_set(
+        &self,
+        tenant: Uuid,
+        weight: u32,
+        actor: Uuid,
+    ) -> Result<crate::fairness::FairWeight> {
+        self.inner.fair_weight_set(tenant, weight, actor).await
+    }
+    async fn fair_weight_clear(&self, tenant: Uuid) -> Result<bool> {
+        self.inner.fair_weight_clear(tenant).await
+    }
+    async fn fair_lane_set(
+        &self,
+        lane: &str,
+        on: bool,
+        actor: Uuid,
+    ) -> Result<crate::fairness::FairLane> {
+        self.inner.fair_lane_set(lane, on, actor).await
+    }
+    async fn fair_settings(&self) -> Result<crate::fairness::FairSettings> {
+        self.inner.fair_settings().await
+    }
+    async fn fair_shares(&self) -> Result<Vec<crate::fairness::FairShare>> {
+        self.inner.fair_shares().await
+    }
+    async fn fair_passes_purge(&self, batch: u32) -> Result<u64> {
+        self.inner.fair_passes_purge(batch).await
+    }
+}

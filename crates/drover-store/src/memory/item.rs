@@ -83,7 +83,10 @@ impl ItemStore for MemoryStore {
 
     async fn item_claim(&self, p: &ClaimParams) -> Result<Vec<Item>> {
         let now = self.now();
-        let mut st = self.lock();
+        let mut guard = self.lock();
+        // A plain borrow of the state, so that the claim borrows its fields
+        // apart (the items while the passes move).
+        let st = &mut *guard;
         let mut candidates: Vec<(i16, DateTime<Utc>, Uuid)> = st
             .items
             .values()
@@ -98,27 +101,26 @@ impl ItemStore for MemoryStore {
         candidates.sort_unstable();
         let limits = st.limits_in_force();
         let rates = st.rates_in_force();
-        if limits.is_empty() && rates.is_empty() {
+        let fair = st.fair.on(&p.lane) && super::fairness::many_tenants(st, &candidates);
+        if limits.is_empty() && rates.is_empty() && !fair {
             candidates.truncate(p.limit as usize);
         } else {
-            // Admitted in claim order while every limit that applies has
-            // a free slot; an item held back is left pending, untouched.
+            // Admitted in claim order (or fair-share order) while every
+            // limit that applies has a free slot; an item held back is
+            // left pending, untouched.
             let mut admission = st.admission(&limits);
             let heads = st.group_heads(&limits);
             // The rates on the store's clock, under the same lock as the
             // claim: a start is admitted only when its cells have room.
             let mut cells =
                 crate::rates::Cells::new(now, st.cells.iter().map(|(k, t)| (k.clone(), *t)));
-            let mut admitted = Vec::with_capacity(p.limit as usize);
-            for c in candidates {
-                if admitted.len() == p.limit as usize {
-                    break;
-                }
-                let Some(item) = st.items.get(&c.2) else {
-                    continue;
+            let items = &st.items;
+            let mut admit = |c: &(i16, DateTime<Utc>, Uuid)| {
+                let Some(item) = items.get(&c.2) else {
+                    return false;
                 };
                 if heads.holds_back(item) {
-                    continue;
+                    return false;
                 }
                 let rate_keys = crate::rates::rate_keys_of(
                     &rates,
@@ -129,13 +131,32 @@ impl ItemStore for MemoryStore {
                 );
                 // Rates first: a start the rate holds back takes no slot.
                 if !rate_keys.is_empty() && !cells.would_admit(&rate_keys) {
-                    continue;
+                    return false;
                 }
                 if admission.admit(&super::limits::item_keys(&limits, item)) {
                     cells.admit(&rate_keys);
-                    admitted.push(c);
+                    return true;
                 }
-            }
+                false
+            };
+            let admitted = if fair {
+                let lists = super::fairness::by_tenant(items, &st.fair, candidates);
+                let mut passes = st.passes.read(&p.lane);
+                let out = passes.share(lists, p.limit as usize, |c| *c, &mut admit);
+                st.passes.write(&p.lane, &passes);
+                out
+            } else {
+                let mut out = Vec::with_capacity(p.limit as usize);
+                for c in candidates {
+                    if out.len() == p.limit as usize {
+                        break;
+                    }
+                    if admit(&c) {
+                        out.push(c);
+                    }
+                }
+                out
+            };
             cells.note_rate_limited();
             for (k, t) in cells.changed() {
                 st.cells.insert(k.clone(), *t);

@@ -92,7 +92,10 @@ pub(super) async fn claim(store: &PgStore, p: &ClaimParams) -> Result<Vec<Item>>
         let in_force = store.rates_in_force().await?;
         let attempt = match store.claim_limited(p, &in_force).await? {
             Some(a) => a,
-            None => unlimited(store, p, &in_force).await?,
+            None => match store.claim_fair(p, &in_force).await? {
+                Some(a) => a,
+                None => unlimited(store, p, &in_force).await?,
+            },
         };
         match attempt {
             Attempt::Items(mut items) => {

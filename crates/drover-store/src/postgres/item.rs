@@ -24,6 +24,7 @@ use drover_core::rules::RetryPolicy;
 #[async_trait]
 impl ItemStore for PgStore {
     async fn item_insert(&self, item: &NewItem) -> Result<Inserted> {
+        self.fair_verdicts.touch();
         if item.is_linked() {
             return crate::links::one(self.links_insert(std::slice::from_ref(item)).await?);
         }
@@ -37,6 +38,7 @@ impl ItemStore for PgStore {
     }
 
     async fn item_insert_many(&self, items: &[NewItem]) -> Result<Vec<InsertResult>> {
+        self.fair_verdicts.touch();
         if items.iter().any(NewItem::is_linked) {
             let out = self.links_insert(items).await?;
             return Ok(out.into_iter().map(|o| o.result).collect());
@@ -45,6 +47,7 @@ impl ItemStore for PgStore {
     }
 
     async fn item_insert_each(&self, items: &[NewItem]) -> Result<Vec<Result<Inserted>>> {
+        self.fair_verdicts.touch();
         if items.iter().any(NewItem::is_linked) {
             // Each request gathered here is its own enqueue.
             return crate::item::insert_each_one_by_one(self, items).await;

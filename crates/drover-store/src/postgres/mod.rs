@@ -49,6 +49,7 @@ mod events;
 mod gathered;
 pub use events::append_in as event_append_in;
 mod closures;
+mod fairness;
 mod flow_gen;
 mod handover;
 mod item;
@@ -249,6 +250,10 @@ pub struct PgStore {
     limits: crate::limits::LimitCache,
     /// The rates in force, as the last claim read them.
     rates: crate::rates::RateCache,
+    /// The fair-share settings, as the last claim read them.
+    fair: crate::fairness::FairCache,
+    /// Per lane, whether its pending work is of several tenants.
+    fair_verdicts: fairness::Verdicts,
     /// Becomes true once the listener's first LISTEN is in place.
     listen_ready: tokio::sync::watch::Sender<bool>,
     /// How the pool reaches PostgreSQL.
@@ -375,6 +380,8 @@ impl PgStore {
             complete_many_results_sql: sql::ITEM_COMPLETE_MANY_RESULTS.replace("{schema}", schema),
             limits: crate::limits::LimitCache::default(),
             rates: crate::rates::RateCache::default(),
+            fair: crate::fairness::FairCache::default(),
+            fair_verdicts: fairness::Verdicts::default(),
             mode: PoolMode::Session,
             persistent: true,
             direct: None,
@@ -561,6 +568,7 @@ impl PgStore {
     /// LISTEN (a transaction pooler and no direct URL) this is the only
     /// wake-up there is, so it carries this store's count.
     fn wake_local(&self, lane: &str) {
+        self.fair_verdicts.touch();
         if self.session_pool().is_some() {
             self.wake.hint(lane);
         } else {
@@ -662,6 +670,7 @@ impl Store for PgStore {
         retention: std::time::Duration,
         stale_after: std::time::Duration,
     ) -> Result<Box<dyn crate::gathered::Gathered + 'a>> {
+        self.fair_verdicts.touch();
         if prepared
             .iter()
             .any(|p| p.as_ref().is_ok_and(NewItem::is_linked))

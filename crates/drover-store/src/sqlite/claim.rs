@@ -120,6 +120,7 @@ impl SqliteStore {
     ) -> Result<Option<Vec<Item>>> {
         let in_force = self.rates_cached().await?;
         let rates = &in_force.rates;
+        let fair = self.fair_cached().await?;
         // "Now" is read once the write lock is held: read before, it could
         // be stale by the whole wait for the lock (up to the busy timeout),
         // and a lease measured from it would start in the past.
@@ -142,6 +143,19 @@ impl SqliteStore {
                 Some(items) => items,
                 None => claim_unlimited_on(&mut tx, p, kinds, now, None).await?,
             };
+            tx.commit().await?;
+            return Ok(Some(items));
+        }
+        if fair.on(&p.lane)
+            && let Some(items) =
+                super::fairness::claim_fair_on(&mut tx, p, kinds, now, &fair).await?
+        {
+            // Dropped uncommitted (rolled back) when the generation moved.
+            if in_force.flow_gen.is_some()
+                && super::flow_gen::flow_gen_on(&mut *tx).await? != in_force.flow_gen
+            {
+                return Ok(None);
+            }
             tx.commit().await?;
             return Ok(Some(items));
         }

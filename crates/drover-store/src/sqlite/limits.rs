@@ -40,7 +40,7 @@ static LIMIT_CANDIDATES_ORDERED: std::sync::LazyLock<String> = std::sync::LazyLo
         include_str!("../../sql/sqlite/limit_candidates_head.sql"),
     )
 });
-const LIMIT_CLAIM: &str = include_str!("../../sql/sqlite/limit_claim.sql");
+pub(super) const LIMIT_CLAIM: &str = include_str!("../../sql/sqlite/limit_claim.sql");
 const LIMIT_USAGE: &str = include_str!("../../sql/sqlite/limit_usage.sql");
 
 /// Candidates read per page after the first.

@@ -73,6 +73,7 @@ mod access;
 mod audit;
 mod claim;
 mod events;
+mod fairness;
 mod flow_gen;
 mod insert;
 mod item;
@@ -169,6 +170,8 @@ pub struct SqliteStore {
     limits: Arc<crate::limits::LimitCache>,
     /// The rates in force as the last claim read them.
     rates: Arc<crate::rates::RateCache>,
+    /// The fair-share settings as last read.
+    fair: Arc<crate::fairness::FairCache>,
 }
 
 /// Parses what a user may pass: `sqlite://path.db`, `sqlite:path.db`, a bare
@@ -285,6 +288,7 @@ impl SqliteStore {
             })),
             limits: Arc::default(),
             rates: Arc::default(),
+            fair: Arc::default(),
         })
     }
 

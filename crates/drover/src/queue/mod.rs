@@ -42,6 +42,7 @@ mod context;
 pub(crate) mod counters;
 mod each;
 mod enqueue;
+mod fairness;
 mod fenced;
 mod held;
 mod kind;

@@ -97,6 +97,22 @@ pub enum WaitReason {
         /// When the rate next allows a start (the store's clock).
         next_start: DateTime<Utc>,
     },
+    /// Fair share: its tenant has had its share of the lane's recent
+    /// starts, and other tenants with due work are served first.
+    FairShare {
+        /// The lane.
+        lane: String,
+        /// Its tenant.
+        tenant: Uuid,
+        /// The starts fair share gave its tenant in the lane (since its
+        /// pass row was made).
+        started: u64,
+        /// The starts fair share gave every tenant in the lane (the rows
+        /// kept now).
+        lane_started: u64,
+        /// Its tenant's weight.
+        weight: u32,
+    },
     /// No live worker drains its lane, or none of those that do handles
     /// its kind.
     NoWorker {
@@ -123,7 +139,8 @@ pub struct Holder {
 
 impl WaitReason {
     /// The reason's name: `not_pending`, `run_at`, `dependencies`, `lane_paused`,
-    /// `limit_full`, `earlier_in_group`, `group_closed`, `rate_limited` or
+    /// `limit_full`, `earlier_in_group`, `group_closed`, `rate_limited`,
+    /// `fair_share` or
     /// `no_worker`.
     pub fn code(&self) -> &'static str {
         match self {
@@ -135,6 +152,7 @@ impl WaitReason {
             WaitReason::EarlierInGroup { .. } => "earlier_in_group",
             WaitReason::GroupClosed { .. } => "group_closed",
             WaitReason::RateLimited { .. } => "rate_limited",
+            WaitReason::FairShare { .. } => "fair_share",
             WaitReason::NoWorker { .. } => "no_worker",
         }
     }
@@ -236,6 +254,17 @@ impl std::fmt::Display for WaitReason {
                 f,
                 "rate {rate} on {scope}: next start allowed at {}",
                 next_start.to_rfc3339()
+            ),
+            WaitReason::FairShare {
+                lane,
+                tenant,
+                started,
+                lane_started,
+                weight,
+            } => write!(
+                f,
+                "fair share: tenant {tenant} (weight {weight}) has started {started} of \
+                 lane {lane}'s last {lane_started}; other tenants are due first"
             ),
             WaitReason::NoWorker { lane, kind: None } => {
                 write!(f, "no live worker drains lane {lane}")
@@ -340,6 +369,7 @@ impl Queue {
             });
         }
         out.extend(self.rate_limited(item).await?);
+        out.extend(self.fair_share_wait(item).await?);
         let workers = self.store().worker_list().await?;
         let of_lane: Vec<_> = workers
             .iter()
@@ -352,6 +382,34 @@ impl Queue {
             });
         }
         Ok(out)
+    }
+
+    /// Whether fair share serves other tenants of `item`'s lane first: the
+    /// lane shares, and another tenant with due work there has a lower pass
+    /// than `item`'s tenant (lifted to the lane's virtual time).
+    async fn fair_share_wait(&self, item: &Item) -> Result<Option<WaitReason>> {
+        let settings = self.store().fair_settings().await?;
+        if !settings.on(&item.lane) {
+            return Ok(None);
+        }
+        let shares = self.store().fair_shares().await?;
+        let lane: Vec<_> = shares.iter().filter(|s| s.lane == item.lane).collect();
+        let Some(mine) = lane.iter().find(|s| s.tenant == item.tenant_id) else {
+            return Ok(None);
+        };
+        let behind = lane
+            .iter()
+            .any(|s| s.tenant != item.tenant_id && s.waiting > 0 && s.pass < mine.pass);
+        if !behind {
+            return Ok(None);
+        }
+        Ok(Some(WaitReason::FairShare {
+            lane: item.lane.clone(),
+            tenant: item.tenant_id,
+            started: mine.started,
+            lane_started: lane.iter().map(|s| s.started).sum(),
+            weight: mine.weight,
+        }))
     }
 
     /// The rates in force whose cell for `item` has no start to give now,

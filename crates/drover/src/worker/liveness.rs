@@ -200,6 +200,14 @@ pub(super) fn register_metrics() {
         "Claims a rate limit held back, by scope: the claim left the scope's items out because its cell had no start to give, or refused a candidate on it (this process's claims)"
     );
     metrics::describe_gauge!(
+        "drover_fair_started",
+        "Starts fair share gave a tenant in a lane (since its pass row was made), by lane and tenant, from the sweep"
+    );
+    metrics::describe_gauge!(
+        "drover_fair_waiting",
+        "Available pending items of a tenant in a lane, by lane and tenant, from the sweep"
+    );
+    metrics::describe_gauge!(
         "drover_limit_waiting",
         "Available pending items a concurrency limit applies to, by scope, from the sweep"
     );

@@ -1,0 +1,411 @@
+//! The fair-share entity of the storage seam: weights per tenant
+//! ([`FairWeight`]), the lanes an operator took fair share off
+//! ([`FairLane`]), the pure rule every backend's claim splits its starts by
+//! ([`Passes::share`]) and the [`FairnessStore`] trait.
+//!
+//! Inside each lane, when more than one tenant has due work, a claim's
+//! starts are shared between those tenants in proportion to their weights
+//! (default 1) by stride scheduling: each (lane, tenant) keeps a pass; a
+//! start of tenant `t` moves its pass by `stride(t) = PASS_SCALE /
+//! weight(t)`; a claim takes, one start at a time, the tenant with due work
+//! whose pass is least (ties: the tenant whose next item comes first in
+//! priority then age order), and its next item in priority then age order.
+//! The lane keeps a virtual time `vt`: the pass of the latest start (the
+//! least pass among tenants with due work at that start). A tenant's pass
+//! is read as `max(stored, vt)`, so a tenant that was idle (or held back by
+//! a limit) comes back level with the others and never with credit banked.
+//!
+//! Invariants every backend keeps (contract cases in `contract/fairness.rs`):
+//! - The share is per tenant: how many items or groups a tenant spreads its
+//!   backlog over changes nothing (the pass moves per start of the tenant,
+//!   whichever group the item is of).
+//! - Work-conserving: a tenant with nothing due (or all of it held back by
+//!   a limit, a rate or an ordered group) is skipped; a lone tenant takes
+//!   the whole claim, and a lane whose due work is one tenant's claims as
+//!   without fair share (no pass is read or written).
+//! - The passes a claim reads and writes are serialised with it
+//!   (PostgreSQL: the lane's row lock, taken first in the claim's
+//!   transaction; SQLite: the single writer; memory: the store's lock).
+//! - A lane an operator turned fair share off for claims in priority then
+//!   age order, as before.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use drover_core::error::{Error, Result};
+
+/// The pass a start at weight 1 moves its tenant by.
+pub const PASS_SCALE: i64 = 1_000_000;
+/// The largest weight a tenant may be given.
+pub const MAX_WEIGHT: u32 = 1_000;
+/// The weight of a tenant no operator set one for.
+pub const DEFAULT_WEIGHT: u32 = 1;
+/// The tenant id under which a lane's own pass row (its virtual time) is
+/// stored beside its tenants' rows: the max UUID (RFC 9562), which no
+/// tenant is given (the nil tenant is a real one: items enqueued without
+/// a tenant are its).
+pub const LANE_ROW: Uuid = Uuid::max();
+/// How many idle pass rows one sweep pass deletes at most.
+pub const FAIR_PASSES_PURGE_BATCH: u32 = 10_000;
+/// How long a backend keeps the fair-share settings it read (as the
+/// limits', [`LIMITS_CACHE_TTL`](crate::limits::LIMITS_CACHE_TTL)).
+pub const FAIR_CACHE_TTL: std::time::Duration = crate::limits::LIMITS_CACHE_TTL;
+
+/// Checks a weight: 1 to [`MAX_WEIGHT`].
+///
+/// # Errors
+/// [`Error::InvalidInput`] on `weight`.
+pub fn validate_weight(weight: u32) -> Result<()> {
+    if (1..=MAX_WEIGHT).contains(&weight) {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        "weight",
+        format!("must be 1 to {MAX_WEIGHT}, got {weight}"),
+    ))
+}
+
+/// How far one start moves a tenant of `weight` (at least 1).
+pub fn stride(weight: u32) -> i64 {
+    PASS_SCALE / i64::from(weight.clamp(1, MAX_WEIGHT))
+}
+
+/// An operator's weight for a tenant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FairWeight {
+    /// The tenant.
+    pub tenant: Uuid,
+    /// Its weight (1 to [`MAX_WEIGHT`]).
+    pub weight: u32,
+    /// When it was set (the store's clock).
+    pub set_at: DateTime<Utc>,
+    /// Who set it.
+    pub set_by: Uuid,
+}
+
+/// A lane's fair-share setting as an operator left it (a lane with no row
+/// shares fairly).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FairLane {
+    /// The lane.
+    pub lane: String,
+    /// Whether fair share is on.
+    pub on: bool,
+    /// When it was set (the store's clock).
+    pub set_at: DateTime<Utc>,
+    /// Who set it.
+    pub set_by: Uuid,
+}
+
+/// Every fair-share setting.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FairSettings {
+    /// The weights operators set, by tenant.
+    pub weights: Vec<FairWeight>,
+    /// The lanes with a stored setting.
+    pub lanes: Vec<FairLane>,
+}
+
+impl FairSettings {
+    /// The weight of `tenant` ([`DEFAULT_WEIGHT`] when none is set).
+    pub fn weight(&self, tenant: Uuid) -> u32 {
+        self.weights
+            .iter()
+            .find(|w| w.tenant == tenant)
+            .map_or(DEFAULT_WEIGHT, |w| w.weight)
+    }
+
+    /// Whether fair share is on for `lane` (on unless turned off).
+    pub fn on(&self, lane: &str) -> bool {
+        self.lanes
+            .iter()
+            .find(|l| l.lane == lane)
+            .is_none_or(|l| l.on)
+    }
+}
+
+/// One tenant's share of one lane, as [`FairnessStore::fair_shares`] reads
+/// it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FairShare {
+    /// The lane.
+    pub lane: String,
+    /// The tenant.
+    pub tenant: Uuid,
+    /// Its weight.
+    pub weight: u32,
+    /// Its items pending and due in the lane now.
+    pub waiting: u64,
+    /// Starts the fair-share rule gave it in the lane since its pass row
+    /// was made (a row idle long enough is collected and starts again).
+    pub started: u64,
+    /// Its pass, lifted to the lane's virtual time.
+    pub pass: i64,
+    /// The lane's virtual time.
+    pub lane_vt: i64,
+}
+
+/// The passes of one lane as a claim read them (under the claim's
+/// serialisation), moved by the starts it gives.
+#[derive(Debug, Default, Clone)]
+pub struct Passes {
+    vt: i64,
+    stored: HashMap<Uuid, i64>,
+    changed: BTreeMap<Uuid, (i64, u64)>,
+}
+
+impl Passes {
+    /// From the lane's virtual time and the stored passes (a tenant not
+    /// given has none: it is level with `vt`).
+    pub fn new(vt: i64, stored: impl IntoIterator<Item = (Uuid, i64)>) -> Passes {
+        Passes {
+            vt,
+            stored: stored.into_iter().collect(),
+            changed: BTreeMap::new(),
+        }
+    }
+
+    /// The lane's virtual time.
+    pub fn vt(&self) -> i64 {
+        self.vt
+    }
+
+    /// `tenant`'s pass, lifted to the lane's virtual time.
+    pub fn pass(&self, tenant: Uuid) -> i64 {
+        self.stored
+            .get(&tenant)
+            .copied()
+            .unwrap_or(i64::MIN)
+            .max(self.vt)
+    }
+
+    /// The passes moved by [`Passes::share`]: tenant → (new pass, starts
+    /// given), to write back with the claim.
+    pub fn changed(&self) -> &BTreeMap<Uuid, (i64, u64)> {
+        &self.changed
+    }
+
+    /// How many of `limit` starts each of `tenants` (with its weight)
+    /// would get if each had enough due work, in the order they would get
+    /// their first: what a backend reads candidates for. Nothing moves.
+    pub fn quotas(&self, tenants: &[(Uuid, u32)], limit: u32) -> Vec<(Uuid, u32)> {
+        let mut heap: BinaryHeap<Reverse<(i64, Uuid, usize)>> = tenants
+            .iter()
+            .enumerate()
+            .map(|(i, (t, _))| Reverse((self.pass(*t), *t, i)))
+            .collect();
+        let mut got = vec![0u32; tenants.len()];
+        let mut order = Vec::new();
+        for _ in 0..limit {
+            let Some(Reverse((pass, t, i))) = heap.pop() else {
+                break;
+            };
+            if got[i] == 0 {
+                order.push(i);
+            }
+            got[i] += 1;
+            heap.push(Reverse((pass + stride(tenants[i].1), t, i)));
+        }
+        order.into_iter().map(|i| (tenants[i].0, got[i])).collect()
+    }
+
+    /// Shares up to `limit` starts between `lists` (each a tenant, its
+    /// weight, and its due candidates in priority then age order, `key`
+    /// giving that order) by the stride rule of the module docs. `admit`
+    /// is asked in the order starts are given (the limits, rates and
+    /// ordered groups that apply); a candidate it refuses is skipped and
+    /// its tenant keeps its pass. Returns the admitted in the order they
+    /// were given.
+    pub fn share<C, K: Ord + Clone>(
+        &mut self,
+        lists: Vec<(Uuid, u32, Vec<C>)>,
+        limit: usize,
+        key: impl Fn(&C) -> K,
+        mut admit: impl FnMut(&C) -> bool,
+    ) -> Vec<C> {
+        let mut lists: Vec<(Uuid, u32, std::collections::VecDeque<C>)> = lists
+            .into_iter()
+            .filter(|(_, _, l)| !l.is_empty())
+            .map(|(t, w, l)| (t, w, l.into()))
+            .collect();
+        let mut heap: BinaryHeap<Reverse<(i64, K, Uuid, usize)>> = BinaryHeap::new();
+        for (i, (t, _, l)) in lists.iter().enumerate() {
+            if let Some(head) = l.front() {
+                heap.push(Reverse((self.pass(*t), key(head), *t, i)));
+            }
+        }
+        let mut out = Vec::with_capacity(limit);
+        while out.len() < limit {
+            let Some(Reverse((pass, _, t, i))) = heap.pop() else {
+                break;
+            };
+            let (_, weight, list) = &mut lists[i];
+            // The tenant's first candidate the admission takes; those it
+            // refuses stay pending (a limit only fills within a claim).
+            let mut taken = None;
+            while let Some(c) = list.pop_front() {
+                if admit(&c) {
+                    taken = Some(c);
+                    break;
+                }
+            }
+            let Some(c) = taken else {
+                continue;
+            };
+            out.push(c);
+            self.vt = self.vt.max(pass);
+            let next = pass + stride(*weight);
+            self.stored.insert(t, next);
+            let e = self.changed.entry(t).or_insert((next, 0));
+            *e = (next, e.1 + 1);
+            if let Some(head) = list.front() {
+                heap.push(Reverse((next, key(head), t, i)));
+            }
+        }
+        out
+    }
+}
+
+/// The fair-share settings as a claimer last read them, for
+/// [`FAIR_CACHE_TTL`]; cleared when this process changes them.
+#[derive(Debug, Default)]
+pub struct FairCache {
+    slot: std::sync::Mutex<Option<(std::time::Instant, std::sync::Arc<FairSettings>)>>,
+}
+
+impl FairCache {
+    /// The cached settings, if read within the TTL.
+    pub fn fresh(&self) -> Option<std::sync::Arc<FairSettings>> {
+        let slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        slot.as_ref()
+            .filter(|(at, _)| at.elapsed() < FAIR_CACHE_TTL)
+            .map(|(_, v)| v.clone())
+    }
+
+    /// Keeps `settings` as read now.
+    pub fn put(&self, settings: FairSettings) -> std::sync::Arc<FairSettings> {
+        let v = std::sync::Arc::new(settings);
+        *self.slot.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((std::time::Instant::now(), v.clone()));
+        v
+    }
+
+    /// Forgets the cached settings.
+    pub fn clear(&self) {
+        *self.slot.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+}
+
+/// Jain's fairness index of `shares` (each a tenant's starts over its
+/// weight): 1 when equal, `1/n` when one tenant took everything.
+pub fn jain(shares: &[f64]) -> f64 {
+    let n = shares.len() as f64;
+    let sum: f64 = shares.iter().sum();
+    let sq: f64 = shares.iter().map(|x| x * x).sum();
+    if n == 0.0 || sq == 0.0 {
+        return 1.0;
+    }
+    sum * sum / (n * sq)
+}
+
+/// The fair-share entity of the storage seam (system operations).
+#[async_trait]
+pub trait FairnessStore: Send + Sync {
+    /// Sets `tenant`'s weight (insert or replace), stamping the store's
+    /// clock and `actor`. The caller has validated it ([`validate_weight`]).
+    async fn fair_weight_set(&self, tenant: Uuid, weight: u32, actor: Uuid) -> Result<FairWeight>;
+
+    /// Removes `tenant`'s weight (back to [`DEFAULT_WEIGHT`]); whether it
+    /// had one.
+    async fn fair_weight_clear(&self, tenant: Uuid) -> Result<bool>;
+
+    /// Turns fair share on or off for `lane`.
+    async fn fair_lane_set(&self, lane: &str, on: bool, actor: Uuid) -> Result<FairLane>;
+
+    /// Every stored setting.
+    async fn fair_settings(&self) -> Result<FairSettings>;
+
+    /// Each tenant's share of each lane where it has a pass or due work.
+    async fn fair_shares(&self) -> Result<Vec<FairShare>>;
+
+    /// Deletes up to `batch` idle pass rows (a pass at or behind its
+    /// lane's virtual time is the same as none); how many.
+    async fn fair_passes_purge(&self, batch: u32) -> Result<u64>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(n: u128) -> Uuid {
+        Uuid::from_u128(n)
+    }
+
+    fn run(p: &mut Passes, lists: Vec<(Uuid, u32, Vec<u32>)>, limit: usize) -> Vec<u32> {
+        p.share(lists, limit, |c| *c, |_| true)
+    }
+
+    #[test]
+    fn two_tenants_alternate_and_a_lone_one_takes_all() {
+        let mut p = Passes::new(0, []);
+        let a: Vec<u32> = (0..100).collect();
+        let b: Vec<u32> = (1000..1010).collect();
+        let got = run(&mut p, vec![(t(1), 1, a.clone()), (t(2), 1, b)], 10);
+        let bs = got.iter().filter(|c| **c >= 1000).count();
+        assert_eq!(bs, 5, "{got:?}");
+        let mut lone = Passes::new(0, []);
+        assert_eq!(run(&mut lone, vec![(t(1), 1, a)], 10).len(), 10);
+    }
+
+    #[test]
+    fn weights_split_three_to_one_and_priority_orders_within() {
+        let mut p = Passes::new(0, []);
+        let a: Vec<u32> = (0..1000).collect();
+        let b: Vec<u32> = (10_000..11_000).collect();
+        let mut na = 0;
+        for _ in 0..100 {
+            let got = run(&mut p, vec![(t(1), 3, a.clone()), (t(2), 1, b.clone())], 4);
+            na += got.iter().filter(|c| **c < 10_000).count();
+        }
+        assert_eq!(na, 300);
+        let got = Passes::new(0, []).share(vec![(t(1), 1, vec![3u32, 1, 2])], 3, |c| *c, |_| true);
+        assert_eq!(got, vec![3, 1, 2], "the list's own order is kept");
+    }
+
+    #[test]
+    fn an_idle_tenant_banks_no_credit() {
+        let mut p = Passes::new(0, []);
+        let a: Vec<u32> = (0..1000).collect();
+        for _ in 0..50 {
+            run(&mut p, vec![(t(1), 1, a.clone())], 10);
+        }
+        // B arrives after A took 500 starts alone: they alternate.
+        let b: Vec<u32> = (5000..5100).collect();
+        let got = run(&mut p, vec![(t(1), 1, a), (t(2), 1, b)], 20);
+        let bs = got.iter().filter(|c| **c >= 5000).count();
+        assert!((9..=11).contains(&bs), "{bs} of 20: {got:?}");
+    }
+
+    #[test]
+    fn a_refused_candidate_keeps_its_tenants_pass_and_quotas_split() {
+        let mut p = Passes::new(0, []);
+        let got = p.share(
+            vec![(t(1), 1, vec![1u32, 2]), (t(2), 1, vec![10, 11, 12])],
+            4,
+            |c| *c,
+            |c| *c != 1 && *c != 2,
+        );
+        assert_eq!(got, vec![10, 11, 12], "work-conserving");
+        assert_eq!(p.changed().get(&t(1)), None);
+        let q = Passes::new(0, []).quotas(&[(t(1), 3), (t(2), 1)], 8);
+        assert_eq!(q, vec![(t(1), 6), (t(2), 2)]);
+        assert!((jain(&[1.0, 1.0]) - 1.0).abs() < 1e-9);
+        assert!((jain(&[1.0, 0.0]) - 0.5).abs() < 1e-9);
+        assert!(validate_weight(0).is_err() && validate_weight(3).is_ok());
+    }
+}

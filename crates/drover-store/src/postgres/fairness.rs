@@ -1,0 +1,457 @@
+//! Fair share on PostgreSQL (migration 0047): the settings (system role),
+//! and the fair claim.
+//!
+//! A claim of a lane with fair share on, that no limit or rate applies to,
+//! first asks whether the lane's pending work is of more than one tenant
+//! (two descents of `items_fair`; the answer is kept for
+//! [`FAIR_CACHE_TTL`], and forgotten whenever this process enqueues or
+//! wakes the lane): with one, it is `claim_items` as before, and no pass is
+//! read or written. Otherwise the claim is one system-role transaction:
+//!
+//! 1. the flow settings' generation (as every claim checks it);
+//! 2. the lane's own pass row, upserted and so locked: every fair claim of
+//!    the lane is serialised on it, and reads the passes its predecessor
+//!    wrote;
+//! 3. the tenants with due work (one descent per tenant), their passes,
+//!    and [`Passes::quotas`]: which tenants this claim may start;
+//! 4. those tenants' next due items in claim order, shared by
+//!    [`Passes::share`], claimed in one `UPDATE` (re-checked `pending`, so
+//!    an item another path claimed meanwhile is skipped), and the moved
+//!    passes written back, all before the commit.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use sqlx::Row;
+use uuid::Uuid;
+
+use super::claim_gen::Attempt;
+use super::{PgStore, row, secs};
+use crate::ClaimParams;
+use crate::fairness::{
+    FAIR_CACHE_TTL, FairLane, FairSettings, FairShare, FairWeight, FairnessStore, LANE_ROW, Passes,
+};
+use crate::rates::InForce;
+use drover_core::error::Result;
+
+/// The lane's row, made if missing and locked: the lane's virtual time.
+const FAIR_LOCK: &str = "
+INSERT INTO fair_passes (lane, tenant_id, pass) VALUES ($1, 'ffffffff-ffff-ffff-ffff-ffffffffffff', 0)
+ON CONFLICT (lane, tenant_id) DO UPDATE SET pass = fair_passes.pass
+RETURNING pass";
+/// The tenants with pending items in lane $1: a loose scan of
+/// `items_fair`, one descent per tenant.
+const FAIR_TENANTS: &str = "
+WITH RECURSIVE t AS (
+    (SELECT tenant_id FROM items WHERE lane = $1 AND status = 'pending'
+     ORDER BY tenant_id LIMIT 1)
+    UNION ALL
+    SELECT n.tenant_id FROM t CROSS JOIN LATERAL (
+        SELECT i.tenant_id FROM items i
+        WHERE i.lane = $1 AND i.status = 'pending' AND i.tenant_id > t.tenant_id
+        ORDER BY i.tenant_id LIMIT 1) n
+)
+SELECT tenant_id FROM t";
+/// The lane's passes (a range of the primary key), its own row included.
+const FAIR_PASSES: &str = "SELECT tenant_id, pass FROM fair_passes WHERE lane = $1";
+/// Each tenant $2[k]'s next due items of lane $1 in claim order, at most
+/// $3[k], of the kinds $4.
+const FAIR_CANDIDATES: &str = "
+SELECT c.id, c.tenant_id, c.priority, c.available_at
+FROM unnest($2::uuid[], $3::bigint[]) AS q(tenant_id, cap)
+CROSS JOIN LATERAL (
+    SELECT i.id, i.tenant_id, i.priority, i.available_at FROM items i
+    WHERE i.lane = $1 AND i.status = 'pending' AND i.tenant_id = q.tenant_id
+      AND i.available_at <= now()
+      AND (cardinality($4::text[]) = 0 OR i.kind = ANY($4))
+    ORDER BY i.priority, i.available_at
+    LIMIT q.cap) c";
+const FAIR_PASS_WRITE: &str = "
+INSERT INTO fair_passes (lane, tenant_id, pass, started)
+SELECT $1, t, p, n FROM unnest($2::uuid[], $3::bigint[], $4::bigint[]) AS w(t, p, n)
+ON CONFLICT (lane, tenant_id) DO UPDATE
+SET pass = excluded.pass, started = fair_passes.started + excluded.started";
+/// A candidate: its claim order key and id.
+type Candidate = ((i16, chrono::DateTime<chrono::Utc>), Uuid);
+
+const LIMIT_CLAIM: &str = include_str!("../../sql/postgres/limit_claim.sql");
+
+/// As on SQLite: candidates read per start a tenant's quota gives it.
+const PER_START: u32 = 2;
+const EXTRA: u32 = 8;
+/// How many times a claim draws the quotas again after tenants with
+/// nothing due.
+const FAIR_ROUNDS: usize = 3;
+
+/// A lane's tenant list: when it was read, at which epoch, the tenants.
+type Listed = (std::time::Instant, u64, Arc<Vec<Uuid>>);
+
+/// Per lane, the tenants with pending work when last read, and when; void
+/// once this process enqueues or wakes a lane.
+#[derive(Debug, Default)]
+pub(super) struct Verdicts {
+    slot: std::sync::Mutex<HashMap<String, Listed>>,
+    epoch: AtomicU64,
+}
+
+impl Verdicts {
+    /// Forgets every list (work was enqueued or released).
+    pub(super) fn touch(&self) {
+        self.epoch.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn get(&self, lane: &str) -> Option<Arc<Vec<Uuid>>> {
+        let epoch = self.epoch.load(Ordering::Relaxed);
+        let slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        slot.get(lane)
+            .filter(|(at, e, _)| *e == epoch && at.elapsed() < FAIR_CACHE_TTL)
+            .map(|(_, _, t)| t.clone())
+    }
+
+    fn put(&self, lane: &str, epoch: u64, tenants: Arc<Vec<Uuid>>) {
+        let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        slot.insert(lane.to_owned(), (std::time::Instant::now(), epoch, tenants));
+    }
+}
+
+impl PgStore {
+    /// The fair-share settings, from the cache while it is fresh.
+    async fn fair_cached(&self) -> Result<std::sync::Arc<FairSettings>> {
+        if let Some(v) = self.fair.fresh() {
+            return Ok(v);
+        }
+        let s = self.fair_settings().await?;
+        Ok(self.fair.put(s))
+    }
+
+    /// The tenants with pending work in `lane`, as last read within
+    /// [`FAIR_CACHE_TTL`] (and since this process last enqueued).
+    async fn fair_tenants(&self, lane: &str) -> Result<Arc<Vec<Uuid>>> {
+        if let Some(t) = self.fair_verdicts.get(lane) {
+            return Ok(t);
+        }
+        let epoch = self.fair_verdicts.epoch.load(Ordering::Relaxed);
+        let mut tx = self.begin_system().await?;
+        let tenants: Vec<Uuid> = sqlx::query_scalar(FAIR_TENANTS)
+            .persistent(self.persistent)
+            .bind(lane)
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        let tenants = Arc::new(tenants);
+        self.fair_verdicts.put(lane, epoch, tenants.clone());
+        Ok(tenants)
+    }
+
+    /// The next due items, in claim order, of each tenant the quotas of
+    /// `passes` name among `alive` (a tenant with nothing due is dropped and
+    /// the quotas drawn again, at most [`FAIR_ROUNDS`] times).
+    async fn fair_lists(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        p: &ClaimParams,
+        passes: &Passes,
+        mut alive: Vec<(Uuid, u32)>,
+    ) -> Result<BTreeMap<Uuid, Vec<Candidate>>> {
+        let mut lists: BTreeMap<Uuid, Vec<Candidate>> = BTreeMap::new();
+        // A tenant in the list with nothing due (or nothing left: the list
+        // is up to FAIR_CACHE_TTL old) is dropped and the quotas drawn
+        // again, so the claim stays work-conserving.
+        for _ in 0..FAIR_ROUNDS {
+            let quotas = passes.quotas(&alive, p.limit);
+            let fresh: Vec<(Uuid, i64)> = quotas
+                .iter()
+                .filter(|(t, _)| !lists.contains_key(t))
+                .map(|(t, q)| {
+                    let cap = q
+                        .saturating_mul(PER_START)
+                        .saturating_add(EXTRA)
+                        .min(p.limit);
+                    (*t, i64::from(cap))
+                })
+                .collect();
+            if fresh.is_empty() {
+                break;
+            }
+            let (ts, caps): (Vec<Uuid>, Vec<i64>) = fresh.iter().copied().unzip();
+            let rows = sqlx::query(FAIR_CANDIDATES)
+                .persistent(self.persistent)
+                .bind(&p.lane)
+                .bind(&ts)
+                .bind(&caps)
+                .bind(&p.kinds)
+                .fetch_all(&mut *tx)
+                .await?;
+            for t in &ts {
+                lists.insert(*t, Vec::new());
+            }
+            for r in &rows {
+                let key: (i16, chrono::DateTime<chrono::Utc>) =
+                    (r.try_get("priority")?, r.try_get("available_at")?);
+                let id: Uuid = r.try_get("id")?;
+                if let Some(l) = lists.get_mut(&r.try_get::<Uuid, _>("tenant_id")?) {
+                    l.push((key, id));
+                }
+            }
+            let empty: Vec<Uuid> = ts
+                .iter()
+                .filter(|t| lists.get(*t).is_none_or(Vec::is_empty))
+                .copied()
+                .collect();
+            if empty.is_empty() {
+                break;
+            }
+            alive.retain(|(t, _)| !empty.contains(t));
+        }
+        Ok(lists)
+    }
+
+    /// The fair claim of `p` (see the module docs), or `None` when fair
+    /// share is off for the lane or its work is one tenant's.
+    pub(super) async fn claim_fair(
+        &self,
+        p: &ClaimParams,
+        in_force: &InForce,
+    ) -> Result<Option<Attempt>> {
+        let fair = self.fair_cached().await?;
+        if !fair.on(&p.lane) {
+            return Ok(None);
+        }
+        let tenants = self.fair_tenants(&p.lane).await?;
+        if tenants.len() < 2 {
+            return Ok(None);
+        }
+        let mut tx = self.begin_system().await?;
+        let fgen = in_force.flow_gen;
+        if fgen.is_some() && super::flow_gen::flow_gen_on(&mut tx, self.persistent).await? != fgen {
+            tx.commit().await?;
+            return Ok(Some(Attempt::Stale));
+        }
+        let vt: i64 = sqlx::query_scalar(FAIR_LOCK)
+            .persistent(self.persistent)
+            .bind(&p.lane)
+            .fetch_one(&mut *tx)
+            .await?;
+        let rows: Vec<(Uuid, i64)> = sqlx::query_as(FAIR_PASSES)
+            .persistent(self.persistent)
+            .bind(&p.lane)
+            .fetch_all(&mut *tx)
+            .await?;
+        let stored = rows.into_iter().filter(|(t, _)| *t != LANE_ROW);
+        let mut passes = Passes::new(vt, stored);
+        let alive: Vec<(Uuid, u32)> = tenants.iter().map(|t| (*t, fair.weight(*t))).collect();
+        let lists = self.fair_lists(&mut tx, p, &passes, alive).await?;
+        let lists = lists
+            .into_iter()
+            .map(|(t, l)| (t, fair.weight(t), l))
+            .collect();
+        let chosen = passes.share(lists, p.limit as usize, |c| c.0, |_| true);
+        let ids: Vec<Uuid> = chosen.iter().map(|c| c.1).collect();
+        let rows = if ids.is_empty() {
+            Vec::new()
+        } else {
+            sqlx::query(LIMIT_CLAIM)
+                .persistent(self.persistent)
+                .bind(&ids)
+                .bind(&p.worker_id)
+                .bind(secs(p.lease))
+                .fetch_all(&mut *tx)
+                .await?
+        };
+        if !passes.changed().is_empty() {
+            let mut t = vec![LANE_ROW];
+            let mut pass = vec![passes.vt()];
+            let mut n = vec![0i64];
+            for (tenant, (pp, nn)) in passes.changed() {
+                t.push(*tenant);
+                pass.push(*pp);
+                n.push(i64::try_from(*nn).unwrap_or(i64::MAX));
+            }
+            sqlx::query(FAIR_PASS_WRITE)
+                .persistent(self.persistent)
+                .bind(&p.lane)
+                .bind(&t)
+                .bind(&pass)
+                .bind(&n)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        let items = rows.iter().map(row::item).collect::<Result<Vec<_>>>()?;
+        Ok(Some(Attempt::Items(items)))
+    }
+}
+
+#[async_trait]
+impl FairnessStore for PgStore {
+    async fn fair_weight_set(&self, tenant: Uuid, weight: u32, actor: Uuid) -> Result<FairWeight> {
+        let mut tx = self.begin_system().await?;
+        let r = sqlx::query(
+            "INSERT INTO fair_weights (tenant_id, weight, set_by) VALUES ($1, $2, $3)
+             ON CONFLICT (tenant_id) DO UPDATE
+             SET weight = excluded.weight, set_at = now(), set_by = excluded.set_by
+             RETURNING set_at",
+        )
+        .persistent(self.persistent)
+        .bind(tenant)
+        .bind(i32::try_from(weight).unwrap_or(i32::MAX))
+        .bind(actor)
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        self.fair.clear();
+        Ok(FairWeight {
+            tenant,
+            weight,
+            set_at: r.try_get("set_at")?,
+            set_by: actor,
+        })
+    }
+
+    async fn fair_weight_clear(&self, tenant: Uuid) -> Result<bool> {
+        let mut tx = self.begin_system().await?;
+        let n = sqlx::query("DELETE FROM fair_weights WHERE tenant_id = $1")
+            .persistent(self.persistent)
+            .bind(tenant)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        self.fair.clear();
+        Ok(n > 0)
+    }
+
+    async fn fair_lane_set(&self, lane: &str, on: bool, actor: Uuid) -> Result<FairLane> {
+        let mut tx = self.begin_system().await?;
+        let r = sqlx::query(
+            "INSERT INTO fair_lanes (lane, fair, set_by) VALUES ($1, $2, $3)
+             ON CONFLICT (tenant_id, lane) DO UPDATE
+             SET fair = excluded.fair, set_at = now(), set_by = excluded.set_by
+             RETURNING set_at",
+        )
+        .persistent(self.persistent)
+        .bind(lane)
+        .bind(on)
+        .bind(actor)
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        self.fair.clear();
+        Ok(FairLane {
+            lane: lane.to_owned(),
+            on,
+            set_at: r.try_get("set_at")?,
+            set_by: actor,
+        })
+    }
+
+    async fn fair_settings(&self) -> Result<FairSettings> {
+        let mut tx = self.begin_system().await?;
+        let w = sqlx::query(
+            "SELECT tenant_id, weight, set_at, set_by FROM fair_weights ORDER BY tenant_id",
+        )
+        .persistent(self.persistent)
+        .fetch_all(&mut *tx)
+        .await?;
+        let l = sqlx::query("SELECT lane, fair, set_at, set_by FROM fair_lanes ORDER BY lane")
+            .persistent(self.persistent)
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        let mut out = FairSettings::default();
+        for r in &w {
+            out.weights.push(FairWeight {
+                tenant: r.try_get("tenant_id")?,
+                weight: u32::try_from(r.try_get::<i32, _>("weight")?).unwrap_or(1),
+                set_at: r.try_get("set_at")?,
+                set_by: r.try_get("set_by")?,
+            });
+        }
+        for r in &l {
+            out.lanes.push(FairLane {
+                lane: r.try_get("lane")?,
+                on: r.try_get("fair")?,
+                set_at: r.try_get("set_at")?,
+                set_by: r.try_get("set_by")?,
+            });
+        }
+        Ok(out)
+    }
+
+    async fn fair_shares(&self) -> Result<Vec<FairShare>> {
+        let settings = self.fair_settings().await?;
+        let mut tx = self.begin_system().await?;
+        let waiting = sqlx::query(
+            "SELECT lane, tenant_id, count(*) AS n FROM items
+             WHERE status = 'pending' AND available_at <= now() GROUP BY lane, tenant_id",
+        )
+        .persistent(self.persistent)
+        .fetch_all(&mut *tx)
+        .await?;
+        let passes = sqlx::query("SELECT lane, tenant_id, pass, started FROM fair_passes")
+            .persistent(self.persistent)
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        let mut vts: BTreeMap<String, i64> = BTreeMap::new();
+        let mut rows: BTreeMap<(String, Uuid), (u64, i64, u64)> = BTreeMap::new();
+        for r in &passes {
+            let (lane, t): (String, Uuid) = (r.try_get("lane")?, r.try_get("tenant_id")?);
+            let pass: i64 = r.try_get("pass")?;
+            if t == LANE_ROW {
+                vts.insert(lane, pass);
+                continue;
+            }
+            let started = u64::try_from(r.try_get::<i64, _>("started")?).unwrap_or(0);
+            rows.insert((lane, t), (0, pass, started));
+        }
+        for r in &waiting {
+            let key: (String, Uuid) = (r.try_get("lane")?, r.try_get("tenant_id")?);
+            let n = u64::try_from(r.try_get::<i64, _>("n")?).unwrap_or(0);
+            rows.entry(key).or_insert((0, i64::MIN, 0)).0 = n;
+        }
+        Ok(rows
+            .into_iter()
+            .map(|((lane, tenant), (waiting, pass, started))| {
+                let vt = vts.get(&lane).copied().unwrap_or(0);
+                FairShare {
+                    weight: settings.weight(tenant),
+                    lane,
+                    tenant,
+                    waiting,
+                    started,
+                    pass: pass.max(vt),
+                    lane_vt: vt,
+                }
+            })
+            .collect())
+    }
+
+    async fn fair_passes_purge(&self, batch: u32) -> Result<u64> {
+        let mut tx = self.begin_system().await?;
+        // Idle rows: at or behind their lane's virtual time, or of a tenant
+        // with nothing pending in the lane (it comes back lifted to the
+        // virtual time, at most one start ahead of its row's place).
+        let n = sqlx::query(
+            "DELETE FROM fair_passes p USING (
+                 SELECT q.lane, q.tenant_id FROM fair_passes q
+                 JOIN fair_passes v ON v.lane = q.lane
+                  AND v.tenant_id = 'ffffffff-ffff-ffff-ffff-ffffffffffff'
+                 WHERE q.tenant_id <> 'ffffffff-ffff-ffff-ffff-ffffffffffff'
+                   AND (q.pass <= v.pass
+                        OR NOT EXISTS (SELECT 1 FROM items i WHERE i.lane = q.lane
+                                       AND i.tenant_id = q.tenant_id AND i.status = 'pending'))
+                 LIMIT $1) d
+             WHERE p.lane = d.lane AND p.tenant_id = d.tenant_id",
+        )
+        .persistent(self.persistent)
+        .bind(i64::from(batch))
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        tx.commit().await?;
+        Ok(n)
+    }
+}
