@@ -569,7 +569,11 @@ impl Sweeper {
         {
             Ok(g) => {
                 self.publish(&g);
-                self.record_waits(&g, report).await;
+                // One writer per pass: the process that swept (every
+                // process reads the gauges for its own metrics).
+                if report.swept {
+                    self.record_waits(&g, report).await;
+                }
                 report.gauges = Some(g);
             }
             Err(e) => report.errors.push(("gauges".into(), e.to_string())),
