@@ -711,6 +711,10 @@ async fn tenant_overview(app: App) {
     assert!(!alerts.contains("lane-b") && !alerts.contains("lane-c"));
     assert!(page.contains("id=\"chart-hour\"") && page.contains("time (UTC)"));
     assert!(
+        !page.contains("queue-wait"),
+        "the queue wait is installation-wide: not on a tenant's overview"
+    );
+    assert!(
         page.contains("0 done · 1 failed"),
         "the tenant's own history, not the other tenant's failure"
     );

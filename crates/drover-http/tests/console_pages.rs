@@ -256,6 +256,12 @@ async fn overview_alerts_tables_and_history(f: Fx) {
             break;
         }
     }
+    // What a sweep pass records: the orphan lane's oldest item waited 90 s.
+    let at = q.db_now().await.unwrap();
+    q.store()
+        .wait_record(at, &[("orphan".into(), 90.0)])
+        .await
+        .unwrap();
     f.live.refresh().await;
 
     let (cookie, _) = login(&f.app, &f.viewer).await;
@@ -302,6 +308,10 @@ async fn overview_alerts_tables_and_history(f: Fx) {
     for needle in [
         "id=\"chart-hour\"",
         "id=\"wait-day\"",
+        "id=\"queue-wait-hour\"",
+        "id=\"queue-wait-day\"",
+        "Last hour: queue wait",
+        "oldest waiting",
         "time (UTC)",
         "items per minute",
     ] {
@@ -327,6 +337,11 @@ async fn overview_alerts_tables_and_history(f: Fx) {
     assert!(
         again.contains("2 done · 1 failed"),
         "a restart blanks no chart"
+    );
+    let wait = section(&again, "queue-wait-hour", "</svg>");
+    assert!(
+        wait.contains(": oldest waiting 1.5m") && wait.contains("max 1.5m"),
+        "a restart blanks no queue wait: {wait}"
     );
 
     // A completed sweep pass clears the sweep alert; a worker of the lane

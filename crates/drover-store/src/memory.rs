@@ -79,6 +79,9 @@ struct State {
     links: links::Links,
     /// Each item's last runs (the attempt history).
     runs: HashMap<Uuid, runs::Kept>,
+    /// The queue wait rollup: the oldest waiting age in ms by minute and
+    /// lane (system-wide, as migration 0049's table).
+    waits: std::collections::BTreeMap<(DateTime<Utc>, String), i64>,
 }
 
 /// The in-memory store.

@@ -9,6 +9,16 @@
 //! settled yet (the sweep's last pass to now) are not in it yet; the
 //! rollup keeps [`THROUGHPUT_KEEP`] and the settlement deletes older rows.
 //!
+//! The queue wait over time is a second, installation-wide rollup
+//! (migration 0049): per minute and lane, the age of the oldest item that
+//! was pending and due when the sweep looked, the largest of the minute's
+//! passes ([`ThroughputStore::wait_record`]). The sweep reads that age for
+//! its gauges already, so the record costs one small upsert per pass and
+//! the hot path nothing; rows older than [`WAIT_KEEP`] are deleted by the
+//! same call. A lane is shared by every tenant, so the rows carry no
+//! tenant: the dashboard shows them only to a token not scoped to a
+//! tenant.
+//!
 //! The items running now are the claimed rows, read through the partial
 //! index of claimed rows (their number is bounded by the workers'
 //! capacity, not by the table).
@@ -24,6 +34,29 @@ use drover_core::error::Result;
 
 /// How long the rollup keeps a minute: two days, so the day chart is whole.
 pub const THROUGHPUT_KEEP: chrono::TimeDelta = chrono::TimeDelta::hours(48);
+
+/// How long the wait rollup keeps a minute: the day chart's window and
+/// the hour of its first, partly covered bucket.
+pub const WAIT_KEEP: chrono::TimeDelta = chrono::TimeDelta::hours(25);
+
+/// One minute of one lane's queue wait (installation-wide).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitRow {
+    /// The minute (its start).
+    pub minute: DateTime<Utc>,
+    /// The lane.
+    pub lane: String,
+    /// The largest age, in milliseconds, that the minute's sweep passes
+    /// read of the lane's oldest pending and due item.
+    pub oldest_ms: i64,
+}
+
+/// `at` rounded down to its minute (the rollups' key).
+pub fn minute_of(at: DateTime<Utc>) -> DateTime<Utc> {
+    use chrono::DurationRound;
+    at.duration_trunc(chrono::TimeDelta::minutes(1))
+        .unwrap_or(at)
+}
 
 /// The most claimed rows one [`ThroughputStore::items_running`] returns.
 pub const RUNNING_MAX: u32 = 1000;
@@ -109,6 +142,19 @@ pub trait ThroughputStore: Send + Sync {
 
     /// The claimed items, at most [`RUNNING_MAX`], oldest claim first.
     async fn items_running(&self) -> Result<Vec<RunningRow>>;
+
+    /// Records, for the minute of `at`, each lane's oldest waiting age
+    /// (seconds, as [`Gauges::oldest_age_seconds`] reads it; a lane
+    /// already recorded in that minute keeps the larger age), then deletes
+    /// the minutes older than `at - `[`WAIT_KEEP`]. Answers the rows
+    /// deleted. Called by the sweep, never by the hot path.
+    ///
+    /// [`Gauges::oldest_age_seconds`]: crate::Gauges::oldest_age_seconds
+    async fn wait_record(&self, at: DateTime<Utc>, ages: &[(String, f64)]) -> Result<u64>;
+
+    /// The wait rollup's minutes at or after `since`, oldest first, then by
+    /// lane.
+    async fn wait_history(&self, since: DateTime<Utc>) -> Result<Vec<WaitRow>>;
 }
 
 /// Sums rows into the grouping `by` asks for (the memory backend's reads
@@ -139,4 +185,14 @@ pub fn group_rows(rows: Vec<ThroughputRow>, q: &ThroughputQuery) -> Vec<Throughp
         e.latency_ms_max = e.latency_ms_max.max(r.latency_ms_max);
     }
     out.into_values().collect()
+}
+
+/// Ages in seconds as whole milliseconds, never negative (a clock a little
+/// behind the item's own reads as no wait).
+pub fn age_ms(age_seconds: f64) -> i64 {
+    if age_seconds.is_finite() && age_seconds > 0.0 {
+        (age_seconds * 1000.0).round() as i64
+    } else {
+        0
+    }
 }

@@ -583,6 +583,11 @@ impl Sweeper {
         {
             Ok(g) => {
                 self.publish(&g);
+                // One writer per pass: the process that swept (every
+                // process reads the gauges for its own metrics).
+                if report.swept {
+                    self.record_waits(&g, report).await;
+                }
                 report.gauges = Some(g);
             }
             Err(e) => report.errors.push(("gauges".into(), e.to_string())),
@@ -649,6 +654,23 @@ impl Sweeper {
         );
         if let Err(e) = fair.await {
             report.errors.push(("fair_gauges".into(), e.to_string()));
+        }
+    }
+
+    /// Records the oldest waiting age per lane for the dashboard's queue
+    /// wait chart (migration 0049), from the gauges just read: the history
+    /// costs one upsert per pass, nothing on the claim path.
+    async fn record_waits(&self, g: &Gauges, report: &mut SweepReport) {
+        let store = self.queue.store().clone();
+        let ages = g.oldest_age_seconds.clone();
+        let recorded = self
+            .guarded("queue_waits", async move {
+                let at = store.db_now().await?;
+                store.wait_record(at, &ages).await
+            })
+            .await;
+        if let Err(e) = recorded {
+            report.errors.push(("queue_waits".into(), e.to_string()));
         }
     }
 

@@ -257,6 +257,7 @@ async fn every_table_forces_rls_and_runtime_role_is_unprivileged() {
             "outbox_ring",
             "projector_checkpoints",
             "projector_runners",
+            "queue_waits",
             "rate_cells",
             "rate_limits",
             "schedules",

@@ -360,6 +360,13 @@ async fn every_worker_publishes_gauges_and_the_last_pass(backend: &str) {
     let holder = Sweeper::new(b.queue.clone(), quick()).unwrap();
     let other = Sweeper::new(b.queue.clone(), quick()).unwrap();
     assert!(holder.run_once().await.unwrap().swept);
+    // The pass that swept recorded the lane's queue wait for the chart.
+    let waits = b
+        .queue
+        .wait_history(chrono::DateTime::<chrono::Utc>::UNIX_EPOCH)
+        .await
+        .unwrap();
+    assert!(waits.iter().any(|w| w.lane == lane), "{waits:?}");
     // Someone else holds the lease now; `other` gets no pass.
     let blocker = b
         .queue

@@ -39,11 +39,15 @@ pub struct ClosureView {
     pub closed_by_item: Option<Uuid>,
     /// Who closed it.
     pub closed_by: Uuid,
+    /// Who closed it, as people read it: the token's label, `system` for
+    /// the nil actor, else `token <last 8 hex digits>`.
+    pub closed_by_label: String,
 }
 
-impl From<Closure> for ClosureView {
-    fn from(c: Closure) -> Self {
+impl ClosureView {
+    fn of(c: Closure, actors: &crate::actors::Actors) -> Self {
         ClosureView {
+            closed_by_label: actors.name(c.closed_by),
             kind: c.kind,
             group: c.group,
             tenant_id: c.tenant_id,
@@ -102,7 +106,12 @@ pub async fn list_closures(
 ) -> ApiResult<Json<Vec<ClosureView>>> {
     unscoped(&who)?;
     let all = state.queue.closures().await?;
-    Ok(Json(all.into_iter().map(ClosureView::from).collect()))
+    let actors = crate::actors::Actors::load(&state.queue).await;
+    Ok(Json(
+        all.into_iter()
+            .map(|c| ClosureView::of(c, &actors))
+            .collect(),
+    ))
 }
 
 /// Close a kind, or one group of it, until a time: no claim takes an item
@@ -136,7 +145,8 @@ pub async fn close(
             req.until,
         )
         .await?;
-    Ok(Json(c.into()))
+    let actors = crate::actors::Actors::load(&state.queue).await;
+    Ok(Json(ClosureView::of(c, &actors)))
 }
 
 /// Reopen a closed kind or group at once (operator, unscoped token).

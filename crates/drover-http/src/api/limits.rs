@@ -45,11 +45,18 @@ pub struct LimitView {
     /// `code` or `operator`.
     #[schema(value_type = super::contract::LimitSourceName)]
     pub source: String,
+    /// Who set it (a token id; nil for the system, as the code's limits).
+    pub set_by: Uuid,
+    /// Who set it, as people read it: the token's label, `system` for the
+    /// nil actor, else `token <last 8 hex digits>`.
+    pub set_by_label: String,
 }
 
-impl From<LimitUsage> for LimitView {
-    fn from(u: LimitUsage) -> Self {
+impl LimitView {
+    fn of(u: LimitUsage, actors: &crate::actors::Actors) -> Self {
         LimitView {
+            set_by: u.setting.set_by,
+            set_by_label: actors.name(u.setting.set_by),
             scope: u.setting.scope.kind_name().to_owned(),
             name: u.setting.scope.name().to_owned(),
             concurrency: u.setting.concurrency,
@@ -135,7 +142,13 @@ pub async fn list_limits(
 ) -> ApiResult<Json<Vec<LimitView>>> {
     unscoped(&who)?;
     let limits = state.queue.limits().await?;
-    Ok(Json(limits.into_iter().map(LimitView::from).collect()))
+    let actors = crate::actors::Actors::load(&state.queue).await;
+    Ok(Json(
+        limits
+            .into_iter()
+            .map(|u| LimitView::of(u, &actors))
+            .collect(),
+    ))
 }
 
 /// Set the operator's concurrency for a scope: it wins over the code's
@@ -175,7 +188,10 @@ pub async fn set_limit(
             },
         )
         .await?;
+    let actors = crate::actors::Actors::load(&state.queue).await;
     Ok(Json(LimitView {
+        set_by: s.set_by,
+        set_by_label: actors.name(s.set_by),
         scope: s.scope.kind_name().to_owned(),
         name: s.scope.name().to_owned(),
         concurrency: s.concurrency,

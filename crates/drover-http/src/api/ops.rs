@@ -420,6 +420,9 @@ pub struct LaneStateView {
     pub changed_at: chrono::DateTime<chrono::Utc>,
     /// Who did it (a token id; nil for the system).
     pub changed_by: Uuid,
+    /// Who did it, as people read it: the token's label, `system` for the
+    /// nil actor, else `token <last 8 hex digits>`.
+    pub changed_by_label: String,
 }
 
 async fn lane_set(
@@ -437,7 +440,9 @@ async fn lane_set(
     } else {
         state.queue.lane_resume(&principal, &lane).await?
     };
+    let actors = crate::actors::Actors::load(&state.queue).await;
     Ok(Json(LaneStateView {
+        changed_by_label: actors.name(s.changed_by),
         lane: s.lane,
         paused: s.paused,
         changed_at: s.changed_at,

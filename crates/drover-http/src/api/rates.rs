@@ -50,11 +50,23 @@ pub struct RateView {
     /// `code` or `operator`.
     #[schema(value_type = super::contract::LimitSourceName)]
     pub source: String,
+    /// Who set it (a token id; nil for the system, as the code's rates).
+    pub set_by: Uuid,
+    /// Who set it, as people read it: the token's label, `system` for the
+    /// nil actor, else `token <last 8 hex digits>`.
+    pub set_by_label: String,
 }
 
 impl RateView {
-    fn of(s: &RateSetting, next_start_at: Option<DateTime<Utc>>, held_back: u64) -> RateView {
+    fn of(
+        s: &RateSetting,
+        next_start_at: Option<DateTime<Utc>>,
+        held_back: u64,
+        actors: &crate::actors::Actors,
+    ) -> RateView {
         RateView {
+            set_by: s.set_by,
+            set_by_label: actors.name(s.set_by),
             scope: s.scope.kind_name().to_owned(),
             name: s.scope.name().to_owned(),
             count: s.rate.count,
@@ -68,9 +80,9 @@ impl RateView {
     }
 }
 
-impl From<RateUsage> for RateView {
-    fn from(u: RateUsage) -> Self {
-        RateView::of(&u.setting, u.next_start_at, u.held_back)
+impl RateView {
+    fn usage(u: RateUsage, actors: &crate::actors::Actors) -> Self {
+        RateView::of(&u.setting, u.next_start_at, u.held_back, actors)
     }
 }
 
@@ -124,7 +136,13 @@ pub async fn list_rates(
 ) -> ApiResult<Json<Vec<RateView>>> {
     unscoped(&who)?;
     let rates = state.queue.rates().await?;
-    Ok(Json(rates.into_iter().map(RateView::from).collect()))
+    let actors = crate::actors::Actors::load(&state.queue).await;
+    Ok(Json(
+        rates
+            .into_iter()
+            .map(|u| RateView::usage(u, &actors))
+            .collect(),
+    ))
 }
 
 /// Set the operator's rate for a scope: it wins over the code's until
@@ -158,7 +176,8 @@ pub async fn set_rate(
     };
     let principal = who.queue_principal(Uuid::nil(), None);
     let s = state.queue.rate_set(&principal, &scope, rate).await?;
-    Ok(Json(RateView::of(&s, None, 0)))
+    let actors = crate::actors::Actors::load(&state.queue).await;
+    Ok(Json(RateView::of(&s, None, 0, &actors)))
 }
 
 /// Clear the operator's rate of a scope (the code's is in force again, if

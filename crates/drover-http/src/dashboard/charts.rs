@@ -4,7 +4,7 @@
 //! JavaScript). Built from the store's per-minute history.
 
 use chrono::{DateTime, TimeDelta, Utc};
-use drover::store::throughput::ThroughputRow;
+use drover::store::throughput::{ThroughputRow, WaitRow};
 
 use super::live::escape;
 
@@ -21,6 +21,12 @@ pub struct Bucket {
     pub latency_ms_sum: i64,
     /// The longest available-to-done, in milliseconds.
     pub latency_ms_max: i64,
+    /// The queue wait: the largest age of a lane's oldest pending and due
+    /// item the sweep recorded in the bucket's minutes, in milliseconds.
+    pub wait_ms_max: i64,
+    /// Whether any minute of the bucket has a wait recorded (a minute
+    /// with nothing waiting records nothing).
+    pub wait_seen: bool,
 }
 
 impl Bucket {
@@ -52,19 +58,14 @@ pub fn buckets(
             failed: 0,
             latency_ms_sum: 0,
             latency_ms_max: 0,
+            wait_ms_max: 0,
+            wait_seen: false,
         })
         .collect();
-    let width_ms = width.num_milliseconds().max(1);
     for r in rows {
-        // A minute row counts in the bucket its minute's end falls in, so
-        // the newest bar holds the minute that has just ended.
-        let at = r.minute + TimeDelta::minutes(1);
-        if at <= start || r.minute > now {
+        let Some(i) = bucket_of(r.minute, now, span, n) else {
             continue;
-        }
-        let i = usize::try_from((at - start).num_milliseconds().saturating_sub(1) / width_ms)
-            .unwrap_or(0)
-            .min(n - 1);
+        };
         let b = &mut out[i];
         b.done += r.done;
         b.failed += r.failed;
@@ -72,6 +73,45 @@ pub fn buckets(
         b.latency_ms_max = b.latency_ms_max.max(r.latency_ms_max);
     }
     out
+}
+
+/// The bucket of `n` over the `span` before `now` that the minute starting
+/// at `minute` counts in: the one its end falls in, so the newest bar holds
+/// the minute that has just ended. `None` outside the span.
+fn bucket_of(
+    minute: DateTime<Utc>,
+    now: DateTime<Utc>,
+    span: TimeDelta,
+    n: usize,
+) -> Option<usize> {
+    let n = n.max(1);
+    let width = span / i32::try_from(n).unwrap_or(i32::MAX);
+    let start = now - span;
+    let at = minute + TimeDelta::minutes(1);
+    if at <= start || minute > now {
+        return None;
+    }
+    let width_ms = width.num_milliseconds().max(1);
+    Some(
+        usize::try_from((at - start).num_milliseconds().saturating_sub(1) / width_ms)
+            .unwrap_or(0)
+            .min(n - 1),
+    )
+}
+
+/// Folds the queue wait rows (per minute and lane) into `bks`, built by
+/// [`buckets`] over the same `now`, `span`: each bucket keeps the largest
+/// oldest-waiting age of any lane in its minutes.
+pub fn add_waits(bks: &mut [Bucket], rows: &[WaitRow], now: DateTime<Utc>, span: TimeDelta) {
+    let n = bks.len();
+    for r in rows {
+        let Some(i) = bucket_of(r.minute, now, span, n) else {
+            continue;
+        };
+        let b = &mut bks[i];
+        b.wait_ms_max = b.wait_ms_max.max(r.oldest_ms);
+        b.wait_seen = true;
+    }
 }
 
 const W: f64 = 560.0;
@@ -256,6 +296,43 @@ pub fn latency_svg(id: &str, title: &str, bks: &[Bucket]) -> String {
     s
 }
 
+/// The queue wait alone: per bucket, the age of the oldest pending and
+/// due item (the longest any lane's had) as the sweep recorded it.
+pub fn queue_wait_svg(id: &str, title: &str, bks: &[Bucket]) -> String {
+    let max = bks.iter().map(|b| b.wait_ms_max).max().unwrap_or(0).max(1);
+    let half = if max >= 2 {
+        ms_label(max / 2)
+    } else {
+        String::new()
+    };
+    let mut s = frame(id, title, "oldest waiting", (&half, &ms_label(max)), bks);
+    let plot_w = W - LEFT - RIGHT;
+    let plot_h = H - TOP - BOTTOM;
+    let bw = plot_w / bks.len().max(1) as f64;
+    for (i, b) in bks.iter().enumerate().filter(|(_, b)| b.wait_seen) {
+        let x = LEFT + i as f64 * bw;
+        let h = plot_h * b.wait_ms_max as f64 / max as f64;
+        s.push_str(&format!(
+            "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{h:.1}\" fill=\"#c83\"><title>{}: oldest waiting {}</title></rect>",
+            TOP + plot_h - h,
+            (bw - 1.0).max(0.5),
+            b.start.format("%H:%M"),
+            ms_label(b.wait_ms_max),
+        ));
+    }
+    let now = bks
+        .last()
+        .filter(|b| b.wait_seen)
+        .map_or(0, |b| b.wait_ms_max);
+    s.push_str(&format!(
+        "<text x=\"{:.1}\" y=\"14\" font-size=\"11\" text-anchor=\"end\" fill=\"#333\" class=\"totals\">latest {} · max {}</text></svg>",
+        W - RIGHT,
+        ms_label(now),
+        ms_label(bks.iter().map(|b| b.wait_ms_max).max().unwrap_or(0))
+    ));
+    s
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::expect_used, clippy::unwrap_used)]
@@ -303,6 +380,37 @@ mod tests {
         assert!(svg.contains("4 done · 2 failed"));
         let svg = latency_svg("c2", "wait", &b);
         assert!(svg.contains("mean 1.5s"), "{svg}");
+        assert!(!svg.contains("style="));
+    }
+
+    #[test]
+    fn queue_wait_keeps_the_longest_lane_per_bucket() {
+        let now: DateTime<Utc> = "2026-03-01T12:00:30Z".parse().unwrap();
+        let m = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
+        let w = |minute: &str, lane: &str, ms: i64| WaitRow {
+            minute: m(minute),
+            lane: lane.into(),
+            oldest_ms: ms,
+        };
+        let waits = [
+            w("2026-03-01T10:00:00Z", "a", 99_000),
+            w("2026-03-01T11:30:00Z", "a", 4_000),
+            w("2026-03-01T11:30:00Z", "b", 90_000),
+            w("2026-03-01T11:59:00Z", "a", 2_500),
+        ];
+        let mut b = buckets(&[], now, TimeDelta::hours(1), 60);
+        add_waits(&mut b, &waits, now, TimeDelta::hours(1));
+        assert_eq!(b.iter().filter(|b| b.wait_seen).count(), 2, "10:00 is out");
+        assert_eq!(
+            b[59].wait_ms_max, 2_500,
+            "the minute just ended is the newest bar"
+        );
+        assert_eq!(b.iter().map(|b| b.wait_ms_max).max(), Some(90_000));
+        let svg = queue_wait_svg("q1", "Last hour: queue wait", &b);
+        assert!(svg.contains("oldest waiting") && svg.contains("time (UTC)"));
+        assert!(svg.contains(">11:30<"), "{svg}");
+        assert!(svg.contains("latest 2.5s · max 1.5m"), "{svg}");
+        assert!(svg.contains("11:30: oldest waiting 1.5m"), "{svg}");
         assert!(!svg.contains("style="));
     }
 }

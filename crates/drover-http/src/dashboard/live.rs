@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use drover::Queue;
 use drover::Status;
-use drover::store::throughput::{RunningRow, ThroughputBy, ThroughputQuery, ThroughputRow};
+use drover::store::throughput::{
+    RunningRow, ThroughputBy, ThroughputQuery, ThroughputRow, WaitRow,
+};
 use drover::store::{CountRow, Gauges, WorkerRow};
 use tokio::sync::{RwLock, broadcast};
 use uuid::Uuid;
@@ -40,6 +42,9 @@ pub struct History {
     pub minutes: Vec<ThroughputRow>,
     /// Per lane and kind over the last hour.
     pub groups_hour: Vec<ThroughputRow>,
+    /// The queue wait per minute and lane over the last day
+    /// (installation-wide: shown to unscoped sessions only).
+    pub waits: Vec<WaitRow>,
 }
 
 /// What one refresh read.
@@ -310,10 +315,12 @@ impl Live {
                 by: ThroughputBy::LaneKind,
             })
             .await?;
+        let waits = self.queue.wait_history(now - HISTORY_SPAN).await?;
         let fresh = Arc::new(History {
             at: Some(now),
             minutes,
             groups_hour,
+            waits,
         });
         *self
             .history

@@ -30,7 +30,7 @@ use drover::Status;
 use drover::store::WorkerRow;
 
 use super::DashState;
-use super::charts::{buckets, latency_svg, ms_label, throughput_svg};
+use super::charts::{add_waits, buckets, latency_svg, ms_label, queue_wait_svg, throughput_svg};
 use super::live::Snapshot;
 use super::pages::{MsgQuery, Nav, ScopedPage, age, nav, render, time, viewer};
 
@@ -296,13 +296,17 @@ pub(super) fn overview_fragment(st: &DashState, snap: &Snapshot) -> String {
     let (alerts, lanes, kinds) = analyse(snap, &registered, &base);
     let now = snap.at;
     let rows = &snap.history.minutes;
-    let hour = buckets(rows, now, TimeDelta::hours(1), 60);
-    let day = buckets(rows, now, TimeDelta::hours(24), 48);
+    let mut hour = buckets(rows, now, TimeDelta::hours(1), 60);
+    let mut day = buckets(rows, now, TimeDelta::hours(24), 48);
+    add_waits(&mut hour, &snap.history.waits, now, TimeDelta::hours(1));
+    add_waits(&mut day, &snap.history.waits, now, TimeDelta::hours(24));
     let charts = vec![
         throughput_svg("chart-hour", "Last hour: done and failed", "minute", &hour),
         latency_svg("wait-hour", "Last hour: available → done", &hour),
+        queue_wait_svg("queue-wait-hour", "Last hour: queue wait", &hour),
         throughput_svg("chart-day", "Last day: done and failed", "30 min", &day),
         latency_svg("wait-day", "Last day: available → done", &day),
+        queue_wait_svg("queue-wait-day", "Last day: queue wait", &day),
     ];
     let t = OverviewLive {
         at: time(snap.at),
@@ -479,6 +483,7 @@ mod tests {
                 latency_ms_sum: 4000,
                 latency_ms_max: 1500,
             }],
+            waits: vec![],
         });
         let (alerts, lanes, kinds) = analyse(&s, &|_| true, "/ui");
         assert_eq!(alerts.len(), 1);

@@ -1044,6 +1044,12 @@ pub async fn limits_set_list_clear(app: &App) {
         (Some("kind"), Some(2))
     );
     assert_eq!(b["source"], "operator");
+    // The actor by name beside its id: the token's label.
+    assert_eq!(
+        (b["set_by_label"].as_str(), b["set_by"].is_string()),
+        (Some("test"), true),
+        "{b}"
+    );
     let mut ids = Vec::new();
     for _ in 0..3 {
         let (s, _, b) = app
@@ -1126,6 +1132,7 @@ pub async fn limits_set_list_clear(app: &App) {
         (list[0]["in_use"].as_u64(), list[0]["waiting"].as_u64()),
         (Some(0), Some(3))
     );
+    assert_eq!(list[0]["set_by_label"], "test", "{list}");
     for (who, want) in [
         (&viewer, StatusCode::FORBIDDEN),
         (&scoped, StatusCode::FORBIDDEN),
@@ -1275,6 +1282,9 @@ pub async fn rates_set_list_clear(app: &App) {
         .await;
     assert_eq!(s, StatusCode::OK, "{list}");
     assert_eq!(list.as_array().map(Vec::len), Some(1), "{list}");
+    assert_eq!(b["set_by_label"], "test", "{b}");
+    assert_eq!(list[0]["set_by_label"], "test", "{list}");
+    assert_eq!(list[0]["set_by"], b["set_by"], "{list}");
     assert!(list[0]["next_start_at"].is_null(), "{list}");
     for (who, want) in [
         (&viewer, StatusCode::FORBIDDEN),
@@ -1389,6 +1399,8 @@ pub async fn closures_close_list_reopen(app: &App) {
         .await;
     assert_eq!(s, StatusCode::OK, "{list}");
     assert_eq!(list.as_array().map(Vec::len), Some(1), "{list}");
+    assert_eq!(b["closed_by_label"], "test", "{b}");
+    assert_eq!(list[0]["closed_by_label"], "test", "{list}");
     for who in [&viewer, &scoped] {
         let (s, _, b) = app
             .call(
@@ -1438,6 +1450,22 @@ pub async fn closures_close_list_reopen(app: &App) {
         .call(Method::GET, "/v1/closures", Some(&op), None, &[])
         .await;
     assert_eq!(list, json!([]));
+    // A lane's pause and resume name their actor too.
+    for (verb, paused) in [("pause", true), ("resume", false)] {
+        let (s, _, b) = app
+            .call(
+                Method::POST,
+                &format!("/v1/lanes/calls/{verb}"),
+                Some(&op),
+                None,
+                &[],
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK, "{b}");
+        assert_eq!(b["paused"], json!(paused), "{b}");
+        assert_eq!(b["changed_by_label"], "test", "{b}");
+        assert!(b["changed_by"].is_string(), "{b}");
+    }
 }
 
 /// Expands to one test per API case over the app `$setup` builds.

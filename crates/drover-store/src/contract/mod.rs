@@ -241,6 +241,7 @@ macro_rules! contract_suite {
             runs_purged_by_the_cutoff,
             counts_of_one_tenant,
             throughput_rollup_after_settle_and_running_rows,
+            queue_wait_minutes_keep_the_largest_and_purge_old,
         );
     };
 }

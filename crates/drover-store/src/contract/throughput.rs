@@ -98,3 +98,63 @@ pub async fn throughput_rollup_after_settle_and_running_rows(h: &Harness) {
         .expect("groups");
     assert_eq!((again[0].done, again[0].failed), (2, 1));
 }
+
+/// The queue wait rollup keeps, per minute and lane, the largest oldest
+/// waiting age the minute's passes recorded; a record deletes the minutes
+/// older than [`WAIT_KEEP`](crate::throughput::WAIT_KEEP) before its own;
+/// a read starts at its `since`.
+pub async fn queue_wait_minutes_keep_the_largest_and_purge_old(h: &Harness) {
+    let now = h.store.db_now().await.expect("now");
+    let old = now - chrono::TimeDelta::hours(26);
+    let purged = h
+        .store
+        .wait_record(old, &[("default".into(), 9.0)])
+        .await
+        .expect("record old");
+    assert_eq!(purged, 0, "nothing older than the old minute");
+    let all = h
+        .store
+        .wait_history(old - chrono::TimeDelta::minutes(1))
+        .await
+        .expect("history");
+    assert_eq!(all.len(), 1, "the old minute is kept until a later record");
+    assert_eq!(all[0].oldest_ms, 9000);
+    let purged = h
+        .store
+        .wait_record(now, &[("default".into(), 1.5), ("mail".into(), 0.2)])
+        .await
+        .expect("record");
+    assert_eq!(purged, 1, "the minute 26 hours back is past the keep");
+    let purged = h
+        .store
+        .wait_record(now, &[("default".into(), 0.5), ("mail".into(), 3.0)])
+        .await
+        .expect("record again");
+    assert_eq!(purged, 0, "the minute of now is kept");
+    let rows = h
+        .store
+        .wait_history(old - chrono::TimeDelta::minutes(1))
+        .await
+        .expect("history");
+    let got: Vec<(&str, i64)> = rows
+        .iter()
+        .map(|r| (r.lane.as_str(), r.oldest_ms))
+        .collect();
+    assert_eq!(got, vec![("default", 1500), ("mail", 3000)]);
+    let minute = crate::throughput::minute_of(now);
+    assert!(rows.iter().all(|r| r.minute == minute), "{rows:?}");
+    let later = h
+        .store
+        .wait_history(minute + chrono::TimeDelta::minutes(1))
+        .await
+        .expect("history");
+    assert!(later.is_empty(), "nothing recorded after this minute");
+    h.store
+        .wait_record(now, &[])
+        .await
+        .expect("a pass with nothing waiting writes nothing");
+    assert_eq!(
+        h.store.wait_history(minute).await.expect("history").len(),
+        2
+    );
+}

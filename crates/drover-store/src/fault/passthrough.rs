@@ -43,6 +43,21 @@ impl crate::throughput::ThroughputStore for FaultStore {
     async fn items_running(&self) -> Result<Vec<crate::throughput::RunningRow>> {
         self.inner.items_running().await
     }
+
+    async fn wait_record(
+        &self,
+        at: chrono::DateTime<chrono::Utc>,
+        ages: &[(String, f64)],
+    ) -> Result<u64> {
+        self.inner.wait_record(at, ages).await
+    }
+
+    async fn wait_history(
+        &self,
+        since: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Vec<crate::throughput::WaitRow>> {
+        self.inner.wait_history(since).await
+    }
 }
 
 /// Rate settings pass straight through (the claim that enforces them is

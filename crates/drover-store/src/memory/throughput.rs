@@ -7,8 +7,10 @@ use chrono::{DurationRound, TimeDelta};
 
 use super::MemoryStore;
 use crate::throughput::{
-    RUNNING_MAX, RunningRow, ThroughputQuery, ThroughputRow, ThroughputStore, group_rows,
+    RUNNING_MAX, RunningRow, ThroughputQuery, ThroughputRow, ThroughputStore, WAIT_KEEP, WaitRow,
+    age_ms, group_rows, minute_of,
 };
+use chrono::{DateTime, Utc};
 use drover_core::error::Result;
 use drover_core::item::Status;
 
@@ -63,5 +65,30 @@ impl ThroughputStore for MemoryStore {
         rows.sort_by_key(|a| (a.since, a.id));
         rows.truncate(RUNNING_MAX as usize);
         Ok(rows)
+    }
+
+    async fn wait_record(&self, at: DateTime<Utc>, ages: &[(String, f64)]) -> Result<u64> {
+        let minute = minute_of(at);
+        let mut st = self.lock();
+        for (lane, age) in ages {
+            let ms = st.waits.entry((minute, lane.clone())).or_insert(0);
+            *ms = (*ms).max(age_ms(*age));
+        }
+        let before = st.waits.len();
+        st.waits.retain(|(m, _), _| *m >= minute - WAIT_KEEP);
+        Ok((before - st.waits.len()) as u64)
+    }
+
+    async fn wait_history(&self, since: DateTime<Utc>) -> Result<Vec<WaitRow>> {
+        let st = self.lock();
+        Ok(st
+            .waits
+            .range((since, String::new())..)
+            .map(|((minute, lane), ms)| WaitRow {
+                minute: *minute,
+                lane: lane.clone(),
+                oldest_ms: *ms,
+            })
+            .collect())
     }
 }

@@ -178,3 +178,9 @@ pub(super) const MINUTES_BY_LANE_KIND: &str =
     include_str!("../../sql/postgres/minutes_by_lane_kind.sql");
 /// `sql/postgres/items_running.sql`.
 pub(super) const ITEMS_RUNNING: &str = include_str!("../../sql/postgres/items_running.sql");
+/// `sql/postgres/waits_record.sql`.
+pub(super) const WAITS_RECORD: &str = include_str!("../../sql/postgres/waits_record.sql");
+/// `sql/postgres/waits_purge.sql`.
+pub(super) const WAITS_PURGE: &str = include_str!("../../sql/postgres/waits_purge.sql");
+/// `sql/postgres/waits_since.sql`.
+pub(super) const WAITS_SINCE: &str = include_str!("../../sql/postgres/waits_since.sql");

@@ -7,7 +7,9 @@ use sqlx::Row;
 use super::{PgStore, sql};
 use crate::throughput::{
     RUNNING_MAX, RunningRow, ThroughputBy, ThroughputQuery, ThroughputRow, ThroughputStore,
+    WAIT_KEEP, WaitRow, age_ms, minute_of,
 };
+use chrono::{DateTime, Utc};
 use drover_core::error::Result;
 
 #[async_trait]
@@ -61,6 +63,49 @@ impl ThroughputStore for PgStore {
                     lane: r.try_get("lane")?,
                     worker: r.try_get("worker")?,
                     since: r.try_get("since")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn wait_record(&self, at: DateTime<Utc>, ages: &[(String, f64)]) -> Result<u64> {
+        let minute = minute_of(at);
+        let lanes: Vec<&str> = ages.iter().map(|(l, _)| l.as_str()).collect();
+        let ms: Vec<i64> = ages.iter().map(|(_, a)| age_ms(*a)).collect();
+        let mut tx = self.begin_system().await?;
+        if !lanes.is_empty() {
+            sqlx::query(sql::WAITS_RECORD)
+                .persistent(self.persistent)
+                .bind(minute)
+                .bind(&lanes)
+                .bind(&ms)
+                .execute(&mut *tx)
+                .await?;
+        }
+        let purged = sqlx::query(sql::WAITS_PURGE)
+            .persistent(self.persistent)
+            .bind(minute - WAIT_KEEP)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(purged)
+    }
+
+    async fn wait_history(&self, since: DateTime<Utc>) -> Result<Vec<WaitRow>> {
+        let mut tx = self.begin_system().await?;
+        let rows = sqlx::query(sql::WAITS_SINCE)
+            .persistent(self.persistent)
+            .bind(since)
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        rows.iter()
+            .map(|r| {
+                Ok(WaitRow {
+                    minute: r.try_get("minute")?,
+                    lane: r.try_get("lane")?,
+                    oldest_ms: r.try_get("oldest_ms")?,
                 })
             })
             .collect()

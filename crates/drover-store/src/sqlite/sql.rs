@@ -131,3 +131,6 @@ sql!(MINUTES_EXPIRE, "minutes_expire.sql");
 sql!(MINUTES_BY_MINUTE, "minutes_by_minute.sql");
 sql!(MINUTES_BY_LANE_KIND, "minutes_by_lane_kind.sql");
 sql!(ITEMS_RUNNING, "items_running.sql");
+sql!(WAITS_RECORD, "waits_record.sql");
+sql!(WAITS_PURGE, "waits_purge.sql");
+sql!(WAITS_SINCE, "waits_since.sql");

@@ -10,7 +10,9 @@ use super::row::{from_micros, to_micros};
 use super::sql;
 use crate::throughput::{
     RUNNING_MAX, RunningRow, ThroughputBy, ThroughputQuery, ThroughputRow, ThroughputStore,
+    WAIT_KEEP, WaitRow, age_ms, minute_of,
 };
+use chrono::{DateTime, Utc};
 use drover_core::error::Result;
 
 #[async_trait]
@@ -62,6 +64,42 @@ impl ThroughputStore for SqliteStore {
                     lane: r.try_get("lane")?,
                     worker: r.try_get("worker")?,
                     since: from_micros(r.try_get("since")?)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn wait_record(&self, at: DateTime<Utc>, ages: &[(String, f64)]) -> Result<u64> {
+        let minute = to_micros(minute_of(at));
+        let mut tx = self.begin().await?;
+        for (lane, age) in ages {
+            sqlx::query(sql::WAITS_RECORD)
+                .bind(minute)
+                .bind(lane)
+                .bind(age_ms(*age))
+                .execute(&mut *tx)
+                .await?;
+        }
+        let purged = sqlx::query(sql::WAITS_PURGE)
+            .bind(to_micros(minute_of(at) - WAIT_KEEP))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(purged)
+    }
+
+    async fn wait_history(&self, since: DateTime<Utc>) -> Result<Vec<WaitRow>> {
+        let rows = sqlx::query(sql::WAITS_SINCE)
+            .bind(to_micros(since))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(WaitRow {
+                    minute: from_micros(r.try_get("minute")?)?,
+                    lane: r.try_get("lane")?,
+                    oldest_ms: r.try_get("oldest_ms")?,
                 })
             })
             .collect()

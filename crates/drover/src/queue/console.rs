@@ -8,7 +8,7 @@ use uuid::Uuid;
 use super::Queue;
 use crate::Result;
 use crate::store::orchestration::Signal;
-use crate::store::throughput::{RunningRow, ThroughputQuery, ThroughputRow};
+use crate::store::throughput::{RunningRow, ThroughputQuery, ThroughputRow, WaitRow};
 
 impl Queue {
     /// The per-minute history of done and failed items (system operation;
@@ -18,6 +18,16 @@ impl Queue {
     /// Storage errors.
     pub async fn throughput(&self, q: &ThroughputQuery) -> Result<Vec<ThroughputRow>> {
         self.store().throughput(q).await
+    }
+
+    /// The queue wait history: per minute and lane since `since`, the
+    /// oldest pending and due item's age as the sweep recorded it (system
+    /// operation, installation-wide; see [`crate::store::throughput`]).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn wait_history(&self, since: DateTime<Utc>) -> Result<Vec<WaitRow>> {
+        self.store().wait_history(since).await
     }
 
     /// The items claimed now, with their worker and since when (system

@@ -1,0 +1,2 @@
+-- Deletes the wait minutes before $1 (a range of the primary key).
+DELETE FROM queue_waits WHERE minute < $1
