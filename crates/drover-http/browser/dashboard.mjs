@@ -49,7 +49,7 @@ try {
     'unhandled',
   );
   step('alerts');
-  for (const id of ['chart-hour', 'wait-hour', 'chart-day', 'wait-day']) {
+  for (const id of ['chart-hour', 'wait-hour', 'queue-wait-hour', 'chart-day', 'wait-day', 'queue-wait-day']) {
     const labels = await page.locator(`svg#${id} text.x-label`).count();
     assert.equal(labels, 5, `${id} has five time labels`);
     assert.match(await page.textContent(`svg#${id}`), /time \(UTC\)/);

@@ -189,7 +189,7 @@ pub async fn clear_weight(
 /// Turn fair share on or off for a lane (off: priority then age order;
 /// operator, unscoped token).
 #[utoipa::path(put, path = "/v1/fairness/lanes/{lane}", tag = "operations",
-    params(("lane" = String, Path, description = "the lane", pattern = "^[a-z0-9_.:-]{1,128}$", min_length = 1, max_length = 128)),
+    params(("lane" = String, Path, description = "the lane", pattern = "^[a-z0-9_-]{1,64}$", min_length = 1, max_length = 64)),
     request_body = LaneFairRequest,
     responses(
         (status = 200, description = "set", body = LaneFairRequest),

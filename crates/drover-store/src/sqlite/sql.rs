@@ -26,6 +26,7 @@ sql!(ITEM_ID_TENANT, "item_id_tenant.sql");
 sql!(ITEM_EXISTS_KEY, "item_exists_key.sql");
 sql!(ITEM_CLAIM, "item_claim.sql");
 sql!(ITEM_CLAIM_CHECKED, "item_claim_checked.sql");
+sql!(ITEM_CLAIM_ONE_TENANT, "item_claim_one_tenant.sql");
 sql!(ITEM_COMPLETE, "item_complete.sql");
 sql!(ITEM_COMPLETE_MANY, "item_complete_many.sql");
 sql!(ITEM_COMPLETE_MANY_RESULTS, "item_complete_many_results.sql");
