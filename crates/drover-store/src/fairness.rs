@@ -150,6 +150,44 @@ pub struct FairShare {
     pub lane_vt: i64,
 }
 
+/// The shares the SQL stores read: one per (lane, tenant) with a stored
+/// pass row or due work, from the pass rows `(lane, tenant, pass,
+/// started)` (each lane's own row under [`LANE_ROW`] holding its virtual
+/// time) and the due counts `(lane, tenant, n)`. A pair with no row of its
+/// own stands at its lane's virtual time, as a claim would read it.
+pub fn shares(
+    settings: &FairSettings,
+    passes: impl IntoIterator<Item = (String, Uuid, i64, u64)>,
+    waiting: impl IntoIterator<Item = (String, Uuid, u64)>,
+) -> Vec<FairShare> {
+    let mut vts: BTreeMap<String, i64> = BTreeMap::new();
+    let mut rows: BTreeMap<(String, Uuid), (u64, i64, u64)> = BTreeMap::new();
+    for (lane, t, pass, started) in passes {
+        if t == LANE_ROW {
+            vts.insert(lane, pass);
+        } else {
+            rows.insert((lane, t), (0, pass, started));
+        }
+    }
+    for (lane, t, n) in waiting {
+        rows.entry((lane, t)).or_insert((0, i64::MIN, 0)).0 = n;
+    }
+    rows.into_iter()
+        .map(|((lane, tenant), (waiting, pass, started))| {
+            let vt = vts.get(&lane).copied().unwrap_or(0);
+            FairShare {
+                weight: settings.weight(tenant),
+                lane,
+                tenant,
+                waiting,
+                started,
+                pass: pass.max(vt),
+                lane_vt: vt,
+            }
+        })
+        .collect()
+}
+
 /// The passes of one lane as a claim read them (under the claim's
 /// serialisation), moved by the starts it gives.
 #[derive(Debug, Default, Clone)]

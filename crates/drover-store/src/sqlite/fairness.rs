@@ -10,8 +10,6 @@
 //! start, reads those tenants' next items in claim order, shares the
 //! claim between them and claims the chosen ids.
 
-use std::collections::BTreeMap;
-
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::{Row, SqliteConnection};
@@ -297,38 +295,26 @@ impl FairnessStore for SqliteStore {
         let passes = sqlx::query("SELECT lane, tenant_id, pass, started FROM fair_passes")
             .fetch_all(&self.reader)
             .await?;
-        let mut vts: BTreeMap<String, i64> = BTreeMap::new();
-        let mut rows: BTreeMap<(String, Uuid), (u64, i64, u64)> = BTreeMap::new();
-        for r in &passes {
-            let (lane, t): (String, Uuid) = (r.try_get("lane")?, r.try_get("tenant_id")?);
-            let pass: i64 = r.try_get("pass")?;
-            if t == LANE_ROW {
-                vts.insert(lane, pass);
-                continue;
-            }
-            let started = u64::try_from(r.try_get::<i64, _>("started")?).unwrap_or(0);
-            rows.insert((lane, t), (0, pass, started));
-        }
-        for r in &waiting {
-            let key: (String, Uuid) = (r.try_get("lane")?, r.try_get("tenant_id")?);
-            let n = u64::try_from(r.try_get::<i64, _>("n")?).unwrap_or(0);
-            rows.entry(key).or_insert((0, i64::MIN, 0)).0 = n;
-        }
-        Ok(rows
-            .into_iter()
-            .map(|((lane, tenant), (waiting, pass, started))| {
-                let vt = vts.get(&lane).copied().unwrap_or(0);
-                FairShare {
-                    weight: settings.weight(tenant),
-                    lane,
-                    tenant,
-                    waiting,
+        let passes = passes
+            .iter()
+            .map(|r| {
+                let started = u64::try_from(r.try_get::<i64, _>("started")?).unwrap_or(0);
+                Ok((
+                    r.try_get("lane")?,
+                    r.try_get("tenant_id")?,
+                    r.try_get("pass")?,
                     started,
-                    pass: pass.max(vt),
-                    lane_vt: vt,
-                }
+                ))
             })
-            .collect())
+            .collect::<Result<Vec<_>>>()?;
+        let waiting = waiting
+            .iter()
+            .map(|r| {
+                let n = u64::try_from(r.try_get::<i64, _>("n")?).unwrap_or(0);
+                Ok((r.try_get("lane")?, r.try_get("tenant_id")?, n))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(crate::fairness::shares(&settings, passes, waiting))
     }
 
     async fn fair_passes_purge(&self, batch: u32) -> Result<u64> {
