@@ -96,6 +96,8 @@ pub use item::{
     ItemStore, ListCursor, ListFilter, StaleReport,
 };
 pub use migrations::MigrationStatus;
+#[cfg(feature = "postgres")]
+pub use migrations::postgres_digest;
 pub use sweep::SweepStore;
 pub use tx::{Tx, TxConn};
 pub use wake::Wake;

@@ -68,6 +68,22 @@ impl MigrationStatus {
     }
 }
 
+/// A digest of the PostgreSQL migrations this binary embeds (each file's
+/// name and text), as 16 hex digits.
+///
+/// Test helpers key the schemas they migrate once and reuse by it, so a
+/// schema migrated by a binary with other migrations (an edited or added
+/// file) is never handed to this one. Stable for one build of the standard
+/// library's hasher, which is all such a key needs: a toolchain upgrade
+/// only makes the old schemas unused.
+#[cfg(feature = "postgres")]
+pub fn postgres_digest() -> String {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut h = DefaultHasher::new();
+    embedded::POSTGRES.hash(&mut h);
+    format!("{:016x}", h.finish())
+}
+
 /// The migrations this binary carries, per backend (written by the build
 /// script from `migrations/<backend>/`).
 #[cfg(any(feature = "postgres", feature = "sqlite"))]

@@ -342,15 +342,36 @@ pub async fn pg_fresh_pooled_store() -> (Arc<PgStore>, String) {
 /// A contract-suite [`Harness`] over a fresh PostgreSQL schema with the
 /// store in transaction-pooler mode, dropped by the harness's cleanup.
 pub async fn pg_pooled_harness() -> Harness {
-    let (store, schema) = pg_fresh_pooled_store().await;
+    let (store, schema) = reused_or_fresh(true).await;
     harness_over(store, schema, true).await
 }
 
 /// A contract-suite [`Harness`] over a fresh PostgreSQL schema, dropped by
 /// the harness's cleanup. Time passes by sleeping (the database clock rules).
 pub async fn pg_harness() -> Harness {
-    let (store, schema) = pg_fresh_store().await;
+    let (store, schema) = reused_or_fresh(false).await;
     harness_over(store, schema, false).await
+}
+
+/// The contract harnesses' store: over a spare schema another case emptied
+/// ([`super::spare`]), or, when none is free, over a fresh one registered
+/// as a spare for later cases. `DROVER_TEST_SPARES=off` always migrates a
+/// fresh schema (and drops it after), as the other helpers do.
+async fn reused_or_fresh(pooled: bool) -> (Arc<PgStore>, String) {
+    let admin = pg_url().await;
+    let reuse = !std::env::var("DROVER_TEST_SPARES").is_ok_and(|v| v == "off");
+    if reuse && let Some(schema) = super::spare::take(&admin).await {
+        return (pg_peer_store(&schema, pooled).await, schema);
+    }
+    let (store, schema) = if pooled {
+        pg_fresh_pooled_store().await
+    } else {
+        pg_fresh_store().await
+    };
+    if reuse {
+        super::spare::register_spare(&admin, &schema).await;
+    }
+    (store, schema)
 }
 
 /// A second store over the test schema `schema` (another process's view:
@@ -422,7 +443,13 @@ async fn harness_over(store: Arc<PgStore>, schema: String, pooled: bool) -> Harn
         store,
         clock: None,
         cleanup: Some(Box::new(move || {
-            Box::pin(async move { pg_drop_schema(&url, &schema).await })
+            Box::pin(async move {
+                // A schema that is not a spare, or cannot be emptied
+                // exactly, goes as before.
+                if !super::spare::give_back(&url, &schema).await {
+                    pg_drop_schema(&url, &schema).await;
+                }
+            })
         })),
     }
 }
