@@ -154,6 +154,12 @@ routes=(
     "GET /v1/items/{id} (a dead letter)|/v1/items/$failed_id?tenant=$failed_tenant"
     "GET /v1/workers|/v1/workers"
     "GET /v1/batches|/v1/batches"
+    "GET /v1/limits|/v1/limits"
+    "GET /v1/rates|/v1/rates"
+    "GET /v1/closures|/v1/closures"
+    "GET /v1/fairness|/v1/fairness"
+    "GET /v1/orchestrations|/v1/orchestrations"
+    "GET /v1/schedules|/v1/schedules"
 )
 
 one() {

@@ -129,6 +129,14 @@ impl FairSettings {
     }
 }
 
+/// How far [`FairShare::waiting`] counts a tenant's due items in a lane.
+///
+/// Why a cap: the shares are read by page views, the API, why-waiting and
+/// the gauges, and an exact count per tenant reads every pending row (73 ms
+/// at 200,000 pending, seconds at millions). Fair share itself needs only
+/// to know who waits; a lane's exact backlog is in the counts.
+pub const FAIR_WAITING_CAP: u64 = 1_000;
+
 /// One tenant's share of one lane, as [`FairnessStore::fair_shares`] reads
 /// it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -139,7 +147,8 @@ pub struct FairShare {
     pub tenant: Uuid,
     /// Its weight.
     pub weight: u32,
-    /// Its items pending and due in the lane now.
+    /// Its items pending and due in the lane now, counted up to
+    /// [`FAIR_WAITING_CAP`] (a tenant at the cap has at least that many).
     pub waiting: u64,
     /// Starts the fair-share rule gave it in the lane since its pass row
     /// was made (a row idle long enough is collected and starts again).

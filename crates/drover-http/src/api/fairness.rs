@@ -33,7 +33,8 @@ pub struct FairShareView {
     pub tenant: Uuid,
     /// Its weight (default 1).
     pub weight: u32,
-    /// Its items pending and due in the lane.
+    /// Its items pending and due in the lane, counted up to 1,000 (a
+    /// tenant at 1,000 has at least that many).
     pub waiting: u64,
     /// The starts fair share gave it in the lane (since its pass row was
     /// made; an idle row is collected by the sweep).

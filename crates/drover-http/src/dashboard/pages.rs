@@ -310,7 +310,8 @@ struct ShareRow {
     lane: String,
     tenant: String,
     weight: u32,
-    waiting: u64,
+    /// Due items, or "1000+" at the count's cap.
+    waiting: String,
     started: u64,
     /// `on`, or `off` for a lane an operator took off fair share.
     fair: &'static str,
@@ -430,7 +431,11 @@ pub(super) async fn lanes(
                 lane: s.lane,
                 tenant: s.tenant.to_string(),
                 weight: s.weight,
-                waiting: s.waiting,
+                waiting: if s.waiting >= drover::store::fairness::FAIR_WAITING_CAP {
+                    format!("{}+", s.waiting)
+                } else {
+                    s.waiting.to_string()
+                },
                 started: s.started,
             })
             .collect(),

@@ -3,7 +3,8 @@
 //! weights split the starts; a lone tenant takes the whole claim;
 //! priorities order a tenant's own items; spreading a backlog over many
 //! groups gains nothing; an idle tenant banks no credit; a lane with fair
-//! share off claims in priority then age order; limits still hold.
+//! share off claims in priority then age order; limits still hold; the
+//! shares count waiting items up to the cap.
 
 use super::*;
 use crate::limits::{LimitScope, LimitSource, LimitSpec};
@@ -198,4 +199,30 @@ pub async fn fair_idle_passes_collected(h: &Harness) {
     assert!(n >= 1, "an idle pass was collected");
     let after = h.store.fair_shares().await.expect("shares");
     assert!(after.len() < before.len(), "{after:?}");
+}
+
+/// The shares count a tenant's due items per lane up to the cap: A, with
+/// more than the cap due, reads as the cap; B reads its three; C, whose
+/// items are all scheduled later, has no share at all; a second lane's
+/// pair is its own.
+pub async fn fair_waiting_counted_up_to_the_cap(h: &Harness) {
+    let (a, b, c) = (tenant_a(), tenant_b(), Uuid::from_u128(0xC3));
+    let cap = usize::try_from(crate::fairness::FAIR_WAITING_CAP).expect("cap");
+    fill(h, a, cap + 5, |_, i| i).await;
+    fill(h, b, 3, |_, i| i).await;
+    fill(h, b, 2, |_, i| i.with_lane("other")).await;
+    let later = chrono::Utc::now() + chrono::Duration::hours(1);
+    fill(h, c, 4, |_, i| i.with_available_at(later)).await;
+    let shares = h.store.fair_shares().await.expect("shares");
+    let waiting = |t: Uuid, lane: &str| {
+        shares
+            .iter()
+            .find(|s| s.tenant == t && s.lane == lane)
+            .map(|s| s.waiting)
+    };
+    assert_eq!(waiting(a, LANE), Some(crate::fairness::FAIR_WAITING_CAP));
+    assert_eq!(waiting(b, LANE), Some(3));
+    assert_eq!(waiting(b, "other"), Some(2));
+    assert_eq!(waiting(c, LANE), None, "nothing of C is due");
+    assert_eq!(shares.len(), 3, "{shares:?}");
 }

@@ -216,6 +216,7 @@ macro_rules! contract_suite {
             fair_off_lane_claims_in_priority_then_age_order,
             fair_limits_still_hold,
             fair_idle_passes_collected,
+            fair_waiting_counted_up_to_the_cap,
             cancel_discards_a_dead_letter_with_exact_counts,
             result_stored_with_completion,
             stale_completion_with_result_stores_nothing,

@@ -9,7 +9,9 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{MemoryStore, State};
-use crate::fairness::{FairLane, FairSettings, FairShare, FairWeight, FairnessStore, Passes};
+use crate::fairness::{
+    FAIR_WAITING_CAP, FairLane, FairSettings, FairShare, FairWeight, FairnessStore, Passes,
+};
 use drover_core::error::Result;
 use drover_core::item::{Item, Status};
 
@@ -151,7 +153,7 @@ impl FairnessStore for MemoryStore {
                     weight: st.fair.weight(tenant),
                     lane,
                     tenant,
-                    waiting,
+                    waiting: waiting.min(FAIR_WAITING_CAP),
                     started,
                     pass: pass.max(l.vt),
                     lane_vt: l.vt,

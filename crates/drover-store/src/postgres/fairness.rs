@@ -31,7 +31,8 @@ use super::claim_gen::Attempt;
 use super::{PgStore, row, secs};
 use crate::ClaimParams;
 use crate::fairness::{
-    FAIR_CACHE_TTL, FairLane, FairSettings, FairShare, FairWeight, FairnessStore, LANE_ROW, Passes,
+    FAIR_CACHE_TTL, FAIR_WAITING_CAP, FairLane, FairSettings, FairShare, FairWeight, FairnessStore,
+    LANE_ROW, Passes,
 };
 use crate::rates::InForce;
 use drover_core::error::Result;
@@ -77,6 +78,8 @@ SET pass = excluded.pass, started = fair_passes.started + excluded.started";
 type Candidate = ((i16, chrono::DateTime<chrono::Utc>), Uuid);
 
 const LIMIT_CLAIM: &str = include_str!("../../sql/postgres/limit_claim.sql");
+/// Each tenant's due items per lane, counted up to a cap (see the file).
+const FAIR_WAITING: &str = include_str!("../../sql/postgres/fair_waiting.sql");
 
 /// As on SQLite: candidates read per start a tenant's quota gives it.
 const PER_START: u32 = 2;
@@ -383,13 +386,11 @@ impl FairnessStore for PgStore {
     async fn fair_shares(&self) -> Result<Vec<FairShare>> {
         let settings = self.fair_settings().await?;
         let mut tx = self.begin_system().await?;
-        let waiting = sqlx::query(
-            "SELECT lane, tenant_id, count(*) AS n FROM items
-             WHERE status = 'pending' AND available_at <= now() GROUP BY lane, tenant_id",
-        )
-        .persistent(self.persistent)
-        .fetch_all(&mut *tx)
-        .await?;
+        let waiting = sqlx::query(FAIR_WAITING)
+            .persistent(self.persistent)
+            .bind(i64::try_from(FAIR_WAITING_CAP).unwrap_or(i64::MAX))
+            .fetch_all(&mut *tx)
+            .await?;
         let passes = sqlx::query("SELECT lane, tenant_id, pass, started FROM fair_passes")
             .persistent(self.persistent)
             .fetch_all(&mut *tx)

@@ -19,7 +19,8 @@ use super::SqliteStore;
 use super::row::{self, after, from_micros, to_micros};
 use crate::ClaimParams;
 use crate::fairness::{
-    FairLane, FairSettings, FairShare, FairWeight, FairnessStore, LANE_ROW, Passes,
+    FAIR_WAITING_CAP, FairLane, FairSettings, FairShare, FairWeight, FairnessStore, LANE_ROW,
+    Passes,
 };
 use drover_core::error::{Error, Result};
 use drover_core::item::Item;
@@ -63,10 +64,8 @@ const FAIR_LANE_SET: &str = "
 INSERT INTO fair_lanes (lane, fair, set_at, set_by) VALUES (?1, ?2, ?3, ?4)
 ON CONFLICT (lane) DO UPDATE
 SET fair = excluded.fair, set_at = excluded.set_at, set_by = excluded.set_by";
-const FAIR_WAITING: &str = "
-SELECT lane, tenant_id, count(*) AS n FROM items
-WHERE status = 'pending' AND available_at <= ?1
-GROUP BY lane, tenant_id";
+/// Each tenant's due items per lane, counted up to a cap (see the file).
+const FAIR_WAITING: &str = include_str!("../../sql/sqlite/fair_waiting.sql");
 /// Idle passes: at or behind their lane's virtual time (the lane's own
 /// row, [`LANE_ROW`]), or of a tenant with nothing pending in the lane (it comes back
 /// lifted to the virtual time: at most one start ahead of where its row
@@ -290,6 +289,7 @@ impl FairnessStore for SqliteStore {
         let settings = self.fair_settings().await?;
         let waiting = sqlx::query(FAIR_WAITING)
             .bind(to_micros(self.now()))
+            .bind(i64::try_from(FAIR_WAITING_CAP).unwrap_or(i64::MAX))
             .fetch_all(&self.reader)
             .await?;
         let passes = sqlx::query("SELECT lane, tenant_id, pass, started FROM fair_passes")

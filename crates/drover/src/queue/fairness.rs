@@ -107,7 +107,8 @@ impl Queue {
     /// Publishes `drover_fair_started{lane,tenant}` and
     /// `drover_fair_waiting{lane,tenant}` for every tenant with a share of
     /// a lane (the sweep's step, so a scrape reads gauges, never the
-    /// tables); a pair published before and gone now reads 0.
+    /// tables); a pair published before and gone now reads 0. The waiting
+    /// gauge counts up to [`FAIR_WAITING_CAP`](crate::store::fairness::FAIR_WAITING_CAP).
     ///
     /// # Errors
     /// Storage errors (nothing is published then).
