@@ -259,10 +259,13 @@ pub(super) async fn items_act(
             Err(e) if e.kind() == drover::ErrorKind::NotFound => missing += 1,
             Err(e) if e.kind() == drover::ErrorKind::Conflict => refused_n += 1,
             Err(e) => {
+                st.live.dead_scan_stale().await;
                 return back_to(&st, back, &format!("{action} stopped after {done}: {e}"));
             }
         }
     }
+    // The dead letter's groups show the change at once.
+    st.live.dead_scan_stale().await;
     let verb = if action == "retry" {
         "retried"
     } else {

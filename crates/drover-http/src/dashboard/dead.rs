@@ -4,7 +4,8 @@
 //!
 //! Invariants: the groups are read from the newest [`GROUP_SCAN`] dead
 //! letters the page's filter matches (the page says so when there are
-//! more); a group's retry lists the failed items of its kind whose error
+//! more), at most once per live interval and filter, and again at once
+//! after a dashboard action; a group's retry lists the failed items of its kind whose error
 //! holds the pattern's longest literal part, keeps those whose normalised
 //! error is the group's, and retries them through the API's bulk action
 //! ([`crate::bulk::apply`]): each one audited with the token as
@@ -144,11 +145,12 @@ pub(super) async fn read_groups(
         limit: GROUP_SCAN + 1,
         ..filter.clone()
     };
-    let mut items = st.app.queue.list(&scan).await?;
+    // Shared by the viewers of one interval (the live view's cache).
+    let items = st.live.dead_scan(&scan).await?;
     let more = items.len() > GROUP_SCAN as usize;
-    items.truncate(GROUP_SCAN as usize);
+    let shown = &items[..items.len().min(GROUP_SCAN as usize)];
     let note = more.then(|| format!("grouped over the newest {GROUP_SCAN} dead letters"));
-    Ok((groups(&items, Utc::now()), note))
+    Ok((groups(shown, Utc::now()), note))
 }
 
 /// Retries every dead letter of one group (`kind`, `pattern`), at most
@@ -190,7 +192,9 @@ pub(super) async fn retry_group(
         .collect();
     let more = group.len() > GROUP_MAX as usize;
     group.truncate(GROUP_MAX as usize);
-    match bulk::apply(&st.app, p, &group, BulkAction::Retry).await {
+    let applied = bulk::apply(&st.app, p, &group, BulkAction::Retry).await;
+    st.live.dead_scan_stale().await;
+    match applied {
         Ok((applied, skipped)) => {
             tracing::info!(actor = %p.token_id, kind, pattern, applied, skipped,
                 "dashboard retried a dead-letter group");

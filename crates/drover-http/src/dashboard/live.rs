@@ -8,7 +8,8 @@
 //! rendered overview to every open tab over server-sent events. Ten tabs
 //! cost the database what one does. The history is the database's, so a
 //! restart of the server blanks no chart. A tenant-scoped overview's counts
-//! are read on demand, at most once per interval and tenant.
+//! are read on demand, at most once per interval and tenant, and so are the
+//! dead letter's newest items its groups are made from, per filter.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -17,11 +18,11 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use drover::Queue;
-use drover::Status;
 use drover::store::throughput::{
     RunningRow, ThroughputBy, ThroughputQuery, ThroughputRow, WaitRow,
 };
-use drover::store::{CountRow, Gauges, WorkerRow};
+use drover::store::{CountRow, Gauges, ListFilter, WorkerRow};
+use drover::{Item, Status};
 use tokio::sync::{RwLock, broadcast};
 use uuid::Uuid;
 
@@ -109,7 +110,16 @@ pub struct Live {
     /// read: a tenant's overview charts its own items, read at most every
     /// [`HISTORY_EVERY`] per tenant and shared by its viewers meanwhile.
     tenant_history: tokio::sync::Mutex<HashMap<Uuid, TenantHistory>>,
+    /// The dead letter's newest items per filter (the page's groups are
+    /// made from them), read at most once per interval per filter however
+    /// many viewers load the page: the read is a thousand full rows (15 ms
+    /// at 10,000,000 items, most of a dead-letter page view). A dashboard
+    /// action that changes items forgets them ([`Live::dead_scan_stale`]).
+    dead: tokio::sync::Mutex<HashMap<String, DeadScan>>,
 }
+
+/// One filter's dead-letter scan and when it was read.
+type DeadScan = (Instant, Arc<Vec<Item>>);
 
 /// One tenant's per-minute history and when it was read.
 type TenantHistory = (Instant, Arc<Vec<ThroughputRow>>);
@@ -140,7 +150,34 @@ impl Live {
             refreshes: AtomicU64::new(0),
             tenants: tokio::sync::Mutex::new(HashMap::new()),
             tenant_history: tokio::sync::Mutex::new(HashMap::new()),
+            dead: tokio::sync::Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The items `scan` lists (the dead letter's newest, for its groups),
+    /// at most one interval old: one read per interval and filter, which
+    /// the viewers arriving meanwhile wait for and share.
+    ///
+    /// # Errors
+    /// Storage errors of the read (nothing is cached then).
+    pub async fn dead_scan(&self, scan: &ListFilter) -> drover::Result<Arc<Vec<Item>>> {
+        let key = format!("{scan:?}");
+        let mut cache = self.dead.lock().await;
+        if let Some((at, items)) = cache.get(&key)
+            && at.elapsed() < self.interval
+        {
+            return Ok(items.clone());
+        }
+        let items = Arc::new(self.queue.list(scan).await?);
+        cache.retain(|_, (at, _)| at.elapsed() < self.interval);
+        cache.insert(key, (Instant::now(), items.clone()));
+        Ok(items)
+    }
+
+    /// Forgets the dead-letter scans, so the next page view reads again
+    /// (after an action that retried or cancelled items).
+    pub async fn dead_scan_stale(&self) {
+        self.dead.lock().await.clear();
     }
 
     /// Items per lane, kind and status of one tenant (a tenant-scoped
@@ -386,6 +423,49 @@ mod tests {
         let short = Live::new(queue, Duration::ZERO);
         let fresh = short.counts_tenant(tenant).await.expect("counts");
         assert_eq!(fresh.iter().map(|r| r.count).sum::<i64>(), 2, "read anew");
+    }
+
+    /// Viewers of the dead letter within an interval share one scan per
+    /// filter; an action's `dead_scan_stale` makes the next view read anew.
+    #[tokio::test]
+    async fn a_dead_letter_scan_reads_once_per_interval_until_an_action() {
+        let queue = Queue::memory();
+        let live = Live::new(queue.clone(), Duration::from_secs(3600));
+        let scan = ListFilter {
+            limit: 10,
+            ..Default::default()
+        };
+        let item = drover::NewItem::new("k", serde_json::json!({}));
+        queue
+            .enqueue_item(&drover::queue::Principal::system(), item)
+            .await
+            .expect("enqueue");
+        let first = live.dead_scan(&scan).await.expect("scan");
+        queue
+            .enqueue_item(
+                &drover::queue::Principal::system(),
+                drover::NewItem::new("k", serde_json::json!({})),
+            )
+            .await
+            .expect("enqueue");
+        let again = live.dead_scan(&scan).await.expect("scan");
+        assert!(Arc::ptr_eq(&first, &again), "one read within the interval");
+        assert_eq!(again.len(), 1);
+        let other = ListFilter {
+            limit: 5,
+            ..Default::default()
+        };
+        assert_eq!(
+            live.dead_scan(&other).await.expect("scan").len(),
+            2,
+            "per filter"
+        );
+        live.dead_scan_stale().await;
+        assert_eq!(
+            live.dead_scan(&scan).await.expect("scan").len(),
+            2,
+            "read anew"
+        );
     }
 
     #[test]

@@ -202,13 +202,13 @@ async fn reset(
     // A lock a dead case's session still holds would make the TRUNCATE
     // wait: give up and drop instead.
     tx.execute("SET LOCAL lock_timeout = '5s'").await?;
-    for table in tables(&mut *tx, schema).await? {
+    for table in tables(&mut tx, schema).await? {
         if !tables_then.contains(&table) {
             tx.execute(format!("DROP TABLE {}", qualified(schema, &table)).as_str())
                 .await?;
         }
     }
-    if shape(&mut *tx, schema).await? != shape_then {
+    if shape(&mut tx, schema).await? != shape_then {
         tx.rollback().await?;
         return Ok(false);
     }
@@ -216,7 +216,7 @@ async fn reset(
         .as_object()
         .map(|m| m.keys().cloned().collect())
         .unwrap_or_default();
-    let mut wipe = non_empty(&mut *tx, schema, &tables_then).await?;
+    let mut wipe = non_empty(&mut tx, schema, &tables_then).await?;
     wipe.retain(|t| t != "_sqlx_migrations");
     for t in &seeded {
         if !wipe.contains(t) {
