@@ -1,4 +1,4 @@
 //! The HTTP API cases against the memory store.
-mod api_cases;
-mod common;
+use crate::api_suite;
+use crate::common;
 api_suite!(common::memory);

@@ -1,4 +1,4 @@
 //! The HTTP API cases against SQLite (a fresh file per case).
-mod api_cases;
-mod common;
+use crate::api_suite;
+use crate::common;
 api_suite!(common::sqlite);

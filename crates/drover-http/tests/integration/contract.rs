@@ -5,11 +5,11 @@
 //! 431); and the schemas say what the handlers accept (payload any JSON,
 //! an optional string `Idempotency-Key`, bounds, enums). The behavioural
 //! side of the last is in `api_cases/contract.rs` (every backend) and the
-//! schemathesis run in `drover-cli/tests/serve_cli.rs`.
+//! schemathesis run in `drover-cli/tests/integration/serve_cli.rs`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};

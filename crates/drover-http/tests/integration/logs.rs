@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -37,8 +37,10 @@ async fn no_token_or_hash_in_the_logs_at_any_level() {
         .with_ansi(false)
         .with_writer(move || writer.clone())
         .finish();
-    // The process-wide subscriber: this file holds this one test, so every
-    // task and thread of it logs into the capture.
+    // The process-wide subscriber, so every task and thread of this test
+    // logs into the capture. Under nextest the test is a process of its
+    // own; under `cargo test` the binary's other tests log into it too,
+    // which only adds lines (their tokens are not this test's secrets).
     tracing::subscriber::set_global_default(subscriber).unwrap();
     let app = common::sqlite().await;
     let viewer = app.token(Role::Viewer, None, &[]).await;

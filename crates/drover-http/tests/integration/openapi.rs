@@ -1,6 +1,6 @@
 //! The committed OpenAPI document (`openapi.json` at the crate root) is the
 //! one the handlers generate: this test fails when they drift. Regenerate
-//! with `DROVER_WRITE_OPENAPI=1 cargo test -p drover-http --test openapi`.
+//! with `DROVER_WRITE_OPENAPI=1 cargo test -p drover-http --test integration openapi::`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -15,7 +15,7 @@ fn committed_spec_matches_the_generated_one() {
     assert!(
         committed == generated,
         "openapi.json differs from the document the handlers generate; \
-         regenerate it with DROVER_WRITE_OPENAPI=1 cargo test -p drover-http --test openapi"
+         regenerate it with DROVER_WRITE_OPENAPI=1 cargo test -p drover-http --test integration openapi::"
     );
     let v: serde_json::Value = serde_json::from_str(&generated).unwrap();
     assert!(v["openapi"].as_str().unwrap().starts_with("3.1"));

@@ -1,4 +1,4 @@
 //! The worker routes' cases against the sqlite store.
-mod common;
-mod work_cases;
+use crate::common;
+use crate::work_suite;
 work_suite!(common::sqlite);

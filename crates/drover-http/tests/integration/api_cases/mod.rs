@@ -1,7 +1,7 @@
 //! The API cases every backend runs (PostgreSQL and SQLite files call
 //! [`api_suite!`]).
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use axum::http::{Method, StatusCode};
 use drover_http::Role;

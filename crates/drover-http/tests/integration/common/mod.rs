@@ -2,7 +2,7 @@
 //! backend with tokens minted through the token table, and a request helper
 //! that drives the router in process (the same service `drover serve` runs).
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use axum::Router;
 use axum::body::Body;

@@ -3,7 +3,7 @@
 //! fenced writes after them, long polls, drain, liveness, flow control,
 //! and what a worker token may and may not reach.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::time::Duration;
 
