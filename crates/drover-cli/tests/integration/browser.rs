@@ -36,7 +36,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-mod common;
+use crate::common;
 use common::pg::FreshDb;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -25,7 +25,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::{Run, from_output};
 
 /// Runs `drover <args>` somewhere.
@@ -721,7 +721,7 @@ fn limits_set_list_clear(d: &dyn Drover) {
     let table = d.run(&["limits", "list"]).ok().stdout;
     assert!(table.starts_with("SCOPE"), "{table}");
     // A pending export in a lane no worker drains says so; paused, it
-    // says that too (a full limit's reason: tests/why_waiting.rs).
+    // says that too (a full limit's reason: tests/integration/why_waiting.rs).
     let held = d
         .run(&["enqueue", "export", "--lane", "held"])
         .ok()

@@ -6,7 +6,7 @@
 
 use std::process::{Command, Stdio};
 
-mod common;
+use crate::common;
 use common::{Run, from_output};
 
 const BIN: &str = env!("CARGO_BIN_EXE_drover");

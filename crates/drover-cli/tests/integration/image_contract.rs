@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-mod common;
+use crate::common;
 use common::pg::FreshDb;
 use common::{Run, from_output};
 

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use sqlx::{Connection, Executor};
 
-mod common;
+use crate::common;
 use common::pg::{FreshDb, block_on};
 use common::{Run, from_output};
 

@@ -24,7 +24,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-mod common;
+use crate::common;
 use common::pg::{FreshDb, with_database};
 use common::{Run, from_output};
 

@@ -10,7 +10,7 @@ use drover::item::Progress;
 use serde_json::json;
 use uuid::Uuid;
 
-mod common;
+use crate::common;
 use common::{Run, from_output};
 
 fn drover(url: &str, args: &[&str]) -> Run {

@@ -18,7 +18,7 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-mod common;
+use crate::common;
 
 struct Db(PathBuf);
 

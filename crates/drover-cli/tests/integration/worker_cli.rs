@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::{Run, from_output};
 
 const BIN: &str = env!("CARGO_BIN_EXE_drover");

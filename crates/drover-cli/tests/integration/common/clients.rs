@@ -5,7 +5,6 @@
 //!
 //! Tools are installed when missing, never skipped: a missing `python3` or
 //! `npm` fails the test that needs it.
-#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -1,6 +1,5 @@
 //! A fresh PostgreSQL database per test, on the server `DATABASE_URL` names
 //! (as `drover::testing::pg_url()` resolves it), dropped after.
-#![allow(dead_code)]
 
 use sqlx::Connection;
 
