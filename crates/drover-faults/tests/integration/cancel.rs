@@ -9,7 +9,7 @@
 //! inside it (this test failed that way before `store/begin.rs`); on SQLite
 //! the single writer keeps the file's write lock and every process's writes
 //! stall (the writer pool's release check rolls it back;
-//! `crates/drover/tests/sqlite_store.rs` drops a write at the exact await
+//! `crates/drover/tests/integration/sqlite_store.rs` drops a write at the exact await
 //! by polling it by hand; the test here cancels it while `BEGIN IMMEDIATE`
 //! waits for the lock, the moment a caller's timeout most often hits).
 //!

@@ -1,6 +1,6 @@
 //! Workers over HTTP beside native workers, on this machine (ignored by
 //! default; run with `cargo test --release -p drover-faults --test
-//! http_speed -- --ignored --nocapture`): the local PostgreSQL
+//! integration -- --ignored --nocapture http_speed::`): the local PostgreSQL
 //! (`DATABASE_URL`), a fresh schema per phase, the API's router served on
 //! loopback in this process (what `drover serve` runs), and a plain Rust
 //! HTTP worker loop.
@@ -19,7 +19,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

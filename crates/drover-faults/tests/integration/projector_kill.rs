@@ -10,7 +10,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::print_stdout)]
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -14,7 +14,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -26,8 +26,8 @@ use drover::{NewItem, Store};
 use sqlx::{Connection, PgConnection, Row};
 use uuid::Uuid;
 
-const STALE_SQL: &str = include_str!("../../drover-store/sql/postgres/item_requeue_stale.sql");
-const COMPLETE_SQL: &str = include_str!("../../drover-store/sql/postgres/item_complete.sql");
+const STALE_SQL: &str = include_str!("../../../drover-store/sql/postgres/item_requeue_stale.sql");
+const COMPLETE_SQL: &str = include_str!("../../../drover-store/sql/postgres/item_complete.sql");
 
 async fn session(url: &str, schema: &str, tenant: Uuid) -> PgConnection {
     let mut c = PgConnection::connect(url).await.expect("connect");

@@ -2,7 +2,7 @@
 //! loopback over the run's queue (what `drover serve` runs), a worker
 //! token, and a sweep task; the HTTP worker itself is
 //! `drover_faults::http_worker` (re-exported here).
-#![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
+#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::net::SocketAddr;
 use std::time::Duration;

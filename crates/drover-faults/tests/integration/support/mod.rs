@@ -1,6 +1,6 @@
 //! Shared setup for the fault scenarios: a database with drover's tables and
 //! the effect tables, items to enqueue, worker processes to start.
-#![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
+#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 pub mod http;
 
