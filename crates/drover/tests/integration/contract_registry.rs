@@ -9,83 +9,83 @@
 const SOURCES: &[(&str, &str)] = &[
     (
         "store/contract/mod.rs",
-        include_str!("../../drover-store/src/contract/mod.rs"),
+        include_str!("../../../drover-store/src/contract/mod.rs"),
     ),
     (
         "store/contract/access.rs",
-        include_str!("../../drover-store/src/contract/access.rs"),
+        include_str!("../../../drover-store/src/contract/access.rs"),
     ),
     (
         "store/contract/claims.rs",
-        include_str!("../../drover-store/src/contract/claims.rs"),
+        include_str!("../../../drover-store/src/contract/claims.rs"),
     ),
     (
         "store/contract/events.rs",
-        include_str!("../../drover-store/src/contract/events.rs"),
+        include_str!("../../../drover-store/src/contract/events.rs"),
     ),
     (
         "store/contract/lanes.rs",
-        include_str!("../../drover-store/src/contract/lanes.rs"),
+        include_str!("../../../drover-store/src/contract/lanes.rs"),
     ),
     (
         "store/contract/listing.rs",
-        include_str!("../../drover-store/src/contract/listing.rs"),
+        include_str!("../../../drover-store/src/contract/listing.rs"),
     ),
     (
         "store/contract/operations.rs",
-        include_str!("../../drover-store/src/contract/operations.rs"),
+        include_str!("../../../drover-store/src/contract/operations.rs"),
     ),
     (
         "store/contract/orchestration.rs",
-        include_str!("../../drover-store/src/contract/orchestration.rs"),
+        include_str!("../../../drover-store/src/contract/orchestration.rs"),
     ),
     (
         "store/contract/orchestration/bounds.rs",
-        include_str!("../../drover-store/src/contract/orchestration/bounds.rs"),
+        include_str!("../../../drover-store/src/contract/orchestration/bounds.rs"),
     ),
     (
         "store/contract/rates.rs",
-        include_str!("../../drover-store/src/contract/rates.rs"),
+        include_str!("../../../drover-store/src/contract/rates.rs"),
     ),
     (
         "store/contract/reconcile.rs",
-        include_str!("../../drover-store/src/contract/reconcile.rs"),
+        include_str!("../../../drover-store/src/contract/reconcile.rs"),
     ),
     (
         "store/contract/schedule.rs",
-        include_str!("../../drover-store/src/contract/schedule.rs"),
+        include_str!("../../../drover-store/src/contract/schedule.rs"),
     ),
     (
         "store/contract/sweep.rs",
-        include_str!("../../drover-store/src/contract/sweep.rs"),
+        include_str!("../../../drover-store/src/contract/sweep.rs"),
     ),
     (
         "store/contract/vacuum.rs",
-        include_str!("../../drover-store/src/contract/vacuum.rs"),
+        include_str!("../../../drover-store/src/contract/vacuum.rs"),
     ),
     (
         "store/contract/wakeups.rs",
-        include_str!("../../drover-store/src/contract/wakeups.rs"),
+        include_str!("../../../drover-store/src/contract/wakeups.rs"),
     ),
     (
         "store/contract/writes.rs",
-        include_str!("../../drover-store/src/contract/writes.rs"),
+        include_str!("../../../drover-store/src/contract/writes.rs"),
     ),
     (
         "testing/role_contract/mod.rs",
-        include_str!("../src/testing/role_contract/mod.rs"),
+        include_str!("../../src/testing/role_contract/mod.rs"),
     ),
     (
         "testing/role_contract/outbox.rs",
-        include_str!("../src/testing/role_contract/outbox.rs"),
+        include_str!("../../src/testing/role_contract/outbox.rs"),
     ),
     (
         "testing/role_contract/outbox_rules.rs",
-        include_str!("../src/testing/role_contract/outbox_rules.rs"),
+        include_str!("../../src/testing/role_contract/outbox_rules.rs"),
     ),
     (
         "testing/role_contract/projector.rs",
-        include_str!("../src/testing/role_contract/projector.rs"),
+        include_str!("../../src/testing/role_contract/projector.rs"),
     ),
 ];
 

@@ -10,8 +10,8 @@ use drover::testing::{pg_drop_schema, pg_fresh_store, pg_url};
 use sqlx::Row;
 use uuid::Uuid;
 
-const PG_SQL: &str = include_str!("../../drover-store/sql/postgres/counts.sql");
-const SQLITE_SQL: &str = include_str!("../../drover-store/sql/sqlite/counts_lane.sql");
+const PG_SQL: &str = include_str!("../../../drover-store/sql/postgres/counts.sql");
+const SQLITE_SQL: &str = include_str!("../../../drover-store/sql/sqlite/counts_lane.sql");
 
 #[tokio::test]
 async fn postgres_counts_lane_plan_uses_indexes_not_a_table_scan() {

@@ -123,7 +123,7 @@ fn a_blank_checkpoint_strategy_is_refused() {
 }
 
 // Every kind and role `drover handlers --json` lists declares the four
-// strategies: crates/drover-cli/tests/worker_cli.rs
+// strategies: crates/drover-cli/tests/integration/worker_cli.rs
 // (`handlers_json_lists_every_kind_and_role_with_four_strategies`) reads
 // the real binary's output; the refusals behind it are tested here.
 

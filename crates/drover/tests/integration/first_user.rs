@@ -270,7 +270,8 @@ async fn queue_connect_honours_drover_pool_size() {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "queue_connect_honours_drover_pool_size",
+            // Its name in the merged test binary (tests/integration): module, then function.
+            "first_user::queue_connect_honours_drover_pool_size",
             "--nocapture",
         ])
         .env(CHILD_URL, pg_url().await)

@@ -351,9 +351,7 @@ async fn signal_cancel_resume_need_the_operate_permission() {
 /// transitions, labelled as a direct enqueue (lane, kind).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn enqueued_total_counts_step_items() {
-    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
-    let handle = recorder.handle();
-    metrics::set_global_recorder(recorder).expect("the only recorder of this test binary");
+    let handle = crate::recorder::prometheus();
     let lane = "enqcount";
     let q = queue(Arc::new(drover::store::memory::MemoryStore::new()));
     let plan = Plan::new(false);

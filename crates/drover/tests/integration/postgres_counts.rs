@@ -12,9 +12,9 @@ use drover::testing::{pg_drop_schema, pg_fresh_store, pg_url};
 use sqlx::{Connection, PgConnection, Row};
 use uuid::Uuid;
 
-const COUNTS: &str = include_str!("../../drover-store/sql/postgres/counts.sql");
-const GAUGES_FAILED: &str = include_str!("../../drover-store/sql/postgres/gauges_failed.sql");
-const LIST: &str = include_str!("../../drover-store/sql/postgres/item_list.sql");
+const COUNTS: &str = include_str!("../../../drover-store/sql/postgres/counts.sql");
+const GAUGES_FAILED: &str = include_str!("../../../drover-store/sql/postgres/gauges_failed.sql");
+const LIST: &str = include_str!("../../../drover-store/sql/postgres/item_list.sql");
 
 /// Rows loaded for the plan checks: enough that a scan of the table costs
 /// the planner far more than the index paths.

@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state their expectations by panicking
 
-mod sqlite_common;
+use crate::sqlite_common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

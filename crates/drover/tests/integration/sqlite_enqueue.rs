@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod sqlite_common;
+use crate::sqlite_common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -315,7 +315,8 @@ async fn committed_work_survives_reopening_the_file() {
     reopened.item_complete(&c).await.unwrap();
 }
 
-/// Run with `cargo test --release -p drover --test sqlite_store -- --ignored --nocapture`.
+/// Run with `cargo test --release -p drover --test integration -- --ignored
+/// --nocapture sqlite_enqueue::bulk_insert_rate`.
 #[tokio::test]
 #[ignore = "a measurement, not a check; run in release"]
 async fn bulk_insert_rate() {

@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod sqlite_common;
+use crate::sqlite_common;
 
 use std::collections::HashSet;
 use std::sync::Arc;

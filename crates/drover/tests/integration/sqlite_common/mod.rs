@@ -1,7 +1,7 @@
 //! Helpers shared by the SQLite test files: a fresh database file per test
 //! on a `ManualClock`, deleted when the test's `Db` drops.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
 use std::sync::Arc;
