@@ -4,6 +4,10 @@
 //! `-E 'binary_id(drover-cli::integration) & test(/^<file>::/)'`. One binary links
 //! the dependency tree once, where a binary per file linked it once each.
 //!
+//! Not here: `tests/embedded_cli.rs`. A `drover::register!` is a link-time
+//! registration that reaches every worker built in its binary, so each file
+//! that registers keeps a binary of its own.
+//!
 //! The shared helpers (`common`) are declared here once; the files that use
 //! them import them with `use crate::common;`.
 
@@ -17,7 +21,6 @@ mod browser;
 mod cli;
 mod conformance;
 mod deploy;
-mod embedded_cli;
 mod env_example;
 mod events_cli;
 mod handlers_cli;

@@ -4,6 +4,10 @@
 //! `-E 'binary_id(drover::integration) & test(/^<file>::/)'`. One binary links
 //! the dependency tree once, where a binary per file linked it once each.
 //!
+//! Not here: `tests/periodic_register.rs` and `tests/register_state.rs`. A
+//! `drover::register!` is a link-time registration that reaches every worker
+//! built in its binary, so each file that registers keeps a binary of its own.
+//!
 //! The SQLite helpers (`sqlite_common`) are declared here once; the files
 //! that use them import them with `use crate::sqlite_common;`. So is
 //! `recorder`, the process's one metrics recorder, which the modules that
@@ -31,7 +35,6 @@ mod ordered_groups;
 mod otel_links;
 mod outcome_writes;
 mod periodic;
-mod periodic_register;
 mod postgres_claim_floors;
 mod postgres_contract;
 mod postgres_counts;
@@ -49,7 +52,6 @@ mod rate_limits;
 mod readiness;
 mod reconcile;
 mod reconcile_faults;
-mod register_state;
 mod relay_metrics;
 mod results_runtime;
 mod roles_only;
