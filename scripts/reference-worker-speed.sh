@@ -14,7 +14,7 @@
 #
 # Needs the release build (cargo build --release -p drover-cli) and the
 # Python tools (the conformance suite's venv: run
-# crates/drover-cli/tests/reference_workers.rs once, or see docs/http.md).
+# crates/drover-cli/tests/integration/reference_workers.rs once, or see docs/http.md).
 # PostgreSQL must be local and readable through /proc (its CPU is read
 # there), as for scripts/cost-per-item.sh.
 #

@@ -2,10 +2,12 @@
 # The README's test command and CI's (.ci/run execs it): on a fresh machine
 # it installs or starts what the tests need, checks the floors and the
 # deployment files, then runs the whole suite with per-test times and a
-# per-binary summary, so the slow binaries are visible.
+# per-file summary, so the slow test files are visible.
 #
 # Arguments are passed to `cargo nextest run` (e.g. `scripts/test.sh -E
-# 'binary(cli)'` for one binary); the doc tests run only without them.
+# 'binary_id(drover-cli::integration) & test(/^cli::/)'` for one test file,
+# crates/drover-cli/tests/integration/cli.rs); the doc tests run only
+# without them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,11 +27,11 @@ command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 [ -x /usr/sbin/pgbouncer ] || command -v pgbouncer >/dev/null 2>&1 || need+=(pgbouncer)
 # Debian's chromium and npm for the dashboard's browser test
-# (crates/drover-cli/tests/browser.rs).
+# (crates/drover-cli/tests/integration/browser.rs).
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v npm >/dev/null 2>&1 || need+=(npm)
 # libfaketime (Debian's faketime) for the rate scenario's workers with
-# skewed clocks (crates/drover-faults/tests/rates.rs).
+# skewed clocks (crates/drover-faults/tests/integration/rates.rs).
 [ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || need+=(faketime)
 if [ ${#need[@]} -gt 0 ]; then
     apt_install "${need[@]}"
@@ -83,12 +85,12 @@ bash scripts/check-layers.sh
 python3 scripts/check-circles.py
 python3 scripts/check-sizes.py
 
-# The deployment files (also checked from the suite: crates/drover-cli/tests/deploy.rs).
+# The deployment files (also checked from the suite: crates/drover-cli/tests/integration/deploy.rs).
 (cd deploy/prometheus && promtool check rules drover-rules.yaml && promtool test rules drover-rules.test.yaml)
 docker-compose -f deploy/compose.yaml --profile observability config -q
 
 # schemathesis (PyPI) for the HTTP API's schema test
-# (crates/drover-cli/tests/serve_cli.rs), in a virtualenv of the repo's own.
+# (crates/drover-cli/tests/integration/serve_cli.rs), in a virtualenv of the repo's own.
 if [ ! -x .ci/venv/bin/schemathesis ]; then
     if ! python3 -m venv .ci/venv 2>/dev/null; then
         apt_install python3-venv
@@ -101,7 +103,7 @@ fi
 (cd crates/drover-http/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --no-audit --no-fund)
 
 # The HTTP conformance suite's client generators and type checkers
-# (crates/drover-cli/tests/conformance.rs), pinned, in folders of the
+# (crates/drover-cli/tests/integration/conformance.rs), pinned, in folders of the
 # repo's own: openapi-python-client and mypy from PyPI in a virtualenv,
 # openapi-typescript, openapi-fetch, @hey-api/openapi-ts and typescript
 # from npm.
@@ -111,7 +113,7 @@ if [ ! -x "$conformance/python/.venv/bin/openapi-python-client" ]; then
     "$conformance/python/.venv/bin/pip" install -q -r "$conformance/python/requirements.txt"
 fi
 (cd "$conformance/ts" && npm install --no-audit --no-fund)
-# The TypeScript reference worker's own (crates/drover-cli/tests/reference_workers.rs;
+# The TypeScript reference worker's own (crates/drover-cli/tests/integration/reference_workers.rs;
 # its Python sibling uses the conformance venv above).
 (cd examples/worker-ts && npm install --no-audit --no-fund)
 
@@ -135,17 +137,27 @@ if [ $# -eq 0 ]; then
     cargo test --workspace --doc || status=$?
 fi
 
-# Per-binary time: the sum of its tests' times (they may overlap with other
-# binaries'), from the JUnit report nextest wrote (under the workspace's
+# Per-file time: the sum of its tests' times (they may overlap with other
+# files'), from the JUnit report nextest wrote (under the workspace's
 # target/nextest whatever CARGO_TARGET_DIR says: nextest's store directory).
+# A crate's integration tests are one binary (`<crate>::integration`) with a
+# module per file, so its tests are grouped by their name's first segment
+# (`kill9::...` is tests/integration/kill9.rs); any other binary (unit
+# tests, examples/shop's one file) is one row.
 python3 - target/nextest/default/junit.xml <<'PY' || true
-import sys, xml.etree.ElementTree as ET
-suites = ET.parse(sys.argv[1]).getroot().iter("testsuite")
-rows = sorted(((float(s.get("time") or sum(float(c.get("time", 0)) for c in s.iter("testcase"))),
-                s.get("name"), int(s.get("tests", 0))) for s in suites), reverse=True)
-print("\nper test binary (sum of its tests' times):")
-for t, name, n in rows:
-    print(f"{t:9.1f} s  {n:4d} tests  {name}")
+import collections, sys, xml.etree.ElementTree as ET
+times, counts = collections.Counter(), collections.Counter()
+for suite in ET.parse(sys.argv[1]).getroot().iter("testsuite"):
+    binary = suite.get("name")
+    for case in suite.iter("testcase"):
+        row = binary
+        if binary.endswith("::integration") and "::" in case.get("name", ""):
+            row = f"{binary} {case.get('name').split('::', 1)[0]}"
+        times[row] += float(case.get("time") or 0)
+        counts[row] += 1
+print("\nper test file (sum of its tests' times):")
+for row, t in sorted(times.items(), key=lambda kv: kv[1], reverse=True):
+    print(f"{t:9.1f} s  {counts[row]:4d} tests  {row}")
 PY
 echo "suite: $(( $(date +%s) - start )) s (build included)"
 exit "$status"

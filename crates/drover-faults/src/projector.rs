@@ -3,7 +3,7 @@
 //! position applied per tenant), run by drover's [`ProjectorRunner`] until
 //! the process is killed.
 //!
-//! The scenario (`tests/projector_kill.rs`) kills it with SIGKILL while it
+//! The scenario (`tests/integration/projector_kill.rs`) kills it with SIGKILL while it
 //! applies and checks that the final projection equals a from-scratch
 //! rebuild and that the checkpoint is never ahead of the projection: the
 //! last position the projection recorded is always the checkpoint.

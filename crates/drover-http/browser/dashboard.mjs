@@ -1,6 +1,6 @@
 // The dashboard in a real browser: Debian's chromium driven by
 // playwright-core against a live `drover serve`. Run by the cargo test
-// crates/drover-cli/tests/browser.rs, which sets the environment below,
+// crates/drover-cli/tests/integration/browser.rs, which sets the environment below,
 // prepares the items and checks the worker side. Exits non-zero on the
 // first failed expectation; screenshots go to ARTIFACTS.
 import { chromium } from 'playwright-core';

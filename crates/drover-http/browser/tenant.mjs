@@ -2,7 +2,7 @@
 // whose tokens live in the token table: it sees its own tenant's overview
 // (its lane with waiting work and no worker, its charts, no other
 // tenant's lanes) and is refused the workers page (hosts, every tenant).
-// Run by crates/drover-cli/tests/browser.rs after dashboard.mjs.
+// Run by crates/drover-cli/tests/integration/browser.rs after dashboard.mjs.
 import { chromium } from 'playwright-core';
 import assert from 'node:assert/strict';
 

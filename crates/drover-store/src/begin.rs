@@ -6,7 +6,7 @@
 //! `timeout`, a `select!`, an aborted request task) hands the connection
 //! back to the pool inside a transaction nothing will end: on PostgreSQL the
 //! session idles in transaction and the next borrower's statements run in
-//! it (transact-rs/sqlx#4393). `drover-faults`' `tests/cancel.rs` reproduces
+//! it (transact-rs/sqlx#4393). `drover-faults`' `tests/integration/cancel.rs` reproduces
 //! it with a proxy that holds `BEGIN`'s reply.
 //!
 //! Invariant kept here: every transaction the PostgreSQL store opens is

@@ -6,7 +6,7 @@
 //! [`WorkerSettings::variables`] (the rows of the settings table
 //! `drover::worker::SETTINGS`, which `from_env` and `drover worker`'s flags
 //! are generated from too), and every other variable a command's clap
-//! argument declares. `crates/drover-cli/tests/env_example.rs` compares the
+//! argument declares. `crates/drover-cli/tests/integration/env_example.rs` compares the
 //! committed file with this output.
 
 use clap::CommandFactory;

@@ -8,7 +8,7 @@
 //! | [`service`](Reconciler) | the service: pulls a batch from a user-supplied [`Source`], applies it with its checkpoint, runs on a jittered timer |
 //!
 //! Invariants (each checked by the contract cases in
-//! `store/contract/reconcile.rs` and by `tests/reconcile.rs`):
+//! `store/contract/reconcile.rs` and by `tests/integration/reconcile.rs`):
 //!
 //! - A batch's records and the checkpoint (cursor) past it commit in one
 //!   transaction, so the checkpoint is never ahead of the applied records

@@ -15,7 +15,7 @@
 //! the service.
 //!
 //! Invariants (the contract cases in `store/contract/vacuum.rs` and
-//! `tests/postgres_vacuum.rs` check them):
+//! `tests/integration/postgres_vacuum.rs` check them):
 //!
 //! - **Never inside a transaction.** `VACUUM` cannot run in one; the store
 //!   sends it alone over the simple query protocol on a plain pool
