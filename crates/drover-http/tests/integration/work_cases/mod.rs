@@ -349,15 +349,14 @@ pub async fn concurrent_completions_land_once_each(w: &WorkApp) {
                 &[],
             )
             .await
-            .0
         });
     }
     let (mut ok, mut stale) = (0, 0);
     while let Some(s) = tasks.join_next().await {
         match s.unwrap() {
-            StatusCode::OK => ok += 1,
-            StatusCode::CONFLICT => stale += 1,
-            other => panic!("a completion answered {other}"),
+            (StatusCode::OK, ..) => ok += 1,
+            (StatusCode::CONFLICT, ..) => stale += 1,
+            (other, _, body) => panic!("a completion answered {other}: {body}"),
         }
     }
     assert_eq!((ok, stale), (20, 20));
