@@ -17,6 +17,8 @@
 //! - An item named twice in one batch (a completion sent again while the
 //!   first is queued) is written once: the later copy goes to the next
 //!   batch, where its claim is spent, so exactly one of them answers 200.
+//! - Each batch is written in item-id order, so two batches written at
+//!   once lock shared rows in one order and never deadlock.
 
 use std::sync::Arc;
 
@@ -89,6 +91,14 @@ async fn run(queue: Queue, mut rx: mpsc::Receiver<Job>) {
             }
         }
         carried = later;
+        // Two batches are written at once, and a completion sent again while
+        // its first copy is being written lands in the second: sorted by id,
+        // both statements lock their rows in one order (complete_items walks
+        // its arrays in order: nested loops only), so the second waits for
+        // the first instead of deadlocking with it. A deadlock made
+        // PostgreSQL abort one statement, and every completion of that batch
+        // answered 503.
+        batch.sort_by_key(|j| j.claim.id);
         let queue = queue.clone();
         tokio::spawn(async move {
             let claims: Vec<Completion> = batch
