@@ -52,17 +52,18 @@ async fn ensure_registry(conn: &mut PgConnection) -> sqlx::Result<()> {
     Ok(())
 }
 
-/// A free spare schema of this binary's migrations, now marked in use, or
-/// `None` (none free, or the server refused: the caller migrates a fresh
-/// one).
+/// A free spare schema of this binary's migrations that still exists (one
+/// dropped by hand is passed over), now marked in use, or `None` (none
+/// free, or the server refused: the caller migrates a fresh one).
 pub(super) async fn take(admin_url: &str) -> Option<String> {
     let taken = async {
         let mut conn = PgConnection::connect(admin_url).await?;
         ensure_registry(&mut conn).await?;
         let schema: Option<String> = sqlx::query_scalar(&format!(
             "UPDATE {REGISTRY} SET in_use = true WHERE schema = \
-             (SELECT schema FROM {REGISTRY} WHERE NOT in_use AND digest = $1 \
-              LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING schema"
+             (SELECT s.schema FROM {REGISTRY} s WHERE NOT s.in_use AND s.digest = $1 \
+                AND EXISTS (SELECT 1 FROM pg_namespace n WHERE n.nspname = s.schema) \
+              LIMIT 1 FOR UPDATE OF s SKIP LOCKED) RETURNING schema"
         ))
         .bind(postgres_digest())
         .fetch_optional(&mut conn)
