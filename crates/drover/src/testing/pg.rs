@@ -339,15 +339,19 @@ pub async fn pg_fresh_pooled_store() -> (Arc<PgStore>, String) {
     (Arc::new(store), schema)
 }
 
-/// A contract-suite [`Harness`] over a fresh PostgreSQL schema with the
-/// store in transaction-pooler mode, dropped by the harness's cleanup.
+/// A contract-suite [`Harness`] over a migrated PostgreSQL schema of its
+/// own (a spare another case emptied, or a fresh one) with the store in
+/// transaction-pooler mode; the harness's cleanup empties it for the next
+/// case or drops it.
 pub async fn pg_pooled_harness() -> Harness {
     let (store, schema) = reused_or_fresh(true).await;
     harness_over(store, schema, true).await
 }
 
-/// A contract-suite [`Harness`] over a fresh PostgreSQL schema, dropped by
-/// the harness's cleanup. Time passes by sleeping (the database clock rules).
+/// A contract-suite [`Harness`] over a migrated PostgreSQL schema of its
+/// own (a spare another case emptied, or a fresh one); the harness's
+/// cleanup empties it for the next case or drops it. Time passes by
+/// sleeping (the database clock rules).
 pub async fn pg_harness() -> Harness {
     let (store, schema) = reused_or_fresh(false).await;
     harness_over(store, schema, false).await
