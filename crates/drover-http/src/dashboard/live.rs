@@ -105,27 +105,56 @@ pub struct Live {
     /// interval per tenant however many of its viewers load the page (the
     /// read counts the tenant's pending and claimed rows: 100 ms at
     /// 10,000,000 items). Only entries younger than the interval stay.
-    tenants: tokio::sync::Mutex<HashMap<Uuid, TenantCounts>>,
+    tenants: PerKey<Uuid, Vec<CountRow>>,
     /// Per tenant, its per-minute history of the last day and when it was
     /// read: a tenant's overview charts its own items, read at most every
     /// [`HISTORY_EVERY`] per tenant and shared by its viewers meanwhile.
-    tenant_history: tokio::sync::Mutex<HashMap<Uuid, TenantHistory>>,
+    tenant_history: PerKey<Uuid, Vec<ThroughputRow>>,
     /// The dead letter's newest items per filter (the page's groups are
     /// made from them), read at most once per interval per filter however
     /// many viewers load the page: the read is a thousand full rows (15 ms
     /// at 10,000,000 items, most of a dead-letter page view). A dashboard
     /// action that changes items forgets them ([`Live::dead_scan_stale`]).
-    dead: tokio::sync::Mutex<HashMap<String, DeadScan>>,
+    dead: PerKey<String, Vec<Item>>,
 }
 
-/// One filter's dead-letter scan and when it was read.
-type DeadScan = (Instant, Arc<Vec<Item>>);
+/// Values read on demand and shared per key for a while: one read per key
+/// and period however many callers ask; the callers arriving meanwhile
+/// wait for it and share it. Only entries younger than the period stay.
+struct PerKey<K, V> {
+    entries: tokio::sync::Mutex<HashMap<K, (Instant, Arc<V>)>>,
+}
 
-/// One tenant's per-minute history and when it was read.
-type TenantHistory = (Instant, Arc<Vec<ThroughputRow>>);
+impl<K: Eq + std::hash::Hash, V> PerKey<K, V> {
+    fn new() -> Self {
+        PerKey {
+            entries: tokio::sync::Mutex::new(HashMap::new()),
+        }
+    }
 
-/// One tenant's counts and when they were read.
-type TenantCounts = (Instant, Arc<Vec<CountRow>>);
+    /// `key`'s value if read less than `period` ago, else `read`'s (nothing
+    /// is kept when it fails).
+    async fn get<F>(&self, key: K, period: Duration, read: F) -> drover::Result<Arc<V>>
+    where
+        F: std::future::Future<Output = drover::Result<V>>,
+    {
+        let mut entries = self.entries.lock().await;
+        if let Some((at, v)) = entries.get(&key)
+            && at.elapsed() < period
+        {
+            return Ok(v.clone());
+        }
+        let v = Arc::new(read.await?);
+        entries.retain(|_, (at, _)| at.elapsed() < period);
+        entries.insert(key, (Instant::now(), v.clone()));
+        Ok(v)
+    }
+
+    /// Forgets every value: the next call of each key reads.
+    async fn clear(&self) {
+        self.entries.lock().await.clear();
+    }
+}
 
 impl std::fmt::Debug for Live {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -148,9 +177,9 @@ impl Live {
             tx,
             started: AtomicBool::new(false),
             refreshes: AtomicU64::new(0),
-            tenants: tokio::sync::Mutex::new(HashMap::new()),
-            tenant_history: tokio::sync::Mutex::new(HashMap::new()),
-            dead: tokio::sync::Mutex::new(HashMap::new()),
+            tenants: PerKey::new(),
+            tenant_history: PerKey::new(),
+            dead: PerKey::new(),
         })
     }
 
@@ -161,23 +190,15 @@ impl Live {
     /// # Errors
     /// Storage errors of the read (nothing is cached then).
     pub async fn dead_scan(&self, scan: &ListFilter) -> drover::Result<Arc<Vec<Item>>> {
-        let key = format!("{scan:?}");
-        let mut cache = self.dead.lock().await;
-        if let Some((at, items)) = cache.get(&key)
-            && at.elapsed() < self.interval
-        {
-            return Ok(items.clone());
-        }
-        let items = Arc::new(self.queue.list(scan).await?);
-        cache.retain(|_, (at, _)| at.elapsed() < self.interval);
-        cache.insert(key, (Instant::now(), items.clone()));
-        Ok(items)
+        self.dead
+            .get(format!("{scan:?}"), self.interval, self.queue.list(scan))
+            .await
     }
 
     /// Forgets the dead-letter scans, so the next page view reads again
     /// (after an action that retried or cancelled items).
     pub async fn dead_scan_stale(&self) {
-        self.dead.lock().await.clear();
+        self.dead.clear().await;
     }
 
     /// Items per lane, kind and status of one tenant (a tenant-scoped
@@ -187,16 +208,9 @@ impl Live {
     /// # Errors
     /// Storage errors of the read (nothing is cached then).
     pub async fn counts_tenant(&self, tenant: Uuid) -> drover::Result<Arc<Vec<CountRow>>> {
-        let mut cache = self.tenants.lock().await;
-        if let Some((at, rows)) = cache.get(&tenant)
-            && at.elapsed() < self.interval
-        {
-            return Ok(rows.clone());
-        }
-        let rows = Arc::new(self.queue.counts_tenant(tenant).await?);
-        cache.retain(|_, (at, _)| at.elapsed() < self.interval);
-        cache.insert(tenant, (Instant::now(), rows.clone()));
-        Ok(rows)
+        self.tenants
+            .get(tenant, self.interval, self.queue.counts_tenant(tenant))
+            .await
     }
 
     /// One tenant's items done and failed per minute over the last day
@@ -208,24 +222,14 @@ impl Live {
     /// Storage errors of the read (nothing is cached then).
     pub async fn history_tenant(&self, tenant: Uuid) -> drover::Result<Arc<Vec<ThroughputRow>>> {
         let every = HISTORY_EVERY.to_std().unwrap_or(Duration::from_secs(10));
-        let mut cache = self.tenant_history.lock().await;
-        if let Some((at, rows)) = cache.get(&tenant)
-            && at.elapsed() < every
-        {
-            return Ok(rows.clone());
-        }
-        let rows = Arc::new(
-            self.queue
-                .throughput(&ThroughputQuery {
-                    since: Utc::now() - HISTORY_SPAN,
-                    tenant_id: Some(tenant),
-                    by: ThroughputBy::Minute,
-                })
-                .await?,
-        );
-        cache.retain(|_, (at, _)| at.elapsed() < every);
-        cache.insert(tenant, (Instant::now(), rows.clone()));
-        Ok(rows)
+        let query = ThroughputQuery {
+            since: Utc::now() - HISTORY_SPAN,
+            tenant_id: Some(tenant),
+            by: ThroughputBy::Minute,
+        };
+        self.tenant_history
+            .get(tenant, every, async { self.queue.throughput(&query).await })
+            .await
     }
 
     /// How many query sets have run: one per interval, however many tabs

@@ -134,12 +134,13 @@ pub async fn register_spare(admin_url: &str, schema: &str) {
 }
 
 /// Empties `schema` back to what its migrations left and frees it for the
-/// next test. False when it is not a registered spare or cannot be put
-/// back exactly: the caller drops it (and the registry row is gone).
+/// next test, over one connection. False when it is not a registered spare
+/// or cannot be put back exactly: the caller drops it (and the registry row
+/// is gone).
 pub(super) async fn give_back(admin_url: &str, schema: &str) -> bool {
-    let kept = empty_spare(admin_url, schema).await;
-    let freed = async {
+    let given = async {
         let mut conn = PgConnection::connect(admin_url).await?;
+        let kept = empty_on(&mut conn, schema).await;
         let free = if kept {
             format!("UPDATE {REGISTRY} SET in_use = false WHERE schema = $1")
         } else {
@@ -147,16 +148,13 @@ pub(super) async fn give_back(admin_url: &str, schema: &str) -> bool {
         };
         sqlx::query(&free).bind(schema).execute(&mut conn).await?;
         conn.close().await?;
-        Ok::<_, sqlx::Error>(())
+        Ok::<_, sqlx::Error>(kept)
     }
     .await;
-    match freed {
-        Ok(()) => kept,
-        Err(e) => {
-            tracing::warn!(schema, error = %e, "giving back a spare test schema failed");
-            false
-        }
-    }
+    given.unwrap_or_else(|e| {
+        tracing::warn!(schema, error = %e, "giving back a spare test schema failed");
+        false
+    })
 }
 
 /// Empties the spare `schema`, in use by the caller, back to what its
@@ -164,20 +162,32 @@ pub(super) async fn give_back(admin_url: &str, schema: &str) -> bool {
 /// when it is not a registered spare in use, or its shape changed, or the
 /// server refused: nothing was changed then.
 pub async fn empty_spare(admin_url: &str, schema: &str) -> bool {
+    match PgConnection::connect(admin_url).await {
+        Ok(mut conn) => {
+            let emptied = empty_on(&mut conn, schema).await;
+            let _ = conn.close().await;
+            emptied
+        }
+        Err(e) => {
+            tracing::warn!(schema, error = %e, "a spare test schema could not be emptied");
+            false
+        }
+    }
+}
+
+/// [`empty_spare`] over `conn`.
+async fn empty_on(conn: &mut PgConnection, schema: &str) -> bool {
     let emptied = async {
-        let mut conn = PgConnection::connect(admin_url).await?;
         let row = sqlx::query(&format!(
             "SELECT shape, tables, seed, sequences FROM {REGISTRY} WHERE schema = $1 AND in_use"
         ))
         .bind(schema)
-        .fetch_optional(&mut conn)
+        .fetch_optional(&mut *conn)
         .await?;
-        let emptied = match row {
-            Some(row) => reset(&mut conn, schema, &row).await?,
-            None => false,
-        };
-        conn.close().await?;
-        Ok::<_, sqlx::Error>(emptied)
+        match row {
+            Some(row) => reset(conn, schema, &row).await,
+            None => Ok(false),
+        }
     }
     .await;
     emptied.unwrap_or_else(|e| {
