@@ -205,7 +205,8 @@ async fn rates_hold_under_skewed_clocks_and_a_restart() {
     assert_skew("-10m", -600);
     // 10/s per group: 150 per group is about 15 s; the full size 10 min.
     let per_group = scale::pick(150, 6_000);
-    let run = Run::pg().await;
+    // Durable: over the immediate restart no acknowledged commit is lost.
+    let run = Run::pg_durable().await;
     let (f, wall, by_worker) = drain(&run, per_group, true, &[]).await;
     let figures = run.figures().await;
     report(

@@ -7,6 +7,11 @@
 //! server being ready, and the wake-up listener listens again: with a 5 s
 //! poll interval, a single item enqueued after the last restart is picked
 //! up well under the poll interval (a working `LISTEN`, not the poll).
+//!
+//! A cluster started without durable commits refuses an immediate restart
+//! or stop: it would lose acknowledged commits, and the checkers would
+//! count its losses as drover's (the rate scenario once read a done item
+//! without its effect that way).
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -162,4 +167,21 @@ async fn restart_mid_drain_postgres() {
     for w in &mut workers {
         let _ = w.wait_for(Duration::from_secs(15));
     }
+}
+
+#[tokio::test]
+async fn a_cluster_without_durable_commits_refuses_an_immediate_restart() {
+    let cluster = tokio::task::spawn_blocking(drover::testing::cluster::Cluster::start)
+        .await
+        .unwrap()
+        .expect("throwaway cluster");
+    let restart = cluster.restart_immediate().unwrap_err();
+    assert!(restart.to_string().contains("start_durable"), "{restart}");
+    let stop = cluster.stop_immediate().unwrap_err();
+    assert!(stop.to_string().contains("start_durable"), "{stop}");
+    // Still up: neither went through.
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&cluster.url())
+        .await
+        .expect("the server is still up");
+    sqlx::query("SELECT 1").execute(&mut conn).await.unwrap();
 }
