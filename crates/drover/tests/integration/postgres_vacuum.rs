@@ -2,12 +2,15 @@
 //! one run vacuums away; with an old snapshot held open the vacuum can
 //! reclaim nothing, so the table backs off instead of being vacuumed on
 //! every check, and is vacuumed and reclaimed once the snapshot is gone; a
-//! login that does not own the tables is refused with `Forbidden`. Each
-//! test in its own fresh schema.
+//! login that does not own the tables is refused with `Forbidden`.
 //!
-//! The shared test server runs with `autovacuum = off`, so only these
-//! vacuums touch the tables. A held snapshot holds back vacuum for every
-//! table of the database, so the tests here take turns.
+//! The two tests that vacuum run each on a throwaway cluster of its own
+//! (`drover::testing::cluster`, autovacuum off as on the shared server):
+//! on the shared server any other test's open snapshot would keep their
+//! vacuum from reclaiming, so they once had to have the machine to
+//! themselves. They churn through a store of their own and close it, so
+//! its backends exit and flush their statistics at once instead of after
+//! ten idle seconds.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -18,15 +21,12 @@ use drover::item::NewItem;
 use drover::queue::Principal;
 use drover::store::Store;
 use drover::store::postgres::{PgOptions, PgStore};
-use drover::testing::{pg_drop_schema, pg_fresh_store, pg_owner_url, pg_url, url_as};
+use drover::testing::cluster::Cluster;
+use drover::testing::{pg_drop_schema, pg_fresh_store, pg_url, url_as};
 use drover::vacuum::{VacuumConfig, VacuumStore, Vacuumer};
 use drover::{ErrorKind, Queue};
 use serde_json::json;
 use sqlx::{Connection, Row};
-
-/// The tests here take turns: one's held snapshot would keep the other's
-/// vacuum from reclaiming.
-static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const THRESHOLD: u64 = 1_000;
 
@@ -106,22 +106,59 @@ async fn churn_flushed(conn: &mut sqlx::PgConnection, schema: &str, n: i64) -> i
     }
 }
 
-async fn watcher() -> sqlx::PgConnection {
-    sqlx::PgConnection::connect(&pg_owner_url().await)
+/// A throwaway cluster with drover migrated into `SCHEMA`, its store, and
+/// a superuser connection to read the statistics.
+struct Own {
+    cluster: Cluster,
+    store: Arc<PgStore>,
+    stats: sqlx::PgConnection,
+}
+
+const SCHEMA: &str = "drover";
+
+async fn connect(url: &str) -> PgStore {
+    let opts = PgOptions {
+        schema: SCHEMA.to_owned(),
+        max_connections: 4,
+        ..PgOptions::default()
+    };
+    PgStore::connect(url, opts).await.expect("store")
+}
+
+async fn own_cluster() -> Own {
+    let cluster = tokio::task::spawn_blocking(Cluster::start)
         .await
         .unwrap()
+        .expect("throwaway cluster");
+    let store = connect(&cluster.url()).await;
+    store.migrate().await.expect("migrate");
+    let stats = sqlx::PgConnection::connect(&cluster.url()).await.unwrap();
+    Own {
+        cluster,
+        store: Arc::new(store),
+        stats,
+    }
+}
+
+impl Own {
+    /// Churns `n` items through a store of its own, closed afterwards: its
+    /// backends exit and flush their counts, which are then all read.
+    async fn churn(&mut self, n: usize) -> i64 {
+        let churner = connect(&self.cluster.url()).await;
+        let pool = churner.pool().clone();
+        churn(&Queue::new(Arc::new(churner) as Arc<dyn Store>), n).await;
+        pool.close().await;
+        churn_flushed(&mut self.stats, SCHEMA, n as i64).await
+    }
 }
 
 #[tokio::test]
 async fn a_run_vacuums_the_churned_items_and_reclaims_them() {
-    let _turn = TURN.lock().await;
-    let (store, schema) = pg_fresh_store().await;
-    let queue = Queue::new(store.clone() as Arc<dyn Store>);
-    let mut conn = watcher().await;
-    churn(&queue, 3_000).await;
-    let dead = churn_flushed(&mut conn, &schema, 3_000).await;
+    let mut own = own_cluster().await;
+    let queue = Queue::new(own.store.clone() as Arc<dyn Store>);
+    let dead = own.churn(3_000).await;
     assert!(dead as u64 >= THRESHOLD, "{dead} dead tuples");
-    let (_, vacuums_before) = items_stats(&mut conn, &schema).await;
+    let (_, vacuums_before) = items_stats(&mut own.stats, SCHEMA).await;
 
     let vacuumer = Vacuumer::new(queue.clone(), config()).unwrap();
     let report = vacuumer.run_once().await.unwrap();
@@ -131,7 +168,7 @@ async fn a_run_vacuums_the_churned_items_and_reclaims_them() {
     assert!(items.dead_before >= THRESHOLD, "{items:?}");
     assert!(items.reclaimed, "{items:?}");
     assert!(items.dead_after * 2 <= items.dead_before, "{items:?}");
-    let (dead_now, vacuums_after) = items_stats(&mut conn, &schema).await;
+    let (dead_now, vacuums_after) = items_stats(&mut own.stats, SCHEMA).await;
     assert!(vacuums_after > vacuums_before, "vacuum_count did not go up");
     assert!(dead_now < dead, "dead tuples {dead} -> {dead_now}");
     assert!(
@@ -145,25 +182,22 @@ async fn a_run_vacuums_the_churned_items_and_reclaims_them() {
     // Under the threshold now: the next run vacuums nothing.
     let again = vacuumer.run_once().await.unwrap();
     assert!(again.outcome("items_default").is_none(), "{again:?}");
-
-    conn.close().await.unwrap();
-    pg_drop_schema(&pg_url().await, &schema).await;
+    own.stats.close().await.unwrap();
 }
 
 #[tokio::test]
 async fn a_held_snapshot_backs_the_table_off_until_it_is_gone() {
-    let _turn = TURN.lock().await;
-    let (store, schema) = pg_fresh_store().await;
-    let queue = Queue::new(store.clone() as Arc<dyn Store>);
-    let mut conn = watcher().await;
+    let mut own = own_cluster().await;
+    let queue = Queue::new(own.store.clone() as Arc<dyn Store>);
     // An old snapshot: nothing that dies after it may be removed.
-    let mut holder = watcher().await;
+    let mut holder = sqlx::PgConnection::connect(&own.cluster.url())
+        .await
+        .unwrap();
     sqlx::raw_sql("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1;")
         .execute(&mut holder)
         .await
         .unwrap();
-    churn(&queue, 3_000).await;
-    churn_flushed(&mut conn, &schema, 3_000).await;
+    own.churn(3_000).await;
 
     let vacuumer = Vacuumer::new(queue.clone(), config()).unwrap();
     let first = vacuumer.run_once().await.unwrap();
@@ -174,7 +208,7 @@ async fn a_held_snapshot_backs_the_table_off_until_it_is_gone() {
         !items.reclaimed,
         "the held snapshot kept the tuples: {items:?}"
     );
-    let (_, vacuums) = items_stats(&mut conn, &schema).await;
+    let (_, vacuums) = items_stats(&mut own.stats, SCHEMA).await;
 
     let second = vacuumer.run_once().await.unwrap();
     assert!(
@@ -186,7 +220,7 @@ async fn a_held_snapshot_backs_the_table_off_until_it_is_gone() {
         "{second:?}"
     );
     assert_eq!(
-        items_stats(&mut conn, &schema).await.1,
+        items_stats(&mut own.stats, SCHEMA).await.1,
         vacuums,
         "a backed-off table is not vacuumed"
     );
@@ -211,8 +245,7 @@ async fn a_held_snapshot_backs_the_table_off_until_it_is_gone() {
     assert!(outcome.dead_after * 2 <= outcome.dead_before, "{outcome:?}");
 
     holder.close().await.unwrap();
-    conn.close().await.unwrap();
-    pg_drop_schema(&pg_url().await, &schema).await;
+    own.stats.close().await.unwrap();
 }
 
 #[tokio::test]
@@ -266,8 +299,15 @@ async fn a_login_that_does_not_own_the_tables_is_forbidden() {
     )
     .unwrap();
     churn(&Queue::new(store.clone() as Arc<dyn Store>), 500).await;
-    let mut conn = watcher().await;
-    churn_flushed(&mut conn, &schema, 500).await;
+    // Closed: its backends exit and flush their counts at once.
+    store.pool().close().await;
+    let mut conn = sqlx::PgConnection::connect(&admin_url).await.unwrap();
+    // Some dead tuples to be tempted by (the threshold is 1).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while items_stats(&mut conn, &schema).await.0 < 1 {
+        assert!(Instant::now() < deadline, "items never showed a dead tuple");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     for _ in 0..2 {
         let r = vacuumer.run_once().await.unwrap();
         assert!(r.forbidden.contains(&"items_default".to_owned()), "{r:?}");
