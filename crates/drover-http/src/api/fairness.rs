@@ -43,7 +43,10 @@ pub struct FairShareView {
     pub fair: bool,
 }
 
-/// Every tenant's share, and the lanes with fair share off.
+/// Every tenant's share, and the lanes with fair share off. The shares
+/// are at most one live interval old (2 s by default): one read serves
+/// every caller and the dashboard's lanes page meanwhile, and a change of
+/// a weight or a lane through this server is seen at once.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct FairnessView {
     /// Each tenant's share of each lane where it has work or a pass.
@@ -86,7 +89,8 @@ pub struct LaneFairRequest {
     pub fair: bool,
 }
 
-/// Every tenant's share of every lane.
+/// Every tenant's share of every lane, at most one live interval old (a
+/// change through this server shows at once).
 #[utoipa::path(get, path = "/v1/fairness", tag = "operations",
     responses(
         (status = 200, description = "the shares", body = FairnessView),
@@ -99,10 +103,13 @@ pub async fn list_fairness(
 ) -> ApiResult<Json<FairnessView>> {
     unscoped(&who)?;
     let settings = state.queue.fair_settings().await?;
-    let shares = state.queue.fair_shares().await?;
-    let view = |s: FairShare| FairShareView {
+    // Shared per live interval with the lanes page (the count of each
+    // tenant's due items is most of the read); a change through this
+    // server forgets it.
+    let shares = state.live.fair_shares().await?;
+    let view = |s: &FairShare| FairShareView {
         fair: settings.on(&s.lane),
-        lane: s.lane,
+        lane: s.lane.clone(),
         tenant: s.tenant,
         weight: s.weight,
         waiting: s.waiting,
@@ -115,7 +122,7 @@ pub async fn list_fairness(
         .map(|l| l.lane.clone())
         .collect();
     Ok(Json(FairnessView {
-        shares: shares.into_iter().map(view).collect(),
+        shares: shares.iter().map(view).collect(),
         lanes_off,
     }))
 }
@@ -159,6 +166,7 @@ pub async fn set_weight(
         .queue
         .fair_weight_set(&principal, tenant, req.weight)
         .await?;
+    state.live.fair_shares_stale().await;
     Ok(Json(WeightView {
         tenant: w.tenant,
         weight: w.weight,
@@ -184,6 +192,7 @@ pub async fn clear_weight(
     let tenant = tenant_of(&tenant)?;
     let principal = who.queue_principal(Uuid::nil(), None);
     let cleared = state.queue.fair_weight_clear(&principal, tenant).await?;
+    state.live.fair_shares_stale().await;
     Ok(Json(WeightCleared { cleared }))
 }
 
@@ -212,5 +221,6 @@ pub async fn set_lane(
         .queue
         .fair_lane_set(&principal, &lane, req.fair)
         .await?;
+    state.live.fair_shares_stale().await;
     Ok(Json(LaneFairRequest { fair: l.on }))
 }

@@ -9,7 +9,10 @@
 //! cost the database what one does. The history is the database's, so a
 //! restart of the server blanks no chart. A tenant-scoped overview's counts
 //! are read on demand, at most once per interval and tenant, and so are the
-//! dead letter's newest items its groups are made from, per filter.
+//! dead letter's newest items its groups are made from, per filter, and
+//! each tenant's fair share of each lane (the lanes page's and `GET
+//! /v1/fairness`'s). A refresh forgets those per-interval reads, so a
+//! caller that refreshes reads them anew.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -18,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use drover::Queue;
+use drover::store::fairness::FairShare;
 use drover::store::throughput::{
     RunningRow, ThroughputBy, ThroughputQuery, ThroughputRow, WaitRow,
 };
@@ -116,6 +120,14 @@ pub struct Live {
     /// at 10,000,000 items, most of a dead-letter page view). A dashboard
     /// action that changes items forgets them ([`Live::dead_scan_stale`]).
     dead: PerKey<String, Vec<Item>>,
+    /// Each tenant's fair share of each lane, read at most once per
+    /// interval however many viewers load the lanes page or call `GET
+    /// /v1/fairness`: the read counts up to
+    /// [`FAIR_WAITING_CAP`](drover::store::fairness::FAIR_WAITING_CAP) due
+    /// items per lane and tenant (6.8 ms at 10,000,000 items, most of
+    /// either view). A change of weights or lanes through the server
+    /// forgets it ([`Live::fair_shares_stale`]).
+    fair: PerKey<(), Vec<FairShare>>,
 }
 
 /// Values read on demand and shared per key for a while: one read per key
@@ -180,6 +192,7 @@ impl Live {
             tenants: PerKey::new(),
             tenant_history: PerKey::new(),
             dead: PerKey::new(),
+            fair: PerKey::new(),
         })
     }
 
@@ -199,6 +212,24 @@ impl Live {
     /// (after an action that retried or cancelled items).
     pub async fn dead_scan_stale(&self) {
         self.dead.clear().await;
+    }
+
+    /// Each tenant's fair share of each lane, at most one interval old:
+    /// one read per interval, which the viewers arriving meanwhile wait
+    /// for and share.
+    ///
+    /// # Errors
+    /// Storage errors of the read (nothing is cached then).
+    pub async fn fair_shares(&self) -> drover::Result<Arc<Vec<FairShare>>> {
+        self.fair
+            .get((), self.interval, self.queue.fair_shares())
+            .await
+    }
+
+    /// Forgets the fair shares, so the next view reads them (after a
+    /// change of a weight or of a lane's fairness).
+    pub async fn fair_shares_stale(&self) {
+        self.fair.clear().await;
     }
 
     /// Items per lane, kind and status of one tenant (a tenant-scoped
@@ -242,6 +273,7 @@ impl Live {
     /// data, marked with the error.
     pub async fn refresh(&self) -> Arc<Snapshot> {
         self.refreshes.fetch_add(1, Ordering::Relaxed);
+        self.forget_on_demand().await;
         let read = async {
             let counts = self.queue.counts().await?;
             let gauges = self.queue.gauges().await?;
@@ -294,6 +326,16 @@ impl Live {
         // No subscriber is normal: nobody has the overview open.
         let _ = self.tx.send(snap.clone());
         snap
+    }
+
+    /// Forgets the reads kept for an interval (a tenant's counts, the
+    /// dead-letter scans, the fair shares): after a refresh every view
+    /// reads data at least as new as the snapshot. A tenant's history
+    /// keeps its own period, as the installation's does.
+    async fn forget_on_demand(&self) {
+        self.tenants.clear().await;
+        self.dead.clear().await;
+        self.fair.clear().await;
     }
 
     /// Starts the refresher once (it ends when the last handle on the view

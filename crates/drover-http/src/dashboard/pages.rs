@@ -420,15 +420,18 @@ pub(super) async fn lanes(
             );
         }
     };
+    // The shares are the live view's, at most one interval old (their
+    // count of due items is most of this page's reads); the settings are
+    // read now, so a lane turned off shows at once.
     let shares = match (
-        st.app.queue.fair_shares().await,
+        st.live.fair_shares().await,
         st.app.queue.fair_settings().await,
     ) {
         (Ok(shares), Ok(settings)) => shares
-            .into_iter()
+            .iter()
             .map(|s| ShareRow {
                 fair: if settings.on(&s.lane) { "on" } else { "off" },
-                lane: s.lane,
+                lane: s.lane.clone(),
                 tenant: s.tenant.to_string(),
                 weight: s.weight,
                 waiting: if s.waiting >= drover::store::fairness::FAIR_WAITING_CAP {

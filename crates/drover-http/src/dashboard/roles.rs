@@ -82,24 +82,24 @@ pub(super) async fn workers(
     if let Some(r) = installation_only(&st, &v, "Workers") {
         return r;
     }
-    let read = async {
-        let w = st.app.queue.workers().await?;
-        let r = st.app.queue.items_running().await?;
-        drover::Result::Ok((w, r))
-    };
-    let (rows, running) = match read.await {
-        Ok(x) => x,
-        Err(e) => {
-            let e: drover::Error = e;
-            return note_page(
-                &st,
-                &v,
-                "Workers",
-                e.to_string(),
-                StatusCode::SERVICE_UNAVAILABLE,
-            );
-        }
-    };
+    // The live view's workers and running items, at most one interval
+    // old: the running items are up to a thousand rows, and eight viewers
+    // reading them on every view were most of the page's time at
+    // 10,000,000 items (docs/performance.md). A failed refresh shows the
+    // last data read; with none to show, the error.
+    let snap = st.live.latest().await;
+    if snap.workers.is_empty()
+        && let Some(e) = &snap.error
+    {
+        return note_page(
+            &st,
+            &v,
+            "Workers",
+            e.clone(),
+            StatusCode::SERVICE_UNAVAILABLE,
+        );
+    }
+    let (rows, running) = (snap.workers.clone(), &snap.running);
     let capped = running.len() >= drover::store::throughput::RUNNING_MAX as usize;
     let workers = rows
         .into_iter()
@@ -126,11 +126,11 @@ pub(super) async fn workers(
         })
         .collect();
     let runs = running
-        .into_iter()
+        .iter()
         .map(|r| RunView {
-            worker: r.worker,
-            kind: r.kind,
-            lane: r.lane,
+            worker: r.worker.clone(),
+            kind: r.kind.clone(),
+            lane: r.lane.clone(),
             tenant: r.tenant_id,
             id: r.id,
             since: when(r.since),

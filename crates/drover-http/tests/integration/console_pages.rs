@@ -393,6 +393,9 @@ async fn workers_show_in_flight_and_running(f: Fx) {
     q.claim("reports", &[], "w-busy", Duration::from_secs(60), 1)
         .await
         .unwrap();
+    // The page shows the live view's workers and runs (one interval old at
+    // most): read them now.
+    f.live.refresh().await;
     let (cookie, _) = login(&f.app, &f.viewer).await;
     let (s, _, page) = send(&f.app, get("/ui/workers", &cookie)).await;
     assert_eq!(s, StatusCode::OK, "{page}");

@@ -800,6 +800,9 @@ async fn limits_on_the_lanes_page(f: &Fixture) {
         .await
         .unwrap();
     assert_eq!(claimed.len(), 2);
+    // The shares are the live view's (one interval old at most): read them
+    // now.
+    f.live.refresh().await;
     let page = send(&f.app, get("/ui/lanes", Some(&cookie))).await;
     let share = row_of(
         &page.body,
@@ -808,6 +811,26 @@ async fn limits_on_the_lanes_page(f: &Fixture) {
     assert!(
         share.contains("<td>3</td><td>1</td><td>1</td><td>on</td>"),
         "weight 3, one waiting, one started: {share}"
+    );
+    // Every view within the interval shares that read; the next refresh
+    // reads again.
+    let it = NewItem::new("shared.job", serde_json::json!({}))
+        .with_lane("shared")
+        .with_tenant(a);
+    q.store().item_insert(&it).await.unwrap();
+    let row = format!("data-share-lane=\"shared\" data-share-tenant=\"{a}\"");
+    let page = send(&f.app, get("/ui/lanes", Some(&cookie))).await;
+    assert!(
+        row_of(&page.body, &row).contains("<td>3</td><td>1</td><td>1</td>"),
+        "the interval's read: {}",
+        row_of(&page.body, &row)
+    );
+    f.live.refresh().await;
+    let page = send(&f.app, get("/ui/lanes", Some(&cookie))).await;
+    assert!(
+        row_of(&page.body, &row).contains("<td>3</td><td>2</td><td>1</td>"),
+        "read again after the refresh: {}",
+        row_of(&page.body, &row)
     );
 }
 
