@@ -349,6 +349,30 @@ impl RateRow {
     }
 }
 
+/// Each tenant's fair share of each lane as the lanes page shows it. The
+/// shares are the live view's, at most one interval old (their count of
+/// due items is most of the page's reads); the settings are read now, so
+/// a lane turned off shows at once.
+async fn share_rows(st: &DashState) -> drover::Result<Vec<ShareRow>> {
+    let shares = st.live.fair_shares().await?;
+    let settings = st.app.queue.fair_settings().await?;
+    Ok(shares
+        .iter()
+        .map(|s| ShareRow {
+            fair: if settings.on(&s.lane) { "on" } else { "off" },
+            lane: s.lane.clone(),
+            tenant: s.tenant.to_string(),
+            weight: s.weight,
+            waiting: if s.waiting >= drover::store::fairness::FAIR_WAITING_CAP {
+                format!("{}+", s.waiting)
+            } else {
+                s.waiting.to_string()
+            },
+            started: s.started,
+        })
+        .collect())
+}
+
 /// Lanes with their counts, state and limit, and pause/resume; the kind
 /// and per-group limits; an operator's form to set and clear a limit.
 pub(super) async fn lanes(
@@ -420,29 +444,9 @@ pub(super) async fn lanes(
             );
         }
     };
-    // The shares are the live view's, at most one interval old (their
-    // count of due items is most of this page's reads); the settings are
-    // read now, so a lane turned off shows at once.
-    let shares = match (
-        st.live.fair_shares().await,
-        st.app.queue.fair_settings().await,
-    ) {
-        (Ok(shares), Ok(settings)) => shares
-            .iter()
-            .map(|s| ShareRow {
-                fair: if settings.on(&s.lane) { "on" } else { "off" },
-                lane: s.lane.clone(),
-                tenant: s.tenant.to_string(),
-                weight: s.weight,
-                waiting: if s.waiting >= drover::store::fairness::FAIR_WAITING_CAP {
-                    format!("{}+", s.waiting)
-                } else {
-                    s.waiting.to_string()
-                },
-                started: s.started,
-            })
-            .collect(),
-        (Err(e), _) | (_, Err(e)) => {
+    let shares = match share_rows(&st).await {
+        Ok(rows) => rows,
+        Err(e) => {
             return note_page(
                 &st,
                 &v,
