@@ -26,11 +26,14 @@ impl Queue {
                 metrics::counter!("drover_rate_limited_total", "scope" => scope).absolute(n);
             }
         }
+        // Answered from the claimers' cache of the limits in force (the
+        // claim itself just read it).
+        let applies = self.store.limits_apply(lane, kinds).await;
+        // Unknown: claims as before, two in flight.
+        batch.serial = applies.as_ref().is_ok_and(|a| *a);
         if items.len() < usize::try_from(n).unwrap_or(usize::MAX) {
-            // Asked only of short claims, and answered from the claimers'
-            // cache: a full batch pays nothing. Unknown counts as limited
-            // (one spare claim, never a stall).
-            batch.limited = self.store.limits_apply(lane, kinds).await.unwrap_or(true);
+            // Unknown counts as limited (one spare claim, never a stall).
+            batch.limited = applies.unwrap_or(true);
             // A hint only: on an error the lane waits for its poll.
             batch.rate_wait = self.store.rate_wait(lane, kinds).await.unwrap_or(None);
         }

@@ -139,6 +139,11 @@ pub struct ClaimBatch {
     /// kept back, worth another claim once a slot frees. False for a full
     /// batch and for a short claim no limit touches (the lane is empty).
     pub limited: bool,
+    /// A concurrency limit applies to the claim's lane or kinds, full or
+    /// short: the store takes such a claim under the limit's scope lock
+    /// (PostgreSQL), so a second claim of the lane in flight only waits on
+    /// the first; the worker keeps one in flight for such a lane.
+    pub serial: bool,
     /// The claim came back short while a rate applies to its lane or
     /// kinds and holds a start back: how long until that rate next allows
     /// one (the database's clock), so the claimer claims the lane again

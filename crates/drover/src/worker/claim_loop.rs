@@ -191,6 +191,15 @@ struct Claimer {
     /// ([`ClaimBatch::limited`](crate::queue::ClaimBatch)): a run of ours
     /// ending frees a slot that may admit their held-back work.
     held: Vec<bool>,
+    /// Lanes whose last claim had a concurrency limit applying
+    /// ([`ClaimBatch::serial`](crate::queue::ClaimBatch)): PostgreSQL takes
+    /// such claims under the limit's scope lock, so a second one in flight
+    /// would only wait on the first, holding its transaction open; one at
+    /// a time is claimed for them (a kind limit that never bound drained
+    /// at 0.80-0.83 of no limit with two in flight, 0.91 with one).
+    serial: Vec<bool>,
+    /// Claims in flight per lane.
+    flying: Vec<usize>,
     /// The completer's handover: a run's completion in a lane of `held`
     /// claims the slots it frees in the same call; its items arrive on
     /// `handed`.
@@ -252,6 +261,8 @@ impl Claimer {
             requested: 0,
             idle: vec![false; lanes.len()],
             held: vec![false; lanes.len()],
+            serial: vec![false; lanes.len()],
+            flying: vec![0; lanes.len()],
             deferred: vec![None; lanes.len()],
             paused_now,
             paused_open: true,
@@ -358,7 +369,11 @@ impl Claimer {
             .saturating_sub(self.buffer.len() + self.requested + handing);
         let lane = (0..self.lanes.len())
             .map(|i| (self.next_lane + i) % self.lanes.len())
-            .find(|&i| !self.idle[i] && !self.paused_now.is_paused(i));
+            .find(|&i| {
+                !self.idle[i]
+                    && !self.paused_now.is_paused(i)
+                    && !(self.serial[i] && self.flying[i] > 0)
+            });
         let worth = if self.outstanding.is_empty() {
             want > 0
         } else {
@@ -381,6 +396,7 @@ impl Claimer {
         // This claim covers whatever a deferred wake-up announced.
         self.deferred[li] = None;
         self.requested += want;
+        self.flying[li] += 1;
         let queue = self.exec.queue.clone();
         let (lane_name, kinds, id, lease) = (
             self.lanes[li].clone(),
@@ -464,6 +480,7 @@ impl Claimer {
         r: Result<crate::queue::ClaimBatch>,
     ) {
         self.requested -= asked;
+        self.flying[li] = self.flying[li].saturating_sub(1);
         self.paused_now.settled(generation);
         match r {
             Ok(batch) => {
@@ -477,6 +494,7 @@ impl Claimer {
                     self.idle[li] = true;
                 }
                 self.held[li] = short && batch.limited;
+                self.serial[li] = batch.serial;
                 if let Some(h) = &self.handover {
                     h.set_held(li, self.held[li]);
                 }

@@ -90,7 +90,8 @@ pub const COMPLETE_WINDOW_DEFAULT: Duration = Duration::from_millis(2);
 /// handlers, none held ahead for slow ones.
 pub const PREFETCH_DEFAULT: Option<usize> = None;
 /// `DROVER_CLAIMERS`: claim statements a worker keeps in flight at once, so
-/// their commits share the database's WAL flushes.
+/// their commits share the database's WAL flushes (one for a lane a
+/// concurrency limit applies to: such claims take the limit's scope lock).
 pub const CLAIMERS_DEFAULT: usize = 2;
 /// `DROVER_CANCEL_GRACE`: how long a handler whose cancellation token fired
 /// (shutdown past its grace, or a timeout) may take to return before its

@@ -229,7 +229,9 @@ async fn postgres_groups_run_in_enqueue_order() {
 /// A group held back by its ordered limit runs its next item as soon as the
 /// previous one's run ends, not at the next poll (an hour here): the worker
 /// claims again from a lane whose short claim a limit held back, and
-/// `ClaimBatch::limited` says which short claims those are.
+/// `ClaimBatch::limited` says which short claims those are;
+/// `ClaimBatch::serial` says a limit applies to a claim, full or short (the
+/// worker keeps one such claim of a lane in flight).
 async fn held_back_groups_move_on_when_a_slot_frees(store: Arc<dyn Store>) {
     let q = Queue::new(store.clone());
     // A short claim no limit touches: the lane is empty, nothing held back.
@@ -238,6 +240,10 @@ async fn held_back_groups_move_on_when_a_slot_frees(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert!(empty.items.is_empty() && !empty.limited, "{empty:?}");
+    assert!(
+        !empty.serial,
+        "no limit applies to the lane: claims may overlap"
+    );
     for n in 0..STEPS {
         q.enqueue(Step { customer: 7, n }).await.unwrap();
     }
@@ -278,6 +284,18 @@ async fn held_back_groups_move_on_when_a_slot_frees(store: Arc<dyn Store>) {
         .unwrap();
     assert_eq!(first.items.len(), 1);
     assert!(first.limited, "a limit applies to the short claim");
+    assert!(
+        first.serial,
+        "a limit applies: the worker keeps one claim of the lane in flight"
+    );
+    // A full claim under the limit is serial too: one item asked, one taken.
+    q.enqueue(Step { customer: 9, n: 0 }).await.unwrap();
+    let full = q
+        .claim("default", &[], "w1", Duration::from_secs(60), 1)
+        .await
+        .unwrap();
+    assert_eq!(full.items.len(), 1);
+    assert!(full.serial && !full.limited, "{full:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
