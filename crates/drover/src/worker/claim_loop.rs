@@ -372,7 +372,7 @@ impl Claimer {
             .find(|&i| {
                 !self.idle[i]
                     && !self.paused_now.is_paused(i)
-                    && !(self.serial[i] && self.flying[i] > 0)
+                    && (!self.serial[i] || self.flying[i] == 0)
             });
         let worth = if self.outstanding.is_empty() {
             want > 0
