@@ -58,11 +58,19 @@ async fn churn(q: &Queue, n: usize) {
     }
 }
 
-/// `items`'s dead tuples and vacuums as `pg_stat_user_tables` shows them
-/// now, summed over its partitions (migration 0026).
-async fn items_stats(conn: &mut sqlx::PgConnection, schema: &str) -> (i64, i64) {
+/// `items`'s statistics as `pg_stat_user_tables` shows them now, summed
+/// over its partitions (migration 0026).
+struct ItemsStats {
+    inserts: i64,
+    updates: i64,
+    dead: i64,
+    vacuums: i64,
+}
+
+async fn stats_now(conn: &mut sqlx::PgConnection, schema: &str) -> ItemsStats {
     let row = sqlx::query(
-        "SELECT coalesce(sum(s.n_dead_tup), 0)::bigint, coalesce(sum(s.vacuum_count), 0)::bigint \
+        "SELECT coalesce(sum(s.n_tup_ins), 0)::bigint, coalesce(sum(s.n_tup_upd), 0)::bigint, \
+                coalesce(sum(s.n_dead_tup), 0)::bigint, coalesce(sum(s.vacuum_count), 0)::bigint \
          FROM pg_stat_user_tables s JOIN pg_inherits i ON i.inhrelid = s.relid \
          WHERE s.schemaname = $1 AND i.inhparent = format('%I.items', $1::text)::regclass",
     )
@@ -70,7 +78,18 @@ async fn items_stats(conn: &mut sqlx::PgConnection, schema: &str) -> (i64, i64) 
     .fetch_one(&mut *conn)
     .await
     .unwrap();
-    (row.get(0), row.get(1))
+    ItemsStats {
+        inserts: row.get(0),
+        updates: row.get(1),
+        dead: row.get(2),
+        vacuums: row.get(3),
+    }
+}
+
+/// `items`'s dead tuples and vacuums now.
+async fn items_stats(conn: &mut sqlx::PgConnection, schema: &str) -> (i64, i64) {
+    let s = stats_now(conn, schema).await;
+    (s.dead, s.vacuums)
 }
 
 /// Waits until every backend that churned `n` items has flushed its
@@ -83,23 +102,15 @@ async fn items_stats(conn: &mut sqlx::PgConnection, schema: &str) -> (i64, i64) 
 async fn churn_flushed(conn: &mut sqlx::PgConnection, schema: &str, n: i64) -> i64 {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let row = sqlx::query(
-            "SELECT coalesce(sum(s.n_tup_ins), 0)::bigint, coalesce(sum(s.n_tup_upd), 0)::bigint, \
-                    coalesce(sum(s.n_dead_tup), 0)::bigint \
-             FROM pg_stat_user_tables s JOIN pg_inherits i ON i.inhrelid = s.relid \
-             WHERE s.schemaname = $1 AND i.inhparent = format('%I.items', $1::text)::regclass",
-        )
-        .bind(schema)
-        .fetch_one(&mut *conn)
-        .await
-        .unwrap();
-        let (ins, upd, dead): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
-        if ins >= n && upd >= 2 * n {
-            return dead;
+        let s = stats_now(conn, schema).await;
+        if s.inserts >= n && s.updates >= 2 * n {
+            return s.dead;
         }
         assert!(
             Instant::now() < deadline,
-            "the churn's counts never all showed: {ins} of {n} inserts, {upd} of {} updates",
+            "the churn's counts never all showed: {} of {n} inserts, {} of {} updates",
+            s.inserts,
+            s.updates,
             2 * n
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
