@@ -194,6 +194,7 @@ macro_rules! contract_suite {
             limit_full_backlog_holds_back_only_its_scope,
             ordered_group_runs_in_enqueue_order,
             ordered_group_handover_claims_the_freed_slot,
+            handover_takes_the_freed_groups_next_item,
             ordered_group_dead_letter_continue_or_hold,
             ordered_group_exact_under_concurrent_claimers,
             rate_burst_admitted_then_the_rate_holds,

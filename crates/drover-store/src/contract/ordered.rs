@@ -300,3 +300,70 @@ pub async fn ordered_group_handover_claims_the_freed_slot(h: &Harness) {
     assert_eq!(ids(&h3.claimed.expect("claimed")), vec![b2.id]);
     assert_eq!(get(h, a3.tenant_id, a3.id).await.status, Status::Pending);
 }
+
+/// A handover under a per-group limit that does not order: the freed
+/// group's next item fills the slot; an item of a better priority of a
+/// group with room goes first; a freed group with nothing left hands the
+/// slot to the lane's next admissible item; a group whose slot is held
+/// gets nothing.
+pub async fn handover_takes_the_freed_groups_next_item(h: &Harness) {
+    let s = &h.store;
+    s.limit_set(
+        &LimitScope::KindPerGroup("sync".into()),
+        LimitSource::Operator,
+        LimitSpec::concurrency(1),
+        Uuid::nil(),
+    )
+    .await
+    .expect("set");
+    let a1 = put(h, new("sync").with_group("a")).await;
+    let b1 = put(h, new("sync").with_group("b")).await;
+    let a2 = put(h, new("sync").with_group("a")).await;
+    let b2 = put(h, new("sync").with_group("b")).await;
+    let first = s
+        .item_claim(&claim_params("default", 2, LONG))
+        .await
+        .expect("claim");
+    assert_eq!(ids(&first), ids(&[a1.clone(), b1.clone()]), "{first:?}");
+    let claim_of = |items: &[Item], id: Uuid| {
+        ClaimRef::of(items.iter().find(|i| i.id == id).expect("claimed")).expect("token")
+    };
+    // a1 done: a2 takes a's slot; b2 waits behind b1.
+    let done = [Completion {
+        claim: claim_of(&first, a1.id),
+        result: None,
+    }];
+    let h1 = s
+        .item_complete_then_claim(&done, &claim_params("default", 1, LONG))
+        .await
+        .expect("handover");
+    assert_eq!(h1.landed, vec![a1.id]);
+    let got = h1.claimed.expect("claimed");
+    assert_eq!(ids(&got), vec![a2.id], "{got:?}");
+    // Behind a2, a3; c1 (a group with room) has a better priority: c1
+    // goes first, a3 waits.
+    let a3 = put(h, new("sync").with_group("a")).await;
+    let c1 = put(h, new("sync").with_group("c").with_priority(-5)).await;
+    let done = [Completion {
+        claim: claim_of(&got, a2.id),
+        result: None,
+    }];
+    let h2 = s
+        .item_complete_then_claim(&done, &claim_params("default", 1, LONG))
+        .await
+        .expect("handover with a better priority waiting");
+    let got = h2.claimed.expect("claimed");
+    assert_eq!(ids(&got), vec![c1.id], "{got:?}");
+    assert_eq!(get(h, a3.tenant_id, a3.id).await.status, Status::Pending);
+    // c1 done: c has nothing left; its slot goes to a3 (a is free).
+    let done = [Completion {
+        claim: claim_of(&got, c1.id),
+        result: None,
+    }];
+    let h3 = s
+        .item_complete_then_claim(&done, &claim_params("default", 1, LONG))
+        .await
+        .expect("handover of an emptied group");
+    assert_eq!(ids(&h3.claimed.expect("claimed")), vec![a3.id]);
+    assert_eq!(get(h, b2.tenant_id, b2.id).await.status, Status::Pending);
+}

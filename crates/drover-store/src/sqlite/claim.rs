@@ -18,7 +18,7 @@ use uuid::Uuid;
 use super::SqliteStore;
 use super::row::{self, after, from_micros, to_micros};
 use super::sql;
-use crate::{ClaimParams, ClaimRef, Completion, FailOutcome, FailParams};
+use crate::{ClaimParams, ClaimRef, Completion, FailOutcome, FailParams, Handover};
 use drover_core::error::{Error, Result};
 use drover_core::item::{Item, Progress, Status, bound_error};
 
@@ -103,16 +103,7 @@ impl SqliteStore {
         if p.limit == 0 {
             return Ok(Vec::new());
         }
-        let kinds = if p.kinds.is_empty() {
-            None
-        } else {
-            // SQLite has no arrays: the list is bound as JSON text. Not a
-            // check of the argument (any list of strings encodes).
-            Some(
-                serde_json::to_string(&p.kinds)
-                    .map_err(|e| Error::invalid("kinds", e.to_string()))?,
-            )
-        };
+        let kinds = kinds_json(p)?;
         let cached = self.limits_cached().await?;
         for _ in 0..crate::rates::STALE_RETRIES {
             if let Some(mut items) = self.claim_once(p, &cached, kinds.as_deref()).await? {
@@ -235,57 +226,71 @@ impl SqliteStore {
         if done.is_empty() {
             return Ok(Vec::new());
         }
-        // One statement for the batch: each row is still fenced on its own
-        // tenant and token, and a round trip to the writer per row would
-        // cost more than the writes. Results take the statement that
-        // carries them; a batch without any runs the plain one.
-        let with_results = done.iter().any(|c| c.result.is_some());
-        let rows: Vec<serde_json::Value> = done
-            .iter()
-            .map(|c| {
-                let mut row = vec![
-                    serde_json::Value::String(c.claim.id.simple().to_string()),
-                    serde_json::Value::String(c.claim.tenant_id.simple().to_string()),
-                    serde_json::Value::String(c.claim.token.simple().to_string()),
-                ];
-                if with_results {
-                    row.push(c.result.clone().unwrap_or(serde_json::Value::Null));
-                }
-                serde_json::Value::Array(row)
-            })
-            .collect();
-        // Bound as JSON text (SQLite has no arrays).
-        let json = serde_json::to_string(&rows)
-            .map_err(|e| drover_core::error::Error::invalid("claims", e.to_string()))?;
-        let statement = if with_results {
-            sql::ITEM_COMPLETE_MANY_RESULTS
-        } else {
-            sql::ITEM_COMPLETE_MANY
-        };
-        let claims: Vec<ClaimRef> = done.iter().map(|c| c.claim).collect();
         let mut tx = self.begin().await?;
         let now = to_micros(self.now());
-        let rows: Vec<(Uuid, i64)> = sqlx::query_as(statement)
-            .bind(now)
-            .bind(SYSTEM)
-            .bind(json)
-            .fetch_all(&mut *tx)
-            .await?;
+        let (landed, linked) = complete_many_on(&mut tx, done, now).await?;
         tx.commit().await?;
-        if rows.iter().any(|r| r.1 != 0) {
+        if linked {
             self.notify(crate::wake::ANY_LANE);
         }
-        let ids: std::collections::HashSet<Uuid> = rows.into_iter().map(|r| r.0).collect();
-        let landed: Vec<Uuid> = claims
-            .iter()
-            .map(|c| c.id)
-            .filter(|id| ids.contains(id))
-            .collect();
-        if landed.len() < claims.len() {
-            tracing::debug!(target: "drover::sqlite", stale = claims.len() - landed.len(),
-                "complete_many: stale claims refused");
-        }
         Ok(landed)
+    }
+
+    /// Completes `done` and then claims by `p` on one write transaction,
+    /// when the claim is the limited one with no rate applying: the
+    /// claim's count of held slots sees the slots the completions freed
+    /// (the single writer keeps it exact), and the worker's freed slot
+    /// waits for one commit instead of two. Otherwise, the two calls.
+    pub(super) async fn complete_then_claim(
+        &self,
+        done: &[Completion],
+        p: &ClaimParams,
+    ) -> Result<Handover> {
+        let cached = self.limits_cached().await?;
+        let in_force = self.rates_cached().await?;
+        if done.is_empty()
+            || p.limit == 0
+            || !crate::limits::applies(&cached, &p.lane, &p.kinds)
+            || crate::rates::applies(&in_force.rates, &p.lane, &p.kinds)
+        {
+            let landed = self.complete_many(done).await?;
+            let claimed = self.claim(p).await;
+            return Ok(Handover { landed, claimed });
+        }
+        let mut tx = self.begin().await?;
+        let now = self.now();
+        let (landed, linked) = complete_many_on(&mut tx, done, to_micros(now)).await?;
+        // A moved generation (a rate or closure changed since the cache
+        // was read) leaves the claim to the checked path after the commit.
+        let fresh = in_force.flow_gen.is_none()
+            || super::flow_gen::flow_gen_on(&mut *tx).await? == in_force.flow_gen;
+        let claimed = if fresh {
+            match super::limits::claim_on(&mut tx, p, &cached, &in_force.rates, now).await? {
+                Some(items) => Some(items),
+                None => Some(
+                    claim_unlimited_on(&mut tx, p, kinds_json(p)?.as_deref(), now, None).await?,
+                ),
+            }
+        } else {
+            None
+        };
+        tx.commit().await?;
+        if linked {
+            self.notify(crate::wake::ANY_LANE);
+        }
+        let claimed = match claimed {
+            Some(mut items) => {
+                items.sort_by(|a, b| {
+                    (a.priority, a.available_at, a.id).cmp(&(b.priority, b.available_at, b.id))
+                });
+                Ok(items)
+            }
+            None => {
+                self.rates.clear();
+                self.claim(p).await
+            }
+        };
+        Ok(Handover { landed, claimed })
     }
 
     pub(super) async fn fail(&self, c: &ClaimRef, p: &FailParams) -> Result<FailOutcome> {
@@ -471,4 +476,72 @@ async fn complete_on(
         .map(|r| r.try_get(0))
         .transpose()?;
     Ok(linked.map(|l| l != 0))
+}
+
+/// `done` completed on the open write transaction at `now` (micros), each
+/// row fenced on its own tenant and token: the ids that landed, in
+/// `done`'s order, and whether any of them had dependants or a batch
+/// (a finish that may release work on any lane).
+async fn complete_many_on(
+    conn: &mut SqliteConnection,
+    done: &[Completion],
+    now: i64,
+) -> Result<(Vec<Uuid>, bool)> {
+    // One statement for the batch: each row is still fenced on its own
+    // tenant and token, and a round trip to the writer per row would
+    // cost more than the writes. Results take the statement that carries
+    // them; a batch without any runs the plain one.
+    let with_results = done.iter().any(|c| c.result.is_some());
+    let rows: Vec<serde_json::Value> = done
+        .iter()
+        .map(|c| {
+            let mut row = vec![
+                serde_json::Value::String(c.claim.id.simple().to_string()),
+                serde_json::Value::String(c.claim.tenant_id.simple().to_string()),
+                serde_json::Value::String(c.claim.token.simple().to_string()),
+            ];
+            if with_results {
+                row.push(c.result.clone().unwrap_or(serde_json::Value::Null));
+            }
+            serde_json::Value::Array(row)
+        })
+        .collect();
+    // Bound as JSON text (SQLite has no arrays).
+    let json = serde_json::to_string(&rows)
+        .map_err(|e| drover_core::error::Error::invalid("claims", e.to_string()))?;
+    let statement = if with_results {
+        sql::ITEM_COMPLETE_MANY_RESULTS
+    } else {
+        sql::ITEM_COMPLETE_MANY
+    };
+    let rows: Vec<(Uuid, i64)> = sqlx::query_as(statement)
+        .bind(now)
+        .bind(SYSTEM)
+        .bind(json)
+        .fetch_all(&mut *conn)
+        .await?;
+    let linked = rows.iter().any(|r| r.1 != 0);
+    let ids: std::collections::HashSet<Uuid> = rows.into_iter().map(|r| r.0).collect();
+    let landed: Vec<Uuid> = done
+        .iter()
+        .map(|c| c.claim.id)
+        .filter(|id| ids.contains(id))
+        .collect();
+    if landed.len() < done.len() {
+        tracing::debug!(target: "drover::sqlite", stale = done.len() - landed.len(),
+            "complete_many: stale claims refused");
+    }
+    Ok((landed, linked))
+}
+
+/// The claim's kinds bound as JSON text (SQLite has no arrays); `None`
+/// for every kind. Not a check of the argument (any list of strings
+/// encodes).
+fn kinds_json(p: &ClaimParams) -> Result<Option<String>> {
+    if p.kinds.is_empty() {
+        return Ok(None);
+    }
+    serde_json::to_string(&p.kinds)
+        .map(Some)
+        .map_err(|e| Error::invalid("kinds", e.to_string()))
 }

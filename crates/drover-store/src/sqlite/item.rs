@@ -12,8 +12,8 @@ use uuid::Uuid;
 use super::SqliteStore;
 use crate::links::LinkStore;
 use crate::{
-    ClaimParams, ClaimRef, Completion, CountRow, FailOutcome, FailParams, Gauges, ItemStore,
-    ListFilter, StaleReport,
+    ClaimParams, ClaimRef, Completion, CountRow, FailOutcome, FailParams, Gauges, Handover,
+    ItemStore, ListFilter, StaleReport,
 };
 use drover_core::error::Result;
 use drover_core::item::{InsertResult, Inserted, Item, NewItem, Progress};
@@ -66,6 +66,14 @@ impl ItemStore for SqliteStore {
 
     async fn item_complete_many_with(&self, done: &[Completion]) -> Result<Vec<Uuid>> {
         self.complete_many(done).await
+    }
+
+    async fn item_complete_then_claim(
+        &self,
+        done: &[Completion],
+        claim: &ClaimParams,
+    ) -> Result<Handover> {
+        self.complete_then_claim(done, claim).await
     }
 
     async fn item_progress(&self, claim: &ClaimRef, progress: &Progress) -> Result<()> {
