@@ -219,6 +219,8 @@ fn figures(runs: &[Run], groups: u32, per_group: u64, busy_for: Duration) -> Bus
     let mut busy = Duration::ZERO;
     let mut started = 0u64;
     let mut gaps = Vec::new();
+    let mut to_claim = Vec::new();
+    let mut claim_to_entry = Vec::new();
     for g in 0..groups {
         let mut mine: Vec<&Run> = runs.iter().filter(|r| r.g == g).collect();
         mine.sort_by_key(|r| r.entry);
@@ -231,12 +233,11 @@ fn figures(runs: &[Run], groups: u32, per_group: u64, busy_for: Duration) -> Bus
         }
         for w in mine.windows(2) {
             if w[1].entry <= end {
-                gaps.push(
-                    w[1].entry
-                        .saturating_duration_since(w[0].exit)
-                        .as_secs_f64()
-                        * 1e3,
-                );
+                let ms =
+                    |a: Instant, b: Instant| a.saturating_duration_since(b).as_secs_f64() * 1e3;
+                gaps.push(ms(w[1].entry, w[0].exit));
+                to_claim.push(ms(w[1].claimed, w[0].exit));
+                claim_to_entry.push(ms(w[1].entry, w[1].claimed));
             }
         }
     }
@@ -251,7 +252,14 @@ fn figures(runs: &[Run], groups: u32, per_group: u64, busy_for: Duration) -> Bus
         } else {
             0.0
         },
+        gap_mean_ms: if gaps.is_empty() {
+            0.0
+        } else {
+            gaps.iter().sum::<f64>() / gaps.len() as f64
+        },
         gap: Percentiles::of(gaps),
+        gap_to_claim: Percentiles::of(to_claim),
+        claim_to_entry: Percentiles::of(claim_to_entry),
         ..Busy::default()
     }
 }

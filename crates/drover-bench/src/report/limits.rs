@@ -105,6 +105,14 @@ pub struct Busy {
     /// The idle gap of a group between one handler's exit and the next
     /// handler's entry, ms.
     pub gap: Percentiles,
+    /// The mean of `gap`, ms (what the busy fraction loses per run).
+    pub gap_mean_ms: f64,
+    /// The part of each gap before the next run's claim was sent (the
+    /// completion waiting its turn in the worker), ms.
+    pub gap_to_claim: Percentiles,
+    /// The part of each gap from the claim's send to the handler's entry
+    /// (the handover's round trip and the dispatch), ms.
+    pub claim_to_entry: Percentiles,
 }
 
 /// Part 3: the same backlog claimed with no limit and with a per-group
@@ -288,8 +296,19 @@ impl Busy {
             out,
             "group gap p50/p99/max",
             format!(
-                "{:.2} / {:.2} / {:.2} ms ({} gaps)",
-                self.gap.p50, self.gap.p99, self.gap.max, self.gap.count
+                "{:.2} / {:.2} / {:.2} ms ({} gaps), mean {:.2} ms",
+                self.gap.p50, self.gap.p99, self.gap.max, self.gap.count, self.gap_mean_ms
+            ),
+        )?;
+        row(
+            out,
+            "  to claim sent p50/p99",
+            format!(
+                "{:.2} / {:.2} ms; claim sent to entry {:.2} / {:.2} ms",
+                self.gap_to_claim.p50,
+                self.gap_to_claim.p99,
+                self.claim_to_entry.p50,
+                self.claim_to_entry.p99
             ),
         )
     }

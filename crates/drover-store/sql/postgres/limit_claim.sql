@@ -9,7 +9,13 @@ SET status = 'claimed',
     lease_expires_at = now() + make_interval(secs => $3),
     updated_at = now(),
     updated_by = '00000000-0000-0000-0000-000000000000'::uuid
-WHERE id = ANY($1::uuid[]) AND status = 'pending'
+-- The ids lead, through the primary key. A plain `status = 'pending'` let
+-- a generic plan (after five runs of the prepared statement, from the
+-- statistics of that moment) walk a partial index of every pending item
+-- (items_fair) and AND it with the ids: 0.7 ms p50 and 1.9 ms p90 for ten
+-- ids at 20,000 pending. No partial index's predicate matches the
+-- coalesce, so the ids' lookup is the only index path.
+WHERE id = ANY($1::uuid[]) AND coalesce(status, '') = 'pending'
 -- Named columns, not `*`: see item_claim.sql (a column added by a migration
 -- under load must not break the statements prepared before it).
 RETURNING id, tenant_id, kind, lane, group_key, payload, priority, status, available_at,
