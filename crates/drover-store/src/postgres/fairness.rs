@@ -55,6 +55,23 @@ WITH RECURSIVE t AS (
         ORDER BY i.tenant_id LIMIT 1) n
 )
 SELECT tenant_id FROM t";
+/// How old a lane's tenant list may be and still serve a claim while it
+/// is read again in the background; older, the claim reads it itself.
+const STALE_LIST_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The tenants with pending items in `lane` ([`FAIR_TENANTS`]).
+async fn read_tenants(
+    tx: &mut sqlx::PgConnection,
+    lane: &str,
+    persistent: bool,
+) -> Result<Vec<Uuid>> {
+    Ok(sqlx::query_scalar(FAIR_TENANTS)
+        .persistent(persistent)
+        .bind(lane)
+        .fetch_all(tx)
+        .await?)
+}
+
 /// The lane's passes (a range of the primary key), its own row included.
 const FAIR_PASSES: &str = "SELECT tenant_id, pass FROM fair_passes WHERE lane = $1";
 /// Each tenant $2[k]'s next due items of lane $1 in claim order, at most
@@ -97,6 +114,8 @@ type Listed = (std::time::Instant, u64, Arc<Vec<Uuid>>);
 pub(super) struct Verdicts {
     slot: std::sync::Mutex<HashMap<String, Listed>>,
     epoch: AtomicU64,
+    /// The lanes whose list is being read again in the background.
+    reading: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl Verdicts {
@@ -105,16 +124,48 @@ impl Verdicts {
         self.epoch.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn get(&self, lane: &str) -> Option<Arc<Vec<Uuid>>> {
+    /// `lane`'s list if read at the current epoch within
+    /// [`STALE_LIST_LIMIT`], and whether it is older than
+    /// [`FAIR_CACHE_TTL`] (to be read again).
+    fn get(&self, lane: &str) -> Option<(Arc<Vec<Uuid>>, bool)> {
         let epoch = self.epoch.load(Ordering::Relaxed);
         let slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
         slot.get(lane)
-            .filter(|(at, e, _)| *e == epoch && at.elapsed() < FAIR_CACHE_TTL)
-            .map(|(_, _, t)| t.clone())
+            .filter(|(at, e, _)| *e == epoch && at.elapsed() < STALE_LIST_LIMIT)
+            .map(|(at, _, t)| (t.clone(), at.elapsed() >= FAIR_CACHE_TTL))
     }
 
+    /// Marks `lane`'s list as being read again; false if it already is.
+    fn start_reading(&self, lane: &str) -> bool {
+        self.reading
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(lane.to_owned())
+    }
+
+    /// Forgets `lane`'s list: the next claim reads it.
+    fn forget(&self, lane: &str) {
+        self.slot
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(lane);
+    }
+
+    fn done_reading(&self, lane: &str) {
+        self.reading
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(lane);
+    }
+
+    /// Keeps `tenants` as `lane`'s list read at `epoch`, unless a list
+    /// of a later epoch is kept already (a background read that began
+    /// before this process's last enqueue).
     fn put(&self, lane: &str, epoch: u64, tenants: Arc<Vec<Uuid>>) {
         let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.get(lane).is_some_and(|(_, e, _)| *e > epoch) {
+            return;
+        }
         slot.insert(lane.to_owned(), (std::time::Instant::now(), epoch, tenants));
     }
 }
@@ -131,21 +182,68 @@ impl PgStore {
 
     /// The tenants with pending work in `lane`, as last read within
     /// [`FAIR_CACHE_TTL`] (and since this process last enqueued).
-    async fn fair_tenants(&self, lane: &str) -> Result<Arc<Vec<Uuid>>> {
-        if let Some(t) = self.fair_verdicts.get(lane) {
-            return Ok(t);
-        }
+    ///
+    /// A list older than the TTL (at the same epoch) still serves while a
+    /// background task reads it again: the read is one index descent per
+    /// tenant (milliseconds at a thousand tenants), and a claim that paid
+    /// for it was every slow claim of a lane with many tenants. A claim on
+    /// a list that has since gone stale loses nothing it could not lose
+    /// to the TTL already: a tenant listed with nothing due is passed over,
+    /// and one not listed yet waits for the read (or this process's next
+    /// enqueue, which voids the list).
+    /// The second value: whether the list is older than the TTL.
+    async fn fair_tenants(&self, lane: &str) -> Result<(Arc<Vec<Uuid>>, bool)> {
         let epoch = self.fair_verdicts.epoch.load(Ordering::Relaxed);
+        match self.fair_verdicts.get(lane) {
+            Some((t, false)) => return Ok((t, false)),
+            Some((t, true)) => {
+                if self.fair_verdicts.start_reading(lane) {
+                    self.read_tenants_behind(lane, epoch).await;
+                }
+                return Ok((t, true));
+            }
+            None => {}
+        }
         let mut tx = self.begin_system().await?;
-        let tenants: Vec<Uuid> = sqlx::query_scalar(FAIR_TENANTS)
-            .persistent(self.persistent)
-            .bind(lane)
-            .fetch_all(&mut *tx)
-            .await?;
+        let tenants = read_tenants(&mut tx, lane, self.persistent).await?;
         tx.commit().await?;
         let tenants = Arc::new(tenants);
         self.fair_verdicts.put(lane, epoch, tenants.clone());
-        Ok(tenants)
+        Ok((tenants, false))
+    }
+
+    /// Reads `lane`'s tenant list again in a task of its own, keeping it
+    /// at `epoch` (a list read across an enqueue of this process is not
+    /// kept: the enqueue moved the epoch). A failure leaves the old list
+    /// until it passes [`STALE_LIST_LIMIT`].
+    async fn read_tenants_behind(&self, lane: &str, epoch: u64) {
+        let begin = match self.system_begin_sql().await {
+            Ok(sql) => sql,
+            Err(e) => {
+                tracing::debug!(target: "drover::postgres", error = %e, "fair share: tenant list not read");
+                self.fair_verdicts.done_reading(lane);
+                return;
+            }
+        };
+        let pool = self.system_pool.clone();
+        let verdicts = self.fair_verdicts.clone();
+        let persistent = self.persistent;
+        let lane = lane.to_owned();
+        tokio::spawn(async move {
+            let read = async {
+                let mut tx = crate::begin::begin(&pool, begin).await?;
+                let tenants = read_tenants(&mut tx, &lane, persistent).await?;
+                tx.commit().await?;
+                Ok::<_, drover_core::error::Error>(tenants)
+            };
+            match read.await {
+                Ok(tenants) => verdicts.put(&lane, epoch, Arc::new(tenants)),
+                Err(e) => {
+                    tracing::debug!(target: "drover::postgres", error = %e, "fair share: tenant list not read");
+                }
+            }
+            verdicts.done_reading(&lane);
+        });
     }
 
     /// The next due items, in claim order, of each tenant the quotas of
@@ -222,15 +320,40 @@ impl PgStore {
         if !fair.on(&p.lane) {
             return Ok(None);
         }
-        let tenants = self.fair_tenants(&p.lane).await?;
+        let (tenants, stale) = self.fair_tenants(&p.lane).await?;
         if tenants.len() < 2 {
             return Ok(None);
         }
+        let attempt = self.claim_fair_with(p, in_force, &fair, &tenants).await?;
+        // A list being read again named only tenants with nothing due:
+        // read it now, so a tenant it misses is not left for the poll.
+        if stale && matches!(&attempt, Attempt::Items(items) if items.is_empty()) {
+            self.fair_verdicts.forget(&p.lane);
+            let (tenants, _) = self.fair_tenants(&p.lane).await?;
+            if tenants.len() < 2 {
+                return Ok(None);
+            }
+            return self
+                .claim_fair_with(p, in_force, &fair, &tenants)
+                .await
+                .map(Some);
+        }
+        Ok(Some(attempt))
+    }
+
+    /// The fair claim of `p` among `tenants` (see the module docs).
+    async fn claim_fair_with(
+        &self,
+        p: &ClaimParams,
+        in_force: &InForce,
+        fair: &FairSettings,
+        tenants: &[Uuid],
+    ) -> Result<Attempt> {
         let mut tx = self.begin_system().await?;
         let fgen = in_force.flow_gen;
         if fgen.is_some() && super::flow_gen::flow_gen_on(&mut tx, self.persistent).await? != fgen {
             tx.commit().await?;
-            return Ok(Some(Attempt::Stale));
+            return Ok(Attempt::Stale);
         }
         let vt: i64 = sqlx::query_scalar(FAIR_LOCK)
             .persistent(self.persistent)
@@ -283,7 +406,7 @@ impl PgStore {
         }
         tx.commit().await?;
         let items = rows.iter().map(row::item).collect::<Result<Vec<_>>>()?;
-        Ok(Some(Attempt::Items(items)))
+        Ok(Attempt::Items(items))
     }
 }
 

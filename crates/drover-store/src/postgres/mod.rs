@@ -76,6 +76,7 @@ mod wake;
 mod worker;
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -253,7 +254,7 @@ pub struct PgStore {
     /// The fair-share settings, as the last claim read them.
     fair: crate::fairness::FairCache,
     /// Per lane, whether its pending work is of several tenants.
-    fair_verdicts: fairness::Verdicts,
+    fair_verdicts: Arc<fairness::Verdicts>,
     /// Becomes true once the listener's first LISTEN is in place.
     listen_ready: tokio::sync::watch::Sender<bool>,
     /// How the pool reaches PostgreSQL.
@@ -381,7 +382,7 @@ impl PgStore {
             limits: crate::limits::LimitCache::default(),
             rates: crate::rates::RateCache::default(),
             fair: crate::fairness::FairCache::default(),
-            fair_verdicts: fairness::Verdicts::default(),
+            fair_verdicts: Arc::default(),
             mode: PoolMode::Session,
             persistent: true,
             direct: None,
@@ -530,6 +531,13 @@ impl PgStore {
     /// Opens a transaction as the system role, on the system pool, for a
     /// documented cross-tenant operation.
     async fn begin_system(&self) -> Result<Transaction<'static, Postgres>> {
+        let sql = self.system_begin_sql().await?;
+        super::begin::begin(&self.system_pool, sql).await
+    }
+
+    /// The statement that opens a system-role transaction on the system
+    /// pool (`begin_system`), once this login is known to hold the role.
+    async fn system_begin_sql(&self) -> Result<String> {
         let roles = self.roles().await?;
         let member = *self
             .system_member
@@ -550,12 +558,11 @@ impl PgStore {
                 roles.system
             )));
         }
-        let sql = format!(
+        Ok(format!(
             "BEGIN; SET LOCAL ROLE {}; SET LOCAL search_path TO \"{}\"",
             quote_ident(&roles.system),
             self.schema
-        );
-        super::begin::begin(&self.system_pool, sql).await
+        ))
     }
 
     /// Wakes same-process subscribers for `lane` (the NOTIFY reaches other
