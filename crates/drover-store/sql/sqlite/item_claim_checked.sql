@@ -3,7 +3,10 @@
 -- were read at, compared with the row on the writer's transaction (the
 -- subquery is uncorrelated: read once). When it moved, nothing is
 -- claimed; the caller, finding no row, reads the generation to tell that
--- apart from an empty lane.
+-- apart from an empty lane. The check is the LIMIT, not a WHERE term:
+-- SQLite tests a WHERE term row by row, so a moved generation walked
+-- every pending item of the lane to claim nothing
+-- (item_claim_one_tenant.sql says more).
 -- ?1 claimed_by, ?2 lease_expires_at, ?3 now, ?4 system actor,
 -- ?5 lane, ?6 kinds as a JSON array (NULL: every kind), ?7 limit, ?8 the
 -- generation.
@@ -21,8 +24,7 @@ WHERE id IN (
       AND lane = ?5
       AND available_at <= ?3
       AND (?6 IS NULL OR kind IN (SELECT value FROM json_each(?6)))
-      AND ?8 = (SELECT gen FROM flow_generation WHERE id = 1)
     ORDER BY priority, available_at
-    LIMIT ?7
+    LIMIT CASE WHEN ?8 = (SELECT gen FROM flow_generation WHERE id = 1) THEN ?7 ELSE 0 END
 )
 RETURNING *
