@@ -13,11 +13,13 @@
 -- an entry (an ungrouped enqueue writes nothing more).
 --
 -- claim_limited_next: the limited claim of given candidates (steps 3 to 5
--- of claim_limited): every scope key of every candidate locked in one
--- statement in hash order, the held slots counted after the locks,
--- admission in the order given, one UPDATE of those still pending,
--- skipping rows another writer holds. So it admits nothing claim_limited
--- would not: same keys, same locks, same count.
+-- of claim_limited, which now ends in a call to it): every scope key of
+-- every candidate locked in one statement in hash order and the held
+-- slots counted after the locks (unless the caller took the locks first
+-- and passes its count), admission in the order given, one UPDATE of
+-- those still pending, skipping rows another writer holds. So the
+-- handover admits nothing claim_limited would not: same keys, same
+-- locks, same count, the same code.
 --
 -- complete_then_claim now: the completions as before, and their groups
 -- (those of the claim's lane and kinds a per-group limit applies to);
@@ -38,7 +40,8 @@
 -- part, 0.34 ms of that statement's 0.45 ms, and growing with the whole
 -- installation's backlog (the plan is made once per session, from the
 -- statistics of that moment). Each id is now looked up alone, by the
--- primary key; claim_limited is otherwise 0036's.
+-- primary key; claim_limited is otherwise 0036's, its steps 3 to 5 moved
+-- into claim_limited_next.
 --
 -- Within one priority, a freed group's next item may go before an older
 -- item of a group that has a free slot: the handover fills the slot its
@@ -51,7 +54,8 @@ DO $do$
 DECLARE
     v_sys text;
     f     text;
-    g     text := 'claim_limited_next(uuid[], text, text, float8, bigint, text, integer, '
+    g     text := 'claim_limited_next(uuid[], text[], text[], integer[], text, text, float8, '
+                  'bigint, text, integer, '
                   'text[], integer[], text[], integer[])';
     o     text;
 BEGIN
@@ -59,7 +63,8 @@ BEGIN
 
     EXECUTE format($f$
 CREATE FUNCTION claim_limited_next(
-    p_ids uuid[], p_lane text, p_worker text, p_lease float8, p_limit bigint,
+    p_ids uuid[], p_ckeys text[], p_keys text[], p_ns integer[],
+    p_lane text, p_worker text, p_lease float8, p_limit bigint,
     p_lock text, p_lane_limit integer,
     p_kind_names text[], p_kind_limits integer[],
     p_group_kinds text[], p_group_limits integer[])
@@ -69,9 +74,9 @@ SET role = %I
 SET search_path FROM CURRENT
 AS $body$
 DECLARE
-    v_keys     text[];
-    v_ns       integer[];
-    v_ckeys    text[];
+    v_keys     text[] := p_keys;
+    v_ns       integer[] := p_ns;
+    v_ckeys    text[] := p_ckeys;
     v_cand     text[];
     v_admitted uuid[] := '{}';
     v_free     boolean;
@@ -81,27 +86,31 @@ DECLARE
     v_i        integer;
 BEGIN
     -- Each candidate's scope keys as one string (keys hold no NUL), in
-    -- the order given.
-    SELECT coalesce(array_agg(array_to_string(array_remove(ARRAY[
-               CASE WHEN p_lane_limit IS NOT NULL THEN 'lane:' || i.lane END,
-               CASE WHEN i.kind = ANY(p_kind_names) THEN 'kind:' || i.kind END,
-               CASE WHEN i.group_key IS NOT NULL AND i.kind = ANY(p_group_kinds)
-                    THEN 'group:' || i.kind || ':' || i.tenant_id || ':' || i.group_key END],
-               NULL), chr(1)) ORDER BY u.ord), '{}')
-    INTO v_ckeys
-    FROM unnest(p_ids) WITH ORDINALITY AS u(id, ord)
-    JOIN items i ON i.id = u.id;
+    -- the order given, unless the caller has them.
+    IF v_ckeys IS NULL THEN
+        SELECT coalesce(array_agg(array_to_string(array_remove(ARRAY[
+                   CASE WHEN p_lane_limit IS NOT NULL THEN 'lane:' || i.lane END,
+                   CASE WHEN i.kind = ANY(p_kind_names) THEN 'kind:' || i.kind END,
+                   CASE WHEN i.group_key IS NOT NULL AND i.kind = ANY(p_group_kinds)
+                        THEN 'group:' || i.kind || ':' || i.tenant_id || ':' || i.group_key END],
+                   NULL), chr(1)) ORDER BY u.ord), '{}')
+        INTO v_ckeys
+        FROM unnest(p_ids) WITH ORDINALITY AS u(id, ord)
+        JOIN items i ON i.id = u.id;
+    END IF;
 
-    -- The scope locks, in hash order (claim_limited's step 3).
-    PERFORM count(pg_advisory_xact_lock(h))
-    FROM (SELECT DISTINCT hashtextextended(p_lock || k, 0) AS h
-          FROM unnest(v_ckeys) AS ck, unnest(string_to_array(ck, chr(1))) AS k
-          WHERE k <> ''
-          ORDER BY 1) AS locks;
-
-    -- The held slots after the locks (step 4).
-    SELECT h.keys, h.ns INTO v_keys, v_ns
-    FROM claim_limited_held(p_lane, p_lane_limit, p_kind_names, p_group_kinds) AS h;
+    -- Unless the caller holds every key's lock and counted after taking
+    -- them (p_keys/p_ns given): the scope locks, in hash order
+    -- (claim_limited's step 3), and the held slots after them (step 4).
+    IF v_keys IS NULL THEN
+        PERFORM count(pg_advisory_xact_lock(h))
+        FROM (SELECT DISTINCT hashtextextended(p_lock || k, 0) AS h
+              FROM unnest(v_ckeys) AS ck, unnest(string_to_array(ck, chr(1))) AS k
+              WHERE k <> ''
+              ORDER BY 1) AS locks;
+        SELECT h.keys, h.ns INTO v_keys, v_ns
+        FROM claim_limited_held(p_lane, p_lane_limit, p_kind_names, p_group_kinds) AS h;
+    END IF;
 
     -- Admission in the order given.
     FOR v_i IN 1 .. cardinality(v_ckeys) LOOP
@@ -161,7 +170,7 @@ $f$, v_sys);
     EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', g);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', g, v_sys);
 
-    -- claim_limited (0036) as it was, but for its last step (see above).
+    -- claim_limited (0036) as it was, but for its last steps (see above).
     EXECUTE format($f$
 CREATE OR REPLACE FUNCTION claim_limited(
     p_lane text, p_kinds text[], p_worker text, p_lease float8, p_limit bigint, p_want bigint,
@@ -181,12 +190,8 @@ DECLARE
     v_ids      uuid[] := '{}';
     v_ckeys    text[] := '{}';
     v_left     bigint := p_want;
-    v_admitted uuid[] := '{}';
     v_pos      integer;
-    v_i        integer;
-    v_free     boolean;
     v_k        text;
-    v_cand     text[];
     v_lim      integer;
     v_grouped  boolean;
     v_gkeys    text[] := '{}';
@@ -312,73 +317,17 @@ BEGIN
         RETURN;
     END IF;
 
-    IF v_grouped THEN
-    -- 3. The scope locks, in hash order.
-    PERFORM count(pg_advisory_xact_lock(h))
-    FROM (SELECT DISTINCT hashtextextended(p_lock || k, 0) AS h
-          FROM unnest(v_ckeys) AS ck, unnest(string_to_array(ck, chr(1))) AS k
-          WHERE k <> ''
-          ORDER BY 1) AS locks;
-
-    -- 4. The held slots after the locks.
-    SELECT h.keys, h.ns INTO v_keys, v_ns
-    FROM claim_limited_held(p_lane, p_lane_limit, p_kind_names, p_group_kinds) AS h;
-    END IF;
-
-    -- Admission in claim order.
-    FOR v_i IN 1 .. cardinality(v_ids) LOOP
-        EXIT WHEN cardinality(v_admitted) >= p_limit;
-        v_cand := string_to_array(v_ckeys[v_i], chr(1));
-        v_free := true;
-        FOREACH v_k IN ARRAY coalesce(v_cand, '{}') LOOP
-            CONTINUE WHEN v_k = '';
-            v_lim := CASE
-                WHEN v_k LIKE 'lane:%%' THEN p_lane_limit
-                WHEN v_k LIKE 'kind:%%' THEN p_kind_limits[array_position(p_kind_names, substr(v_k, 6))]
-                ELSE p_group_limits[array_position(p_group_kinds, split_part(v_k, ':', 2))]
-            END;
-            IF coalesce(v_ns[array_position(v_keys, v_k)], 0) >= v_lim THEN
-                v_free := false;
-                EXIT;
-            END IF;
-        END LOOP;
-        CONTINUE WHEN NOT v_free;
-        FOREACH v_k IN ARRAY coalesce(v_cand, '{}') LOOP
-            CONTINUE WHEN v_k = '';
-            v_pos := array_position(v_keys, v_k);
-            IF v_pos IS NULL THEN
-                v_keys := v_keys || v_k;
-                v_ns := v_ns || 1;
-            ELSE
-                v_ns[v_pos] := v_ns[v_pos] + 1;
-            END IF;
-        END LOOP;
-        v_admitted := v_admitted || v_ids[v_i];
-    END LOOP;
-
-    -- 5. The admitted, claimed as claim_items claims them: those still
-    -- pending, and not locked by another writer (skipped, never waited
-    -- for).
+    -- 3. to 5. (claim_limited_next): with a per-group limit, the scope
+    -- locks and the held slots after them; then admission in claim order
+    -- and the claim of the admitted still pending. Without one, the locks
+    -- were taken first and step 1's count is exact.
     RETURN QUERY
-    WITH picked AS (
-        SELECT p.id FROM unnest(v_admitted) AS a(id)
-        CROSS JOIN LATERAL (
-            SELECT q.id FROM items q
-            WHERE q.id = a.id AND q.status = 'pending'
-            FOR UPDATE SKIP LOCKED
-        ) AS p
-    )
-    UPDATE items
-    SET status = 'claimed',
-        claim_token = gen_random_uuid(),
-        claim_seq = items.claim_seq + 1,
-        claimed_by = p_worker,
-        lease_expires_at = now() + make_interval(secs => p_lease),
-        updated_at = now(),
-        updated_by = '00000000-0000-0000-0000-000000000000'::uuid
-    FROM picked
-    WHERE items.id = picked.id
-    RETURNING items.*;
+    SELECT * FROM claim_limited_next(
+        v_ids, v_ckeys,
+        CASE WHEN v_grouped THEN NULL ELSE v_keys END,
+        CASE WHEN v_grouped THEN NULL ELSE v_ns END,
+        p_lane, p_worker, p_lease, p_limit, p_lock, p_lane_limit,
+        p_kind_names, p_kind_limits, p_group_kinds, p_group_limits);
 END
 $body$
 $f$, v_sys);
@@ -480,7 +429,8 @@ BEGIN
               AND (cardinality(p_kinds) = 0 OR b.kind = ANY(p_kinds))
         ) THEN
             FOR c IN
-                SELECT * FROM claim_limited_next(v_next, p_lane, p_worker, p_lease, p_limit,
+                SELECT * FROM claim_limited_next(v_next, NULL, NULL, NULL,
+                                                 p_lane, p_worker, p_lease, p_limit,
                                                  p_lock, p_lane_limit, p_kind_names, p_kind_limits,
                                                  p_group_kinds, p_group_limits)
             LOOP
