@@ -218,6 +218,10 @@ macro_rules! contract_suite {
             fair_limits_still_hold,
             fair_idle_passes_collected,
             fair_waiting_counted_up_to_the_cap,
+            fair_share_under_a_limit,
+            fair_share_under_a_rate,
+            fair_share_on_the_handover,
+            fair_refused_tenant_leaves_the_claim_to_others,
             cancel_discards_a_dead_letter_with_exact_counts,
             result_stored_with_completion,
             stale_completion_with_result_stores_nothing,
@@ -347,6 +351,7 @@ mod access;
 mod claims;
 mod closures;
 pub mod events;
+mod fair_limited;
 mod fairness;
 mod lanes;
 mod limits;
@@ -369,6 +374,7 @@ mod writes;
 pub use access::*;
 pub use claims::*;
 pub use closures::*;
+pub use fair_limited::*;
 pub use fairness::*;
 pub use lanes::*;
 pub use limits::*;

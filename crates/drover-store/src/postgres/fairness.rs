@@ -103,7 +103,7 @@ const PER_START: u32 = 2;
 const EXTRA: u32 = 8;
 /// How many times a claim draws the quotas again after tenants with
 /// nothing due.
-const FAIR_ROUNDS: usize = 3;
+pub(super) const FAIR_ROUNDS: usize = 3;
 
 /// A lane's tenant list: when it was read, at which epoch, the tenants.
 type Listed = (std::time::Instant, u64, Arc<Vec<Uuid>>);
@@ -144,7 +144,7 @@ impl Verdicts {
     }
 
     /// Forgets `lane`'s list: the next claim reads it.
-    fn forget(&self, lane: &str) {
+    pub(super) fn forget(&self, lane: &str) {
         self.slot
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -172,7 +172,7 @@ impl Verdicts {
 
 impl PgStore {
     /// The fair-share settings, from the cache while it is fresh.
-    async fn fair_cached(&self) -> Result<std::sync::Arc<FairSettings>> {
+    pub(super) async fn fair_cached(&self) -> Result<std::sync::Arc<FairSettings>> {
         if let Some(v) = self.fair.fresh() {
             return Ok(v);
         }
@@ -192,7 +192,7 @@ impl PgStore {
     /// and one not listed yet waits for the read (or this process's next
     /// enqueue, which voids the list).
     /// The second value: whether the list is older than the TTL.
-    async fn fair_tenants(&self, lane: &str) -> Result<(Arc<Vec<Uuid>>, bool)> {
+    pub(super) async fn fair_tenants(&self, lane: &str) -> Result<(Arc<Vec<Uuid>>, bool)> {
         let epoch = self.fair_verdicts.epoch.load(Ordering::Relaxed);
         match self.fair_verdicts.get(lane) {
             Some((t, false)) => return Ok((t, false)),
@@ -309,6 +309,57 @@ impl PgStore {
         Ok(lists)
     }
 
+    /// The lane's row (locked by [`FAIR_LOCK`]) and its passes, as
+    /// [`Passes`].
+    pub(super) async fn passes_locked(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        lane: &str,
+    ) -> Result<Passes> {
+        let vt: i64 = sqlx::query_scalar(FAIR_LOCK)
+            .persistent(self.persistent)
+            .bind(lane)
+            .fetch_one(&mut *tx)
+            .await?;
+        let rows: Vec<(Uuid, i64)> = sqlx::query_as(FAIR_PASSES)
+            .persistent(self.persistent)
+            .bind(lane)
+            .fetch_all(&mut *tx)
+            .await?;
+        let stored = rows.into_iter().filter(|(t, _)| *t != LANE_ROW);
+        Ok(Passes::new(vt, stored))
+    }
+
+    /// Writes back the passes a share moved and the lane's virtual time
+    /// (nothing when none moved).
+    pub(super) async fn write_passes(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        lane: &str,
+        passes: &Passes,
+    ) -> Result<()> {
+        if passes.changed().is_empty() {
+            return Ok(());
+        }
+        let mut t = vec![LANE_ROW];
+        let mut pass = vec![passes.vt()];
+        let mut n = vec![0i64];
+        for (tenant, (pp, nn)) in passes.changed() {
+            t.push(*tenant);
+            pass.push(*pp);
+            n.push(i64::try_from(*nn).unwrap_or(i64::MAX));
+        }
+        sqlx::query(FAIR_PASS_WRITE)
+            .persistent(self.persistent)
+            .bind(lane)
+            .bind(&t)
+            .bind(&pass)
+            .bind(&n)
+            .execute(tx)
+            .await?;
+        Ok(())
+    }
+
     /// The fair claim of `p` (see the module docs), or `None` when fair
     /// share is off for the lane or its work is one tenant's.
     pub(super) async fn claim_fair(
@@ -355,18 +406,7 @@ impl PgStore {
             tx.commit().await?;
             return Ok(Attempt::Stale);
         }
-        let vt: i64 = sqlx::query_scalar(FAIR_LOCK)
-            .persistent(self.persistent)
-            .bind(&p.lane)
-            .fetch_one(&mut *tx)
-            .await?;
-        let rows: Vec<(Uuid, i64)> = sqlx::query_as(FAIR_PASSES)
-            .persistent(self.persistent)
-            .bind(&p.lane)
-            .fetch_all(&mut *tx)
-            .await?;
-        let stored = rows.into_iter().filter(|(t, _)| *t != LANE_ROW);
-        let mut passes = Passes::new(vt, stored);
+        let mut passes = self.passes_locked(&mut tx, &p.lane).await?;
         let alive: Vec<(Uuid, u32)> = tenants.iter().map(|t| (*t, fair.weight(*t))).collect();
         let lists = self.fair_lists(&mut tx, p, &passes, alive).await?;
         let lists = lists
@@ -386,24 +426,7 @@ impl PgStore {
                 .fetch_all(&mut *tx)
                 .await?
         };
-        if !passes.changed().is_empty() {
-            let mut t = vec![LANE_ROW];
-            let mut pass = vec![passes.vt()];
-            let mut n = vec![0i64];
-            for (tenant, (pp, nn)) in passes.changed() {
-                t.push(*tenant);
-                pass.push(*pp);
-                n.push(i64::try_from(*nn).unwrap_or(i64::MAX));
-            }
-            sqlx::query(FAIR_PASS_WRITE)
-                .persistent(self.persistent)
-                .bind(&p.lane)
-                .bind(&t)
-                .bind(&pass)
-                .bind(&n)
-                .execute(&mut *tx)
-                .await?;
-        }
+        self.write_passes(&mut tx, &p.lane, &passes).await?;
         tx.commit().await?;
         let items = rows.iter().map(row::item).collect::<Result<Vec<_>>>()?;
         Ok(Attempt::Items(items))

@@ -9,8 +9,9 @@
 //! slots, its scope locks and its admission are the limited claim's own,
 //! and it sees the slots the completions freed. It is used only where the
 //! claim would be that one call (a limit applies, no rate does, the schema
-//! has 0036); otherwise, or on a schema before 0045, the completions are
-//! written and the claim follows, as two calls.
+//! has 0036, and the lane's pending work is one tenant's or fair share is
+//! off for it); otherwise, or on a schema before 0045, the completions are
+//! written and the claim (fair, where it shares) follows, as two calls.
 
 use std::collections::HashSet;
 
@@ -66,6 +67,12 @@ impl PgStore {
         if crate::rates::applies(&in_force.rates, &p.lane, &p.kinds)
             || !applies(&limits, &p.lane, &p.kinds)
         {
+            return Ok(None);
+        }
+        // A lane shared fairly between tenants: the handover's call claims
+        // in priority then age order, so the completions and the fair
+        // limited claim (`fair_limited.rs`) run as the two calls.
+        if self.fair_cached().await?.on(&p.lane) && self.fair_tenants(&p.lane).await?.0.len() > 1 {
             return Ok(None);
         }
         let args = CallArgs::of(&limits, &p.lane);

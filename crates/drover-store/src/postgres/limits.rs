@@ -47,7 +47,7 @@ use drover_core::item::Item;
 const LIMIT_SET: &str = include_str!("../../sql/postgres/limit_set.sql");
 const LIMIT_CLEAR: &str = include_str!("../../sql/postgres/limit_clear.sql");
 const LIMIT_LIST: &str = include_str!("../../sql/postgres/limit_list.sql");
-const LIMIT_CANDIDATES: &str = include_str!("../../sql/postgres/limit_candidates.sql");
+pub(super) const LIMIT_CANDIDATES: &str = include_str!("../../sql/postgres/limit_candidates.sql");
 /// The candidates with the head probe of ordered groups at their mark.
 static LIMIT_CANDIDATES_ORDERED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     LIMIT_CANDIDATES.replace(
@@ -55,16 +55,16 @@ static LIMIT_CANDIDATES_ORDERED: std::sync::LazyLock<String> = std::sync::LazyLo
         include_str!("../../sql/postgres/limit_candidates_head.sql"),
     )
 });
-const LIMIT_LOCK: &str = include_str!("../../sql/postgres/limit_lock.sql");
+pub(super) const LIMIT_LOCK: &str = include_str!("../../sql/postgres/limit_lock.sql");
 const LIMIT_HELD: &str = include_str!("../../sql/postgres/limit_held.sql");
-const LIMIT_CLAIM: &str = include_str!("../../sql/postgres/limit_claim.sql");
+pub(super) const LIMIT_CLAIM: &str = include_str!("../../sql/postgres/limit_claim.sql");
 const LIMIT_USAGE: &str = include_str!("../../sql/postgres/limit_usage.sql");
 const LIMIT_ORDER_BLOCKER: &str = include_str!("../../sql/postgres/limit_order_blocker.sql");
 
 /// How many candidates a limited claim reads per slot it asks for (plus a
 /// few): room for items a full scope holds back.
-const CANDIDATES_PER_SLOT: u32 = 4;
-const CANDIDATES_EXTRA: u32 = 32;
+pub(super) const CANDIDATES_PER_SLOT: u32 = 4;
+pub(super) const CANDIDATES_EXTRA: u32 = 32;
 
 fn setting(r: &PgRow) -> Result<LimitSetting> {
     let scope: String = r.try_get("scope")?;
@@ -87,15 +87,15 @@ fn setting(r: &PgRow) -> Result<LimitSetting> {
 }
 
 /// One claimed or candidate row's scope parts.
-struct Parts {
-    id: Uuid,
-    tenant: Uuid,
-    lane: String,
-    kind: String,
-    group: Option<String>,
+pub(super) struct Parts {
+    pub(super) id: Uuid,
+    pub(super) tenant: Uuid,
+    pub(super) lane: String,
+    pub(super) kind: String,
+    pub(super) group: Option<String>,
 }
 
-fn parts(r: &PgRow, with_id: bool) -> Result<Parts> {
+pub(super) fn parts(r: &PgRow, with_id: bool) -> Result<Parts> {
     Ok(Parts {
         id: if with_id {
             r.try_get("id")?
@@ -120,7 +120,7 @@ impl PgStore {
     }
 
     /// The claimed rows of `lane` or of `kinds` (their scope parts).
-    async fn held_rows(
+    pub(super) async fn held_rows(
         &self,
         tx: &mut sqlx::PgConnection,
         lane: &str,
@@ -145,15 +145,19 @@ impl PgStore {
     ) -> Result<Option<Attempt>> {
         let limits = self.limits_in_force().await?;
         let (rates, fgen) = (&in_force.rates, in_force.flow_gen);
-        if crate::rates::applies(rates, &p.lane, &p.kinds) {
+        let rated = crate::rates::applies(rates, &p.lane, &p.kinds);
+        if !rated && !applies(&limits, &p.lane, &p.kinds) {
+            return Ok(None);
+        }
+        if let Some(attempt) = self.claim_limited_fair(p, &limits, in_force).await? {
+            return Ok(Some(attempt));
+        }
+        if rated {
             // A rate may hold a start back: the steps, with the cells.
             return self
                 .claim_limited_steps(p, &limits, rates, fgen)
                 .await
                 .map(Some);
-        }
-        if !applies(&limits, &p.lane, &p.kinds) {
-            return Ok(None);
         }
         if !self.limits.steps_only() {
             if let Some(attempt) = self.claim_limited_call(p, &limits, fgen).await? {
@@ -167,6 +171,45 @@ impl PgStore {
         self.claim_limited_steps(p, &limits, &[], fgen)
             .await
             .map(Some)
+    }
+
+    /// The limited claim of `p` shared fairly between the tenants of its
+    /// lane (`fair_limited.rs`), or `None` when fair share is off for the
+    /// lane or its pending work is one tenant's (the limited claim in
+    /// priority then age order is then the fair one).
+    async fn claim_limited_fair(
+        &self,
+        p: &ClaimParams,
+        limits: &[LimitSetting],
+        in_force: &InForce,
+    ) -> Result<Option<Attempt>> {
+        let fair = self.fair_cached().await?;
+        if !fair.on(&p.lane) {
+            return Ok(None);
+        }
+        let (rates, fgen) = (&in_force.rates, in_force.flow_gen);
+        let (tenants, stale) = self.fair_tenants(&p.lane).await?;
+        if tenants.len() < 2 {
+            return Ok(None);
+        }
+        let attempt = self
+            .claim_fair_limited(p, limits, rates, fgen, &fair, &tenants)
+            .await?;
+        // As the plain fair claim: a stale list that found nothing due is
+        // read again at once, so a tenant it misses is not left for the
+        // poll.
+        if stale && matches!(&attempt, Attempt::Items(items) if items.is_empty()) {
+            self.fair_verdicts.forget(&p.lane);
+            let (tenants, _) = self.fair_tenants(&p.lane).await?;
+            if tenants.len() < 2 {
+                return Ok(None);
+            }
+            return self
+                .claim_fair_limited(p, limits, rates, fgen, &fair, &tenants)
+                .await
+                .map(Some);
+        }
+        Ok(Some(attempt))
     }
 
     /// Runs one call into a server-side function on the system pool: a
@@ -429,22 +472,7 @@ impl PgStore {
         mut admission: Admission,
         limit: usize,
     ) -> Result<Vec<Uuid>> {
-        let rate_keys: Vec<Vec<(String, Rate)>> = candidates
-            .iter()
-            .map(|c| rate_keys_of(rates, &c.lane, &c.kind, c.tenant, c.group.as_deref()))
-            .collect();
-        let cell_keys: BTreeSet<String> = rate_keys
-            .iter()
-            .flat_map(|keys| keys.iter().map(|(k, _)| k.clone()))
-            .collect();
-        let mut cells = if cell_keys.is_empty() {
-            Cells::default()
-        } else {
-            let read = self
-                .lock_cells(&mut *tx, cell_keys.into_iter().collect())
-                .await?;
-            Cells::new(read.now.unwrap_or_default(), read.cells)
-        };
+        let (mut cells, rate_keys) = self.cells_for(&mut *tx, candidates, rates).await?;
         let mut admitted: Vec<Uuid> = Vec::new();
         for ((id, keys), rated) in keyed.into_iter().zip(&rate_keys) {
             if admitted.len() == limit {
@@ -464,6 +492,34 @@ impl PgStore {
             self.write_cells(tx, cells.changed()).await?;
         }
         Ok(admitted)
+    }
+
+    /// The rate cells `candidates` start against, locked and read with the
+    /// transaction's clock (the clock every admission of the claim uses),
+    /// and each candidate's rate keys, in the order of `candidates`.
+    pub(super) async fn cells_for(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        candidates: &[Parts],
+        rates: &[RateSetting],
+    ) -> Result<(Cells, Vec<Vec<(String, Rate)>>)> {
+        let rate_keys: Vec<Vec<(String, Rate)>> = candidates
+            .iter()
+            .map(|c| rate_keys_of(rates, &c.lane, &c.kind, c.tenant, c.group.as_deref()))
+            .collect();
+        let cell_keys: BTreeSet<String> = rate_keys
+            .iter()
+            .flat_map(|keys| keys.iter().map(|(k, _)| k.clone()))
+            .collect();
+        let cells = if cell_keys.is_empty() {
+            Cells::default()
+        } else {
+            let read = self
+                .lock_cells(&mut *tx, cell_keys.into_iter().collect())
+                .await?;
+            Cells::new(read.now.unwrap_or_default(), read.cells)
+        };
+        Ok((cells, rate_keys))
     }
 }
 
@@ -539,7 +595,7 @@ fn usage_row(r: &PgRow) -> Result<UsageRow> {
 }
 
 /// Slots held per scope key, from the claimed rows.
-fn held_counts(limits: &[LimitSetting], rows: &[PgRow]) -> Result<HashMap<String, u64>> {
+pub(super) fn held_counts(limits: &[LimitSetting], rows: &[PgRow]) -> Result<HashMap<String, u64>> {
     let mut held: HashMap<String, u64> = HashMap::new();
     for r in rows {
         let c = parts(r, false)?;
@@ -552,17 +608,17 @@ fn held_counts(limits: &[LimitSetting], rows: &[PgRow]) -> Result<HashMap<String
 
 /// The scopes already full, as the candidates' filter binds them.
 #[derive(Default)]
-struct Full {
-    lane: bool,
-    kinds: Vec<String>,
-    group_kinds: Vec<String>,
-    group_tenants: Vec<Uuid>,
-    groups: Vec<String>,
+pub(super) struct Full {
+    pub(super) lane: bool,
+    pub(super) kinds: Vec<String>,
+    pub(super) group_kinds: Vec<String>,
+    pub(super) group_tenants: Vec<Uuid>,
+    pub(super) groups: Vec<String>,
 }
 
 impl Full {
     /// Adds the scopes the rates hold back as the claim begins.
-    fn add(&mut self, h: HeldBack) {
+    pub(super) fn add(&mut self, h: HeldBack) {
         self.lane |= h.lane;
         self.kinds.extend(h.kinds);
         for (kind, tenant, group) in h.groups {
@@ -573,7 +629,7 @@ impl Full {
     }
 
     /// From the claimed rows `claimed` of the claim of `lane`.
-    fn of(limits: &[LimitSetting], lane: &str, claimed: &[Parts]) -> Full {
+    pub(super) fn of(limits: &[LimitSetting], lane: &str, claimed: &[Parts]) -> Full {
         let f = full_scopes(
             limits,
             claimed.iter().map(|c| {

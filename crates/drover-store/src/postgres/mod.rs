@@ -49,6 +49,7 @@ mod events;
 mod gathered;
 pub use events::append_in as event_append_in;
 mod closures;
+mod fair_limited;
 mod fairness;
 mod flow_gen;
 mod handover;

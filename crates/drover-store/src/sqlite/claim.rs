@@ -83,6 +83,25 @@ pub(super) const SYSTEM: Uuid = Uuid::nil();
 
 /// Why a fenced write changed nothing: the claim is stale, or the tenant
 /// has no such item.
+/// The claim of `p` a limit or rate applies to, on the open write
+/// transaction at `now`: shared fairly between the lane's tenants where
+/// fair share applies (`fair_limited.rs`), else in priority then age order
+/// (`limits.rs`; `None` when no limit binds the claim: the caller claims
+/// unlimited on the same transaction).
+async fn limited_on(
+    conn: &mut SqliteConnection,
+    p: &ClaimParams,
+    limits: &[crate::limits::LimitSetting],
+    rates: &[crate::rates::RateSetting],
+    now: DateTime<Utc>,
+    fair: &crate::fairness::FairSettings,
+) -> Result<Option<Vec<Item>>> {
+    if let Some(items) = super::fair_limited::claim_on(conn, p, limits, rates, now, fair).await? {
+        return Ok(Some(items));
+    }
+    super::limits::claim_on(conn, p, limits, rates, now).await
+}
+
 pub(super) async fn refused(conn: &mut SqliteConnection, tenant: Uuid, id: Uuid) -> Result<Error> {
     let exists: bool = sqlx::query_scalar(sql::ITEM_EXISTS)
         .bind(tenant)
@@ -155,7 +174,7 @@ impl SqliteStore {
             // the cache's TTL, as on PostgreSQL): exactness is in the count
             // of claimed rows, which the write lock keeps exact. The rates
             // and closures are those of the generation just checked.
-            let limited = super::limits::claim_on(&mut tx, p, cached, rates, now).await?;
+            let limited = limited_on(&mut tx, p, cached, rates, now, &fair).await?;
             let items = match limited {
                 Some(items) => items,
                 None => claim_unlimited_on(&mut tx, p, kinds, now, None).await?,
@@ -265,7 +284,8 @@ impl SqliteStore {
         let fresh = in_force.flow_gen.is_none()
             || super::flow_gen::flow_gen_on(&mut *tx).await? == in_force.flow_gen;
         let claimed = if fresh {
-            match super::limits::claim_on(&mut tx, p, &cached, &in_force.rates, now).await? {
+            let fair = self.fair_cached().await?;
+            match limited_on(&mut tx, p, &cached, &in_force.rates, now, &fair).await? {
                 Some(items) => Some(items),
                 None => Some(
                     claim_unlimited_on(&mut tx, p, kinds_json(p)?.as_deref(), now, None).await?,

@@ -28,7 +28,7 @@ use drover_core::item::Item;
 /// The distinct tenants with pending items in lane ?1 (a loose scan of
 /// `items_fair`), kept when one of them is due at ?2 and of the kinds ?3
 /// (JSON array; NULL: every kind).
-const FAIR_TENANTS: &str = "
+pub(super) const FAIR_TENANTS: &str = "
 WITH RECURSIVE t(tenant_id) AS (
     SELECT (SELECT tenant_id FROM items WHERE lane = ?1 AND status = 'pending'
             ORDER BY tenant_id LIMIT 1)
@@ -116,22 +116,7 @@ pub(super) async fn claim_fair_on(
     if tenants.len() < 2 {
         return Ok(None);
     }
-    let rows = sqlx::query(FAIR_PASSES)
-        .bind(&p.lane)
-        .fetch_all(&mut *conn)
-        .await?;
-    let mut vt = 0i64;
-    let mut stored = Vec::with_capacity(rows.len());
-    for r in &rows {
-        let t: Uuid = r.try_get("tenant_id")?;
-        let pass: i64 = r.try_get("pass")?;
-        if t == LANE_ROW {
-            vt = pass;
-        } else {
-            stored.push((t, pass));
-        }
-    }
-    let mut passes = Passes::new(vt, stored);
+    let mut passes = read_passes(conn, &p.lane).await?;
     let weighted: Vec<(Uuid, u32)> = tenants.iter().map(|t| (*t, fair.weight(*t))).collect();
     let mut lists = Vec::new();
     for (t, q) in passes.quotas(&weighted, p.limit) {
@@ -178,8 +163,33 @@ pub(super) async fn claim_fair_on(
     Ok(Some(items))
 }
 
+/// The lane's passes and its virtual time (the lane's own row), as
+/// [`Passes`].
+pub(super) async fn read_passes(conn: &mut SqliteConnection, lane: &str) -> Result<Passes> {
+    let rows = sqlx::query(FAIR_PASSES)
+        .bind(lane)
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut vt = 0i64;
+    let mut stored = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let t: Uuid = r.try_get("tenant_id")?;
+        let pass: i64 = r.try_get("pass")?;
+        if t == LANE_ROW {
+            vt = pass;
+        } else {
+            stored.push((t, pass));
+        }
+    }
+    Ok(Passes::new(vt, stored))
+}
+
 /// Writes back the passes a share moved, and the lane's virtual time.
-async fn write_passes(conn: &mut SqliteConnection, lane: &str, passes: &Passes) -> Result<()> {
+pub(super) async fn write_passes(
+    conn: &mut SqliteConnection,
+    lane: &str,
+    passes: &Passes,
+) -> Result<()> {
     if passes.changed().is_empty() {
         return Ok(());
     }

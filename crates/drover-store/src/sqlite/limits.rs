@@ -31,8 +31,8 @@ const LIMIT_CLEAR: &str = include_str!("../../sql/sqlite/limit_clear.sql");
 const LIMIT_LIST: &str = include_str!("../../sql/sqlite/limit_list.sql");
 const LIMIT_LIST_0033: &str = include_str!("../../sql/sqlite/limit_list_0033.sql");
 const LIMIT_ORDER_BLOCKER: &str = include_str!("../../sql/sqlite/limit_order_blocker.sql");
-const LIMIT_HELD: &str = include_str!("../../sql/sqlite/limit_held.sql");
-const LIMIT_CANDIDATES: &str = include_str!("../../sql/sqlite/limit_candidates.sql");
+pub(super) const LIMIT_HELD: &str = include_str!("../../sql/sqlite/limit_held.sql");
+pub(super) const LIMIT_CANDIDATES: &str = include_str!("../../sql/sqlite/limit_candidates.sql");
 /// The candidates with the head probe of ordered groups at their mark.
 static LIMIT_CANDIDATES_ORDERED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     LIMIT_CANDIDATES.replace(
@@ -47,8 +47,8 @@ const LIMIT_USAGE: &str = include_str!("../../sql/sqlite/limit_usage.sql");
 const PAGE: i64 = 256;
 /// The first page: this many candidates per slot the claim asks for, plus
 /// a few.
-const FIRST_PAGE_PER_SLOT: i64 = 2;
-const FIRST_PAGE_EXTRA: i64 = 16;
+pub(super) const FIRST_PAGE_PER_SLOT: i64 = 2;
+pub(super) const FIRST_PAGE_EXTRA: i64 = 16;
 
 fn setting(r: &SqliteRow) -> Result<LimitSetting> {
     let scope: String = r.try_get("scope")?;
@@ -67,7 +67,7 @@ fn setting(r: &SqliteRow) -> Result<LimitSetting> {
 }
 
 /// The scope keys a row (lane, kind, tenant_id, group_key) counts against.
-fn row_keys(limits: &[LimitSetting], r: &SqliteRow) -> Result<Vec<(String, u32)>> {
+pub(super) fn row_keys(limits: &[LimitSetting], r: &SqliteRow) -> Result<Vec<(String, u32)>> {
     let lane: String = r.try_get("lane")?;
     let kind: String = r.try_get("kind")?;
     let tenant: Uuid = r.try_get("tenant_id")?;
@@ -76,7 +76,7 @@ fn row_keys(limits: &[LimitSetting], r: &SqliteRow) -> Result<Vec<(String, u32)>
 }
 
 /// The rate cells a row (lane, kind, tenant_id, group_key) starts against.
-fn row_rate_keys(rates: &[RateSetting], r: &SqliteRow) -> Result<Vec<(String, Rate)>> {
+pub(super) fn row_rate_keys(rates: &[RateSetting], r: &SqliteRow) -> Result<Vec<(String, Rate)>> {
     if rates.is_empty() {
         return Ok(Vec::new());
     }
@@ -134,7 +134,7 @@ where
 /// The ordered kinds of `limits` as the candidates statement binds them:
 /// all of them, and those that hold on a dead letter (JSON arrays; `None`
 /// when empty).
-fn ordered_binds(limits: &[LimitSetting]) -> Result<(Option<String>, Option<String>)> {
+pub(super) fn ordered_binds(limits: &[LimitSetting]) -> Result<(Option<String>, Option<String>)> {
     let ordered = ordered_kinds(limits);
     if ordered.is_empty() {
         return Ok((None, None));
@@ -160,16 +160,16 @@ fn ordered_binds(limits: &[LimitSetting]) -> Result<(Option<String>, Option<Stri
 /// The scopes full as a claim begins, as the candidates statement leaves
 /// them out: the claim's lane, the kinds (JSON array), the groups (JSON
 /// array of kind, NUL, hex tenant, NUL, group).
-struct Full {
-    lane: bool,
-    kinds: Option<String>,
-    groups: Option<String>,
+pub(super) struct Full {
+    pub(super) lane: bool,
+    pub(super) kinds: Option<String>,
+    pub(super) groups: Option<String>,
 }
 
 impl Full {
     /// From the claimed rows `claimed` under `limits`, for a claim of
     /// `lane`, with the scopes the rates hold back (`rated`).
-    fn of(
+    pub(super) fn of(
         limits: &[LimitSetting],
         lane: &str,
         claimed: &[SqliteRow],
@@ -231,7 +231,10 @@ impl Full {
 
 /// Slots held per scope key, from the claimed rows (one per distinct scope
 /// parts, with how many hold them).
-fn held_of(limits: &[LimitSetting], claimed: &[SqliteRow]) -> Result<HashMap<String, u64>> {
+pub(super) fn held_of(
+    limits: &[LimitSetting],
+    claimed: &[SqliteRow],
+) -> Result<HashMap<String, u64>> {
     let mut held: HashMap<String, u64> = HashMap::new();
     for r in claimed {
         let n = u64::try_from(r.try_get::<i64, _>("n")?).unwrap_or(0);

@@ -1,0 +1,218 @@
+//! Fair share on the claims a concurrency limit or a rate applies to, on
+//! SQLite: the limited claim (`limits.rs`) with the fair claim's order
+//! (`fairness.rs`), on the single writer's transaction, so counting the
+//! held slots, reading the cells and the passes, sharing the starts and
+//! writing them back are one step no other claimer interleaves with (the
+//! limits stay as exact as the limited claim's).
+//!
+//! A lane whose pending work is one tenant's is told by two descents of
+//! `items_fair` (the least and the greatest tenant) and claims as the
+//! limited claim does. Otherwise: the tenants with due work, the held
+//! slots and the rate cells (the scopes full as the claim begins are left
+//! out of the candidates), the lane's passes, each tenant's next due items
+//! the quotas name (one page of the limited claim's candidates, through
+//! `items_fair`), and [`Passes::share`] asks the admission (rates first,
+//! then the slots) at each start: a candidate it refuses is skipped and its
+//! tenant keeps its pass.
+
+use std::sync::LazyLock;
+
+use chrono::{DateTime, Utc};
+use sqlx::{Row, SqliteConnection};
+use uuid::Uuid;
+
+use super::fairness::{FAIR_TENANTS, read_passes, write_passes};
+use super::limits::{
+    FIRST_PAGE_EXTRA, FIRST_PAGE_PER_SLOT, Full, LIMIT_CANDIDATES, LIMIT_CLAIM, LIMIT_HELD,
+    held_of, ordered_binds, row_keys, row_rate_keys,
+};
+use super::row::{self, after, to_micros};
+use crate::ClaimParams;
+use crate::fairness::FairSettings;
+use crate::limits::{Admission, LimitSetting};
+use crate::rates::{Cells, HeldBack, RateSetting};
+use drover_core::error::{Error, Result};
+use drover_core::item::Item;
+
+/// Whether lane ?1's pending items are of more than one tenant: the least
+/// and the greatest tenant of `items_fair`, two descents.
+const MANY_TENANTS: &str = "
+SELECT (SELECT tenant_id FROM items WHERE lane = ?1 AND status = 'pending'
+        ORDER BY tenant_id LIMIT 1)
+    IS NOT (SELECT tenant_id FROM items WHERE lane = ?1 AND status = 'pending'
+            ORDER BY tenant_id DESC LIMIT 1)";
+
+/// One tenant's (?12) page of the limited claim's candidates, through
+/// `items_fair`, with the ordered groups' head probe (its kinds ?10 NULL
+/// while no ordered limit is in force: the probe is then never run).
+static CANDIDATES_OF_TENANT: LazyLock<String> = LazyLock::new(|| {
+    LIMIT_CANDIDATES
+        .replace(
+            "FROM items i INDEXED BY items_pending",
+            "FROM items i INDEXED BY items_fair",
+        )
+        .replace(
+            "AND i.lane = ?1\n",
+            "AND i.lane = ?1\n  AND i.tenant_id = ?12\n",
+        )
+        .replace(
+            "/*{ordered}*/",
+            include_str!("../../sql/sqlite/limit_candidates_head.sql"),
+        )
+});
+
+/// The tenants with work due at `now` in `lane` (of the kinds `kinds`, a
+/// JSON array), or none at all when its pending items are one tenant's
+/// (two descents, without the scan of the tenants).
+async fn due_tenants(
+    conn: &mut SqliteConnection,
+    lane: &str,
+    now: DateTime<Utc>,
+    kinds: Option<&str>,
+) -> Result<Vec<Uuid>> {
+    let many: bool = sqlx::query_scalar(MANY_TENANTS)
+        .bind(lane)
+        .fetch_one(&mut *conn)
+        .await?;
+    if !many {
+        return Ok(Vec::new());
+    }
+    Ok(sqlx::query_scalar(FAIR_TENANTS)
+        .bind(lane)
+        .bind(to_micros(now))
+        .bind(kinds)
+        .fetch_all(&mut *conn)
+        .await?)
+}
+
+/// The limited claim of `p` shared fairly between the tenants of its lane
+/// on the open write transaction at `now` (see the module docs), or
+/// `None` when fair share is off for the lane or fewer than two tenants
+/// have due work in it (the caller runs the limited claim).
+pub(super) async fn claim_on(
+    conn: &mut SqliteConnection,
+    p: &ClaimParams,
+    limits: &[LimitSetting],
+    rates: &[RateSetting],
+    now: DateTime<Utc>,
+    fair: &FairSettings,
+) -> Result<Option<Vec<Item>>> {
+    if !fair.on(&p.lane) {
+        return Ok(None);
+    }
+    let kinds = if p.kinds.is_empty() {
+        None
+    } else {
+        Some(serde_json::to_string(&p.kinds).map_err(|e| Error::invalid("kinds", e.to_string()))?)
+    };
+    let tenants = due_tenants(conn, &p.lane, now, kinds.as_deref()).await?;
+    if tenants.len() < 2 {
+        return Ok(None);
+    }
+    let claimed = if limits.is_empty() {
+        Vec::new()
+    } else {
+        sqlx::query(LIMIT_HELD).fetch_all(&mut *conn).await?
+    };
+    let (mut cells, held_back) = if crate::rates::applies(rates, &p.lane, &p.kinds) {
+        super::rates::cells_now(&mut *conn, rates, &p.lane, now).await?
+    } else {
+        (Cells::new(now, []), HeldBack::default())
+    };
+    held_back.note_rate_limited(&p.kinds);
+    let full = Full::of(limits, &p.lane, &claimed, held_back)?;
+    if full.lane {
+        return Ok(Some(Vec::new()));
+    }
+    let mut admission = Admission::new(held_of(limits, &claimed)?);
+    let (ordered, hold) = ordered_binds(limits)?;
+    let mut passes = read_passes(conn, &p.lane).await?;
+    let weighted: Vec<(Uuid, u32)> = tenants.iter().map(|t| (*t, fair.weight(*t))).collect();
+    // Each candidate: its claim order key, id, slot keys and rate keys.
+    let mut candidates = Vec::new();
+    let mut lists = Vec::new();
+    for (t, q) in passes.quotas(&weighted, p.limit) {
+        let page = i64::from(q)
+            .saturating_mul(FIRST_PAGE_PER_SLOT)
+            .saturating_add(FIRST_PAGE_EXTRA);
+        let rows = sqlx::query(CANDIDATES_OF_TENANT.as_str())
+            .bind(&p.lane)
+            .bind(to_micros(now))
+            .bind(kinds.as_deref())
+            .bind(page)
+            .bind(i64::MIN)
+            .bind(i64::MIN)
+            .bind(i64::MIN)
+            .bind(full.kinds.as_deref())
+            .bind(full.groups.as_deref())
+            .bind(ordered.as_deref())
+            .bind(hold.as_deref())
+            .bind(t)
+            .fetch_all(&mut *conn)
+            .await?;
+        let mut list = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let key: (i64, i64, i64) = (
+                r.try_get("priority")?,
+                r.try_get("available_at")?,
+                r.try_get("rid")?,
+            );
+            list.push((key, candidates.len()));
+            let id: Uuid = r.try_get("id")?;
+            candidates.push((id, row_keys(limits, r)?, row_rate_keys(rates, r)?));
+        }
+        lists.push((t, fair.weight(t), list));
+    }
+    let chosen = passes.share(
+        lists,
+        p.limit as usize,
+        |c| c.0,
+        |c| {
+            let (_, keys, rated) = &candidates[c.1];
+            // Rates first: a start the rate holds back takes no slot.
+            if !cells.would_admit(rated) || !admission.admit(keys) {
+                return false;
+            }
+            cells.admit(rated);
+            true
+        },
+    );
+    cells.note_rate_limited();
+    write_passes(conn, &p.lane, &passes).await?;
+    if chosen.is_empty() {
+        return Ok(Some(Vec::new()));
+    }
+    super::rates::write_cells(conn, cells.changed()).await?;
+    let ids: Vec<String> = chosen
+        .iter()
+        .map(|c| candidates[c.1].0.simple().to_string())
+        .collect();
+    let ids = serde_json::to_string(&ids).map_err(|e| Error::invalid("ids", e.to_string()))?;
+    let rows = sqlx::query(LIMIT_CLAIM)
+        .bind(&p.worker_id)
+        .bind(to_micros(after(now, p.lease)))
+        .bind(to_micros(now))
+        // The system signs the claim, as every write after the enqueue.
+        .bind(Uuid::nil())
+        .bind(ids)
+        .fetch_all(&mut *conn)
+        .await?;
+    let items = rows.iter().map(row::item).collect::<Result<Vec<_>>>()?;
+    Ok(Some(items))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tenant's page is the limited claim's statement with the
+    /// tenant's index, its filter and the head probe spliced in.
+    #[test]
+    fn candidates_of_tenant_spliced() {
+        let q = CANDIDATES_OF_TENANT.as_str();
+        assert!(q.contains("INDEXED BY items_fair"));
+        assert!(q.contains("AND i.tenant_id = ?12"));
+        assert!(q.contains("items_group_order"));
+        assert!(!q.contains("/*{ordered}*/"));
+    }
+}
