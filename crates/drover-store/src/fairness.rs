@@ -318,6 +318,88 @@ impl Passes {
     }
 }
 
+/// How old a lane's tenant list may be and still serve a claim while it
+/// is read again; older, the claim reads it itself.
+pub const STALE_LIST_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How many times a claim draws the quotas again after tenants of its list
+/// turned out to have nothing due.
+pub const FAIR_ROUNDS: usize = 3;
+
+/// A lane's tenant list: when it was read, at which epoch, the tenants.
+type Listed = (std::time::Instant, u64, std::sync::Arc<Vec<Uuid>>);
+
+/// Per lane, the tenants with pending work when last read, and when; void
+/// once this process enqueues or wakes a lane (a claimer's cache: a
+/// tenant another process enqueued for is listed within
+/// [`FAIR_CACHE_TTL`] of its enqueue).
+#[derive(Debug, Default)]
+pub struct TenantLists {
+    slot: std::sync::Mutex<std::collections::HashMap<String, Listed>>,
+    epoch: std::sync::atomic::AtomicU64,
+    /// The lanes whose list is being read again in the background.
+    reading: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+impl TenantLists {
+    /// The current epoch: moved by every [`TenantLists::touch`].
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Forgets every list (work was enqueued or released).
+    pub fn touch(&self) {
+        self.epoch
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// `lane`'s list if read at the current epoch within
+    /// [`STALE_LIST_LIMIT`], and whether it is older than
+    /// [`FAIR_CACHE_TTL`] (to be read again).
+    pub fn get(&self, lane: &str) -> Option<(std::sync::Arc<Vec<Uuid>>, bool)> {
+        let epoch = self.epoch.load(std::sync::atomic::Ordering::Relaxed);
+        let slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        slot.get(lane)
+            .filter(|(at, e, _)| *e == epoch && at.elapsed() < STALE_LIST_LIMIT)
+            .map(|(at, _, t)| (t.clone(), at.elapsed() >= FAIR_CACHE_TTL))
+    }
+
+    /// Marks `lane`'s list as being read again; false if it already is.
+    pub fn start_reading(&self, lane: &str) -> bool {
+        self.reading
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(lane.to_owned())
+    }
+
+    /// Forgets `lane`'s list: the next claim reads it.
+    pub fn forget(&self, lane: &str) {
+        self.slot
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(lane);
+    }
+
+    /// Marks `lane`'s list as no longer being read again.
+    pub fn done_reading(&self, lane: &str) {
+        self.reading
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(lane);
+    }
+
+    /// Keeps `tenants` as `lane`'s list read at `epoch`, unless a list
+    /// of a later epoch is kept already (a background read that began
+    /// before this process's last enqueue).
+    pub fn put(&self, lane: &str, epoch: u64, tenants: std::sync::Arc<Vec<Uuid>>) {
+        let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.get(lane).is_some_and(|(_, e, _)| *e > epoch) {
+            return;
+        }
+        slot.insert(lane.to_owned(), (std::time::Instant::now(), epoch, tenants));
+    }
+}
+
 /// The fair-share settings as a claimer last read them, for
 /// [`FAIR_CACHE_TTL`]; cleared when this process changes them.
 #[derive(Debug, Default)]

@@ -19,9 +19,8 @@
 //!    an item another path claimed meanwhile is skipped), and the moved
 //!    passes written back, all before the commit.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use sqlx::Row;
@@ -31,8 +30,8 @@ use super::claim_gen::Attempt;
 use super::{PgStore, row, secs};
 use crate::ClaimParams;
 use crate::fairness::{
-    FAIR_CACHE_TTL, FAIR_WAITING_CAP, FairLane, FairSettings, FairShare, FairWeight, FairnessStore,
-    LANE_ROW, Passes,
+    FAIR_WAITING_CAP, FairLane, FairSettings, FairShare, FairWeight, FairnessStore, LANE_ROW,
+    Passes,
 };
 use crate::rates::InForce;
 use drover_core::error::Result;
@@ -55,9 +54,6 @@ WITH RECURSIVE t AS (
         ORDER BY i.tenant_id LIMIT 1) n
 )
 SELECT tenant_id FROM t";
-/// How old a lane's tenant list may be and still serve a claim while it
-/// is read again in the background; older, the claim reads it itself.
-const STALE_LIST_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The tenants with pending items in `lane` ([`FAIR_TENANTS`]).
 async fn read_tenants(
@@ -101,74 +97,8 @@ const FAIR_WAITING: &str = include_str!("../../sql/postgres/fair_waiting.sql");
 /// As on SQLite: candidates read per start a tenant's quota gives it.
 const PER_START: u32 = 2;
 const EXTRA: u32 = 8;
-/// How many times a claim draws the quotas again after tenants with
-/// nothing due.
-pub(super) const FAIR_ROUNDS: usize = 3;
-
-/// A lane's tenant list: when it was read, at which epoch, the tenants.
-type Listed = (std::time::Instant, u64, Arc<Vec<Uuid>>);
-
-/// Per lane, the tenants with pending work when last read, and when; void
-/// once this process enqueues or wakes a lane.
-#[derive(Debug, Default)]
-pub(super) struct Verdicts {
-    slot: std::sync::Mutex<HashMap<String, Listed>>,
-    epoch: AtomicU64,
-    /// The lanes whose list is being read again in the background.
-    reading: std::sync::Mutex<std::collections::HashSet<String>>,
-}
-
-impl Verdicts {
-    /// Forgets every list (work was enqueued or released).
-    pub(super) fn touch(&self) {
-        self.epoch.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// `lane`'s list if read at the current epoch within
-    /// [`STALE_LIST_LIMIT`], and whether it is older than
-    /// [`FAIR_CACHE_TTL`] (to be read again).
-    fn get(&self, lane: &str) -> Option<(Arc<Vec<Uuid>>, bool)> {
-        let epoch = self.epoch.load(Ordering::Relaxed);
-        let slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
-        slot.get(lane)
-            .filter(|(at, e, _)| *e == epoch && at.elapsed() < STALE_LIST_LIMIT)
-            .map(|(at, _, t)| (t.clone(), at.elapsed() >= FAIR_CACHE_TTL))
-    }
-
-    /// Marks `lane`'s list as being read again; false if it already is.
-    fn start_reading(&self, lane: &str) -> bool {
-        self.reading
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(lane.to_owned())
-    }
-
-    /// Forgets `lane`'s list: the next claim reads it.
-    pub(super) fn forget(&self, lane: &str) {
-        self.slot
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(lane);
-    }
-
-    fn done_reading(&self, lane: &str) {
-        self.reading
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(lane);
-    }
-
-    /// Keeps `tenants` as `lane`'s list read at `epoch`, unless a list
-    /// of a later epoch is kept already (a background read that began
-    /// before this process's last enqueue).
-    fn put(&self, lane: &str, epoch: u64, tenants: Arc<Vec<Uuid>>) {
-        let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
-        if slot.get(lane).is_some_and(|(_, e, _)| *e > epoch) {
-            return;
-        }
-        slot.insert(lane.to_owned(), (std::time::Instant::now(), epoch, tenants));
-    }
-}
+/// How many times a claim draws the quotas again ([`crate::fairness::FAIR_ROUNDS`]).
+pub(super) const FAIR_ROUNDS: usize = crate::fairness::FAIR_ROUNDS;
 
 impl PgStore {
     /// The fair-share settings, from the cache while it is fresh.
@@ -193,7 +123,7 @@ impl PgStore {
     /// enqueue, which voids the list).
     /// The second value: whether the list is older than the TTL.
     pub(super) async fn fair_tenants(&self, lane: &str) -> Result<(Arc<Vec<Uuid>>, bool)> {
-        let epoch = self.fair_verdicts.epoch.load(Ordering::Relaxed);
+        let epoch = self.fair_verdicts.epoch();
         match self.fair_verdicts.get(lane) {
             Some((t, false)) => return Ok((t, false)),
             Some((t, true)) => {
@@ -215,7 +145,7 @@ impl PgStore {
     /// Reads `lane`'s tenant list again in a task of its own, keeping it
     /// at `epoch` (a list read across an enqueue of this process is not
     /// kept: the enqueue moved the epoch). A failure leaves the old list
-    /// until it passes [`STALE_LIST_LIMIT`].
+    /// until it passes [`STALE_LIST_LIMIT`](crate::fairness::STALE_LIST_LIMIT).
     async fn read_tenants_behind(&self, lane: &str, epoch: u64) {
         let begin = match self.system_begin_sql().await {
             Ok(sql) => sql,

@@ -255,7 +255,7 @@ pub struct PgStore {
     /// The fair-share settings, as the last claim read them.
     fair: crate::fairness::FairCache,
     /// Per lane, whether its pending work is of several tenants.
-    fair_verdicts: Arc<fairness::Verdicts>,
+    fair_verdicts: Arc<crate::fairness::TenantLists>,
     /// Becomes true once the listener's first LISTEN is in place.
     listen_ready: tokio::sync::watch::Sender<bool>,
     /// How the pool reaches PostgreSQL.

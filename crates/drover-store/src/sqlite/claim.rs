@@ -95,8 +95,11 @@ async fn limited_on(
     rates: &[crate::rates::RateSetting],
     now: DateTime<Utc>,
     fair: &crate::fairness::FairSettings,
+    store: &SqliteStore,
 ) -> Result<Option<Vec<Item>>> {
-    if let Some(items) = super::fair_limited::claim_on(conn, p, limits, rates, now, fair).await? {
+    if let Some(items) =
+        super::fair_limited::claim_on(conn, p, limits, rates, now, fair, store).await?
+    {
         return Ok(Some(items));
     }
     super::limits::claim_on(conn, p, limits, rates, now).await
@@ -174,7 +177,7 @@ impl SqliteStore {
             // the cache's TTL, as on PostgreSQL): exactness is in the count
             // of claimed rows, which the write lock keeps exact. The rates
             // and closures are those of the generation just checked.
-            let limited = limited_on(&mut tx, p, cached, rates, now, &fair).await?;
+            let limited = limited_on(&mut tx, p, cached, rates, now, &fair, self).await?;
             let items = match limited {
                 Some(items) => items,
                 None => claim_unlimited_on(&mut tx, p, kinds, now, None).await?,
@@ -199,7 +202,7 @@ impl SqliteStore {
         }
         if fair_on
             && let Some(items) =
-                super::fairness::claim_fair_on(&mut tx, p, kinds, now, &fair).await?
+                super::fairness::claim_fair_on(&mut tx, p, kinds, now, &fair, self).await?
         {
             // Dropped uncommitted (rolled back) when the generation moved.
             if in_force.flow_gen.is_some()
@@ -285,7 +288,7 @@ impl SqliteStore {
             || super::flow_gen::flow_gen_on(&mut *tx).await? == in_force.flow_gen;
         let claimed = if fresh {
             let fair = self.fair_cached().await?;
-            match limited_on(&mut tx, p, &cached, &in_force.rates, now, &fair).await? {
+            match limited_on(&mut tx, p, &cached, &in_force.rates, now, &fair, self).await? {
                 Some(items) => Some(items),
                 None => Some(
                     claim_unlimited_on(&mut tx, p, kinds_json(p)?.as_deref(), now, None).await?,

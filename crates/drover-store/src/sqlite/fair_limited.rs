@@ -5,9 +5,9 @@
 //! writing them back are one step no other claimer interleaves with (the
 //! limits stay as exact as the limited claim's).
 //!
-//! A lane whose pending work is one tenant's is told by two descents of
-//! `items_fair` (the least and the greatest tenant) and claims as the
-//! limited claim does. Otherwise: the tenants with due work, the held
+//! A lane whose pending work is one tenant's (by the lane's tenant list,
+//! kept as the fair claim keeps it) claims as the limited claim does.
+//! Otherwise: the held
 //! slots and the rate cells (the scopes full as the claim begins are left
 //! out of the candidates), the lane's passes, each tenant's next due items
 //! the quotas name (one page of the limited claim's candidates, through
@@ -15,32 +15,25 @@
 //! then the slots) at each start: a candidate it refuses is skipped and its
 //! tenant keeps its pass.
 
+use std::collections::{BTreeMap, HashSet};
 use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
 use sqlx::{Row, SqliteConnection};
 use uuid::Uuid;
 
-use super::fairness::{FAIR_TENANTS, read_passes, write_passes};
+use super::fairness::{lane_tenants, read_passes, write_passes};
 use super::limits::{
     FIRST_PAGE_EXTRA, FIRST_PAGE_PER_SLOT, Full, LIMIT_CANDIDATES, LIMIT_CLAIM, LIMIT_HELD,
     held_of, ordered_binds, row_keys, row_rate_keys,
 };
 use super::row::{self, after, to_micros};
 use crate::ClaimParams;
-use crate::fairness::FairSettings;
+use crate::fairness::{FAIR_ROUNDS, FairSettings};
 use crate::limits::{Admission, LimitSetting};
-use crate::rates::{Cells, HeldBack, RateSetting};
+use crate::rates::{Cells, HeldBack, Rate, RateSetting};
 use drover_core::error::{Error, Result};
 use drover_core::item::Item;
-
-/// Whether lane ?1's pending items are of more than one tenant: the least
-/// and the greatest tenant of `items_fair`, two descents.
-const MANY_TENANTS: &str = "
-SELECT (SELECT tenant_id FROM items WHERE lane = ?1 AND status = 'pending'
-        ORDER BY tenant_id LIMIT 1)
-    IS NOT (SELECT tenant_id FROM items WHERE lane = ?1 AND status = 'pending'
-            ORDER BY tenant_id DESC LIMIT 1)";
 
 /// One tenant's (?12) page of the limited claim's candidates, through
 /// `items_fair`, with the ordered groups' head probe (its kinds ?10 NULL
@@ -61,28 +54,86 @@ static CANDIDATES_OF_TENANT: LazyLock<String> = LazyLock::new(|| {
         )
 });
 
-/// The tenants with work due at `now` in `lane` (of the kinds `kinds`, a
-/// JSON array), or none at all when its pending items are one tenant's
-/// (two descents, without the scan of the tenants).
-async fn due_tenants(
-    conn: &mut SqliteConnection,
-    lane: &str,
+/// A candidate read: its id, slot keys and rate keys.
+type Read = (Uuid, Vec<(String, u32)>, Vec<(String, Rate)>);
+/// Per tenant, its candidates' claim order keys and indexes.
+type Lists = BTreeMap<Uuid, Vec<((i64, i64, i64), usize)>>;
+
+/// What a tenant's page of candidates is read under.
+struct Page<'a> {
+    p: &'a ClaimParams,
     now: DateTime<Utc>,
-    kinds: Option<&str>,
-) -> Result<Vec<Uuid>> {
-    let many: bool = sqlx::query_scalar(MANY_TENANTS)
-        .bind(lane)
-        .fetch_one(&mut *conn)
-        .await?;
-    if !many {
-        return Ok(Vec::new());
+    kinds: Option<&'a str>,
+    full: &'a Full,
+    ordered: Option<&'a str>,
+    hold: Option<&'a str>,
+    limits: &'a [LimitSetting],
+    rates: &'a [RateSetting],
+}
+
+/// The candidates of each tenant the quotas of `passes` name among
+/// `alive`, and per tenant its list. A tenant with nothing due is dropped
+/// and the quotas drawn again (the list holds every tenant with pending
+/// work, and may be up to `FAIR_CACHE_TTL` old).
+async fn read_lists(
+    conn: &mut SqliteConnection,
+    page: &Page<'_>,
+    passes: &crate::fairness::Passes,
+    mut alive: Vec<(Uuid, u32)>,
+) -> Result<(Vec<Read>, Lists)> {
+    let mut candidates = Vec::new();
+    let mut lists: Lists = BTreeMap::new();
+    for _ in 0..FAIR_ROUNDS {
+        let fresh: Vec<(Uuid, u32)> = passes
+            .quotas(&alive, page.p.limit)
+            .into_iter()
+            .filter(|(t, _)| !lists.contains_key(t))
+            .collect();
+        if fresh.is_empty() {
+            break;
+        }
+        let mut empty = HashSet::new();
+        for (t, q) in fresh {
+            let size = i64::from(q)
+                .saturating_mul(FIRST_PAGE_PER_SLOT)
+                .saturating_add(FIRST_PAGE_EXTRA);
+            let rows = sqlx::query(CANDIDATES_OF_TENANT.as_str())
+                .bind(&page.p.lane)
+                .bind(to_micros(page.now))
+                .bind(page.kinds)
+                .bind(size)
+                .bind(i64::MIN)
+                .bind(i64::MIN)
+                .bind(i64::MIN)
+                .bind(page.full.kinds.as_deref())
+                .bind(page.full.groups.as_deref())
+                .bind(page.ordered)
+                .bind(page.hold)
+                .bind(t)
+                .fetch_all(&mut *conn)
+                .await?;
+            let mut list = Vec::with_capacity(rows.len());
+            for r in &rows {
+                let key: (i64, i64, i64) = (
+                    r.try_get("priority")?,
+                    r.try_get("available_at")?,
+                    r.try_get("rid")?,
+                );
+                list.push((key, candidates.len()));
+                let id: Uuid = r.try_get("id")?;
+                candidates.push((id, row_keys(page.limits, r)?, row_rate_keys(page.rates, r)?));
+            }
+            if list.is_empty() {
+                empty.insert(t);
+            }
+            lists.insert(t, list);
+        }
+        if empty.is_empty() {
+            break;
+        }
+        alive.retain(|(t, _)| !empty.contains(t));
     }
-    Ok(sqlx::query_scalar(FAIR_TENANTS)
-        .bind(lane)
-        .bind(to_micros(now))
-        .bind(kinds)
-        .fetch_all(&mut *conn)
-        .await?)
+    Ok((candidates, lists))
 }
 
 /// The limited claim of `p` shared fairly between the tenants of its lane
@@ -96,8 +147,13 @@ pub(super) async fn claim_on(
     rates: &[RateSetting],
     now: DateTime<Utc>,
     fair: &FairSettings,
+    store: &super::SqliteStore,
 ) -> Result<Option<Vec<Item>>> {
     if !fair.on(&p.lane) {
+        return Ok(None);
+    }
+    let (tenants, _) = lane_tenants(conn, store, &p.lane).await?;
+    if tenants.len() < 2 {
         return Ok(None);
     }
     let kinds = if p.kinds.is_empty() {
@@ -105,10 +161,6 @@ pub(super) async fn claim_on(
     } else {
         Some(serde_json::to_string(&p.kinds).map_err(|e| Error::invalid("kinds", e.to_string()))?)
     };
-    let tenants = due_tenants(conn, &p.lane, now, kinds.as_deref()).await?;
-    if tenants.len() < 2 {
-        return Ok(None);
-    }
     let claimed = if limits.is_empty() {
         Vec::new()
     } else {
@@ -128,41 +180,21 @@ pub(super) async fn claim_on(
     let (ordered, hold) = ordered_binds(limits)?;
     let mut passes = read_passes(conn, &p.lane).await?;
     let weighted: Vec<(Uuid, u32)> = tenants.iter().map(|t| (*t, fair.weight(*t))).collect();
-    // Each candidate: its claim order key, id, slot keys and rate keys.
-    let mut candidates = Vec::new();
-    let mut lists = Vec::new();
-    for (t, q) in passes.quotas(&weighted, p.limit) {
-        let page = i64::from(q)
-            .saturating_mul(FIRST_PAGE_PER_SLOT)
-            .saturating_add(FIRST_PAGE_EXTRA);
-        let rows = sqlx::query(CANDIDATES_OF_TENANT.as_str())
-            .bind(&p.lane)
-            .bind(to_micros(now))
-            .bind(kinds.as_deref())
-            .bind(page)
-            .bind(i64::MIN)
-            .bind(i64::MIN)
-            .bind(i64::MIN)
-            .bind(full.kinds.as_deref())
-            .bind(full.groups.as_deref())
-            .bind(ordered.as_deref())
-            .bind(hold.as_deref())
-            .bind(t)
-            .fetch_all(&mut *conn)
-            .await?;
-        let mut list = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let key: (i64, i64, i64) = (
-                r.try_get("priority")?,
-                r.try_get("available_at")?,
-                r.try_get("rid")?,
-            );
-            list.push((key, candidates.len()));
-            let id: Uuid = r.try_get("id")?;
-            candidates.push((id, row_keys(limits, r)?, row_rate_keys(rates, r)?));
-        }
-        lists.push((t, fair.weight(t), list));
-    }
+    let page = Page {
+        p,
+        now,
+        kinds: kinds.as_deref(),
+        full: &full,
+        ordered: ordered.as_deref(),
+        hold: hold.as_deref(),
+        limits,
+        rates,
+    };
+    let (candidates, lists) = read_lists(conn, &page, &passes, weighted).await?;
+    let lists = lists
+        .into_iter()
+        .map(|(t, l)| (t, fair.weight(t), l))
+        .collect();
     let chosen = passes.share(
         lists,
         p.limit as usize,

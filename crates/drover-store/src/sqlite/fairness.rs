@@ -3,12 +3,18 @@
 //! starts ([`Passes::share`]) and writing the passes back are one step
 //! with the claim.
 //!
-//! A claim of a lane with fair share on first finds the tenants with due
-//! work (one descent of `items_fair` per tenant); with fewer than two it
-//! claims as before (no pass is read or written). Otherwise it reads the
-//! lane's passes, asks [`Passes::quotas`] which tenants this claim may
-//! start, reads those tenants' next items in claim order, shares the
-//! claim between them and claims the chosen ids.
+//! A claim of a lane with fair share on first claims as before if the
+//! lane's pending work is one tenant's (`item_claim_one_tenant.sql`).
+//! Otherwise it takes the lane's tenant list (kept per process for
+//! [`FAIR_CACHE_TTL`](crate::fairness::FAIR_CACHE_TTL) and voided by its own enqueues, as on PostgreSQL;
+//! read by one descent of `items_fair` per tenant), reads the lane's
+//! passes, asks [`Passes::quotas`] which tenants this claim may start,
+//! reads those tenants' next due items in claim order (a tenant with none
+//! is dropped and the quotas drawn again), shares the claim between them
+//! and claims the chosen ids.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -19,15 +25,14 @@ use super::SqliteStore;
 use super::row::{self, after, from_micros, to_micros};
 use crate::ClaimParams;
 use crate::fairness::{
-    FAIR_WAITING_CAP, FairLane, FairSettings, FairShare, FairWeight, FairnessStore, LANE_ROW,
-    Passes,
+    FAIR_ROUNDS, FAIR_WAITING_CAP, FairLane, FairSettings, FairShare, FairWeight, FairnessStore,
+    LANE_ROW, Passes,
 };
 use drover_core::error::{Error, Result};
 use drover_core::item::Item;
 
-/// The distinct tenants with pending items in lane ?1 (a loose scan of
-/// `items_fair`), kept when one of them is due at ?2 and of the kinds ?3
-/// (JSON array; NULL: every kind).
+/// The distinct tenants with pending items in lane ?1: a loose scan of
+/// `items_fair`, one descent per tenant.
 pub(super) const FAIR_TENANTS: &str = "
 WITH RECURSIVE t(tenant_id) AS (
     SELECT (SELECT tenant_id FROM items WHERE lane = ?1 AND status = 'pending'
@@ -38,12 +43,7 @@ WITH RECURSIVE t(tenant_id) AS (
             ORDER BY i.tenant_id LIMIT 1)
     FROM t WHERE t.tenant_id IS NOT NULL
 )
-SELECT tenant_id FROM t
-WHERE tenant_id IS NOT NULL
-  AND EXISTS (SELECT 1 FROM items i
-              WHERE i.lane = ?1 AND i.status = 'pending' AND i.tenant_id = t.tenant_id
-                AND i.available_at <= ?2
-                AND (?3 IS NULL OR i.kind IN (SELECT value FROM json_each(?3))))";
+SELECT tenant_id FROM t WHERE tenant_id IS NOT NULL";
 /// One tenant's next due items of lane ?1 in claim order, at most ?5.
 const FAIR_CANDIDATES: &str = "
 SELECT id, priority, available_at FROM items
@@ -97,53 +97,160 @@ impl SqliteStore {
     }
 }
 
+/// The tenants with pending items in `lane` as the store keeps them (read
+/// within [`FAIR_CACHE_TTL`](crate::fairness::FAIR_CACHE_TTL) and since
+/// this process last enqueued), else read now on the writer's transaction
+/// (a loose scan of `items_fair`, one descent per tenant) and kept. A list
+/// older than the TTL still serves while a task reads it again on the
+/// reader pool (a claim that paid for the read was every slow claim of a
+/// lane with many tenants). The second value: whether the list came from
+/// the cache (a claim that finds nothing due on it reads it again).
+pub(super) async fn lane_tenants(
+    conn: &mut SqliteConnection,
+    store: &SqliteStore,
+    lane: &str,
+) -> Result<(Arc<Vec<Uuid>>, bool)> {
+    let lists = &store.fair_lists;
+    let epoch = lists.epoch();
+    match lists.get(lane) {
+        Some((t, false)) => return Ok((t, true)),
+        Some((t, true)) => {
+            if lists.start_reading(lane) {
+                read_tenants_behind(store, lane, epoch);
+            }
+            return Ok((t, true));
+        }
+        None => {}
+    }
+    let tenants: Vec<Uuid> = sqlx::query_scalar(FAIR_TENANTS)
+        .bind(lane)
+        .fetch_all(&mut *conn)
+        .await?;
+    let tenants = Arc::new(tenants);
+    lists.put(lane, epoch, tenants.clone());
+    Ok((tenants, false))
+}
+
+/// Reads `lane`'s tenant list again in a task of its own on the reader
+/// pool, keeping it at `epoch` (a list read across an enqueue of this
+/// process is not kept: the enqueue moved the epoch). A failure leaves the
+/// old list until it passes
+/// [`STALE_LIST_LIMIT`](crate::fairness::STALE_LIST_LIMIT).
+fn read_tenants_behind(store: &SqliteStore, lane: &str, epoch: u64) {
+    let reader = store.reader.clone();
+    let lists = store.fair_lists.clone();
+    let lane = lane.to_owned();
+    tokio::spawn(async move {
+        let read = sqlx::query_scalar::<_, Uuid>(FAIR_TENANTS)
+            .bind(&lane)
+            .fetch_all(&reader)
+            .await;
+        match read {
+            Ok(tenants) => lists.put(&lane, epoch, Arc::new(tenants)),
+            Err(e) => {
+                tracing::debug!(target: "drover::sqlite", error = %e, "fair share: tenant list not read");
+            }
+        }
+        lists.done_reading(&lane);
+    });
+}
+
 /// The fair claim of `p` on the open write transaction at `now`, or `None`
-/// when fewer than two tenants have due work in the lane (the caller claims
-/// as before).
+/// when fewer than two tenants have pending work in the lane (the caller
+/// claims as before).
 pub(super) async fn claim_fair_on(
     conn: &mut SqliteConnection,
     p: &ClaimParams,
     kinds: Option<&str>,
     now: DateTime<Utc>,
     fair: &FairSettings,
+    store: &SqliteStore,
 ) -> Result<Option<Vec<Item>>> {
-    let tenants: Vec<Uuid> = sqlx::query_scalar(FAIR_TENANTS)
-        .bind(&p.lane)
-        .bind(to_micros(now))
-        .bind(kinds)
-        .fetch_all(&mut *conn)
-        .await?;
+    let (tenants, cached) = lane_tenants(conn, store, &p.lane).await?;
     if tenants.len() < 2 {
         return Ok(None);
     }
-    let mut passes = read_passes(conn, &p.lane).await?;
-    let weighted: Vec<(Uuid, u32)> = tenants.iter().map(|t| (*t, fair.weight(*t))).collect();
-    let mut lists = Vec::new();
-    for (t, q) in passes.quotas(&weighted, p.limit) {
-        let cap = q
-            .saturating_mul(PER_START)
-            .saturating_add(EXTRA)
-            .min(p.limit);
-        let rows = sqlx::query(FAIR_CANDIDATES)
-            .bind(&p.lane)
-            .bind(t)
-            .bind(to_micros(now))
-            .bind(kinds)
-            .bind(i64::from(cap))
-            .fetch_all(&mut *conn)
-            .await?;
-        let mut list = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let id: Uuid = r.try_get("id")?;
-            let key: (i64, i64) = (r.try_get("priority")?, r.try_get("available_at")?);
-            list.push((key, id));
+    let items = claim_among(conn, p, kinds, now, fair, &tenants).await?;
+    // A kept list that found nothing due may miss a tenant another process
+    // enqueued for: read it now rather than leave that tenant to the poll.
+    if cached && items.is_empty() {
+        store.fair_lists.forget(&p.lane);
+        let (tenants, _) = lane_tenants(conn, store, &p.lane).await?;
+        if tenants.len() < 2 {
+            return Ok(None);
         }
-        lists.push((t, fair.weight(t), list));
+        return claim_among(conn, p, kinds, now, fair, &tenants)
+            .await
+            .map(Some);
     }
+    Ok(Some(items))
+}
+
+/// A fair claim's candidate: its claim order key and id.
+type Candidate = ((i64, i64), Uuid);
+
+/// The fair claim of `p` among `tenants` (see the module docs).
+async fn claim_among(
+    conn: &mut SqliteConnection,
+    p: &ClaimParams,
+    kinds: Option<&str>,
+    now: DateTime<Utc>,
+    fair: &FairSettings,
+    tenants: &[Uuid],
+) -> Result<Vec<Item>> {
+    let mut passes = read_passes(conn, &p.lane).await?;
+    let mut alive: Vec<(Uuid, u32)> = tenants.iter().map(|t| (*t, fair.weight(*t))).collect();
+    let mut lists: BTreeMap<Uuid, Vec<Candidate>> = BTreeMap::new();
+    // A listed tenant with nothing due (the list holds every tenant with
+    // pending work, and may be up to FAIR_CACHE_TTL old) is dropped and
+    // the quotas drawn again, so the claim stays work-conserving.
+    for _ in 0..FAIR_ROUNDS {
+        let fresh: Vec<(Uuid, u32)> = passes
+            .quotas(&alive, p.limit)
+            .into_iter()
+            .filter(|(t, _)| !lists.contains_key(t))
+            .collect();
+        if fresh.is_empty() {
+            break;
+        }
+        let mut empty = HashSet::new();
+        for (t, q) in fresh {
+            let cap = q
+                .saturating_mul(PER_START)
+                .saturating_add(EXTRA)
+                .min(p.limit);
+            let rows = sqlx::query(FAIR_CANDIDATES)
+                .bind(&p.lane)
+                .bind(t)
+                .bind(to_micros(now))
+                .bind(kinds)
+                .bind(i64::from(cap))
+                .fetch_all(&mut *conn)
+                .await?;
+            let mut list = Vec::with_capacity(rows.len());
+            for r in &rows {
+                let id: Uuid = r.try_get("id")?;
+                let key: (i64, i64) = (r.try_get("priority")?, r.try_get("available_at")?);
+                list.push((key, id));
+            }
+            if list.is_empty() {
+                empty.insert(t);
+            }
+            lists.insert(t, list);
+        }
+        if empty.is_empty() {
+            break;
+        }
+        alive.retain(|(t, _)| !empty.contains(t));
+    }
+    let lists = lists
+        .into_iter()
+        .map(|(t, l)| (t, fair.weight(t), l))
+        .collect();
     let chosen = passes.share(lists, p.limit as usize, |c| *c, |_| true);
     write_passes(conn, &p.lane, &passes).await?;
     if chosen.is_empty() {
-        return Ok(Some(Vec::new()));
+        return Ok(Vec::new());
     }
     let ids: Vec<String> = chosen
         .iter()
@@ -159,8 +266,7 @@ pub(super) async fn claim_fair_on(
         .bind(ids)
         .fetch_all(&mut *conn)
         .await?;
-    let items = rows.iter().map(row::item).collect::<Result<Vec<_>>>()?;
-    Ok(Some(items))
+    rows.iter().map(row::item).collect()
 }
 
 /// The lane's passes and its virtual time (the lane's own row), as

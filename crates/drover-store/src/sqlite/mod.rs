@@ -173,6 +173,9 @@ pub struct SqliteStore {
     rates: Arc<crate::rates::RateCache>,
     /// The fair-share settings as last read.
     fair: Arc<crate::fairness::FairCache>,
+    /// Per lane, the tenants with pending work as a fair claim last read
+    /// them (voided by this process's enqueues).
+    fair_lists: Arc<crate::fairness::TenantLists>,
 }
 
 /// Parses what a user may pass: `sqlite://path.db`, `sqlite:path.db`, a bare
@@ -290,6 +293,7 @@ impl SqliteStore {
             limits: Arc::default(),
             rates: Arc::default(),
             fair: Arc::default(),
+            fair_lists: Arc::default(),
         })
     }
 
@@ -305,6 +309,8 @@ impl SqliteStore {
     /// that used [`insert_in`]. A hint: losing it delays work by at most the
     /// poll interval.
     pub fn notify(&self, lane: &str) {
+        // A lane's tenant list may miss the tenant just enqueued for.
+        self.fair_lists.touch();
         // Counted: every subscriber sees the same nonce.
         self.wake.counted(lane);
     }

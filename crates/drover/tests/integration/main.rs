@@ -59,6 +59,7 @@ mod roles_only;
 mod spread;
 mod sqlite_contract;
 mod sqlite_enqueue;
+mod sqlite_fair_list;
 mod sqlite_store;
 mod sweep;
 mod wakeups;
