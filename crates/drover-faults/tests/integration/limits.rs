@@ -1,5 +1,6 @@
 //! Scenario: flow control under faults. Three workers (capacity 20, a
-//! prefetch of 20) drain items of one kind spread over groups (fed in
+//! prefetch of 20) drain items of one kind spread over groups of two
+//! tenants (so the claims are the fair limited claim; fed in
 //! rounds, one item per group each, as the backlog drains), under a kind
 //! limit of 8 and a per-group limit of 1 set through the queue API, while
 //! workers are killed (-9), one is stopped (SIGSTOP) until the sweep has
@@ -143,8 +144,17 @@ async fn enqueue_groups(run: &Run, items: usize, groups: usize, quiet: &tokio::s
         for g in 0..groups {
             let group = format!("g{g:03}");
             let op = format!("op-{}", uuid::Uuid::new_v4().simple());
+            // Two tenants, the groups alternating: the limited claim then
+            // shares its starts between them (fair share is on by default),
+            // so the fair limited claim is the one under faults.
+            let tenant = if g % 2 == 0 {
+                uuid::Uuid::nil()
+            } else {
+                uuid::Uuid::from_u128(0xB)
+            };
             let mut item = NewItem::new(KIND, serde_json::json!({"op_id": op, "ms": RUN_MS}))
-                .with_group(group.clone());
+                .with_group(group.clone())
+                .with_tenant(tenant);
             item.max_attempts = 25;
             order.push((item.id, group, i32::try_from(pos).unwrap()));
             batch.push(item);

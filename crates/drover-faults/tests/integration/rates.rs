@@ -1,6 +1,7 @@
 //! Scenario: rate exactness under skewed worker clocks and a PostgreSQL
 //! restart (issue 26's target). Three workers drain items of one kind over
-//! a few groups under a per-group rate (10/1s, burst 3): one on the
+//! a few groups of two tenants under a per-group rate (10/1s, burst 3), so
+//! the claims are the fair limited claim: one on the
 //! machine's clock, one with its clock 10 minutes ahead and one 10 minutes
 //! behind (libfaketime: Debian's `faketime` package, which
 //! `scripts/test.sh` installs), while the PostgreSQL server restarts once
@@ -102,7 +103,15 @@ async fn enqueue(run: &Run, per_group: usize) {
                     KIND,
                     serde_json::json!({"op_id": format!("op-{g}-{i}-{}", uuid::Uuid::new_v4().simple()), "ms": 2}),
                 )
-                .with_group(format!("g{g}"));
+                .with_group(format!("g{g}"))
+                // Two tenants, the groups alternating: the rated claim
+                // shares its starts between them (fair share is on by
+                // default), so the fair limited claim is the one measured.
+                .with_tenant(if g % 2 == 0 {
+                    uuid::Uuid::nil()
+                } else {
+                    uuid::Uuid::from_u128(0xB)
+                });
                 item.max_attempts = 25;
                 batch.push(item);
             }
