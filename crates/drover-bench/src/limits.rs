@@ -243,15 +243,23 @@ async fn overhead(
             });
         }
     }
-    let mean = |v: &str| {
-        let rates: Vec<f64> = drains
+    // The median of each variant's rounds: one drain stalled by the
+    // machine (a checkpoint, a neighbour) moves a mean by a third and the
+    // ratio with it; the median holds.
+    let median = |v: &str| {
+        let mut rates: Vec<f64> = drains
             .iter()
             .filter(|d| d.variant == v)
             .map(|d| d.drain_rate)
             .collect();
-        rates.iter().sum::<f64>() / rates.len().max(1) as f64
+        rates.sort_by(f64::total_cmp);
+        match rates.len() {
+            0 => 0.0,
+            n if n % 2 == 1 => rates[n / 2],
+            n => (rates[n / 2 - 1] + rates[n / 2]) / 2.0,
+        }
     };
-    let (none_rate, kind_rate, lane_rate) = (mean("none"), mean("kind"), mean("lane"));
+    let (none_rate, kind_rate, lane_rate) = (median("none"), median("kind"), median("lane"));
     // What a limited claim reads twice, after every drain of the part.
     let held_plan =
         scale::explain_statement(target, HELD_SQL, &format!("'{LANE}', '{{{KIND}}}'"), None).await;

@@ -222,6 +222,16 @@ impl Passes {
         self.vt
     }
 
+    /// These passes as they stand after the starts given, with nothing
+    /// left to write: what a claim that wrote them may keep for the next.
+    pub fn settled(&self) -> Passes {
+        Passes {
+            vt: self.vt,
+            stored: self.stored.clone(),
+            changed: BTreeMap::new(),
+        }
+    }
+
     /// `tenant`'s pass, lifted to the lane's virtual time.
     pub fn pass(&self, tenant: Uuid) -> i64 {
         self.stored
@@ -398,6 +408,42 @@ impl TenantLists {
         }
         slot.insert(lane.to_owned(), (std::time::Instant::now(), epoch, tenants));
     }
+}
+
+/// Per lane, the passes as this process last read or wrote them, with the
+/// version token of the lane's row they are valid at. Every write of a
+/// lane's passes (a fair claim's, the sweep's purge) stores a fresh random
+/// token in the lane's row, so a claim that reads the token it kept knows
+/// no other process (and no purge) has written since, and reads the one
+/// row instead of the lane's every pass. A token written by a transaction
+/// that rolled back is never seen in the row, so its cache is never hit.
+#[derive(Debug, Default)]
+pub struct PassCache {
+    slot: std::sync::Mutex<std::collections::HashMap<String, (i64, Passes)>>,
+}
+
+impl PassCache {
+    /// `lane`'s passes if they were kept at `version`.
+    pub fn get(&self, lane: &str, version: i64) -> Option<Passes> {
+        let slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        slot.get(lane)
+            .filter(|(v, _)| *v == version)
+            .map(|(_, p)| p.clone())
+    }
+
+    /// Keeps `passes` (settled) as `lane`'s at `version`.
+    pub fn put(&self, lane: &str, version: i64, passes: &Passes) {
+        self.slot
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(lane.to_owned(), (version, passes.settled()));
+    }
+}
+
+/// A fresh version token for a lane's row of passes ([`PassCache`]).
+pub fn pass_version() -> i64 {
+    // The random half of a v4 id: collisions are out of reach.
+    i64::from_ne_bytes(Uuid::new_v4().as_u64_pair().1.to_ne_bytes())
 }
 
 /// The fair-share settings as a claimer last read them, for

@@ -50,11 +50,11 @@ pub struct Overhead {
     pub concurrency: u32,
     /// Every drain, in the order run.
     pub drains: Vec<Drain>,
-    /// Mean drain rate without limits.
+    /// Median drain rate (of the rounds) without limits.
     pub none_rate: f64,
-    /// Mean drain rate with the kind limit.
+    /// Median drain rate with the kind limit.
     pub kind_rate: f64,
-    /// Mean drain rate with the lane limit.
+    /// Median drain rate with the lane limit.
     pub lane_rate: f64,
     /// `kind_rate / none_rate` (target >= 0.9).
     pub kind_ratio: f64,
@@ -249,10 +249,10 @@ impl Overhead {
                 ),
             )?;
         }
-        row(out, "mean none", format!("{:.0} items/s", self.none_rate))?;
+        row(out, "median none", format!("{:.0} items/s", self.none_rate))?;
         row(
             out,
-            "mean kind limit",
+            "median kind limit",
             format!(
                 "{:.0} items/s, ratio {:.3} (target >= 0.9)",
                 self.kind_rate, self.kind_ratio
@@ -260,7 +260,7 @@ impl Overhead {
         )?;
         row(
             out,
-            "mean lane limit",
+            "median lane limit",
             format!(
                 "{:.0} items/s, ratio {:.3} (target >= 0.9)",
                 self.lane_rate, self.lane_ratio

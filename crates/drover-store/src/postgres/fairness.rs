@@ -96,7 +96,7 @@ const FAIR_WAITING: &str = include_str!("../../sql/postgres/fair_waiting.sql");
 
 /// As on SQLite: candidates read per start a tenant's quota gives it.
 const PER_START: u32 = 2;
-const EXTRA: u32 = 8;
+const EXTRA: u32 = 1;
 /// How many times a claim draws the quotas again ([`crate::fairness::FAIR_ROUNDS`]).
 pub(super) const FAIR_ROUNDS: usize = crate::fairness::FAIR_ROUNDS;
 

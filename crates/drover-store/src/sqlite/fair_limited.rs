@@ -178,7 +178,7 @@ pub(super) async fn claim_on(
     }
     let mut admission = Admission::new(held_of(limits, &claimed)?);
     let (ordered, hold) = ordered_binds(limits)?;
-    let mut passes = read_passes(conn, &p.lane).await?;
+    let mut passes = read_passes(conn, store, &p.lane).await?;
     let weighted: Vec<(Uuid, u32)> = tenants.iter().map(|t| (*t, fair.weight(*t))).collect();
     let page = Page {
         p,
@@ -210,7 +210,7 @@ pub(super) async fn claim_on(
         },
     );
     cells.note_rate_limited();
-    write_passes(conn, &p.lane, &passes).await?;
+    write_passes(conn, store, &p.lane, &passes).await?;
     if chosen.is_empty() {
         return Ok(Some(Vec::new()));
     }

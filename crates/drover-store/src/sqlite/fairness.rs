@@ -52,10 +52,13 @@ WHERE lane = ?1 AND status = 'pending' AND tenant_id = ?2 AND available_at <= ?3
 ORDER BY priority, available_at
 LIMIT ?5";
 const FAIR_PASSES: &str = "SELECT tenant_id, pass FROM fair_passes WHERE lane = ?1";
-const FAIR_PASS_WRITE: &str = "
-INSERT INTO fair_passes (lane, tenant_id, pass, started) VALUES (?1, ?2, ?3, ?4)
+/// The conflict clause of the passes' write: the pass moves, a tenant's
+/// starts add up, the lane's row (?2) takes its new version token.
+const FAIR_PASS_UPSERT: &str = "
 ON CONFLICT (lane, tenant_id) DO UPDATE
-SET pass = excluded.pass, started = fair_passes.started + excluded.started";
+SET pass = excluded.pass,
+    started = CASE WHEN fair_passes.tenant_id = ?2 THEN excluded.started
+                   ELSE fair_passes.started + excluded.started END";
 const FAIR_WEIGHT_SET: &str = "
 INSERT INTO fair_weights (tenant_id, weight, set_at, set_by) VALUES (?1, ?2, ?3, ?4)
 ON CONFLICT (tenant_id) DO UPDATE
@@ -81,10 +84,11 @@ DELETE FROM fair_passes WHERE rowid IN (
     LIMIT ?2)";
 
 /// How many candidates a tenant's list holds per start its quota gives
-/// it (plus a few): room for a tenant that runs short to be made up by
-/// the others in the same claim.
+/// it (plus one): room for a tenant that runs short to be made up by the
+/// others in the same claim (one with nothing due is dropped and the
+/// quotas drawn again).
 const PER_START: u32 = 2;
-const EXTRA: u32 = 8;
+const EXTRA: u32 = 1;
 
 impl SqliteStore {
     /// The fair-share settings, from the cache while it is fresh.
@@ -170,7 +174,7 @@ pub(super) async fn claim_fair_on(
     if tenants.len() < 2 {
         return Ok(None);
     }
-    let items = claim_among(conn, p, kinds, now, fair, &tenants).await?;
+    let items = claim_among(conn, store, p, kinds, now, fair, &tenants).await?;
     // A kept list that found nothing due may miss a tenant another process
     // enqueued for: read it now rather than leave that tenant to the poll.
     if cached && items.is_empty() {
@@ -179,7 +183,7 @@ pub(super) async fn claim_fair_on(
         if tenants.len() < 2 {
             return Ok(None);
         }
-        return claim_among(conn, p, kinds, now, fair, &tenants)
+        return claim_among(conn, store, p, kinds, now, fair, &tenants)
             .await
             .map(Some);
     }
@@ -192,13 +196,14 @@ type Candidate = ((i64, i64), Uuid);
 /// The fair claim of `p` among `tenants` (see the module docs).
 async fn claim_among(
     conn: &mut SqliteConnection,
+    store: &SqliteStore,
     p: &ClaimParams,
     kinds: Option<&str>,
     now: DateTime<Utc>,
     fair: &FairSettings,
     tenants: &[Uuid],
 ) -> Result<Vec<Item>> {
-    let mut passes = read_passes(conn, &p.lane).await?;
+    let mut passes = read_passes(conn, store, &p.lane).await?;
     let mut alive: Vec<(Uuid, u32)> = tenants.iter().map(|t| (*t, fair.weight(*t))).collect();
     let mut lists: BTreeMap<Uuid, Vec<Candidate>> = BTreeMap::new();
     // A listed tenant with nothing due (the list holds every tenant with
@@ -248,7 +253,7 @@ async fn claim_among(
         .map(|(t, l)| (t, fair.weight(t), l))
         .collect();
     let chosen = passes.share(lists, p.limit as usize, |c| *c, |_| true);
-    write_passes(conn, &p.lane, &passes).await?;
+    write_passes(conn, store, &p.lane, &passes).await?;
     if chosen.is_empty() {
         return Ok(Vec::new());
     }
@@ -269,9 +274,28 @@ async fn claim_among(
     rows.iter().map(row::item).collect()
 }
 
+/// The lane's own row: its virtual time and its version token.
+const FAIR_LANE_ROW: &str =
+    "SELECT pass, started FROM fair_passes WHERE lane = ?1 AND tenant_id = ?2";
+
 /// The lane's passes and its virtual time (the lane's own row), as
-/// [`Passes`].
-pub(super) async fn read_passes(conn: &mut SqliteConnection, lane: &str) -> Result<Passes> {
+/// [`Passes`]: as this process kept them while the lane's row holds the
+/// version they were kept at, else every pass of the lane, read and kept.
+pub(super) async fn read_passes(
+    conn: &mut SqliteConnection,
+    store: &SqliteStore,
+    lane: &str,
+) -> Result<Passes> {
+    let own: Option<(i64, i64)> = sqlx::query_as(FAIR_LANE_ROW)
+        .bind(lane)
+        .bind(LANE_ROW)
+        .fetch_optional(&mut *conn)
+        .await?;
+    if let Some((_, version)) = own
+        && let Some(passes) = store.fair_passes.get(lane, version)
+    {
+        return Ok(passes);
+    }
     let rows = sqlx::query(FAIR_PASSES)
         .bind(lane)
         .fetch_all(&mut *conn)
@@ -287,34 +311,47 @@ pub(super) async fn read_passes(conn: &mut SqliteConnection, lane: &str) -> Resu
             stored.push((t, pass));
         }
     }
-    Ok(Passes::new(vt, stored))
+    let passes = Passes::new(vt, stored);
+    if let Some((_, version)) = own {
+        store.fair_passes.put(lane, version, &passes);
+    }
+    Ok(passes)
 }
 
-/// Writes back the passes a share moved, and the lane's virtual time.
+/// Writes back the passes a share moved, and the lane's virtual time with
+/// a fresh version token ([`PassCache`](crate::fairness::PassCache)), and
+/// keeps them at that token.
 pub(super) async fn write_passes(
     conn: &mut SqliteConnection,
+    store: &SqliteStore,
     lane: &str,
     passes: &Passes,
 ) -> Result<()> {
     if passes.changed().is_empty() {
         return Ok(());
     }
-    for (t, (pass, n)) in passes.changed() {
-        sqlx::query(FAIR_PASS_WRITE)
-            .bind(lane)
-            .bind(*t)
-            .bind(*pass)
-            .bind(i64::try_from(*n).unwrap_or(i64::MAX))
-            .execute(&mut *conn)
-            .await?;
+    let version = crate::fairness::pass_version();
+    // One statement for the moved passes and the lane's row: a claim's
+    // statements are round trips to the single writer's thread.
+    let rows: Vec<(Uuid, i64, i64)> = passes
+        .changed()
+        .iter()
+        .map(|(t, (pass, n))| (*t, *pass, i64::try_from(*n).unwrap_or(i64::MAX)))
+        .chain(std::iter::once((LANE_ROW, passes.vt(), version)))
+        .collect();
+    let values: Vec<String> = (0..rows.len())
+        .map(|i| format!("(?1, ?{}, ?{}, ?{})", 3 * i + 3, 3 * i + 4, 3 * i + 5))
+        .collect();
+    let sql = format!(
+        "INSERT INTO fair_passes (lane, tenant_id, pass, started) VALUES {} {FAIR_PASS_UPSERT}",
+        values.join(", ")
+    );
+    let mut q = sqlx::query(&sql).bind(lane).bind(LANE_ROW);
+    for (t, pass, n) in &rows {
+        q = q.bind(*t).bind(*pass).bind(*n);
     }
-    sqlx::query(FAIR_PASS_WRITE)
-        .bind(lane)
-        .bind(LANE_ROW)
-        .bind(passes.vt())
-        .bind(0i64)
-        .execute(&mut *conn)
-        .await?;
+    q.execute(&mut *conn).await?;
+    store.fair_passes.put(lane, version, passes);
     Ok(())
 }
 
@@ -441,7 +478,126 @@ impl FairnessStore for SqliteStore {
             .execute(&mut *tx)
             .await?
             .rows_affected();
+        if n > 0 {
+            // A claimer's kept passes name the rows just deleted (a purged
+            // tenant comes back level with the virtual time): a fresh token
+            // makes every claimer read the passes again.
+            sqlx::query("UPDATE fair_passes SET started = random() WHERE tenant_id = ?1")
+                .bind(LANE_ROW)
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::sqlite::SqliteOptions;
+    use crate::{ItemStore, Store};
+    use drover_core::item::NewItem;
+
+    const LANE: &str = "kept";
+
+    async fn open(path: &str) -> SqliteStore {
+        SqliteStore::open(path, SqliteOptions::default())
+            .await
+            .unwrap()
+    }
+
+    const TENANTS: [u128; 3] = [1, 2, 3];
+
+    /// The lane's virtual time and each tenant's pass (lifted to it) as
+    /// they are in the file: every row of the lane.
+    async fn in_file(s: &SqliteStore) -> (i64, Vec<i64>) {
+        let rows: Vec<(Uuid, i64)> = sqlx::query_as(FAIR_PASSES)
+            .bind(LANE)
+            .fetch_all(s.writer())
+            .await
+            .unwrap();
+        let p = Passes::new(
+            rows.iter().find(|(t, _)| *t == LANE_ROW).map_or(0, |r| r.1),
+            rows.iter().filter(|(t, _)| *t != LANE_ROW).copied(),
+        );
+        let passes = TENANTS.map(|t| p.pass(Uuid::from_u128(t))).to_vec();
+        (p.vt(), passes)
+    }
+
+    /// The same as `s`'s next claim would take them ([`read_passes`]).
+    async fn as_read(s: &SqliteStore) -> (i64, Vec<i64>) {
+        let mut tx = s.begin().await.unwrap();
+        let p = read_passes(&mut tx, s, LANE).await.unwrap();
+        tx.rollback().await.unwrap();
+        let passes = TENANTS.map(|t| p.pass(Uuid::from_u128(t))).to_vec();
+        (p.vt(), passes)
+    }
+
+    /// The rows of the lane's passes.
+    async fn rows(s: &SqliteStore) -> usize {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM fair_passes WHERE lane = ?1")
+            .bind(LANE)
+            .fetch_one(s.writer())
+            .await
+            .unwrap();
+        usize::try_from(n).unwrap()
+    }
+
+    async fn claim(s: &SqliteStore) {
+        let p = ClaimParams {
+            lane: LANE.into(),
+            kinds: vec![],
+            worker_id: "w".into(),
+            lease: std::time::Duration::from_secs(60),
+            limit: 1,
+        };
+        assert_eq!(s.claim(&p).await.unwrap().len(), 1);
+    }
+
+    /// Two stores on one file stand for two processes: each keeps the
+    /// passes it last read or wrote, and must never claim on them once
+    /// the other (or the sweep's purge) wrote the lane's passes.
+    #[tokio::test]
+    async fn kept_passes_are_used_only_while_no_one_else_wrote() {
+        let path = std::env::temp_dir().join(format!("drover-passes-{}.db", Uuid::new_v4()));
+        let path = path.to_str().unwrap();
+        let (a, b) = (open(path).await, open(path).await);
+        a.migrate().await.unwrap();
+        for _ in 0..5 {
+            for t in [1u128, 2] {
+                let item = NewItem::new("k", serde_json::json!({}))
+                    .with_lane(LANE)
+                    .with_tenant(Uuid::from_u128(t));
+                a.item_insert(&item).await.unwrap();
+            }
+        }
+        claim(&a).await;
+        assert_eq!(as_read(&a).await, in_file(&a).await, "its own write, kept");
+        claim(&b).await;
+        claim(&b).await;
+        assert_eq!(
+            as_read(&a).await,
+            in_file(&a).await,
+            "after another's writes"
+        );
+        claim(&a).await;
+        assert_eq!(as_read(&b).await, in_file(&b).await, "and the other way");
+        // Drain the lane until the purge deletes an idle pass.
+        let before = rows(&a).await;
+        while rows(&a).await >= before {
+            claim(&a).await;
+            crate::fairness::FairnessStore::fair_passes_purge(&b, 100)
+                .await
+                .unwrap();
+        }
+        assert_eq!(as_read(&a).await, in_file(&a).await, "after a purge");
+        a.close().await;
+        b.close().await;
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{path}{suffix}"));
+        }
     }
 }

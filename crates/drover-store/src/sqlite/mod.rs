@@ -176,6 +176,8 @@ pub struct SqliteStore {
     /// Per lane, the tenants with pending work as a fair claim last read
     /// them (voided by this process's enqueues).
     fair_lists: Arc<crate::fairness::TenantLists>,
+    /// Per lane, the passes as this process last read or wrote them.
+    fair_passes: Arc<crate::fairness::PassCache>,
 }
 
 /// Parses what a user may pass: `sqlite://path.db`, `sqlite:path.db`, a bare
@@ -294,6 +296,7 @@ impl SqliteStore {
             rates: Arc::default(),
             fair: Arc::default(),
             fair_lists: Arc::default(),
+            fair_passes: Arc::default(),
         })
     }
 
