@@ -40,7 +40,7 @@ use drover_core::error::Result;
 const FAIR_LOCK: &str = "
 INSERT INTO fair_passes (lane, tenant_id, pass) VALUES ($1, 'ffffffff-ffff-ffff-ffff-ffffffffffff', 0)
 ON CONFLICT (lane, tenant_id) DO UPDATE SET pass = fair_passes.pass
-RETURNING pass";
+RETURNING pass, started";
 /// The tenants with pending items in lane $1: a loose scan of
 /// `items_fair`, one descent per tenant.
 const FAIR_TENANTS: &str = "
@@ -86,7 +86,10 @@ const FAIR_PASS_WRITE: &str = "
 INSERT INTO fair_passes (lane, tenant_id, pass, started)
 SELECT $1, t, p, n FROM unnest($2::uuid[], $3::bigint[], $4::bigint[]) AS w(t, p, n)
 ON CONFLICT (lane, tenant_id) DO UPDATE
-SET pass = excluded.pass, started = fair_passes.started + excluded.started";
+SET pass = excluded.pass,
+    started = CASE WHEN fair_passes.tenant_id = 'ffffffff-ffff-ffff-ffff-ffffffffffff'
+                   THEN excluded.started
+                   ELSE fair_passes.started + excluded.started END";
 /// A candidate: its claim order key and id.
 type Candidate = ((i16, chrono::DateTime<chrono::Utc>), Uuid);
 
@@ -240,28 +243,38 @@ impl PgStore {
     }
 
     /// The lane's row (locked by [`FAIR_LOCK`]) and its passes, as
-    /// [`Passes`].
+    /// [`Passes`]: as this process kept them while the lane's row holds
+    /// the version token they were kept at
+    /// ([`PassCache`](crate::fairness::PassCache)), else read.
     pub(super) async fn passes_locked(
         &self,
         tx: &mut sqlx::PgConnection,
         lane: &str,
     ) -> Result<Passes> {
-        let vt: i64 = sqlx::query_scalar(FAIR_LOCK)
+        let (vt, version): (i64, i64) = sqlx::query_as(FAIR_LOCK)
             .persistent(self.persistent)
             .bind(lane)
             .fetch_one(&mut *tx)
             .await?;
+        // The lane's row holds the token of the last write of its passes:
+        // this process's own (nobody wrote since), or read them all.
+        if let Some(passes) = self.fair_passes.get(lane, version) {
+            return Ok(passes);
+        }
         let rows: Vec<(Uuid, i64)> = sqlx::query_as(FAIR_PASSES)
             .persistent(self.persistent)
             .bind(lane)
             .fetch_all(&mut *tx)
             .await?;
         let stored = rows.into_iter().filter(|(t, _)| *t != LANE_ROW);
-        Ok(Passes::new(vt, stored))
+        let passes = Passes::new(vt, stored);
+        self.fair_passes.put(lane, version, &passes);
+        Ok(passes)
     }
 
     /// Writes back the passes a share moved and the lane's virtual time
-    /// (nothing when none moved).
+    /// with a fresh version token, and keeps them at it (nothing when none
+    /// moved).
     pub(super) async fn write_passes(
         &self,
         tx: &mut sqlx::PgConnection,
@@ -271,9 +284,10 @@ impl PgStore {
         if passes.changed().is_empty() {
             return Ok(());
         }
+        let version = crate::fairness::pass_version();
         let mut t = vec![LANE_ROW];
         let mut pass = vec![passes.vt()];
-        let mut n = vec![0i64];
+        let mut n = vec![version];
         for (tenant, (pp, nn)) in passes.changed() {
             t.push(*tenant);
             pass.push(*pp);
@@ -287,6 +301,7 @@ impl PgStore {
             .bind(&n)
             .execute(tx)
             .await?;
+        self.fair_passes.put(lane, version, passes);
         Ok(())
     }
 
@@ -516,6 +531,19 @@ impl FairnessStore for PgStore {
         .execute(&mut *tx)
         .await?
         .rows_affected();
+        if n > 0 {
+            // A claimer's kept passes name the rows just deleted (a purged
+            // tenant comes back level with the virtual time): a fresh token
+            // makes every claimer read the passes again.
+            sqlx::query(
+                "UPDATE fair_passes SET started = $1
+                 WHERE tenant_id = 'ffffffff-ffff-ffff-ffff-ffffffffffff'",
+            )
+            .persistent(self.persistent)
+            .bind(crate::fairness::pass_version())
+            .execute(&mut *tx)
+            .await?;
+        }
         tx.commit().await?;
         Ok(n)
     }

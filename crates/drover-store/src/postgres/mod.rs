@@ -256,6 +256,8 @@ pub struct PgStore {
     fair: crate::fairness::FairCache,
     /// Per lane, whether its pending work is of several tenants.
     fair_verdicts: Arc<crate::fairness::TenantLists>,
+    /// Per lane, the passes as this process last read or wrote them.
+    fair_passes: Arc<crate::fairness::PassCache>,
     /// Becomes true once the listener's first LISTEN is in place.
     listen_ready: tokio::sync::watch::Sender<bool>,
     /// How the pool reaches PostgreSQL.
@@ -384,6 +386,7 @@ impl PgStore {
             rates: crate::rates::RateCache::default(),
             fair: crate::fairness::FairCache::default(),
             fair_verdicts: Arc::default(),
+            fair_passes: Arc::default(),
             mode: PoolMode::Session,
             persistent: true,
             direct: None,

@@ -84,3 +84,38 @@ async fn a_stale_list_of_drained_tenants_is_read_again_before_the_claim_gives_up
     );
     drover::testing::pg_drop_schema(&url, &schema).await;
 }
+
+/// Each process keeps the passes it last read or wrote, behind the lane
+/// row's version token: after another process's fair claim it must read
+/// them again. Claims of one between two tenants of equal weight go A, B,
+/// A (the tie after one start each goes to A's older item); a process
+/// claiming on its own stale passes (A one start ahead, B level with the
+/// virtual time) would start B a second time.
+#[tokio::test]
+async fn kept_passes_are_read_again_after_another_processs_claim() {
+    let (first, schema) = drover::testing::pg_fresh_store().await;
+    let url = drover::testing::pg_owner_url().await;
+    let second = PgStore::connect(
+        &url,
+        PgOptions {
+            schema: schema.clone(),
+            max_connections: 4,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    for _ in 0..5 {
+        put(&second, 1).await;
+        put(&second, 2).await;
+    }
+    let tenant_of = |items: Vec<drover::item::Item>| {
+        assert_eq!(items.len(), 1, "{items:?}");
+        items[0].tenant_id.as_u128()
+    };
+    let a = tenant_of(first.item_claim(&params(1)).await.expect("claim"));
+    let b = tenant_of(second.item_claim(&params(1)).await.expect("claim"));
+    let again = tenant_of(first.item_claim(&params(1)).await.expect("claim"));
+    assert_eq!((a, b, again), (1, 2, 1), "starts by tenant");
+    drover::testing::pg_drop_schema(&url, &schema).await;
+}
