@@ -41,6 +41,31 @@ const FAIR_LOCK: &str = "
 INSERT INTO fair_passes (lane, tenant_id, pass) VALUES ($1, 'ffffffff-ffff-ffff-ffff-ffffffffffff', 0)
 ON CONFLICT (lane, tenant_id) DO UPDATE SET pass = fair_passes.pass
 RETURNING pass, started";
+/// [`FAIR_LOCK`] with the flow settings' generation read in the same
+/// statement (one round trip less for the plain fair claim).
+const FAIR_LOCK_GEN: &str = "
+WITH l AS (
+    INSERT INTO fair_passes (lane, tenant_id, pass) VALUES ($1, 'ffffffff-ffff-ffff-ffff-ffffffffffff', 0)
+    ON CONFLICT (lane, tenant_id) DO UPDATE SET pass = fair_passes.pass
+    RETURNING pass, started)
+SELECT l.pass, l.started, (SELECT gen FROM flow_generation LIMIT 1) AS gen FROM l";
+/// The fair claim's write of the chosen ($1 ids, $2 worker, $3 lease
+/// seconds, as `limit_claim.sql`) with the moved passes of lane $4 ($5
+/// tenants, $6 passes, $7 starts or, for the lane's row, its new version
+/// token) in the same statement.
+static FAIR_CLAIM_WRITE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "WITH w AS (
+    INSERT INTO fair_passes (lane, tenant_id, pass, started)
+    SELECT $4, t, p, n FROM unnest($5::uuid[], $6::bigint[], $7::bigint[]) AS w(t, p, n)
+    ON CONFLICT (lane, tenant_id) DO UPDATE
+    SET pass = excluded.pass,
+        started = CASE WHEN fair_passes.tenant_id = 'ffffffff-ffff-ffff-ffff-ffffffffffff'
+                       THEN excluded.started
+                       ELSE fair_passes.started + excluded.started END)
+{LIMIT_CLAIM}"
+    )
+});
 /// The tenants with pending items in lane $1: a loose scan of
 /// `items_fair`, one descent per tenant.
 const FAIR_TENANTS: &str = "
@@ -102,6 +127,29 @@ const PER_START: u32 = 2;
 const EXTRA: u32 = 1;
 /// How many times a claim draws the quotas again ([`crate::fairness::FAIR_ROUNDS`]).
 pub(super) const FAIR_ROUNDS: usize = crate::fairness::FAIR_ROUNDS;
+
+/// A write of passes: its version token, then the tenants, passes and
+/// starts to upsert.
+type PassRows = (i64, Vec<Uuid>, Vec<i64>, Vec<i64>);
+
+/// The rows a write of `passes` upserts (tenants, passes, starts; the
+/// lane's row first, with a fresh version token in place of its starts),
+/// and that token; `None` when no pass moved.
+fn pass_rows(passes: &Passes) -> Option<PassRows> {
+    if passes.changed().is_empty() {
+        return None;
+    }
+    let version = crate::fairness::pass_version();
+    let mut t = vec![LANE_ROW];
+    let mut pass = vec![passes.vt()];
+    let mut n = vec![version];
+    for (tenant, (pp, nn)) in passes.changed() {
+        t.push(*tenant);
+        pass.push(*pp);
+        n.push(i64::try_from(*nn).unwrap_or(i64::MAX));
+    }
+    Some((version, t, pass, n))
+}
 
 impl PgStore {
     /// The fair-share settings, from the cache while it is fresh.
@@ -256,6 +304,33 @@ impl PgStore {
             .bind(lane)
             .fetch_one(&mut *tx)
             .await?;
+        self.passes_at(tx, lane, vt, version).await
+    }
+
+    /// [`PgStore::passes_locked`] with the flow settings' generation read
+    /// in the lock's statement (`None` without its row).
+    async fn passes_locked_gen(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        lane: &str,
+    ) -> Result<(Passes, Option<i64>)> {
+        let (vt, version, now_gen): (i64, i64, Option<i64>) = sqlx::query_as(FAIR_LOCK_GEN)
+            .persistent(self.persistent)
+            .bind(lane)
+            .fetch_one(&mut *tx)
+            .await?;
+        Ok((self.passes_at(tx, lane, vt, version).await?, now_gen))
+    }
+
+    /// The lane's passes under its locked row (virtual time `vt`, version
+    /// token `version`): kept, or read and kept.
+    async fn passes_at(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        lane: &str,
+        vt: i64,
+        version: i64,
+    ) -> Result<Passes> {
         // The lane's row holds the token of the last write of its passes:
         // this process's own (nobody wrote since), or read them all.
         if let Some(passes) = self.fair_passes.get(lane, version) {
@@ -281,18 +356,9 @@ impl PgStore {
         lane: &str,
         passes: &Passes,
     ) -> Result<()> {
-        if passes.changed().is_empty() {
+        let Some((version, t, pass, n)) = pass_rows(passes) else {
             return Ok(());
-        }
-        let version = crate::fairness::pass_version();
-        let mut t = vec![LANE_ROW];
-        let mut pass = vec![passes.vt()];
-        let mut n = vec![version];
-        for (tenant, (pp, nn)) in passes.changed() {
-            t.push(*tenant);
-            pass.push(*pp);
-            n.push(i64::try_from(*nn).unwrap_or(i64::MAX));
-        }
+        };
         sqlx::query(FAIR_PASS_WRITE)
             .persistent(self.persistent)
             .bind(lane)
@@ -347,11 +413,14 @@ impl PgStore {
     ) -> Result<Attempt> {
         let mut tx = self.begin_system().await?;
         let fgen = in_force.flow_gen;
-        if fgen.is_some() && super::flow_gen::flow_gen_on(&mut tx, self.persistent).await? != fgen {
+        // The generation is read in the statement that locks the lane's
+        // row: a change committed before it is seen, as when it was read
+        // first (docs/flow-control.md, "the flow settings' generation").
+        let (mut passes, now_gen) = self.passes_locked_gen(&mut tx, &p.lane).await?;
+        if fgen.is_some() && now_gen != fgen {
             tx.commit().await?;
             return Ok(Attempt::Stale);
         }
-        let mut passes = self.passes_locked(&mut tx, &p.lane).await?;
         let alive: Vec<(Uuid, u32)> = tenants.iter().map(|t| (*t, fair.weight(*t))).collect();
         let lists = self.fair_lists(&mut tx, p, &passes, alive).await?;
         let lists = lists
@@ -360,18 +429,35 @@ impl PgStore {
             .collect();
         let chosen = passes.share(lists, p.limit as usize, |c| c.0, |_| true);
         let ids: Vec<Uuid> = chosen.iter().map(|c| c.1).collect();
-        let rows = if ids.is_empty() {
-            Vec::new()
-        } else {
-            sqlx::query(LIMIT_CLAIM)
-                .persistent(self.persistent)
-                .bind(&ids)
-                .bind(&p.worker_id)
-                .bind(secs(p.lease))
-                .fetch_all(&mut *tx)
-                .await?
+        // The claim and the moved passes in one statement (a pass moves
+        // only for a start, so with no id there is nothing to write).
+        let rows = match (ids.is_empty(), pass_rows(&passes)) {
+            (true, _) => Vec::new(),
+            (false, Some((version, t, pass, n))) => {
+                let rows = sqlx::query(FAIR_CLAIM_WRITE.as_str())
+                    .persistent(self.persistent)
+                    .bind(&ids)
+                    .bind(&p.worker_id)
+                    .bind(secs(p.lease))
+                    .bind(&p.lane)
+                    .bind(&t)
+                    .bind(&pass)
+                    .bind(&n)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                self.fair_passes.put(&p.lane, version, &passes);
+                rows
+            }
+            (false, None) => {
+                sqlx::query(LIMIT_CLAIM)
+                    .persistent(self.persistent)
+                    .bind(&ids)
+                    .bind(&p.worker_id)
+                    .bind(secs(p.lease))
+                    .fetch_all(&mut *tx)
+                    .await?
+            }
         };
-        self.write_passes(&mut tx, &p.lane, &passes).await?;
         tx.commit().await?;
         let items = rows.iter().map(row::item).collect::<Result<Vec<_>>>()?;
         Ok(Attempt::Items(items))
