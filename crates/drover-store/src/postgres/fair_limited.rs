@@ -24,7 +24,7 @@
 //! claim, the handover) never waits for the pass row while holding them,
 //! so no cycle of waits forms.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 use sqlx::Row;
 use uuid::Uuid;
@@ -32,13 +32,13 @@ use uuid::Uuid;
 use super::claim_gen::Attempt;
 use super::fairness::FAIR_ROUNDS;
 use super::limits::{
-    CANDIDATES_EXTRA, CANDIDATES_PER_SLOT, Full, LIMIT_CLAIM, LIMIT_LOCK, Parts, held_counts, parts,
+    CANDIDATES_EXTRA, CANDIDATES_PER_SLOT, Full, LIMIT_CLAIM, Opened, Parts, parts,
 };
 use super::{PgStore, row, secs};
 use crate::ClaimParams;
 use crate::fairness::{FairSettings, Passes};
-use crate::limits::{Admission, LimitScope, LimitSetting, OnDeadLetter, keys_of, ordered_kinds};
-use crate::rates::RateSetting;
+use crate::limits::{LimitSetting, OnDeadLetter, keys_of, ordered_kinds};
+use crate::rates::{InForce, RateSetting};
 use drover_core::error::Result;
 use drover_core::item::Item;
 
@@ -58,6 +58,45 @@ static CANDIDATES_FAIR_ORDERED: std::sync::LazyLock<String> = std::sync::LazyLoc
 type Candidate = ((i16, chrono::DateTime<chrono::Utc>, Uuid), usize);
 
 impl PgStore {
+    /// The limited claim of `p` shared fairly between the tenants of its
+    /// lane (`fair_limited.rs`), or `None` when fair share is off for the
+    /// lane or its pending work is one tenant's (the limited claim in
+    /// priority then age order is then the fair one).
+    pub(super) async fn claim_limited_fair(
+        &self,
+        p: &ClaimParams,
+        limits: &[LimitSetting],
+        in_force: &InForce,
+    ) -> Result<Option<Attempt>> {
+        let fair = self.fair_cached().await?;
+        if !fair.on(&p.lane) {
+            return Ok(None);
+        }
+        let (rates, fgen) = (&in_force.rates, in_force.flow_gen);
+        let (tenants, stale) = self.fair_tenants(&p.lane).await?;
+        if tenants.len() < 2 {
+            return Ok(None);
+        }
+        let attempt = self
+            .claim_fair_limited(p, limits, rates, fgen, &fair, &tenants)
+            .await?;
+        // As the plain fair claim: a stale list that found nothing due is
+        // read again at once, so a tenant it misses is not left for the
+        // poll.
+        if stale && matches!(&attempt, Attempt::Items(items) if items.is_empty()) {
+            self.fair_verdicts.forget(&p.lane);
+            let (tenants, _) = self.fair_tenants(&p.lane).await?;
+            if tenants.len() < 2 {
+                return Ok(None);
+            }
+            return self
+                .claim_fair_limited(p, limits, rates, fgen, &fair, &tenants)
+                .await
+                .map(Some);
+        }
+        Ok(Some(attempt))
+    }
+
     /// The limited claim of `p` with its starts shared fairly between
     /// `tenants` (see the module docs), under `limits` and `rates`,
     /// checked against the generation `fgen`.
@@ -70,33 +109,10 @@ impl PgStore {
         fair: &FairSettings,
         tenants: &[Uuid],
     ) -> Result<Attempt> {
-        let limit_kinds: Vec<String> = limits
-            .iter()
-            .filter(|l| !matches!(l.scope, LimitScope::Lane(_)))
-            .map(|l| l.scope.name().to_owned())
-            .collect();
-        let mut tx = self.begin_system().await?;
-        if fgen.is_some() && super::flow_gen::flow_gen_on(&mut tx, self.persistent).await? != fgen {
-            tx.commit().await?;
-            return Ok(Attempt::Stale);
-        }
-        let held = if limits.is_empty() {
-            Vec::new()
-        } else {
-            self.held_rows(&mut tx, &p.lane, &limit_kinds).await?
+        let (mut tx, full) = match self.limited_open(p, limits, rates, fgen).await? {
+            Opened::Ready(tx, full) => (tx, full),
+            Opened::Done(attempt) => return Ok(attempt),
         };
-        let claimed = held
-            .iter()
-            .map(|r| parts(r, false))
-            .collect::<Result<Vec<_>>>()?;
-        let mut full = Full::of(limits, &p.lane, &claimed);
-        let held_back = self.held_back_now(&mut tx, rates, &p.lane).await?;
-        held_back.note_rate_limited(&p.kinds);
-        full.add(held_back);
-        if full.lane {
-            tx.commit().await?;
-            return Ok(Attempt::Items(Vec::new()));
-        }
         let mut passes = self.passes_locked(&mut tx, &p.lane).await?;
         let alive: Vec<(Uuid, u32)> = tenants.iter().map(|t| (*t, fair.weight(*t))).collect();
         let (candidates, lists) = self
@@ -106,26 +122,9 @@ impl PgStore {
             .iter()
             .map(|c| keys_of(limits, &c.lane, &c.kind, c.tenant, c.group.as_deref()))
             .collect();
-        let locks: BTreeSet<String> = keyed
-            .iter()
-            .flat_map(|keys| {
-                keys.iter()
-                    .map(|(k, _)| format!("drover.limit:{}:{k}", self.schema))
-            })
-            .collect();
-        if !locks.is_empty() {
-            sqlx::query(LIMIT_LOCK)
-                .persistent(self.persistent)
-                .bind(locks.into_iter().collect::<Vec<_>>())
-                .execute(&mut *tx)
-                .await?;
-        }
-        let held = if limits.is_empty() {
-            Vec::new()
-        } else {
-            self.held_rows(&mut tx, &p.lane, &limit_kinds).await?
-        };
-        let mut admission = Admission::new(held_counts(limits, &held)?);
+        let mut admission = self
+            .lock_and_count(&mut tx, p, limits, keyed.iter())
+            .await?;
         let (mut cells, rate_keys) = self.cells_for(&mut tx, &candidates, rates).await?;
         let lists = lists
             .into_iter()

@@ -173,45 +173,6 @@ impl PgStore {
             .map(Some)
     }
 
-    /// The limited claim of `p` shared fairly between the tenants of its
-    /// lane (`fair_limited.rs`), or `None` when fair share is off for the
-    /// lane or its pending work is one tenant's (the limited claim in
-    /// priority then age order is then the fair one).
-    async fn claim_limited_fair(
-        &self,
-        p: &ClaimParams,
-        limits: &[LimitSetting],
-        in_force: &InForce,
-    ) -> Result<Option<Attempt>> {
-        let fair = self.fair_cached().await?;
-        if !fair.on(&p.lane) {
-            return Ok(None);
-        }
-        let (rates, fgen) = (&in_force.rates, in_force.flow_gen);
-        let (tenants, stale) = self.fair_tenants(&p.lane).await?;
-        if tenants.len() < 2 {
-            return Ok(None);
-        }
-        let attempt = self
-            .claim_fair_limited(p, limits, rates, fgen, &fair, &tenants)
-            .await?;
-        // As the plain fair claim: a stale list that found nothing due is
-        // read again at once, so a tenant it misses is not left for the
-        // poll.
-        if stale && matches!(&attempt, Attempt::Items(items) if items.is_empty()) {
-            self.fair_verdicts.forget(&p.lane);
-            let (tenants, _) = self.fair_tenants(&p.lane).await?;
-            if tenants.len() < 2 {
-                return Ok(None);
-            }
-            return self
-                .claim_fair_limited(p, limits, rates, fgen, &fair, &tenants)
-                .await
-                .map(Some);
-        }
-        Ok(Some(attempt))
-    }
-
     /// Runs one call into a server-side function on the system pool: a
     /// statement of its own when statements are prepared, else in an
     /// explicit transaction (a transaction pooler's unnamed statements). The
@@ -326,34 +287,10 @@ impl PgStore {
         rates: &[RateSetting],
         fgen: Option<i64>,
     ) -> Result<Attempt> {
-        let limit_kinds: Vec<String> = limits
-            .iter()
-            .filter(|l| !matches!(l.scope, LimitScope::Lane(_)))
-            .map(|l| l.scope.name().to_owned())
-            .collect();
-        let mut tx = self.begin_system().await?;
-        if fgen.is_some() && super::flow_gen::flow_gen_on(&mut tx, self.persistent).await? != fgen {
-            tx.commit().await?;
-            return Ok(Attempt::Stale);
-        }
-        // What is full as the claim begins: left out of the candidates.
-        let rows = if limits.is_empty() {
-            Vec::new()
-        } else {
-            self.held_rows(&mut tx, &p.lane, &limit_kinds).await?
+        let (mut tx, full) = match self.limited_open(p, limits, rates, fgen).await? {
+            Opened::Ready(tx, full) => (tx, full),
+            Opened::Done(attempt) => return Ok(attempt),
         };
-        let claimed = rows
-            .iter()
-            .map(|r| parts(r, false))
-            .collect::<Result<Vec<_>>>()?;
-        let mut full = Full::of(limits, &p.lane, &claimed);
-        let held_back = self.held_back_now(&mut tx, rates, &p.lane).await?;
-        held_back.note_rate_limited(&p.kinds);
-        full.add(held_back);
-        if full.lane {
-            tx.commit().await?;
-            return Ok(Attempt::Items(Vec::new()));
-        }
         let candidates = self.candidates(&mut tx, p, limits, &full).await?;
         let keyed: Vec<(Uuid, Vec<(String, u32)>)> = candidates
             .iter()
@@ -362,26 +299,9 @@ impl PgStore {
                 (c.id, keys)
             })
             .collect();
-        let locks: BTreeSet<String> = keyed
-            .iter()
-            .flat_map(|(_, keys)| {
-                keys.iter()
-                    .map(|(k, _)| format!("drover.limit:{}:{k}", self.schema))
-            })
-            .collect();
-        if !locks.is_empty() {
-            sqlx::query(LIMIT_LOCK)
-                .persistent(self.persistent)
-                .bind(locks.into_iter().collect::<Vec<_>>())
-                .execute(&mut *tx)
-                .await?;
-        }
-        let rows = if limits.is_empty() {
-            Vec::new()
-        } else {
-            self.held_rows(&mut tx, &p.lane, &limit_kinds).await?
-        };
-        let admission = Admission::new(held_counts(limits, &rows)?);
+        let admission = self
+            .lock_and_count(&mut tx, p, limits, keyed.iter().map(|(_, k)| k))
+            .await?;
         let admitted = self
             .admit_rated(
                 &mut tx,
@@ -406,6 +326,78 @@ impl PgStore {
         tx.commit().await?;
         let items = rows.iter().map(row::item).collect::<Result<Vec<_>>>()?;
         Ok(Attempt::Items(items))
+    }
+
+    /// Opens a limited claim's system-role transaction: the flow settings'
+    /// generation checked against `fgen` (a moved one ends the claim as
+    /// [`Attempt::Stale`]), and what is full as the claim begins (the
+    /// claimed rows' scopes and the scopes `rates` hold back: left out of
+    /// the candidates; a full lane ends the claim with nothing).
+    pub(super) async fn limited_open(
+        &self,
+        p: &ClaimParams,
+        limits: &[LimitSetting],
+        rates: &[RateSetting],
+        fgen: Option<i64>,
+    ) -> Result<Opened> {
+        let mut tx = self.begin_system().await?;
+        if fgen.is_some() && super::flow_gen::flow_gen_on(&mut tx, self.persistent).await? != fgen {
+            tx.commit().await?;
+            return Ok(Opened::Done(Attempt::Stale));
+        }
+        let rows = if limits.is_empty() {
+            Vec::new()
+        } else {
+            self.held_rows(&mut tx, &p.lane, &limit_kinds(limits))
+                .await?
+        };
+        let claimed = rows
+            .iter()
+            .map(|r| parts(r, false))
+            .collect::<Result<Vec<_>>>()?;
+        let mut full = Full::of(limits, &p.lane, &claimed);
+        let held_back = self.held_back_now(&mut tx, rates, &p.lane).await?;
+        held_back.note_rate_limited(&p.kinds);
+        full.add(held_back);
+        if full.lane {
+            tx.commit().await?;
+            return Ok(Opened::Done(Attempt::Items(Vec::new())));
+        }
+        Ok(Opened::Ready(tx, full))
+    }
+
+    /// Locks the scope keys of every candidate (`keyed`: each one's keys)
+    /// in hash order, then counts the claims holding slots in a statement
+    /// of its own after the locks (every claimer of a key holds its lock to
+    /// its commit, so the count includes every claim made before): the
+    /// admission of the claim.
+    pub(super) async fn lock_and_count<'k>(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        p: &ClaimParams,
+        limits: &[LimitSetting],
+        keyed: impl Iterator<Item = &'k Vec<(String, u32)>>,
+    ) -> Result<Admission> {
+        let locks: BTreeSet<String> = keyed
+            .flat_map(|keys| {
+                keys.iter()
+                    .map(|(k, _)| format!("drover.limit:{}:{k}", self.schema))
+            })
+            .collect();
+        if !locks.is_empty() {
+            sqlx::query(LIMIT_LOCK)
+                .persistent(self.persistent)
+                .bind(locks.into_iter().collect::<Vec<_>>())
+                .execute(&mut *tx)
+                .await?;
+        }
+        let rows = if limits.is_empty() {
+            Vec::new()
+        } else {
+            self.held_rows(&mut *tx, &p.lane, &limit_kinds(limits))
+                .await?
+        };
+        Ok(Admission::new(held_counts(limits, &rows)?))
     }
 
     /// The limited claim's candidates in claim order, locked `SKIP
@@ -604,6 +596,24 @@ pub(super) fn held_counts(limits: &[LimitSetting], rows: &[PgRow]) -> Result<Has
         }
     }
     Ok(held)
+}
+
+/// What opening a limited claim came to ([`PgStore::limited_open`]).
+pub(super) enum Opened {
+    /// The transaction, open, and the scopes full as the claim began.
+    Ready(sqlx::Transaction<'static, sqlx::Postgres>, Full),
+    /// The claim ended before its candidates: stale, or the lane full.
+    Done(Attempt),
+}
+
+/// The kinds the limits in force name (the lane's own limit aside): whose
+/// claimed rows the held slots are read from.
+fn limit_kinds(limits: &[LimitSetting]) -> Vec<String> {
+    limits
+        .iter()
+        .filter(|l| !matches!(l.scope, LimitScope::Lane(_)))
+        .map(|l| l.scope.name().to_owned())
+        .collect()
 }
 
 /// The scopes already full, as the candidates' filter binds them.

@@ -24,14 +24,14 @@ use uuid::Uuid;
 
 use super::fairness::{lane_tenants, read_passes, write_passes};
 use super::limits::{
-    FIRST_PAGE_EXTRA, FIRST_PAGE_PER_SLOT, Full, LIMIT_CANDIDATES, LIMIT_CLAIM, LIMIT_HELD,
-    held_of, ordered_binds, row_keys, row_rate_keys,
+    FIRST_PAGE_EXTRA, FIRST_PAGE_PER_SLOT, Full, LIMIT_CANDIDATES, LIMIT_CLAIM, ordered_binds,
+    row_keys, row_rate_keys,
 };
 use super::row::{self, after, to_micros};
 use crate::ClaimParams;
 use crate::fairness::{FAIR_ROUNDS, FairSettings};
 use crate::limits::{Admission, LimitSetting};
-use crate::rates::{Cells, HeldBack, Rate, RateSetting};
+use crate::rates::{Rate, RateSetting};
 use drover_core::error::{Error, Result};
 use drover_core::item::Item;
 
@@ -161,22 +161,11 @@ pub(super) async fn claim_on(
     } else {
         Some(serde_json::to_string(&p.kinds).map_err(|e| Error::invalid("kinds", e.to_string()))?)
     };
-    let claimed = if limits.is_empty() {
-        Vec::new()
-    } else {
-        sqlx::query(LIMIT_HELD).fetch_all(&mut *conn).await?
-    };
-    let (mut cells, held_back) = if crate::rates::applies(rates, &p.lane, &p.kinds) {
-        super::rates::cells_now(&mut *conn, rates, &p.lane, now).await?
-    } else {
-        (Cells::new(now, []), HeldBack::default())
-    };
-    held_back.note_rate_limited(&p.kinds);
-    let full = Full::of(limits, &p.lane, &claimed, held_back)?;
-    if full.lane {
+    let Some((held, mut cells, full)) = super::limits::opening(conn, p, limits, rates, now).await?
+    else {
         return Ok(Some(Vec::new()));
-    }
-    let mut admission = Admission::new(held_of(limits, &claimed)?);
+    };
+    let mut admission = Admission::new(held);
     let (ordered, hold) = ordered_binds(limits)?;
     let mut passes = read_passes(conn, store, &p.lane).await?;
     let weighted: Vec<(Uuid, u32)> = tenants.iter().map(|t| (*t, fair.weight(*t))).collect();

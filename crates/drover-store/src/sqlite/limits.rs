@@ -31,7 +31,7 @@ const LIMIT_CLEAR: &str = include_str!("../../sql/sqlite/limit_clear.sql");
 const LIMIT_LIST: &str = include_str!("../../sql/sqlite/limit_list.sql");
 const LIMIT_LIST_0033: &str = include_str!("../../sql/sqlite/limit_list_0033.sql");
 const LIMIT_ORDER_BLOCKER: &str = include_str!("../../sql/sqlite/limit_order_blocker.sql");
-pub(super) const LIMIT_HELD: &str = include_str!("../../sql/sqlite/limit_held.sql");
+const LIMIT_HELD: &str = include_str!("../../sql/sqlite/limit_held.sql");
 pub(super) const LIMIT_CANDIDATES: &str = include_str!("../../sql/sqlite/limit_candidates.sql");
 /// The candidates with the head probe of ordered groups at their mark.
 static LIMIT_CANDIDATES_ORDERED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
@@ -231,10 +231,7 @@ impl Full {
 
 /// Slots held per scope key, from the claimed rows (one per distinct scope
 /// parts, with how many hold them).
-pub(super) fn held_of(
-    limits: &[LimitSetting],
-    claimed: &[SqliteRow],
-) -> Result<HashMap<String, u64>> {
+fn held_of(limits: &[LimitSetting], claimed: &[SqliteRow]) -> Result<HashMap<String, u64>> {
     let mut held: HashMap<String, u64> = HashMap::new();
     for r in claimed {
         let n = u64::try_from(r.try_get::<i64, _>("n")?).unwrap_or(0);
@@ -243,6 +240,36 @@ pub(super) fn held_of(
         }
     }
     Ok(held)
+}
+
+/// What a limited claim of `p` starts from on the open write transaction
+/// at `now`: the slots held per scope key, the rate cells read at `now`,
+/// and the scopes full as it begins (the claimed rows' and the ones the
+/// rates hold back: left out of the candidates); `None` when the lane
+/// itself is full (nothing to claim).
+pub(super) async fn opening(
+    conn: &mut SqliteConnection,
+    p: &ClaimParams,
+    limits: &[LimitSetting],
+    rates: &[RateSetting],
+    now: DateTime<Utc>,
+) -> Result<Option<(HashMap<String, u64>, Cells, Full)>> {
+    let claimed = if limits.is_empty() {
+        Vec::new()
+    } else {
+        sqlx::query(LIMIT_HELD).fetch_all(&mut *conn).await?
+    };
+    let (cells, held_back) = if crate::rates::applies(rates, &p.lane, &p.kinds) {
+        super::rates::cells_now(&mut *conn, rates, &p.lane, now).await?
+    } else {
+        (Cells::new(now, []), HeldBack::default())
+    };
+    held_back.note_rate_limited(&p.kinds);
+    let full = Full::of(limits, &p.lane, &claimed, held_back)?;
+    if full.lane {
+        return Ok(None);
+    }
+    Ok(Some((held_of(limits, &claimed)?, cells, full)))
 }
 
 /// The limited claim of `p` on the open write transaction at `now`, or
@@ -257,23 +284,10 @@ pub(super) async fn claim_on(
     rates: &[RateSetting],
     now: DateTime<Utc>,
 ) -> Result<Option<Vec<Item>>> {
-    let claimed = if limits.is_empty() {
-        Vec::new()
-    } else {
-        sqlx::query(LIMIT_HELD).fetch_all(&mut *conn).await?
-    };
     let rated = crate::rates::applies(rates, &p.lane, &p.kinds);
-    let (mut cells, held_back) = if rated {
-        super::rates::cells_now(&mut *conn, rates, &p.lane, now).await?
-    } else {
-        (Cells::new(now, []), HeldBack::default())
-    };
-    held_back.note_rate_limited(&p.kinds);
-    let full = Full::of(limits, &p.lane, &claimed, held_back)?;
-    if full.lane {
+    let Some((held, mut cells, full)) = opening(conn, p, limits, rates, now).await? else {
         return Ok(Some(Vec::new()));
-    }
-    let held = held_of(limits, &claimed)?;
+    };
     if !rated
         && full.kinds.is_none()
         && room(limits, &p.lane, &p.kinds, &held).is_some_and(|r| r >= u64::from(p.limit))
