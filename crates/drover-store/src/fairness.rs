@@ -410,6 +410,57 @@ impl TenantLists {
     }
 }
 
+/// The rounds in which a fair claim reads its candidates: each round asks
+/// [`Passes::quotas`] which of the tenants still alive this claim may
+/// start and reads those not read yet; a tenant whose list came back empty
+/// (nothing due: a listed tenant may have none, the list being up to
+/// [`FAIR_CACHE_TTL`] old) is dropped and the quotas drawn again, at most
+/// [`FAIR_ROUNDS`] times, so the claim stays work-conserving.
+#[derive(Debug)]
+pub struct Rounds {
+    alive: Vec<(Uuid, u32)>,
+    read: std::collections::HashSet<Uuid>,
+    left: usize,
+}
+
+impl Rounds {
+    /// Rounds over `alive` (each tenant with its weight).
+    pub fn new(alive: Vec<(Uuid, u32)>) -> Rounds {
+        Rounds {
+            alive,
+            read: std::collections::HashSet::new(),
+            left: FAIR_ROUNDS,
+        }
+    }
+
+    /// The tenants to read this round, each with its quota of `limit`
+    /// starts under `passes`; empty when the rounds are done.
+    pub fn next(&mut self, passes: &Passes, limit: u32) -> Vec<(Uuid, u32)> {
+        if self.left == 0 {
+            return Vec::new();
+        }
+        self.left -= 1;
+        let fresh: Vec<(Uuid, u32)> = passes
+            .quotas(&self.alive, limit)
+            .into_iter()
+            .filter(|(t, _)| !self.read.contains(t))
+            .collect();
+        self.read.extend(fresh.iter().map(|(t, _)| *t));
+        fresh
+    }
+
+    /// After a round: drops the tenants that came back with nothing
+    /// (`empty`); whether another round is wanted.
+    pub fn settle(&mut self, empty: &std::collections::HashSet<Uuid>) -> bool {
+        if empty.is_empty() {
+            self.left = 0;
+            return false;
+        }
+        self.alive.retain(|(t, _)| !empty.contains(t));
+        self.left > 0
+    }
+}
+
 /// Per lane, the passes as this process last read or wrote them, with the
 /// version token of the lane's row they are valid at. Every write of a
 /// lane's passes (a fair claim's, the sweep's purge) stores a fresh random

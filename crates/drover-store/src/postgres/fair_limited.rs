@@ -30,13 +30,10 @@ use sqlx::Row;
 use uuid::Uuid;
 
 use super::claim_gen::Attempt;
-use super::fairness::FAIR_ROUNDS;
-use super::limits::{
-    CANDIDATES_EXTRA, CANDIDATES_PER_SLOT, Full, LIMIT_CLAIM, Opened, Parts, parts,
-};
-use super::{PgStore, row, secs};
+use super::limits::{CANDIDATES_EXTRA, CANDIDATES_PER_SLOT, Full, Opened, Parts, parts};
+use super::{PgStore, row};
 use crate::ClaimParams;
-use crate::fairness::{FairSettings, Passes};
+use crate::fairness::{FairSettings, Passes, Rounds};
 use crate::limits::{LimitSetting, OnDeadLetter, keys_of, ordered_kinds};
 use crate::rates::{InForce, RateSetting};
 use drover_core::error::Result;
@@ -150,13 +147,7 @@ impl PgStore {
             Vec::new()
         } else {
             self.write_cells(&mut tx, cells.changed()).await?;
-            sqlx::query(LIMIT_CLAIM)
-                .persistent(self.persistent)
-                .bind(&ids)
-                .bind(&p.worker_id)
-                .bind(secs(p.lease))
-                .fetch_all(&mut *tx)
-                .await?
+            self.claim_ids(&mut tx, &ids, p).await?
         };
         self.write_passes(&mut tx, &p.lane, &passes).await?;
         tx.commit().await?;
@@ -167,8 +158,8 @@ impl PgStore {
     /// The candidates of each tenant the quotas of `passes` name among
     /// `alive` (its next due items in claim order, as the limited claim
     /// filters them), and per tenant its list for the share. A tenant with
-    /// none is dropped and the quotas drawn again, at most
-    /// [`FAIR_ROUNDS`] times, so the claim stays work-conserving.
+    /// none is dropped and the quotas drawn again ([`Rounds`]), so the
+    /// claim stays work-conserving.
     async fn fair_candidates(
         &self,
         tx: &mut sqlx::PgConnection,
@@ -176,7 +167,7 @@ impl PgStore {
         limits: &[LimitSetting],
         full: &Full,
         passes: &Passes,
-        mut alive: Vec<(Uuid, u32)>,
+        alive: Vec<(Uuid, u32)>,
     ) -> Result<(Vec<Parts>, BTreeMap<Uuid, Vec<Candidate>>)> {
         let ordered = ordered_kinds(limits);
         let hold: Vec<&str> = ordered
@@ -187,11 +178,11 @@ impl PgStore {
         let ordered: Vec<&str> = ordered.iter().map(|(k, _)| k.as_str()).collect();
         let mut candidates: Vec<Parts> = Vec::new();
         let mut lists: BTreeMap<Uuid, Vec<Candidate>> = BTreeMap::new();
-        for _ in 0..FAIR_ROUNDS {
-            let fresh: Vec<(Uuid, i64)> = passes
-                .quotas(&alive, p.limit)
+        let mut rounds = Rounds::new(alive);
+        loop {
+            let fresh: Vec<(Uuid, i64)> = rounds
+                .next(passes, p.limit)
                 .into_iter()
-                .filter(|(t, _)| !lists.contains_key(t))
                 .map(|(t, q)| {
                     let cap = q
                         .saturating_mul(CANDIDATES_PER_SLOT)
@@ -239,10 +230,9 @@ impl PgStore {
                 .filter(|t| lists.get(*t).is_none_or(Vec::is_empty))
                 .copied()
                 .collect();
-            if empty.is_empty() {
+            if !rounds.settle(&empty) {
                 break;
             }
-            alive.retain(|(t, _)| !empty.contains(t));
         }
         Ok((candidates, lists))
     }

@@ -19,7 +19,7 @@
 //!    an item another path claimed meanwhile is skipped), and the moved
 //!    passes written back, all before the commit.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -27,11 +27,12 @@ use sqlx::Row;
 use uuid::Uuid;
 
 use super::claim_gen::Attempt;
+use super::limits::LIMIT_CLAIM;
 use super::{PgStore, row, secs};
 use crate::ClaimParams;
 use crate::fairness::{
     FAIR_WAITING_CAP, FairLane, FairSettings, FairShare, FairWeight, FairnessStore, LANE_ROW,
-    Passes,
+    Passes, Rounds,
 };
 use crate::rates::InForce;
 use drover_core::error::Result;
@@ -118,15 +119,12 @@ SET pass = excluded.pass,
 /// A candidate: its claim order key and id.
 type Candidate = ((i16, chrono::DateTime<chrono::Utc>), Uuid);
 
-const LIMIT_CLAIM: &str = include_str!("../../sql/postgres/limit_claim.sql");
 /// Each tenant's due items per lane, counted up to a cap (see the file).
 const FAIR_WAITING: &str = include_str!("../../sql/postgres/fair_waiting.sql");
 
 /// As on SQLite: candidates read per start a tenant's quota gives it.
 const PER_START: u32 = 2;
 const EXTRA: u32 = 1;
-/// How many times a claim draws the quotas again ([`crate::fairness::FAIR_ROUNDS`]).
-pub(super) const FAIR_ROUNDS: usize = crate::fairness::FAIR_ROUNDS;
 
 /// A write of passes: its version token, then the tenants, passes and
 /// starts to upsert.
@@ -229,23 +227,20 @@ impl PgStore {
 
     /// The next due items, in claim order, of each tenant the quotas of
     /// `passes` name among `alive` (a tenant with nothing due is dropped and
-    /// the quotas drawn again, at most [`FAIR_ROUNDS`] times).
+    /// the quotas drawn again: [`Rounds`]).
     async fn fair_lists(
         &self,
         tx: &mut sqlx::PgConnection,
         p: &ClaimParams,
         passes: &Passes,
-        mut alive: Vec<(Uuid, u32)>,
+        alive: Vec<(Uuid, u32)>,
     ) -> Result<BTreeMap<Uuid, Vec<Candidate>>> {
         let mut lists: BTreeMap<Uuid, Vec<Candidate>> = BTreeMap::new();
-        // A tenant in the list with nothing due (or nothing left: the list
-        // is up to FAIR_CACHE_TTL old) is dropped and the quotas drawn
-        // again, so the claim stays work-conserving.
-        for _ in 0..FAIR_ROUNDS {
-            let quotas = passes.quotas(&alive, p.limit);
-            let fresh: Vec<(Uuid, i64)> = quotas
+        let mut rounds = Rounds::new(alive);
+        loop {
+            let fresh: Vec<(Uuid, i64)> = rounds
+                .next(passes, p.limit)
                 .iter()
-                .filter(|(t, _)| !lists.contains_key(t))
                 .map(|(t, q)| {
                     let cap = q
                         .saturating_mul(PER_START)
@@ -277,15 +272,14 @@ impl PgStore {
                     l.push((key, id));
                 }
             }
-            let empty: Vec<Uuid> = ts
+            let empty: HashSet<Uuid> = ts
                 .iter()
                 .filter(|t| lists.get(*t).is_none_or(Vec::is_empty))
                 .copied()
                 .collect();
-            if empty.is_empty() {
+            if !rounds.settle(&empty) {
                 break;
             }
-            alive.retain(|(t, _)| !empty.contains(t));
         }
         Ok(lists)
     }
@@ -448,15 +442,7 @@ impl PgStore {
                 self.fair_passes.put(&p.lane, version, &passes);
                 rows
             }
-            (false, None) => {
-                sqlx::query(LIMIT_CLAIM)
-                    .persistent(self.persistent)
-                    .bind(&ids)
-                    .bind(&p.worker_id)
-                    .bind(secs(p.lease))
-                    .fetch_all(&mut *tx)
-                    .await?
-            }
+            (false, None) => self.claim_ids(&mut tx, &ids, p).await?,
         };
         tx.commit().await?;
         let items = rows.iter().map(row::item).collect::<Result<Vec<_>>>()?;

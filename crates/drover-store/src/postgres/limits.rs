@@ -315,17 +315,28 @@ impl PgStore {
         let rows = if admitted.is_empty() {
             Vec::new()
         } else {
-            sqlx::query(LIMIT_CLAIM)
-                .persistent(self.persistent)
-                .bind(&admitted)
-                .bind(&p.worker_id)
-                .bind(secs(p.lease))
-                .fetch_all(&mut *tx)
-                .await?
+            self.claim_ids(&mut tx, &admitted, p).await?
         };
         tx.commit().await?;
         let items = rows.iter().map(row::item).collect::<Result<Vec<_>>>()?;
         Ok(Attempt::Items(items))
+    }
+
+    /// Claims the chosen `ids` for the claim `p` (`limit_claim.sql`: each
+    /// still pending, through the primary key).
+    pub(super) async fn claim_ids(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        ids: &[Uuid],
+        p: &ClaimParams,
+    ) -> Result<Vec<PgRow>> {
+        Ok(sqlx::query(LIMIT_CLAIM)
+            .persistent(self.persistent)
+            .bind(ids)
+            .bind(&p.worker_id)
+            .bind(secs(p.lease))
+            .fetch_all(tx)
+            .await?)
     }
 
     /// Opens a limited claim's system-role transaction: the flow settings'

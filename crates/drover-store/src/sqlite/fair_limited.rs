@@ -29,7 +29,7 @@ use super::limits::{
 };
 use super::row::{self, after, to_micros};
 use crate::ClaimParams;
-use crate::fairness::{FAIR_ROUNDS, FairSettings};
+use crate::fairness::{FairSettings, Rounds};
 use crate::limits::{Admission, LimitSetting};
 use crate::rates::{Rate, RateSetting};
 use drover_core::error::{Error, Result};
@@ -79,16 +79,13 @@ async fn read_lists(
     conn: &mut SqliteConnection,
     page: &Page<'_>,
     passes: &crate::fairness::Passes,
-    mut alive: Vec<(Uuid, u32)>,
+    alive: Vec<(Uuid, u32)>,
 ) -> Result<(Vec<Read>, Lists)> {
     let mut candidates = Vec::new();
     let mut lists: Lists = BTreeMap::new();
-    for _ in 0..FAIR_ROUNDS {
-        let fresh: Vec<(Uuid, u32)> = passes
-            .quotas(&alive, page.p.limit)
-            .into_iter()
-            .filter(|(t, _)| !lists.contains_key(t))
-            .collect();
+    let mut rounds = Rounds::new(alive);
+    loop {
+        let fresh = rounds.next(passes, page.p.limit);
         if fresh.is_empty() {
             break;
         }
@@ -128,10 +125,9 @@ async fn read_lists(
             }
             lists.insert(t, list);
         }
-        if empty.is_empty() {
+        if !rounds.settle(&empty) {
             break;
         }
-        alive.retain(|(t, _)| !empty.contains(t));
     }
     Ok((candidates, lists))
 }

@@ -25,8 +25,8 @@ use super::SqliteStore;
 use super::row::{self, after, from_micros, to_micros};
 use crate::ClaimParams;
 use crate::fairness::{
-    FAIR_ROUNDS, FAIR_WAITING_CAP, FairLane, FairSettings, FairShare, FairWeight, FairnessStore,
-    LANE_ROW, Passes,
+    FAIR_WAITING_CAP, FairLane, FairSettings, FairShare, FairWeight, FairnessStore, LANE_ROW,
+    Passes, Rounds,
 };
 use drover_core::error::{Error, Result};
 use drover_core::item::Item;
@@ -204,17 +204,14 @@ async fn claim_among(
     tenants: &[Uuid],
 ) -> Result<Vec<Item>> {
     let mut passes = read_passes(conn, store, &p.lane).await?;
-    let mut alive: Vec<(Uuid, u32)> = tenants.iter().map(|t| (*t, fair.weight(*t))).collect();
+    let alive: Vec<(Uuid, u32)> = tenants.iter().map(|t| (*t, fair.weight(*t))).collect();
     let mut lists: BTreeMap<Uuid, Vec<Candidate>> = BTreeMap::new();
     // A listed tenant with nothing due (the list holds every tenant with
     // pending work, and may be up to FAIR_CACHE_TTL old) is dropped and
     // the quotas drawn again, so the claim stays work-conserving.
-    for _ in 0..FAIR_ROUNDS {
-        let fresh: Vec<(Uuid, u32)> = passes
-            .quotas(&alive, p.limit)
-            .into_iter()
-            .filter(|(t, _)| !lists.contains_key(t))
-            .collect();
+    let mut rounds = Rounds::new(alive);
+    loop {
+        let fresh = rounds.next(&passes, p.limit);
         if fresh.is_empty() {
             break;
         }
@@ -243,10 +240,9 @@ async fn claim_among(
             }
             lists.insert(t, list);
         }
-        if empty.is_empty() {
+        if !rounds.settle(&empty) {
             break;
         }
-        alive.retain(|(t, _)| !empty.contains(t));
     }
     let lists = lists
         .into_iter()
