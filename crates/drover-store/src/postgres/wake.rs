@@ -51,7 +51,7 @@ async fn listen(
         match connect(&pool).await {
             Ok(mut listener) => {
                 tracing::debug!(schema = %schema, "wake-up listener connected");
-                let _ = ready.send(true);
+                mark_ready(&ready);
                 backoff = RECONNECT_MIN;
                 loop {
                     match listener.try_recv().await {
@@ -81,8 +81,34 @@ async fn listen(
     }
 }
 
+/// Records that LISTEN is in place, for every waiter now or later.
+///
+/// `send_replace`, not `send`: `send` keeps the old value when no receiver
+/// is subscribed at that instant, and the waiter of [`Store::wakeups`]
+/// subscribes only after spawning this task, so a listener that was
+/// faster than that left the flag false and every worker start waited the
+/// whole bound (5 s) before its first claim.
+///
+/// [`Store::wakeups`]: crate::Store::wakeups
+fn mark_ready(ready: &tokio::sync::watch::Sender<bool>) {
+    ready.send_replace(true);
+}
+
 async fn connect(pool: &PgPool) -> Result<PgListener> {
     let mut listener = PgListener::connect_with(pool).await?;
     listener.listen(WAKE_CHANNEL).await?;
     Ok(listener)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_is_seen_by_a_waiter_that_subscribes_after_the_listen() {
+        // As the store makes it: the first receiver dropped at once.
+        let ready = tokio::sync::watch::channel(false).0;
+        mark_ready(&ready);
+        assert!(*ready.subscribe().borrow());
+    }
 }
