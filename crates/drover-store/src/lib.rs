@@ -64,6 +64,7 @@ pub mod memory;
 mod migrations;
 pub mod orchestration;
 pub mod outbox;
+pub mod parking;
 pub mod pooler;
 #[cfg(feature = "postgres")]
 pub mod postgres;
@@ -284,6 +285,7 @@ pub trait Store:
     + events::EventStore
     + lane::LaneStore
     + limits::LimitStore
+    + parking::ParkStore
     + rates::RateStore
     + closures::ClosureStore
     + fairness::FairnessStore

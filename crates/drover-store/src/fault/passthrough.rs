@@ -161,3 +161,13 @@ impl crate::fairness::FairnessStore for FaultStore {
         self.inner.fair_passes_purge(batch).await
     }
 }
+
+#[async_trait]
+impl crate::parking::ParkStore for FaultStore {
+    async fn park_pass(&self) -> Result<crate::parking::ParkPass> {
+        self.inner.park_pass().await
+    }
+    async fn parked_count(&self) -> Result<u64> {
+        self.inner.parked_count().await
+    }
+}

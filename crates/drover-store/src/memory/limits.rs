@@ -181,3 +181,15 @@ impl LimitStore for MemoryStore {
         Ok(first.map(|((_, id), status)| OrderBlocker { id, status }))
     }
 }
+
+/// The memory store's claim scans its items in memory rather than walking
+/// an index, so a deep backlog costs it no index walk: nothing to park.
+#[async_trait]
+impl crate::parking::ParkStore for MemoryStore {
+    async fn park_pass(&self) -> Result<crate::parking::ParkPass> {
+        Ok(crate::parking::ParkPass::default())
+    }
+    async fn parked_count(&self) -> Result<u64> {
+        Ok(0)
+    }
+}

@@ -78,7 +78,9 @@ impl ItemStore for PgStore {
     }
 
     async fn item_claim(&self, params: &ClaimParams) -> Result<Vec<Item>> {
-        items::claim(self, params).await
+        let items = items::claim(self, params).await?;
+        self.give_back(&items).await;
+        Ok(items)
     }
 
     async fn item_complete_with(
@@ -98,7 +100,11 @@ impl ItemStore for PgStore {
         done: &[crate::Completion],
         claim: &ClaimParams,
     ) -> Result<crate::Handover> {
-        self.complete_then_claim(done, claim).await
+        let handover = self.complete_then_claim(done, claim).await?;
+        if let Ok(items) = &handover.claimed {
+            self.give_back(items).await;
+        }
+        Ok(handover)
     }
 
     async fn item_progress(

@@ -53,6 +53,7 @@ mod fair_limited;
 mod fairness;
 mod flow_gen;
 mod handover;
+mod parking;
 mod item;
 mod items;
 mod lanes;
@@ -250,6 +251,8 @@ pub struct PgStore {
     complete_many_results_sql: String,
     /// The limits in force, as the last claim read them.
     limits: crate::limits::LimitCache,
+    /// The groups with parked items, as this process last read them.
+    parked: crate::parking::ParkedCache,
     /// The rates in force, as the last claim read them.
     rates: crate::rates::RateCache,
     /// The fair-share settings, as the last claim read them.
@@ -383,6 +386,7 @@ impl PgStore {
             complete_many_sql: sql::ITEM_COMPLETE_MANY.replace("{schema}", schema),
             complete_many_results_sql: sql::ITEM_COMPLETE_MANY_RESULTS.replace("{schema}", schema),
             limits: crate::limits::LimitCache::default(),
+            parked: crate::parking::ParkedCache::default(),
             rates: crate::rates::RateCache::default(),
             fair: crate::fairness::FairCache::default(),
             fair_verdicts: Arc::default(),

@@ -28,7 +28,8 @@ pub(super) fn item(r: &PgRow) -> Result<Item> {
         payload: r.try_get("payload")?,
         priority: r.try_get("priority")?,
         status: status(r.try_get("status")?)?,
-        available_at: r.try_get("available_at")?,
+        // A parked item shows the time it was due (crate::parking).
+        available_at: crate::parking::shown(r.try_get("available_at")?),
         attempts: r.try_get("attempts")?,
         max_attempts: r.try_get("max_attempts")?,
         claimed_by: r.try_get("claimed_by")?,

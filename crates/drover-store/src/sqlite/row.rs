@@ -57,7 +57,8 @@ pub(super) fn item(row: &SqliteRow) -> Result<Item> {
         payload: serde_json::from_str(&payload).map_err(|e| json_err("payload", e))?,
         priority: row.try_get("priority")?,
         status: status(row.try_get("status")?)?,
-        available_at: from_micros(row.try_get("available_at")?)?,
+        // A parked item shows the time it was due (crate::parking).
+        available_at: crate::parking::shown(from_micros(row.try_get("available_at")?)?),
         attempts: row.try_get("attempts")?,
         max_attempts: row.try_get("max_attempts")?,
         claimed_by: row.try_get("claimed_by")?,

@@ -1,0 +1,10 @@
+-- The first $4 pending items of group ($1 tenant, $2 kind, $3 group) in
+-- its claim order, each marked due (claimable now: not parked, not ahead).
+-- Read through items_group_next, so it stops after $4 entries however deep
+-- the group is. System role.
+SELECT available_at <= now() AS due
+FROM items
+WHERE tenant_id = $1 AND kind = $2 AND group_key = $3
+  AND status = 'pending' AND group_key IS NOT NULL
+ORDER BY priority, available_at
+LIMIT $4
