@@ -182,6 +182,11 @@ pub struct SweepReport {
     /// Idle fair-share passes deleted (at or behind their lane's virtual
     /// time, or of a tenant with nothing pending in the lane).
     pub fair_passes_purged: u64,
+    /// Items of full groups' deep backlogs parked out of the claim's way,
+    /// and parked items given back (`drover_store::parking`).
+    pub parked: u64,
+    /// Parked items given back.
+    pub unparked: u64,
     /// The gauges read.
     pub gauges: Option<Gauges>,
     /// When the last completed pass (of any process) ended, as read.
@@ -516,6 +521,22 @@ impl Sweeper {
                     .await
             })
             .await;
+        if !self.renew(held, report).await {
+            return false;
+        }
+        let store = self.queue.store().clone();
+        let mut moved = crate::store::parking::ParkPass::default();
+        match self
+            .guarded("park_deep_groups", async move { store.park_pass().await })
+            .await
+        {
+            Ok(pass) => moved = pass,
+            Err(e) => report
+                .errors
+                .push(("park_deep_groups".to_owned(), e.to_string())),
+        }
+        report.parked = moved.parked;
+        report.unparked = moved.unparked;
         for step in &self.steps {
             if !self.renew(held, report).await {
                 return false;

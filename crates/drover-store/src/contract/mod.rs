@@ -222,6 +222,9 @@ macro_rules! contract_suite {
             fair_share_under_a_rate,
             fair_share_on_the_handover,
             fair_refused_tenant_leaves_the_claim_to_others,
+            parked_backlog_leaves_other_groups_claimable,
+            parked_ordered_group_drains_in_enqueue_order,
+            parked_items_given_back_when_the_limit_is_cleared,
             cancel_discards_a_dead_letter_with_exact_counts,
             result_stored_with_completion,
             stale_completion_with_result_stores_nothing,
@@ -360,6 +363,7 @@ mod listing;
 mod operations;
 pub mod orchestration;
 mod ordered;
+mod parking;
 mod rates;
 pub mod reconcile;
 mod results;
@@ -382,6 +386,7 @@ pub use links::*;
 pub use listing::*;
 pub use operations::*;
 pub use ordered::*;
+pub use parking::*;
 pub use rates::*;
 pub use results::*;
 pub use runs::*;

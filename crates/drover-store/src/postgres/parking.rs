@@ -51,12 +51,20 @@ fn per_group(limits: &[crate::limits::LimitSetting]) -> PerGroup {
 impl PgStore {
     /// The groups with parked items, read now.
     async fn parked_groups_now(&self) -> Result<Vec<GroupKey>> {
+        let mut tx = self.begin_system().await?;
         let rows = sqlx::query(PARK_GROUPS)
             .persistent(self.persistent)
-            .fetch_all(&self.system_pool)
+            .fetch_all(&mut *tx)
             .await?;
+        tx.commit().await?;
         rows.iter()
-            .map(|r| Ok((r.try_get("tenant_id")?, r.try_get("kind")?, r.try_get("group_key")?)))
+            .map(|r| {
+                Ok((
+                    r.try_get("tenant_id")?,
+                    r.try_get("kind")?,
+                    r.try_get("group_key")?,
+                ))
+            })
             .collect()
     }
 
@@ -110,7 +118,11 @@ impl PgStore {
 
     /// Gives back up to `n` parked items of `key`, first in its order.
     async fn unpark(&self, key: &GroupKey, ordered: bool, n: u32) -> Result<u64> {
-        let pick = if ordered { UNPARK_PICK_SEQ } else { UNPARK_PICK };
+        let pick = if ordered {
+            UNPARK_PICK_SEQ
+        } else {
+            UNPARK_PICK
+        };
         self.move_picked(key, pick, None, n, UNPARK_MOVE).await
     }
 
@@ -158,14 +170,16 @@ impl PgStore {
     /// How many of the first `n` items of `key` in its order are due.
     async fn front_due(&self, key: &GroupKey, ordered: bool, n: u32) -> Result<u32> {
         let sql = if ordered { PARK_FRONT_SEQ } else { PARK_FRONT };
+        let mut tx = self.begin_system().await?;
         let due: Vec<bool> = sqlx::query_scalar(sql)
             .persistent(self.persistent)
             .bind(key.0)
             .bind(&key.1)
             .bind(&key.2)
             .bind(i64::from(n))
-            .fetch_all(&self.system_pool)
+            .fetch_all(&mut *tx)
             .await?;
+        tx.commit().await?;
         Ok(u32::try_from(due.iter().filter(|d| **d).count()).unwrap_or(u32::MAX))
     }
 }
@@ -203,16 +217,22 @@ impl ParkStore for PgStore {
         // Then the full groups that are deep: park beyond their window.
         if !per.is_empty() && !over() {
             let kinds: Vec<&str> = per.keys().map(String::as_str).collect();
+            let mut tx = self.begin_system().await?;
             let held = sqlx::query(PARK_HELD)
                 .persistent(self.persistent)
                 .bind(&kinds)
-                .fetch_all(&self.system_pool)
+                .fetch_all(&mut *tx)
                 .await?;
+            tx.commit().await?;
             for r in &held {
                 if over() {
                     break;
                 }
-                let key: GroupKey = (r.try_get("tenant_id")?, r.try_get("kind")?, r.try_get("group_key")?);
+                let key: GroupKey = (
+                    r.try_get("tenant_id")?,
+                    r.try_get("kind")?,
+                    r.try_get("group_key")?,
+                );
                 let n: i64 = r.try_get("held")?;
                 let Some(&(limit, ordered)) = per.get(&key.1) else {
                     continue;
@@ -244,10 +264,12 @@ impl ParkStore for PgStore {
     }
 
     async fn parked_count(&self) -> Result<u64> {
+        let mut tx = self.begin_system().await?;
         let n: i64 = sqlx::query_scalar(PARKED_COUNT)
             .persistent(self.persistent)
-            .fetch_one(&self.system_pool)
+            .fetch_one(&mut *tx)
             .await?;
+        tx.commit().await?;
         Ok(u64::try_from(n).unwrap_or(0))
     }
 }
