@@ -53,7 +53,9 @@ impl ItemStore for SqliteStore {
     }
 
     async fn item_claim(&self, params: &ClaimParams) -> Result<Vec<Item>> {
-        self.claim(params).await
+        let items = self.claim(params).await?;
+        self.give_back(&items).await;
+        Ok(items)
     }
 
     async fn item_complete_with(
@@ -73,7 +75,11 @@ impl ItemStore for SqliteStore {
         done: &[Completion],
         claim: &ClaimParams,
     ) -> Result<Handover> {
-        self.complete_then_claim(done, claim).await
+        let handover = self.complete_then_claim(done, claim).await?;
+        if let Ok(items) = &handover.claimed {
+            self.give_back(items).await;
+        }
+        Ok(handover)
     }
 
     async fn item_progress(&self, claim: &ClaimRef, progress: &Progress) -> Result<()> {

@@ -466,14 +466,3 @@ impl LimitStore for SqliteStore {
         .transpose()
     }
 }
-
-/// Parking on SQLite is not built yet: nothing is parked.
-#[async_trait]
-impl crate::parking::ParkStore for SqliteStore {
-    async fn park_pass(&self) -> Result<crate::parking::ParkPass> {
-        Ok(crate::parking::ParkPass::default())
-    }
-    async fn parked_count(&self) -> Result<u64> {
-        Ok(0)
-    }
-}

@@ -88,6 +88,7 @@ pub use orchestration::start_in;
 mod outbox;
 pub use outbox::outbox_insert_in;
 mod closures;
+mod parking;
 mod projector;
 mod rates;
 mod read;
@@ -178,6 +179,8 @@ pub struct SqliteStore {
     fair_lists: Arc<crate::fairness::TenantLists>,
     /// Per lane, the passes as this process last read or wrote them.
     fair_passes: Arc<crate::fairness::PassCache>,
+    /// The groups with parked items, as this process last read them.
+    parked: Arc<crate::parking::ParkedCache>,
 }
 
 /// Parses what a user may pass: `sqlite://path.db`, `sqlite:path.db`, a bare
@@ -297,6 +300,7 @@ impl SqliteStore {
             fair: Arc::default(),
             fair_lists: Arc::default(),
             fair_passes: Arc::default(),
+            parked: Arc::default(),
         })
     }
 
