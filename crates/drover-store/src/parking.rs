@@ -83,9 +83,11 @@ pub fn parked_before() -> DateTime<Utc> {
 }
 
 /// Items due before this are never parked: moved by the offset they would
-/// land below [`parked_from`] and read as unparked.
+/// land below [`parked_from`] and read as unparked. (1,000 Julian-Gregorian
+/// years from 1200-01-01 end half a day before 2200-01-01, so the floor is
+/// a day later.)
 pub fn park_floor() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(1200, 1, 1, 0, 0, 0)
+    Utc.with_ymd_and_hms(1200, 1, 2, 0, 0, 0)
         .single()
         .unwrap_or(DateTime::<Utc>::MIN_UTC)
 }

@@ -4,7 +4,7 @@ SELECT id
 FROM items
 WHERE tenant_id = $1 AND kind = $2 AND group_key = $3
   AND status = 'pending' AND group_key IS NOT NULL
-  AND available_at <= now() AND available_at >= '1200-01-01 00:00:00+00'
+  AND available_at <= now() AND available_at >= '1200-01-02 00:00:00+00'
 ORDER BY seq
 OFFSET $4
 LIMIT $5

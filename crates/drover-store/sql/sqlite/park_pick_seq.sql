@@ -7,6 +7,6 @@ FROM items INDEXED BY items_group_order
 WHERE tenant_id = ?1 AND kind = ?2 AND group_key = ?3
   AND group_key IS NOT NULL AND status IN ('pending', 'claimed', 'failed')
   AND status = 'pending'
-  AND available_at <= ?6 AND available_at >= -24298833600000000
+  AND available_at <= ?6 AND available_at >= -24298790400000000
 ORDER BY rowid
 LIMIT ?5 OFFSET ?4
