@@ -46,10 +46,10 @@ use drover_core::error::Result;
 pub const PARK_DEEP: u32 = 1024;
 
 /// The fewest items a parked group keeps claimable (its window).
-pub const PARK_WINDOW_MIN: u32 = 256;
+pub const PARK_WINDOW_MIN: u32 = 32;
 
 /// Items parked or given back per statement.
-pub const PARK_CHUNK: u32 = 20_000;
+pub const PARK_CHUNK: u32 = 5_000;
 
 /// How long one sweep pass may spend parking before it leaves the rest to
 /// the next pass (well inside the sweep's step timeout).

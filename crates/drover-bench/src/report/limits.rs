@@ -168,6 +168,21 @@ pub struct BigGroup {
     /// Items of the large group among the claims (0: none leaked past its
     /// limit).
     pub big_claimed: u64,
+    /// Items of the large group the sweep's parking passes parked.
+    pub parked: u64,
+    /// Time of those passes, s.
+    pub park_s: f64,
+    /// Passes run (the last parked nothing more).
+    pub park_passes: u32,
+    /// PostgreSQL: time of the `VACUUM items` after parking (the moved
+    /// rows' old versions), s.
+    pub vacuum_s: f64,
+    /// Claims of the other groups with the large group parked.
+    pub after: ClaimStats,
+    /// `after.claim.p50 / without.claim.p50`.
+    pub after_p50_ratio: f64,
+    /// `after.claim.p99 / without.claim.p99`.
+    pub after_p99_ratio: f64,
     /// PostgreSQL: `EXPLAIN (ANALYZE, BUFFERS)` of the candidate statement
     /// with the large group full.
     pub plan: Option<String>,
@@ -372,6 +387,23 @@ impl BigGroup {
             out,
             "with / without",
             format!("p50 x{:.2}, p99 x{:.2}", self.p50_ratio, self.p99_ratio),
+        )?;
+        row(
+            out,
+            "parked by the sweep",
+            format!(
+                "{} items in {:.1} s ({} passes), then vacuum {:.1} s",
+                self.parked, self.park_s, self.park_passes, self.vacuum_s
+            ),
+        )?;
+        stats(out, "other groups, parked", &self.after)?;
+        row(
+            out,
+            "parked / without",
+            format!(
+                "p50 x{:.2}, p99 x{:.2}",
+                self.after_p50_ratio, self.after_p99_ratio
+            ),
         )
     }
 }
