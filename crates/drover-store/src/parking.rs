@@ -119,6 +119,23 @@ pub fn deep(limit: u32) -> u32 {
     window(limit).saturating_mul(2).max(PARK_DEEP)
 }
 
+/// Per kind under a per-group limit: its limit and whether it is ordered.
+pub type PerGroup = std::collections::HashMap<String, (u32, bool)>;
+
+/// The kinds a per-group limit of `limits` (the ones in force) applies
+/// to: what a pass parks and what a claim may give back for.
+pub fn per_group(limits: &[crate::limits::LimitSetting]) -> PerGroup {
+    limits
+        .iter()
+        .filter_map(|l| match &l.scope {
+            crate::limits::LimitScope::KindPerGroup(k) => {
+                Some((k.clone(), (l.concurrency, l.ordered)))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// One group a per-group limit applies to: tenant, kind, group.
 pub type GroupKey = (Uuid, String, String);
 

@@ -9,7 +9,8 @@
 //! purge final items past retention, purge
 //! the rows of workers silent for longer than
 //! [`SweepConfig::worker_retention`], purge expired idempotency markers
-//! ([`crate::access`]), then the steps the host registers.
+//! ([`crate::access`]), then the steps: first the built-in parking of full
+//! groups' deep backlogs ([`PARK_STEP`]), then those the host registers.
 //! Every worker, holder or not, then reads the gauges and publishes them, so
 //! a scrape of any worker is as fresh as its last tick.
 //!
@@ -63,6 +64,9 @@ use crate::queue::{Queue, STALE_BATCH_DEFAULT};
 use crate::store::Gauges;
 
 mod lease;
+mod parking;
+
+pub use parking::PARK_STEP;
 
 use lease::{Held, LeaseGuard};
 
@@ -182,11 +186,6 @@ pub struct SweepReport {
     /// Idle fair-share passes deleted (at or behind their lane's virtual
     /// time, or of a tenant with nothing pending in the lane).
     pub fair_passes_purged: u64,
-    /// Items of full groups' deep backlogs parked out of the claim's way,
-    /// and parked items given back (`drover_store::parking`).
-    pub parked: u64,
-    /// Parked items given back.
-    pub unparked: u64,
     /// The gauges read.
     pub gauges: Option<Gauges>,
     /// When the last completed pass (of any process) ended, as read.
@@ -309,7 +308,8 @@ impl Sweeper {
         Ok(Sweeper {
             queue,
             config,
-            steps: Vec::new(),
+            // Parking is built in, reported among the steps (`PARK_STEP`).
+            steps: vec![Arc::new(parking::ParkStep)],
             holder,
             lingering: Mutex::new(HashMap::new()),
             lanes: Mutex::new(BTreeSet::new()),
@@ -521,22 +521,6 @@ impl Sweeper {
                     .await
             })
             .await;
-        if !self.renew(held, report).await {
-            return false;
-        }
-        let store = self.queue.store().clone();
-        let mut moved = crate::store::parking::ParkPass::default();
-        match self
-            .guarded("park_deep_groups", async move { store.park_pass().await })
-            .await
-        {
-            Ok(pass) => moved = pass,
-            Err(e) => report
-                .errors
-                .push(("park_deep_groups".to_owned(), e.to_string())),
-        }
-        report.parked = moved.parked;
-        report.unparked = moved.unparked;
         for step in &self.steps {
             if !self.renew(held, report).await {
                 return false;
@@ -794,7 +778,8 @@ pub(crate) fn sweep_role(steps: &[String]) -> crate::worker::RoleInfo {
         "steps",
         format!(
             "requeue stale items, settle counts, purge final items past retention, purge \
-             silent workers and expired idempotency markers; {steps}"
+             silent workers and expired idempotency markers, park full groups' deep \
+             backlogs; {steps}"
         ),
     )
 }

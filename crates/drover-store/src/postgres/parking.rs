@@ -7,7 +7,6 @@
 //! with parked items are read from `items_parked` itself (migration 0051),
 //! so there is no list to drift from the items.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -16,9 +15,8 @@ use sqlx::Row;
 use uuid::Uuid;
 
 use super::PgStore;
-use crate::limits::LimitScope;
 use crate::parking::{
-    GroupKey, PARK_CHUNK, PARK_PASS_BUDGET, ParkPass, ParkStore, deep, give_back, window,
+    GroupKey, PARK_CHUNK, PARK_PASS_BUDGET, ParkPass, ParkStore, deep, give_back, per_group, window,
 };
 use drover_core::error::Result;
 use drover_core::item::Item;
@@ -34,19 +32,6 @@ const UNPARK_PICK: &str = include_str!("../../sql/postgres/unpark_pick.sql");
 const UNPARK_PICK_SEQ: &str = include_str!("../../sql/postgres/unpark_pick_seq.sql");
 const UNPARK_MOVE: &str = include_str!("../../sql/postgres/unpark_move.sql");
 const PARKED_COUNT: &str = include_str!("../../sql/postgres/parked_count.sql");
-
-/// Per kind under a per-group limit: its limit and whether it is ordered.
-type PerGroup = HashMap<String, (u32, bool)>;
-
-fn per_group(limits: &[crate::limits::LimitSetting]) -> PerGroup {
-    limits
-        .iter()
-        .filter_map(|l| match &l.scope {
-            LimitScope::KindPerGroup(k) => Some((k.clone(), (l.concurrency, l.ordered))),
-            _ => None,
-        })
-        .collect()
-}
 
 impl PgStore {
     /// The groups with parked items, read now.

@@ -26,7 +26,6 @@
 //!   rowid, migration 0034): parking and giving back follow it, so the
 //!   parked items are always the group's last.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -35,9 +34,9 @@ use sqlx::Row;
 
 use super::SqliteStore;
 use super::row::to_micros;
-use crate::limits::{LimitScope, LimitSetting};
 use crate::parking::{
-    GroupKey, PARK_CHUNK, PARK_PASS_BUDGET, ParkPass, ParkStore, deep, give_back, window,
+    GroupKey, PARK_CHUNK, PARK_PASS_BUDGET, ParkPass, ParkStore, PerGroup, deep, give_back,
+    per_group, window,
 };
 use drover_core::error::{Error, Result};
 use drover_core::item::Item;
@@ -53,20 +52,6 @@ const UNPARK_PICK: &str = include_str!("../../sql/sqlite/unpark_pick.sql");
 const UNPARK_PICK_SEQ: &str = include_str!("../../sql/sqlite/unpark_pick_seq.sql");
 const UNPARK_MOVE: &str = include_str!("../../sql/sqlite/unpark_move.sql");
 const PARKED_COUNT: &str = include_str!("../../sql/sqlite/parked_count.sql");
-
-/// Per kind under a per-group limit: its limit and whether it is ordered.
-type PerGroup = HashMap<String, (u32, bool)>;
-
-/// The kinds a per-group limit applies to, from the limits in force.
-fn per_group(limits: &[LimitSetting]) -> PerGroup {
-    limits
-        .iter()
-        .filter_map(|l| match &l.scope {
-            LimitScope::KindPerGroup(k) => Some((k.clone(), (l.concurrency, l.ordered))),
-            _ => None,
-        })
-        .collect()
-}
 
 /// What a pick chooses in the group: parking passes over the group's
 /// first `keep` due items; giving back takes the first parked ones.
@@ -325,7 +310,7 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
-    use crate::limits::{LimitSource, LimitSpec, LimitStore};
+    use crate::limits::{LimitScope, LimitSource, LimitSpec, LimitStore};
     use crate::sqlite::SqliteOptions;
     use crate::{ClaimParams, ClaimRef, Completion, ItemStore, Store};
     use drover_core::item::NewItem;

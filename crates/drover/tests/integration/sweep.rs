@@ -270,7 +270,15 @@ async fn a_step_that_panics_stalls_no_requeue(backend: &str) {
         "{:?}",
         report.errors
     );
-    assert_eq!(report.steps, vec![("after".to_owned(), 7)]);
+    // The built-in parking step (nothing to park) runs first, then the
+    // host's steps in order; the one that panicked reports no count.
+    assert_eq!(
+        report.steps,
+        vec![
+            (drover::maintenance::PARK_STEP.to_owned(), 0),
+            ("after".to_owned(), 7)
+        ]
+    );
     let stop = CancellationToken::new();
     let task = tokio::spawn({
         let (s, stop) = (sweeper.clone(), stop.clone());
