@@ -14,6 +14,10 @@
 //! must be 0. The per-group limit is ordered (`LimitSpec::ordered`), so
 //! the order count is asserted too.
 //!
+//! `parking_under_faults_*` run the same with four groups thousands deep,
+//! so the sweep parks their backlogs and claims give parked items back
+//! while the faults strike.
+//!
 //! The last two tests break the limit on purpose (the worker's
 //! `--break-limits`: every claim admits past it) and show the checker
 //! reports it.
@@ -66,6 +70,8 @@ const FLAGS: [&str; 12] = [
 struct Size {
     items: usize,
     groups: usize,
+    /// At most this many items open while the producer feeds the rounds.
+    backlog: i64,
     kills: usize,
     stops: usize,
     restarts: usize,
@@ -76,16 +82,31 @@ impl Size {
         Size {
             items: scale::pick(2_000, 20_000),
             groups: scale::pick(40, 200),
+            backlog: BACKLOG,
             kills: scale::pick(5, 50),
             stops: scale::pick(1, 2),
             restarts: if postgres { scale::pick(1, 3) } else { 0 },
         }
     }
 
+    /// Few groups, each far deeper than a parking pass's threshold
+    /// (`drover_store::parking::deep`), so the sweep parks their backlogs
+    /// and the claims give parked items back under the faults.
+    fn parking(postgres: bool) -> Size {
+        Size {
+            items: 6_000,
+            groups: 4,
+            backlog: 6_000,
+            kills: 5,
+            stops: 1,
+            restarts: if postgres { 1 } else { 0 },
+        }
+    }
+
     fn describe(&self) -> String {
         format!(
-            "{} items over {} groups (fed with <= {BACKLOG} open), kind limit {KIND_LIMIT}, per group {GROUP_LIMIT}, 3 workers x 20 (prefetch 20), {} kills, {} SIGSTOP past the lease, {} PG restarts, 1 rolling restart",
-            self.items, self.groups, self.kills, self.stops, self.restarts
+            "{} items over {} groups (fed with <= {} open), kind limit {KIND_LIMIT}, per group {GROUP_LIMIT}, 3 workers x 20 (prefetch 20), {} kills, {} SIGSTOP past the lease, {} PG restarts, 1 rolling restart",
+            self.items, self.groups, self.backlog, self.kills, self.stops, self.restarts
         )
     }
 }
@@ -133,9 +154,15 @@ const BACKLOG: i64 = 2_000;
 /// each committed before the next, so every group's enqueue order is
 /// unambiguous; records that order. A round is never in flight while
 /// `quiet` is held (a server restart).
-async fn enqueue_groups(run: &Run, items: usize, groups: usize, quiet: &tokio::sync::Mutex<()>) {
+async fn enqueue_groups(
+    run: &Run,
+    items: usize,
+    groups: usize,
+    backlog: i64,
+    quiet: &tokio::sync::Mutex<()>,
+) {
     for pos in 0..items / groups {
-        while run.open_items().await > BACKLOG - groups as i64 {
+        while run.open_items().await > backlog - groups as i64 {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let _round = quiet.lock().await;
@@ -377,8 +404,9 @@ async fn check(run: &Run) -> (Figures, LimitFigures, LimitConfig) {
     )
 }
 
-async fn limits_under_faults(run: Run, backend: &str) {
-    let size = Size::pick(backend == "PostgreSQL");
+/// `parks`: the groups are deep, so the sweep must have parked (sampled
+/// from the store while they are).
+async fn limits_under_faults(run: Run, backend: &str, size: Size, parks: bool) {
     let ordered = set_limits(&run, true).await;
     assert!(ordered, "the per-group limit reads back ordered");
     let started = Instant::now();
@@ -391,9 +419,22 @@ async fn limits_under_faults(run: Run, backend: &str) {
             strike(&run, &mut workers, fault, &quiet, &mut struck).await;
         }
     };
-    tokio::join!(
-        enqueue_groups(&run, size.items, size.groups, &quiet),
-        faults
+    // While the groups are deep, how many items the sweep held parked at
+    // most (read from the store, every 200 ms, until half are done).
+    let parked_max = async {
+        let mut max = 0u64;
+        while parks && done_count(&run).await < (size.items / 2) as i64 {
+            if let Ok(n) = run.queue.store().parked_count().await {
+                max = max.max(n);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        max
+    };
+    let ((), (), parked_max) = tokio::join!(
+        enqueue_groups(&run, size.items, size.groups, size.backlog, &quiet),
+        faults,
+        parked_max
     );
     let drained = run
         .wait_final(Duration::from_secs(scale::pick(300, 1800)))
@@ -404,7 +445,7 @@ async fn limits_under_faults(run: Run, backend: &str) {
         &format!("limits under faults ({backend})"),
         &size.describe(),
         &format!(
-            "{} | ordered limit {ordered} | {} | faults struck {struck:?} | lease lost logged {} | wall {wall:.1}s",
+            "{} | ordered limit {ordered} | {} | faults struck {struck:?} | lease lost logged {} | parked at most {parked_max} | wall {wall:.1}s",
             lf.summary(&f, &cfg),
             f.row(),
             run.log_count("lease lost")
@@ -433,6 +474,14 @@ async fn limits_under_faults(run: Run, backend: &str) {
     if ordered {
         assert_eq!(lf.out_of_order, Some(0), "groups out of order: {lf:?}");
     }
+    if parks {
+        assert!(parked_max > 0, "the sweep parked the deep groups");
+        assert_eq!(
+            run.queue.store().parked_count().await.expect("parked"),
+            0,
+            "nothing left parked once drained"
+        );
+    }
     for w in &mut workers {
         w.term();
     }
@@ -447,7 +496,7 @@ async fn broken_limit_is_caught(run: Run, backend: &str) {
     // and this run shows the checker catching the broken slot.
     set_limits(&run, false).await;
     let (items, groups) = (400, 10);
-    enqueue_groups(&run, items, groups, &tokio::sync::Mutex::new(())).await;
+    enqueue_groups(&run, items, groups, BACKLOG, &tokio::sync::Mutex::new(())).await;
     let flags = [&FLAGS[..], &["--break-limits"]].concat();
     let mut workers: Vec<_> = (0..3).map(|_| run.spawn(&flags)).collect();
     let drained = run.wait_final(Duration::from_secs(120)).await;
@@ -478,13 +527,39 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limits_under_faults_postgres() {
     let _alone = ONE_AT_A_TIME.lock().await;
-    limits_under_faults(Run::pg_durable().await, "PostgreSQL").await;
+    limits_under_faults(
+        Run::pg_durable().await,
+        "PostgreSQL",
+        Size::pick(true),
+        false,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limits_under_faults_sqlite() {
     let _alone = ONE_AT_A_TIME.lock().await;
-    limits_under_faults(Run::sqlite().await, "SQLite").await;
+    limits_under_faults(Run::sqlite().await, "SQLite", Size::pick(false), false).await;
+}
+
+/// The scenario with four groups thousands deep: the sweep parks their
+/// backlogs and the claims and handovers give parked items back, under the
+/// same faults and the same checker (order, overlap, limits, lost, doubled).
+async fn parking_under_faults(run: Run, backend: &str) {
+    let size = Size::parking(backend == "PostgreSQL");
+    limits_under_faults(run, &format!("{backend}, deep groups parked"), size, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parking_under_faults_postgres() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    parking_under_faults(Run::pg_durable().await, "PostgreSQL").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parking_under_faults_sqlite() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    parking_under_faults(Run::sqlite().await, "SQLite").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

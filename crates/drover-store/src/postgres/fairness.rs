@@ -583,6 +583,18 @@ impl FairnessStore for PgStore {
 
     async fn fair_passes_purge(&self, batch: u32) -> Result<u64> {
         let mut tx = self.begin_system().await?;
+        // Every lane's row first, in lane order: a claim locks its lane's row
+        // before it writes its tenants' rows, so deleting tenants' rows first
+        // and bumping the lane's token after them waited in a cycle with it
+        // (PostgreSQL's deadlock detector ended one of the two).
+        sqlx::query(
+            "SELECT lane FROM fair_passes
+             WHERE tenant_id = 'ffffffff-ffff-ffff-ffff-ffffffffffff'
+             ORDER BY lane FOR UPDATE",
+        )
+        .persistent(self.persistent)
+        .fetch_all(&mut *tx)
+        .await?;
         // Idle rows: at or behind their lane's virtual time, or of a tenant
         // with nothing pending in the lane (it comes back lifted to the
         // virtual time, at most one start ahead of its row's place).

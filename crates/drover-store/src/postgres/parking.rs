@@ -195,6 +195,18 @@ impl ParkStore for PgStore {
                     let due = self.front_due(&key, ordered, w).await?;
                     if due < w {
                         pass.unparked += self.unpark(&key, ordered, w - due).await?;
+                    } else if self.front_due(&key, false, 2 * w + 1).await? > 2 * w {
+                        // Items that arrived after the group was parked wait
+                        // unparked beyond its window (for an ordered group,
+                        // each one a candidate every claim reads past): park
+                        // them too, keeping the parked ones the group's last.
+                        loop {
+                            let moved = self.park(&key, ordered, w, PARK_CHUNK).await?;
+                            pass.parked += moved;
+                            if moved < u64::from(PARK_CHUNK) || over() {
+                                break;
+                            }
+                        }
                     }
                 }
             }
@@ -225,8 +237,12 @@ impl ParkStore for PgStore {
                 if n < i64::from(limit) {
                     continue;
                 }
+                // Deep by its due items that are not parked, in claim order
+                // whatever the group's order: an ordered group's parked
+                // items come before its later arrivals by seq, and counting
+                // them left those arrivals unparked.
                 let d = deep(limit);
-                if self.front_due(&key, ordered, d + 1).await? <= d {
+                if self.front_due(&key, false, d + 1).await? <= d {
                     continue;
                 }
                 loop {
