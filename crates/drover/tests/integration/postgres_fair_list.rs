@@ -119,3 +119,81 @@ async fn kept_passes_are_read_again_after_another_processs_claim() {
     assert_eq!((a, b, again), (1, 2, 1), "starts by tenant");
     drover::testing::pg_drop_schema(&url, &schema).await;
 }
+
+/// The sweep's purge of idle passes and a claim writing its lane's passes
+/// take the rows in the same order (the lane's row first), so they wait
+/// for one another instead of in a cycle. Before, the purge deleted the
+/// idle tenants' rows and then bumped the lane's token, while a claim
+/// held the lane's row and wrote a tenant's: PostgreSQL's deadlock
+/// detector ended one of them (seen under faults as a failed claim and a
+/// purge step timing out). The claim is played here in SQL, as the store
+/// runs it: the lane's row locked, then a tenant's row written.
+#[tokio::test]
+async fn the_passes_purge_and_a_claim_lock_in_one_order() {
+    use drover::store::fairness::FairnessStore;
+    use sqlx::{Connection, Executor};
+    let (store, schema) = drover::testing::pg_fresh_store().await;
+    let url = drover::testing::pg_owner_url().await;
+    let idle = Uuid::from_u128(0x1d1e);
+    let mut claim = sqlx::PgConnection::connect(&url).await.unwrap();
+    claim
+        .execute(format!("SET search_path = {schema}").as_str())
+        .await
+        .unwrap();
+    // The lane's row at virtual time 10, an idle tenant behind it (so the
+    // purge deletes it) and nothing pending.
+    claim
+        .execute(
+            format!(
+                "INSERT INTO fair_passes (lane, tenant_id, pass) VALUES
+                 ('fair-list', 'ffffffff-ffff-ffff-ffff-ffffffffffff', 10),
+                 ('fair-list', '{idle}', 0)"
+            )
+            .as_str(),
+        )
+        .await
+        .unwrap();
+    // The claim's first step: the lane's row, locked.
+    claim.execute("BEGIN").await.unwrap();
+    claim
+        .execute(
+            "SELECT pass FROM fair_passes WHERE lane = 'fair-list'
+               AND tenant_id = 'ffffffff-ffff-ffff-ffff-ffffffffffff' FOR UPDATE",
+        )
+        .await
+        .unwrap();
+    let purge = tokio::spawn({
+        let store = store.clone();
+        async move { store.fair_passes_purge(100).await }
+    });
+    // Wait until the purge waits on a lock (the lane's row now; before,
+    // the lane's row after it had locked the idle tenant's).
+    let mut watch = sqlx::PgConnection::connect(&url).await.unwrap();
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE wait_event_type = 'Lock' AND query LIKE '%fair_passes%'",
+        )
+        .fetch_one(&mut watch)
+        .await
+        .unwrap();
+        if waiting > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The claim's last step: the tenant's row written, then commit.
+    sqlx::query(
+        "INSERT INTO fair_passes (lane, tenant_id, pass) VALUES ('fair-list', $1, 11)
+         ON CONFLICT (lane, tenant_id) DO UPDATE SET pass = excluded.pass",
+    )
+    .bind(idle)
+    .execute(&mut claim)
+    .await
+    .expect("the claim's write of a tenant's pass does not deadlock");
+    claim.execute("COMMIT").await.unwrap();
+    purge
+        .await
+        .unwrap()
+        .expect("the purge does not deadlock either");
+}
