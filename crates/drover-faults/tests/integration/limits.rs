@@ -89,13 +89,16 @@ impl Size {
         }
     }
 
-    /// Few groups, each far deeper than a parking pass's threshold
+    /// Few groups, each deeper than a parking pass's threshold
     /// (`drover_store::parking::deep`), so the sweep parks their backlogs
     /// and the claims give parked items back under the faults.
     fn parking(postgres: bool) -> Size {
+        // Each group must still hold more than `deep(1)` due items once the
+        // feed (one commit per round) is in: 2,000 each over two groups,
+        // 1,500 each over four at full size.
         Size {
-            items: 6_000,
-            groups: 4,
+            items: scale::pick(4_000, 6_000),
+            groups: scale::pick(2, 4),
             backlog: 6_000,
             kills: 5,
             stops: 1,
