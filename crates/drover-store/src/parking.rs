@@ -233,6 +233,164 @@ pub trait ParkStore: Send + Sync {
     async fn parked_count(&self) -> Result<u64>;
 }
 
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+/// The steps a backend gives the shared pass ([`run_pass`]) and give-back
+/// ([`give_back_after`]): reads and single moves, each its own short
+/// transaction. The algorithm lives here once, so the backends differ
+/// only in their statements.
+#[async_trait]
+pub(crate) trait ParkSteps: Send + Sync {
+    /// The limits in force for a pass: read now, so a limit cleared a
+    /// moment ago gives its groups back in this pass.
+    async fn limits_for_pass(&self) -> Result<Vec<crate::limits::LimitSetting>>;
+    /// The limits in force for a claim's give-back (the claimers' cache).
+    async fn limits_for_claim(&self) -> Result<std::sync::Arc<Vec<crate::limits::LimitSetting>>>;
+    /// The process's cache of parked groups.
+    fn parked_cache(&self) -> &ParkedCache;
+    /// The groups with parked items, read now.
+    async fn parked_groups_now(&self) -> Result<Vec<GroupKey>>;
+    /// The groups of the kinds `per` holding slots, with how many each.
+    async fn held_groups(&self, per: &PerGroup) -> Result<Vec<(GroupKey, i64)>>;
+    /// How many of the first `n` pending items of `key` in its order (enqueue
+    /// order when `ordered`, else claim order) are due.
+    async fn front_due(&self, key: &GroupKey, ordered: bool, n: u32) -> Result<u32>;
+    /// Parks up to `n` due pending items of `key` beyond its first `keep`.
+    async fn park(&self, key: &GroupKey, ordered: bool, keep: u32, n: u32) -> Result<u64>;
+    /// Gives back up to `n` parked items of `key`, first in its order.
+    async fn unpark(&self, key: &GroupKey, ordered: bool, n: u32) -> Result<u64>;
+}
+
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+/// Parks `key` beyond `keep` in chunks until a short chunk or `over`.
+async fn park_all<S: ParkSteps + ?Sized>(
+    s: &S,
+    key: &GroupKey,
+    ordered: bool,
+    keep: u32,
+    over: &impl Fn() -> bool,
+) -> Result<u64> {
+    let mut total = 0;
+    loop {
+        let moved = s.park(key, ordered, keep, PARK_CHUNK).await?;
+        total += moved;
+        if moved < u64::from(PARK_CHUNK) || over() {
+            return Ok(total);
+        }
+    }
+}
+
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+/// One parking pass ([`ParkStore::park_pass`]) over a backend's steps.
+pub(crate) async fn run_pass<S: ParkSteps + ?Sized>(s: &S) -> Result<ParkPass> {
+    let started = std::time::Instant::now();
+    let over = || started.elapsed() >= PARK_PASS_BUDGET;
+    let per = per_group(&s.limits_for_pass().await?);
+    let mut pass = ParkPass::default();
+    // Parked groups first: give back what no limit holds any more, top up
+    // the windows of the others, park what arrived beyond them.
+    for key in s.parked_groups_now().await? {
+        if over() {
+            break;
+        }
+        let Some(&(limit, ordered)) = per.get(&key.1) else {
+            loop {
+                let n = s.unpark(&key, false, PARK_CHUNK).await?;
+                pass.unparked += n;
+                if n < u64::from(PARK_CHUNK) || over() {
+                    break;
+                }
+            }
+            continue;
+        };
+        let w = window(limit);
+        let due = s.front_due(&key, ordered, w).await?;
+        if due < w {
+            pass.unparked += s.unpark(&key, ordered, w - due).await?;
+        } else if s.front_due(&key, false, 2 * w + 1).await? > 2 * w {
+            // Items that arrived after the group was parked wait unparked
+            // beyond its window (for an ordered group, each one a candidate
+            // every claim reads past): park them too, keeping the parked
+            // ones the group's last.
+            pass.parked += park_all(s, &key, ordered, w, &over).await?;
+        }
+    }
+    // Then the full groups that are deep: park beyond their window.
+    if !per.is_empty() && !over() {
+        for (key, held) in s.held_groups(&per).await? {
+            if over() {
+                break;
+            }
+            let Some(&(limit, ordered)) = per.get(&key.1) else {
+                continue;
+            };
+            // Deep by its due items that are not parked, in claim order
+            // whatever the group's order: an ordered group's parked items
+            // come first by seq, and counting them hid its later arrivals.
+            let d = deep(limit);
+            if held < i64::from(limit) || s.front_due(&key, false, d + 1).await? <= d {
+                continue;
+            }
+            pass.parked += park_all(s, &key, ordered, window(limit), &over).await?;
+        }
+    }
+    let groups = s.parked_groups_now().await?;
+    pass.groups = groups.len() as u64;
+    s.parked_cache().put(groups);
+    if pass.moved() > 0 {
+        tracing::debug!(target: "drover::parking", parked = pass.parked,
+            unparked = pass.unparked, groups = pass.groups, "parking pass");
+    }
+    Ok(pass)
+}
+
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+/// After a claim: for each item of a parked group it took, gives back one
+/// parked item of that group, so the group's window stays full. Never
+/// fails the claim: what a failure leaves undone the next pass tops up.
+pub(crate) async fn give_back_after<S: ParkSteps + ?Sized>(
+    s: &S,
+    items: &[drover_core::item::Item],
+) {
+    if let Err(e) = give_back_for(s, items).await {
+        tracing::warn!(target: "drover::parking", error = %e,
+            "giving back parked items after a claim failed; the sweep tops the window up");
+    }
+}
+
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+async fn give_back_for<S: ParkSteps + ?Sized>(
+    s: &S,
+    items: &[drover_core::item::Item],
+) -> Result<()> {
+    // The common claims (no group, no per-group limit, nothing parked)
+    // stop at a cache read and write nothing.
+    if !items.iter().any(|i| i.group.is_some()) {
+        return Ok(());
+    }
+    let per = per_group(&s.limits_for_claim().await?);
+    if per.is_empty() {
+        return Ok(());
+    }
+    let parked = match s.parked_cache().fresh() {
+        Some(v) => v,
+        None => s.parked_cache().put(s.parked_groups_now().await?),
+    };
+    if parked.is_empty() {
+        return Ok(());
+    }
+    let back = give_back(
+        &parked,
+        items
+            .iter()
+            .map(|i| (i.tenant_id, i.kind.as_str(), i.group.as_deref())),
+    );
+    for (key, n) in back {
+        let ordered = per.get(&key.1).is_some_and(|(_, o)| *o);
+        s.unpark(&key, ordered, n).await?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,17 +27,14 @@
 //!   parked items are always the group's last.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use async_trait::async_trait;
 use sqlx::Row;
 
 use super::SqliteStore;
 use super::row::to_micros;
-use crate::parking::{
-    GroupKey, PARK_CHUNK, PARK_PASS_BUDGET, ParkPass, ParkStore, PerGroup, deep, give_back,
-    per_group, window,
-};
+use crate::limits::LimitSetting;
+use crate::parking::{GroupKey, ParkPass, ParkSteps, ParkStore, ParkedCache, PerGroup};
 use drover_core::error::{Error, Result};
 use drover_core::item::Item;
 
@@ -76,54 +73,10 @@ impl SqliteStore {
             .collect()
     }
 
-    /// The groups with parked items, from the cache while it is fresh.
-    async fn parked_groups(&self) -> Result<Arc<Vec<GroupKey>>> {
-        if let Some(v) = self.parked.fresh() {
-            return Ok(v);
-        }
-        let groups = self.parked_groups_now().await?;
-        Ok(self.parked.put(groups))
-    }
-
-    /// After a claim: for each item of a parked group it took, gives back
-    /// one parked item of that group, so the group's window stays full.
-    /// Never fails the claim: what a failure leaves undone the sweep's next
-    /// pass tops up.
+    /// After a claim: gives back one parked item per item of a parked
+    /// group it took ([`crate::parking::give_back_after`]).
     pub(super) async fn give_back(&self, items: &[Item]) {
-        if items.is_empty() {
-            return;
-        }
-        if let Err(e) = self.give_back_for(items).await {
-            tracing::warn!(target: "drover::sqlite", error = %e,
-                "giving back parked items after a claim failed; the sweep tops the window up");
-        }
-    }
-
-    async fn give_back_for(&self, items: &[Item]) -> Result<()> {
-        // The common claims (no group, no per-group limit, nothing parked)
-        // stop at a cache read and write nothing.
-        if !items.iter().any(|i| i.group.is_some()) {
-            return Ok(());
-        }
-        let per = per_group(&self.limits_cached().await?);
-        if per.is_empty() {
-            return Ok(());
-        }
-        let parked = self.parked_groups().await?;
-        if parked.is_empty() {
-            return Ok(());
-        }
-        let back = give_back(
-            &parked,
-            items
-                .iter()
-                .map(|i| (i.tenant_id, i.kind.as_str(), i.group.as_deref())),
-        );
-        for (key, n) in back {
-            let ordered = per.get(&key.1).is_some_and(|(_, o)| *o);
-            self.unpark(&key, ordered, n).await?;
-        }
-        Ok(())
+        crate::parking::give_back_after(self, items).await;
     }
 
     /// Gives back up to `n` parked items of `key`, first in its order.
@@ -223,86 +176,46 @@ impl SqliteStore {
 }
 
 #[async_trait]
+impl ParkSteps for SqliteStore {
+    async fn limits_for_pass(&self) -> Result<Vec<LimitSetting>> {
+        Ok(crate::limits::effective(
+            &crate::limits::LimitStore::limit_settings(self).await?,
+        ))
+    }
+
+    async fn limits_for_claim(&self) -> Result<Arc<Vec<LimitSetting>>> {
+        self.limits_cached().await
+    }
+
+    fn parked_cache(&self) -> &ParkedCache {
+        self.parked.as_ref()
+    }
+
+    async fn parked_groups_now(&self) -> Result<Vec<GroupKey>> {
+        SqliteStore::parked_groups_now(self).await
+    }
+
+    async fn held_groups(&self, per: &PerGroup) -> Result<Vec<(GroupKey, i64)>> {
+        SqliteStore::held_groups(self, per).await
+    }
+
+    async fn front_due(&self, key: &GroupKey, ordered: bool, n: u32) -> Result<u32> {
+        SqliteStore::front_due(self, key, ordered, n).await
+    }
+
+    async fn park(&self, key: &GroupKey, ordered: bool, keep: u32, n: u32) -> Result<u64> {
+        SqliteStore::park(self, key, ordered, keep, n).await
+    }
+
+    async fn unpark(&self, key: &GroupKey, ordered: bool, n: u32) -> Result<u64> {
+        SqliteStore::unpark(self, key, ordered, n).await
+    }
+}
+
+#[async_trait]
 impl ParkStore for SqliteStore {
     async fn park_pass(&self) -> Result<ParkPass> {
-        let started = Instant::now();
-        let over = || started.elapsed() >= PARK_PASS_BUDGET;
-        // Read now, not from the claimers' cache: a limit cleared a moment
-        // ago should give its groups back in this pass.
-        let per = per_group(&crate::limits::effective(
-            &crate::limits::LimitStore::limit_settings(self).await?,
-        ));
-        let mut pass = ParkPass::default();
-        // Parked groups first: give back what no limit holds any more, top
-        // up the windows of the others.
-        for key in self.parked_groups_now().await? {
-            if over() {
-                break;
-            }
-            match per.get(&key.1) {
-                None => loop {
-                    let n = self.unpark(&key, false, PARK_CHUNK).await?;
-                    pass.unparked += n;
-                    if n < u64::from(PARK_CHUNK) || over() {
-                        break;
-                    }
-                },
-                Some(&(limit, ordered)) => {
-                    let w = window(limit);
-                    let due = self.front_due(&key, ordered, w).await?;
-                    if due < w {
-                        pass.unparked += self.unpark(&key, ordered, w - due).await?;
-                    } else if self.front_due(&key, false, 2 * w + 1).await? > 2 * w {
-                        // Items that arrived after the group was parked wait
-                        // unparked beyond its window (for an ordered group,
-                        // each one a candidate every claim reads past): park
-                        // them too, keeping the parked ones the group's last.
-                        loop {
-                            let moved = self.park(&key, ordered, w, PARK_CHUNK).await?;
-                            pass.parked += moved;
-                            if moved < u64::from(PARK_CHUNK) || over() {
-                                break;
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        // Then the full groups that are deep: park beyond their window.
-        if !per.is_empty() && !over() {
-            for (key, held) in self.held_groups(&per).await? {
-                if over() {
-                    break;
-                }
-                let Some(&(limit, ordered)) = per.get(&key.1) else {
-                    continue;
-                };
-                if held < i64::from(limit) {
-                    continue;
-                }
-                let d = deep(limit);
-                // Deep by its due items that are not parked, in claim order
-                // whatever the group's order (see the PostgreSQL pass).
-                if self.front_due(&key, false, d + 1).await? <= d {
-                    continue;
-                }
-                loop {
-                    let moved = self.park(&key, ordered, window(limit), PARK_CHUNK).await?;
-                    pass.parked += moved;
-                    if moved < u64::from(PARK_CHUNK) || over() {
-                        break;
-                    }
-                }
-            }
-        }
-        let groups = self.parked_groups_now().await?;
-        pass.groups = groups.len() as u64;
-        self.parked.put(groups);
-        if pass.moved() > 0 {
-            tracing::debug!(target: "drover::sqlite", parked = pass.parked,
-                unparked = pass.unparked, groups = pass.groups, "parking pass");
-        }
-        Ok(pass)
+        crate::parking::run_pass(self).await
     }
 
     async fn parked_count(&self) -> Result<u64> {
@@ -324,6 +237,7 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
+    use crate::parking::window;
     use crate::limits::{LimitScope, LimitSource, LimitSpec, LimitStore};
     use crate::sqlite::SqliteOptions;
     use crate::{ClaimParams, ClaimRef, Completion, ItemStore, Store};
