@@ -13,7 +13,9 @@
 //!   item still counts as run once): the claim statement's round trip under
 //!   the run's real contention and bloat;
 //! - `ready`: items pending and available at the sample;
-//! - `xmin_held`: 1 while the `--hold-xmin-*` session holds its snapshot;
+//! - `xmin_held`: 1 when the `--hold-xmin-*` session held its snapshot at
+//!   any time in the window (not only at the sample's instant: a hold of
+//!   one window's length, started a little late, straddles two samples);
 //! - per drover table `<table>_live`, `<table>_dead`, `<table>_bytes`:
 //!   `pg_stat_user_tables.n_live_tup`, `n_dead_tup` and
 //!   `pg_total_relation_size`, plus `dead_total` over them all. A
@@ -549,7 +551,7 @@ fn rows(
                 e2e: Percentiles::of(e2e),
                 claim: Percentiles::of(claim),
                 ready: s.ready,
-                xmin_held: held.is_some_and(|(a, b)| t_s >= a && t_s <= b),
+                xmin_held: held.is_some_and(|(a, b)| a <= t_s && b >= t_s - secs),
                 tables: s.tables.clone(),
             }
         })

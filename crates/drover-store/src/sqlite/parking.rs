@@ -237,8 +237,8 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
-    use crate::parking::window;
     use crate::limits::{LimitScope, LimitSource, LimitSpec, LimitStore};
+    use crate::parking::window;
     use crate::sqlite::SqliteOptions;
     use crate::{ClaimParams, ClaimRef, Completion, ItemStore, Store};
     use drover_core::item::NewItem;
