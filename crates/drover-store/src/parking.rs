@@ -23,15 +23,17 @@
 //!   back one parked item, the first in the group's order (so the window
 //!   stays full as the group drains); each sweep pass tops a parked group's
 //!   window up again (a giving back lost to a crash between the claim and
-//!   its statement waits at most one pass) and gives back every parked item
-//!   of a kind no per-group limit applies to any more.
+//!   its statement waits at most one pass), parks what arrived beyond twice
+//!   the window since, and gives back every parked item of a kind no
+//!   per-group limit applies to any more.
 //! - **Invariants.** Only pending items are parked and only by this seam;
 //!   a parked item is never claimable (its `available_at` is centuries
-//!   ahead) and is always given back before any later item of its group
-//!   in the group's order is parked; an ordered group's parked items are
-//!   always its last by enqueue order, so its head is never parked while a
-//!   later item waits unparked. Parking changes no status, spends no
-//!   attempt and fires no trigger (they watch `status`).
+//!   ahead); a group's parked items come after its window in the group's
+//!   order, and are given back first-first; an ordered group's window is
+//!   its lowest enqueue positions, so its head is parked only when the
+//!   window ran dry between passes (the next pass gives it back). Parking
+//!   changes no status, spends no attempt and fires no trigger (they watch
+//!   `status`).
 
 use std::time::Duration;
 
