@@ -29,7 +29,7 @@
 //! - **Invariants.** Only pending items are parked and only by this seam;
 //!   a parked item is never claimable (its `available_at` is centuries
 //!   ahead); a group's parked items come after its window in the group's
-//!   order, and are given back first-first; an ordered group's window is
+//!   order, and are given back earliest first; an ordered group's window is
 //!   its lowest enqueue positions, so its head is parked only when the
 //!   window ran dry between passes (the next pass gives it back). Parking
 //!   changes no status, spends no attempt and fires no trigger (they watch
