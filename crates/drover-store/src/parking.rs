@@ -241,10 +241,12 @@ pub trait ParkStore: Send + Sync {
 /// transaction. The algorithm lives here once, so the backends differ
 /// only in their statements.
 #[async_trait]
-pub(crate) trait ParkSteps: Send + Sync {
+pub(crate) trait ParkSteps: crate::limits::LimitStore {
     /// The limits in force for a pass: read now, so a limit cleared a
     /// moment ago gives its groups back in this pass.
-    async fn limits_for_pass(&self) -> Result<Vec<crate::limits::LimitSetting>>;
+    async fn limits_for_pass(&self) -> Result<Vec<crate::limits::LimitSetting>> {
+        Ok(crate::limits::effective(&self.limit_settings().await?))
+    }
     /// The limits in force for a claim's give-back (the claimers' cache).
     async fn limits_for_claim(&self) -> Result<std::sync::Arc<Vec<crate::limits::LimitSetting>>>;
     /// The process's cache of parked groups.

@@ -75,12 +75,6 @@ impl PgStore {
 
 #[async_trait]
 impl ParkSteps for PgStore {
-    async fn limits_for_pass(&self) -> Result<Vec<LimitSetting>> {
-        Ok(crate::limits::effective(
-            &crate::limits::LimitStore::limit_settings(self).await?,
-        ))
-    }
-
     async fn limits_for_claim(&self) -> Result<Arc<Vec<LimitSetting>>> {
         self.limits_in_force().await
     }

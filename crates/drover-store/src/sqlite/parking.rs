@@ -59,43 +59,10 @@ enum Pick {
 }
 
 impl SqliteStore {
-    /// The groups with parked items, read now.
-    async fn parked_groups_now(&self) -> Result<Vec<GroupKey>> {
-        let rows = sqlx::query(PARK_GROUPS).fetch_all(&self.reader).await?;
-        rows.iter()
-            .map(|r| {
-                Ok((
-                    r.try_get("tenant_id")?,
-                    r.try_get("kind")?,
-                    r.try_get("group_key")?,
-                ))
-            })
-            .collect()
-    }
-
     /// After a claim: gives back one parked item per item of a parked
     /// group it took ([`crate::parking::give_back_after`]).
     pub(super) async fn give_back(&self, items: &[Item]) {
         crate::parking::give_back_after(self, items).await;
-    }
-
-    /// Gives back up to `n` parked items of `key`, first in its order.
-    async fn unpark(&self, key: &GroupKey, ordered: bool, n: u32) -> Result<u64> {
-        let pick = if ordered {
-            UNPARK_PICK_SEQ
-        } else {
-            UNPARK_PICK
-        };
-        self.move_picked(key, pick, Pick::Unpark, n, UNPARK_MOVE)
-            .await
-    }
-
-    /// Parks up to `n` due pending items of `key` beyond its first `keep`,
-    /// in its order.
-    async fn park(&self, key: &GroupKey, ordered: bool, keep: u32, n: u32) -> Result<u64> {
-        let pick = if ordered { PARK_PICK_SEQ } else { PARK_PICK };
-        self.move_picked(key, pick, Pick::Park { keep }, n, PARK_MOVE)
-            .await
     }
 
     /// One write transaction: the rowids `pick` chooses, moved by `write`.
@@ -134,24 +101,31 @@ impl SqliteStore {
         tx.commit().await?;
         Ok(moved)
     }
+}
 
-    /// How many of the first `n` pending items of `key` in its order are
-    /// due.
-    async fn front_due(&self, key: &GroupKey, ordered: bool, n: u32) -> Result<u32> {
-        let sql = if ordered { PARK_FRONT_SEQ } else { PARK_FRONT };
-        let due: Vec<bool> = sqlx::query_scalar(sql)
-            .bind(key.0)
-            .bind(&key.1)
-            .bind(&key.2)
-            .bind(i64::from(n))
-            .bind(to_micros(self.now()))
-            .fetch_all(&self.reader)
-            .await?;
-        Ok(u32::try_from(due.iter().filter(|d| **d).count()).unwrap_or(u32::MAX))
+#[async_trait]
+impl ParkSteps for SqliteStore {
+    async fn limits_for_claim(&self) -> Result<Arc<Vec<LimitSetting>>> {
+        self.limits_cached().await
     }
 
-    /// The groups of the kinds of `per` holding slots, with how many each
-    /// holds.
+    fn parked_cache(&self) -> &ParkedCache {
+        self.parked.as_ref()
+    }
+
+    async fn parked_groups_now(&self) -> Result<Vec<GroupKey>> {
+        let rows = sqlx::query(PARK_GROUPS).fetch_all(&self.reader).await?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get("tenant_id")?,
+                    r.try_get("kind")?,
+                    r.try_get("group_key")?,
+                ))
+            })
+            .collect()
+    }
+
     async fn held_groups(&self, per: &PerGroup) -> Result<Vec<(GroupKey, i64)>> {
         let kinds: Vec<&str> = per.keys().map(String::as_str).collect();
         let kinds =
@@ -173,42 +147,34 @@ impl SqliteStore {
             })
             .collect()
     }
-}
-
-#[async_trait]
-impl ParkSteps for SqliteStore {
-    async fn limits_for_pass(&self) -> Result<Vec<LimitSetting>> {
-        Ok(crate::limits::effective(
-            &crate::limits::LimitStore::limit_settings(self).await?,
-        ))
-    }
-
-    async fn limits_for_claim(&self) -> Result<Arc<Vec<LimitSetting>>> {
-        self.limits_cached().await
-    }
-
-    fn parked_cache(&self) -> &ParkedCache {
-        self.parked.as_ref()
-    }
-
-    async fn parked_groups_now(&self) -> Result<Vec<GroupKey>> {
-        SqliteStore::parked_groups_now(self).await
-    }
-
-    async fn held_groups(&self, per: &PerGroup) -> Result<Vec<(GroupKey, i64)>> {
-        SqliteStore::held_groups(self, per).await
-    }
 
     async fn front_due(&self, key: &GroupKey, ordered: bool, n: u32) -> Result<u32> {
-        SqliteStore::front_due(self, key, ordered, n).await
+        let sql = if ordered { PARK_FRONT_SEQ } else { PARK_FRONT };
+        let due: Vec<bool> = sqlx::query_scalar(sql)
+            .bind(key.0)
+            .bind(&key.1)
+            .bind(&key.2)
+            .bind(i64::from(n))
+            .bind(to_micros(self.now()))
+            .fetch_all(&self.reader)
+            .await?;
+        Ok(u32::try_from(due.iter().filter(|d| **d).count()).unwrap_or(u32::MAX))
     }
 
     async fn park(&self, key: &GroupKey, ordered: bool, keep: u32, n: u32) -> Result<u64> {
-        SqliteStore::park(self, key, ordered, keep, n).await
+        let pick = if ordered { PARK_PICK_SEQ } else { PARK_PICK };
+        self.move_picked(key, pick, Pick::Park { keep }, n, PARK_MOVE)
+            .await
     }
 
     async fn unpark(&self, key: &GroupKey, ordered: bool, n: u32) -> Result<u64> {
-        SqliteStore::unpark(self, key, ordered, n).await
+        let pick = if ordered {
+            UNPARK_PICK_SEQ
+        } else {
+            UNPARK_PICK
+        };
+        self.move_picked(key, pick, Pick::Unpark, n, UNPARK_MOVE)
+            .await
     }
 }
 
