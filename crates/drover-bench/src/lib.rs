@@ -11,7 +11,7 @@
 //! | [`Mode::ClaimLatency`] | the claim statement itself with a large backlog waiting, optionally while another session holds a transaction open |
 //! | [`run_http`] | `--http`: single-item enqueues (gathered) and the batch route over HTTP on loopback, against `pgbench -N` in the same run |
 //! | [`Mode::Limits`] | `--limits`: what concurrency limits cost (a limit that never binds, on the standard drain), how busy a binding per-group limit keeps its slots, and claim latency with 1M items over 100k groups and behind one group of 1M ([`limits`]) |
-//! | [`Mode::Soak`] | a fixed offered rate for a long duration on a throwaway stock-settings cluster, sampled every 5 s (rates, claim and end-to-end p50/p99, ready depth, live and dead tuples and size of every table) into CSV and PNG |
+//! | [`Mode::Soak`] | a fixed offered rate for a long duration on a throwaway stock-settings cluster, sampled every 5 s (rates, claim and end-to-end p50/p99, ready depth, live and dead tuples and size of every table) into CSV and PNG, with a wait record that places every stalled window ([`stalls`]) |
 //!
 //! Workers run in this process ([`BenchConfig::workers`], sharing the
 //! capacity) or as child processes ([`BenchConfig::processes`], PostgreSQL
@@ -39,9 +39,11 @@ pub mod projector;
 pub mod recorder;
 pub mod report;
 pub mod soak;
+pub mod stalls;
 mod standard;
 mod sustained;
 mod target;
+pub mod waits;
 mod workers;
 
 pub use limits::LimitsSpec;

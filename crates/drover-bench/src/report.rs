@@ -120,6 +120,18 @@ pub struct SoakSummary {
     pub e2e_p99_max_ms: f64,
     /// Smallest per-window handled rate, items/s.
     pub throughput_min_per_s: f64,
+    /// The stall line: 10 x the run's median claim p50, ms
+    /// ([`crate::stalls`]); `None` without probe claims.
+    pub stall_line_ms: Option<f64>,
+    /// Windows whose claim p99 passed the stall line.
+    pub stalled_windows: usize,
+    /// The stalled windows by whose they were (`machine`, `drover`,
+    /// `process`) and what was seen, with their counts.
+    pub stalls_by_place: Vec<(String, usize)>,
+    /// `stalls.txt`: what every session waited on in each stalled window.
+    pub stalls_txt: Option<String>,
+    /// `waits.csv`: the probes' and counters' figures of every window.
+    pub waits_csv: Option<String>,
 }
 
 /// One row of a soak run's CSV: the window ending at one sample. The soak
@@ -473,7 +485,23 @@ fn write_soak_summary(out: &mut dyn Write, s: &SoakSummary) -> std::io::Result<(
         "handled/s worst window",
         format!("{:.0}", s.throughput_min_per_s),
     )?;
+    if let Some(line) = s.stall_line_ms {
+        row(
+            out,
+            "stalled windows",
+            format!("{} (claim p99 over {line:.2} ms)", s.stalled_windows),
+        )?;
+        for (what, n) in &s.stalls_by_place {
+            row(out, "", format!("{n:>3}  {what}"))?;
+        }
+    }
     row(out, "csv", s.csv.clone())?;
+    if let Some(c) = &s.stalls_txt {
+        row(out, "stalls", c.clone())?;
+    }
+    if let Some(c) = &s.waits_csv {
+        row(out, "waits csv", c.clone())?;
+    }
     if let Some(c) = &s.claims_csv {
         row(out, "probe claims csv", c.clone())?;
     }

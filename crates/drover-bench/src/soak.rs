@@ -22,6 +22,13 @@
 //!   partitioned table (`items`, whose children come and go, and the
 //!   outbox and event rings) is one table: its partitions summed.
 //!
+//! Beside the CSV, the run keeps a wait record ([`crate::waits`]: every
+//! session's wait event every 20 ms, a commit probe and a `SELECT 1` probe
+//! on sessions of their own, pressure and WAL counters) and writes, for
+//! every window whose claim p99 passed ten times the run's median claim
+//! p50, what every session waited on and whose the stall was
+//! (`stalls.txt`, `waits.csv`; [`crate::stalls`]).
+//!
 //! Invariants: the sandbox and the cluster are dropped whether the run
 //! succeeded or not; every item offered is run exactly once (the probe's
 //! items are recorded like the workers'), or the report says otherwise.
@@ -36,6 +43,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::recorder::{Exec, Recorder};
 use crate::report::{Percentiles, Report, SoakSummary};
+use crate::stalls;
+use crate::waits::Waits;
 // The row type lives with the report so the chart can draw rows without
 // depending on the soak run that samples them; `soak::SoakRow` stays.
 pub use crate::report::SoakRow;
@@ -143,6 +152,13 @@ async fn soak(
     let stop = CancellationToken::new();
     let start = Instant::now();
     let samples = Arc::new(Mutex::new(Vec::<Sample>::new()));
+    let waits = match Waits::start(&admin, &schema, &stop).await {
+        Ok(w) => w,
+        Err(e) => {
+            fleet.stop().await;
+            return Err(e);
+        }
+    };
     let sampler = tokio::spawn(sample_loop(
         admin.clone(),
         schema,
@@ -177,6 +193,7 @@ async fn soak(
     stop.cancel();
     let _ = sampler.await;
     let _ = prober.await;
+    let record = waits.finish().await;
     let held_result = match holder {
         Some(h) => h
             .await
@@ -211,7 +228,10 @@ async fn soak(
         });
     let execs = recorder.since(0);
     let rows = rows(start_ns, &samples, &execs, &claims, &log, held);
-    let soak_summary = write_outputs(spec, progress, start_ns, &rows, &claims, held)?;
+    let mut soak_summary = write_outputs(spec, progress, start_ns, &rows, &claims, held)?;
+    let window_ns = i64::try_from(WINDOW.as_nanos()).unwrap_or(i64::MAX);
+    let found = stalls::analyse(&rows, &claims, &record, start_ns, window_ns);
+    write_stalls(spec, progress, &found, &mut soak_summary);
     record_totals(&mut report, spec, enqueued, &recorder, &execs, start_ns);
     report.soak = Some(soak_summary);
     Ok(report)
@@ -262,6 +282,36 @@ fn write_outputs(
     soak_summary.claim_p99_by_5min_ms = by_5min;
     soak_summary.claims_csv = claims_csv;
     Ok(soak_summary)
+}
+
+/// Writes `stalls.txt` and `waits.csv` and puts their figures in the
+/// summary (a file that could not be written is noted, not an error: the
+/// run's figures stand without it).
+fn write_stalls(
+    spec: &SoakSpec,
+    progress: &Progress,
+    found: &stalls::Stalls,
+    summary: &mut SoakSummary,
+) {
+    summary.stall_line_ms = found.line_ms;
+    summary.stalled_windows = found.stalled().count();
+    let mut by: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for w in found.stalled() {
+        if let Some(p) = &w.place {
+            *by.entry(p.describe()).or_default() += 1;
+        }
+    }
+    summary.stalls_by_place = by.into_iter().collect();
+    let txt = spec.out_dir.join("stalls.txt");
+    match std::fs::write(&txt, &found.text) {
+        Ok(()) => summary.stalls_txt = Some(txt.display().to_string()),
+        Err(e) => progress.note(&format!("no stalls.txt: {e}")),
+    }
+    let waits_csv = spec.out_dir.join("waits.csv");
+    match std::fs::write(&waits_csv, stalls::csv(&found.windows)) {
+        Ok(()) => summary.waits_csv = Some(waits_csv.display().to_string()),
+        Err(e) => progress.note(&format!("no waits.csv: {e}")),
+    }
 }
 
 /// The run's counts, rates and end-to-end latencies, from every execution
@@ -333,6 +383,7 @@ fn summary(
             .map(|r| r.throughput_per_s)
             .fold(f64::INFINITY, f64::min)
             .min(f64::MAX),
+        ..SoakSummary::default()
     }
 }
 
