@@ -28,6 +28,23 @@ pub const FLUSH_EVERY: Duration = Duration::from_millis(5);
 /// # Cancel safety
 /// Not cancel safe: dropping it abandons in-flight items to the sweep.
 pub async fn run(database_url: &str, schema: &str, capacity: usize) -> Result<(), BenchError> {
+    run_with(database_url, schema, capacity, Duration::ZERO).await
+}
+
+/// [`run`] with handlers that sleep `handler` after recording their entry
+/// (the parent's `--handler-ms`, passed on).
+///
+/// # Errors
+/// As [`run`].
+///
+/// # Cancel safety
+/// As [`run`].
+pub async fn run_with(
+    database_url: &str,
+    schema: &str,
+    capacity: usize,
+    handler: Duration,
+) -> Result<(), BenchError> {
     let s = crate::workers::settings(capacity);
     let store = drover::store::connect_with(
         database_url,
@@ -42,7 +59,7 @@ pub async fn run(database_url: &str, schema: &str, capacity: usize) -> Result<()
     let recorder = Recorder::forwarding();
     let worker = Worker::builder(drover::Queue::new(store))
         .settings(s)
-        .handler(BenchHandler::new(recorder.clone()))
+        .handler(BenchHandler::new(recorder.clone()).with_sleep(handler))
         .build()?
         .start()
         .await?;

@@ -12,6 +12,8 @@
 //! | [`run_http`] | `--http`: single-item enqueues (gathered) and the batch route over HTTP on loopback, against `pgbench -N` in the same run |
 //! | [`Mode::Limits`] | `--limits`: what concurrency limits cost (a limit that never binds, on the standard drain), how busy a binding per-group limit keeps its slots, and claim latency with 1M items over 100k groups and behind one group of 1M ([`limits`]) |
 //! | [`Mode::Soak`] | a fixed offered rate for a long duration on a throwaway stock-settings cluster, sampled every 5 s (rates, claim and end-to-end p50/p99, ready depth, live and dead tuples and size of every table) into CSV and PNG, with a wait record that places every stalled window ([`stalls`]) |
+//! | [`Mode::Depth`] | `--depth N`: producers keep N items waiting while the workers drain for a window; throughput, end-to-end latency and `pgbench -N` per cell, optionally with parts of the items redesign switched off ([`depth`]) |
+//! | [`BenchConfig::bounds`] | `--bounds` on the standard mode (PostgreSQL): the raw insert and drain bounds of plain SQL on rows shaped like drover's, and drover's rates over them ([`report::bounds`]) |
 //!
 //! Workers run in this process ([`BenchConfig::workers`], sharing the
 //! capacity) or as child processes ([`BenchConfig::processes`], PostgreSQL
@@ -27,13 +29,16 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod bounds;
 pub mod chart;
 pub mod child;
 mod claim;
+pub mod depth;
 pub mod fairness;
 pub mod http;
 pub mod limits;
 pub mod outbox;
+mod pgbench;
 pub mod progress;
 pub mod projector;
 pub mod recorder;
@@ -46,6 +51,7 @@ mod target;
 pub mod waits;
 mod workers;
 
+pub use depth::{DepthSpec, DepthVariant};
 pub use limits::LimitsSpec;
 pub use progress::Progress;
 pub use projector::{ProjectorFigures, projector_apply_rate};
@@ -116,6 +122,9 @@ pub enum Mode {
     /// removes itself ([`drover::testing::cluster::Cluster`]); the database URL is not
     /// used.
     Soak(SoakSpec),
+    /// `--depth`: [`DepthSpec`]'s cells, each in a sandbox of its own (on
+    /// the database URL, or a throwaway cluster the run starts itself).
+    Depth(DepthSpec),
 }
 
 /// How to re-execute the current program as a child worker.
@@ -124,7 +133,7 @@ pub struct ChildCommand {
     /// The program (usually `std::env::current_exe()`).
     pub program: PathBuf,
     /// Arguments before the child's own (`["bench"]` for the CLI); the bench
-    /// appends `--child-schema <schema> --capacity <n>`.
+    /// appends `--child-schema <schema> --capacity <n> --handler-ms <ms>`.
     pub args: Vec<String>,
 }
 
@@ -158,6 +167,18 @@ pub struct BenchConfig {
     /// The workers' `sweep_interval` (`None`: from `DROVER_*` or the
     /// default).
     pub sweep_interval: Option<Duration>,
+    /// `--handler-ms`: how long the bench handler sleeps (a tokio sleep)
+    /// after recording its entry, before it returns. Default zero.
+    pub handler: Duration,
+    /// The workers' paced vacuum (`None`: from `DROVER_VACUUM` or the
+    /// default, on).
+    pub vacuum: Option<bool>,
+    /// The workers' `spread_fallback` (`None`: from `DROVER_*` or the
+    /// default).
+    pub spread_fallback: Option<Duration>,
+    /// `--bounds` (standard mode, PostgreSQL): after the standard phases,
+    /// the raw insert and drain bounds in the same sandbox.
+    pub bounds: bool,
 }
 
 impl Default for BenchConfig {
@@ -175,6 +196,10 @@ impl Default for BenchConfig {
             mode: Mode::Standard,
             item_retention: None,
             sweep_interval: None,
+            handler: Duration::ZERO,
+            vacuum: None,
+            spread_fallback: None,
+            bounds: false,
         }
     }
 }
@@ -189,6 +214,13 @@ impl BenchConfig {
         let bad = |field: &'static str, why: &str| Err(drover::Error::invalid(field, why).into());
         if let Mode::Limits(spec) = &self.mode {
             spec.validate(self)?;
+        }
+        if let Mode::Depth(spec) = &self.mode {
+            spec.validate(self)?;
+        }
+        if self.bounds && (self.mode != Mode::Standard || !target::is_postgres(&self.database_url))
+        {
+            return bad("bounds", "measures the standard mode on PostgreSQL");
         }
         if self.jobs == 0 && self.mode == Mode::Standard {
             return bad("jobs", "must be at least 1");
@@ -210,7 +242,9 @@ impl BenchConfig {
         if self.processes > 0 && self.child.is_none() {
             return bad("processes", "needs a program to re-execute");
         }
-        let pg = target::is_postgres(&self.database_url) || matches!(self.mode, Mode::Soak(_));
+        let pg = target::is_postgres(&self.database_url)
+            || matches!(self.mode, Mode::Soak(_))
+            || matches!(&self.mode, Mode::Depth(d) if d.stock_cluster);
         if self.processes > 0 && !pg {
             return bad("processes", "child processes need PostgreSQL");
         }
@@ -320,6 +354,11 @@ pub async fn run(config: &BenchConfig, progress: &Progress) -> Result<Report, Be
         report.git_commit = git_commit();
         return Ok(report);
     }
+    if let Mode::Depth(spec) = &config.mode {
+        let mut report = depth::run(config, progress, spec).await?;
+        report.git_commit = git_commit();
+        return Ok(report);
+    }
     let target = target::Target::create(&config.database_url).await?;
     progress.note(&format!("sandbox: {}", target.describe()));
     let result = match &config.mode {
@@ -330,6 +369,9 @@ pub async fn run(config: &BenchConfig, progress: &Progress) -> Result<Report, Be
         Mode::ClaimLatency { .. } => claim::run(config, &target, progress).await,
         Mode::Limits(_) => limits::run(config, &target, progress).await,
         Mode::Soak(_) => Err(drover::Error::invalid("mode", "soak runs on its own cluster").into()),
+        Mode::Depth(_) => {
+            Err(drover::Error::invalid("mode", "depth makes a sandbox per cell").into())
+        }
     };
     let dropped = target.drop_sandbox().await;
     let mut report = result?;

@@ -4,12 +4,14 @@
 //! format a child process reports its executions in (`x <id> <at_ns>
 //! <lat_ns|->`), written by [`crate::child`] and read by the fleet.
 //!
-//! Invariants: the handler does nothing but this bookkeeping; one recorder
+//! Invariants: the handler does nothing but this bookkeeping (and, when
+//! told, a sleep after it); one recorder
 //! sees every execution of a run, in-process or reported by a child, so
 //! `executed - distinct` is exactly the number of duplicate runs.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use drover::queue::{JobContext, Kind};
 use drover::worker::{Done, Handler, Outcome, Strategy};
@@ -192,16 +194,29 @@ impl Recorder {
     }
 }
 
-/// The bench handler: records the execution, nothing else.
+/// The bench handler: records the execution, then sleeps
+/// [`BenchHandler::with_sleep`]'s time (none by default), nothing else.
 #[derive(Debug, Clone)]
 pub struct BenchHandler {
     recorder: Arc<Recorder>,
+    sleep: Duration,
 }
 
 impl BenchHandler {
     /// A handler recording into `recorder`.
     pub fn new(recorder: Arc<Recorder>) -> Self {
-        BenchHandler { recorder }
+        BenchHandler {
+            recorder,
+            sleep: Duration::ZERO,
+        }
+    }
+
+    /// The handler sleeping `sleep` (a tokio sleep) after recording its
+    /// entry, before it returns (`--handler-ms`).
+    #[must_use]
+    pub fn with_sleep(mut self, sleep: Duration) -> Self {
+        self.sleep = sleep;
+        self
     }
 }
 
@@ -221,6 +236,9 @@ impl Handler for BenchHandler {
             at_ns,
             lat_ns: job.t_ns.map(|t| at_ns - t),
         });
+        if !self.sleep.is_zero() {
+            tokio::time::sleep(self.sleep).await;
+        }
         Ok(Done::Completed)
     }
 }

@@ -10,6 +10,8 @@ use serde::Serialize;
 
 use crate::workers::Rss;
 
+pub mod bounds;
+pub mod depth;
 pub mod limits;
 
 /// Percentiles of a set of latencies, in milliseconds.
@@ -166,7 +168,8 @@ impl SoakRow {
 /// What one bench run measured. Fields a mode does not measure are `null`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Report {
-    /// `standard`, `sustained`, `claim_latency`, `soak` or `limits`.
+    /// `standard`, `sustained`, `claim_latency`, `soak`, `limits` or
+    /// `depth`.
     pub mode: String,
     /// `postgres` or `sqlite`.
     pub backend: String,
@@ -241,6 +244,11 @@ pub struct Report {
     pub soak: Option<SoakSummary>,
     /// Limits: the four measurements of `--limits`.
     pub limits: Option<limits::LimitsFigures>,
+    /// Depth: every cell of `--depth` and the medians of its variants.
+    pub depth: Option<depth::DepthFigures>,
+    /// Standard with `--bounds`: the raw insert and drain bounds and
+    /// drover's rates over them.
+    pub bounds: Option<bounds::BoundsFigures>,
     /// Why the run did not finish, if it did not (its counts are then
     /// partial and the rates absent).
     pub error: Option<String>,
@@ -257,7 +265,7 @@ impl Report {
             "standard" => {
                 dups && self.executed == Some(self.jobs) && self.distinct == Some(self.jobs)
             }
-            "sustained" | "soak" => dups && self.executed == self.enqueued,
+            "sustained" | "soak" | "depth" => dups && self.executed == self.enqueued,
             _ => dups,
         }
     }
@@ -289,7 +297,15 @@ impl Report {
                     l.write_table(out)?;
                 }
             }
+            "depth" => {
+                if let Some(d) = &self.depth {
+                    d.write_table(out)?;
+                }
+            }
             _ => self.write_claim_latency(out)?,
+        }
+        if let Some(b) = &self.bounds {
+            b.write_table(out)?;
         }
         if let Some(r) = self.rss {
             row(

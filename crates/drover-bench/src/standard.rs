@@ -1,6 +1,8 @@
 //! The `BENCH.md` workload: (1) bulk enqueue with no worker running, (2)
 //! drain with worker start-up inside the clock, (3) latency of single-item
-//! enqueues on a fixed 5 ms schedule after 2 s of idling.
+//! enqueues on a fixed 5 ms schedule after 2 s of idling; then, with
+//! [`BenchConfig::bounds`], the raw bounds in the same sandbox
+//! ([`crate::bounds`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -91,14 +93,32 @@ pub(crate) async fn run(
     report.lat_p95 = Some(lat.p95);
     report.lat_p99 = Some(lat.p99);
     report.lat_max = Some(lat.max);
+    if config.bounds {
+        report.bounds = Some(
+            crate::bounds::run(
+                config,
+                target,
+                progress,
+                report.enqueue_rate,
+                report.drain_rate,
+            )
+            .await?,
+        );
+    }
     Ok(report)
 }
 
 /// The report's identity fields.
 pub(crate) fn base_report(config: &BenchConfig, target: &Target, mode: &str) -> Report {
+    report_for(config, target.backend, mode)
+}
+
+/// The report's identity fields for a run on `backend` (a mode whose
+/// sandboxes come and go within it).
+pub(crate) fn report_for(config: &BenchConfig, backend: drover::Backend, mode: &str) -> Report {
     Report {
         mode: mode.to_owned(),
-        backend: match target.backend {
+        backend: match backend {
             drover::Backend::Postgres => "postgres",
             drover::Backend::Sqlite => "sqlite",
             drover::Backend::Memory => "memory",

@@ -59,7 +59,8 @@ pub(crate) fn settings(capacity: usize) -> WorkerSettings {
     }
 }
 
-/// [`settings`] with the run's overrides (retention, sweep interval).
+/// [`settings`] with the run's overrides (retention, sweep interval,
+/// vacuum, spread fallback).
 fn settings_for(config: &BenchConfig, capacity: usize) -> WorkerSettings {
     let mut s = settings(capacity);
     if let Some(r) = config.item_retention {
@@ -67,6 +68,12 @@ fn settings_for(config: &BenchConfig, capacity: usize) -> WorkerSettings {
     }
     if let Some(i) = config.sweep_interval {
         s.sweep_interval = i;
+    }
+    if let Some(v) = config.vacuum {
+        s.vacuum = v;
+    }
+    if let Some(f) = config.spread_fallback {
+        s.spread_fallback = f;
     }
     s
 }
@@ -82,7 +89,7 @@ pub(crate) async fn start_one(
     let queue = target.queue(s.pool_size).await?;
     Ok(Worker::builder(queue)
         .settings(s)
-        .handler(BenchHandler::new(recorder.clone()))
+        .handler(BenchHandler::new(recorder.clone()).with_sleep(config.handler))
         .build()?
         .start()
         .await?)
@@ -189,6 +196,13 @@ fn spawn_child(
     if let Some(i) = config.sweep_interval {
         command.env("DROVER_SWEEP_INTERVAL", format!("{}ms", i.as_millis()));
     }
+    if let Some(v) = config.vacuum {
+        command.env("DROVER_VACUUM", if v { "on" } else { "off" });
+    }
+    if let Some(f) = config.spread_fallback {
+        command.env("DROVER_SPREAD_FALLBACK", format!("{}ms", f.as_millis()));
+    }
+    let handler_ms = config.handler.as_millis().to_string();
     let mut child = command
         .args(&cmd.args)
         .args([
@@ -196,6 +210,8 @@ fn spawn_child(
             &schema,
             "--capacity",
             &capacity.to_string(),
+            "--handler-ms",
+            &handler_ms,
         ])
         .env("DROVER_DATABASE_URL", target.url())
         .stdin(Stdio::piped())

@@ -4,7 +4,9 @@
 //! file on SQLite); and a soak (`--soak`) on a throwaway stock-settings
 //! cluster it starts and removes itself; `--http` enqueues over the HTTP
 //! API against `pgbench -N`; `--limits` measures what concurrency limits
-//! cost. The engine is the `drover-bench` crate.
+//! cost; `--depth` keeps a depth of items waiting while the workers drain
+//! (against `pgbench -N`, per variant); `--bounds` adds the raw SQL bounds
+//! to the standard run. The engine is the `drover-bench` crate.
 //!
 //! Exit code 1 when any item did not run or ran twice (the report is still
 //! printed first).
@@ -40,9 +42,45 @@ pub struct BenchArgs {
     /// for --duration while the workers drain.
     #[arg(long, value_name = "RATE")]
     pub sustained: Option<f64>,
-    /// How long sustained and soak modes offer items.
+    /// How long sustained and soak modes offer items; depth mode's
+    /// measured window (after --warmup).
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     pub duration: Duration,
+    /// Depth mode (PostgreSQL): 4 producers keep N items waiting
+    /// (enqueued minus handled, counted in process; bulk calls of up to
+    /// --batch) while the workers drain; throughput = items handled in
+    /// --duration after --warmup, then the rest drains, exactly once is
+    /// checked, and `pgbench -i -s 10` and `pgbench -N -c 20 -j 2 -T 20`
+    /// run for the ratio. A fresh sandbox schema per cell.
+    #[arg(long, value_name = "N")]
+    pub depth: Option<u64>,
+    /// Depth mode: variants measured beside the defaults (`base`), each a
+    /// cell of its own: no-vacuum, rotation (a 2 s retention and 1 s
+    /// sweep, so the items partitions rotate within the run), no-spread
+    /// (spread_fallback 0), or all.
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub depth_variants: Vec<String>,
+    /// Depth mode: rounds over the variants, odd rounds in reverse order.
+    #[arg(long, default_value_t = 1)]
+    pub depth_rounds: u32,
+    /// Depth mode: the warm-up before the window, not counted.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub warmup: Duration,
+    /// Depth mode: run on a throwaway PostgreSQL cluster with stock
+    /// settings (autovacuum on) started and removed by the run; ignores
+    /// the database URL.
+    #[arg(long)]
+    pub stock_cluster: bool,
+    /// Depth mode: pgbench's run (`-T`) after each cell.
+    #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
+    pub pgbench_duration: Duration,
+    /// Standard mode (PostgreSQL): after the phases, the raw insert bound
+    /// (--jobs rows, 1,000 per INSERT … SELECT FROM unnest, one session)
+    /// and the raw drain bound (2 sessions: claim 500 … FOR UPDATE SKIP
+    /// LOCKED, then mark them done) on a plain table shaped like items,
+    /// and drover's rates over them.
+    #[arg(long)]
+    pub bounds: bool,
     /// Soak mode: offer --rate items/s for --duration on a throwaway
     /// PostgreSQL cluster with stock settings (autovacuum on), sampling
     /// every 5 s into <--out>/soak.csv and <--out>/soak.png. Needs the
@@ -98,7 +136,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub http_duration: Duration,
     /// HTTP mode: pgbench's clients (default: --http-clients; 0 skips
-    /// pgbench).
+    /// pgbench). Depth mode: the same (default 20).
     #[arg(long)]
     pub pgbench_clients: Option<usize>,
     /// HTTP mode: batches the server's request gatherer writes at once.
@@ -167,9 +205,11 @@ pub struct BenchArgs {
     /// Limits mode: the binding part's measured window.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub busy_for: Duration,
-    /// Limits mode: how long each handler of the binding part sleeps, ms.
-    #[arg(long, default_value_t = 20)]
-    pub handler_ms: u64,
+    /// How long each bench handler sleeps before returning, ms (default 0;
+    /// passed on to child processes). Limits mode: its binding part's
+    /// handlers (default 20).
+    #[arg(long)]
+    pub handler_ms: Option<u64>,
     /// Limits mode: pending items of the claim-latency parts (0 skips
     /// parts 3 and 4).
     #[arg(long, default_value_t = drover_bench::limits::ITEMS_DEFAULT)]
@@ -212,14 +252,15 @@ pub struct BenchArgs {
 /// Not cancel safe: a dropped run leaves its `drover_bench_*` schema or
 /// temporary file behind.
 pub async fn run(args: &BenchArgs, cx: &mut Context<'_>) -> Result<(), CliError> {
-    if cx.database_url.is_empty() && !args.soak {
+    if cx.database_url.is_empty() && !args.soak && !(args.depth.is_some() && args.stock_cluster) {
         return Err(CliError::invalid(
             "database_url",
             "drover bench needs a database URL",
         ));
     }
     if let Some(schema) = &args.child_schema {
-        return drover_bench::child::run(&cx.database_url, schema, args.capacity)
+        let handler = Duration::from_millis(args.handler_ms.unwrap_or(0));
+        return drover_bench::child::run_with(&cx.database_url, schema, args.capacity, handler)
             .await
             .map_err(into_cli);
     }
@@ -242,9 +283,16 @@ pub async fn run(args: &BenchArgs, cx: &mut Context<'_>) -> Result<(), CliError>
         child: child_command(args)?,
         latency_jobs: args.latency_jobs,
         timeout: args.timeout,
-        mode: mode(args),
+        mode: match args.depth {
+            Some(depth) => depth_mode(args, depth)?,
+            None => mode(args),
+        },
         item_retention: None,
         sweep_interval: None,
+        handler: Duration::from_millis(args.handler_ms.unwrap_or(0)),
+        vacuum: None,
+        spread_fallback: None,
+        bounds: args.bounds,
     };
     let report = drover_bench::run(&config, &Progress::new(!args.quiet))
         .await
@@ -367,7 +415,9 @@ fn mode(args: &BenchArgs) -> Mode {
             rounds: args.rounds,
             busy_groups: args.busy_groups,
             busy_for: args.busy_for,
-            handler: Duration::from_millis(args.handler_ms),
+            handler: args
+                .handler_ms
+                .map_or(drover_bench::limits::HANDLER_DEFAULT, Duration::from_millis),
             items: args.items,
             groups: args.groups,
             big_group: args.big_group,
@@ -403,6 +453,27 @@ fn mode(args: &BenchArgs) -> Mode {
     } else {
         Mode::Standard
     }
+}
+
+/// `--depth N`: depth mode as its flags say.
+fn depth_mode(args: &BenchArgs, depth: u64) -> Result<Mode, CliError> {
+    Ok(Mode::Depth(drover_bench::DepthSpec {
+        depth,
+        duration: args.duration,
+        warmup: args.warmup,
+        variants: drover_bench::DepthVariant::parse_list(&args.depth_variants).map_err(into_cli)?,
+        rounds: args.depth_rounds,
+        pgbench: match args.pgbench_clients {
+            Some(0) => None,
+            n => Some(drover_bench::depth::PgbenchSpec {
+                clients: n.unwrap_or(drover_bench::depth::PGBENCH_CLIENTS_DEFAULT),
+                duration: args.pgbench_duration,
+                scale: args.pgbench_scale,
+            }),
+        },
+        stock_cluster: args.stock_cluster,
+        ..drover_bench::DepthSpec::default()
+    }))
 }
 
 /// With `--processes`, how to start a child worker: this binary's `bench`.

@@ -377,3 +377,103 @@ fn postgres_limits_bench_reports_every_figure_and_the_plans() {
         assert!(plan.contains("Execution Time"), "{part}: {plan}");
     }
 }
+
+/// `--bounds` on the standard run at a tiny size (2,000 rows): the raw
+/// insert and drain rates and drover's ratios over them are in the report
+/// and positive, every raw row was drained, and the standard phases still
+/// ran every item once. SQLite refuses the flag before doing anything.
+#[test]
+fn postgres_bench_with_bounds_reports_the_raw_rates_and_ratios() {
+    let v = bench(&pg_url(), &["--bounds"]);
+    check(&v, "postgres");
+    let b = &v["bounds"];
+    for f in [
+        "raw_insert_rate",
+        "raw_insert_s",
+        "raw_drain_rate",
+        "raw_drain_s",
+        "enqueue_ratio",
+        "drain_ratio",
+    ] {
+        assert!(b[f].as_f64().unwrap_or(0.0) > 0.0, "bounds.{f}: {v}");
+    }
+    assert_eq!(b["rows"], 2000);
+    assert_eq!(b["rows_done"], 2000, "{b}");
+    assert!(b["claims"].as_u64().unwrap() >= 4, "500 per claim: {b}");
+    let out = Command::new(env!("CARGO_BIN_EXE_drover"))
+        .args(["bench", "--bounds", "--quiet"])
+        .env("DROVER_DATABASE_URL", "sqlite://unused.db")
+        .env_remove("DATABASE_URL")
+        .stdin(Stdio::null())
+        .output()
+        .expect("spawn drover");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+}
+
+/// `--depth` at a tiny size (200 waiting, a 3 s window after a 1 s
+/// warm-up, handlers of 1 ms, the base and the no-vacuum variant, pgbench
+/// at scale 1 for 1 s): one row per cell with a positive throughput,
+/// pgbench TPS and ratio, every item of every cell ran exactly once, and
+/// the medians name both variants.
+#[test]
+fn postgres_depth_bench_reports_throughput_against_pgbench_exactly_once() {
+    let out = Command::new(env!("CARGO_BIN_EXE_drover"))
+        .args([
+            "bench",
+            "--depth",
+            "200",
+            "--duration",
+            "3s",
+            "--warmup",
+            "1s",
+            "--capacity",
+            "8",
+            "--handler-ms",
+            "1",
+            "--depth-variants",
+            "no-vacuum",
+            "--pgbench-scale",
+            "1",
+            "--pgbench-duration",
+            "1s",
+            "--pgbench-clients",
+            "4",
+            "--json",
+            "--quiet",
+        ])
+        .env("DROVER_DATABASE_URL", pg_url())
+        .env_remove("DATABASE_URL")
+        .stdin(Stdio::null())
+        .output()
+        .expect("spawn drover");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "drover bench --depth failed: {:?}\nstdout: {stdout}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(stdout.trim()).expect("JSON report");
+    assert_eq!(v["mode"], "depth");
+    assert_eq!(v["duplicates"], 0);
+    assert_eq!(v["executed"], v["enqueued"]);
+    let d = &v["depth"];
+    assert_eq!(d["depth"], 200);
+    let rows = d["rows"].as_array().expect("rows");
+    let variants: Vec<&str> = rows
+        .iter()
+        .map(|r| r["variant"].as_str().unwrap())
+        .collect();
+    assert_eq!(variants, ["base", "no-vacuum"]);
+    for r in rows {
+        for f in ["throughput", "pgbench_tps", "ratio", "depth_mean"] {
+            assert!(r[f].as_f64().unwrap_or(0.0) > 0.0, "{f}: {r}");
+        }
+        assert!(r["handled"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["e2e"]["p99"].as_f64().unwrap() > 0.0, "{r}");
+        assert_eq!(r["duplicates"], 0, "{r}");
+        assert_eq!(r["executed"], r["enqueued"], "{r}");
+        assert_eq!(r["distinct"], r["enqueued"], "{r}");
+    }
+    assert_eq!(d["medians"].as_array().map(Vec::len), Some(2), "{d}");
+}
