@@ -6,7 +6,9 @@
 //!
 //! 1. **Makes children ahead** of the clock ([`children_ahead`]), a window
 //!    of [`child_width`] each, so new items land in a child rather than in
-//!    the default partition.
+//!    the default partition. Each is made as a plain table beside `items`
+//!    and then attached (migration 0052), so the part that writes files
+//!    holds no lock a claim waits on.
 //! 2. **Drops each child whose window ended before the cutoff** and whose
 //!    rows are all final and older than it (and, early, a child whose
 //!    window ended and that holds no row). Rows that must stay (pending,
@@ -53,7 +55,8 @@ macro_rules! sql {
         const $name: &str = include_str!(concat!("../../sql/postgres/", $file));
     };
 }
-sql!(ITEM_CHILDREN_MAKE, "item_children_make.sql");
+sql!(ITEM_CHILD_PREPARE, "item_child_prepare.sql");
+sql!(ITEM_CHILD_ATTACH, "item_child_attach.sql");
 sql!(ITEM_CHILDREN_DUE, "item_children_due.sql");
 sql!(ITEM_CHILD_CENSUS, "item_child_census.sql");
 sql!(ITEM_CHILD_END, "item_child_end.sql");
@@ -214,8 +217,12 @@ impl PgStore {
     }
 }
 
-/// Makes the children ahead of the clock; a busy lock leaves it to the
-/// next pass (items then land in the default partition meanwhile).
+/// Makes the children ahead of the clock: each missing window's table is
+/// made beside `items` in one transaction (its files, index builds and
+/// grants wait for no claim and hold none up), then attached, each in a
+/// short transaction of its own under the lock timeout (migration 0052).
+/// A busy lock leaves the attach to the next pass, which finds the table
+/// made (items land in the default partition meanwhile).
 async fn make_children(
     store: &PgStore,
     width: chrono::TimeDelta,
@@ -226,33 +233,46 @@ async fn make_children(
             .map_err(|e| Error::invalid("width", e.to_string()))
     };
     let mut tx = store.begin_system().await?;
-    sqlx::query(ITEM_LOCK_TIMEOUT)
-        .persistent(store.persistent)
-        .execute(&mut *tx)
-        .await?;
-    let made = sqlx::query_scalar::<_, i32>(ITEM_CHILDREN_MAKE)
+    let prepared: Vec<(String, Uuid, Uuid)> = sqlx::query_as(ITEM_CHILD_PREPARE)
         .persistent(store.persistent)
         .bind(to_interval(ahead)?)
         .bind(to_interval(width)?)
-        .fetch_one(&mut *tx)
-        .await;
-    match made {
-        Ok(n) => {
-            tx.commit().await?;
-            if n > 0 {
-                tracing::debug!(made = n, "items children made");
+        .fetch_all(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    let mut made = 0;
+    for (name, lo, hi) in prepared {
+        let mut tx = store.begin_system().await?;
+        sqlx::query(ITEM_LOCK_TIMEOUT)
+            .persistent(store.persistent)
+            .execute(&mut *tx)
+            .await?;
+        let attached = sqlx::query_scalar::<_, bool>(ITEM_CHILD_ATTACH)
+            .persistent(store.persistent)
+            .bind(&name)
+            .bind(lo)
+            .bind(hi)
+            .fetch_one(&mut *tx)
+            .await;
+        match attached {
+            Ok(a) => {
+                tx.commit().await?;
+                made += usize::from(a);
             }
-            Ok(())
-        }
-        Err(e) => {
-            tx.rollback().await?;
-            if lock_timed_out(&e) {
-                tracing::debug!("items busy: children made on a later pass");
-                return Ok(());
+            Err(e) => {
+                tx.rollback().await?;
+                if lock_timed_out(&e) {
+                    tracing::debug!(child = %name, "items busy: child attached on a later pass");
+                    return Ok(());
+                }
+                return Err(e.into());
             }
-            Err(e.into())
         }
     }
+    if made > 0 {
+        tracing::debug!(made, "items children made");
+    }
+    Ok(())
 }
 
 /// The survivors of `child` (see item_child_census.sql).

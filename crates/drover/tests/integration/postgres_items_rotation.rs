@@ -583,3 +583,90 @@ async fn a_dropped_childs_link_rows_go_and_a_survivor_keeps_its_own() {
     assert_eq!((links.after, links.waiting_on), (vec![f.id], 1));
     pg_drop_schema(&pg_url().await, &schema).await;
 }
+
+/// Children are made while another session holds the lock every claim,
+/// completion and enqueue holds on `items` (ROW EXCLUSIVE): the child's
+/// files and index builds happen beside `items`, and the attach needs only
+/// SHARE UPDATE EXCLUSIVE on it (migration 0052). Before, the child was
+/// made under ACCESS EXCLUSIVE on `items`: this pass timed out on the lock
+/// and made nothing, and in a soak every claim waited out each child.
+#[tokio::test]
+async fn children_are_made_while_writers_hold_items() {
+    let (s, schema) = pg_fresh_store().await;
+    let mut c = conn_in(&schema).await;
+    let mut writer = conn_in(&schema).await;
+    sqlx::query("BEGIN").execute(&mut writer).await.unwrap();
+    sqlx::query("LOCK TABLE ONLY items IN ROW EXCLUSIVE MODE")
+        .execute(&mut writer)
+        .await
+        .unwrap();
+    rotate(&s, Utc::now() - TimeDelta::hours(1)).await;
+    let made = children(&mut c).await;
+    assert!(made.len() >= 3, "children ahead: {made:?}");
+    sqlx::query("COMMIT").execute(&mut writer).await.unwrap();
+    // A new item lands in its window's child, with the child's indexes
+    // named as the parent's.
+    let item = s
+        .item_insert(&NewItem::new("k", json!({})).with_lane("made"))
+        .await
+        .unwrap()
+        .item;
+    let home = home(&mut c, item.id).await.unwrap();
+    assert!(made.contains(&home), "{home} not among {made:?}");
+    let claim_index: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema() AND tablename = $1 AND indexname = $1 || '_claim'",
+    )
+    .bind(&home)
+    .fetch_one(&mut c)
+    .await
+    .unwrap();
+    assert_eq!(
+        claim_index, 1,
+        "{home}'s indexes are named after the parent's"
+    );
+    pg_drop_schema(&pg_url().await, &schema).await;
+}
+
+/// A table prepared but never attached (a lock timeout, or a process that
+/// stopped between the two transactions) is attached by the next pass.
+#[tokio::test]
+async fn a_prepared_child_left_unattached_is_attached_by_the_next_pass() {
+    let (s, schema) = pg_fresh_store().await;
+    let mut c = conn_in(&schema).await;
+    // Hour-wide windows: the pass below starts in the same window as this
+    // prepare (2 s windows would cross a boundary between the two now and
+    // then).
+    let prepared: Vec<String> = sqlx::query_scalar(
+        "SELECT name FROM items_child_prepare(now(), now() + interval '3 hours', interval '1 hour')",
+    )
+    .fetch_all(&mut c)
+    .await
+    .unwrap();
+    assert!(prepared.len() >= 3, "{prepared:?}");
+    // The sweep's drop of detached children leaves prepared tables alone.
+    assert!(
+        prepared.iter().all(|p| p.starts_with("items_p")),
+        "{prepared:?}"
+    );
+    // One prepared for a window long past (a width since changed) never
+    // will be attached: the next prepare drops it.
+    sqlx::query("CREATE TABLE items_p000000000001 (LIKE items INCLUDING ALL)")
+        .execute(&mut c)
+        .await
+        .unwrap();
+    s.items_rotate(
+        Utc::now() - TimeDelta::hours(5),
+        TimeDelta::hours(1),
+        TimeDelta::hours(3),
+        2,
+    )
+    .await
+    .unwrap();
+    let made = children(&mut c).await;
+    for p in &prepared {
+        let child = p.replacen("items_p", "items_c", 1);
+        assert!(made.contains(&child), "{p} not attached: {made:?}");
+    }
+    assert!(!table_exists(&mut c, "items_p000000000001").await);
+    pg_drop_schema(&pg_url().await, &schema).await;
+}
