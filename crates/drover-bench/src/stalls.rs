@@ -617,9 +617,10 @@ pub fn csv(windows: &[WindowWaits]) -> String {
             w.wal_kib,
             w.checkpoints,
             u8::from(w.place.is_some()),
-            w.place
-                .as_ref()
-                .map_or(String::new(), |p| format!("\"{}\"", p.describe().replace('"', "'"))),
+            w.place.as_ref().map_or(String::new(), |p| format!(
+                "\"{}\"",
+                p.describe().replace('"', "'")
+            )),
         );
     }
     out
@@ -685,7 +686,12 @@ mod tests {
         assert_eq!(place(&e).owner(), "drover");
 
         let mut e = calm();
-        e.during = vec![t("item_claim", "idle in transaction", "Client:ClientRead", 4.0)];
+        e.during = vec![t(
+            "item_claim",
+            "idle in transaction",
+            "Client:ClientRead",
+            4.0,
+        )];
         assert_eq!(
             place(&e),
             Place::Client {

@@ -85,7 +85,9 @@ impl Catalog {
                 .zip(q.chars())
                 .take_while(|(a, b)| a == b)
                 .count();
-            let needed = MIN_AGREEMENT.min(text.chars().count()).min(q.chars().count());
+            let needed = MIN_AGREEMENT
+                .min(text.chars().count())
+                .min(q.chars().count());
             if agree >= needed && best.is_none_or(|(_, b)| agree > b) {
                 best = Some((name, agree));
             }
@@ -251,12 +253,7 @@ impl Waits {
             .ok();
         let catalog = Catalog::new(schema);
         let tasks = vec![
-            tokio::spawn(sample_loop(
-                sampler,
-                catalog,
-                record.clone(),
-                stop.clone(),
-            )),
+            tokio::spawn(sample_loop(sampler, catalog, record.clone(), stop.clone())),
             tokio::spawn(probe_loop(
                 committer,
                 "INSERT INTO public.drover_soak_commit_probe VALUES (now())",
@@ -514,7 +511,9 @@ mod tests {
             "item_claim"
         );
         assert_eq!(
-            c.phase("SELECT id FROM \"drover_bench_x\".complete_items_results($1, $2, $3, $4) AS t(id)"),
+            c.phase(
+                "SELECT id FROM \"drover_bench_x\".complete_items_results($1, $2, $3, $4) AS t(id)"
+            ),
             "item_complete_many_results"
         );
         assert_eq!(
@@ -533,7 +532,10 @@ mod tests {
     #[test]
     fn waits_are_labelled_cpu_only_when_active() {
         assert_eq!(wait_label("active", "", ""), "CPU");
-        assert_eq!(wait_label("idle", "Client", "ClientRead"), "Client:ClientRead");
+        assert_eq!(
+            wait_label("idle", "Client", "ClientRead"),
+            "Client:ClientRead"
+        );
         assert_eq!(wait_label("idle", "", ""), "-");
         assert_eq!(wait_label("active", "IO", "WALSync"), "IO:WALSync");
     }
