@@ -372,7 +372,7 @@ pub fn analyse(
         };
         let mut w = WindowWaits {
             t_s: r.t_s,
-            claim: r.claim.clone(),
+            claim: r.claim,
             commit: timed_between(&record.commits, lo, hi),
             select: timed_between(&record.selects, lo, hi),
             sampler_max_ms: samples
