@@ -219,10 +219,11 @@ impl PgStore {
 
 /// Makes the children ahead of the clock: each missing window's table is
 /// made beside `items` in one transaction (its files, index builds and
-/// grants wait for no claim and hold none up), then attached, each in a
-/// short transaction of its own under the lock timeout (migration 0052).
-/// A busy lock leaves the attach to the next pass, which finds the table
-/// made (items land in the default partition meanwhile).
+/// grants wait for no claim and hold none up), then all are attached in
+/// one short transaction under the lock timeout (migration 0052), so a
+/// pass commits twice however many children it makes. A busy lock leaves
+/// the attach to the next pass, which finds the tables made (items land
+/// in the default partition meanwhile).
 async fn make_children(
     store: &PgStore,
     width: chrono::TimeDelta,
@@ -240,35 +241,36 @@ async fn make_children(
         .fetch_all(&mut *tx)
         .await?;
     tx.commit().await?;
+    if prepared.is_empty() {
+        return Ok(());
+    }
+    let mut tx = store.begin_system().await?;
+    sqlx::query(ITEM_LOCK_TIMEOUT)
+        .persistent(store.persistent)
+        .execute(&mut *tx)
+        .await?;
     let mut made = 0;
-    for (name, lo, hi) in prepared {
-        let mut tx = store.begin_system().await?;
-        sqlx::query(ITEM_LOCK_TIMEOUT)
-            .persistent(store.persistent)
-            .execute(&mut *tx)
-            .await?;
+    for (name, lo, hi) in &prepared {
         let attached = sqlx::query_scalar::<_, bool>(ITEM_CHILD_ATTACH)
             .persistent(store.persistent)
-            .bind(&name)
+            .bind(name)
             .bind(lo)
             .bind(hi)
             .fetch_one(&mut *tx)
             .await;
         match attached {
-            Ok(a) => {
-                tx.commit().await?;
-                made += usize::from(a);
-            }
+            Ok(a) => made += usize::from(a),
             Err(e) => {
                 tx.rollback().await?;
                 if lock_timed_out(&e) {
-                    tracing::debug!(child = %name, "items busy: child attached on a later pass");
+                    tracing::debug!(child = %name, "items busy: children attached on a later pass");
                     return Ok(());
                 }
                 return Err(e.into());
             }
         }
     }
+    tx.commit().await?;
     if made > 0 {
         tracing::debug!(made, "items children made");
     }
