@@ -295,13 +295,7 @@ fn write_stalls(
 ) {
     summary.stall_line_ms = found.line_ms;
     summary.stalled_windows = found.stalled().count();
-    let mut by: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
-    for w in found.stalled() {
-        if let Some(p) = &w.place {
-            *by.entry(p.describe()).or_default() += 1;
-        }
-    }
-    summary.stalls_by_place = by.into_iter().collect();
+    summary.stalls_by_place = stalls::by_place(&found.windows);
     let txt = spec.out_dir.join("stalls.txt");
     match std::fs::write(&txt, &found.text) {
         Ok(()) => summary.stalls_txt = Some(txt.display().to_string()),

@@ -161,6 +161,16 @@ pub fn stall_line(rows: &[SoakRow]) -> Option<f64> {
     Some(STALL_FACTOR * Percentiles::of(p50s).p50)
 }
 
+/// The stalled windows of `windows` counted by where each was placed
+/// ([`Place::describe`]), in that text's order.
+pub fn by_place(windows: &[WindowWaits]) -> Vec<(String, usize)> {
+    let mut by: BTreeMap<String, usize> = BTreeMap::new();
+    for p in windows.iter().filter_map(|w| w.place.as_ref()) {
+        *by.entry(p.describe()).or_default() += 1;
+    }
+    by.into_iter().collect()
+}
+
 /// The samples asked in `[lo, hi)` (the record is in time order).
 fn between(samples: &[WaitSample], lo: i64, hi: i64) -> &[WaitSample] {
     let a = samples.partition_point(|s| s.asked_ns < lo);
@@ -491,13 +501,7 @@ fn header_text(
         stalled.len(),
         windows.len(),
     );
-    let mut by: BTreeMap<String, usize> = BTreeMap::new();
-    for w in &stalled {
-        if let Some(p) = &w.place {
-            *by.entry(p.describe()).or_default() += 1;
-        }
-    }
-    for (what, n) in &by {
+    for (what, n) in &by_place(windows) {
         let _ = writeln!(out, "  {n:>3}  {what}");
     }
     out.push_str("\nSessions in the windows under the line (mean per sample):\n");
