@@ -31,7 +31,7 @@
 //!   cell (key ending [`CLOSED_SUFFIX`]) holds every start back until its
 //!   `tat` and is never moved by a start.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -40,6 +40,9 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::limits::{LimitScope, LimitSource};
+
+mod cells;
+pub use cells::{CELL_GRACE, Cells};
 use drover_core::error::{Error, Result};
 
 /// The most starts a rate may allow per period, and the largest burst.
@@ -486,102 +489,6 @@ fn parse_group_key(key: &str, kind: &str) -> Option<(String, Uuid, String)> {
     Some((kind.to_owned(), tenant, group.to_owned()))
 }
 
-/// The claim's rate rule: which candidates (in claim order) to admit,
-/// given the cells each starts against, as they stood when the claim
-/// locked them. Pure so that the three backends admit alike.
-#[derive(Debug, Default)]
-pub struct Cells {
-    now: DateTime<Utc>,
-    tats: HashMap<String, DateTime<Utc>>,
-    changed: BTreeMap<String, DateTime<Utc>>,
-    /// The rate scopes (closures left out) that refused a start.
-    refused: std::collections::BTreeSet<String>,
-}
-
-impl Cells {
-    /// Starts from the cells as read (`key`, `tat`) at `now` (the store's
-    /// clock in the claim); a key not given is an idle cell.
-    pub fn new(
-        now: DateTime<Utc>,
-        cells: impl IntoIterator<Item = (String, DateTime<Utc>)>,
-    ) -> Cells {
-        Cells {
-            now,
-            tats: cells.into_iter().collect(),
-            changed: BTreeMap::new(),
-            refused: std::collections::BTreeSet::new(),
-        }
-    }
-
-    /// Adds cells read later (a key already known keeps its value here).
-    pub fn extend(&mut self, cells: impl IntoIterator<Item = (String, DateTime<Utc>)>) {
-        for (k, t) in cells {
-            self.tats.entry(k).or_insert(t);
-        }
-    }
-
-    /// Whether the cell of `key` is known (read or written).
-    pub fn knows(&self, key: &str) -> bool {
-        self.tats.contains_key(key)
-    }
-
-    /// Whether a start against every cell in `keys` would be admitted now
-    /// (nothing moves).
-    /// A refusal is remembered for [`Cells::note_rate_limited`].
-    pub fn would_admit(&mut self, keys: &[(String, Rate)]) -> bool {
-        if crate::limits::limits_broken() {
-            return true;
-        }
-        for (key, rate) in keys {
-            if rate.admit(self.tats.get(key).copied(), self.now).is_none() {
-                if let Some(label) = scope_label(key) {
-                    self.refused.insert(label);
-                }
-                return false;
-            }
-        }
-        true
-    }
-
-    /// Counts the claim held back by each rate scope that refused a start
-    /// ([`note_rate_limited`]).
-    pub fn note_rate_limited(&self) {
-        note_rate_limited(self.refused.iter().map(String::as_str));
-    }
-
-    /// Admits a start against every cell in `keys` when each has room,
-    /// moving each one; else moves none.
-    pub fn admit(&mut self, keys: &[(String, Rate)]) -> bool {
-        if crate::limits::limits_broken() {
-            return true;
-        }
-        let mut next = Vec::with_capacity(keys.len());
-        for (key, rate) in keys {
-            match rate.admit(self.tats.get(key).copied(), self.now) {
-                // A closure admits without moving: its cell is its time.
-                Some(_) if rate.is_closure() => {}
-                Some(t) => next.push((key, t)),
-                None => {
-                    if let Some(label) = scope_label(key) {
-                        self.refused.insert(label);
-                    }
-                    return false;
-                }
-            }
-        }
-        for (key, t) in next {
-            self.tats.insert(key.clone(), t);
-            self.changed.insert(key.clone(), t);
-        }
-        true
-    }
-
-    /// The cells moved by admissions, to write back with the claim.
-    pub fn changed(&self) -> &BTreeMap<String, DateTime<Utc>> {
-        &self.changed
-    }
-}
-
 /// A rate limit in force with when its next start is allowed, as
 /// [`RateStore::rate_usage`] reads it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -779,10 +686,11 @@ pub trait RateStore: Send + Sync {
     /// rate applies to costs no statement.
     async fn rate_wait(&self, lane: &str, kinds: &[String]) -> Result<Option<Duration>>;
 
-    /// Deletes up to `batch` cells behind the store's clock (an idle cell
-    /// is the same as none), so a scope used once leaves nothing once its
-    /// cell goes idle; how many. A cell a claim moves ahead meanwhile is
-    /// kept (the clock is compared on the row the delete removes).
+    /// Deletes up to `batch` cells behind the store's clock by more than
+    /// [`CELL_GRACE`] (an idle cell is the same as none), so a scope used
+    /// once leaves nothing once its cell goes idle; how many. A cell a
+    /// claim moves ahead meanwhile is kept (the clock is compared on the
+    /// row the delete removes).
     async fn rate_cells_purge(&self, batch: u32) -> Result<u64>;
 
     /// The cells of `keys` ahead of the store's clock (key, tat), with that

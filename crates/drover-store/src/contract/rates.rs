@@ -15,7 +15,7 @@
 
 use super::*;
 use crate::limits::{LimitScope, LimitSource};
-use crate::rates::Rate;
+use crate::rates::{CELL_GRACE, Rate};
 
 fn kind_scope(k: &str) -> LimitScope {
     LimitScope::Kind(k.into())
@@ -367,8 +367,11 @@ pub async fn rate_bound_holds_in_every_window(h: &Harness) {
 }
 
 /// The sweep's purge deletes cells behind the clock only: a cell a claim
-/// just moved ahead is kept (deleting it would admit a second burst);
-/// once the clock passes it, it goes, and the scope starts afresh.
+/// just moved ahead is kept (deleting it would admit a second burst); a
+/// cell the clock passed less than [`CELL_GRACE`] ago is kept too (a claim
+/// that began before its time may still lock it and admit on its older
+/// clock); once the clock is past it by the grace, it goes, and the scope
+/// starts afresh.
 pub async fn rate_idle_cells_purged(h: &Harness) {
     let s = &h.store;
     let scope = LimitScope::KindPerGroup("once".into());
@@ -385,6 +388,12 @@ pub async fn rate_idle_cells_purged(h: &Harness) {
     assert_eq!(s.rate_cells_purge(100).await.expect("purge"), 0, "ahead");
     assert!(claim_lane(h, "default", 10).await.is_empty(), "still held");
     h.pass(Duration::from_millis(1_100)).await;
+    assert_eq!(
+        s.rate_cells_purge(100).await.expect("purge"),
+        0,
+        "behind the clock by less than the grace"
+    );
+    h.pass(CELL_GRACE).await;
     assert_eq!(s.rate_cells_purge(100).await.expect("purge"), 1, "idle");
     assert_eq!(s.rate_cells_purge(100).await.expect("purge"), 0, "gone");
     assert_eq!(next_start(h, &scope).await, None);

@@ -68,12 +68,13 @@ impl RateStore for MemoryStore {
     }
 
     async fn rate_cells_purge(&self, batch: u32) -> Result<u64> {
-        let now = self.now();
+        let behind =
+            self.now() - chrono::Duration::from_std(crate::rates::CELL_GRACE).unwrap_or_default();
         let mut st = self.lock();
         let idle: Vec<String> = st
             .cells
             .iter()
-            .filter(|(_, t)| **t < now)
+            .filter(|(_, t)| **t < behind)
             .map(|(k, _)| k.clone())
             .take(batch as usize)
             .collect();

@@ -520,7 +520,7 @@ impl PgStore {
             let read = self
                 .lock_cells(&mut *tx, cell_keys.into_iter().collect())
                 .await?;
-            Cells::new(read.now.unwrap_or_default(), read.cells)
+            read.into_cells()
         };
         Ok((cells, rate_keys))
     }

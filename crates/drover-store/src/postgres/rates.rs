@@ -15,8 +15,8 @@ use uuid::Uuid;
 use super::PgStore;
 use crate::limits::{LimitScope, LimitSource};
 use crate::rates::{
-    HeldBack, InForce, Rate, RateSetting, RateStore, RateUsage, applies, effective, held_back,
-    usage, wait_for,
+    Cells, HeldBack, InForce, Rate, RateSetting, RateStore, RateUsage, applies, effective,
+    held_back, usage, wait_for,
 };
 use drover_core::error::Result;
 
@@ -50,12 +50,36 @@ fn setting(r: &PgRow) -> Result<RateSetting> {
 pub(super) struct CellRead {
     pub(super) cells: Vec<(String, DateTime<Utc>)>,
     pub(super) now: Option<DateTime<Utc>>,
+    /// Read under the cells' locks by a transaction older than
+    /// [`crate::rates::CELL_GRACE`]: it admits no rated start.
+    pub(super) stale: bool,
+}
+
+impl CellRead {
+    /// The claim's admissions over the cells read under their locks:
+    /// none at all when the read was stale.
+    pub(super) fn into_cells(self) -> Cells {
+        let now = self.now.unwrap_or_default();
+        if self.stale {
+            tracing::debug!(target: "drover::postgres",
+                "claim: the transaction is older than the cell grace at its cell locks; no rated start this time");
+            return Cells::stale(now);
+        }
+        Cells::new(now, self.cells)
+    }
+}
+
+/// [`crate::rates::CELL_GRACE`] in microseconds, as the cell statements
+/// take it.
+fn grace_us() -> i64 {
+    i64::try_from(crate::rates::CELL_GRACE.as_micros()).unwrap_or(i64::MAX)
 }
 
 fn cell_read(rows: &[PgRow]) -> Result<CellRead> {
     let mut out = CellRead {
         cells: Vec::with_capacity(rows.len()),
         now: None,
+        stale: false,
     };
     for r in rows {
         out.cells.push((r.try_get("key")?, r.try_get("tat")?));
@@ -132,9 +156,14 @@ impl PgStore {
         let rows = sqlx::query(RATE_CELLS_LOCK)
             .persistent(self.persistent)
             .bind(keys)
+            .bind(grace_us())
             .fetch_all(tx)
             .await?;
-        cell_read(&rows)
+        let mut read = cell_read(&rows)?;
+        for r in &rows {
+            read.stale |= r.try_get::<bool, _>("stale")?;
+        }
+        Ok(read)
     }
 
     /// Writes the cells a claim moved, in its transaction.
@@ -244,6 +273,7 @@ impl RateStore for PgStore {
         let n = match sqlx::query(RATE_CELLS_PURGE)
             .persistent(self.persistent)
             .bind(i64::from(batch))
+            .bind(grace_us())
             .execute(&mut *tx)
             .await
         {

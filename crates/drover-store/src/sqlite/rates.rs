@@ -202,8 +202,10 @@ impl RateStore for SqliteStore {
 
     async fn rate_cells_purge(&self, batch: u32) -> Result<u64> {
         let mut tx = self.begin().await?;
+        let behind =
+            self.now() - chrono::Duration::from_std(crate::rates::CELL_GRACE).unwrap_or_default();
         let n = match sqlx::query(RATE_CELLS_PURGE)
-            .bind(to_micros(self.now()))
+            .bind(to_micros(behind))
             .bind(i64::from(batch))
             .execute(&mut *tx)
             .await
