@@ -28,11 +28,13 @@ impl ItemStore for PgStore {
         if item.is_linked() {
             return crate::links::one(self.links_insert(std::slice::from_ref(item)).await?);
         }
-        let mut tx = self.begin_tenant(item.tenant_id).await?;
+        let mut tx = self
+            .begin_tenant_with(item.tenant_id, super::notifier::WAKE_AFTER_COMMIT)
+            .await?;
         let inserted = items::insert_one(&mut tx, item, self.persistent).await?;
         tx.commit().await?;
         if inserted.result == InsertResult::Inserted {
-            self.wake_local(&item.lane);
+            self.wake_after_commit(&item.lane);
         }
         Ok(inserted)
     }

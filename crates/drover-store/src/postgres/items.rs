@@ -257,10 +257,17 @@ pub(super) async fn insert_many(store: &PgStore, items: &[NewItem]) -> Result<Ve
     let Some(first) = items.first() else {
         return Ok(Vec::new());
     };
-    let mut tx = store.begin_tenant(first.tenant_id).await?;
+    let mut tx = store
+        .begin_tenant_with(first.tenant_id, super::notifier::WAKE_AFTER_COMMIT)
+        .await?;
     let results = insert_groups(&mut tx, items, store.persistent, true).await?;
     tx.commit().await?;
-    wake_inserted(store, items, &results);
+    let mut woken = HashSet::new();
+    for (it, r) in items.iter().zip(&results) {
+        if *r == InsertResult::Inserted && woken.insert(it.lane.as_str()) {
+            store.wake_after_commit(&it.lane);
+        }
+    }
     Ok(results)
 }
 

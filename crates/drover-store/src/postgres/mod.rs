@@ -37,7 +37,11 @@
 //!   no one, and PostgreSQL folds a transaction's identical notifications
 //!   into one. Same-process workers are also woken in process after each
 //!   commit, without a nonce while the store LISTENs (the `NOTIFY` that
-//!   follows carries the one every process shares).
+//!   follows carries the one every process shares). The store's own
+//!   enqueues are the exception (migration 0053, `notifier`): their
+//!   transactions tell the trigger to send nothing, and the notifier sends
+//!   the lanes' `NOTIFY` after the commit, so concurrent enqueues do not
+//!   commit one after another behind PostgreSQL's notify lock.
 
 mod access;
 mod audit;
@@ -58,6 +62,7 @@ mod items;
 mod lanes;
 mod limits;
 mod links;
+mod notifier;
 mod ops;
 mod orchestration;
 mod outbox;
@@ -241,6 +246,8 @@ pub struct PgStore {
     /// statement is sent.
     system_member: tokio::sync::OnceCell<bool>,
     wake: crate::wake::WakeBus,
+    /// The lanes whose enqueues committed and await the notifier's NOTIFY.
+    notify_pending: Arc<notifier::Pending>,
     listening: AtomicBool,
     shutdown: CancellationToken,
     /// The hot-path statements with the schema spliced in (validated), so
@@ -379,6 +386,7 @@ impl PgStore {
             system_member: tokio::sync::OnceCell::new(),
             schema: schema.to_owned(),
             wake: crate::wake::WakeBus::new(),
+            notify_pending: Arc::default(),
             listening: AtomicBool::new(false),
             shutdown: CancellationToken::new(),
             listen_ready: tokio::sync::watch::channel(false).0,

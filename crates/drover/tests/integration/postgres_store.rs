@@ -585,6 +585,54 @@ async fn wakeups_cross_stores_and_filter_schema() {
     done(other_schema).await;
 }
 
+/// The store's own enqueue sends its wake-up after its commit, from a
+/// transaction of its own (migration 0053): a transaction that NOTIFYs
+/// holds PostgreSQL's notify lock through its commit's flush, so enqueues
+/// that each sent their own committed one after another. The nonce other
+/// processes hear is therefore not the inserting transaction's id.
+#[tokio::test]
+async fn a_store_enqueue_is_woken_after_its_commit_not_from_it() {
+    let (s, schema) = pg_fresh_store().await;
+    let mut wake = s.wakeups().await.unwrap();
+    let peer = PgStore::connect(
+        &pg_url().await,
+        drover::store::postgres::PgOptions {
+            schema: schema.clone(),
+            max_connections: 2,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let mut got = None;
+    for _ in 0..50 {
+        let item = NewItem::new("k", json!({})).with_lane("remote");
+        peer.item_insert(&item).await.unwrap();
+        if let Ok(Ok(w)) = tokio::time::timeout(Duration::from_millis(200), wake.recv()).await {
+            got = Some(w);
+            break;
+        }
+    }
+    let w = got.expect("a wake-up from the peer's enqueue");
+    assert_eq!(w.lane, "remote");
+    let nonce = w.nonce.expect("a NOTIFY carries its transaction's id");
+    // Every enqueue's transaction id (the wake-up heard may be any one's).
+    let xmins: Vec<i64> = sqlx::query_scalar(&format!(
+        "SELECT (xmin::text)::bigint FROM \"{schema}\".items"
+    ))
+    .fetch_all(s.pool())
+    .await
+    .unwrap();
+    assert!(!xmins.is_empty());
+    assert!(
+        xmins
+            .iter()
+            .all(|x| u64::try_from(*x).unwrap() != nonce % (1 << 32)),
+        "the wake-up was sent by an inserting transaction: nonce {nonce}, enqueues {xmins:?}"
+    );
+    done(schema).await;
+}
+
 #[tokio::test]
 async fn sweep_lease_is_shared_per_schema_and_outlives_no_session() {
     let (s, schema) = pg_fresh_store().await;
