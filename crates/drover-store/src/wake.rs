@@ -92,13 +92,15 @@ impl WakeBus {
     }
 
     /// Sends a wake-up for `lane` with the next nonce of this store's count:
-    /// every subscriber sees the same one.
-    pub(crate) fn counted(&self, lane: &str) {
+    /// every subscriber sees the same one. Returns the nonce (the
+    /// PostgreSQL notifier sends it on to the other processes).
+    pub(crate) fn counted(&self, lane: &str) -> u64 {
         let nonce = self.seq.fetch_add(1, Ordering::Relaxed);
         self.send(Wake {
             lane: lane.to_owned(),
             nonce: Some(nonce),
         });
+        nonce
     }
 
     /// Sends a wake-up for `lane` without a nonce (a hint). Only the

@@ -763,6 +763,7 @@ impl Store for PgStore {
                 self.wake.clone(),
                 self.shutdown.clone(),
                 self.listen_ready.clone(),
+                Arc::clone(&self.notify_pending),
             );
         }
         // Return once LISTEN is in place, so a commit right after this call

@@ -10,15 +10,22 @@
 //! (`wake_after_commit.sql`: its own transaction, not waiting for its
 //! flush).
 //!
+//! The wake-up's nonce (which worker of a lane claims at once,
+//! docs/design.md) is this store's: its own workers get it in process at
+//! the commit, every other process hears the same one in the `NOTIFY`, and
+//! this process's listener drops the `NOTIFY` of a nonce it sent (its
+//! workers claimed already; hearing it again would cost each an empty
+//! claim).
+//!
 //! Invariants: a lane handed here is sent at least once after it was
-//! handed (the pending set is taken whole, after the task is signalled);
-//! the pending set holds each lane once, so a database that does not
-//! answer costs memory for the lanes, not for the enqueues; a send that
-//! fails is logged and dropped (listeners in other processes poll, and
-//! this process's workers were woken in process at the commit). The task
-//! ends with the store.
+//! handed (the pending set is taken whole, after the task is signalled),
+//! with the nonce of its latest enqueue; the pending set holds each lane
+//! once, so a database that does not answer costs memory for the lanes,
+//! not for the enqueues; a send that fails is logged and dropped
+//! (listeners in other processes poll, and this process's workers were
+//! woken in process at the commit). The task ends with the store.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use sqlx::PgPool;
@@ -33,29 +40,59 @@ pub(super) const WAKE_AFTER_COMMIT: &str = "SET LOCAL drover.wake_after_commit =
 
 const NOTIFY_LANES: &str = include_str!("../../sql/postgres/wake_after_commit.sql");
 
-/// The lanes waiting for their wake-up, and the signal that there are some.
+/// How many of the nonces it sent a store remembers, to drop their
+/// `NOTIFY` when its own listener hears it (far more than are in flight
+/// between a commit and its `NOTIFY`'s arrival).
+const SENT_KEPT: usize = 1_024;
+
+/// The lanes waiting for their wake-up (each with the nonce of its latest
+/// enqueue), the signal that there are some, and the nonces sent lately.
 #[derive(Debug, Default)]
 pub(super) struct Pending {
-    lanes: Mutex<BTreeSet<String>>,
+    lanes: Mutex<BTreeMap<String, u64>>,
     ready: Notify,
     started: std::sync::OnceLock<()>,
+    sent: Mutex<VecDeque<u64>>,
+}
+
+impl Pending {
+    /// Whether `nonce` is one this store's notifier sends (the listener
+    /// drops such a `NOTIFY`: the workers of this process were woken with
+    /// it at the commit).
+    pub(super) fn is_own(&self, nonce: Option<u64>) -> bool {
+        nonce.is_some_and(|n| {
+            self.sent
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains(&n)
+        })
+    }
 }
 
 impl PgStore {
     /// After an insert transaction that set [`WAKE_AFTER_COMMIT`]
-    /// committed: wakes this process's workers for `lane` at once and has
-    /// the notifier tell the other processes.
+    /// committed: wakes this process's workers for `lane` at once, with a
+    /// nonce of this store's count, and has the notifier send the same
+    /// nonce to the other processes.
     pub(super) fn wake_after_commit(&self, lane: &str) {
-        self.wake_local(lane);
+        self.fair_verdicts.touch();
+        let nonce = self.wake.counted(lane);
         let pending = &self.notify_pending;
         pending
             .started
             .get_or_init(|| spawn(self, Arc::clone(pending)));
+        {
+            let mut sent = pending.sent.lock().unwrap_or_else(PoisonError::into_inner);
+            if sent.len() == SENT_KEPT {
+                sent.pop_front();
+            }
+            sent.push_back(nonce);
+        }
         pending
             .lanes
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(lane.to_owned());
+            .insert(lane.to_owned(), nonce);
         pending.ready.notify_one();
     }
 }
@@ -82,17 +119,18 @@ async fn run(
             () = shutdown.cancelled() => return,
             () = pending.ready.notified() => {}
         }
-        let lanes: Vec<String> =
-            std::mem::take(&mut *pending.lanes.lock().unwrap_or_else(PoisonError::into_inner))
-                .into_iter()
-                .collect();
-        if lanes.is_empty() {
+        let taken =
+            std::mem::take(&mut *pending.lanes.lock().unwrap_or_else(PoisonError::into_inner));
+        if taken.is_empty() {
             continue;
         }
+        let (lanes, nonces): (Vec<String>, Vec<String>) =
+            taken.into_iter().map(|(l, n)| (l, n.to_string())).unzip();
         let sent = sqlx::query(NOTIFY_LANES)
             .persistent(persistent)
             .bind(&schema)
             .bind(&lanes)
+            .bind(&nonces)
             .execute(&pool)
             .await;
         if let Err(e) = sent {

@@ -7,6 +7,7 @@
 //! exponential backoff; wake-ups lost meanwhile only delay work until the
 //! workers' poll.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::PgPool;
@@ -14,6 +15,7 @@ use sqlx::postgres::PgListener;
 use tokio_util::sync::CancellationToken;
 
 use super::WAKE_CHANNEL;
+use super::notifier::Pending;
 use crate::wake::{Wake, WakeBus};
 use drover_core::error::Result;
 
@@ -29,11 +31,12 @@ pub(super) fn spawn_listener(
     wake: WakeBus,
     shutdown: CancellationToken,
     ready: tokio::sync::watch::Sender<bool>,
+    own: Arc<Pending>,
 ) {
     tokio::spawn(async move {
         tokio::select! {
             () = shutdown.cancelled() => {}
-            () = listen(pool, schema, wake, ready) => {}
+            () = listen(pool, schema, wake, ready, own) => {}
         }
     });
 }
@@ -44,6 +47,7 @@ async fn listen(
     schema: String,
     wake: WakeBus,
     ready: tokio::sync::watch::Sender<bool>,
+    own: Arc<Pending>,
 ) {
     let prefix = format!("{schema}:");
     let mut backoff = RECONNECT_MIN;
@@ -57,7 +61,12 @@ async fn listen(
                     match listener.try_recv().await {
                         Ok(Some(n)) => {
                             if let Some(rest) = n.payload().strip_prefix(&prefix) {
-                                wake.send(Wake::parse(rest));
+                                let w = Wake::parse(rest);
+                                // This store's own enqueue: its workers were woken
+                                // with this nonce at the commit.
+                                if !own.is_own(w.nonce) {
+                                    wake.send(w);
+                                }
                             }
                         }
                         Ok(None) => {

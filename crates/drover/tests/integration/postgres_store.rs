@@ -588,8 +588,10 @@ async fn wakeups_cross_stores_and_filter_schema() {
 /// The store's own enqueue sends its wake-up after its commit, from a
 /// transaction of its own (migration 0053): a transaction that NOTIFYs
 /// holds PostgreSQL's notify lock through its commit's flush, so enqueues
-/// that each sent their own committed one after another. The nonce other
-/// processes hear is therefore not the inserting transaction's id.
+/// that each sent their own committed one after another. The nonce is the
+/// enqueuing store's: its own workers get it in process at the commit,
+/// another process hears the same one, and the enqueuing store's listener
+/// drops its own `NOTIFY` (its workers were woken already).
 #[tokio::test]
 async fn a_store_enqueue_is_woken_after_its_commit_not_from_it() {
     let (s, schema) = pg_fresh_store().await;
@@ -604,10 +606,13 @@ async fn a_store_enqueue_is_woken_after_its_commit_not_from_it() {
     )
     .await
     .unwrap();
+    let mut own = peer.wakeups().await.unwrap();
     let mut got = None;
+    let mut enqueues = 0;
     for _ in 0..50 {
         let item = NewItem::new("k", json!({})).with_lane("remote");
         peer.item_insert(&item).await.unwrap();
+        enqueues += 1;
         if let Ok(Ok(w)) = tokio::time::timeout(Duration::from_millis(200), wake.recv()).await {
             got = Some(w);
             break;
@@ -615,20 +620,48 @@ async fn a_store_enqueue_is_woken_after_its_commit_not_from_it() {
     }
     let w = got.expect("a wake-up from the peer's enqueue");
     assert_eq!(w.lane, "remote");
-    let nonce = w.nonce.expect("a NOTIFY carries its transaction's id");
-    // Every enqueue's transaction id (the wake-up heard may be any one's).
+    let nonce = w.nonce.expect("a NOTIFY carries its nonce");
+    // Not sent by an inserting transaction (the trigger's nonce is its id).
     let xmins: Vec<i64> = sqlx::query_scalar(&format!(
         "SELECT (xmin::text)::bigint FROM \"{schema}\".items"
     ))
     .fetch_all(s.pool())
     .await
     .unwrap();
-    assert!(!xmins.is_empty());
+    assert_eq!(xmins.len(), enqueues);
     assert!(
         xmins
             .iter()
             .all(|x| u64::try_from(*x).unwrap() != nonce % (1 << 32)),
         "the wake-up was sent by an inserting transaction: nonce {nonce}, enqueues {xmins:?}"
+    );
+    // A NOTIFY of another sender after everything the peer sent: once the
+    // peer's listener forwards it, it has read the peer's own NOTIFYs.
+    sqlx::query("SELECT pg_notify('drover_wake', $1)")
+        .bind(format!("{schema}:fence"))
+        .execute(s.pool())
+        .await
+        .unwrap();
+    let mut heard = Vec::new();
+    loop {
+        let w = tokio::time::timeout(Duration::from_secs(10), own.recv())
+            .await
+            .expect("the fence reaches the peer")
+            .unwrap();
+        if w.lane == "fence" {
+            break;
+        }
+        heard.push(w);
+    }
+    assert_eq!(
+        heard.len(),
+        enqueues,
+        "one in-process wake-up per enqueue, the peer's own NOTIFYs dropped: {heard:?}"
+    );
+    assert!(heard.iter().all(|h| h.lane == "remote"));
+    assert!(
+        heard.iter().any(|h| h.nonce == Some(nonce)),
+        "the other store heard a nonce the peer's workers got: {nonce} not in {heard:?}"
     );
     done(schema).await;
 }
