@@ -34,10 +34,12 @@
 //! throughout, as in the row-by-row purge). The detached table is dropped
 //! after that transaction commits, outside the lock (a large child's tally
 //! is read in slices across passes first: [`TallyLimits`]); one left by a process
-//! that stopped in between is dropped by the next pass. The lock waits
-//! at most `item_lock_timeout.sql`'s bound: a long transaction delays the
-//! rotation to the next pass, it never stalls the claims queued behind a
-//! waiting lock request.
+//! that stopped in between is dropped by the next pass. The lock is not
+//! asked for while a vacuum or an index build holds items or a child
+//! (`item_lock_busy.sql`), and waits at most `item_lock_timeout.sql`'s
+//! bound: a long transaction delays the rotation to the next pass, and
+//! holds the claims queued behind the waiting lock request for that bound
+//! at most.
 
 use std::collections::BTreeMap;
 
@@ -65,6 +67,7 @@ sql!(ITEM_CHILD_UNCOUNT, "item_child_uncount.sql");
 sql!(ITEM_CHILDREN_DETACHED, "item_children_detached.sql");
 sql!(ITEM_CHILD_IDS, "item_child_ids.sql");
 sql!(ITEM_LOCK_TIMEOUT, "item_lock_timeout.sql");
+sql!(ITEM_LOCK_BUSY, "item_lock_busy.sql");
 sql!(ITEM_LOCK, "item_lock.sql");
 sql!(ITEM_KEYS_PURGE, "item_keys_purge.sql");
 sql!(ITEM_PURGE, "item_purge.sql");
@@ -470,6 +473,18 @@ async fn lock_and_drop(
     survivors: i64,
     tally: &[GroupTally],
 ) -> Result<Option<Rotated>> {
+    // A vacuum or an index build holds its lock for as long as it runs; a
+    // request queued behind it would hold every claim queued behind the
+    // request (item_lock_busy.sql).
+    let busy: bool = sqlx::query_scalar(ITEM_LOCK_BUSY)
+        .persistent(store.persistent)
+        .fetch_one(&mut *tx)
+        .await?;
+    if busy {
+        tx.rollback().await?;
+        tracing::debug!(child = %child.name, "items held by a vacuum or an index build: child dropped on a later pass");
+        return Ok(None);
+    }
     sqlx::query(ITEM_LOCK_TIMEOUT)
         .persistent(store.persistent)
         .execute(&mut *tx)

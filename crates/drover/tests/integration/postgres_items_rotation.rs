@@ -670,3 +670,86 @@ async fn a_prepared_child_left_unattached_is_attached_by_the_next_pass() {
     assert!(!table_exists(&mut c, "items_p000000000001").await);
     pg_drop_schema(&pg_url().await, &schema).await;
 }
+
+/// The rotation does not ask for its exclusive lock while a vacuum (here a
+/// session holding the lock a vacuum takes) holds a child: the request
+/// would wait behind the vacuum, and every claim, completion and enqueue
+/// would queue behind the request (the soak's wait record placed a 111 ms
+/// claim there, behind an autovacuum). The child goes on a later pass.
+#[tokio::test]
+async fn the_rotation_does_not_queue_its_lock_behind_a_vacuum() {
+    let (s, schema) = pg_fresh_store().await;
+    let mut c = conn_in(&schema).await;
+    rotate(&s, Utc::now() - TimeDelta::hours(1)).await;
+    let item = s
+        .item_insert(&NewItem::new("v", json!({})).with_lane("vac"))
+        .await
+        .unwrap()
+        .item;
+    let child = home(&mut c, item.id).await.unwrap();
+    let got = s.item_claim(&params("vac", 1)).await.unwrap();
+    s.item_complete(&ClaimRef::of(&got[0]).unwrap())
+        .await
+        .unwrap();
+    past_window(&mut c, &child).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    s.counts_settle().await.unwrap();
+
+    let mut vacuum = conn_in(&schema).await;
+    sqlx::query("BEGIN").execute(&mut vacuum).await.unwrap();
+    sqlx::query(&format!(
+        "LOCK TABLE \"{child}\" IN SHARE UPDATE EXCLUSIVE MODE"
+    ))
+    .execute(&mut vacuum)
+    .await
+    .unwrap();
+    // Watches for a lock request on items or a partition left waiting (the
+    // relations read first: naming items while the request waits would
+    // queue the watcher behind it too).
+    let tree: Vec<sqlx::postgres::types::Oid> =
+        sqlx::query_scalar("SELECT relid::oid FROM pg_partition_tree('items'::regclass)")
+            .fetch_all(&mut c)
+            .await
+            .unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let stop = stop.clone();
+        let mut w = conn_in(&schema).await;
+        tokio::spawn(async move {
+            let mut seen = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                let waiting: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = ANY($1)",
+                )
+                .bind(&tree)
+                .fetch_one(&mut w)
+                .await
+                .unwrap();
+                seen += u32::from(waiting > 0);
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            seen
+        })
+    };
+    let cutoff = Utc::now();
+    assert_eq!(
+        rotate(&s, cutoff).await,
+        0,
+        "the child waits for the vacuum"
+    );
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    assert_eq!(
+        watcher.await.unwrap(),
+        0,
+        "the rotation queued a lock request behind the vacuum"
+    );
+    assert!(children(&mut c).await.contains(&child));
+    sqlx::query("COMMIT").execute(&mut vacuum).await.unwrap();
+    assert_eq!(
+        rotate(&s, cutoff).await,
+        1,
+        "dropped once the vacuum is done"
+    );
+    assert!(!table_exists(&mut c, &child).await);
+    pg_drop_schema(&pg_url().await, &schema).await;
+}
