@@ -51,7 +51,9 @@ const SENT_KEPT: usize = 1_024;
 pub(super) struct Pending {
     lanes: Mutex<BTreeMap<String, u64>>,
     ready: Notify,
-    started: std::sync::OnceLock<()>,
+    /// The notifier task, started on the first wake-up and again if it
+    /// ended with its runtime (a store outliving the runtime it began in).
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
     sent: Mutex<VecDeque<u64>>,
 }
 
@@ -78,9 +80,16 @@ impl PgStore {
         self.fair_verdicts.touch();
         let nonce = self.wake.counted(lane);
         let pending = &self.notify_pending;
-        pending
-            .started
-            .get_or_init(|| spawn(self, Arc::clone(pending)));
+        {
+            let mut task = pending.task.lock().unwrap_or_else(PoisonError::into_inner);
+            if task
+                .as_ref()
+                .is_none_or(tokio::task::JoinHandle::is_finished)
+                && !self.shutdown.is_cancelled()
+            {
+                *task = Some(spawn(self, Arc::clone(pending)));
+            }
+        }
         {
             let mut sent = pending.sent.lock().unwrap_or_else(PoisonError::into_inner);
             if sent.len() == SENT_KEPT {
@@ -99,12 +108,12 @@ impl PgStore {
 
 /// Starts the notifier task of `store` (on its first wake-up: a store is
 /// made outside the runtime as often as in it).
-fn spawn(store: &PgStore, pending: Arc<Pending>) {
+fn spawn(store: &PgStore, pending: Arc<Pending>) -> tokio::task::JoinHandle<()> {
     let pool = store.pool.clone();
     let schema = store.schema.clone();
     let persistent = store.persistent;
     let shutdown = store.shutdown.clone();
-    tokio::spawn(run(pool, schema, persistent, pending, shutdown));
+    tokio::spawn(run(pool, schema, persistent, pending, shutdown))
 }
 
 async fn run(
