@@ -49,12 +49,26 @@ const SENT_KEPT: usize = 1_024;
 /// enqueue), the signal that there are some, and the nonces sent lately.
 #[derive(Debug, Default)]
 pub(super) struct Pending {
-    lanes: Mutex<BTreeMap<String, u64>>,
+    state: Mutex<State>,
     ready: Notify,
     /// The notifier task, started on the first wake-up and again if it
     /// ended with its runtime (a store outliving the runtime it began in).
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
-    sent: Mutex<VecDeque<u64>>,
+}
+
+/// What one enqueue's wake-up writes, under one lock.
+#[derive(Debug, Default)]
+struct State {
+    /// Each lane waiting for its `NOTIFY`, with its latest nonce.
+    lanes: BTreeMap<String, u64>,
+    /// The nonces sent lately, oldest first.
+    sent: VecDeque<u64>,
+}
+
+impl Pending {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 impl Pending {
@@ -62,12 +76,7 @@ impl Pending {
     /// drops such a `NOTIFY`: the workers of this process were woken with
     /// it at the commit).
     pub(super) fn is_own(&self, nonce: Option<u64>) -> bool {
-        nonce.is_some_and(|n| {
-            self.sent
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .contains(&n)
-        })
+        nonce.is_some_and(|n| self.state().sent.contains(&n))
     }
 }
 
@@ -91,17 +100,13 @@ impl PgStore {
             }
         }
         {
-            let mut sent = pending.sent.lock().unwrap_or_else(PoisonError::into_inner);
-            if sent.len() == SENT_KEPT {
-                sent.pop_front();
+            let mut state = pending.state();
+            if state.sent.len() == SENT_KEPT {
+                state.sent.pop_front();
             }
-            sent.push_back(nonce);
+            state.sent.push_back(nonce);
+            state.lanes.insert(lane.to_owned(), nonce);
         }
-        pending
-            .lanes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(lane.to_owned(), nonce);
         pending.ready.notify_one();
     }
 }
@@ -128,8 +133,7 @@ async fn run(
             () = shutdown.cancelled() => return,
             () = pending.ready.notified() => {}
         }
-        let taken =
-            std::mem::take(&mut *pending.lanes.lock().unwrap_or_else(PoisonError::into_inner));
+        let taken = std::mem::take(&mut pending.state().lanes);
         if taken.is_empty() {
             continue;
         }

@@ -546,6 +546,21 @@ async fn transactional_enqueue_commits_or_vanishes_and_restores_settings() {
     done(schema).await;
 }
 
+/// A second store on `schema` (another process, as far as wake-ups and
+/// leases go).
+async fn peer_store(schema: &str) -> PgStore {
+    PgStore::connect(
+        &pg_url().await,
+        drover::store::postgres::PgOptions {
+            schema: schema.to_owned(),
+            max_connections: 2,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
 #[tokio::test]
 async fn wakeups_cross_stores_and_filter_schema() {
     let (s, schema) = pg_fresh_store().await;
@@ -553,17 +568,7 @@ async fn wakeups_cross_stores_and_filter_schema() {
     let mut wake = s.wakeups().await.unwrap();
     // Give the listener a moment to LISTEN; a wake-up is only a hint, so the
     // test retries the insert rather than assume a delivery it never promises.
-    let url = pg_url().await;
-    let peer = PgStore::connect(
-        &url,
-        drover::store::postgres::PgOptions {
-            schema: schema.clone(),
-            max_connections: 2,
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let peer = peer_store(&schema).await;
     let mut got = None;
     for _ in 0..50 {
         other
@@ -596,16 +601,7 @@ async fn wakeups_cross_stores_and_filter_schema() {
 async fn a_store_enqueue_is_woken_after_its_commit_not_from_it() {
     let (s, schema) = pg_fresh_store().await;
     let mut wake = s.wakeups().await.unwrap();
-    let peer = PgStore::connect(
-        &pg_url().await,
-        drover::store::postgres::PgOptions {
-            schema: schema.clone(),
-            max_connections: 2,
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let peer = peer_store(&schema).await;
     let mut own = peer.wakeups().await.unwrap();
     let mut got = None;
     let mut enqueues = 0;
@@ -670,17 +666,7 @@ async fn a_store_enqueue_is_woken_after_its_commit_not_from_it() {
 async fn sweep_lease_is_shared_per_schema_and_outlives_no_session() {
     let (s, schema) = pg_fresh_store().await;
     let (other, other_schema) = pg_fresh_store().await;
-    let url = pg_url().await;
-    let peer = PgStore::connect(
-        &url,
-        drover::store::postgres::PgOptions {
-            schema: schema.clone(),
-            max_connections: 2,
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let peer = peer_store(&schema).await;
     let held = s
         .sweep_lease_take("s", Duration::from_secs(60))
         .await
@@ -810,16 +796,7 @@ async fn throughput_probe() {
 #[tokio::test]
 async fn transitions_that_make_work_available_notify_other_processes() {
     let (s, schema) = pg_fresh_store().await;
-    let peer = PgStore::connect(
-        &pg_url().await,
-        drover::store::postgres::PgOptions {
-            schema: schema.clone(),
-            max_connections: 2,
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let peer = peer_store(&schema).await;
     let mut rx = peer.wakeups().await.unwrap();
     async fn heard(rx: &mut tokio::sync::broadcast::Receiver<drover::store::Wake>, lane: &str) {
         tokio::time::timeout(Duration::from_secs(5), async {
