@@ -40,6 +40,7 @@ mod postgres_contract;
 mod postgres_counts;
 mod postgres_event_purge;
 mod postgres_fair_list;
+mod postgres_item_rules;
 mod postgres_items_rotation;
 mod postgres_pooled_contract;
 mod postgres_rate_cells;
