@@ -260,7 +260,19 @@ pub(super) async fn insert_many(store: &PgStore, items: &[NewItem]) -> Result<Ve
     let mut tx = store
         .begin_tenant_with(first.tenant_id, super::notifier::WAKE_AFTER_COMMIT)
         .await?;
-    let results = insert_groups(&mut tx, items, store.persistent, true).await?;
+    let results = match insert_groups(&mut tx, items, store.persistent, true, Taken::Refuse).await {
+        Ok(results) => results,
+        Err(e) if e.is_conflict() => {
+            // An id was taken (a retried enqueue, or an id given twice):
+            // again, with each input answered.
+            tx.rollback().await?;
+            tx = store
+                .begin_tenant_with(first.tenant_id, super::notifier::WAKE_AFTER_COMMIT)
+                .await?;
+            insert_groups(&mut tx, items, store.persistent, true, Taken::Resolve).await?
+        }
+        Err(e) => return Err(e),
+    };
     tx.commit().await?;
     let mut woken = HashSet::new();
     for (it, r) in items.iter().zip(&results) {
@@ -294,6 +306,22 @@ fn wake_lanes<'a>(store: &PgStore, lanes: impl IntoIterator<Item = &'a str>) {
     }
 }
 
+/// What the bulk insert does with an input whose id is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Taken {
+    /// `ON CONFLICT DO NOTHING`, then a read of the collisions: every
+    /// input is answered.
+    Resolve,
+    /// A plain `INSERT`: a taken id fails the statement with `Conflict`,
+    /// and the caller, owning the transaction, rolls it back and inserts
+    /// again with [`Taken::Resolve`]. An arbiter index makes PostgreSQL
+    /// insert each row speculatively (a probe of the primary key, then one
+    /// more WAL record to confirm the row), which fresh ids never need. A
+    /// key already held still only skips its row (the key triggers answer
+    /// it, not the primary key), and the collision read resolves it.
+    Refuse,
+}
+
 /// The bulk insert's statements on an open transaction: one `INSERT …
 /// unnest` per tenant, a collision read (scoped to the tenant in the
 /// statement) only when an input was refused. `switch`: the transaction
@@ -305,6 +333,7 @@ pub(super) async fn insert_groups(
     items: &[NewItem],
     persistent: bool,
     switch: bool,
+    taken: Taken,
 ) -> Result<Vec<InsertResult>> {
     let mut results = vec![InsertResult::IdExists; items.len()];
     for (n, (tenant, idx)) in group_by_tenant(items, |i| i.tenant_id)
@@ -317,7 +346,11 @@ pub(super) async fn insert_groups(
         // Owned columns: sqlx's array encoders over borrowed elements trip
         // the higher-ranked Send bound of the async trait.
         let g = Columns::of(items, &idx);
-        let inserted: Vec<Uuid> = sqlx::query_scalar(sql::ITEM_INSERT_MANY)
+        let statement = match taken {
+            Taken::Resolve => sql::ITEM_INSERT_MANY,
+            Taken::Refuse => sql::ITEM_INSERT_MANY_PLAIN.as_str(),
+        };
+        let inserted: Vec<Uuid> = sqlx::query_scalar(statement)
             .persistent(persistent)
             .bind(tenant)
             .bind(g.id)
@@ -335,7 +368,13 @@ pub(super) async fn insert_groups(
             .bind(g.group)
             .bind(g.active_key)
             .fetch_all(&mut *tx)
-            .await?;
+            .await
+            .map_err(|e| match e.as_database_error().and_then(|d| d.code()) {
+                Some(code) if code == "23505" && taken == Taken::Refuse => {
+                    Error::Conflict("an item id is taken".into())
+                }
+                _ => Error::from(e),
+            })?;
         // An id appears once in RETURNING even when several inputs share it:
         // the first such input (in statement order) is the one inserted.
         let mut fresh: HashSet<Uuid> = inserted.into_iter().collect();

@@ -158,7 +158,14 @@ struct TxWrites<'t> {
 #[async_trait]
 impl RelayWrites for TxWrites<'_> {
     async fn insert_items(&mut self, items: &[NewItem]) -> Result<Vec<InsertResult>> {
-        let results = super::items::insert_groups(self.tx, items, self.persistent, false).await?;
+        let results = super::items::insert_groups(
+            self.tx,
+            items,
+            self.persistent,
+            false,
+            super::items::Taken::Resolve,
+        )
+        .await?;
         self.items = items.to_vec();
         self.results.clone_from(&results);
         Ok(results)

@@ -65,6 +65,10 @@ pub(super) const ITEM_GET_BY_KEY: &str = include_str!("../../sql/postgres/item_g
 pub(super) const ITEM_INSERT: &str = include_str!("../../sql/postgres/item_insert.sql");
 /// `sql/postgres/item_insert_many.sql`.
 pub(super) const ITEM_INSERT_MANY: &str = include_str!("../../sql/postgres/item_insert_many.sql");
+/// `item_insert_many.sql` without its `ON CONFLICT DO NOTHING`: the bulk
+/// enqueue's first try, which a taken id fails (see `items::Taken`).
+pub(super) static ITEM_INSERT_MANY_PLAIN: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| ITEM_INSERT_MANY.replacen("ON CONFLICT DO NOTHING\n", "", 1));
 /// `sql/postgres/item_insert_each.sql`.
 pub(super) const ITEM_INSERT_EACH: &str = include_str!("../../sql/postgres/item_insert_each.sql");
 /// `sql/postgres/item_list.sql`.
