@@ -13,7 +13,7 @@
 #   raw       the columns of items, a primary key and the claim index
 #             (what `drover bench --bounds` measures)
 #   indexes   every index items has (13; most partial and empty here)
-#   checks    items' CHECK constraints (9)
+#   checks    items' CHECK constraints (5 since migration 0054, 9 before)
 #   triggers  items' own triggers: the wake-up's statement trigger with its
 #             transition table and claim floors (sending nothing, as under
 #             the store's own enqueue), the insert and status triggers
