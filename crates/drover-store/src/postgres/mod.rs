@@ -789,16 +789,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_plain_bulk_insert_is_the_bulk_insert_without_its_arbiter() {
-        assert!(sql::ITEM_INSERT_MANY.contains("ON CONFLICT DO NOTHING"));
-        assert!(!sql::ITEM_INSERT_MANY_PLAIN.contains("ON CONFLICT"));
-        assert_eq!(
-            sql::ITEM_INSERT_MANY_PLAIN.len(),
-            sql::ITEM_INSERT_MANY.len() - "ON CONFLICT DO NOTHING\n".len()
-        );
-    }
-
     /// The SQL twin of `nominal_delay`: `least(cap, base * factor ^
     /// least(attempts_before, exponent_cap))`, evaluated here in f64.
     fn sql_nominal(p: &RetryPolicy, attempts_after: i32) -> f64 {

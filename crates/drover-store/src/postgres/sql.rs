@@ -188,3 +188,18 @@ pub(super) const WAITS_RECORD: &str = include_str!("../../sql/postgres/waits_rec
 pub(super) const WAITS_PURGE: &str = include_str!("../../sql/postgres/waits_purge.sql");
 /// `sql/postgres/waits_since.sql`.
 pub(super) const WAITS_SINCE: &str = include_str!("../../sql/postgres/waits_since.sql");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plain_bulk_insert_is_the_bulk_insert_without_its_arbiter() {
+        assert!(ITEM_INSERT_MANY.contains("ON CONFLICT DO NOTHING"));
+        assert!(!ITEM_INSERT_MANY_PLAIN.contains("ON CONFLICT"));
+        assert_eq!(
+            ITEM_INSERT_MANY_PLAIN.len(),
+            ITEM_INSERT_MANY.len() - "ON CONFLICT DO NOTHING\n".len()
+        );
+    }
+}

@@ -17,7 +17,7 @@ async fn insert_raw(
     lane: &str,
     max_attempts: i32,
     key: Option<&str>,
-) -> Result<(), (String, String)> {
+) -> Answer {
     sqlx::query(
         "INSERT INTO items (id, tenant_id, kind, lane, payload, priority, status, available_at,
                             attempts, max_attempts, claim_seq, idempotency_key, created_by,
@@ -35,6 +35,9 @@ async fn insert_raw(
     .map_err(refusal)
 }
 
+/// What a write answered: `Ok`, or the error's code and constraint.
+type Answer = Result<(), (String, String)>;
+
 fn refusal(e: sqlx::Error) -> (String, String) {
     let db = e.as_database_error().expect("a database error");
     (
@@ -43,7 +46,7 @@ fn refusal(e: sqlx::Error) -> (String, String) {
     )
 }
 
-fn violation(rule: &str) -> Result<(), (String, String)> {
+fn violation(rule: &str) -> Answer {
     Err(("23514".to_owned(), rule.to_owned()))
 }
 
@@ -56,49 +59,60 @@ async fn a_row_breaking_an_insert_rule_is_refused_and_updates_do_not_evaluate_th
         .await
         .unwrap();
 
-    assert_eq!(
-        insert_raw(&mut conn, "send_email", "default", 5, None).await,
-        Ok(())
-    );
-    assert_eq!(
-        insert_raw(&mut conn, "Send Email", "default", 5, None).await,
-        violation("items_kind_name")
-    );
-    assert_eq!(
-        insert_raw(&mut conn, "", "default", 5, None).await,
-        violation("items_kind_name")
-    );
-    assert_eq!(
-        insert_raw(&mut conn, "send_email", "bulk.lane", 5, None).await,
-        violation("items_lane_name")
-    );
-    assert_eq!(
-        insert_raw(&mut conn, "send_email", "default", 0, None).await,
-        violation("items_max_attempts_positive")
-    );
     let long = "k".repeat(513);
-    assert_eq!(
-        insert_raw(&mut conn, "send_email", "default", 5, Some(&long)).await,
-        violation("items_key_bounded")
-    );
-    assert_eq!(
-        insert_raw(&mut conn, "send_email", "default", 5, Some("k1")).await,
-        Ok(())
-    );
+    let cases: [(&str, &str, i32, Option<&str>, Answer); 7] = [
+        ("send_email", "default", 5, None, Ok(())),
+        (
+            "Send Email",
+            "default",
+            5,
+            None,
+            violation("items_kind_name"),
+        ),
+        ("", "default", 5, None, violation("items_kind_name")),
+        (
+            "send_email",
+            "bulk.lane",
+            5,
+            None,
+            violation("items_lane_name"),
+        ),
+        (
+            "send_email",
+            "default",
+            0,
+            None,
+            violation("items_max_attempts_positive"),
+        ),
+        (
+            "send_email",
+            "default",
+            5,
+            Some(&long),
+            violation("items_key_bounded"),
+        ),
+        ("send_email", "default", 5, Some("k1"), Ok(())),
+    ];
+    for (kind, lane, max_attempts, key, want) in cases {
+        assert_eq!(
+            insert_raw(&mut conn, kind, lane, max_attempts, key).await,
+            want,
+            "insert of kind {kind:?}, lane {lane:?}, max_attempts {max_attempts}"
+        );
+    }
 
     // An update that names one of the columns is checked too.
-    let r = sqlx::query("UPDATE items SET lane = 'No Lane' WHERE kind = 'send_email'")
-        .execute(&mut conn)
-        .await
-        .map(|_| ())
-        .map_err(refusal);
-    assert_eq!(r, violation("items_lane_name"));
-    let r = sqlx::query("UPDATE items SET max_attempts = 0 WHERE kind = 'send_email'")
-        .execute(&mut conn)
-        .await
-        .map(|_| ())
-        .map_err(refusal);
-    assert_eq!(r, violation("items_max_attempts_positive"));
+    for (set, rule) in [
+        ("lane = 'No Lane'", "items_lane_name"),
+        ("max_attempts = 0", "items_max_attempts_positive"),
+    ] {
+        let r = sqlx::query(&format!("UPDATE items SET {set} WHERE kind = 'send_email'"))
+            .execute(&mut conn)
+            .await
+            .map(|_| ())
+            .map_err(refusal);
+        assert_eq!(r, violation(rule), "UPDATE … SET {set}");
+    }
 
     // No CHECK constraint of any table of the tree names the four rules
     // (an UPDATE evaluates every CHECK of its row, whatever it sets); the
