@@ -13,6 +13,7 @@
 //! | [`Mode::Limits`] | `--limits`: what concurrency limits cost (a limit that never binds, on the standard drain), how busy a binding per-group limit keeps its slots, and claim latency with 1M items over 100k groups and behind one group of 1M ([`limits`]) |
 //! | [`Mode::Soak`] | a fixed offered rate for a long duration on a throwaway stock-settings cluster, sampled every 5 s (rates, claim and end-to-end p50/p99, ready depth, live and dead tuples and size of every table) into CSV and PNG, with a wait record that places every stalled window ([`stalls`]) |
 //! | [`Mode::Depth`] | `--depth N`: producers keep N items waiting while the workers drain for a window; throughput, end-to-end latency and `pgbench -N` per cell, optionally with parts of the items redesign switched off ([`depth`]) |
+//! | [`run_chain`] | `--chain N`: a chain of `N` items, each after the one before, run end to end: its rate and the gap from each start to the next against the poll interval ([`chain`]) |
 //! | [`BenchConfig::bounds`] | `--bounds` on the standard mode (PostgreSQL): the raw insert and drain bounds of plain SQL on rows shaped like drover's, and drover's rates over them ([`report::bounds`]) |
 //!
 //! Workers run in this process ([`BenchConfig::workers`], sharing the
@@ -30,6 +31,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 mod bounds;
+pub mod chain;
 pub mod chart;
 pub mod child;
 mod claim;
@@ -418,6 +420,25 @@ pub async fn run_fairness(
     let target = target::Target::create(database_url).await?;
     progress.note(&format!("sandbox: {}", target.describe()));
     let result = fairness::run(spec, &target, progress).await;
+    let dropped = target.drop_sandbox().await;
+    let report = result?;
+    dropped?;
+    Ok(report)
+}
+
+/// Runs `drover bench --chain` in a sandbox on `database_url` (either
+/// backend; see [`chain`]), dropping the sandbox afterwards.
+///
+/// # Errors
+/// As [`run`].
+pub async fn run_chain(
+    database_url: &str,
+    spec: &chain::ChainSpec,
+    progress: &Progress,
+) -> Result<chain::ChainReport, BenchError> {
+    let target = target::Target::create(database_url).await?;
+    progress.note(&format!("sandbox: {}", target.describe()));
+    let result = chain::run(spec, &target, progress).await;
     let dropped = target.drop_sandbox().await;
     let report = result?;
     dropped?;

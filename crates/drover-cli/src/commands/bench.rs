@@ -105,6 +105,11 @@ pub struct BenchArgs {
     /// Fair-share mode: items per tenant of the claim-cost part.
     #[arg(long, default_value_t = 20)]
     pub fair_per_tenant: u64,
+    /// Chain mode: N items enqueued in one call, each after the one before,
+    /// run end to end by an idle worker of --capacity: the chain's rate
+    /// and the gap from each start to the next against the poll interval.
+    #[arg(long, value_name = "N")]
+    pub chain: Option<u64>,
     /// The outbox path instead (PostgreSQL): producer transactions writing
     /// a business row and an outbox row, relay rows/s, outbox commit →
     /// handler start latency, and the projector apply rate.
@@ -273,6 +278,9 @@ pub async fn run(args: &BenchArgs, cx: &mut Context<'_>) -> Result<(), CliError>
     if args.fairness {
         return fairness(args, cx).await;
     }
+    if let Some(items) = args.chain {
+        return chain(args, cx, items).await;
+    }
     let config = BenchConfig {
         database_url: cx.database_url.clone(),
         jobs: args.jobs,
@@ -364,6 +372,26 @@ async fn fairness(args: &BenchArgs, cx: &mut Context<'_>) -> Result<(), CliError
         ..Default::default()
     };
     let report = drover_bench::run_fairness(&cx.database_url, &spec, &Progress::new(!args.quiet))
+        .await
+        .map_err(into_cli)?;
+    let v = if args.json {
+        serde_json::to_string(&report)
+    } else {
+        serde_json::to_string_pretty(&report)
+    }
+    .map_err(crate::table::json_err)?;
+    writeln!(cx.out, "{v}")?;
+    Ok(())
+}
+
+/// `--chain N`: the dependency chain bench, its figures printed as JSON
+/// (with `--json`, on one line).
+async fn chain(args: &BenchArgs, cx: &mut Context<'_>, items: u64) -> Result<(), CliError> {
+    let spec = drover_bench::chain::ChainSpec {
+        items,
+        capacity: args.capacity,
+    };
+    let report = drover_bench::run_chain(&cx.database_url, &spec, &Progress::new(!args.quiet))
         .await
         .map_err(into_cli)?;
     let v = if args.json {
