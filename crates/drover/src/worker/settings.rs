@@ -86,12 +86,14 @@ pub const COMPLETE_WINDOW_DEFAULT: Duration = Duration::from_millis(2);
 /// `DROVER_PREFETCH`: claimed items a worker may hold ready beyond its free
 /// slots, so claims come in larger batches (0 = claim only for free slots).
 /// Default: adaptive (`None`): about 20 ms of work at the rate items are
-/// being started, at most ten times the capacity — large claims for quick
+/// being started, at most fifty times the capacity — large claims for quick
 /// handlers, none held ahead for slow ones.
 pub const PREFETCH_DEFAULT: Option<usize> = None;
 /// `DROVER_CLAIMERS`: claim statements a worker keeps in flight at once, so
 /// their commits share the database's WAL flushes (one for a lane a
-/// concurrency limit applies to: such claims take the limit's scope lock).
+/// concurrency limit applies to: such claims take the limit's scope lock;
+/// while claims are large, a second goes out only when it asks for at
+/// least half the prefetch, since two claims race for the lane's head).
 pub const CLAIMERS_DEFAULT: usize = 2;
 /// `DROVER_CANCEL_GRACE`: how long a handler whose cancellation token fired
 /// (shutdown past its grace, or a timeout) may take to return before its
