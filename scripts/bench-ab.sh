@@ -77,8 +77,9 @@ for backend in $backends; do
             "$(median "$backend" "$label" enqueue_rate)" "$(median "$backend" "$label" drain_rate)" \
             "$(median "$backend" "$label" lat_p50)" "$(median "$backend" "$label" lat_p99)"
     done
+    # 0 where the before median is 0 (a phase skipped: --latency-jobs 0).
     ratio() {
-        jq -n "$(median "$backend" after "$1") / $(median "$backend" before "$1")"
+        jq -n "$(median "$backend" before "$1") as \$b | if \$b == 0 then 0 else $(median "$backend" after "$1") / \$b end"
     }
     printf '%-8s %-7s %12.3f %12.3f %9.3f %9.3f\n' "$backend" after/b \
         "$(ratio enqueue_rate)" "$(ratio drain_rate)" "$(ratio lat_p50)" "$(ratio lat_p99)"
