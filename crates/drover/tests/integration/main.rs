@@ -42,6 +42,7 @@ mod postgres_event_purge;
 mod postgres_fair_list;
 mod postgres_item_rules;
 mod postgres_items_rotation;
+mod postgres_limited_room;
 mod postgres_pooled_contract;
 mod postgres_rate_cells;
 mod postgres_relay;
