@@ -398,13 +398,10 @@ pub async fn run_outbox(
             drover::Error::invalid("database_url", "the outbox bench runs on PostgreSQL").into(),
         );
     }
-    let target = target::Target::create(database_url).await?;
-    progress.note(&format!("sandbox: {}", target.describe()));
-    let result = outbox::run(spec, &target, progress).await;
-    let dropped = target.drop_sandbox().await;
-    let report = result?;
-    dropped?;
-    Ok(report)
+    in_sandbox(database_url, progress, async |target| {
+        outbox::run(spec, target, progress).await
+    })
+    .await
 }
 
 /// Runs `drover bench --fairness` in a sandbox on `database_url` (either
@@ -417,13 +414,10 @@ pub async fn run_fairness(
     spec: &fairness::FairnessSpec,
     progress: &Progress,
 ) -> Result<fairness::FairnessReport, BenchError> {
-    let target = target::Target::create(database_url).await?;
-    progress.note(&format!("sandbox: {}", target.describe()));
-    let result = fairness::run(spec, &target, progress).await;
-    let dropped = target.drop_sandbox().await;
-    let report = result?;
-    dropped?;
-    Ok(report)
+    in_sandbox(database_url, progress, async |target| {
+        fairness::run(spec, target, progress).await
+    })
+    .await
 }
 
 /// Runs `drover bench --chain` in a sandbox on `database_url` (either
@@ -436,13 +430,10 @@ pub async fn run_chain(
     spec: &chain::ChainSpec,
     progress: &Progress,
 ) -> Result<chain::ChainReport, BenchError> {
-    let target = target::Target::create(database_url).await?;
-    progress.note(&format!("sandbox: {}", target.describe()));
-    let result = chain::run(spec, &target, progress).await;
-    let dropped = target.drop_sandbox().await;
-    let report = result?;
-    dropped?;
-    Ok(report)
+    in_sandbox(database_url, progress, async |target| {
+        chain::run(spec, target, progress).await
+    })
+    .await
 }
 
 /// Runs `drover bench --http` (PostgreSQL): single-item enqueues and the
@@ -461,9 +452,22 @@ pub async fn run_http(
             drover::Error::invalid("database_url", "the HTTP bench runs on PostgreSQL").into(),
         );
     }
+    in_sandbox(database_url, progress, async |target| {
+        http::run(spec, target, progress).await
+    })
+    .await
+}
+
+/// Creates a sandbox on `database_url`, runs `part` in it and drops the
+/// sandbox whether `part` succeeded or not.
+async fn in_sandbox<T>(
+    database_url: &str,
+    progress: &Progress,
+    part: impl AsyncFnOnce(&target::Target) -> Result<T, BenchError>,
+) -> Result<T, BenchError> {
     let target = target::Target::create(database_url).await?;
     progress.note(&format!("sandbox: {}", target.describe()));
-    let result = http::run(spec, &target, progress).await;
+    let result = part(&target).await;
     let dropped = target.drop_sandbox().await;
     let report = result?;
     dropped?;

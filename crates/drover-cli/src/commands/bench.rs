@@ -374,10 +374,19 @@ async fn fairness(args: &BenchArgs, cx: &mut Context<'_>) -> Result<(), CliError
     let report = drover_bench::run_fairness(&cx.database_url, &spec, &Progress::new(!args.quiet))
         .await
         .map_err(into_cli)?;
+    print_json(args, cx, &report)
+}
+
+/// Prints `report` as JSON: on one line with `--json`, else indented.
+fn print_json(
+    args: &BenchArgs,
+    cx: &mut Context<'_>,
+    report: &impl serde::Serialize,
+) -> Result<(), CliError> {
     let v = if args.json {
-        serde_json::to_string(&report)
+        serde_json::to_string(report)
     } else {
-        serde_json::to_string_pretty(&report)
+        serde_json::to_string_pretty(report)
     }
     .map_err(crate::table::json_err)?;
     writeln!(cx.out, "{v}")?;
@@ -394,14 +403,7 @@ async fn chain(args: &BenchArgs, cx: &mut Context<'_>, items: u64) -> Result<(),
     let report = drover_bench::run_chain(&cx.database_url, &spec, &Progress::new(!args.quiet))
         .await
         .map_err(into_cli)?;
-    let v = if args.json {
-        serde_json::to_string(&report)
-    } else {
-        serde_json::to_string_pretty(&report)
-    }
-    .map_err(crate::table::json_err)?;
-    writeln!(cx.out, "{v}")?;
-    Ok(())
+    print_json(args, cx, &report)
 }
 
 /// `--outbox`: the outbox bench, its report printed; an error when the

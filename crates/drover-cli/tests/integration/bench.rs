@@ -28,17 +28,24 @@ const FIELDS: &[&str] = &[
 ];
 
 fn bench(url: &str, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "bench",
+        "--jobs",
+        "2000",
+        "--latency-jobs",
+        "50",
+        "--json",
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    bench_json(url, &args)
+}
+
+/// Runs `drover ARGS` with `url` as its database and parses its JSON
+/// report; panics with its output when it fails.
+fn bench_json(url: &str, args: &[&str]) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_drover"))
-        .args([
-            "bench",
-            "--jobs",
-            "2000",
-            "--latency-jobs",
-            "50",
-            "--json",
-            "--quiet",
-        ])
-        .args(extra)
+        .args(args)
         .env("DROVER_DATABASE_URL", url)
         .env_remove("DATABASE_URL")
         .stdin(Stdio::null())
@@ -47,7 +54,8 @@ fn bench(url: &str, extra: &[&str]) -> Value {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "drover bench failed: {:?}\nstdout: {stdout}\nstderr: {}",
+        "drover {} failed: {:?}\nstdout: {stdout}\nstderr: {}",
+        args.join(" "),
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
@@ -262,8 +270,9 @@ fn bench_http(extra: &[&str]) -> Value {
 /// the binding part saw handlers run, and no item of the large group was
 /// claimed past its full slot.
 fn limits_bench(url: &str) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_drover"))
-        .args([
+    bench_json(
+        url,
+        &[
             "bench",
             "--limits",
             "--jobs",
@@ -286,20 +295,8 @@ fn limits_bench(url: &str) -> Value {
             "5",
             "--json",
             "--quiet",
-        ])
-        .env("DROVER_DATABASE_URL", url)
-        .env_remove("DATABASE_URL")
-        .stdin(Stdio::null())
-        .output()
-        .expect("spawn drover");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "drover bench --limits failed: {:?}\nstdout: {stdout}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
+        ],
+    )
 }
 
 fn check_limits(v: &Value, backend: &str) {
@@ -479,21 +476,7 @@ fn postgres_depth_bench_reports_throughput_against_pgbench_exactly_once() {
 }
 
 fn chain_bench(url: &str) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_drover"))
-        .args(["bench", "--chain", "60", "--json", "--quiet"])
-        .env("DROVER_DATABASE_URL", url)
-        .env_remove("DATABASE_URL")
-        .stdin(Stdio::null())
-        .output()
-        .expect("spawn drover");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "drover bench --chain failed: {:?}\nstdout: {stdout}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
+    bench_json(url, &["bench", "--chain", "60", "--json", "--quiet"])
 }
 
 /// Every item of the chain runs once, after the one it waits for, and no
