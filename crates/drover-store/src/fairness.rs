@@ -39,6 +39,8 @@ use uuid::Uuid;
 
 use drover_core::error::{Error, Result};
 
+pub mod groups;
+
 /// The pass a start at weight 1 moves its tenant by.
 pub const PASS_SCALE: i64 = 1_000_000;
 /// The largest weight a tenant may be given.
@@ -96,6 +98,10 @@ pub struct FairLane {
     pub lane: String,
     /// Whether fair share is on.
     pub on: bool,
+    /// Whether each tenant's share is shared again between its groups
+    /// ([`groups`]); false: by tenant only.
+    #[serde(default)]
+    pub by_group: bool,
     /// When it was set (the store's clock).
     pub set_at: DateTime<Utc>,
     /// Who set it.
@@ -126,6 +132,15 @@ impl FairSettings {
             .iter()
             .find(|l| l.lane == lane)
             .is_none_or(|l| l.on)
+    }
+
+    /// Whether `lane` shares each tenant's starts between its groups (fair
+    /// share on, by group).
+    pub fn by_group(&self, lane: &str) -> bool {
+        self.lanes
+            .iter()
+            .find(|l| l.lane == lane)
+            .is_some_and(|l| l.on && l.by_group)
     }
 }
 
@@ -283,16 +298,35 @@ impl Passes {
         lists: Vec<(Uuid, u32, Vec<C>)>,
         limit: usize,
         key: impl Fn(&C) -> K,
-        mut admit: impl FnMut(&C) -> bool,
+        admit: impl FnMut(&C) -> bool,
     ) -> Vec<C> {
-        let mut lists: Vec<(Uuid, u32, std::collections::VecDeque<C>)> = lists
+        let lists = lists
             .into_iter()
+            .map(|(t, w, l)| (t, w, TenantWork::Items(l)))
+            .collect();
+        self.share_work(lists, limit, key, admit).0
+    }
+
+    /// [`Passes::share`] over each tenant's [`TenantWork`]: a tenant of a
+    /// lane shared by group gives its starts out between its groups by
+    /// the inner stride rule ([`groups`]). Returns the admitted in the
+    /// order they were given, and each such tenant's inner passes as the
+    /// starts moved them (to write back with the claim).
+    pub fn share_work<C, K: Ord + Clone>(
+        &mut self,
+        lists: Vec<(Uuid, u32, TenantWork<C>)>,
+        limit: usize,
+        key: impl Fn(&C) -> K,
+        mut admit: impl FnMut(&C) -> bool,
+    ) -> (Vec<C>, BTreeMap<Uuid, Passes>) {
+        let mut lists: Vec<(Uuid, u32, groups::Source<C>)> = lists
+            .into_iter()
+            .map(|(t, w, l)| (t, w, groups::Source::from(l)))
             .filter(|(_, _, l)| !l.is_empty())
-            .map(|(t, w, l)| (t, w, l.into()))
             .collect();
         let mut heap: BinaryHeap<Reverse<(i64, K, Uuid, usize)>> = BinaryHeap::new();
         for (i, (t, _, l)) in lists.iter().enumerate() {
-            if let Some(head) = l.front() {
+            if let Some(head) = l.head(&key) {
                 heap.push(Reverse((self.pass(*t), key(head), *t, i)));
             }
         }
@@ -304,27 +338,55 @@ impl Passes {
             let (_, weight, list) = &mut lists[i];
             // The tenant's first candidate the admission takes; those it
             // refuses stay pending (a limit only fills within a claim).
-            let mut taken = None;
-            while let Some(c) = list.pop_front() {
-                if admit(&c) {
-                    taken = Some(c);
-                    break;
-                }
-            }
-            let Some(c) = taken else {
+            let Some(c) = list.take(&key, &mut admit) else {
                 continue;
             };
             out.push(c);
-            self.vt = self.vt.max(pass);
-            let next = pass + stride(*weight);
-            self.stored.insert(t, next);
-            let e = self.changed.entry(t).or_insert((next, 0));
-            *e = (next, e.1 + 1);
-            if let Some(head) = list.front() {
+            let next = self.give(t, pass, stride(*weight));
+            if let Some(head) = list.head(&key) {
                 heap.push(Reverse((next, key(head), t, i)));
             }
         }
-        out
+        let inner = lists
+            .into_iter()
+            .filter_map(|(t, _, l)| l.into_passes().map(|p| (t, p)))
+            .filter(|(_, p)| !p.changed().is_empty())
+            .collect();
+        (out, inner)
+    }
+
+    /// Records a start of `t` at `pass` (the least among those with due
+    /// work): the virtual time moves up to it and `t`'s pass on by
+    /// `stride`. Returns `t`'s new pass.
+    fn give(&mut self, t: Uuid, pass: i64, stride: i64) -> i64 {
+        self.vt = self.vt.max(pass);
+        let next = pass + stride;
+        self.stored.insert(t, next);
+        let e = self.changed.entry(t).or_insert((next, 0));
+        *e = (next, e.1 + 1);
+        next
+    }
+}
+
+/// One tenant's due work as a claim hands it to [`Passes::share_work`].
+#[derive(Debug)]
+pub enum TenantWork<C> {
+    /// Its candidates in the order it would start them (priority then age).
+    Items(Vec<C>),
+    /// Shared between its groups ([`groups`]): its inner passes (the
+    /// tenant's group virtual time and each group's pass, groups named by
+    /// [`groups::group_id`]) and each group's candidates in priority then
+    /// age order.
+    Groups(Passes, Vec<(Uuid, Vec<C>)>),
+}
+
+impl<C> TenantWork<C> {
+    /// Whether no candidate is in it.
+    pub fn is_empty(&self) -> bool {
+        match self {
+            TenantWork::Items(l) => l.is_empty(),
+            TenantWork::Groups(_, lists) => lists.iter().all(|(_, l)| l.is_empty()),
+        }
     }
 }
 
@@ -349,7 +411,18 @@ pub struct TenantLists {
     epoch: std::sync::atomic::AtomicU64,
     /// The lanes whose list is being read again in the background.
     reading: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Per (lane, tenant), in a lane shared by group: the tenant's groups
+    /// with pending work in the lane ([`groups::NO_GROUP`] for its
+    /// ungrouped items), when read and at which epoch.
+    groups: std::sync::Mutex<std::collections::HashMap<(String, Uuid), GroupListed>>,
 }
+
+/// A tenant's group list: when it was read, at which epoch, the group keys.
+type GroupListed = (std::time::Instant, u64, std::sync::Arc<Vec<String>>);
+
+/// How many (lane, tenant) group lists a process keeps at most (beyond,
+/// it forgets them all and reads again).
+const GROUP_LISTS_KEPT: usize = 10_000;
 
 impl TenantLists {
     /// The current epoch: moved by every [`TenantLists::touch`].
@@ -396,6 +469,42 @@ impl TenantLists {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(lane);
+    }
+
+    /// `tenant`'s group list in `lane` if read at the current epoch within
+    /// [`FAIR_CACHE_TTL`].
+    pub fn groups(&self, lane: &str, tenant: Uuid) -> Option<std::sync::Arc<Vec<String>>> {
+        let epoch = self.epoch();
+        let slot = self.groups.lock().unwrap_or_else(|p| p.into_inner());
+        slot.get(&(lane.to_owned(), tenant))
+            .filter(|(at, e, _)| *e == epoch && at.elapsed() < FAIR_CACHE_TTL)
+            .map(|(_, _, g)| g.clone())
+    }
+
+    /// Keeps `groups` as `tenant`'s group list in `lane` read at `epoch`.
+    pub fn put_groups(
+        &self,
+        lane: &str,
+        tenant: Uuid,
+        epoch: u64,
+        groups: std::sync::Arc<Vec<String>>,
+    ) {
+        let mut slot = self.groups.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.len() >= GROUP_LISTS_KEPT {
+            slot.clear();
+        }
+        slot.insert(
+            (lane.to_owned(), tenant),
+            (std::time::Instant::now(), epoch, groups),
+        );
+    }
+
+    /// Forgets `tenant`'s group list in `lane`: the next claim reads it.
+    pub fn forget_groups(&self, lane: &str, tenant: Uuid) {
+        self.groups
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&(lane.to_owned(), tenant));
     }
 
     /// Keeps `tenants` as `lane`'s list read at `epoch`, unless a list
@@ -550,8 +659,15 @@ pub trait FairnessStore: Send + Sync {
     /// had one.
     async fn fair_weight_clear(&self, tenant: Uuid) -> Result<bool>;
 
-    /// Turns fair share on or off for `lane`.
-    async fn fair_lane_set(&self, lane: &str, on: bool, actor: Uuid) -> Result<FairLane>;
+    /// Turns fair share on or off for `lane`, by tenant or (`by_group`,
+    /// with `on`) by group inside each tenant's share.
+    async fn fair_lane_set(
+        &self,
+        lane: &str,
+        on: bool,
+        by_group: bool,
+        actor: Uuid,
+    ) -> Result<FairLane>;
 
     /// Every stored setting.
     async fn fair_settings(&self) -> Result<FairSettings>;
@@ -559,8 +675,15 @@ pub trait FairnessStore: Send + Sync {
     /// Each tenant's share of each lane where it has a pass or due work.
     async fn fair_shares(&self) -> Result<Vec<FairShare>>;
 
+    /// The stored group passes of `tenant` in `lane` (a lane shared by
+    /// group): `(group key, pass, starts)`, the tenant's group virtual
+    /// time under [`groups::GROUP_VT`]; empty when none is stored.
+    async fn fair_group_passes(&self, lane: &str, tenant: Uuid) -> Result<Vec<(String, i64, u64)>>;
+
     /// Deletes up to `batch` idle pass rows (a pass at or behind its
-    /// lane's virtual time is the same as none); how many.
+    /// lane's virtual time is the same as none), the groups' passes
+    /// included (at or behind their tenant's group virtual time, or with
+    /// nothing pending); how many.
     async fn fair_passes_purge(&self, batch: u32) -> Result<u64>;
 }
 

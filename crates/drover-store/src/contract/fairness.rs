@@ -149,7 +149,7 @@ pub async fn fair_off_lane_claims_in_priority_then_age_order(h: &Harness) {
     let (a, b) = (tenant_a(), tenant_b());
     let off = h
         .store
-        .fair_lane_set(LANE, false, Uuid::nil())
+        .fair_lane_set(LANE, false, false, Uuid::nil())
         .await
         .expect("off");
     assert!(!off.on);
@@ -160,7 +160,7 @@ pub async fn fair_off_lane_claims_in_priority_then_age_order(h: &Harness) {
     assert_eq!(of(&got, a), 10, "priority then age order");
     assert!(!h.store.fair_settings().await.expect("settings").on(LANE));
     h.store
-        .fair_lane_set(LANE, true, Uuid::nil())
+        .fair_lane_set(LANE, true, false, Uuid::nil())
         .await
         .expect("on");
     assert!(h.store.fair_settings().await.expect("settings").on(LANE));

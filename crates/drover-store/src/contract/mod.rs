@@ -222,6 +222,11 @@ macro_rules! contract_suite {
             fair_share_under_a_rate,
             fair_share_on_the_handover,
             fair_refused_tenant_leaves_the_claim_to_others,
+            fair_group_small_group_interleaved,
+            fair_group_by_tenant_lane_keeps_claim_order,
+            fair_group_spreading_still_gains_nothing,
+            fair_group_under_a_limit_and_on_the_handover,
+            fair_group_idle_passes_collected,
             parked_backlog_leaves_other_groups_claimable,
             parked_ordered_group_drains_in_enqueue_order,
             parked_items_given_back_when_the_limit_is_cleared,
@@ -354,6 +359,7 @@ mod access;
 mod claims;
 mod closures;
 pub mod events;
+mod fair_groups;
 mod fair_limited;
 mod fairness;
 mod lanes;
@@ -378,6 +384,7 @@ mod writes;
 pub use access::*;
 pub use claims::*;
 pub use closures::*;
+pub use fair_groups::*;
 pub use fair_limited::*;
 pub use fairness::*;
 pub use lanes::*;

@@ -147,9 +147,13 @@ impl crate::fairness::FairnessStore for FaultStore {
         &self,
         lane: &str,
         on: bool,
+        by_group: bool,
         actor: Uuid,
     ) -> Result<crate::fairness::FairLane> {
-        self.inner.fair_lane_set(lane, on, actor).await
+        self.inner.fair_lane_set(lane, on, by_group, actor).await
+    }
+    async fn fair_group_passes(&self, lane: &str, tenant: Uuid) -> Result<Vec<(String, i64, u64)>> {
+        self.inner.fair_group_passes(lane, tenant).await
     }
     async fn fair_settings(&self) -> Result<crate::fairness::FairSettings> {
         self.inner.fair_settings().await

@@ -9,8 +9,10 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{MemoryStore, State};
+use crate::fairness::groups::{self, GROUP_VT};
 use crate::fairness::{
     FAIR_WAITING_CAP, FairLane, FairSettings, FairShare, FairWeight, FairnessStore, Passes,
+    TenantWork,
 };
 use drover_core::error::Result;
 use drover_core::item::{Item, Status};
@@ -21,6 +23,10 @@ pub(super) struct LaneFair {
     vt: i64,
     /// Each tenant's pass and the starts it was given.
     tenants: BTreeMap<Uuid, (i64, u64)>,
+    /// In a lane shared by group: per tenant, each group's pass and
+    /// starts by its storage key, the group virtual time under
+    /// [`GROUP_VT`].
+    groups: BTreeMap<Uuid, BTreeMap<String, (i64, u64)>>,
 }
 
 /// Every lane's fair-share state.
@@ -33,6 +39,40 @@ impl Lanes {
         match self.0.get(lane) {
             Some(l) => Passes::new(l.vt, l.tenants.iter().map(|(t, (p, _))| (*t, *p))),
             None => Passes::new(0, []),
+        }
+    }
+
+    /// The inner passes of `tenant` in `lane` as a claim reads them.
+    pub(super) fn read_groups(&self, lane: &str, tenant: Uuid) -> Passes {
+        let rows = self
+            .0
+            .get(lane)
+            .and_then(|l| l.groups.get(&tenant))
+            .into_iter()
+            .flatten()
+            .map(|(k, (p, _))| (k.clone(), *p));
+        groups::inner_passes(rows)
+    }
+
+    /// Writes back the inner passes a claim's share moved (`names`: the
+    /// groups' ids to their keys).
+    pub(super) fn write_groups(
+        &mut self,
+        lane: &str,
+        inner: &BTreeMap<Uuid, Passes>,
+        names: &HashMap<Uuid, String>,
+    ) {
+        for (t, passes) in inner {
+            let rows = groups::inner_rows(passes, names);
+            if rows.is_empty() {
+                continue;
+            }
+            let l = self.0.entry(lane.to_owned()).or_default();
+            let g = l.groups.entry(*t).or_default();
+            for (k, pass, n) in rows {
+                let e = g.entry(k).or_insert((0, 0));
+                *e = (pass, e.1 + n);
+            }
         }
     }
 
@@ -66,6 +106,33 @@ pub(super) fn many_tenants(st: &State, candidates: &[Candidate]) -> bool {
     }
     false
 }
+
+/// The candidates split by tenant ([`by_tenant`]), each tenant's shared
+/// between its groups ([`groups::by_group`]) on the passes of `lanes`;
+/// and every group's key by its id.
+pub(super) fn by_tenant_and_group(
+    items: &HashMap<Uuid, Item>,
+    lanes: &Lanes,
+    lane: &str,
+    lists: Vec<(Uuid, u32, Vec<Candidate>)>,
+) -> (Works, HashMap<Uuid, String>) {
+    let mut names = HashMap::new();
+    let work = lists
+        .into_iter()
+        .map(|(t, w, l)| {
+            let (work, n) = groups::by_group(lanes.read_groups(lane, t), l, |c| {
+                let g = items.get(&c.2).and_then(|i| i.group.as_deref());
+                groups::group_key(g).to_owned()
+            });
+            names.extend(n);
+            (t, w, work)
+        })
+        .collect();
+    (work, names)
+}
+
+/// Each tenant, its weight and its work for the share.
+pub(super) type Works = Vec<(Uuid, u32, TenantWork<Candidate>)>;
 
 /// A claim candidate: priority, available_at, id.
 pub(super) type Candidate = (i16, DateTime<Utc>, Uuid);
@@ -112,10 +179,17 @@ impl FairnessStore for MemoryStore {
         Ok(st.fair.weights.len() != before)
     }
 
-    async fn fair_lane_set(&self, lane: &str, on: bool, actor: Uuid) -> Result<FairLane> {
+    async fn fair_lane_set(
+        &self,
+        lane: &str,
+        on: bool,
+        by_group: bool,
+        actor: Uuid,
+    ) -> Result<FairLane> {
         let row = FairLane {
             lane: lane.to_owned(),
             on,
+            by_group: on && by_group,
             set_at: self.now(),
             set_by: actor,
         };
@@ -162,6 +236,19 @@ impl FairnessStore for MemoryStore {
             .collect())
     }
 
+    async fn fair_group_passes(&self, lane: &str, tenant: Uuid) -> Result<Vec<(String, i64, u64)>> {
+        let st = self.lock();
+        Ok(st
+            .passes
+            .0
+            .get(lane)
+            .and_then(|l| l.groups.get(&tenant))
+            .into_iter()
+            .flatten()
+            .map(|(k, (p, n))| (k.clone(), *p, *n))
+            .collect())
+    }
+
     async fn fair_passes_purge(&self, batch: u32) -> Result<u64> {
         let mut guard = self.lock();
         let st = &mut *guard;
@@ -171,7 +258,45 @@ impl FairnessStore for MemoryStore {
             .filter(|i| i.status == Status::Pending)
             .map(|i| (i.lane.as_str(), i.tenant_id))
             .collect();
+        let grouped: std::collections::HashSet<(&str, Uuid, &str)> = st
+            .items
+            .values()
+            .filter(|i| i.status == Status::Pending)
+            .map(|i| {
+                (
+                    i.lane.as_str(),
+                    i.tenant_id,
+                    groups::group_key(i.group.as_deref()),
+                )
+            })
+            .collect();
         let mut n = 0u64;
+        for (lane, l) in st.passes.0.iter_mut() {
+            for (t, g) in l.groups.iter_mut() {
+                let vt = g.get(GROUP_VT).map_or(0, |r| r.0);
+                let busy = pending.contains(&(lane.as_str(), *t));
+                // Idle: at or behind the tenant's group virtual time, or
+                // with nothing pending; the virtual time's own row once
+                // the tenant has nothing pending in the lane.
+                let idle: Vec<String> = g
+                    .iter()
+                    .filter(|(k, (p, _))| {
+                        if k.as_str() == GROUP_VT {
+                            !busy
+                        } else {
+                            *p <= vt || !grouped.contains(&(lane.as_str(), *t, k.as_str()))
+                        }
+                    })
+                    .map(|(k, _)| k.clone())
+                    .take((u64::from(batch) - n) as usize)
+                    .collect();
+                for k in idle {
+                    g.remove(&k);
+                    n += 1;
+                }
+            }
+            l.groups.retain(|_, g| !g.is_empty());
+        }
         for (lane, l) in st.passes.0.iter_mut() {
             let vt = l.vt;
             // Idle: at or behind the lane's virtual time, or with nothing

@@ -101,7 +101,10 @@ impl ItemStore for MemoryStore {
         candidates.sort_unstable();
         let limits = st.limits_in_force();
         let rates = st.rates_in_force();
-        let fair = st.fair.on(&p.lane) && super::fairness::many_tenants(st, &candidates);
+        // A lane shared by group shares one tenant's starts too.
+        let by_group = st.fair.by_group(&p.lane);
+        let fair =
+            st.fair.on(&p.lane) && (by_group || super::fairness::many_tenants(st, &candidates));
         if limits.is_empty() && rates.is_empty() && !fair {
             candidates.truncate(p.limit as usize);
         } else {
@@ -139,7 +142,16 @@ impl ItemStore for MemoryStore {
                 }
                 false
             };
-            let admitted = if fair {
+            let admitted = if fair && by_group {
+                let lists = super::fairness::by_tenant(items, &st.fair, candidates);
+                let (work, names) =
+                    super::fairness::by_tenant_and_group(items, &st.passes, &p.lane, lists);
+                let mut passes = st.passes.read(&p.lane);
+                let (out, inner) = passes.share_work(work, p.limit as usize, |c| *c, &mut admit);
+                st.passes.write(&p.lane, &passes);
+                st.passes.write_groups(&p.lane, &inner, &names);
+                out
+            } else if fair {
                 let lists = super::fairness::by_tenant(items, &st.fair, candidates);
                 let mut passes = st.passes.read(&p.lane);
                 let out = passes.share(lists, p.limit as usize, |c| *c, &mut admit);

@@ -24,16 +24,17 @@
 //! claim, the handover) never waits for the pass row while holding them,
 //! so no cycle of waits forms.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use sqlx::Row;
 use uuid::Uuid;
 
 use super::claim_gen::Attempt;
+use super::fairness::Works;
 use super::limits::{CANDIDATES_EXTRA, CANDIDATES_PER_SLOT, Full, Opened, Parts, parts};
 use super::{PgStore, row};
 use crate::ClaimParams;
-use crate::fairness::{FairSettings, Passes, Rounds};
+use crate::fairness::{FairSettings, Passes, Rounds, TenantWork};
 use crate::limits::{LimitSetting, OnDeadLetter, keys_of, ordered_kinds};
 use crate::rates::{InForce, RateSetting};
 use drover_core::error::Result;
@@ -50,9 +51,94 @@ static CANDIDATES_FAIR_ORDERED: std::sync::LazyLock<String> = std::sync::LazyLoc
     )
 });
 
+/// [`CANDIDATES_FAIR_ORDERED`] over (tenant, cap, group key) triples
+/// (`$11`), `{group}` the group filter.
+static CANDIDATES_FAIR_GROUPS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    CANDIDATES_FAIR_ORDERED
+        .replace(
+            "unnest($3::uuid[], $10::bigint[]) AS q(tenant_id, cap)",
+            "unnest($3::uuid[], $10::bigint[], $11::text[]) AS q(tenant_id, cap, group_key)",
+        )
+        .replace(
+            "AND i.tenant_id = q.tenant_id\n",
+            "AND i.tenant_id = q.tenant_id AND {group}\n",
+        )
+});
+/// Of named groups, through `items_fair_group`.
+static CANDIDATES_FAIR_NAMED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    CANDIDATES_FAIR_GROUPS.replace(
+        "{group}",
+        "i.group_key IS NOT NULL AND i.group_key = q.group_key",
+    )
+});
+/// Of the ungrouped items.
+static CANDIDATES_FAIR_UNGROUPED: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| CANDIDATES_FAIR_GROUPS.replace("{group}", "i.group_key IS NULL"));
+
 /// One candidate of the share: its claim order key and its index among
 /// the read candidates.
 type Candidate = ((i16, chrono::DateTime<chrono::Utc>, Uuid), usize);
+
+/// The filters a tenant's candidates are read under.
+struct Filters<'a> {
+    p: &'a ClaimParams,
+    full: &'a Full,
+    ordered: Vec<&'a str>,
+    hold: Vec<&'a str>,
+}
+
+/// The limited fair claim's reads of a tenant's groups, gathering every
+/// candidate read.
+struct Limited<'a, 'b> {
+    f: &'b Filters<'a>,
+    candidates: &'b mut Vec<Parts>,
+}
+
+impl super::fair_groups::GroupReader for Limited<'_, '_> {
+    type C = Candidate;
+
+    async fn read(
+        &mut self,
+        tx: &mut sqlx::PgConnection,
+        tenant: Uuid,
+        wants: &[(String, i64)],
+    ) -> Result<Vec<(String, Candidate)>> {
+        let sql = if wants.iter().any(|(k, _)| k.is_empty()) {
+            CANDIDATES_FAIR_UNGROUPED.as_str()
+        } else {
+            CANDIDATES_FAIR_NAMED.as_str()
+        };
+        let (keys, caps): (Vec<String>, Vec<i64>) = wants.iter().cloned().unzip();
+        let ts = vec![tenant; keys.len()];
+        let f = self.f;
+        let rows = sqlx::query(sql)
+            .persistent(false)
+            .bind(&f.p.lane)
+            .bind(&f.p.kinds)
+            .bind(&ts)
+            .bind(&f.full.kinds)
+            .bind(&f.full.group_kinds)
+            .bind(&f.full.group_tenants)
+            .bind(&f.full.groups)
+            .bind(&f.ordered)
+            .bind(&f.hold)
+            .bind(&caps)
+            .bind(&keys)
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let c = parts(r, true)?;
+            let key = (r.try_get("priority")?, r.try_get("available_at")?, c.id);
+            out.push((
+                c.group.clone().unwrap_or_default(),
+                (key, self.candidates.len()),
+            ));
+            self.candidates.push(c);
+        }
+        Ok(out)
+    }
+}
 
 impl PgStore {
     /// The limited claim of `p` shared fairly between the tenants of its
@@ -71,7 +157,9 @@ impl PgStore {
         }
         let (rates, fgen) = (&in_force.rates, in_force.flow_gen);
         let (tenants, stale) = self.fair_tenants(&p.lane).await?;
-        if tenants.len() < 2 {
+        // A lane shared by group shares one tenant's starts too.
+        let least = if fair.by_group(&p.lane) { 1 } else { 2 };
+        if tenants.len() < least {
             return Ok(None);
         }
         let attempt = self
@@ -83,7 +171,7 @@ impl PgStore {
         if stale && matches!(&attempt, Attempt::Items(items) if items.is_empty()) {
             self.fair_verdicts.forget(&p.lane);
             let (tenants, _) = self.fair_tenants(&p.lane).await?;
-            if tenants.len() < 2 {
+            if tenants.len() < least {
                 return Ok(None);
             }
             return self
@@ -112,8 +200,9 @@ impl PgStore {
         };
         let mut passes = self.passes_locked(&mut tx, &p.lane).await?;
         let alive: Vec<(Uuid, u32)> = tenants.iter().map(|t| (*t, fair.weight(*t))).collect();
-        let (candidates, lists) = self
-            .fair_candidates(&mut tx, p, limits, &full, &passes, alive)
+        let by_group = fair.by_group(&p.lane);
+        let (candidates, lists, names) = self
+            .fair_candidates(&mut tx, p, limits, &full, &passes, (alive, by_group))
             .await?;
         let keyed: Vec<Vec<(String, u32)>> = candidates
             .iter()
@@ -127,7 +216,7 @@ impl PgStore {
             .into_iter()
             .map(|(t, l)| (t, fair.weight(t), l))
             .collect();
-        let chosen = passes.share(
+        let (chosen, inner) = passes.share_work(
             lists,
             p.limit as usize,
             |c: &Candidate| c.0,
@@ -150,6 +239,8 @@ impl PgStore {
             self.claim_ids(&mut tx, &ids, p).await?
         };
         self.write_passes(&mut tx, &p.lane, &passes).await?;
+        self.write_group_passes(&mut tx, &p.lane, &inner, &names)
+            .await?;
         tx.commit().await?;
         let items = rows.iter().map(row::item).collect::<Result<Vec<Item>>>()?;
         Ok(Attempt::Items(items))
@@ -157,9 +248,10 @@ impl PgStore {
 
     /// The candidates of each tenant the quotas of `passes` name among
     /// `alive` (its next due items in claim order, as the limited claim
-    /// filters them), and per tenant its list for the share. A tenant with
-    /// none is dropped and the quotas drawn again ([`Rounds`]), so the
-    /// claim stays work-conserving.
+    /// filters them; in a lane shared by group, by the inner rule over its
+    /// groups), per tenant its work for the share, and the groups' keys
+    /// by id. A tenant with none is dropped and the quotas drawn again
+    /// ([`Rounds`]), so the claim stays work-conserving.
     async fn fair_candidates(
         &self,
         tx: &mut sqlx::PgConnection,
@@ -167,73 +259,107 @@ impl PgStore {
         limits: &[LimitSetting],
         full: &Full,
         passes: &Passes,
-        alive: Vec<(Uuid, u32)>,
-    ) -> Result<(Vec<Parts>, BTreeMap<Uuid, Vec<Candidate>>)> {
+        (alive, by_group): (Vec<(Uuid, u32)>, bool),
+    ) -> Result<(Vec<Parts>, Works<Candidate>, HashMap<Uuid, String>)> {
         let ordered = ordered_kinds(limits);
-        let hold: Vec<&str> = ordered
-            .iter()
-            .filter(|(_, r)| *r == OnDeadLetter::Hold)
-            .map(|(k, _)| k.as_str())
-            .collect();
-        let ordered: Vec<&str> = ordered.iter().map(|(k, _)| k.as_str()).collect();
+        let f = Filters {
+            p,
+            full,
+            hold: ordered
+                .iter()
+                .filter(|(_, r)| *r == OnDeadLetter::Hold)
+                .map(|(k, _)| k.as_str())
+                .collect(),
+            ordered: ordered.iter().map(|(k, _)| k.as_str()).collect(),
+        };
         let mut candidates: Vec<Parts> = Vec::new();
-        let mut lists: BTreeMap<Uuid, Vec<Candidate>> = BTreeMap::new();
+        let mut lists: Works<Candidate> = BTreeMap::new();
+        let mut names = HashMap::new();
         let mut rounds = Rounds::new(alive);
         loop {
-            let fresh: Vec<(Uuid, i64)> = rounds
-                .next(passes, p.limit)
-                .into_iter()
-                .map(|(t, q)| {
-                    let cap = q
-                        .saturating_mul(CANDIDATES_PER_SLOT)
-                        .saturating_add(CANDIDATES_EXTRA);
-                    (t, i64::from(cap))
-                })
-                .collect();
+            let fresh: Vec<(Uuid, u32)> = rounds.next(passes, p.limit);
             if fresh.is_empty() {
                 break;
             }
-            let (ts, caps): (Vec<Uuid>, Vec<i64>) = fresh.iter().copied().unzip();
-            // Planned on every call, as the limited claim's candidates
-            // (limits.rs): a generic plan from stale statistics sorts the
-            // lane's whole backlog.
-            let rows = sqlx::query(CANDIDATES_FAIR_ORDERED.as_str())
-                .persistent(false)
-                .bind(&p.lane)
-                .bind(&p.kinds)
-                .bind(&ts)
-                .bind(&full.kinds)
-                .bind(&full.group_kinds)
-                .bind(&full.group_tenants)
-                .bind(&full.groups)
-                .bind(&ordered)
-                .bind(&hold)
-                .bind(&caps)
-                .fetch_all(&mut *tx)
-                .await?;
-            for t in &ts {
-                lists.insert(*t, Vec::new());
-            }
-            for r in &rows {
-                let c = parts(r, true)?;
-                let key = (r.try_get("priority")?, r.try_get("available_at")?, c.id);
-                if let Some(l) = lists.get_mut(&c.tenant) {
-                    l.push((key, candidates.len()));
+            if by_group {
+                for (t, q) in &fresh {
+                    let mut reader = Limited {
+                        f: &f,
+                        candidates: &mut candidates,
+                    };
+                    let per = (*q, CANDIDATES_PER_SLOT, CANDIDATES_EXTRA);
+                    let (work, n) = self.tenant_work(tx, &p.lane, *t, per, &mut reader).await?;
+                    names.extend(n);
+                    lists.insert(*t, work);
                 }
-                candidates.push(c);
+            } else {
+                let got = self
+                    .tenants_candidates(tx, &f, &fresh, &mut candidates)
+                    .await?;
+                lists.extend(got.into_iter().map(|(t, l)| (t, TenantWork::Items(l))));
             }
-            for l in lists.values_mut() {
-                l.sort_by_key(|c| c.0);
-            }
-            let empty: HashSet<Uuid> = ts
+            let empty: HashSet<Uuid> = fresh
                 .iter()
-                .filter(|t| lists.get(*t).is_none_or(Vec::is_empty))
-                .copied()
+                .map(|f| f.0)
+                .filter(|t| lists.get(t).is_none_or(TenantWork::is_empty))
                 .collect();
             if !rounds.settle(&empty) {
                 break;
             }
         }
-        Ok((candidates, lists))
+        Ok((candidates, lists, names))
+    }
+
+    /// The next due items of each of `fresh` (tenant, quota) in claim
+    /// order, as the limited claim filters them: one descent of
+    /// `items_fair` per tenant.
+    async fn tenants_candidates(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        f: &Filters<'_>,
+        fresh: &[(Uuid, u32)],
+        candidates: &mut Vec<Parts>,
+    ) -> Result<BTreeMap<Uuid, Vec<Candidate>>> {
+        let ts: Vec<Uuid> = fresh.iter().map(|(t, _)| *t).collect();
+        let caps: Vec<i64> = fresh
+            .iter()
+            .map(|(_, q)| {
+                i64::from(
+                    q.saturating_mul(CANDIDATES_PER_SLOT)
+                        .saturating_add(CANDIDATES_EXTRA),
+                )
+            })
+            .collect();
+        // Planned on every call, as the limited claim's candidates
+        // (limits.rs): a generic plan from stale statistics sorts the
+        // lane's whole backlog.
+        let rows = sqlx::query(CANDIDATES_FAIR_ORDERED.as_str())
+            .persistent(false)
+            .bind(&f.p.lane)
+            .bind(&f.p.kinds)
+            .bind(&ts)
+            .bind(&f.full.kinds)
+            .bind(&f.full.group_kinds)
+            .bind(&f.full.group_tenants)
+            .bind(&f.full.groups)
+            .bind(&f.ordered)
+            .bind(&f.hold)
+            .bind(&caps)
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut lists: BTreeMap<Uuid, Vec<Candidate>> =
+            ts.iter().map(|t| (*t, Vec::new())).collect();
+        for r in &rows {
+            let c = parts(r, true)?;
+            let key = (r.try_get("priority")?, r.try_get("available_at")?, c.id);
+            if let Some(l) = lists.get_mut(&c.tenant) {
+                l.push((key, candidates.len()));
+            }
+            candidates.push(c);
+        }
+        for l in lists.values_mut() {
+            l.sort_by_key(|c| c.0);
+        }
+        Ok(lists)
     }
 }

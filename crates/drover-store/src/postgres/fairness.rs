@@ -19,7 +19,7 @@
 //!    an item another path claimed meanwhile is skipped), and the moved
 //!    passes written back, all before the commit.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -32,9 +32,12 @@ use super::{PgStore, row, secs};
 use crate::ClaimParams;
 use crate::fairness::{
     FAIR_WAITING_CAP, FairLane, FairSettings, FairShare, FairWeight, FairnessStore, LANE_ROW,
-    Passes, Rounds,
+    Passes, Rounds, TenantWork,
 };
 use crate::rates::InForce;
+
+/// Per tenant, its work for the share.
+pub(super) type Works<C> = BTreeMap<Uuid, TenantWork<C>>;
 use drover_core::error::Result;
 
 /// The lane's row, made if missing and locked: the lane's virtual time.
@@ -118,6 +121,68 @@ SET pass = excluded.pass,
                    ELSE fair_passes.started + excluded.started END";
 /// A candidate: its claim order key and id.
 type Candidate = ((i16, chrono::DateTime<chrono::Utc>), Uuid);
+
+/// Tenant $5's next due items of lane $1 in claim order, of each group
+/// $2[k] at most $3[k], of the kinds $4; `{group}` is the group filter
+/// (a named group through `items_fair_group`, or the ungrouped items).
+const FAIR_GROUP_CANDIDATES: &str = "
+SELECT c.id, c.group_key, c.priority, c.available_at
+FROM unnest($2::text[], $3::bigint[]) AS q(group_key, cap)
+CROSS JOIN LATERAL (
+    SELECT i.id, i.group_key, i.priority, i.available_at FROM items i
+    WHERE i.lane = $1 AND i.status = 'pending' AND i.tenant_id = $5 AND {group}
+      AND i.available_at <= now()
+      AND (cardinality($4::text[]) = 0 OR i.kind = ANY($4))
+    ORDER BY i.priority, i.available_at
+    LIMIT q.cap) c";
+static FAIR_NAMED_CANDIDATES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    FAIR_GROUP_CANDIDATES.replace(
+        "{group}",
+        "i.group_key IS NOT NULL AND i.group_key = q.group_key",
+    )
+});
+static FAIR_UNGROUPED_CANDIDATES: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| FAIR_GROUP_CANDIDATES.replace("{group}", "i.group_key IS NULL"));
+
+/// The plain fair claim's reads of a tenant's groups.
+struct Plain<'a> {
+    p: &'a ClaimParams,
+    persistent: bool,
+}
+
+impl super::fair_groups::GroupReader for Plain<'_> {
+    type C = Candidate;
+
+    async fn read(
+        &mut self,
+        tx: &mut sqlx::PgConnection,
+        tenant: Uuid,
+        wants: &[(String, i64)],
+    ) -> Result<Vec<(String, Candidate)>> {
+        let sql = if wants.iter().any(|(k, _)| k.is_empty()) {
+            FAIR_UNGROUPED_CANDIDATES.as_str()
+        } else {
+            FAIR_NAMED_CANDIDATES.as_str()
+        };
+        let (keys, caps): (Vec<String>, Vec<i64>) = wants.iter().cloned().unzip();
+        let rows = sqlx::query(sql)
+            .persistent(self.persistent)
+            .bind(&self.p.lane)
+            .bind(&keys)
+            .bind(&caps)
+            .bind(&self.p.kinds)
+            .bind(tenant)
+            .fetch_all(&mut *tx)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                let key = (r.try_get("priority")?, r.try_get("available_at")?);
+                let g: Option<String> = r.try_get("group_key")?;
+                Ok((g.unwrap_or_default(), (key, r.try_get("id")?)))
+            })
+            .collect()
+    }
+}
 
 /// Each tenant's due items per lane, counted up to a cap (see the file).
 const FAIR_WAITING: &str = include_str!("../../sql/postgres/fair_waiting.sql");
@@ -227,18 +292,22 @@ impl PgStore {
 
     /// The next due items, in claim order, of each tenant the quotas of
     /// `passes` name among `alive` (a tenant with nothing due is dropped and
-    /// the quotas drawn again: [`Rounds`]).
+    /// the quotas drawn again: [`Rounds`]); in a lane shared by group
+    /// (`by_group`), by the inner rule over each tenant's groups, with the
+    /// groups' keys by id.
     async fn fair_lists(
         &self,
         tx: &mut sqlx::PgConnection,
         p: &ClaimParams,
         passes: &Passes,
         alive: Vec<(Uuid, u32)>,
-    ) -> Result<BTreeMap<Uuid, Vec<Candidate>>> {
-        let mut lists: BTreeMap<Uuid, Vec<Candidate>> = BTreeMap::new();
+        by_group: bool,
+    ) -> Result<(Works<Candidate>, HashMap<Uuid, String>)> {
+        let mut lists: Works<Candidate> = BTreeMap::new();
+        let mut names = HashMap::new();
         let mut rounds = Rounds::new(alive);
         loop {
-            let fresh: Vec<(Uuid, i64)> = rounds
+            let fresh: Vec<(Uuid, u32, i64)> = rounds
                 .next(passes, p.limit)
                 .iter()
                 .map(|(t, q)| {
@@ -246,42 +315,57 @@ impl PgStore {
                         .saturating_mul(PER_START)
                         .saturating_add(EXTRA)
                         .min(p.limit);
-                    (*t, i64::from(cap))
+                    (*t, *q, i64::from(cap))
                 })
                 .collect();
             if fresh.is_empty() {
                 break;
             }
-            let (ts, caps): (Vec<Uuid>, Vec<i64>) = fresh.iter().copied().unzip();
-            let rows = sqlx::query(FAIR_CANDIDATES)
-                .persistent(self.persistent)
-                .bind(&p.lane)
-                .bind(&ts)
-                .bind(&caps)
-                .bind(&p.kinds)
-                .fetch_all(&mut *tx)
-                .await?;
-            for t in &ts {
-                lists.insert(*t, Vec::new());
-            }
-            for r in &rows {
-                let key: (i16, chrono::DateTime<chrono::Utc>) =
-                    (r.try_get("priority")?, r.try_get("available_at")?);
-                let id: Uuid = r.try_get("id")?;
-                if let Some(l) = lists.get_mut(&r.try_get::<Uuid, _>("tenant_id")?) {
-                    l.push((key, id));
+            if by_group {
+                let mut reader = Plain {
+                    p,
+                    persistent: self.persistent,
+                };
+                for (t, q, _) in &fresh {
+                    let (work, n) = self
+                        .tenant_work(tx, &p.lane, *t, (*q, PER_START, EXTRA), &mut reader)
+                        .await?;
+                    names.extend(n);
+                    lists.insert(*t, work);
                 }
+            } else {
+                let ts: Vec<Uuid> = fresh.iter().map(|f| f.0).collect();
+                let caps: Vec<i64> = fresh.iter().map(|f| f.2).collect();
+                let rows = sqlx::query(FAIR_CANDIDATES)
+                    .persistent(self.persistent)
+                    .bind(&p.lane)
+                    .bind(&ts)
+                    .bind(&caps)
+                    .bind(&p.kinds)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                let mut got: BTreeMap<Uuid, Vec<Candidate>> =
+                    ts.iter().map(|t| (*t, Vec::new())).collect();
+                for r in &rows {
+                    let key: (i16, chrono::DateTime<chrono::Utc>) =
+                        (r.try_get("priority")?, r.try_get("available_at")?);
+                    let id: Uuid = r.try_get("id")?;
+                    if let Some(l) = got.get_mut(&r.try_get::<Uuid, _>("tenant_id")?) {
+                        l.push((key, id));
+                    }
+                }
+                lists.extend(got.into_iter().map(|(t, l)| (t, TenantWork::Items(l))));
             }
-            let empty: HashSet<Uuid> = ts
+            let empty: HashSet<Uuid> = fresh
                 .iter()
-                .filter(|t| lists.get(*t).is_none_or(Vec::is_empty))
-                .copied()
+                .map(|f| f.0)
+                .filter(|t| lists.get(t).is_none_or(TenantWork::is_empty))
                 .collect();
             if !rounds.settle(&empty) {
                 break;
             }
         }
-        Ok(lists)
+        Ok((lists, names))
     }
 
     /// The lane's row (locked by [`FAIR_LOCK`]) and its passes, as
@@ -377,7 +461,9 @@ impl PgStore {
             return Ok(None);
         }
         let (tenants, stale) = self.fair_tenants(&p.lane).await?;
-        if tenants.len() < 2 {
+        // A lane shared by group shares one tenant's starts too.
+        let least = if fair.by_group(&p.lane) { 1 } else { 2 };
+        if tenants.len() < least {
             return Ok(None);
         }
         let attempt = self.claim_fair_with(p, in_force, &fair, &tenants).await?;
@@ -386,7 +472,7 @@ impl PgStore {
         if stale && matches!(&attempt, Attempt::Items(items) if items.is_empty()) {
             self.fair_verdicts.forget(&p.lane);
             let (tenants, _) = self.fair_tenants(&p.lane).await?;
-            if tenants.len() < 2 {
+            if tenants.len() < least {
                 return Ok(None);
             }
             return self
@@ -416,12 +502,17 @@ impl PgStore {
             return Ok(Attempt::Stale);
         }
         let alive: Vec<(Uuid, u32)> = tenants.iter().map(|t| (*t, fair.weight(*t))).collect();
-        let lists = self.fair_lists(&mut tx, p, &passes, alive).await?;
+        let by_group = fair.by_group(&p.lane);
+        let (lists, names) = self
+            .fair_lists(&mut tx, p, &passes, alive, by_group)
+            .await?;
         let lists = lists
             .into_iter()
             .map(|(t, l)| (t, fair.weight(t), l))
             .collect();
-        let chosen = passes.share(lists, p.limit as usize, |c| c.0, |_| true);
+        let (chosen, inner) = passes.share_work(lists, p.limit as usize, |c| c.0, |_| true);
+        self.write_group_passes(&mut tx, &p.lane, &inner, &names)
+            .await?;
         let ids: Vec<Uuid> = chosen.iter().map(|c| c.1).collect();
         // The claim and the moved passes in one statement (a pass moves
         // only for a start, so with no id there is nothing to write).
@@ -489,18 +580,27 @@ impl FairnessStore for PgStore {
         Ok(n > 0)
     }
 
-    async fn fair_lane_set(&self, lane: &str, on: bool, actor: Uuid) -> Result<FairLane> {
+    async fn fair_lane_set(
+        &self,
+        lane: &str,
+        on: bool,
+        by_group: bool,
+        actor: Uuid,
+    ) -> Result<FairLane> {
+        let by_group = on && by_group;
         let mut tx = self.begin_system().await?;
         let r = sqlx::query(
-            "INSERT INTO fair_lanes (lane, fair, set_by) VALUES ($1, $2, $3)
+            "INSERT INTO fair_lanes (lane, fair, by_group, set_by) VALUES ($1, $2, $4, $3)
              ON CONFLICT (tenant_id, lane) DO UPDATE
-             SET fair = excluded.fair, set_at = now(), set_by = excluded.set_by
+             SET fair = excluded.fair, by_group = excluded.by_group, set_at = now(),
+                 set_by = excluded.set_by
              RETURNING set_at",
         )
         .persistent(self.persistent)
         .bind(lane)
         .bind(on)
         .bind(actor)
+        .bind(by_group)
         .fetch_one(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -508,6 +608,7 @@ impl FairnessStore for PgStore {
         Ok(FairLane {
             lane: lane.to_owned(),
             on,
+            by_group,
             set_at: r.try_get("set_at")?,
             set_by: actor,
         })
@@ -521,10 +622,12 @@ impl FairnessStore for PgStore {
         .persistent(self.persistent)
         .fetch_all(&mut *tx)
         .await?;
-        let l = sqlx::query("SELECT lane, fair, set_at, set_by FROM fair_lanes ORDER BY lane")
-            .persistent(self.persistent)
-            .fetch_all(&mut *tx)
-            .await?;
+        let l = sqlx::query(
+            "SELECT lane, fair, by_group, set_at, set_by FROM fair_lanes ORDER BY lane",
+        )
+        .persistent(self.persistent)
+        .fetch_all(&mut *tx)
+        .await?;
         tx.commit().await?;
         let mut out = FairSettings::default();
         for r in &w {
@@ -539,6 +642,7 @@ impl FairnessStore for PgStore {
             out.lanes.push(FairLane {
                 lane: r.try_get("lane")?,
                 on: r.try_get("fair")?,
+                by_group: r.try_get("by_group")?,
                 set_at: r.try_get("set_at")?,
                 set_by: r.try_get("set_by")?,
             });
@@ -581,6 +685,10 @@ impl FairnessStore for PgStore {
         Ok(crate::fairness::shares(&settings, passes, waiting))
     }
 
+    async fn fair_group_passes(&self, lane: &str, tenant: Uuid) -> Result<Vec<(String, i64, u64)>> {
+        self.group_passes(lane, tenant).await
+    }
+
     async fn fair_passes_purge(&self, batch: u32) -> Result<u64> {
         let mut tx = self.begin_system().await?;
         // Every lane's row first, in lane order: a claim locks its lane's row
@@ -595,6 +703,15 @@ impl FairnessStore for PgStore {
         .persistent(self.persistent)
         .fetch_all(&mut *tx)
         .await?;
+        // The groups' idle passes (a claim writes them under its lane's
+        // row, locked above).
+        let groups = sqlx::query(super::fair_groups::GROUP_PURGE)
+            .persistent(self.persistent)
+            .bind(i64::from(batch))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        let batch = batch.saturating_sub(u32::try_from(groups).unwrap_or(u32::MAX));
         // Idle rows: at or behind their lane's virtual time, or of a tenant
         // with nothing pending in the lane (it comes back lifted to the
         // virtual time, at most one start ahead of its row's place).
@@ -629,6 +746,6 @@ impl FairnessStore for PgStore {
             .await?;
         }
         tx.commit().await?;
-        Ok(n)
+        Ok(n + groups)
     }
 }

@@ -72,7 +72,12 @@ impl PgStore {
         // A lane shared fairly between tenants: the handover's call claims
         // in priority then age order, so the completions and the fair
         // limited claim (`fair_limited.rs`) run as the two calls.
-        if self.fair_cached().await?.on(&p.lane) && self.fair_tenants(&p.lane).await?.0.len() > 1 {
+        // So does a lane shared by group (its groups share even one
+        // tenant's starts).
+        let fair = self.fair_cached().await?;
+        if fair.by_group(&p.lane)
+            || fair.on(&p.lane) && self.fair_tenants(&p.lane).await?.0.len() > 1
+        {
             return Ok(None);
         }
         let args = CallArgs::of(&limits, &p.lane);

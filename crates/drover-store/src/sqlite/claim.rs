@@ -186,7 +186,10 @@ impl SqliteStore {
             return Ok(Some(items));
         }
         let fair_on = fair.on(&p.lane);
-        if fair_on && let Some(fgen) = in_force.flow_gen {
+        if fair_on
+            && !fair.by_group(&p.lane)
+            && let Some(fgen) = in_force.flow_gen
+        {
             // A lane whose pending work is one tenant's (the common case:
             // one tenant, or none named) claims in this one statement; the
             // tenant scan of the fair claim would be one more round trip to

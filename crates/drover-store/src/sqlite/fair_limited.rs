@@ -15,7 +15,7 @@
 //! then the slots) at each start: a candidate it refuses is skipped and its
 //! tenant keeps its pass.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
@@ -29,7 +29,7 @@ use super::limits::{
 };
 use super::row::{self, after, to_micros};
 use crate::ClaimParams;
-use crate::fairness::{FairSettings, Rounds};
+use crate::fairness::{FairSettings, Rounds, TenantWork};
 use crate::limits::{Admission, LimitSetting};
 use crate::rates::{Rate, RateSetting};
 use drover_core::error::{Error, Result};
@@ -57,7 +57,7 @@ static CANDIDATES_OF_TENANT: LazyLock<String> = LazyLock::new(|| {
 /// A candidate read: its id, slot keys and rate keys.
 type Read = (Uuid, Vec<(String, u32)>, Vec<(String, Rate)>);
 /// Per tenant, its candidates' claim order keys and indexes.
-type Lists = BTreeMap<Uuid, Vec<((i64, i64, i64), usize)>>;
+type Lists = BTreeMap<Uuid, TenantWork<Candidate>>;
 
 /// What a tenant's page of candidates is read under.
 struct Page<'a> {
@@ -71,18 +71,119 @@ struct Page<'a> {
     rates: &'a [RateSetting],
 }
 
+/// [`CANDIDATES_OF_TENANT`] of the tenant's group ?13, through
+/// `items_fair_group`.
+static CANDIDATES_OF_GROUP: LazyLock<String> = LazyLock::new(|| {
+    CANDIDATES_OF_TENANT
+        .replace("INDEXED BY items_fair\n", "INDEXED BY items_fair_group\n")
+        .replace(
+            "AND i.tenant_id = ?12\n",
+            "AND i.tenant_id = ?12 AND i.group_key IS NOT NULL AND i.group_key = ?13\n",
+        )
+});
+/// [`CANDIDATES_OF_TENANT`] of the tenant's ungrouped items.
+static CANDIDATES_UNGROUPED: LazyLock<String> = LazyLock::new(|| {
+    CANDIDATES_OF_TENANT.replace(
+        "AND i.tenant_id = ?12\n",
+        "AND i.tenant_id = ?12 AND i.group_key IS NULL\n",
+    )
+});
+
+/// A candidate of the share: its claim order key and its index among the
+/// read candidates.
+type Candidate = ((i64, i64, i64), usize);
+
+/// The reads of a tenant's pages, gathering every candidate read.
+struct Reader<'a, 'b> {
+    page: &'b Page<'a>,
+    candidates: Vec<Read>,
+}
+
+impl Reader<'_, '_> {
+    /// `tenant`'s page for `quota` starts: of group `group` (`''`: its
+    /// ungrouped items) or of any (`None`).
+    async fn page_of(
+        &mut self,
+        conn: &mut SqliteConnection,
+        tenant: Uuid,
+        group: Option<&str>,
+        quota: u32,
+    ) -> Result<Vec<Candidate>> {
+        let page = self.page;
+        let size = i64::from(quota)
+            .saturating_mul(FIRST_PAGE_PER_SLOT)
+            .saturating_add(FIRST_PAGE_EXTRA);
+        let sql = match group {
+            None => CANDIDATES_OF_TENANT.as_str(),
+            Some("") => CANDIDATES_UNGROUPED.as_str(),
+            Some(_) => CANDIDATES_OF_GROUP.as_str(),
+        };
+        let mut q = sqlx::query(sql)
+            .bind(&page.p.lane)
+            .bind(to_micros(page.now))
+            .bind(page.kinds)
+            .bind(size)
+            .bind(i64::MIN)
+            .bind(i64::MIN)
+            .bind(i64::MIN)
+            .bind(page.full.kinds.as_deref())
+            .bind(page.full.groups.as_deref())
+            .bind(page.ordered)
+            .bind(page.hold)
+            .bind(tenant);
+        if let Some(g) = group.filter(|g| !g.is_empty()) {
+            q = q.bind(g);
+        }
+        let rows = q.fetch_all(&mut *conn).await?;
+        let mut list = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let key: (i64, i64, i64) = (
+                r.try_get("priority")?,
+                r.try_get("available_at")?,
+                r.try_get("rid")?,
+            );
+            list.push((key, self.candidates.len()));
+            let id: Uuid = r.try_get("id")?;
+            self.candidates
+                .push((id, row_keys(page.limits, r)?, row_rate_keys(page.rates, r)?));
+        }
+        Ok(list)
+    }
+}
+
+impl super::fair_groups::GroupReader for Reader<'_, '_> {
+    type C = Candidate;
+
+    async fn read(
+        &mut self,
+        conn: &mut SqliteConnection,
+        tenant: Uuid,
+        key: &str,
+        quota: u32,
+    ) -> Result<Vec<Candidate>> {
+        self.page_of(conn, tenant, Some(key), quota).await
+    }
+}
+
 /// The candidates of each tenant the quotas of `passes` name among
-/// `alive`, and per tenant its list. A tenant with nothing due is dropped
-/// and the quotas drawn again (the list holds every tenant with pending
+/// `alive`, and per tenant its work (by group in a lane shared by group)
+/// and the groups' keys by id. A tenant with nothing due is dropped and
+/// the quotas drawn again (the list holds every tenant with pending
 /// work, and may be up to `FAIR_CACHE_TTL` old).
 async fn read_lists(
     conn: &mut SqliteConnection,
+    store: &super::SqliteStore,
     page: &Page<'_>,
     passes: &crate::fairness::Passes,
     alive: Vec<(Uuid, u32)>,
-) -> Result<(Vec<Read>, Lists)> {
-    let mut candidates = Vec::new();
+    by_group: bool,
+) -> Result<(Vec<Read>, Lists, HashMap<Uuid, String>)> {
+    let mut reader = Reader {
+        page,
+        candidates: Vec::new(),
+    };
     let mut lists: Lists = BTreeMap::new();
+    let mut names = HashMap::new();
     let mut rounds = Rounds::new(alive);
     loop {
         let fresh = rounds.next(passes, page.p.limit);
@@ -91,45 +192,25 @@ async fn read_lists(
         }
         let mut empty = HashSet::new();
         for (t, q) in fresh {
-            let size = i64::from(q)
-                .saturating_mul(FIRST_PAGE_PER_SLOT)
-                .saturating_add(FIRST_PAGE_EXTRA);
-            let rows = sqlx::query(CANDIDATES_OF_TENANT.as_str())
-                .bind(&page.p.lane)
-                .bind(to_micros(page.now))
-                .bind(page.kinds)
-                .bind(size)
-                .bind(i64::MIN)
-                .bind(i64::MIN)
-                .bind(i64::MIN)
-                .bind(page.full.kinds.as_deref())
-                .bind(page.full.groups.as_deref())
-                .bind(page.ordered)
-                .bind(page.hold)
-                .bind(t)
-                .fetch_all(&mut *conn)
-                .await?;
-            let mut list = Vec::with_capacity(rows.len());
-            for r in &rows {
-                let key: (i64, i64, i64) = (
-                    r.try_get("priority")?,
-                    r.try_get("available_at")?,
-                    r.try_get("rid")?,
-                );
-                list.push((key, candidates.len()));
-                let id: Uuid = r.try_get("id")?;
-                candidates.push((id, row_keys(page.limits, r)?, row_rate_keys(page.rates, r)?));
-            }
-            if list.is_empty() {
+            let work = if by_group {
+                let (work, n) =
+                    super::fair_groups::tenant_work(conn, store, &page.p.lane, t, q, &mut reader)
+                        .await?;
+                names.extend(n);
+                work
+            } else {
+                TenantWork::Items(reader.page_of(conn, t, None, q).await?)
+            };
+            if work.is_empty() {
                 empty.insert(t);
             }
-            lists.insert(t, list);
+            lists.insert(t, work);
         }
         if !rounds.settle(&empty) {
             break;
         }
     }
-    Ok((candidates, lists))
+    Ok((reader.candidates, lists, names))
 }
 
 /// The limited claim of `p` shared fairly between the tenants of its lane
@@ -149,7 +230,9 @@ pub(super) async fn claim_on(
         return Ok(None);
     }
     let (tenants, _) = lane_tenants(conn, store, &p.lane).await?;
-    if tenants.len() < 2 {
+    // A lane shared by group shares one tenant's starts too.
+    let by_group = fair.by_group(&p.lane);
+    if tenants.len() < if by_group { 1 } else { 2 } {
         return Ok(None);
     }
     let kinds = if p.kinds.is_empty() {
@@ -175,12 +258,13 @@ pub(super) async fn claim_on(
         limits,
         rates,
     };
-    let (candidates, lists) = read_lists(conn, &page, &passes, weighted).await?;
+    let (candidates, lists, names) =
+        read_lists(conn, store, &page, &passes, weighted, by_group).await?;
     let lists = lists
         .into_iter()
         .map(|(t, l)| (t, fair.weight(t), l))
         .collect();
-    let chosen = passes.share(
+    let (chosen, inner) = passes.share_work(
         lists,
         p.limit as usize,
         |c| c.0,
@@ -196,6 +280,7 @@ pub(super) async fn claim_on(
     );
     cells.note_rate_limited();
     write_passes(conn, store, &p.lane, &passes).await?;
+    super::fair_groups::write_group_passes(conn, &p.lane, &inner, &names).await?;
     if chosen.is_empty() {
         return Ok(Some(Vec::new()));
     }

@@ -13,7 +13,7 @@
 //! is dropped and the quotas drawn again), shares the claim between them
 //! and claims the chosen ids.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -26,7 +26,7 @@ use super::row::{self, after, from_micros, to_micros};
 use crate::ClaimParams;
 use crate::fairness::{
     FAIR_WAITING_CAP, FairLane, FairSettings, FairShare, FairWeight, FairnessStore, LANE_ROW,
-    Passes, Rounds,
+    Passes, Rounds, TenantWork,
 };
 use drover_core::error::{Error, Result};
 use drover_core::item::Item;
@@ -51,6 +51,23 @@ WHERE lane = ?1 AND status = 'pending' AND tenant_id = ?2 AND available_at <= ?3
   AND (?4 IS NULL OR kind IN (SELECT value FROM json_each(?4)))
 ORDER BY priority, available_at
 LIMIT ?5";
+/// [`FAIR_CANDIDATES`] of the tenant's group ?6, through `items_fair_group`.
+static FAIR_CANDIDATES_GROUP: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    FAIR_CANDIDATES
+        .replace("FROM items\n", "FROM items INDEXED BY items_fair_group\n")
+        .replace(
+            "AND tenant_id = ?2",
+            "AND tenant_id = ?2 AND group_key IS NOT NULL AND group_key = ?6",
+        )
+});
+/// [`FAIR_CANDIDATES`] of the tenant's ungrouped items (through
+/// `items_fair`, reading past its grouped items).
+static FAIR_CANDIDATES_UNGROUPED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    FAIR_CANDIDATES.replace(
+        "AND tenant_id = ?2",
+        "AND tenant_id = ?2 AND group_key IS NULL",
+    )
+});
 const FAIR_PASSES: &str = "SELECT tenant_id, pass FROM fair_passes WHERE lane = ?1";
 /// The conflict clause of the passes' write: the pass moves, a tenant's
 /// starts add up, the lane's row (?2) takes its new version token.
@@ -64,9 +81,10 @@ INSERT INTO fair_weights (tenant_id, weight, set_at, set_by) VALUES (?1, ?2, ?3,
 ON CONFLICT (tenant_id) DO UPDATE
 SET weight = excluded.weight, set_at = excluded.set_at, set_by = excluded.set_by";
 const FAIR_LANE_SET: &str = "
-INSERT INTO fair_lanes (lane, fair, set_at, set_by) VALUES (?1, ?2, ?3, ?4)
+INSERT INTO fair_lanes (lane, fair, by_group, set_at, set_by) VALUES (?1, ?2, ?5, ?3, ?4)
 ON CONFLICT (lane) DO UPDATE
-SET fair = excluded.fair, set_at = excluded.set_at, set_by = excluded.set_by";
+SET fair = excluded.fair, by_group = excluded.by_group, set_at = excluded.set_at,
+    set_by = excluded.set_by";
 /// Each tenant's due items per lane, counted up to a cap (see the file).
 const FAIR_WAITING: &str = include_str!("../../sql/sqlite/fair_waiting.sql");
 /// Idle passes: at or behind their lane's virtual time (the lane's own
@@ -171,7 +189,9 @@ pub(super) async fn claim_fair_on(
     store: &SqliteStore,
 ) -> Result<Option<Vec<Item>>> {
     let (tenants, cached) = lane_tenants(conn, store, &p.lane).await?;
-    if tenants.len() < 2 {
+    // A lane shared by group shares one tenant's starts too.
+    let least = if fair.by_group(&p.lane) { 1 } else { 2 };
+    if tenants.len() < least {
         return Ok(None);
     }
     let items = claim_among(conn, store, p, kinds, now, fair, &tenants).await?;
@@ -180,7 +200,7 @@ pub(super) async fn claim_fair_on(
     if cached && items.is_empty() {
         store.fair_lists.forget(&p.lane);
         let (tenants, _) = lane_tenants(conn, store, &p.lane).await?;
-        if tenants.len() < 2 {
+        if tenants.len() < least {
             return Ok(None);
         }
         return claim_among(conn, store, p, kinds, now, fair, &tenants)
@@ -192,6 +212,67 @@ pub(super) async fn claim_fair_on(
 
 /// A fair claim's candidate: its claim order key and id.
 type Candidate = ((i64, i64), Uuid);
+
+/// The plain fair claim's reads of a tenant's next due items.
+struct Plain<'a> {
+    p: &'a ClaimParams,
+    kinds: Option<&'a str>,
+    now: DateTime<Utc>,
+}
+
+impl Plain<'_> {
+    /// `tenant`'s next due items in claim order, of group `group` (`''`:
+    /// its ungrouped items) or of any (`None`), as many as `quota` starts
+    /// call for.
+    async fn page(
+        &self,
+        conn: &mut SqliteConnection,
+        tenant: Uuid,
+        group: Option<&str>,
+        quota: u32,
+    ) -> Result<Vec<Candidate>> {
+        let cap = quota
+            .saturating_mul(PER_START)
+            .saturating_add(EXTRA)
+            .min(self.p.limit);
+        let q = match group {
+            None => sqlx::query(FAIR_CANDIDATES),
+            Some("") => sqlx::query(FAIR_CANDIDATES_UNGROUPED.as_str()),
+            Some(_) => sqlx::query(FAIR_CANDIDATES_GROUP.as_str()),
+        };
+        let mut q = q
+            .bind(&self.p.lane)
+            .bind(tenant)
+            .bind(to_micros(self.now))
+            .bind(self.kinds)
+            .bind(i64::from(cap));
+        if let Some(g) = group.filter(|g| !g.is_empty()) {
+            q = q.bind(g);
+        }
+        let rows = q.fetch_all(&mut *conn).await?;
+        let mut list = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let id: Uuid = r.try_get("id")?;
+            let key: (i64, i64) = (r.try_get("priority")?, r.try_get("available_at")?);
+            list.push((key, id));
+        }
+        Ok(list)
+    }
+}
+
+impl super::fair_groups::GroupReader for Plain<'_> {
+    type C = Candidate;
+
+    async fn read(
+        &mut self,
+        conn: &mut SqliteConnection,
+        tenant: Uuid,
+        key: &str,
+        quota: u32,
+    ) -> Result<Vec<Candidate>> {
+        self.page(conn, tenant, Some(key), quota).await
+    }
+}
 
 /// The fair claim of `p` among `tenants` (see the module docs).
 async fn claim_among(
@@ -205,11 +286,14 @@ async fn claim_among(
 ) -> Result<Vec<Item>> {
     let mut passes = read_passes(conn, store, &p.lane).await?;
     let alive: Vec<(Uuid, u32)> = tenants.iter().map(|t| (*t, fair.weight(*t))).collect();
-    let mut lists: BTreeMap<Uuid, Vec<Candidate>> = BTreeMap::new();
+    let by_group = fair.by_group(&p.lane);
+    let mut lists: BTreeMap<Uuid, TenantWork<Candidate>> = BTreeMap::new();
+    let mut names = HashMap::new();
     // A listed tenant with nothing due (the list holds every tenant with
     // pending work, and may be up to FAIR_CACHE_TTL old) is dropped and
     // the quotas drawn again, so the claim stays work-conserving.
     let mut rounds = Rounds::new(alive);
+    let mut reader = Plain { p, kinds, now };
     loop {
         let fresh = rounds.next(&passes, p.limit);
         if fresh.is_empty() {
@@ -217,28 +301,19 @@ async fn claim_among(
         }
         let mut empty = HashSet::new();
         for (t, q) in fresh {
-            let cap = q
-                .saturating_mul(PER_START)
-                .saturating_add(EXTRA)
-                .min(p.limit);
-            let rows = sqlx::query(FAIR_CANDIDATES)
-                .bind(&p.lane)
-                .bind(t)
-                .bind(to_micros(now))
-                .bind(kinds)
-                .bind(i64::from(cap))
-                .fetch_all(&mut *conn)
-                .await?;
-            let mut list = Vec::with_capacity(rows.len());
-            for r in &rows {
-                let id: Uuid = r.try_get("id")?;
-                let key: (i64, i64) = (r.try_get("priority")?, r.try_get("available_at")?);
-                list.push((key, id));
-            }
-            if list.is_empty() {
+            let work = if by_group {
+                let (work, n) =
+                    super::fair_groups::tenant_work(conn, store, &p.lane, t, q, &mut reader)
+                        .await?;
+                names.extend(n);
+                work
+            } else {
+                TenantWork::Items(reader.page(conn, t, None, q).await?)
+            };
+            if work.is_empty() {
                 empty.insert(t);
             }
-            lists.insert(t, list);
+            lists.insert(t, work);
         }
         if !rounds.settle(&empty) {
             break;
@@ -248,7 +323,8 @@ async fn claim_among(
         .into_iter()
         .map(|(t, l)| (t, fair.weight(t), l))
         .collect();
-    let chosen = passes.share(lists, p.limit as usize, |c| *c, |_| true);
+    let (chosen, inner) = passes.share_work(lists, p.limit as usize, |c| *c, |_| true);
+    super::fair_groups::write_group_passes(conn, &p.lane, &inner, &names).await?;
     write_passes(conn, store, &p.lane, &passes).await?;
     if chosen.is_empty() {
         return Ok(Vec::new());
@@ -385,14 +461,22 @@ impl FairnessStore for SqliteStore {
         Ok(n > 0)
     }
 
-    async fn fair_lane_set(&self, lane: &str, on: bool, actor: Uuid) -> Result<FairLane> {
+    async fn fair_lane_set(
+        &self,
+        lane: &str,
+        on: bool,
+        by_group: bool,
+        actor: Uuid,
+    ) -> Result<FairLane> {
         let now = self.now();
+        let by_group = on && by_group;
         let mut tx = self.begin().await?;
         sqlx::query(FAIR_LANE_SET)
             .bind(lane)
             .bind(i64::from(on))
             .bind(to_micros(now))
             .bind(actor)
+            .bind(i64::from(by_group))
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
@@ -400,6 +484,7 @@ impl FairnessStore for SqliteStore {
         Ok(FairLane {
             lane: lane.to_owned(),
             on,
+            by_group,
             set_at: from_micros(to_micros(now))?,
             set_by: actor,
         })
@@ -411,9 +496,11 @@ impl FairnessStore for SqliteStore {
         )
         .fetch_all(&self.reader)
         .await?;
-        let l = sqlx::query("SELECT lane, fair, set_at, set_by FROM fair_lanes ORDER BY lane")
-            .fetch_all(&self.reader)
-            .await?;
+        let l = sqlx::query(
+            "SELECT lane, fair, by_group, set_at, set_by FROM fair_lanes ORDER BY lane",
+        )
+        .fetch_all(&self.reader)
+        .await?;
         let mut out = FairSettings::default();
         for r in &w {
             out.weights.push(FairWeight {
@@ -427,6 +514,7 @@ impl FairnessStore for SqliteStore {
             out.lanes.push(FairLane {
                 lane: r.try_get("lane")?,
                 on: r.try_get::<i64, _>("fair")? != 0,
+                by_group: r.try_get::<i64, _>("by_group")? != 0,
                 set_at: from_micros(r.try_get("set_at")?)?,
                 set_by: r.try_get("set_by")?,
             });
@@ -466,8 +554,14 @@ impl FairnessStore for SqliteStore {
         Ok(crate::fairness::shares(&settings, passes, waiting))
     }
 
+    async fn fair_group_passes(&self, lane: &str, tenant: Uuid) -> Result<Vec<(String, i64, u64)>> {
+        self.group_passes(lane, tenant).await
+    }
+
     async fn fair_passes_purge(&self, batch: u32) -> Result<u64> {
         let mut tx = self.begin().await?;
+        let groups = SqliteStore::group_passes_purge(&mut tx, batch).await?;
+        let batch = batch.saturating_sub(u32::try_from(groups).unwrap_or(u32::MAX));
         let n = sqlx::query(FAIR_PURGE)
             .bind(LANE_ROW)
             .bind(i64::from(batch))
@@ -484,7 +578,7 @@ impl FairnessStore for SqliteStore {
                 .await?;
         }
         tx.commit().await?;
-        Ok(n)
+        Ok(n + groups)
     }
 }
 

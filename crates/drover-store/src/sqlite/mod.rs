@@ -73,6 +73,7 @@ mod access;
 mod audit;
 mod claim;
 mod events;
+mod fair_groups;
 mod fair_limited;
 mod fairness;
 mod flow_gen;

@@ -66,8 +66,8 @@ impl Queue {
         Ok(had)
     }
 
-    /// Turns fair share on or off for `lane` (off: the lane claims in
-    /// priority then age order, as without it).
+    /// Turns fair share on (by tenant) or off for `lane` (off: the lane
+    /// claims in priority then age order, as without it).
     ///
     /// # Errors
     /// As [`Queue::fair_weight_set`]; [`Error::InvalidInput`] on a
@@ -78,13 +78,36 @@ impl Queue {
         lane: &str,
         on: bool,
     ) -> Result<FairLane> {
+        self.fair_lane_mode_set(principal, lane, on, false).await
+    }
+
+    /// Turns fair share on or off for `lane`; on, by tenant or
+    /// (`by_group`) by tenant and then, inside each tenant's share, by
+    /// group. Every claimer uses it within one poll interval.
+    ///
+    /// # Errors
+    /// As [`Queue::fair_lane_set`]; [`Error::InvalidInput`] on `by_group`
+    /// with fair share off.
+    pub async fn fair_lane_mode_set(
+        &self,
+        principal: &Principal,
+        lane: &str,
+        on: bool,
+        by_group: bool,
+    ) -> Result<FairLane> {
         Self::check_fair_operator(principal, "turn fair share on or off")?;
         drover_core::item::validate_lane(lane)?;
+        if by_group && !on {
+            return Err(Error::invalid(
+                "by_group",
+                "sharing by group needs fair share on",
+            ));
+        }
         let l = self
             .store()
-            .fair_lane_set(lane, on, principal.actor)
+            .fair_lane_set(lane, on, by_group, principal.actor)
             .await?;
-        tracing::info!(lane, on, actor = %principal.actor, "fair share set for lane");
+        tracing::info!(lane, on, by_group, actor = %principal.actor, "fair share set for lane");
         Ok(l)
     }
 

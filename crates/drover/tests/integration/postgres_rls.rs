@@ -228,6 +228,7 @@ async fn every_table_forces_rls_and_runtime_role_is_unprivileged() {
             "events_1",
             "events_2",
             "events_3",
+            "fair_group_passes",
             "fair_lanes",
             "fair_passes",
             "fair_weights",
