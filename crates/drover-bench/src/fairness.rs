@@ -18,6 +18,12 @@
 //! 4. **Claim cost at many tenants**: `tenants` tenants with
 //!    `per_tenant` items each; claim p99 with fair share on against a lane
 //!    with it off.
+//! 5. **Groups inside a tenant** (a lane shared by group): tenant A
+//!    enqueues `a_items` in one group, then `b_items` in a second group;
+//!    tenant B `b_items` with no group. B should still get half the lane
+//!    (A's groups do not buy it more) and A's small group half of A's
+//!    half: each one's p99 wait against its fair-share time (its items at
+//!    its share of the start rate while all three wait).
 
 use std::time::{Duration, Instant};
 
@@ -106,6 +112,19 @@ pub struct FairnessReport {
     pub many_off_ms: Percentiles,
     /// Part 4: p99 on over off (target ≤ 2).
     pub many_p99_ratio: f64,
+    /// Part 5: the lane's start rate (items/s) while B or A's small
+    /// group waited.
+    pub groups_start_rate: f64,
+    /// Part 5: B's waits (ms).
+    pub groups_b_wait_ms: Percentiles,
+    /// Part 5: B's p99 wait over its fair-share time (its items at half
+    /// the start rate).
+    pub groups_b_p99_over_fair_share: f64,
+    /// Part 5: the waits of A's small group (ms).
+    pub groups_small_wait_ms: Percentiles,
+    /// Part 5: the small group's p99 wait over its fair-share time (its
+    /// items at a quarter of the start rate: half of A's half).
+    pub groups_small_p99_over_fair_share: f64,
 }
 
 fn tenant(n: u64) -> Uuid {
@@ -143,6 +162,16 @@ async fn fill(
 /// One claim of `batch` on `lane`, completed at once: the items' tenants
 /// and the claim's own latency (ms).
 async fn step(queue: &Queue, lane: &str, batch: u32) -> Result<(Vec<Uuid>, f64), BenchError> {
+    let (got, ms) = step_groups(queue, lane, batch).await?;
+    Ok((got.into_iter().map(|(t, _)| t).collect(), ms))
+}
+
+/// As [`step`], with each item's group beside its tenant.
+async fn step_groups(
+    queue: &Queue,
+    lane: &str,
+    batch: u32,
+) -> Result<(Vec<(Uuid, Option<String>)>, f64), BenchError> {
     let p = ClaimParams {
         lane: lane.to_owned(),
         kinds: vec![],
@@ -162,10 +191,13 @@ async fn step(queue: &Queue, lane: &str, batch: u32) -> Result<(Vec<Uuid>, f64),
         })
         .collect();
     queue.store().item_complete_many_with(&done).await?;
-    Ok((items.iter().map(|i| i.tenant_id).collect(), ms))
+    Ok((
+        items.into_iter().map(|i| (i.tenant_id, i.group)).collect(),
+        ms,
+    ))
 }
 
-/// Runs the four parts on `target`.
+/// Runs the five parts on `target`.
 ///
 /// # Errors
 /// A statement fails.
@@ -196,6 +228,11 @@ pub(crate) async fn run(
     progress.note(&format!(
         "claim p99 at {} tenants: {:.3} ms on, {:.3} ms off ({:.2}x)",
         spec.tenants, r.many_on_ms.p99, r.many_off_ms.p99, r.many_p99_ratio
+    ));
+    groups(&queue, spec, &mut r).await?;
+    progress.note(&format!(
+        "groups inside a tenant: B p99 {:.2}x its fair-share time, A's small group {:.2}x",
+        r.groups_b_p99_over_fair_share, r.groups_small_p99_over_fair_share
     ));
     Ok(r)
 }
@@ -363,5 +400,46 @@ async fn many(
     r.many_on_ms = Percentiles::of(on);
     r.many_off_ms = Percentiles::of(off);
     r.many_p99_ratio = r.many_on_ms.p99 / r.many_off_ms.p99.max(f64::MIN_POSITIVE);
+    Ok(())
+}
+
+/// Part 5: on a lane shared by group, A's big group, A's small group and
+/// B, until B and the small group have all started.
+async fn groups(
+    queue: &Queue,
+    spec: &FairnessSpec,
+    r: &mut FairnessReport,
+) -> Result<(), BenchError> {
+    const LANE: &str = "fair_groups";
+    let (a, b) = (tenant(6), tenant(7));
+    queue
+        .fair_lane_mode_set(&Principal::system(), LANE, true, true)
+        .await?;
+    fill(queue, LANE, a, spec.a_items, |_| Some("big".into())).await?;
+    fill(queue, LANE, a, spec.b_items, |_| Some("small".into())).await?;
+    fill(queue, LANE, b, spec.b_items, |_| None).await?;
+    let t0 = Instant::now();
+    let (mut b_waits, mut small_waits, mut starts) = (Vec::new(), Vec::new(), 0u64);
+    while (b_waits.len() as u64) < spec.b_items || (small_waits.len() as u64) < spec.b_items {
+        let (got, _) = step_groups(queue, LANE, spec.batch).await?;
+        if got.is_empty() {
+            break;
+        }
+        let at = t0.elapsed().as_secs_f64() * 1e3;
+        for (t, group) in got {
+            starts += 1;
+            if t == b {
+                b_waits.push(at);
+            } else if group.as_deref() == Some("small") {
+                small_waits.push(at);
+            }
+        }
+    }
+    r.groups_start_rate = starts as f64 / t0.elapsed().as_secs_f64();
+    let fair = |share: f64| spec.b_items as f64 / (r.groups_start_rate * share) * 1e3;
+    r.groups_b_wait_ms = Percentiles::of(b_waits);
+    r.groups_small_wait_ms = Percentiles::of(small_waits);
+    r.groups_b_p99_over_fair_share = r.groups_b_wait_ms.p99 / fair(0.5);
+    r.groups_small_p99_over_fair_share = r.groups_small_wait_ms.p99 / fair(0.25);
     Ok(())
 }
