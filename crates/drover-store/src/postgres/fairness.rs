@@ -248,11 +248,13 @@ impl PgStore {
             }
             None => {}
         }
+        let began = std::time::Instant::now();
         let mut tx = self.begin_system().await?;
         let tenants = read_tenants(&mut tx, lane, self.persistent).await?;
         tx.commit().await?;
         let tenants = Arc::new(tenants);
-        self.fair_verdicts.put(lane, epoch, tenants.clone());
+        self.fair_verdicts
+            .put(lane, epoch, tenants.clone(), began.elapsed());
         Ok((tenants, false))
     }
 
@@ -274,6 +276,7 @@ impl PgStore {
         let persistent = self.persistent;
         let lane = lane.to_owned();
         tokio::spawn(async move {
+            let began = std::time::Instant::now();
             let read = async {
                 let mut tx = crate::begin::begin(&pool, begin).await?;
                 let tenants = read_tenants(&mut tx, &lane, persistent).await?;
@@ -281,7 +284,7 @@ impl PgStore {
                 Ok::<_, drover_core::error::Error>(tenants)
             };
             match read.await {
-                Ok(tenants) => verdicts.put(&lane, epoch, Arc::new(tenants)),
+                Ok(tenants) => verdicts.put(&lane, epoch, Arc::new(tenants), began.elapsed()),
                 Err(e) => {
                     tracing::debug!(target: "drover::postgres", error = %e, "fair share: tenant list not read");
                 }

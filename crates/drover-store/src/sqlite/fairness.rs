@@ -144,12 +144,13 @@ pub(super) async fn lane_tenants(
         }
         None => {}
     }
+    let began = std::time::Instant::now();
     let tenants: Vec<Uuid> = sqlx::query_scalar(FAIR_TENANTS)
         .bind(lane)
         .fetch_all(&mut *conn)
         .await?;
     let tenants = Arc::new(tenants);
-    lists.put(lane, epoch, tenants.clone());
+    lists.put(lane, epoch, tenants.clone(), began.elapsed());
     Ok((tenants, false))
 }
 
@@ -163,12 +164,13 @@ fn read_tenants_behind(store: &SqliteStore, lane: &str, epoch: u64) {
     let lists = store.fair_lists.clone();
     let lane = lane.to_owned();
     tokio::spawn(async move {
+        let began = std::time::Instant::now();
         let read = sqlx::query_scalar::<_, Uuid>(FAIR_TENANTS)
             .bind(&lane)
             .fetch_all(&reader)
             .await;
         match read {
-            Ok(tenants) => lists.put(&lane, epoch, Arc::new(tenants)),
+            Ok(tenants) => lists.put(&lane, epoch, Arc::new(tenants), began.elapsed()),
             Err(e) => {
                 tracing::debug!(target: "drover::sqlite", error = %e, "fair share: tenant list not read");
             }
@@ -260,6 +262,68 @@ impl Plain<'_> {
     }
 }
 
+impl Plain<'_> {
+    /// [`Plain::page`] of every tenant of `quotas` (each with its quota)
+    /// in one statement: a claim's statements are round trips to the
+    /// single writer's thread, and a claim among many tenants reads a
+    /// page for each it may start.
+    async fn pages(
+        &self,
+        conn: &mut SqliteConnection,
+        quotas: &[(Uuid, u32)],
+    ) -> Result<HashMap<Uuid, Vec<Candidate>>> {
+        let mut out: HashMap<Uuid, Vec<Candidate>> = HashMap::with_capacity(quotas.len());
+        if quotas.is_empty() {
+            return Ok(out);
+        }
+        let sql = many_pages_sql(quotas.len());
+        let mut q = sqlx::query(&sql)
+            .bind(&self.p.lane)
+            .bind(to_micros(self.now))
+            .bind(self.kinds);
+        for (t, quota) in quotas {
+            let cap = quota
+                .saturating_mul(PER_START)
+                .saturating_add(EXTRA)
+                .min(self.p.limit);
+            q = q.bind(*t).bind(i64::from(cap));
+        }
+        for r in q.fetch_all(&mut *conn).await? {
+            let t: Uuid = r.try_get("tenant_id")?;
+            let id: Uuid = r.try_get("id")?;
+            let key: (i64, i64) = (r.try_get("priority")?, r.try_get("available_at")?);
+            out.entry(t).or_default().push((key, id));
+        }
+        // Each member's rows come in its own claim order (a compound's
+        // members are not merged), but the statement does not promise it.
+        for list in out.values_mut() {
+            list.sort_unstable();
+        }
+        Ok(out)
+    }
+}
+
+/// The pages of `n` tenants in one statement: `?1` the lane, `?2` now,
+/// `?3` the kinds, then each tenant's id and cap (`?4`, `?5`, ...); each
+/// member is [`FAIR_CANDIDATES`] of one tenant, so each reads its own
+/// descent of `items_fair`.
+fn many_pages_sql(n: usize) -> String {
+    (0..n)
+        .map(|i| {
+            format!(
+                "SELECT * FROM (SELECT tenant_id, id, priority, available_at FROM items
+WHERE lane = ?1 AND status = 'pending' AND tenant_id = ?{t} AND available_at <= ?2
+  AND (?3 IS NULL OR kind IN (SELECT value FROM json_each(?3)))
+ORDER BY priority, available_at
+LIMIT ?{c})",
+                t = 4 + 2 * i,
+                c = 5 + 2 * i
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\nUNION ALL\n")
+}
+
 impl super::fair_groups::GroupReader for Plain<'_> {
     type C = Candidate;
 
@@ -300,20 +364,26 @@ async fn claim_among(
             break;
         }
         let mut empty = HashSet::new();
-        for (t, q) in fresh {
-            let work = if by_group {
+        if by_group {
+            for (t, q) in fresh {
                 let (work, n) =
                     super::fair_groups::tenant_work(conn, store, &p.lane, t, q, &mut reader)
                         .await?;
                 names.extend(n);
-                work
-            } else {
-                TenantWork::Items(reader.page(conn, t, None, q).await?)
-            };
-            if work.is_empty() {
-                empty.insert(t);
+                if work.is_empty() {
+                    empty.insert(t);
+                }
+                lists.insert(t, work);
             }
-            lists.insert(t, work);
+        } else {
+            let mut pages = reader.pages(conn, &fresh).await?;
+            for (t, _) in fresh {
+                let list = pages.remove(&t).unwrap_or_default();
+                if list.is_empty() {
+                    empty.insert(t);
+                }
+                lists.insert(t, TenantWork::Items(list));
+            }
         }
         if !rounds.settle(&empty) {
             break;
