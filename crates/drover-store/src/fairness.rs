@@ -134,6 +134,18 @@ impl FairSettings {
             .is_none_or(|l| l.on)
     }
 
+    /// How `lane` shares its starts, as operators read it: `"off"`, `"by
+    /// tenant"` or `"by group"`.
+    pub fn mode(&self, lane: &str) -> &'static str {
+        if !self.on(lane) {
+            "off"
+        } else if self.by_group(lane) {
+            "by group"
+        } else {
+            "by tenant"
+        }
+    }
+
     /// Whether `lane` shares each tenant's starts between its groups (fair
     /// share on, by group).
     pub fn by_group(&self, lane: &str) -> bool {
