@@ -108,8 +108,9 @@ pub(crate) trait GroupReads {
     /// A candidate of the share.
     type C;
     /// `tenant`'s groups with pending work in the lane (their keys,
-    /// [`NO_GROUP`] for its ungrouped items), kept or read now.
-    async fn groups(&mut self, tenant: Uuid) -> Result<std::sync::Arc<Vec<String>>>;
+    /// [`NO_GROUP`] for its ungrouped items), kept or read now; and
+    /// whether they were kept.
+    async fn groups(&mut self, tenant: Uuid) -> Result<(std::sync::Arc<Vec<String>>, bool)>;
     /// `tenant`'s stored inner pass rows `(group key, pass)`.
     async fn passes(&mut self, tenant: Uuid) -> Result<Vec<(String, i64)>>;
     /// `tenant`'s next due items of each group `wants` names (key, and
@@ -129,13 +130,39 @@ pub(crate) async fn tenant_work<R: GroupReads>(
     tenant: Uuid,
     quota: u32,
 ) -> Result<(TenantWork<R::C>, HashMap<Uuid, String>)> {
-    let keys = reads.groups(tenant).await?;
-    let names: HashMap<Uuid, String> = keys.iter().map(|k| (group_id(k), k.clone())).collect();
     let inner = inner_passes(reads.passes(tenant).await?);
+    loop {
+        let (keys, kept) = reads.groups(tenant).await?;
+        let names: HashMap<Uuid, String> = keys.iter().map(|k| (group_id(k), k.clone())).collect();
+        let lists = group_lists(reads, tenant, quota, &inner, &names).await?;
+        if kept && lists.values().all(Vec::is_empty) {
+            // A kept list that named nothing due may miss a group another
+            // process enqueued for: read it now rather than leave that
+            // group to the poll.
+            reads.forget(tenant);
+            continue;
+        }
+        return Ok((
+            TenantWork::Groups(inner, lists.into_iter().collect()),
+            names,
+        ));
+    }
+}
+
+/// The next items of the groups among `names` the inner quotas of
+/// `inner` name for `quota` starts, by group id; a group with nothing due
+/// is dropped and the quotas drawn again.
+async fn group_lists<R: GroupReads>(
+    reads: &mut R,
+    tenant: Uuid,
+    quota: u32,
+    inner: &Passes,
+    names: &HashMap<Uuid, String>,
+) -> Result<BTreeMap<Uuid, Vec<R::C>>> {
     let mut lists: BTreeMap<Uuid, Vec<R::C>> = BTreeMap::new();
     let mut rounds = super::Rounds::new(names.keys().map(|g| (*g, 1)).collect());
     loop {
-        let fresh = rounds.next(&inner, quota);
+        let fresh = rounds.next(inner, quota);
         if fresh.is_empty() {
             break;
         }
@@ -155,14 +182,7 @@ pub(crate) async fn tenant_work<R: GroupReads>(
             break;
         }
     }
-    if lists.values().all(Vec::is_empty) {
-        // Listed groups with nothing due: the list may be old.
-        reads.forget(tenant);
-    }
-    Ok((
-        TenantWork::Groups(inner, lists.into_iter().collect()),
-        names,
-    ))
+    Ok(lists)
 }
 
 /// One tenant's candidates as the outer share draws from them.

@@ -363,3 +363,20 @@ impl PgStore {
         Ok(lists)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The per-group candidates are the per-tenant statement over (tenant,
+    /// cap, group) triples with the group filter spliced in.
+    #[test]
+    fn group_candidates_spliced() {
+        let g = CANDIDATES_FAIR_NAMED.as_str();
+        assert!(g.contains("AS q(tenant_id, cap, group_key)"));
+        assert!(g.contains("AND i.group_key IS NOT NULL AND i.group_key = q.group_key"));
+        let u = CANDIDATES_FAIR_UNGROUPED.as_str();
+        assert!(u.contains("AND i.tenant_id = q.tenant_id AND i.group_key IS NULL"));
+        assert!(!u.contains("{group}") && !g.contains("/*{ordered}*/"));
+    }
+}

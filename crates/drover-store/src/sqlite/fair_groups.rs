@@ -103,11 +103,11 @@ struct Reads<'a, R> {
 impl<R: GroupReader> groups::GroupReads for Reads<'_, R> {
     type C = R::C;
 
-    async fn groups(&mut self, tenant: Uuid) -> Result<Arc<Vec<String>>> {
+    async fn groups(&mut self, tenant: Uuid) -> Result<(Arc<Vec<String>>, bool)> {
         let lists = &self.store.fair_lists;
         let epoch = lists.epoch();
         if let Some(g) = lists.groups(self.lane, tenant) {
-            return Ok(g);
+            return Ok((g, true));
         }
         let keys: Vec<String> = sqlx::query_scalar(TENANT_GROUPS)
             .bind(self.lane)
@@ -116,7 +116,7 @@ impl<R: GroupReader> groups::GroupReads for Reads<'_, R> {
             .await?;
         let keys = Arc::new(keys);
         lists.put_groups(self.lane, tenant, epoch, keys.clone());
-        Ok(keys)
+        Ok((keys, false))
     }
 
     async fn passes(&mut self, tenant: Uuid) -> Result<Vec<(String, i64)>> {

@@ -316,5 +316,11 @@ mod tests {
         assert!(q.contains("AND i.tenant_id = ?12"));
         assert!(q.contains("items_group_order"));
         assert!(!q.contains("/*{ordered}*/"));
+        let g = CANDIDATES_OF_GROUP.as_str();
+        assert!(g.contains("INDEXED BY items_fair_group\n"));
+        assert!(g.contains("AND i.group_key IS NOT NULL AND i.group_key = ?13"));
+        let u = CANDIDATES_UNGROUPED.as_str();
+        assert!(u.contains("INDEXED BY items_fair\n"));
+        assert!(u.contains("AND i.tenant_id = ?12 AND i.group_key IS NULL"));
     }
 }

@@ -593,6 +593,17 @@ mod tests {
 
     const LANE: &str = "kept";
 
+    /// A group's and the ungrouped bucket's candidates are the tenant's
+    /// statement with the group's index and filter spliced in.
+    #[test]
+    fn group_candidates_spliced() {
+        let g = FAIR_CANDIDATES_GROUP.as_str();
+        assert!(g.contains("FROM items INDEXED BY items_fair_group\n"));
+        assert!(g.contains("AND group_key IS NOT NULL AND group_key = ?6"));
+        let u = FAIR_CANDIDATES_UNGROUPED.as_str();
+        assert!(u.contains("AND tenant_id = ?2 AND group_key IS NULL"));
+    }
+
     async fn open(path: &str) -> SqliteStore {
         SqliteStore::open(path, SqliteOptions::default())
             .await
