@@ -102,8 +102,8 @@ pub fn by_group<C>(
     (TenantWork::Groups(passes, lists), names)
 }
 
-/// What a backend's fair claim reads for [`tenant_work`], in its claim's
-/// transaction.
+/// What a backend's fair claim reads for [`tenants_work`], in its
+/// claim's transaction.
 pub(crate) trait GroupReads {
     /// A candidate of the share.
     type C;
@@ -111,78 +111,140 @@ pub(crate) trait GroupReads {
     /// [`NO_GROUP`] for its ungrouped items), kept or read now; and
     /// whether they were kept.
     async fn groups(&mut self, tenant: Uuid) -> Result<(std::sync::Arc<Vec<String>>, bool)>;
-    /// `tenant`'s stored inner pass rows `(group key, pass)`.
-    async fn passes(&mut self, tenant: Uuid) -> Result<Vec<(String, i64)>>;
-    /// `tenant`'s next due items of each group `wants` names (key, and
-    /// the starts its quota gives it), in claim order, one list per want.
-    async fn read(&mut self, tenant: Uuid, wants: &[(String, u32)]) -> Result<Vec<Vec<Self::C>>>;
+    /// The stored inner pass rows `(tenant, group key, pass)` of
+    /// `tenants`.
+    async fn passes(&mut self, tenants: &[Uuid]) -> Result<Vec<(Uuid, String, i64)>>;
+    /// The next due items of each of `wants` (tenant, group key, and the
+    /// starts its quota gives it), in claim order, one list per want.
+    async fn read(&mut self, wants: &[(Uuid, String, u32)]) -> Result<Vec<Vec<Self::C>>>;
     /// Forgets `tenant`'s kept group list (it named nothing due).
     fn forget(&mut self, tenant: Uuid);
 }
 
-/// `tenant`'s work for a claim that may give it `quota` starts: its
-/// inner passes and the next items of the groups the inner quotas name
-/// ([`TenantWork::Groups`]), a group with nothing due dropped and the
-/// quotas drawn again ([`Rounds`](super::Rounds)); and the groups' keys by
-/// id (to write the passes back). Empty lists when nothing is due.
-pub(crate) async fn tenant_work<R: GroupReads>(
-    reads: &mut R,
-    tenant: Uuid,
+/// One tenant's inner share being read: its passes, its groups' keys by
+/// id, the inner rounds, and the lists read so far.
+struct Reading<C> {
+    inner: Passes,
+    names: HashMap<Uuid, String>,
+    rounds: super::Rounds,
     quota: u32,
-) -> Result<(TenantWork<R::C>, HashMap<Uuid, String>)> {
-    let inner = inner_passes(reads.passes(tenant).await?);
-    loop {
-        let (keys, kept) = reads.groups(tenant).await?;
-        let names: HashMap<Uuid, String> = keys.iter().map(|k| (group_id(k), k.clone())).collect();
-        let lists = group_lists(reads, tenant, quota, &inner, &names).await?;
-        if kept && lists.values().all(Vec::is_empty) {
-            // A kept list that named nothing due may miss a group another
-            // process enqueued for: read it now rather than leave that
-            // group to the poll.
-            reads.forget(tenant);
-            continue;
-        }
-        return Ok((
-            TenantWork::Groups(inner, lists.into_iter().collect()),
-            names,
-        ));
-    }
+    kept: bool,
+    lists: BTreeMap<Uuid, Vec<C>>,
 }
 
-/// The next items of the groups among `names` the inner quotas of
-/// `inner` name for `quota` starts, by group id; a group with nothing due
-/// is dropped and the quotas drawn again.
-async fn group_lists<R: GroupReads>(
+/// The work of each of `quotas` (a tenant and the starts the claim may
+/// give it): its inner passes and the next items of the groups the inner
+/// quotas name ([`TenantWork::Groups`]), a group with nothing due dropped
+/// and the quotas drawn again ([`Rounds`](super::Rounds)); and every
+/// group's key by id (to write the passes back). The reads of all the
+/// tenants go together, one [`GroupReads::read`] per round. A tenant
+/// whose kept group list named nothing due has its list read again at
+/// once (a group another process enqueued for is not left for the poll).
+pub(crate) async fn tenants_work<R: GroupReads>(
+    reads: &mut R,
+    quotas: &[(Uuid, u32)],
+) -> Result<(BTreeMap<Uuid, TenantWork<R::C>>, HashMap<Uuid, String>)> {
+    let tenants: Vec<Uuid> = quotas.iter().map(|(t, _)| *t).collect();
+    let mut rows: HashMap<Uuid, Vec<(String, i64)>> = HashMap::new();
+    for (t, k, p) in reads.passes(&tenants).await? {
+        rows.entry(t).or_default().push((k, p));
+    }
+    let mut reading: BTreeMap<Uuid, Reading<R::C>> = BTreeMap::new();
+    for (t, q) in quotas {
+        let inner = inner_passes(rows.remove(t).unwrap_or_default());
+        reading.insert(*t, start(reads, *t, *q, inner).await?);
+    }
+    let mut again = true;
+    while again {
+        read_rounds(reads, &mut reading).await?;
+        again = false;
+        let stale: Vec<Uuid> = reading
+            .iter()
+            .filter(|(_, r)| r.kept && r.lists.values().all(Vec::is_empty))
+            .map(|(t, _)| *t)
+            .collect();
+        for t in stale {
+            reads.forget(t);
+            if let Some(r) = reading.remove(&t) {
+                let fresh = start(reads, t, r.quota, r.inner).await?;
+                again |= !fresh.kept;
+                reading.insert(t, fresh);
+            }
+        }
+    }
+    let mut names = HashMap::new();
+    let work = reading
+        .into_iter()
+        .map(|(t, r)| {
+            names.extend(r.names);
+            (
+                t,
+                TenantWork::Groups(r.inner, r.lists.into_iter().collect()),
+            )
+        })
+        .collect();
+    Ok((work, names))
+}
+
+/// `tenant`'s inner share before its reads: its group list (kept or read).
+async fn start<R: GroupReads>(
     reads: &mut R,
     tenant: Uuid,
     quota: u32,
-    inner: &Passes,
-    names: &HashMap<Uuid, String>,
-) -> Result<BTreeMap<Uuid, Vec<R::C>>> {
-    let mut lists: BTreeMap<Uuid, Vec<R::C>> = BTreeMap::new();
-    let mut rounds = super::Rounds::new(names.keys().map(|g| (*g, 1)).collect());
-    loop {
-        let fresh = rounds.next(inner, quota);
-        if fresh.is_empty() {
-            break;
-        }
-        let wants: Vec<(String, u32)> = fresh
-            .iter()
-            .map(|(g, q)| (names.get(g).cloned().unwrap_or_default(), *q))
-            .collect();
-        let got = reads.read(tenant, &wants).await?;
-        let mut empty = std::collections::HashSet::new();
-        for ((g, _), list) in fresh.iter().zip(got) {
-            if list.is_empty() {
-                empty.insert(*g);
+    inner: Passes,
+) -> Result<Reading<R::C>> {
+    let (keys, kept) = reads.groups(tenant).await?;
+    let names: HashMap<Uuid, String> = keys.iter().map(|k| (group_id(k), k.clone())).collect();
+    Ok(Reading {
+        rounds: super::Rounds::new(names.keys().map(|g| (*g, 1)).collect()),
+        inner,
+        names,
+        quota,
+        kept,
+        lists: BTreeMap::new(),
+    })
+}
+
+/// The inner rounds of every tenant of `reading`, each round's reads of
+/// all of them in one [`GroupReads::read`].
+async fn read_rounds<R: GroupReads>(
+    reads: &mut R,
+    reading: &mut BTreeMap<Uuid, Reading<R::C>>,
+) -> Result<()> {
+    let mut active: Vec<Uuid> = reading.keys().copied().collect();
+    while !active.is_empty() {
+        let mut wants: Vec<(Uuid, String, u32)> = Vec::new();
+        let mut owners: Vec<(Uuid, Uuid)> = Vec::new();
+        for t in &active {
+            let Some(r) = reading.get_mut(t) else {
+                continue;
+            };
+            for (g, q) in r.rounds.next(&r.inner, r.quota) {
+                wants.push((*t, r.names.get(&g).cloned().unwrap_or_default(), q));
+                owners.push((*t, g));
             }
-            lists.insert(*g, list);
         }
-        if !rounds.settle(&empty) {
+        if wants.is_empty() {
             break;
         }
+        let got = reads.read(&wants).await?;
+        let mut empty: HashMap<Uuid, std::collections::HashSet<Uuid>> = HashMap::new();
+        for ((t, g), list) in owners.iter().zip(got) {
+            let e = empty.entry(*t).or_default();
+            if list.is_empty() {
+                e.insert(*g);
+            }
+            if let Some(r) = reading.get_mut(t) {
+                r.lists.insert(*g, list);
+            }
+        }
+        active = empty
+            .into_iter()
+            .filter(|(t, e)| reading.get_mut(t).is_some_and(|r| r.rounds.settle(e)))
+            .map(|(t, _)| t)
+            .collect();
     }
-    Ok(lists)
+    Ok(())
 }
 
 /// One tenant's candidates as the outer share draws from them.
