@@ -110,7 +110,7 @@ pub(crate) trait GroupReads {
     /// `tenant`'s groups with pending work in the lane (their keys,
     /// [`NO_GROUP`] for its ungrouped items), kept or read now; and
     /// whether they were kept.
-    async fn groups(&mut self, tenant: Uuid) -> Result<(std::sync::Arc<Vec<String>>, bool)>;
+    async fn groups(&mut self, tenant: Uuid) -> Result<(std::sync::Arc<GroupList>, bool)>;
     /// The stored inner pass rows `(tenant, group key, pass)` of
     /// `tenants`.
     async fn passes(&mut self, tenants: &[Uuid]) -> Result<Vec<(Uuid, String, i64)>>;
@@ -121,9 +121,24 @@ pub(crate) trait GroupReads {
     fn forget(&mut self, tenant: Uuid);
 }
 
+/// A tenant's groups with pending work: each key with its [`group_id`]
+/// (worked out once per read of the list, not per claim).
+pub type GroupList = Vec<(String, Uuid)>;
+
+/// `keys` with their ids, as a kept group list holds them.
+pub fn group_list(keys: Vec<String>) -> GroupList {
+    keys.into_iter()
+        .map(|k| {
+            let id = group_id(&k);
+            (k, id)
+        })
+        .collect()
+}
+
 /// One tenant's inner share being read: its passes, its groups' keys by
 /// id, the inner rounds, and the lists read so far.
 struct Reading<C> {
+    rows: Vec<(String, i64)>,
     inner: Passes,
     names: HashMap<Uuid, String>,
     rounds: super::Rounds,
@@ -151,8 +166,8 @@ pub(crate) async fn tenants_work<R: GroupReads>(
     }
     let mut reading: BTreeMap<Uuid, Reading<R::C>> = BTreeMap::new();
     for (t, q) in quotas {
-        let inner = inner_passes(rows.remove(t).unwrap_or_default());
-        reading.insert(*t, start(reads, *t, *q, inner).await?);
+        let rows = rows.remove(t).unwrap_or_default();
+        reading.insert(*t, start(reads, *t, *q, rows).await?);
     }
     let mut again = true;
     while again {
@@ -166,7 +181,8 @@ pub(crate) async fn tenants_work<R: GroupReads>(
         for t in stale {
             reads.forget(t);
             if let Some(r) = reading.remove(&t) {
-                let fresh = start(reads, t, r.quota, r.inner).await?;
+                let rows = r.rows;
+                let fresh = start(reads, t, r.quota, rows).await?;
                 again |= !fresh.kept;
                 reading.insert(t, fresh);
             }
@@ -186,16 +202,30 @@ pub(crate) async fn tenants_work<R: GroupReads>(
     Ok((work, names))
 }
 
-/// `tenant`'s inner share before its reads: its group list (kept or read).
+/// `tenant`'s inner share before its reads: its group list (kept or
+/// read), and its passes from its stored `rows` (those of groups not
+/// listed left out: they have nothing pending).
 async fn start<R: GroupReads>(
     reads: &mut R,
     tenant: Uuid,
     quota: u32,
-    inner: Passes,
+    rows: Vec<(String, i64)>,
 ) -> Result<Reading<R::C>> {
-    let (keys, kept) = reads.groups(tenant).await?;
-    let names: HashMap<Uuid, String> = keys.iter().map(|k| (group_id(k), k.clone())).collect();
+    let (list, kept) = reads.groups(tenant).await?;
+    let ids: HashMap<&str, Uuid> = list.iter().map(|(k, id)| (k.as_str(), *id)).collect();
+    let mut vt = 0;
+    let mut stored = Vec::new();
+    for (k, pass) in &rows {
+        if k == GROUP_VT {
+            vt = *pass;
+        } else if let Some(id) = ids.get(k.as_str()) {
+            stored.push((*id, *pass));
+        }
+    }
+    let inner = Passes::new(vt, stored);
+    let names: HashMap<Uuid, String> = list.iter().map(|(k, id)| (*id, k.clone())).collect();
     Ok(Reading {
+        rows,
         rounds: super::Rounds::new(names.keys().map(|g| (*g, 1)).collect()),
         inner,
         names,

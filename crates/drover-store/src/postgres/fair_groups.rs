@@ -111,7 +111,7 @@ struct Reads<'a, R> {
 impl<R: GroupReader> groups::GroupReads for Reads<'_, R> {
     type C = R::C;
 
-    async fn groups(&mut self, tenant: Uuid) -> Result<(Arc<Vec<String>>, bool)> {
+    async fn groups(&mut self, tenant: Uuid) -> Result<(Arc<groups::GroupList>, bool)> {
         let lists = &self.store.fair_verdicts;
         let epoch = lists.epoch();
         if let Some(g) = lists.groups(self.lane, tenant) {
@@ -123,7 +123,7 @@ impl<R: GroupReader> groups::GroupReads for Reads<'_, R> {
             .bind(tenant)
             .fetch_all(&mut *self.tx)
             .await?;
-        let keys = Arc::new(keys);
+        let keys = Arc::new(groups::group_list(keys));
         lists.put_groups(self.lane, tenant, epoch, keys.clone());
         Ok((keys, false))
     }

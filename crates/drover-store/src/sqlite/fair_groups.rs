@@ -103,7 +103,7 @@ struct Reads<'a, R> {
 impl<R: GroupReader> groups::GroupReads for Reads<'_, R> {
     type C = R::C;
 
-    async fn groups(&mut self, tenant: Uuid) -> Result<(Arc<Vec<String>>, bool)> {
+    async fn groups(&mut self, tenant: Uuid) -> Result<(Arc<groups::GroupList>, bool)> {
         let lists = &self.store.fair_lists;
         let epoch = lists.epoch();
         if let Some(g) = lists.groups(self.lane, tenant) {
@@ -114,7 +114,7 @@ impl<R: GroupReader> groups::GroupReads for Reads<'_, R> {
             .bind(tenant)
             .fetch_all(&mut *self.conn)
             .await?;
-        let keys = Arc::new(keys);
+        let keys = Arc::new(groups::group_list(keys));
         lists.put_groups(self.lane, tenant, epoch, keys.clone());
         Ok((keys, false))
     }
