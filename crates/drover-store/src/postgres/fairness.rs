@@ -625,7 +625,13 @@ impl FairnessStore for PgStore {
         .fetch_all(&mut *tx)
         .await?;
         let l = sqlx::query(
-            "SELECT lane, fair, by_group, set_at, set_by FROM fair_lanes ORDER BY lane",
+            // by_group read through the row's JSON: a schema before
+            // migration 0056 has no such column (a new binary drains on
+            // it until the migration; its lanes share by tenant), and
+            // the statement's result type stays the same across it.
+            "SELECT lane, fair, set_at, set_by,
+                    coalesce(to_jsonb(l) -> 'by_group' = 'true'::jsonb, false) AS by_group
+             FROM fair_lanes l ORDER BY lane",
         )
         .persistent(self.persistent)
         .fetch_all(&mut *tx)
@@ -706,13 +712,22 @@ impl FairnessStore for PgStore {
         .fetch_all(&mut *tx)
         .await?;
         // The groups' idle passes (a claim writes them under its lane's
-        // row, locked above).
-        let groups = sqlx::query(super::fair_groups::GROUP_PURGE)
-            .persistent(self.persistent)
-            .bind(i64::from(batch))
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+        // row, locked above); none on a schema before migration 0056.
+        let has_groups: bool =
+            sqlx::query_scalar("SELECT to_regclass('fair_group_passes') IS NOT NULL")
+                .persistent(self.persistent)
+                .fetch_one(&mut *tx)
+                .await?;
+        let groups = if has_groups {
+            sqlx::query(super::fair_groups::GROUP_PURGE)
+                .persistent(self.persistent)
+                .bind(i64::from(batch))
+                .execute(&mut *tx)
+                .await?
+                .rows_affected()
+        } else {
+            0
+        };
         let batch = batch.saturating_sub(u32::try_from(groups).unwrap_or(u32::MAX));
         // Idle rows: at or behind their lane's virtual time, or of a tenant
         // with nothing pending in the lane (it comes back lifted to the

@@ -496,11 +496,9 @@ impl FairnessStore for SqliteStore {
         )
         .fetch_all(&self.reader)
         .await?;
-        let l = sqlx::query(
-            "SELECT lane, fair, by_group, set_at, set_by FROM fair_lanes ORDER BY lane",
-        )
-        .fetch_all(&self.reader)
-        .await?;
+        let l = sqlx::query("SELECT * FROM fair_lanes ORDER BY lane")
+            .fetch_all(&self.reader)
+            .await?;
         let mut out = FairSettings::default();
         for r in &w {
             out.weights.push(FairWeight {
@@ -514,7 +512,9 @@ impl FairnessStore for SqliteStore {
             out.lanes.push(FairLane {
                 lane: r.try_get("lane")?,
                 on: r.try_get::<i64, _>("fair")? != 0,
-                by_group: r.try_get::<i64, _>("by_group")? != 0,
+                // A file before migration 0056 has no such column: its
+                // lanes share by tenant.
+                by_group: r.try_get::<i64, _>("by_group").is_ok_and(|v| v != 0),
                 set_at: from_micros(r.try_get("set_at")?)?,
                 set_by: r.try_get("set_by")?,
             });
@@ -560,7 +560,18 @@ impl FairnessStore for SqliteStore {
 
     async fn fair_passes_purge(&self, batch: u32) -> Result<u64> {
         let mut tx = self.begin().await?;
-        let groups = SqliteStore::group_passes_purge(&mut tx, batch).await?;
+        // None on a file before migration 0056.
+        let has_groups: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master
+                            WHERE type = 'table' AND name = 'fair_group_passes')",
+        )
+        .fetch_one(&mut *tx)
+        .await?;
+        let groups = if has_groups {
+            SqliteStore::group_passes_purge(&mut tx, batch).await?
+        } else {
+            0
+        };
         let batch = batch.saturating_sub(u32::try_from(groups).unwrap_or(u32::MAX));
         let n = sqlx::query(FAIR_PURGE)
             .bind(LANE_ROW)
