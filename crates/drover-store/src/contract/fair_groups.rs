@@ -170,6 +170,51 @@ pub async fn fair_group_under_a_limit_and_on_the_handover(h: &Harness) {
     assert!(claim_n(h, 4).await.is_empty(), "the kind limit holds");
 }
 
+/// A tenant's items with no group are a bucket of their own: 300 of them
+/// enqueued before group Y's 10, Y's ten start within the first 24 starts,
+/// on the plain claim and then on the limited one (a kind limit that
+/// does not bind), and the ungrouped bucket takes its turns too.
+pub async fn fair_group_ungrouped_items_are_one_bucket(h: &Harness) {
+    by_group(h, true).await;
+    let a = tenant_a();
+    let plain: Vec<NewItem> = (0..300).map(|_| new("job").with_tenant(a)).collect();
+    for chunk in plain.chunks(500) {
+        h.store.item_insert_many(chunk).await.expect("insert");
+    }
+    fill(h, a, 10, |_| "y".into()).await;
+    let (mut started, mut ys, mut none, mut done_at) = (0, 0, 0, None);
+    for round in 0..8 {
+        if round == 3 {
+            // From here the claim is the limited one.
+            h.store
+                .limit_set(
+                    &LimitScope::Kind("job".into()),
+                    LimitSource::Operator,
+                    LimitSpec::concurrency(1_000),
+                    Uuid::nil(),
+                )
+                .await
+                .expect("limit");
+        }
+        let got = claim_n(h, 4).await;
+        assert_eq!(got.len(), 4, "work-conserving: {got:?}");
+        started += got.len();
+        ys += in_group(&got, "y");
+        none += got.iter().filter(|i| i.group.is_none()).count();
+        if ys == 10 && done_at.is_none() {
+            done_at = Some(started);
+        }
+    }
+    assert!(done_at.is_some_and(|at| at <= 24), "Y done at {done_at:?}");
+    assert!(none >= 10, "the ungrouped bucket had its turns: {none}");
+    let rows = h.store.fair_group_passes(LANE, a).await.expect("rows");
+    assert!(
+        rows.iter()
+            .any(|r| r.0 == crate::fairness::groups::NO_GROUP),
+        "the bucket's pass is stored under '': {rows:?}"
+    );
+}
+
 /// Once every group's work has started, the purge leaves no group pass
 /// behind, nor a tenant's group virtual time.
 pub async fn fair_group_idle_passes_collected(h: &Harness) {
