@@ -215,6 +215,39 @@ pub async fn fair_group_ungrouped_items_are_one_bucket(h: &Harness) {
     );
 }
 
+/// A group another process enqueued for is shared in: within
+/// `FAIR_CACHE_TTL` while the groups this process listed have due work,
+/// and at once when they have none (the kept list is read again).
+pub async fn fair_group_list_of_another_process(h: &Harness) {
+    by_group(h, true).await;
+    let a = tenant_a();
+    fill(h, a, 6, |_| "x".into()).await;
+    assert_eq!(claim_n(h, 2).await.len(), 2, "x listed and started");
+    let peer = h.peer().await;
+    let put = |g: &'static str, n: usize| {
+        let peer = peer.clone();
+        async move {
+            let items: Vec<NewItem> = (0..n)
+                .map(|_| new("job").with_tenant(a).with_group(g))
+                .collect();
+            peer.item_insert_many(&items).await.expect("insert");
+        }
+    };
+    put("y", 10).await;
+    tokio::time::sleep(crate::fairness::FAIR_CACHE_TTL + Duration::from_millis(100)).await;
+    let got = claim_n(h, 4).await;
+    assert!(
+        in_group(&got, "y") >= 2,
+        "y shared in after the TTL: {got:?}"
+    );
+    // Drain everything listed; then z comes from the other process: the
+    // kept list names nothing due, so the claim reads it again at once.
+    while !claim_n(h, 10).await.is_empty() {}
+    put("z", 3).await;
+    let got = claim_n(h, 4).await;
+    assert_eq!(in_group(&got, "z"), 3, "z claimed at once: {got:?}");
+}
+
 /// Once every group's work has started, the purge leaves no group pass
 /// behind, nor a tenant's group virtual time.
 pub async fn fair_group_idle_passes_collected(h: &Harness) {
