@@ -134,6 +134,18 @@ impl FairSettings {
             .is_none_or(|l| l.on)
     }
 
+    /// How `lane` shares its starts, as operators read it: `"off"`, `"by
+    /// tenant"` or `"by group"`.
+    pub fn mode(&self, lane: &str) -> &'static str {
+        if !self.on(lane) {
+            "off"
+        } else if self.by_group(lane) {
+            "by group"
+        } else {
+            "by tenant"
+        }
+    }
+
     /// Whether `lane` shares each tenant's starts between its groups (fair
     /// share on, by group).
     pub fn by_group(&self, lane: &str) -> bool {
@@ -465,8 +477,8 @@ pub struct TenantLists {
     groups: std::sync::Mutex<std::collections::HashMap<(String, Uuid), GroupListed>>,
 }
 
-/// A tenant's group list: when it was read, at which epoch, the group keys.
-type GroupListed = (std::time::Instant, u64, std::sync::Arc<Vec<String>>);
+/// A tenant's group list: when it was read, at which epoch, the groups.
+type GroupListed = (std::time::Instant, u64, std::sync::Arc<groups::GroupList>);
 
 /// How many (lane, tenant) group lists a process keeps at most (beyond,
 /// it forgets them all and reads again).
@@ -521,7 +533,7 @@ impl TenantLists {
 
     /// `tenant`'s group list in `lane` if read at the current epoch within
     /// [`FAIR_CACHE_TTL`].
-    pub fn groups(&self, lane: &str, tenant: Uuid) -> Option<std::sync::Arc<Vec<String>>> {
+    pub fn groups(&self, lane: &str, tenant: Uuid) -> Option<std::sync::Arc<groups::GroupList>> {
         let epoch = self.epoch();
         let slot = self.groups.lock().unwrap_or_else(|p| p.into_inner());
         slot.get(&(lane.to_owned(), tenant))
@@ -535,7 +547,7 @@ impl TenantLists {
         lane: &str,
         tenant: Uuid,
         epoch: u64,
-        groups: std::sync::Arc<Vec<String>>,
+        groups: std::sync::Arc<groups::GroupList>,
     ) {
         let mut slot = self.groups.lock().unwrap_or_else(|p| p.into_inner());
         if slot.len() >= GROUP_LISTS_KEPT {

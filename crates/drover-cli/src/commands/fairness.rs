@@ -2,7 +2,8 @@
 //! tenants inside each lane (docs/flow-control.md, "Fair share"). A
 //! tenant's weight (default 1) sets its share of each lane's starts among
 //! the tenants with due work; a lane can be taken off fair share (then it
-//! claims in priority then age order). The CLI acts as the system
+//! claims in priority then age order), or set to share each tenant's
+//! starts between its groups too (`on --by-group`). The CLI acts as the system
 //! principal (it holds the database login).
 
 use drover::queue::Principal;
@@ -45,11 +46,15 @@ pub enum FairnessAction {
         #[arg(long)]
         lane: String,
     },
-    /// Turn fair share on again for a lane (the default).
+    /// Turn fair share on again for a lane (the default: by tenant).
     On {
         /// The lane.
         #[arg(long)]
         lane: String,
+        /// Inside each tenant's share, share its starts between its groups
+        /// too (items with no group are one bucket); without it, by tenant.
+        #[arg(long)]
+        by_group: bool,
     },
     /// Each tenant's share of each lane: weight, waiting, started; then the
     /// lanes with fair share off.
@@ -95,12 +100,18 @@ pub async fn run(args: &FairnessArgs, cx: &mut Context<'_>) -> Result<(), CliErr
                 writeln!(cx.out, "tenant {tenant} had no weight set (1)")?;
             }
         }
-        FairnessAction::Off { lane } | FairnessAction::On { lane } => {
-            let on = matches!(args.action, FairnessAction::On { .. });
+        FairnessAction::Off { lane } => {
             let queue = cx.queue().await?;
-            queue.fair_lane_set(&system, lane, on).await?;
-            let state = if on { "on" } else { "off" };
-            writeln!(cx.out, "fair share {state} for lane {lane}")?;
+            queue.fair_lane_set(&system, lane, false).await?;
+            writeln!(cx.out, "fair share off for lane {lane}")?;
+        }
+        FairnessAction::On { lane, by_group } => {
+            let queue = cx.queue().await?;
+            queue
+                .fair_lane_mode_set(&system, lane, true, *by_group)
+                .await?;
+            let by = if *by_group { "group" } else { "tenant" };
+            writeln!(cx.out, "fair share on for lane {lane}, by {by}")?;
         }
         FairnessAction::List { json } => list(cx, *json).await?,
     }
@@ -134,7 +145,7 @@ async fn list(cx: &mut Context<'_>, json: bool) -> Result<(), CliError> {
                     s.weight.to_string(),
                     s.waiting.to_string(),
                     s.started.to_string(),
-                    if settings.on(&s.lane) { "on" } else { "off" }.to_owned(),
+                    settings.mode(&s.lane).to_owned(),
                 ]
             },
         )?;
@@ -147,6 +158,15 @@ async fn list(cx: &mut Context<'_>, json: bool) -> Result<(), CliError> {
         .collect();
     if !off.is_empty() {
         writeln!(cx.out, "fair share off for: {}", off.join(", "))?;
+    }
+    let by_group: Vec<&str> = settings
+        .lanes
+        .iter()
+        .filter(|l| l.on && l.by_group)
+        .map(|l| l.lane.as_str())
+        .collect();
+    if !by_group.is_empty() {
+        writeln!(cx.out, "shared by group: {}", by_group.join(", "))?;
     }
     let weighted = settings.weights.len();
     if weighted > 0 {

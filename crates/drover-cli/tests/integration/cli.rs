@@ -560,7 +560,8 @@ fn lane_pause_resume_list(d: &dyn Drover) {
 /// and named by `show`'s waiting reasons; reopened at once; a kind closed
 /// until an RFC 3339 time; bad flags exit 2.
 /// `drover fairness`: a weight set, listed with the tenant's waiting work,
-/// cleared; a lane turned off and on; a bad weight exits 2.
+/// cleared; a lane turned off, on by group (listed so), on by tenant
+/// again; a bad weight exits 2.
 fn fairness_set_list_clear(d: &dyn Drover) {
     d.run(&["migrate"]).ok();
     let t = "00000000-0000-0000-0000-00000000000a";
@@ -584,7 +585,31 @@ fn fairness_set_list_clear(d: &dyn Drover) {
     );
     let table = d.run(&["fairness", "list"]).ok().stdout;
     assert!(table.contains("fair share off for: default"), "{table}");
-    d.run(&["fairness", "on", "--lane", "default"]).ok();
+    let r = d
+        .run(&["fairness", "on", "--lane", "default", "--by-group"])
+        .ok();
+    assert_eq!(r.stdout.trim(), "fair share on for lane default, by group");
+    let table = d.run(&["fairness", "list"]).ok().stdout;
+    assert!(table.contains("by group"), "{table}");
+    assert!(table.contains("shared by group: default"), "{table}");
+    let list = d.run(&["fairness", "list", "--json"]).ok().json();
+    let lane = list["settings"]["lanes"]
+        .as_array()
+        .expect("lanes")
+        .iter()
+        .find(|l| l["lane"] == "default")
+        .unwrap_or_else(|| panic!("the lane: {list}"));
+    assert_eq!(
+        (lane["on"].as_bool(), lane["by_group"].as_bool()),
+        (Some(true), Some(true))
+    );
+    let r = d.run(&["fairness", "on", "--lane", "default"]).ok();
+    assert_eq!(r.stdout.trim(), "fair share on for lane default, by tenant");
+    let table = d.run(&["fairness", "list"]).ok().stdout;
+    assert!(
+        table.contains("by tenant") && !table.contains("shared by group"),
+        "{table}"
+    );
     let r = d.run(&["fairness", "clear", "--tenant", t]).ok();
     assert_eq!(r.stdout.trim(), format!("weight of tenant {t} cleared (1)"));
     for bad in ["0", "1001", "x"] {

@@ -1,6 +1,7 @@
 //! Fair share over HTTP (docs/flow-control.md#fair-share-between-tenants):
 //! each tenant's share of each lane, an operator's weight per tenant and
-//! its clearing, and turning fair share off or on per lane. A weight moves
+//! its clearing, and turning fair share off or on per lane (on: by tenant,
+//! or by group inside each tenant's share). A weight moves
 //! every other tenant's share, so every route needs a token not scoped to
 //! a tenant; changes need the operator role (as the limits routes).
 
@@ -41,6 +42,8 @@ pub struct FairShareView {
     pub started: u64,
     /// Whether fair share is on for the lane.
     pub fair: bool,
+    /// Whether the lane shares each tenant's starts between its groups.
+    pub by_group: bool,
 }
 
 /// Every tenant's share, and the lanes with fair share off. The shares
@@ -53,6 +56,8 @@ pub struct FairnessView {
     pub shares: Vec<FairShareView>,
     /// The lanes an operator turned fair share off for.
     pub lanes_off: Vec<String>,
+    /// The lanes an operator set to share by group.
+    pub lanes_by_group: Vec<String>,
 }
 
 /// What `PUT /v1/fairness/tenants/{tenant}` sets.
@@ -87,6 +92,10 @@ pub struct WeightCleared {
 pub struct LaneFairRequest {
     /// Fair share on (the default) or off (priority then age order).
     pub fair: bool,
+    /// On: inside each tenant's share, share its starts between its groups
+    /// too (default false: by tenant). Only with `fair`.
+    #[serde(default)]
+    pub by_group: bool,
 }
 
 /// Every tenant's share of every lane, at most one live interval old (a
@@ -109,6 +118,7 @@ pub async fn list_fairness(
     let shares = state.live.fair_shares().await?;
     let view = |s: &FairShare| FairShareView {
         fair: settings.on(&s.lane),
+        by_group: settings.by_group(&s.lane),
         lane: s.lane.clone(),
         tenant: s.tenant,
         weight: s.weight,
@@ -121,9 +131,16 @@ pub async fn list_fairness(
         .filter(|l| !l.on)
         .map(|l| l.lane.clone())
         .collect();
+    let lanes_by_group = settings
+        .lanes
+        .iter()
+        .filter(|l| l.on && l.by_group)
+        .map(|l| l.lane.clone())
+        .collect();
     Ok(Json(FairnessView {
         shares: shares.iter().map(view).collect(),
         lanes_off,
+        lanes_by_group,
     }))
 }
 
@@ -197,13 +214,14 @@ pub async fn clear_weight(
 }
 
 /// Turn fair share on or off for a lane (off: priority then age order;
+/// on: by tenant, or with `by_group` by group inside each tenant's share;
 /// operator, unscoped token).
 #[utoipa::path(put, path = "/v1/fairness/lanes/{lane}", tag = "operations",
     params(("lane" = String, Path, description = "the lane", pattern = "^[a-z0-9_-]{1,64}$", min_length = 1, max_length = 64)),
     request_body = LaneFairRequest,
     responses(
         (status = 200, description = "set", body = LaneFairRequest),
-        (status = 400, description = "invalid lane", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "invalid lane, or by_group with fair off", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "no credentials", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "not an operator, or a tenant-scoped token", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
@@ -219,8 +237,11 @@ pub async fn set_lane(
     let principal = who.queue_principal(Uuid::nil(), None);
     let l = state
         .queue
-        .fair_lane_set(&principal, &lane, req.fair)
+        .fair_lane_mode_set(&principal, &lane, req.fair, req.by_group)
         .await?;
     state.live.fair_shares_stale().await;
-    Ok(Json(LaneFairRequest { fair: l.on }))
+    Ok(Json(LaneFairRequest {
+        fair: l.on,
+        by_group: l.by_group,
+    }))
 }

@@ -313,7 +313,9 @@ struct ShareRow {
     /// Due items, or "1000+" at the count's cap.
     waiting: String,
     started: u64,
-    /// `on`, or `off` for a lane an operator took off fair share.
+    /// `by tenant` (the default), `by group` for a lane an operator set to
+    /// share each tenant's starts between its groups, or `off` for one
+    /// taken off fair share.
     fair: &'static str,
 }
 
@@ -359,7 +361,7 @@ async fn share_rows(st: &DashState) -> drover::Result<Vec<ShareRow>> {
     Ok(shares
         .iter()
         .map(|s| ShareRow {
-            fair: if settings.on(&s.lane) { "on" } else { "off" },
+            fair: settings.mode(&s.lane),
             lane: s.lane.clone(),
             tenant: s.tenant.to_string(),
             weight: s.weight,

@@ -809,7 +809,7 @@ async fn limits_on_the_lanes_page(f: &Fixture) {
         &format!("data-share-lane=\"shared\" data-share-tenant=\"{a}\""),
     );
     assert!(
-        share.contains("<td>3</td><td>1</td><td>1</td><td>on</td>"),
+        share.contains("<td>3</td><td>1</td><td>1</td><td>by tenant</td>"),
         "weight 3, one waiting, one started: {share}"
     );
     // Every view within the interval shares that read; the next refresh
@@ -830,6 +830,17 @@ async fn limits_on_the_lanes_page(f: &Fixture) {
     assert!(
         row_of(&page.body, &row).contains("<td>3</td><td>2</td><td>1</td>"),
         "read again after the refresh: {}",
+        row_of(&page.body, &row)
+    );
+    // A lane shared by group says so.
+    q.fair_lane_mode_set(&Principal::system(), "shared", true, true)
+        .await
+        .unwrap();
+    f.live.refresh().await;
+    let page = send(&f.app, get("/ui/lanes", Some(&cookie))).await;
+    assert!(
+        row_of(&page.body, &row).contains("<td>by group</td>"),
+        "the lane's mode: {}",
         row_of(&page.body, &row)
     );
 }

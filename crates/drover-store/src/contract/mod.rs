@@ -227,6 +227,8 @@ macro_rules! contract_suite {
             fair_group_spreading_still_gains_nothing,
             fair_group_under_a_limit_and_on_the_handover,
             fair_group_idle_passes_collected,
+            fair_group_ungrouped_items_are_one_bucket,
+            fair_group_list_of_another_process,
             parked_backlog_leaves_other_groups_claimable,
             parked_ordered_group_drains_in_enqueue_order,
             parked_items_given_back_when_the_limit_is_cleared,

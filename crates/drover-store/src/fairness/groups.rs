@@ -102,67 +102,179 @@ pub fn by_group<C>(
     (TenantWork::Groups(passes, lists), names)
 }
 
-/// What a backend's fair claim reads for [`tenant_work`], in its claim's
-/// transaction.
+/// What a backend's fair claim reads for [`tenants_work`], in its
+/// claim's transaction.
 pub(crate) trait GroupReads {
     /// A candidate of the share.
     type C;
     /// `tenant`'s groups with pending work in the lane (their keys,
-    /// [`NO_GROUP`] for its ungrouped items), kept or read now.
-    async fn groups(&mut self, tenant: Uuid) -> Result<std::sync::Arc<Vec<String>>>;
-    /// `tenant`'s stored inner pass rows `(group key, pass)`.
-    async fn passes(&mut self, tenant: Uuid) -> Result<Vec<(String, i64)>>;
-    /// `tenant`'s next due items of each group `wants` names (key, and
-    /// the starts its quota gives it), in claim order, one list per want.
-    async fn read(&mut self, tenant: Uuid, wants: &[(String, u32)]) -> Result<Vec<Vec<Self::C>>>;
+    /// [`NO_GROUP`] for its ungrouped items), kept or read now; and
+    /// whether they were kept.
+    async fn groups(&mut self, tenant: Uuid) -> Result<(std::sync::Arc<GroupList>, bool)>;
+    /// The stored inner pass rows `(tenant, group key, pass)` of
+    /// `tenants`.
+    async fn passes(&mut self, tenants: &[Uuid]) -> Result<Vec<(Uuid, String, i64)>>;
+    /// The next due items of each of `wants` (tenant, group key, and the
+    /// starts its quota gives it), in claim order, one list per want.
+    async fn read(&mut self, wants: &[(Uuid, String, u32)]) -> Result<Vec<Vec<Self::C>>>;
     /// Forgets `tenant`'s kept group list (it named nothing due).
     fn forget(&mut self, tenant: Uuid);
 }
 
-/// `tenant`'s work for a claim that may give it `quota` starts: its
-/// inner passes and the next items of the groups the inner quotas name
-/// ([`TenantWork::Groups`]), a group with nothing due dropped and the
-/// quotas drawn again ([`Rounds`](super::Rounds)); and the groups' keys by
-/// id (to write the passes back). Empty lists when nothing is due.
-pub(crate) async fn tenant_work<R: GroupReads>(
+/// A tenant's groups with pending work: each key with its [`group_id`]
+/// (worked out once per read of the list, not per claim).
+pub type GroupList = Vec<(String, Uuid)>;
+
+/// `keys` with their ids, as a kept group list holds them.
+pub fn group_list(keys: Vec<String>) -> GroupList {
+    keys.into_iter()
+        .map(|k| {
+            let id = group_id(&k);
+            (k, id)
+        })
+        .collect()
+}
+
+/// One tenant's inner share being read: its passes, its groups' keys by
+/// id, the inner rounds, and the lists read so far.
+struct Reading<C> {
+    rows: Vec<(String, i64)>,
+    inner: Passes,
+    names: HashMap<Uuid, String>,
+    rounds: super::Rounds,
+    quota: u32,
+    kept: bool,
+    lists: BTreeMap<Uuid, Vec<C>>,
+}
+
+/// The work of each of `quotas` (a tenant and the starts the claim may
+/// give it): its inner passes and the next items of the groups the inner
+/// quotas name ([`TenantWork::Groups`]), a group with nothing due dropped
+/// and the quotas drawn again ([`Rounds`](super::Rounds)); and every
+/// group's key by id (to write the passes back). The reads of all the
+/// tenants go together, one [`GroupReads::read`] per round. A tenant
+/// whose kept group list named nothing due has its list read again at
+/// once (a group another process enqueued for is not left for the poll).
+pub(crate) async fn tenants_work<R: GroupReads>(
+    reads: &mut R,
+    quotas: &[(Uuid, u32)],
+) -> Result<(BTreeMap<Uuid, TenantWork<R::C>>, HashMap<Uuid, String>)> {
+    let tenants: Vec<Uuid> = quotas.iter().map(|(t, _)| *t).collect();
+    let mut rows: HashMap<Uuid, Vec<(String, i64)>> = HashMap::new();
+    for (t, k, p) in reads.passes(&tenants).await? {
+        rows.entry(t).or_default().push((k, p));
+    }
+    let mut reading: BTreeMap<Uuid, Reading<R::C>> = BTreeMap::new();
+    for (t, q) in quotas {
+        let rows = rows.remove(t).unwrap_or_default();
+        reading.insert(*t, start(reads, *t, *q, rows).await?);
+    }
+    let mut again = true;
+    while again {
+        read_rounds(reads, &mut reading).await?;
+        again = false;
+        let stale: Vec<Uuid> = reading
+            .iter()
+            .filter(|(_, r)| r.kept && r.lists.values().all(Vec::is_empty))
+            .map(|(t, _)| *t)
+            .collect();
+        for t in stale {
+            reads.forget(t);
+            if let Some(r) = reading.remove(&t) {
+                let rows = r.rows;
+                let fresh = start(reads, t, r.quota, rows).await?;
+                again |= !fresh.kept;
+                reading.insert(t, fresh);
+            }
+        }
+    }
+    let mut names = HashMap::new();
+    let work = reading
+        .into_iter()
+        .map(|(t, r)| {
+            names.extend(r.names);
+            (
+                t,
+                TenantWork::Groups(r.inner, r.lists.into_iter().collect()),
+            )
+        })
+        .collect();
+    Ok((work, names))
+}
+
+/// `tenant`'s inner share before its reads: its group list (kept or
+/// read), and its passes from its stored `rows` (those of groups not
+/// listed left out: they have nothing pending).
+async fn start<R: GroupReads>(
     reads: &mut R,
     tenant: Uuid,
     quota: u32,
-) -> Result<(TenantWork<R::C>, HashMap<Uuid, String>)> {
-    let keys = reads.groups(tenant).await?;
-    let names: HashMap<Uuid, String> = keys.iter().map(|k| (group_id(k), k.clone())).collect();
-    let inner = inner_passes(reads.passes(tenant).await?);
-    let mut lists: BTreeMap<Uuid, Vec<R::C>> = BTreeMap::new();
-    let mut rounds = super::Rounds::new(names.keys().map(|g| (*g, 1)).collect());
-    loop {
-        let fresh = rounds.next(&inner, quota);
-        if fresh.is_empty() {
-            break;
-        }
-        let wants: Vec<(String, u32)> = fresh
-            .iter()
-            .map(|(g, q)| (names.get(g).cloned().unwrap_or_default(), *q))
-            .collect();
-        let got = reads.read(tenant, &wants).await?;
-        let mut empty = std::collections::HashSet::new();
-        for ((g, _), list) in fresh.iter().zip(got) {
-            if list.is_empty() {
-                empty.insert(*g);
-            }
-            lists.insert(*g, list);
-        }
-        if !rounds.settle(&empty) {
-            break;
+    rows: Vec<(String, i64)>,
+) -> Result<Reading<R::C>> {
+    let (list, kept) = reads.groups(tenant).await?;
+    let ids: HashMap<&str, Uuid> = list.iter().map(|(k, id)| (k.as_str(), *id)).collect();
+    let mut vt = 0;
+    let mut stored = Vec::new();
+    for (k, pass) in &rows {
+        if k == GROUP_VT {
+            vt = *pass;
+        } else if let Some(id) = ids.get(k.as_str()) {
+            stored.push((*id, *pass));
         }
     }
-    if lists.values().all(Vec::is_empty) {
-        // Listed groups with nothing due: the list may be old.
-        reads.forget(tenant);
-    }
-    Ok((
-        TenantWork::Groups(inner, lists.into_iter().collect()),
+    let inner = Passes::new(vt, stored);
+    let names: HashMap<Uuid, String> = list.iter().map(|(k, id)| (*id, k.clone())).collect();
+    Ok(Reading {
+        rows,
+        rounds: super::Rounds::new(names.keys().map(|g| (*g, 1)).collect()),
+        inner,
         names,
-    ))
+        quota,
+        kept,
+        lists: BTreeMap::new(),
+    })
+}
+
+/// The inner rounds of every tenant of `reading`, each round's reads of
+/// all of them in one [`GroupReads::read`].
+async fn read_rounds<R: GroupReads>(
+    reads: &mut R,
+    reading: &mut BTreeMap<Uuid, Reading<R::C>>,
+) -> Result<()> {
+    let mut active: Vec<Uuid> = reading.keys().copied().collect();
+    while !active.is_empty() {
+        let mut wants: Vec<(Uuid, String, u32)> = Vec::new();
+        let mut owners: Vec<(Uuid, Uuid)> = Vec::new();
+        for t in &active {
+            let Some(r) = reading.get_mut(t) else {
+                continue;
+            };
+            for (g, q) in r.rounds.next(&r.inner, r.quota) {
+                wants.push((*t, r.names.get(&g).cloned().unwrap_or_default(), q));
+                owners.push((*t, g));
+            }
+        }
+        if wants.is_empty() {
+            break;
+        }
+        let got = reads.read(&wants).await?;
+        let mut empty: HashMap<Uuid, std::collections::HashSet<Uuid>> = HashMap::new();
+        for ((t, g), list) in owners.iter().zip(got) {
+            let e = empty.entry(*t).or_default();
+            if list.is_empty() {
+                e.insert(*g);
+            }
+            if let Some(r) = reading.get_mut(t) {
+                r.lists.insert(*g, list);
+            }
+        }
+        active = empty
+            .into_iter()
+            .filter(|(t, e)| reading.get_mut(t).is_some_and(|r| r.rounds.settle(e)))
+            .map(|(t, _)| t)
+            .collect();
+    }
+    Ok(())
 }
 
 /// One tenant's candidates as the outer share draws from them.

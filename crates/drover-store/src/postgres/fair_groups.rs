@@ -25,6 +25,9 @@ use uuid::Uuid;
 use super::PgStore;
 use crate::fairness::groups::{self, NO_GROUP};
 use crate::fairness::{Passes, TenantWork};
+
+/// Per tenant its work, and every group's key by id.
+pub(super) type Works<C> = (BTreeMap<Uuid, TenantWork<C>>, HashMap<Uuid, String>);
 use drover_core::error::Result;
 
 /// The groups with pending items of tenant $2 in lane $1 (a loose scan of
@@ -46,8 +49,8 @@ SELECT group_key FROM g
 UNION ALL
 SELECT '' WHERE EXISTS (SELECT 1 FROM items WHERE lane = $1 AND tenant_id = $2
                         AND status = 'pending' AND group_key IS NULL)";
-const GROUP_PASSES: &str =
-    "SELECT group_key, pass FROM fair_group_passes WHERE lane = $1 AND tenant_id = $2";
+const GROUP_PASSES: &str = "SELECT tenant_id, group_key, pass FROM fair_group_passes
+     WHERE lane = $1 AND tenant_id = ANY($2)";
 const GROUP_PASSES_ALL: &str = "SELECT group_key, pass, started FROM fair_group_passes
      WHERE lane = $1 AND tenant_id = $2 ORDER BY group_key";
 const GROUP_PASS_WRITE: &str = "
@@ -79,24 +82,23 @@ DELETE FROM fair_group_passes d USING (
     LIMIT $1) x
 WHERE d.lane = x.lane AND d.tenant_id = x.tenant_id AND d.group_key = x.group_key";
 
-/// How a fair claim reads a tenant's groups' next due items: one
+/// How a fair claim reads its tenants' groups' next due items: one
 /// statement over arrays of (tenant, cap, group key) for the named
-/// groups, one over (tenant, cap) for the ungrouped bucket.
+/// groups, one for the ungrouped buckets.
 pub(super) trait GroupReader {
     /// A candidate of the share.
     type C;
-    /// `tenant`'s candidates of each of `wants` (group key and cap; all
-    /// named groups, or the ungrouped bucket `''` alone), each with its
-    /// group's key.
+    /// The candidates of each of `wants` (tenant, group key, cap; all of
+    /// named groups, or all of ungrouped buckets `''`), each with its
+    /// tenant and group key.
     async fn read(
         &mut self,
         tx: &mut sqlx::PgConnection,
-        tenant: Uuid,
-        wants: &[(String, i64)],
-    ) -> Result<Vec<(String, Self::C)>>;
+        wants: &[(Uuid, String, i64)],
+    ) -> Result<Vec<(Uuid, String, Self::C)>>;
 }
 
-/// The reads of [`groups::tenant_work`] on a claim's transaction.
+/// The reads of [`groups::tenants_work`] on a claim's transaction.
 struct Reads<'a, R> {
     tx: &'a mut sqlx::PgConnection,
     store: &'a PgStore,
@@ -109,11 +111,11 @@ struct Reads<'a, R> {
 impl<R: GroupReader> groups::GroupReads for Reads<'_, R> {
     type C = R::C;
 
-    async fn groups(&mut self, tenant: Uuid) -> Result<Arc<Vec<String>>> {
+    async fn groups(&mut self, tenant: Uuid) -> Result<(Arc<groups::GroupList>, bool)> {
         let lists = &self.store.fair_verdicts;
         let epoch = lists.epoch();
         if let Some(g) = lists.groups(self.lane, tenant) {
-            return Ok(g);
+            return Ok((g, true));
         }
         let keys: Vec<String> = sqlx::query_scalar(TENANT_GROUPS)
             .persistent(self.store.persistent)
@@ -121,41 +123,41 @@ impl<R: GroupReader> groups::GroupReads for Reads<'_, R> {
             .bind(tenant)
             .fetch_all(&mut *self.tx)
             .await?;
-        let keys = Arc::new(keys);
+        let keys = Arc::new(groups::group_list(keys));
         lists.put_groups(self.lane, tenant, epoch, keys.clone());
-        Ok(keys)
+        Ok((keys, false))
     }
 
-    async fn passes(&mut self, tenant: Uuid) -> Result<Vec<(String, i64)>> {
+    async fn passes(&mut self, tenants: &[Uuid]) -> Result<Vec<(Uuid, String, i64)>> {
         Ok(sqlx::query_as(GROUP_PASSES)
             .persistent(self.store.persistent)
             .bind(self.lane)
-            .bind(tenant)
+            .bind(tenants)
             .fetch_all(&mut *self.tx)
             .await?)
     }
 
-    async fn read(&mut self, tenant: Uuid, wants: &[(String, u32)]) -> Result<Vec<Vec<R::C>>> {
-        let caps: Vec<(String, i64)> = wants
+    async fn read(&mut self, wants: &[(Uuid, String, u32)]) -> Result<Vec<Vec<R::C>>> {
+        let caps: Vec<(Uuid, String, i64)> = wants
             .iter()
-            .map(|(k, q)| {
+            .map(|(t, k, q)| {
                 let cap = q.saturating_mul(self.per_start).saturating_add(self.extra);
-                (k.clone(), i64::from(cap))
+                (*t, k.clone(), i64::from(cap))
             })
             .collect();
-        let mut by_key: HashMap<String, Vec<R::C>> = HashMap::new();
-        let (none, named): (Vec<_>, Vec<_>) = caps.into_iter().partition(|(k, _)| k == NO_GROUP);
+        let mut by_want: HashMap<(Uuid, String), Vec<R::C>> = HashMap::new();
+        let (none, named): (Vec<_>, Vec<_>) = caps.into_iter().partition(|(_, k, _)| k == NO_GROUP);
         for part in [named, none] {
             if part.is_empty() {
                 continue;
             }
-            for (k, c) in self.reader.read(self.tx, tenant, &part).await? {
-                by_key.entry(k).or_default().push(c);
+            for (t, k, c) in self.reader.read(self.tx, &part).await? {
+                by_want.entry((t, k)).or_default().push(c);
             }
         }
         Ok(wants
             .iter()
-            .map(|(k, _)| by_key.remove(k).unwrap_or_default())
+            .map(|(t, k, _)| by_want.remove(&(*t, k.clone())).unwrap_or_default())
             .collect())
     }
 
@@ -165,17 +167,18 @@ impl<R: GroupReader> groups::GroupReads for Reads<'_, R> {
 }
 
 impl PgStore {
-    /// `tenant`'s work in `lane` for a claim that may give it `quota`
-    /// starts ([`groups::tenant_work`]), read on `tx` through `reader`,
-    /// each group's cap `per_start` candidates per start plus `extra`.
-    pub(super) async fn tenant_work<R: GroupReader>(
+    /// The work in `lane` of each of `quotas` (a tenant and the starts
+    /// the claim may give it; [`groups::tenants_work`]), read on `tx`
+    /// through `reader`, each group's cap `per_start` candidates per
+    /// start plus `extra`.
+    pub(super) async fn tenants_work<R: GroupReader>(
         &self,
         tx: &mut sqlx::PgConnection,
         lane: &str,
-        tenant: Uuid,
-        (quota, per_start, extra): (u32, u32, u32),
+        quotas: &[(Uuid, u32)],
+        (per_start, extra): (u32, u32),
         reader: &mut R,
-    ) -> Result<(TenantWork<R::C>, HashMap<Uuid, String>)> {
+    ) -> Result<Works<R::C>> {
         let mut reads = Reads {
             tx,
             store: self,
@@ -184,7 +187,7 @@ impl PgStore {
             extra,
             reader,
         };
-        groups::tenant_work(&mut reads, tenant, quota).await
+        groups::tenants_work(&mut reads, quotas).await
     }
 
     /// Writes back the inner passes a share moved (`names`: group ids to

@@ -100,16 +100,16 @@ impl super::fair_groups::GroupReader for Limited<'_, '_> {
     async fn read(
         &mut self,
         tx: &mut sqlx::PgConnection,
-        tenant: Uuid,
-        wants: &[(String, i64)],
-    ) -> Result<Vec<(String, Candidate)>> {
-        let sql = if wants.iter().any(|(k, _)| k.is_empty()) {
+        wants: &[(Uuid, String, i64)],
+    ) -> Result<Vec<(Uuid, String, Candidate)>> {
+        let sql = if wants.iter().any(|(_, k, _)| k.is_empty()) {
             CANDIDATES_FAIR_UNGROUPED.as_str()
         } else {
             CANDIDATES_FAIR_NAMED.as_str()
         };
-        let (keys, caps): (Vec<String>, Vec<i64>) = wants.iter().cloned().unzip();
-        let ts = vec![tenant; keys.len()];
+        let ts: Vec<Uuid> = wants.iter().map(|w| w.0).collect();
+        let keys: Vec<&str> = wants.iter().map(|w| w.1.as_str()).collect();
+        let caps: Vec<i64> = wants.iter().map(|w| w.2).collect();
         let f = self.f;
         let rows = sqlx::query(sql)
             .persistent(false)
@@ -130,10 +130,8 @@ impl super::fair_groups::GroupReader for Limited<'_, '_> {
         for r in &rows {
             let c = parts(r, true)?;
             let key = (r.try_get("priority")?, r.try_get("available_at")?, c.id);
-            out.push((
-                c.group.clone().unwrap_or_default(),
-                (key, self.candidates.len()),
-            ));
+            let group = c.group.clone().unwrap_or_default();
+            out.push((c.tenant, group, (key, self.candidates.len())));
             self.candidates.push(c);
         }
         Ok(out)
@@ -282,16 +280,16 @@ impl PgStore {
                 break;
             }
             if by_group {
-                for (t, q) in &fresh {
-                    let mut reader = Limited {
-                        f: &f,
-                        candidates: &mut candidates,
-                    };
-                    let per = (*q, CANDIDATES_PER_SLOT, CANDIDATES_EXTRA);
-                    let (work, n) = self.tenant_work(tx, &p.lane, *t, per, &mut reader).await?;
-                    names.extend(n);
-                    lists.insert(*t, work);
-                }
+                let mut reader = Limited {
+                    f: &f,
+                    candidates: &mut candidates,
+                };
+                let per = (CANDIDATES_PER_SLOT, CANDIDATES_EXTRA);
+                let (work, n) = self
+                    .tenants_work(tx, &p.lane, &fresh, per, &mut reader)
+                    .await?;
+                names.extend(n);
+                lists.extend(work);
             } else {
                 let got = self
                     .tenants_candidates(tx, &f, &fresh, &mut candidates)
@@ -361,5 +359,22 @@ impl PgStore {
             l.sort_by_key(|c| c.0);
         }
         Ok(lists)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The per-group candidates are the per-tenant statement over (tenant,
+    /// cap, group) triples with the group filter spliced in.
+    #[test]
+    fn group_candidates_spliced() {
+        let g = CANDIDATES_FAIR_NAMED.as_str();
+        assert!(g.contains("AS q(tenant_id, cap, group_key)"));
+        assert!(g.contains("AND i.group_key IS NOT NULL AND i.group_key = q.group_key"));
+        let u = CANDIDATES_FAIR_UNGROUPED.as_str();
+        assert!(u.contains("AND i.tenant_id = q.tenant_id AND i.group_key IS NULL"));
+        assert!(!u.contains("{group}") && !g.contains("/*{ordered}*/"));
     }
 }

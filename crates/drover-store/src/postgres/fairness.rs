@@ -122,17 +122,18 @@ SET pass = excluded.pass,
 /// A candidate: its claim order key and id.
 type Candidate = ((i16, chrono::DateTime<chrono::Utc>), Uuid);
 
-/// Tenant $5's next due items of lane $1 in claim order, of each group
-/// $2[k] at most $3[k], of the kinds $4; `{group}` is the group filter
-/// (a named group through `items_fair_group`, or the ungrouped items).
+/// Each tenant $2[k]'s next due items of lane $1 in claim order, of its
+/// group $3[k] at most $4[k], of the kinds $5; `{group}` is the group
+/// filter (a named group through `items_fair_group`, or the ungrouped
+/// items).
 const FAIR_GROUP_CANDIDATES: &str = "
-SELECT c.id, c.group_key, c.priority, c.available_at
-FROM unnest($2::text[], $3::bigint[]) AS q(group_key, cap)
+SELECT c.id, c.tenant_id, c.group_key, c.priority, c.available_at
+FROM unnest($2::uuid[], $3::text[], $4::bigint[]) AS q(tenant_id, group_key, cap)
 CROSS JOIN LATERAL (
-    SELECT i.id, i.group_key, i.priority, i.available_at FROM items i
-    WHERE i.lane = $1 AND i.status = 'pending' AND i.tenant_id = $5 AND {group}
+    SELECT i.id, i.tenant_id, i.group_key, i.priority, i.available_at FROM items i
+    WHERE i.lane = $1 AND i.status = 'pending' AND i.tenant_id = q.tenant_id AND {group}
       AND i.available_at <= now()
-      AND (cardinality($4::text[]) = 0 OR i.kind = ANY($4))
+      AND (cardinality($5::text[]) = 0 OR i.kind = ANY($5))
     ORDER BY i.priority, i.available_at
     LIMIT q.cap) c";
 static FAIR_NAMED_CANDIDATES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
@@ -156,29 +157,31 @@ impl super::fair_groups::GroupReader for Plain<'_> {
     async fn read(
         &mut self,
         tx: &mut sqlx::PgConnection,
-        tenant: Uuid,
-        wants: &[(String, i64)],
-    ) -> Result<Vec<(String, Candidate)>> {
-        let sql = if wants.iter().any(|(k, _)| k.is_empty()) {
+        wants: &[(Uuid, String, i64)],
+    ) -> Result<Vec<(Uuid, String, Candidate)>> {
+        let sql = if wants.iter().any(|(_, k, _)| k.is_empty()) {
             FAIR_UNGROUPED_CANDIDATES.as_str()
         } else {
             FAIR_NAMED_CANDIDATES.as_str()
         };
-        let (keys, caps): (Vec<String>, Vec<i64>) = wants.iter().cloned().unzip();
+        let ts: Vec<Uuid> = wants.iter().map(|w| w.0).collect();
+        let keys: Vec<&str> = wants.iter().map(|w| w.1.as_str()).collect();
+        let caps: Vec<i64> = wants.iter().map(|w| w.2).collect();
         let rows = sqlx::query(sql)
             .persistent(self.persistent)
             .bind(&self.p.lane)
+            .bind(&ts)
             .bind(&keys)
             .bind(&caps)
             .bind(&self.p.kinds)
-            .bind(tenant)
             .fetch_all(&mut *tx)
             .await?;
         rows.iter()
             .map(|r| {
                 let key = (r.try_get("priority")?, r.try_get("available_at")?);
                 let g: Option<String> = r.try_get("group_key")?;
-                Ok((g.unwrap_or_default(), (key, r.try_get("id")?)))
+                let t: Uuid = r.try_get("tenant_id")?;
+                Ok((t, g.unwrap_or_default(), (key, r.try_get("id")?)))
             })
             .collect()
     }
@@ -329,13 +332,12 @@ impl PgStore {
                     p,
                     persistent: self.persistent,
                 };
-                for (t, q, _) in &fresh {
-                    let (work, n) = self
-                        .tenant_work(tx, &p.lane, *t, (*q, PER_START, EXTRA), &mut reader)
-                        .await?;
-                    names.extend(n);
-                    lists.insert(*t, work);
-                }
+                let quotas: Vec<(Uuid, u32)> = fresh.iter().map(|f| (f.0, f.1)).collect();
+                let (work, n) = self
+                    .tenants_work(tx, &p.lane, &quotas, (PER_START, EXTRA), &mut reader)
+                    .await?;
+                names.extend(n);
+                lists.extend(work);
             } else {
                 let ts: Vec<Uuid> = fresh.iter().map(|f| f.0).collect();
                 let caps: Vec<i64> = fresh.iter().map(|f| f.2).collect();
@@ -626,7 +628,13 @@ impl FairnessStore for PgStore {
         .fetch_all(&mut *tx)
         .await?;
         let l = sqlx::query(
-            "SELECT lane, fair, by_group, set_at, set_by FROM fair_lanes ORDER BY lane",
+            // by_group read through the row's JSON: a schema before
+            // migration 0056 has no such column (a new binary drains on
+            // it until the migration; its lanes share by tenant), and
+            // the statement's result type stays the same across it.
+            "SELECT lane, fair, set_at, set_by,
+                    coalesce(to_jsonb(l) -> 'by_group' = 'true'::jsonb, false) AS by_group
+             FROM fair_lanes l ORDER BY lane",
         )
         .persistent(self.persistent)
         .fetch_all(&mut *tx)
@@ -707,13 +715,22 @@ impl FairnessStore for PgStore {
         .fetch_all(&mut *tx)
         .await?;
         // The groups' idle passes (a claim writes them under its lane's
-        // row, locked above).
-        let groups = sqlx::query(super::fair_groups::GROUP_PURGE)
-            .persistent(self.persistent)
-            .bind(i64::from(batch))
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+        // row, locked above); none on a schema before migration 0056.
+        let has_groups: bool =
+            sqlx::query_scalar("SELECT to_regclass('fair_group_passes') IS NOT NULL")
+                .persistent(self.persistent)
+                .fetch_one(&mut *tx)
+                .await?;
+        let groups = if has_groups {
+            sqlx::query(super::fair_groups::GROUP_PURGE)
+                .persistent(self.persistent)
+                .bind(i64::from(batch))
+                .execute(&mut *tx)
+                .await?
+                .rows_affected()
+        } else {
+            0
+        };
         let batch = batch.saturating_sub(u32::try_from(groups).unwrap_or(u32::MAX));
         // Idle rows: at or behind their lane's virtual time, or of a tenant
         // with nothing pending in the lane (it comes back lifted to the

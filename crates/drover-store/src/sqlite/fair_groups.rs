@@ -80,9 +80,9 @@ DELETE FROM fair_group_passes WHERE rowid IN (
 pub(super) trait GroupReader {
     /// A candidate of the share.
     type C;
-    /// `tenant`'s next due items of group `key` ([`groups::NO_GROUP`]: its
-    /// ungrouped items) in claim order, at most as many as `quota` starts
-    /// call for.
+    /// `tenant`'s next due items of group `key` ([`groups::NO_GROUP`]:
+    /// its ungrouped items) in claim order, at most as many as `quota`
+    /// starts call for.
     async fn read(
         &mut self,
         conn: &mut SqliteConnection,
@@ -92,7 +92,7 @@ pub(super) trait GroupReader {
     ) -> Result<Vec<Self::C>>;
 }
 
-/// The reads of [`groups::tenant_work`] on a claim's transaction.
+/// The reads of [`groups::tenants_work`] on a claim's transaction.
 struct Reads<'a, R> {
     conn: &'a mut SqliteConnection,
     store: &'a SqliteStore,
@@ -103,34 +103,39 @@ struct Reads<'a, R> {
 impl<R: GroupReader> groups::GroupReads for Reads<'_, R> {
     type C = R::C;
 
-    async fn groups(&mut self, tenant: Uuid) -> Result<Arc<Vec<String>>> {
+    async fn groups(&mut self, tenant: Uuid) -> Result<(Arc<groups::GroupList>, bool)> {
         let lists = &self.store.fair_lists;
         let epoch = lists.epoch();
         if let Some(g) = lists.groups(self.lane, tenant) {
-            return Ok(g);
+            return Ok((g, true));
         }
         let keys: Vec<String> = sqlx::query_scalar(TENANT_GROUPS)
             .bind(self.lane)
             .bind(tenant)
             .fetch_all(&mut *self.conn)
             .await?;
-        let keys = Arc::new(keys);
+        let keys = Arc::new(groups::group_list(keys));
         lists.put_groups(self.lane, tenant, epoch, keys.clone());
-        Ok(keys)
+        Ok((keys, false))
     }
 
-    async fn passes(&mut self, tenant: Uuid) -> Result<Vec<(String, i64)>> {
-        Ok(sqlx::query_as(GROUP_PASSES)
-            .bind(self.lane)
-            .bind(tenant)
-            .fetch_all(&mut *self.conn)
-            .await?)
+    async fn passes(&mut self, tenants: &[Uuid]) -> Result<Vec<(Uuid, String, i64)>> {
+        let mut out = Vec::new();
+        for t in tenants {
+            let rows: Vec<(String, i64)> = sqlx::query_as(GROUP_PASSES)
+                .bind(self.lane)
+                .bind(*t)
+                .fetch_all(&mut *self.conn)
+                .await?;
+            out.extend(rows.into_iter().map(|(k, p)| (*t, k, p)));
+        }
+        Ok(out)
     }
 
-    async fn read(&mut self, tenant: Uuid, wants: &[(String, u32)]) -> Result<Vec<Vec<R::C>>> {
+    async fn read(&mut self, wants: &[(Uuid, String, u32)]) -> Result<Vec<Vec<R::C>>> {
         let mut out = Vec::with_capacity(wants.len());
-        for (key, q) in wants {
-            out.push(self.reader.read(self.conn, tenant, key, *q).await?);
+        for (t, key, q) in wants {
+            out.push(self.reader.read(self.conn, *t, key, *q).await?);
         }
         Ok(out)
     }
@@ -140,24 +145,27 @@ impl<R: GroupReader> groups::GroupReads for Reads<'_, R> {
     }
 }
 
-/// `tenant`'s work in `lane` for a claim that may give it `quota` starts
-/// ([`groups::tenant_work`]), read on `conn` through `reader`.
-pub(super) async fn tenant_work<R: GroupReader>(
+/// The work in `lane` of each of `quotas` (a tenant and the starts the
+/// claim may give it; [`groups::tenants_work`]), read on `conn` through
+/// `reader`.
+pub(super) async fn tenants_work<R: GroupReader>(
     conn: &mut SqliteConnection,
     store: &SqliteStore,
     lane: &str,
-    tenant: Uuid,
-    quota: u32,
+    quotas: &[(Uuid, u32)],
     reader: &mut R,
-) -> Result<(TenantWork<R::C>, HashMap<Uuid, String>)> {
+) -> Result<Works<R::C>> {
     let mut reads = Reads {
         conn,
         store,
         lane,
         reader,
     };
-    groups::tenant_work(&mut reads, tenant, quota).await
+    groups::tenants_work(&mut reads, quotas).await
 }
+
+/// Per tenant its work, and every group's key by id.
+pub(super) type Works<C> = (BTreeMap<Uuid, TenantWork<C>>, HashMap<Uuid, String>);
 
 /// Writes back the inner passes a share moved (`names`: group ids to
 /// keys), on the claim's transaction.

@@ -190,22 +190,23 @@ async fn read_lists(
         if fresh.is_empty() {
             break;
         }
-        let mut empty = HashSet::new();
-        for (t, q) in fresh {
-            let work = if by_group {
-                let (work, n) =
-                    super::fair_groups::tenant_work(conn, store, &page.p.lane, t, q, &mut reader)
-                        .await?;
-                names.extend(n);
-                work
-            } else {
-                TenantWork::Items(reader.page_of(conn, t, None, q).await?)
-            };
-            if work.is_empty() {
-                empty.insert(t);
+        if by_group {
+            let (work, n) =
+                super::fair_groups::tenants_work(conn, store, &page.p.lane, &fresh, &mut reader)
+                    .await?;
+            names.extend(n);
+            lists.extend(work);
+        } else {
+            for (t, q) in &fresh {
+                let work = TenantWork::Items(reader.page_of(conn, *t, None, *q).await?);
+                lists.insert(*t, work);
             }
-            lists.insert(t, work);
         }
+        let empty: HashSet<Uuid> = fresh
+            .iter()
+            .map(|(t, _)| *t)
+            .filter(|t| lists.get(t).is_none_or(TenantWork::is_empty))
+            .collect();
         if !rounds.settle(&empty) {
             break;
         }
@@ -316,5 +317,11 @@ mod tests {
         assert!(q.contains("AND i.tenant_id = ?12"));
         assert!(q.contains("items_group_order"));
         assert!(!q.contains("/*{ordered}*/"));
+        let g = CANDIDATES_OF_GROUP.as_str();
+        assert!(g.contains("INDEXED BY items_fair_group\n"));
+        assert!(g.contains("AND i.group_key IS NOT NULL AND i.group_key = ?13"));
+        let u = CANDIDATES_UNGROUPED.as_str();
+        assert!(u.contains("INDEXED BY items_fair\n"));
+        assert!(u.contains("AND i.tenant_id = ?12 AND i.group_key IS NULL"));
     }
 }

@@ -363,28 +363,23 @@ async fn claim_among(
         if fresh.is_empty() {
             break;
         }
-        let mut empty = HashSet::new();
         if by_group {
-            for (t, q) in fresh {
-                let (work, n) =
-                    super::fair_groups::tenant_work(conn, store, &p.lane, t, q, &mut reader)
-                        .await?;
-                names.extend(n);
-                if work.is_empty() {
-                    empty.insert(t);
-                }
-                lists.insert(t, work);
-            }
+            let (work, n) =
+                super::fair_groups::tenants_work(conn, store, &p.lane, &fresh, &mut reader).await?;
+            names.extend(n);
+            lists.extend(work);
         } else {
             let mut pages = reader.pages(conn, &fresh).await?;
-            for (t, _) in fresh {
-                let list = pages.remove(&t).unwrap_or_default();
-                if list.is_empty() {
-                    empty.insert(t);
-                }
-                lists.insert(t, TenantWork::Items(list));
+            for (t, _) in &fresh {
+                let list = pages.remove(t).unwrap_or_default();
+                lists.insert(*t, TenantWork::Items(list));
             }
         }
+        let empty: HashSet<Uuid> = fresh
+            .iter()
+            .map(|(t, _)| *t)
+            .filter(|t| lists.get(t).is_none_or(TenantWork::is_empty))
+            .collect();
         if !rounds.settle(&empty) {
             break;
         }
@@ -566,11 +561,9 @@ impl FairnessStore for SqliteStore {
         )
         .fetch_all(&self.reader)
         .await?;
-        let l = sqlx::query(
-            "SELECT lane, fair, by_group, set_at, set_by FROM fair_lanes ORDER BY lane",
-        )
-        .fetch_all(&self.reader)
-        .await?;
+        let l = sqlx::query("SELECT * FROM fair_lanes ORDER BY lane")
+            .fetch_all(&self.reader)
+            .await?;
         let mut out = FairSettings::default();
         for r in &w {
             out.weights.push(FairWeight {
@@ -584,7 +577,9 @@ impl FairnessStore for SqliteStore {
             out.lanes.push(FairLane {
                 lane: r.try_get("lane")?,
                 on: r.try_get::<i64, _>("fair")? != 0,
-                by_group: r.try_get::<i64, _>("by_group")? != 0,
+                // A file before migration 0056 has no such column: its
+                // lanes share by tenant.
+                by_group: r.try_get::<i64, _>("by_group").is_ok_and(|v| v != 0),
                 set_at: from_micros(r.try_get("set_at")?)?,
                 set_by: r.try_get("set_by")?,
             });
@@ -630,7 +625,18 @@ impl FairnessStore for SqliteStore {
 
     async fn fair_passes_purge(&self, batch: u32) -> Result<u64> {
         let mut tx = self.begin().await?;
-        let groups = SqliteStore::group_passes_purge(&mut tx, batch).await?;
+        // None on a file before migration 0056.
+        let has_groups: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master
+                            WHERE type = 'table' AND name = 'fair_group_passes')",
+        )
+        .fetch_one(&mut *tx)
+        .await?;
+        let groups = if has_groups {
+            SqliteStore::group_passes_purge(&mut tx, batch).await?
+        } else {
+            0
+        };
         let batch = batch.saturating_sub(u32::try_from(groups).unwrap_or(u32::MAX));
         let n = sqlx::query(FAIR_PURGE)
             .bind(LANE_ROW)
@@ -662,6 +668,17 @@ mod tests {
     use drover_core::item::NewItem;
 
     const LANE: &str = "kept";
+
+    /// A group's and the ungrouped bucket's candidates are the tenant's
+    /// statement with the group's index and filter spliced in.
+    #[test]
+    fn group_candidates_spliced() {
+        let g = FAIR_CANDIDATES_GROUP.as_str();
+        assert!(g.contains("FROM items INDEXED BY items_fair_group\n"));
+        assert!(g.contains("AND group_key IS NOT NULL AND group_key = ?6"));
+        let u = FAIR_CANDIDATES_UNGROUPED.as_str();
+        assert!(u.contains("AND tenant_id = ?2 AND group_key IS NULL"));
+    }
 
     async fn open(path: &str) -> SqliteStore {
         SqliteStore::open(path, SqliteOptions::default())

@@ -15,6 +15,7 @@ use crate::item::{Item, Status};
 use crate::queue::Queue;
 use crate::store::ListFilter;
 use crate::store::closures::closure_of;
+use crate::store::fairness::groups::{GROUP_VT, NO_GROUP, group_key};
 use crate::store::limits::{LimitScope, keys_of};
 use crate::store::rates::{Rate, RateSetting, effective, rate_keys_of};
 
@@ -113,6 +114,21 @@ pub enum WaitReason {
         /// Its tenant's weight.
         weight: u32,
     },
+    /// Fair share by group: in a lane shared by group, another group of
+    /// its tenant with due work has had fewer starts, and is served first.
+    FairShareGroup {
+        /// The lane.
+        lane: String,
+        /// Its tenant.
+        tenant: Uuid,
+        /// Its group (`None`: the bucket of its tenant's ungrouped items).
+        group: Option<String>,
+        /// The starts fair share gave its group (since its pass row was
+        /// made).
+        started: u64,
+        /// A sibling group served first (`None`: the ungrouped bucket).
+        ahead: Option<String>,
+    },
     /// No live worker drains its lane, or none of those that do handles
     /// its kind.
     NoWorker {
@@ -140,8 +156,7 @@ pub struct Holder {
 impl WaitReason {
     /// The reason's name: `not_pending`, `run_at`, `dependencies`, `lane_paused`,
     /// `limit_full`, `earlier_in_group`, `group_closed`, `rate_limited`,
-    /// `fair_share` or
-    /// `no_worker`.
+    /// `fair_share`, `fair_share_group` or `no_worker`.
     pub fn code(&self) -> &'static str {
         match self {
             WaitReason::NotPending { .. } => "not_pending",
@@ -153,6 +168,7 @@ impl WaitReason {
             WaitReason::GroupClosed { .. } => "group_closed",
             WaitReason::RateLimited { .. } => "rate_limited",
             WaitReason::FairShare { .. } => "fair_share",
+            WaitReason::FairShareGroup { .. } => "fair_share_group",
             WaitReason::NoWorker { .. } => "no_worker",
         }
     }
@@ -266,6 +282,25 @@ impl std::fmt::Display for WaitReason {
                 "fair share: tenant {tenant} (weight {weight}) has started {started} of \
                  lane {lane}'s last {lane_started}; other tenants are due first"
             ),
+            WaitReason::FairShareGroup {
+                lane,
+                tenant,
+                group,
+                started,
+                ahead,
+            } => {
+                let name = |g: &Option<String>| match g {
+                    Some(g) => format!("group {g}"),
+                    None => "the ungrouped items".to_owned(),
+                };
+                write!(
+                    f,
+                    "fair share by group: {} of tenant {tenant} has started {started} in lane \
+                     {lane}; {} of the tenant has started fewer and is due first",
+                    name(group),
+                    name(ahead)
+                )
+            }
             WaitReason::NoWorker { lane, kind: None } => {
                 write!(f, "no live worker drains lane {lane}")
             }
@@ -370,6 +405,7 @@ impl Queue {
         }
         out.extend(self.rate_limited(item).await?);
         out.extend(self.fair_share_wait(item).await?);
+        out.extend(self.fair_group_wait(item).await?);
         let workers = self.store().worker_list().await?;
         let of_lane: Vec<_> = workers
             .iter()
@@ -410,6 +446,61 @@ impl Queue {
             lane_started: lane.iter().map(|s| s.started).sum(),
             weight: mine.weight,
         }))
+    }
+
+    /// Whether, in a lane shared by group, a sibling group of `item`'s
+    /// tenant with due work has a lower pass than `item`'s group (both
+    /// lifted to the tenant's group virtual time): that group is served
+    /// first. A sibling is looked at only if it has a pass row (one that
+    /// never started stands at the virtual time, never below).
+    async fn fair_group_wait(&self, item: &Item) -> Result<Option<WaitReason>> {
+        let settings = self.store().fair_settings().await?;
+        if !settings.by_group(&item.lane) {
+            return Ok(None);
+        }
+        let rows = self
+            .store()
+            .fair_group_passes(&item.lane, item.tenant_id)
+            .await?;
+        let vt = rows.iter().find(|r| r.0 == GROUP_VT).map_or(0, |r| r.1);
+        let key = group_key(item.group.as_deref());
+        let (mine, started) = rows
+            .iter()
+            .find(|r| r.0 == key)
+            .map_or((vt, 0), |r| (r.1.max(vt), r.2));
+        let mut ahead: Vec<(i64, &str)> = rows
+            .iter()
+            .filter(|r| r.0 != GROUP_VT && r.0 != key && r.1.max(vt) < mine)
+            .map(|r| (r.1.max(vt), r.0.as_str()))
+            .collect();
+        ahead.sort_unstable();
+        let now = Utc::now();
+        for (_, sibling) in ahead {
+            let filter = ListFilter {
+                tenant_id: Some(item.tenant_id),
+                status: Some(Status::Pending),
+                lane: Some(item.lane.clone()),
+                group: (sibling != NO_GROUP).then(|| sibling.to_owned()),
+                limit: 100,
+                ..Default::default()
+            };
+            let due = self
+                .store()
+                .item_list(&filter)
+                .await?
+                .iter()
+                .any(|i| i.available_at <= now && group_key(i.group.as_deref()) == sibling);
+            if due {
+                return Ok(Some(WaitReason::FairShareGroup {
+                    lane: item.lane.clone(),
+                    tenant: item.tenant_id,
+                    group: item.group.clone(),
+                    started,
+                    ahead: (sibling != NO_GROUP).then(|| sibling.to_owned()),
+                }));
+            }
+        }
+        Ok(None)
     }
 
     /// The rates in force whose cell for `item` has no start to give now,

@@ -363,12 +363,64 @@ async fn fair_share_names_the_tenant_served_later(store: Arc<dyn Store>) {
     assert!(!why.iter().any(|w| w.code() == "fair_share"), "{why:?}");
 }
 
+/// Fair share by group: after group X of tenant A took two starts and Y
+/// one, X's next item waits with `fair_share_group` naming Y; Y's does
+/// not.
+async fn fair_share_group_names_the_sibling_served_first(store: Arc<dyn Store>) {
+    let q = Queue::new(store.clone());
+    let a = Uuid::from_u128(0xA);
+    store
+        .fair_lane_set("grouped", true, true, Uuid::nil())
+        .await
+        .unwrap();
+    let mut items = Vec::new();
+    for g in ["x", "x", "x", "y", "y"] {
+        let it = NewItem::new("share", json!({}))
+            .with_lane("grouped")
+            .with_tenant(a)
+            .with_group(g);
+        items.push(store.item_insert(&it).await.unwrap().item);
+    }
+    let mut three = claim("grouped");
+    three.limit = 3;
+    let got = store.item_claim(&three).await.unwrap();
+    let xs = got
+        .iter()
+        .filter(|i| i.group.as_deref() == Some("x"))
+        .count();
+    assert_eq!((got.len(), xs), (3, 2), "x, y, x: {got:?}");
+    let left = |g: &str| {
+        items
+            .iter()
+            .find(|i| i.group.as_deref() == Some(g) && !got.iter().any(|c| c.id == i.id))
+            .unwrap()
+            .id
+    };
+    let held = q.get(a, left("x")).await.unwrap();
+    let why = q.why_waiting(&held).await.unwrap();
+    let w = why
+        .iter()
+        .find(|w| w.code() == "fair_share_group")
+        .unwrap_or_else(|| panic!("group y is served first: {why:?}"));
+    assert!(
+        w.to_string().contains("group x of tenant") && w.to_string().contains("group y of"),
+        "{w}"
+    );
+    let next = q.get(a, left("y")).await.unwrap();
+    let why = q.why_waiting(&next).await.unwrap();
+    assert!(
+        !why.iter().any(|w| w.code() == "fair_share_group"),
+        "{why:?}"
+    );
+}
+
 #[tokio::test]
 async fn memory_reasons() {
     let store = Arc::new(drover::store::memory::MemoryStore::new());
     // First: on SQLite and PostgreSQL a claim a limit may apply to keeps
     // priority then age order, and the next case sets one.
     fair_share_names_the_tenant_served_later(store.clone()).await;
+    fair_share_group_names_the_sibling_served_first(store.clone()).await;
     reasons_name_what_holds_an_item_back(store.clone()).await;
     no_worker_of_the_lane_handles_the_kind(store.clone()).await;
     a_rate_names_its_next_start(store).await;
@@ -386,6 +438,7 @@ async fn sqlite_reasons() {
     // First: on SQLite and PostgreSQL a claim a limit may apply to keeps
     // priority then age order, and the next case sets one.
     fair_share_names_the_tenant_served_later(store.clone()).await;
+    fair_share_group_names_the_sibling_served_first(store.clone()).await;
     reasons_name_what_holds_an_item_back(store.clone()).await;
     no_worker_of_the_lane_handles_the_kind(store.clone()).await;
     a_rate_names_its_next_start(store).await;
@@ -400,6 +453,7 @@ async fn postgres_reasons() {
     // First: on SQLite and PostgreSQL a claim a limit may apply to keeps
     // priority then age order, and the next case sets one.
     fair_share_names_the_tenant_served_later(store.clone()).await;
+    fair_share_group_names_the_sibling_served_first(store.clone()).await;
     reasons_name_what_holds_an_item_back(store.clone()).await;
     no_worker_of_the_lane_handles_the_kind(store.clone()).await;
     a_rate_names_its_next_start(store).await;

@@ -69,6 +69,43 @@ pub async fn fairness_set_list_clear(app: &App) {
     assert_eq!(s, StatusCode::OK, "{list}");
     assert_eq!(list["lanes_off"], json!(["bulk"]), "{list}");
     assert!(list["shares"].is_array(), "{list}");
+    // On by group, reported so; by group with fair off is refused.
+    let (s, _, b) = app
+        .call(
+            Method::PUT,
+            "/v1/fairness/lanes/shared",
+            Some(&op),
+            Some(json!({"fair": true, "by_group": true})),
+            &[],
+        )
+        .await;
+    assert_eq!(
+        (s, b["fair"].as_bool(), b["by_group"].as_bool()),
+        (StatusCode::OK, Some(true), Some(true)),
+        "{b}"
+    );
+    let (_, _, list) = app
+        .call(Method::GET, "/v1/fairness", Some(&viewer), None, &[])
+        .await;
+    assert_eq!(list["lanes_by_group"], json!(["shared"]), "{list}");
+    let shared = list["shares"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["lane"] == "shared")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(shared["by_group"], json!(true), "{list}");
+    let (s, _, b) = app
+        .call(
+            Method::PUT,
+            "/v1/fairness/lanes/shared",
+            Some(&op),
+            Some(json!({"fair": false, "by_group": true})),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
     for who in [&viewer, &scoped] {
         let (s, _, b) = app
             .call(
