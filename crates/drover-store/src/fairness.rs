@@ -1,7 +1,8 @@
 //! The fair-share entity of the storage seam: weights per tenant
-//! ([`FairWeight`]), the lanes an operator took fair share off
-//! ([`FairLane`]), the pure rule every backend's claim splits its starts by
-//! ([`Passes::share`]) and the [`FairnessStore`] trait.
+//! ([`FairWeight`]), the lanes an operator took fair share off or set to
+//! share by group ([`FairLane`]), the pure rule every backend's claim
+//! splits its starts by ([`Passes::share`], [`Passes::share_work`]; the
+//! inner level by group in [`groups`]) and the [`FairnessStore`] trait.
 //!
 //! Inside each lane, when more than one tenant has due work, a claim's
 //! starts are shared between those tenants in proportion to their weights

@@ -1,6 +1,8 @@
 //! Fair share on the memory backend, under the store's one lock: the
-//! settings, each lane's virtual time and each (lane, tenant)'s pass (the
-//! claim reads and moves them under the same lock, so the share is exact).
+//! settings, each lane's virtual time and each (lane, tenant)'s pass, and
+//! in a lane shared by group each (lane, tenant, group)'s pass and each
+//! (lane, tenant)'s group virtual time (the claim reads and moves them
+//! under the same lock, so the share is exact).
 
 use std::collections::{BTreeMap, HashMap};
 

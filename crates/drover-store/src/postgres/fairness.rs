@@ -18,6 +18,10 @@
 //!    [`Passes::share`], claimed in one `UPDATE` (re-checked `pending`, so
 //!    an item another path claimed meanwhile is skipped), and the moved
 //!    passes written back, all before the commit.
+//!
+//! In a lane shared by group the claim takes this path for any number of
+//! tenants, and step 4 reads each tenant's items by its groups
+//! (`fair_groups.rs`), whose moved passes are written before the commit.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;

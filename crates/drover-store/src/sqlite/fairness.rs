@@ -11,7 +11,9 @@
 //! passes, asks [`Passes::quotas`] which tenants this claim may start,
 //! reads those tenants' next due items in claim order (a tenant with none
 //! is dropped and the quotas drawn again), shares the claim between them
-//! and claims the chosen ids.
+//! and claims the chosen ids. In a lane shared by group (any number of
+//! tenants), each tenant's items are read by its groups
+//! (`fair_groups.rs`) and its inner passes written back too.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
