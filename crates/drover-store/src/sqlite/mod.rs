@@ -5,8 +5,8 @@
 //!
 //! [`SqliteStore`], its connection pools, its schema (`migrations/sqlite/`),
 //! its statements (`sql/sqlite/`, one file each), the in-process wake-up
-//! channel and the watch that carries other processes' commits to it
-//! (`watch`).
+//! channel, the watch that carries other processes' commits to it
+//! (`watch`) and the WAL's checkpoints beside the writer (`checkpoint`).
 //!
 //! # Invariants
 //!
@@ -88,6 +88,7 @@ mod orchestration;
 pub use orchestration::start_in;
 mod outbox;
 pub use outbox::outbox_insert_in;
+mod checkpoint;
 mod closures;
 mod parking;
 mod projector;
@@ -104,6 +105,7 @@ mod testing;
 mod throughput;
 mod vacuum;
 mod watch;
+pub use checkpoint::{CHECKPOINT_EVERY, WRITER_AUTOCHECKPOINT};
 pub use watch::WATCH_INTERVAL_DEFAULT;
 mod worker;
 
@@ -168,6 +170,8 @@ pub struct SqliteStore {
     wake: super::wake::WakeBus,
     /// Other processes' commits, as wake-ups (started by the first subscriber).
     watch: Arc<watch::Watch>,
+    /// The WAL's checkpoints, beside the writer (`checkpoint`).
+    checkpoints: Arc<checkpoint::Checkpointer>,
     /// The limits in force as the last claim read them (so a claim of a
     /// lane no limit applies to reads nothing more).
     limits: Arc<crate::limits::LimitCache>,
@@ -255,6 +259,8 @@ impl SqliteStore {
             base.clone()
                 .journal_mode(SqliteJournalMode::Wal)
                 .synchronous(synchronous)
+                // The checkpoints run beside the writer (`checkpoint`).
+                .pragma("wal_autocheckpoint", WRITER_AUTOCHECKPOINT.to_string())
         };
         // One connection, never recycled: it is the single writer, and for
         // an in-memory database it is what keeps the database alive.
@@ -285,7 +291,14 @@ impl SqliteStore {
                 .await?
         };
         tracing::debug!(target: "drover::sqlite", path = url_or_path, memory, "opened");
+        // An in-memory database has no WAL to copy back.
+        let checkpoints = Arc::new(if memory {
+            checkpoint::Checkpointer::default()
+        } else {
+            checkpoint::Checkpointer::start(&reader)
+        });
         Ok(SqliteStore {
+            checkpoints,
             writer,
             reader,
             clock: opts.clock,
@@ -326,6 +339,7 @@ impl SqliteStore {
     /// Closes both pools, waiting for connections in use to be returned.
     pub async fn close(&self) {
         self.watch.stop();
+        self.checkpoints.stop();
         self.writer.close().await;
         self.reader.close().await;
     }
