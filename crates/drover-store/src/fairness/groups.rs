@@ -25,6 +25,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use uuid::Uuid;
 
 use super::{PASS_SCALE, Passes, TenantWork};
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 use drover_core::error::Result;
 
 /// The storage key of the bucket of a tenant's items with no group.
@@ -104,6 +105,7 @@ pub fn by_group<C>(
 
 /// What a backend's fair claim reads for [`tenants_work`], in its
 /// claim's transaction.
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub(crate) trait GroupReads {
     /// A candidate of the share.
     type C;
@@ -137,6 +139,7 @@ pub fn group_list(keys: Vec<String>) -> GroupList {
 
 /// One tenant's inner share being read: its passes, its groups' keys by
 /// id, the inner rounds, and the lists read so far.
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 struct Reading<C> {
     rows: Vec<(String, i64)>,
     inner: Passes,
@@ -155,6 +158,7 @@ struct Reading<C> {
 /// tenants go together, one [`GroupReads::read`] per round. A tenant
 /// whose kept group list named nothing due has its list read again at
 /// once (a group another process enqueued for is not left for the poll).
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub(crate) async fn tenants_work<R: GroupReads>(
     reads: &mut R,
     quotas: &[(Uuid, u32)],
@@ -205,6 +209,7 @@ pub(crate) async fn tenants_work<R: GroupReads>(
 /// `tenant`'s inner share before its reads: its group list (kept or
 /// read), and its passes from its stored `rows` (those of groups not
 /// listed left out: they have nothing pending).
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 async fn start<R: GroupReads>(
     reads: &mut R,
     tenant: Uuid,
@@ -237,6 +242,7 @@ async fn start<R: GroupReads>(
 
 /// The inner rounds of every tenant of `reading`, each round's reads of
 /// all of them in one [`GroupReads::read`].
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 async fn read_rounds<R: GroupReads>(
     reads: &mut R,
     reading: &mut BTreeMap<Uuid, Reading<R::C>>,
