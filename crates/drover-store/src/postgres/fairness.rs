@@ -141,11 +141,18 @@ CROSS JOIN LATERAL (
     ORDER BY i.priority, i.available_at
     LIMIT q.cap) c";
 static FAIR_NAMED_CANDIDATES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    FAIR_GROUP_CANDIDATES.replace(
-        "{group}",
-        "i.group_key IS NOT NULL AND i.group_key = q.group_key",
-    )
+    FAIR_GROUP_CANDIDATES
+        .replace("{group}", super::fair_limited::NAMED_GROUP)
+        .replace(
+            "ORDER BY i.priority, i.available_at",
+            super::fair_limited::NAMED_GROUP_ORDER,
+        )
 });
+/// The named groups' read as run (for the splice test).
+#[cfg(test)]
+pub(super) fn named_candidates_sql() -> &'static str {
+    FAIR_NAMED_CANDIDATES.as_str()
+}
 static FAIR_UNGROUPED_CANDIDATES: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| FAIR_GROUP_CANDIDATES.replace("{group}", "i.group_key IS NULL"));
 
