@@ -64,25 +64,14 @@ static CANDIDATES_FAIR_GROUPS: std::sync::LazyLock<String> = std::sync::LazyLock
             "AND i.tenant_id = q.tenant_id AND {group}\n",
         )
 });
-/// A named group's filter, as a range of one key rather than an
-/// equality. Why: the kept generic plan holds an equality on the group as
-/// selective as the average group, so with few groups it walked
-/// `items_fair` (lane, tenant, priority, age) and filtered by group, past
-/// every item of the tenant's other groups (a small group behind a group
-/// of 300,000: 299,812 rows read past, 59.7 ms). A range leaves the group
-/// in the order ([`NAMED_GROUP_ORDER`]), which only `items_fair_group`
-/// gives without a sort: 0.36 ms on the same rows.
-pub(super) const NAMED_GROUP: &str =
-    "i.group_key IS NOT NULL AND i.group_key >= q.group_key AND i.group_key <= q.group_key";
-/// The claim order of a named group's read (the group first: one key, so
-/// the same order as priority then age).
-pub(super) const NAMED_GROUP_ORDER: &str = "ORDER BY i.group_key, i.priority, i.available_at";
-
 /// Of named groups, through `items_fair_group`.
 static CANDIDATES_FAIR_NAMED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     CANDIDATES_FAIR_GROUPS
-        .replace("{group}", NAMED_GROUP)
-        .replace("ORDER BY i.priority, i.available_at", NAMED_GROUP_ORDER)
+        .replace("{group}", super::fairness::NAMED_GROUP)
+        .replace(
+            "ORDER BY i.priority, i.available_at",
+            super::fairness::NAMED_GROUP_ORDER,
+        )
 });
 /// Of the ungrouped items.
 static CANDIDATES_FAIR_UNGROUPED: std::sync::LazyLock<String> =
@@ -377,6 +366,7 @@ impl PgStore {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fairness::{NAMED_GROUP, NAMED_GROUP_ORDER};
     use super::*;
 
     /// The per-group candidates are the per-tenant statement over (tenant,

@@ -140,13 +140,24 @@ CROSS JOIN LATERAL (
       AND (cardinality($5::text[]) = 0 OR i.kind = ANY($5))
     ORDER BY i.priority, i.available_at
     LIMIT q.cap) c";
+/// A named group's filter, as a range of one key rather than an
+/// equality. Why: the kept generic plan holds an equality on the group as
+/// selective as the average group, so with few groups it walked
+/// `items_fair` (lane, tenant, priority, age) and filtered by group, past
+/// every item of the tenant's other groups (a small group behind a group
+/// of 300,000: 299,812 rows read past, 59.7 ms). A range leaves the group
+/// in the order ([`NAMED_GROUP_ORDER`]), which only `items_fair_group`
+/// gives without a sort: 0.36 ms on the same rows.
+pub(super) const NAMED_GROUP: &str =
+    "i.group_key IS NOT NULL AND i.group_key >= q.group_key AND i.group_key <= q.group_key";
+/// The claim order of a named group's read (the group first: one key, so
+/// the same order as priority then age).
+pub(super) const NAMED_GROUP_ORDER: &str = "ORDER BY i.group_key, i.priority, i.available_at";
+
 static FAIR_NAMED_CANDIDATES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     FAIR_GROUP_CANDIDATES
-        .replace("{group}", super::fair_limited::NAMED_GROUP)
-        .replace(
-            "ORDER BY i.priority, i.available_at",
-            super::fair_limited::NAMED_GROUP_ORDER,
-        )
+        .replace("{group}", NAMED_GROUP)
+        .replace("ORDER BY i.priority, i.available_at", NAMED_GROUP_ORDER)
 });
 /// The named groups' read as run (for the splice test).
 #[cfg(test)]
