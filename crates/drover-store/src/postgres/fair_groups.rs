@@ -245,3 +245,13 @@ impl PgStore {
             .collect()
     }
 }
+
+/// `wants` (tenant, group key, cap) as the three arrays a group read
+/// binds.
+pub(super) fn want_columns(wants: &[(Uuid, String, i64)]) -> (Vec<Uuid>, Vec<&str>, Vec<i64>) {
+    (
+        wants.iter().map(|w| w.0).collect(),
+        wants.iter().map(|w| w.1.as_str()).collect(),
+        wants.iter().map(|w| w.2).collect(),
+    )
+}

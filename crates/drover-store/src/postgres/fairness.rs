@@ -186,9 +186,7 @@ impl super::fair_groups::GroupReader for Plain<'_> {
         } else {
             FAIR_NAMED_CANDIDATES.as_str()
         };
-        let ts: Vec<Uuid> = wants.iter().map(|w| w.0).collect();
-        let keys: Vec<&str> = wants.iter().map(|w| w.1.as_str()).collect();
-        let caps: Vec<i64> = wants.iter().map(|w| w.2).collect();
+        let (ts, keys, caps) = super::fair_groups::want_columns(wants);
         let rows = sqlx::query(sql)
             .persistent(self.persistent)
             .bind(&self.p.lane)
