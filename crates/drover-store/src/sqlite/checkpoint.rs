@@ -28,11 +28,21 @@
 //!   that never runs one, costs the old stall, ten times less often).
 //! - The task ends when the last clone of its store is dropped or the
 //!   store is closed.
+//! - The task has a connection of its own, never one of the readers'. A
+//!   connection keeps the schema it last read until a statement finds it
+//!   stale, and sqlx-sqlite sizes a row by the column count it saw when it
+//!   prepared the statement: a reader that had looked at the file before
+//!   [`migrate`](super::SqliteStore::migrate) added a column would
+//!   prepare `SELECT * FROM items` with the old count and panic reading
+//!   the row SQLite re-prepared with the new one. A task started at open,
+//!   before the migration, would otherwise leave exactly such a reader in
+//!   the pool.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use sqlx::sqlite::SqlitePool;
+use sqlx::Connection;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
 use tokio::task::AbortHandle;
 
 /// How often the task checkpoints. A look at a WAL with nothing new to
@@ -52,9 +62,10 @@ pub(super) struct Checkpointer {
 }
 
 impl Checkpointer {
-    /// Starts checkpointing through `reader` every [`CHECKPOINT_EVERY`].
-    pub(super) fn start(reader: &SqlitePool) -> Self {
-        let handle = tokio::spawn(run(reader.clone()));
+    /// Starts checkpointing every [`CHECKPOINT_EVERY`] through a
+    /// connection of its own opened with `opts` (a reader's options).
+    pub(super) fn start(opts: SqliteConnectOptions) -> Self {
+        let handle = tokio::spawn(run(opts));
         Checkpointer {
             task: Mutex::new(Some(handle.abort_handle())),
         }
@@ -75,20 +86,30 @@ impl Drop for Checkpointer {
     }
 }
 
-async fn run(reader: SqlitePool) {
+async fn run(opts: SqliteConnectOptions) {
     let mut every = tokio::time::interval(CHECKPOINT_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut conn: Option<SqliteConnection> = None;
     loop {
         every.tick().await;
-        if reader.is_closed() {
-            return;
-        }
+        let c = match conn.as_mut() {
+            Some(c) => c,
+            None => match SqliteConnection::connect_with(&opts).await {
+                Ok(c) => conn.insert(c),
+                Err(e) => {
+                    tracing::debug!(target: "drover::sqlite", error = %e, "checkpoint connection failed; the next tick tries again");
+                    continue;
+                }
+            },
+        };
         // PASSIVE: copies what no reader still needs, waits for nobody.
         if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
-            .execute(&reader)
+            .execute(&mut *c)
             .await
         {
             tracing::debug!(target: "drover::sqlite", error = %e, "checkpoint failed; the next one tries again");
+            // A fresh connection next time, in case this one is broken.
+            conn = None;
         }
     }
 }
@@ -120,11 +141,6 @@ mod tests {
             )
             .await
             .expect("writer");
-        let reader = SqlitePoolOptions::new()
-            .max_connections(2)
-            .connect_with(base.pragma("query_only", "ON"))
-            .await
-            .expect("reader");
         sqlx::query("CREATE TABLE t (b BLOB)")
             .execute(&writer)
             .await
@@ -142,7 +158,7 @@ mod tests {
             before < 1_000_000,
             "the writer checkpointed on its own: file {before} bytes"
         );
-        let task = Checkpointer::start(&reader);
+        let task = Checkpointer::start(base.pragma("query_only", "ON"));
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         while db_len(&path) < 8_000_000 {
             assert!(
@@ -154,7 +170,6 @@ mod tests {
         }
         task.stop();
         writer.close().await;
-        reader.close().await;
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
         }

@@ -287,7 +287,7 @@ impl SqliteStore {
             SqlitePoolOptions::new()
                 .max_connections(opts.max_readers.max(1))
                 .test_before_acquire(false)
-                .connect_with(base.pragma("query_only", "ON"))
+                .connect_with(base.clone().pragma("query_only", "ON"))
                 .await?
         };
         tracing::debug!(target: "drover::sqlite", path = url_or_path, memory, "opened");
@@ -295,7 +295,7 @@ impl SqliteStore {
         let checkpoints = Arc::new(if memory {
             checkpoint::Checkpointer::default()
         } else {
-            checkpoint::Checkpointer::start(&reader)
+            checkpoint::Checkpointer::start(base.pragma("query_only", "ON"))
         });
         Ok(SqliteStore {
             checkpoints,
