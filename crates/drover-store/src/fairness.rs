@@ -661,6 +661,13 @@ impl PassCache {
             .map(|(_, p)| p.clone())
     }
 
+    /// `lane`'s passes as last kept, with the version token they were kept
+    /// at (to be checked against the lane's row before they are used).
+    pub fn latest(&self, lane: &str) -> Option<(i64, Passes)> {
+        let slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        slot.get(lane).map(|(v, p)| (*v, p.clone()))
+    }
+
     /// Keeps `passes` (settled) as `lane`'s at `version`.
     pub fn put(&self, lane: &str, version: i64, passes: &Passes) {
         self.slot

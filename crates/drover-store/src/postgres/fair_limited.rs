@@ -30,7 +30,7 @@ use sqlx::Row;
 use uuid::Uuid;
 
 use super::claim_gen::Attempt;
-use super::fairness::Works;
+use super::fair_rounds::Works;
 use super::limits::{CANDIDATES_EXTRA, CANDIDATES_PER_SLOT, Full, Opened, Parts, parts};
 use super::{PgStore, row};
 use crate::ClaimParams;

@@ -22,8 +22,14 @@
 //! In a lane shared by group the claim takes this path for any number of
 //! tenants, and step 4 reads each tenant's items by its groups
 //! (`fair_groups.rs`), whose moved passes are written before the commit.
+//!
+//! In a lane shared by tenant, when this process kept the lane's passes,
+//! steps 1 to 3 and the first round of step 4's reads are one statement
+//! (`fair_first.rs`), whose read is kept only if the locked row still holds
+//! the kept passes' version token; the rounds' reads live in
+//! `fair_rounds.rs`.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -31,17 +37,19 @@ use sqlx::Row;
 use uuid::Uuid;
 
 use super::claim_gen::Attempt;
+use super::fair_rounds::{
+    Candidate, EXTRA, FAIR_CANDIDATES, FAIR_LOCK_CTE, FLOW_GEN_COLUMN, PER_START, Works,
+    candidate_lists, round_caps, settle_round,
+};
 use super::limits::LIMIT_CLAIM;
 use super::{PgStore, row, secs};
 use crate::ClaimParams;
 use crate::fairness::{
     FAIR_WAITING_CAP, FairLane, FairSettings, FairShare, FairWeight, FairnessStore, LANE_ROW,
-    Passes, Rounds, TenantWork,
+    Passes, Rounds,
 };
 use crate::rates::InForce;
 
-/// Per tenant, its work for the share.
-pub(super) type Works<C> = BTreeMap<Uuid, TenantWork<C>>;
 use drover_core::error::Result;
 
 /// The lane's row, made if missing and locked: the lane's virtual time.
@@ -51,12 +59,9 @@ ON CONFLICT (lane, tenant_id) DO UPDATE SET pass = fair_passes.pass
 RETURNING pass, started";
 /// [`FAIR_LOCK`] with the flow settings' generation read in the same
 /// statement (one round trip less for the plain fair claim).
-const FAIR_LOCK_GEN: &str = "
-WITH l AS (
-    INSERT INTO fair_passes (lane, tenant_id, pass) VALUES ($1, 'ffffffff-ffff-ffff-ffff-ffffffffffff', 0)
-    ON CONFLICT (lane, tenant_id) DO UPDATE SET pass = fair_passes.pass
-    RETURNING pass, started)
-SELECT l.pass, l.started, (SELECT gen FROM flow_generation LIMIT 1) AS gen FROM l";
+static FAIR_LOCK_GEN: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!("{FAIR_LOCK_CTE}\nSELECT l.pass, l.started, {FLOW_GEN_COLUMN} FROM l")
+});
 /// The fair claim's write of the chosen ($1 ids, $2 worker, $3 lease
 /// seconds, as `limit_claim.sql`) with the moved passes of lane $4 ($5
 /// tenants, $6 passes, $7 starts or, for the lane's row, its new version
@@ -103,18 +108,6 @@ async fn read_tenants(
 
 /// The lane's passes (a range of the primary key), its own row included.
 const FAIR_PASSES: &str = "SELECT tenant_id, pass FROM fair_passes WHERE lane = $1";
-/// Each tenant $2[k]'s next due items of lane $1 in claim order, at most
-/// $3[k], of the kinds $4.
-const FAIR_CANDIDATES: &str = "
-SELECT c.id, c.tenant_id, c.priority, c.available_at
-FROM unnest($2::uuid[], $3::bigint[]) AS q(tenant_id, cap)
-CROSS JOIN LATERAL (
-    SELECT i.id, i.tenant_id, i.priority, i.available_at FROM items i
-    WHERE i.lane = $1 AND i.status = 'pending' AND i.tenant_id = q.tenant_id
-      AND i.available_at <= now()
-      AND (cardinality($4::text[]) = 0 OR i.kind = ANY($4))
-    ORDER BY i.priority, i.available_at
-    LIMIT q.cap) c";
 const FAIR_PASS_WRITE: &str = "
 INSERT INTO fair_passes (lane, tenant_id, pass, started)
 SELECT $1, t, p, n FROM unnest($2::uuid[], $3::bigint[], $4::bigint[]) AS w(t, p, n)
@@ -123,8 +116,6 @@ SET pass = excluded.pass,
     started = CASE WHEN fair_passes.tenant_id = 'ffffffff-ffff-ffff-ffff-ffffffffffff'
                    THEN excluded.started
                    ELSE fair_passes.started + excluded.started END";
-/// A candidate: its claim order key and id.
-type Candidate = ((i16, chrono::DateTime<chrono::Utc>), Uuid);
 
 /// Each tenant $2[k]'s next due items of lane $1 in claim order, of its
 /// group $3[k] at most $4[k], of the kinds $5; `{group}` is the group
@@ -210,18 +201,14 @@ impl super::fair_groups::GroupReader for Plain<'_> {
 /// Each tenant's due items per lane, counted up to a cap (see the file).
 const FAIR_WAITING: &str = include_str!("../../sql/postgres/fair_waiting.sql");
 
-/// As on SQLite: candidates read per start a tenant's quota gives it.
-const PER_START: u32 = 2;
-const EXTRA: u32 = 1;
-
 /// A write of passes: its version token, then the tenants, passes and
 /// starts to upsert.
-type PassRows = (i64, Vec<Uuid>, Vec<i64>, Vec<i64>);
+pub(super) type PassRows = (i64, Vec<Uuid>, Vec<i64>, Vec<i64>);
 
 /// The rows a write of `passes` upserts (tenants, passes, starts; the
 /// lane's row first, with a fresh version token in place of its starts),
 /// and that token; `None` when no pass moved.
-fn pass_rows(passes: &Passes) -> Option<PassRows> {
+pub(super) fn pass_rows(passes: &Passes) -> Option<PassRows> {
     if passes.changed().is_empty() {
         return None;
     }
@@ -328,22 +315,26 @@ impl PgStore {
         passes: &Passes,
         alive: Vec<(Uuid, u32)>,
         by_group: bool,
+        first: Option<super::fair_first::FirstRound>,
     ) -> Result<(Works<Candidate>, HashMap<Uuid, String>)> {
         let mut lists: Works<Candidate> = BTreeMap::new();
         let mut names = HashMap::new();
-        let mut rounds = Rounds::new(alive);
+        // The first round read with the lock (`fair_first.rs`), or none.
+        let (mut rounds, mut first) = match first {
+            Some(f) => (f.rounds, Some((f.fresh, f.lists))),
+            None => (Rounds::new(alive), None),
+        };
         loop {
-            let fresh: Vec<(Uuid, u32, i64)> = rounds
-                .next(passes, p.limit)
-                .iter()
-                .map(|(t, q)| {
-                    let cap = q
-                        .saturating_mul(PER_START)
-                        .saturating_add(EXTRA)
-                        .min(p.limit);
-                    (*t, *q, i64::from(cap))
-                })
-                .collect();
+            let fresh = match first.take() {
+                Some((fresh, read)) => {
+                    lists.extend(read);
+                    if !settle_round(&mut rounds, &fresh, &lists) {
+                        break;
+                    }
+                    continue;
+                }
+                None => round_caps(&mut rounds, passes, p.limit),
+            };
             if fresh.is_empty() {
                 break;
             }
@@ -369,24 +360,9 @@ impl PgStore {
                     .bind(&p.kinds)
                     .fetch_all(&mut *tx)
                     .await?;
-                let mut got: BTreeMap<Uuid, Vec<Candidate>> =
-                    ts.iter().map(|t| (*t, Vec::new())).collect();
-                for r in &rows {
-                    let key: (i16, chrono::DateTime<chrono::Utc>) =
-                        (r.try_get("priority")?, r.try_get("available_at")?);
-                    let id: Uuid = r.try_get("id")?;
-                    if let Some(l) = got.get_mut(&r.try_get::<Uuid, _>("tenant_id")?) {
-                        l.push((key, id));
-                    }
-                }
-                lists.extend(got.into_iter().map(|(t, l)| (t, TenantWork::Items(l))));
+                lists.extend(candidate_lists(&ts, &rows)?);
             }
-            let empty: HashSet<Uuid> = fresh
-                .iter()
-                .map(|f| f.0)
-                .filter(|t| lists.get(t).is_none_or(TenantWork::is_empty))
-                .collect();
-            if !rounds.settle(&empty) {
+            if !settle_round(&mut rounds, &fresh, &lists) {
                 break;
             }
         }
@@ -417,17 +393,18 @@ impl PgStore {
         tx: &mut sqlx::PgConnection,
         lane: &str,
     ) -> Result<(Passes, Option<i64>)> {
-        let (vt, version, now_gen): (i64, i64, Option<i64>) = sqlx::query_as(FAIR_LOCK_GEN)
-            .persistent(self.persistent)
-            .bind(lane)
-            .fetch_one(&mut *tx)
-            .await?;
+        let (vt, version, now_gen): (i64, i64, Option<i64>) =
+            sqlx::query_as(FAIR_LOCK_GEN.as_str())
+                .persistent(self.persistent)
+                .bind(lane)
+                .fetch_one(&mut *tx)
+                .await?;
         Ok((self.passes_at(tx, lane, vt, version).await?, now_gen))
     }
 
     /// The lane's passes under its locked row (virtual time `vt`, version
     /// token `version`): kept, or read and kept.
-    async fn passes_at(
+    pub(super) async fn passes_at(
         &self,
         tx: &mut sqlx::PgConnection,
         lane: &str,
@@ -521,15 +498,23 @@ impl PgStore {
         // The generation is read in the statement that locks the lane's
         // row: a change committed before it is seen, as when it was read
         // first (docs/flow-control.md, "the flow settings' generation").
-        let (mut passes, now_gen) = self.passes_locked_gen(&mut tx, &p.lane).await?;
+        let alive: Vec<(Uuid, u32)> = tenants.iter().map(|t| (*t, fair.weight(*t))).collect();
+        let by_group = fair.by_group(&p.lane);
+        // With the passes this process kept, the first round's candidates
+        // are read in the lock's statement (`fair_first.rs`).
+        let (mut passes, now_gen, first) = match (by_group, self.fair_passes.latest(&p.lane)) {
+            (false, Some(kept)) => self.lock_with_first_read(&mut tx, p, &alive, kept).await?,
+            _ => {
+                let (passes, now_gen) = self.passes_locked_gen(&mut tx, &p.lane).await?;
+                (passes, now_gen, None)
+            }
+        };
         if fgen.is_some() && now_gen != fgen {
             tx.commit().await?;
             return Ok(Attempt::Stale);
         }
-        let alive: Vec<(Uuid, u32)> = tenants.iter().map(|t| (*t, fair.weight(*t))).collect();
-        let by_group = fair.by_group(&p.lane);
         let (lists, names) = self
-            .fair_lists(&mut tx, p, &passes, alive, by_group)
+            .fair_lists(&mut tx, p, &passes, alive, by_group, first)
             .await?;
         let lists = lists
             .into_iter()

@@ -1,0 +1,111 @@
+//! The fair claim's first read made in the statement that locks the lane
+//! (PostgreSQL): one round trip less when this process's kept passes are
+//! the lane's.
+//!
+//! # What this module owns
+//!
+//! [`PgStore::lock_with_first_read`]: the first round's quotas drawn from
+//! the passes this process kept ([`PassCache`](crate::fairness::PassCache)),
+//! and the lane's row locked, the flow settings' generation and those
+//! tenants' candidates read in one statement. Before, the lock (with the
+//! generation) and the candidates were two statements: each round trip
+//! costs about as much as the server's work for both on a machine of this
+//! kind (`docs/flow-control.md`, "What a fair claim costs").
+//!
+//! # Invariants
+//!
+//! - The candidates are used only when the locked row still holds the
+//!   version token the passes were kept at: then no other fair claim of the
+//!   lane (nor the purge) has written since, the passes are the ones the
+//!   lock would have read, and the quotas drawn from them are the ones the
+//!   claim would have drawn. The statement's snapshot may predate the lock
+//!   wait, but a fair claim that committed in that wait moved the token.
+//!   An item claimed meanwhile by any other path is skipped by the claim's
+//!   own `pending` check, as after a separate read.
+//! - With another token the candidates are dropped, the passes read under
+//!   the lock (as before), and every round read after it.
+
+use std::sync::LazyLock;
+
+use uuid::Uuid;
+
+use super::PgStore;
+use super::fair_rounds::{
+    Candidate, FAIR_CANDIDATES, FAIR_LOCK_CTE, FLOW_GEN_COLUMN, Works, candidate_lists, round_caps,
+};
+use crate::ClaimParams;
+use crate::fairness::{Passes, Rounds};
+use drover_core::error::Result;
+
+/// The lane's row ($1) locked, its virtual time and token, the flow
+/// settings' generation, and the candidates of [`FAIR_CANDIDATES`] ($2
+/// tenants, $3 caps, $4 kinds): one row per candidate, or one row without
+/// an id when there is none.
+static FAIR_LOCK_FIRST: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{FAIR_LOCK_CTE}
+SELECT l.pass AS vt, l.started AS version, {FLOW_GEN_COLUMN},
+       c.id, c.tenant_id, c.priority, c.available_at
+FROM l LEFT JOIN LATERAL ({FAIR_CANDIDATES}) c ON true"
+    )
+});
+
+/// A first round already read: the rounds after it, the tenants it drew
+/// (with their quotas and caps) and what it read for them.
+pub(super) struct FirstRound {
+    pub(super) rounds: Rounds,
+    pub(super) fresh: Vec<(Uuid, u32, i64)>,
+    pub(super) lists: Works<Candidate>,
+}
+
+/// What [`PgStore::lock_with_first_read`] answers: the passes, the flow
+/// settings' generation, and the first round when it could be kept.
+type Locked = (Passes, Option<i64>, Option<FirstRound>);
+
+impl PgStore {
+    /// Locks `p`'s lane and reads the generation and, with the passes
+    /// `kept` (a version token and the passes kept at it), the first
+    /// round's candidates of `alive` in the same statement (see the module
+    /// docs).
+    pub(super) async fn lock_with_first_read(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        p: &ClaimParams,
+        alive: &[(Uuid, u32)],
+        kept: (i64, Passes),
+    ) -> Result<Locked> {
+        use sqlx::Row;
+        let (kept_version, kept_passes) = kept;
+        let mut rounds = Rounds::new(alive.to_vec());
+        let fresh = round_caps(&mut rounds, &kept_passes, p.limit);
+        let ts: Vec<Uuid> = fresh.iter().map(|f| f.0).collect();
+        let caps: Vec<i64> = fresh.iter().map(|f| f.2).collect();
+        let rows = sqlx::query(FAIR_LOCK_FIRST.as_str())
+            .persistent(self.persistent)
+            .bind(&p.lane)
+            .bind(&ts)
+            .bind(&caps)
+            .bind(&p.kinds)
+            .fetch_all(&mut *tx)
+            .await?;
+        // The CTE's one row is on every row of the answer, and there is at
+        // least one (a LEFT JOIN).
+        let Some(first) = rows.first() else {
+            return Err(sqlx::Error::RowNotFound.into());
+        };
+        let vt: i64 = first.try_get("vt")?;
+        let version: i64 = first.try_get("version")?;
+        let now_gen: Option<i64> = first.try_get("gen")?;
+        if version == kept_version {
+            let lists = candidate_lists(&ts, &rows)?;
+            let first = FirstRound {
+                rounds,
+                fresh,
+                lists,
+            };
+            return Ok((kept_passes, now_gen, Some(first)));
+        }
+        let passes = self.passes_at(tx, &p.lane, vt, version).await?;
+        Ok((passes, now_gen, None))
+    }
+}

@@ -1,0 +1,145 @@
+//! The fair claim's first read in the lock's statement on PostgreSQL
+//! (`postgres/fair_first.rs`): kept when the process's kept passes are the
+//! lane's, dropped for a read under the lock whenever they may not be, and
+//! the same claims either way. Two stores on one schema stand for two
+//! processes.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use drover::NewItem;
+use drover::store::postgres::{PgOptions, PgStore};
+use drover::store::{ClaimParams, ItemStore};
+use serde_json::json;
+use uuid::Uuid;
+
+const LANE: &str = "fair-first";
+
+fn params(limit: u32) -> ClaimParams {
+    ClaimParams {
+        lane: LANE.into(),
+        kinds: vec![],
+        worker_id: "w".into(),
+        lease: Duration::from_secs(60),
+        limit,
+    }
+}
+
+async fn put(store: &PgStore, tenant: u128) -> Uuid {
+    let item = NewItem::new("k", json!({}))
+        .with_lane(LANE)
+        .with_tenant(Uuid::from_u128(tenant));
+    store.item_insert(&item).await.expect("insert").item.id
+}
+
+async fn second_process(url: &str, schema: &str) -> PgStore {
+    PgStore::connect(
+        url,
+        PgOptions {
+            schema: schema.to_owned(),
+            max_connections: 4,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// Two processes drain three tenants of equal weight, three items a
+/// claim, in an order that makes each take both paths (a second claim in
+/// a row keeps its first read; one after the other process's drops it):
+/// every claim starts one item of each tenant and every item is claimed
+/// once.
+#[tokio::test]
+async fn both_paths_make_the_same_claims_across_two_processes() {
+    let (a, schema) = drover::testing::pg_fresh_store().await;
+    let url = drover::testing::pg_owner_url().await;
+    let b = second_process(&url, &schema).await;
+    let mut all = HashSet::new();
+    for _ in 0..8 {
+        for t in 1..=3 {
+            all.insert(put(&a, t).await);
+        }
+    }
+    let mut seen = HashSet::new();
+    let order = [&a, &a, &b, &a, &b, &b, &a, &a];
+    for (n, store) in order.iter().enumerate() {
+        let got = store.item_claim(&params(3)).await.expect("claim");
+        let mut per: BTreeMap<u128, u32> = BTreeMap::new();
+        for i in &got {
+            *per.entry(i.tenant_id.as_u128()).or_default() += 1;
+            assert!(seen.insert(i.id), "claim {n} took {} again", i.id);
+        }
+        assert_eq!(
+            per,
+            BTreeMap::from([(1, 1), (2, 1), (3, 1)]),
+            "claim {n}: starts by tenant"
+        );
+    }
+    assert_eq!(seen, all, "every item claimed once");
+    drover::testing::pg_drop_schema(&url, &schema).await;
+}
+
+/// While the lock's statement waits for the lane's row, another writer
+/// moves the lane's token and a tenant's pass (played here by a
+/// transaction holding the row): the statement's snapshot predates that
+/// commit, so its candidates and the kept passes are dropped and the claim
+/// is made on the passes as they are now.
+#[tokio::test]
+async fn a_token_moved_during_the_lock_wait_drops_the_first_read() {
+    use sqlx::{Connection, Executor};
+    let (a, schema) = drover::testing::pg_fresh_store().await;
+    let url = drover::testing::pg_owner_url().await;
+    for _ in 0..4 {
+        put(&a, 1).await;
+        put(&a, 2).await;
+    }
+    // The first claim keeps the passes.
+    assert_eq!(a.item_claim(&params(2)).await.expect("claim").len(), 2);
+    let mut other = sqlx::PgConnection::connect(&url).await.unwrap();
+    other
+        .execute(format!("SET search_path = {schema}").as_str())
+        .await
+        .unwrap();
+    other.execute("BEGIN").await.unwrap();
+    // Tenant 1 charged far ahead and the token moved, uncommitted.
+    other
+        .execute(
+            format!(
+                "UPDATE fair_passes SET started = 42 WHERE lane = '{LANE}'
+                   AND tenant_id = 'ffffffff-ffff-ffff-ffff-ffffffffffff';
+                 UPDATE fair_passes SET pass = pass + 1000000000000
+                 WHERE lane = '{LANE}' AND tenant_id = '{}'",
+                Uuid::from_u128(1)
+            )
+            .as_str(),
+        )
+        .await
+        .unwrap();
+    let claim = tokio::spawn({
+        let a = a.clone();
+        async move { a.item_claim(&params(2)).await }
+    });
+    let mut watch = sqlx::PgConnection::connect(&url).await.unwrap();
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE wait_event_type = 'Lock' AND query LIKE '%fair_passes%'",
+        )
+        .fetch_one(&mut watch)
+        .await
+        .unwrap();
+        if waiting > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    other.execute("COMMIT").await.unwrap();
+    let got = claim.await.unwrap().expect("claim");
+    // On the committed passes tenant 1 is far ahead: both starts are 2's.
+    let tenants: Vec<u128> = got.iter().map(|i| i.tenant_id.as_u128()).collect();
+    assert_eq!(tenants, vec![2, 2], "{got:?}");
+    drover::testing::pg_drop_schema(&url, &schema).await;
+}
