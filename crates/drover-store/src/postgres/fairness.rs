@@ -493,7 +493,7 @@ impl PgStore {
         fair: &FairSettings,
         tenants: &[Uuid],
     ) -> Result<Attempt> {
-        let mut tx = self.begin_system().await?;
+        let mut tx = self.begin_system_generic().await?;
         let fgen = in_force.flow_gen;
         // The generation is read in the statement that locks the lane's
         // row: a change committed before it is seen, as when it was read

@@ -554,6 +554,18 @@ impl PgStore {
         super::begin::begin(&self.system_pool, sql).await
     }
 
+    /// [`PgStore::begin_system`] whose statements keep one generic plan
+    /// each (in the same round trip as the BEGIN). For a transaction of
+    /// statements over arrays whose lengths change call to call: PostgreSQL
+    /// judged a custom plan cheaper for the fair claim's lock-and-read and
+    /// made one at every run, 0.37 ms of planning for 0.09 ms of work
+    /// (pg_stat_statements with track_planning, 1,119 plans in 1,317 runs).
+    async fn begin_system_generic(&self) -> Result<Transaction<'static, Postgres>> {
+        let sql = self.system_begin_sql().await?;
+        let sql = format!("{sql}; SET LOCAL plan_cache_mode = force_generic_plan");
+        super::begin::begin(&self.system_pool, sql).await
+    }
+
     /// The statement that opens a system-role transaction on the system
     /// pool (`begin_system`), once this login is known to hold the role.
     async fn system_begin_sql(&self) -> Result<String> {
