@@ -105,6 +105,13 @@ use drover_core::rules::RetryPolicy;
 
 pub use crate::pooler::{DIRECT_URL_VAR, POOLER_VAR, PoolMode, PoolerOptions};
 pub use items::insert_in;
+/// The fair claim's lock-and-first-read statement and its transaction's
+/// plan settings, for the plan tests (not an API).
+#[doc(hidden)]
+pub mod fair_plans {
+    pub use super::fair_first::GENERIC_INDEX_PLANS;
+    pub use super::fair_first::lock_first_read_sql;
+}
 pub use links::links_insert_in;
 pub use ops::sqlx_lock_id as sqlx_migrate_lock_id;
 pub use orchestration::start_in;
@@ -554,19 +561,6 @@ impl PgStore {
         super::begin::begin(&self.system_pool, sql).await
     }
 
-    /// [`PgStore::begin_system`] whose statements keep one generic plan
-    /// each, made to walk the indexes ([`GENERIC_INDEX_PLANS`], in the same
-    /// round trip as the BEGIN). For a transaction of statements over
-    /// arrays whose lengths change call to call: PostgreSQL judged a custom
-    /// plan cheaper for the fair claim's lock-and-read and made one at
-    /// every run, 0.37 ms of planning for 0.09 ms of work
-    /// (pg_stat_statements with track_planning, 1,119 plans in 1,317 runs).
-    async fn begin_system_generic(&self) -> Result<Transaction<'static, Postgres>> {
-        let sql = self.system_begin_sql().await?;
-        let sql = format!("{sql}; {GENERIC_INDEX_PLANS}");
-        super::begin::begin(&self.system_pool, sql).await
-    }
-
     /// The statement that opens a system-role transaction on the system
     /// pool (`begin_system`), once this login is known to hold the role.
     async fn system_begin_sql(&self) -> Result<String> {
@@ -658,18 +652,6 @@ pub async fn drop_installation(conn: &mut PgConnection, schema: &str) -> Result<
 /// Whether `e` is PostgreSQL's undefined_table (42P01): a statement on a
 /// table of a migration this database has not run yet (a binary ahead of
 /// its database until `drover migrate`), which readers take as "none".
-/// The settings of a transaction that keeps one generic plan per
-/// statement, as the claim functions of migrations 0036 and 0050 do: a
-/// generic plan is made once per session from the statistics of that
-/// moment, so without these a plan made while a lane was small (or never
-/// analyzed) could scan and sort a tenant's whole backlog per tenant read
-/// once the lane is large (seen: a fair claim's lock-and-read at 10,000
-/// tenants x 100, 33 ms mean and 1.36 s at worst, against 0.1 ms).
-const GENERIC_INDEX_PLANS: &str = "SET LOCAL plan_cache_mode = force_generic_plan; \
-SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; \
-SET LOCAL enable_sort = off; SET LOCAL enable_hashjoin = off; \
-SET LOCAL enable_mergejoin = off; SET LOCAL jit = off";
-
 fn undefined_table(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.code().as_deref() == Some("42P01"))
 }
