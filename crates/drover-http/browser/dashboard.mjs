@@ -22,7 +22,19 @@ const refused = [];
 page.on('console', (m) => {
   if (m.type() === 'error') refused.push(m.text());
 });
-const shot = (name) => page.screenshot({ path: `${env.ARTIFACTS}/${name}.png`, fullPage: true });
+// A full-page capture waits for a quiet frame: on a loaded 2-core machine
+// (the whole suite running beside it) one once took past the 30 s default,
+// so a capture that times out is taken again with more time.
+const shot = async (name) => {
+  const opts = { path: `${env.ARTIFACTS}/${name}.png`, fullPage: true };
+  try {
+    await page.screenshot(opts);
+  } catch (e) {
+    if (e.name !== 'TimeoutError') throw e;
+    console.log(`screenshot ${name} timed out once; taking it again`);
+    await page.screenshot({ ...opts, timeout: 90000 });
+  }
+};
 
 try {
   // Closed by default: the overview sends us to the login form.

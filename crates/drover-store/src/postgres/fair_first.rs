@@ -8,9 +8,11 @@
 //! the passes this process kept ([`PassCache`](crate::fairness::PassCache)),
 //! and the lane's row locked, the flow settings' generation and those
 //! tenants' candidates read in one statement. Before, the lock (with the
-//! generation) and the candidates were two statements: each round trip
-//! costs about as much as the server's work for both on a machine of this
-//! kind (`docs/flow-control.md`, "What a fair claim costs").
+//! generation) and the candidates were two statements (about 0.1 ms of a
+//! 2 ms claim went with the round trip saved; `docs/flow-control.md`,
+//! "Where a PostgreSQL fair claim's time went, and the plans"). Also the
+//! fair claim's transaction with its plan settings
+//! ([`GENERIC_INDEX_PLANS`], `begin_system_generic`).
 //!
 //! # Invariants
 //!
@@ -59,9 +61,9 @@ pub fn lock_first_read_sql() -> &'static str {
 /// statement, as the claim functions of migrations 0036 and 0050 do: a
 /// generic plan is made once per session from the statistics of that
 /// moment, so without these a plan made while a lane was small (or never
-/// analyzed) could scan and sort a tenant's whole backlog per tenant read
-/// once the lane is large (seen: a fair claim's lock-and-read at 10,000
-/// tenants x 100, 33 ms mean and 1.36 s at worst, against 0.1 ms).
+/// analyzed) may be far slower once the lane is large (seen once: a fair
+/// claim's lock-and-read at 10,000 tenants x 100, 33 ms mean and 1.36 s
+/// at worst, against 0.33 ms with these).
 pub const GENERIC_INDEX_PLANS: &str = "SET LOCAL plan_cache_mode = force_generic_plan; \
 SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; \
 SET LOCAL enable_sort = off; SET LOCAL enable_hashjoin = off; \
