@@ -33,7 +33,8 @@ use uuid::Uuid;
 
 use super::PgStore;
 use super::fair_rounds::{
-    Candidate, FAIR_CANDIDATES, FAIR_LOCK_CTE, FLOW_GEN_COLUMN, Works, candidate_lists, round_caps,
+    Candidate, FAIR_CANDIDATES, FAIR_LOCK_CTE, FLOW_GEN_COLUMN, Works, candidate_lists, read_round,
+    round_caps,
 };
 use crate::ClaimParams;
 use crate::fairness::{Passes, Rounds};
@@ -112,16 +113,7 @@ impl PgStore {
         let (kept_version, kept_passes) = kept;
         let mut rounds = Rounds::new(alive.to_vec());
         let fresh = round_caps(&mut rounds, &kept_passes, p.limit);
-        let ts: Vec<Uuid> = fresh.iter().map(|f| f.0).collect();
-        let caps: Vec<i64> = fresh.iter().map(|f| f.2).collect();
-        let rows = sqlx::query(FAIR_LOCK_FIRST.as_str())
-            .persistent(self.persistent)
-            .bind(&p.lane)
-            .bind(&ts)
-            .bind(&caps)
-            .bind(&p.kinds)
-            .fetch_all(&mut *tx)
-            .await?;
+        let (ts, rows) = read_round(tx, &FAIR_LOCK_FIRST, self.persistent, p, &fresh).await?;
         // The CTE's one row is on every row of the answer, and there is at
         // least one (a LEFT JOIN).
         let Some(first) = rows.first() else {

@@ -66,6 +66,30 @@ pub(super) fn round_caps(
         .collect()
 }
 
+/// Runs a round's read `sql` ([`FAIR_CANDIDATES`], or a statement that
+/// reads them beside the lane's lock) for the tenants `fresh` of `p`'s
+/// lane: $1 lane, $2 tenants, $3 caps, $4 kinds. Answers the tenants read
+/// and the rows.
+pub(super) async fn read_round(
+    tx: &mut sqlx::PgConnection,
+    sql: &str,
+    persistent: bool,
+    p: &crate::ClaimParams,
+    fresh: &[(Uuid, u32, i64)],
+) -> Result<(Vec<Uuid>, Vec<sqlx::postgres::PgRow>)> {
+    let ts: Vec<Uuid> = fresh.iter().map(|f| f.0).collect();
+    let caps: Vec<i64> = fresh.iter().map(|f| f.2).collect();
+    let rows = sqlx::query(sql)
+        .persistent(persistent)
+        .bind(&p.lane)
+        .bind(&ts)
+        .bind(&caps)
+        .bind(&p.kinds)
+        .fetch_all(tx)
+        .await?;
+    Ok((ts, rows))
+}
+
 /// The candidate rows of a read for tenants `ts` as their lists (a row
 /// without an id, as `fair_candidates` answers for nobody, is skipped).
 pub(super) fn candidate_lists(

@@ -39,7 +39,7 @@ use uuid::Uuid;
 use super::claim_gen::Attempt;
 use super::fair_rounds::{
     Candidate, EXTRA, FAIR_CANDIDATES, FAIR_LOCK_CTE, FLOW_GEN_COLUMN, PER_START, Works,
-    candidate_lists, round_caps, settle_round,
+    candidate_lists, read_round, round_caps, settle_round,
 };
 use super::limits::LIMIT_CLAIM;
 use super::{PgStore, row, secs};
@@ -350,16 +350,8 @@ impl PgStore {
                 names.extend(n);
                 lists.extend(work);
             } else {
-                let ts: Vec<Uuid> = fresh.iter().map(|f| f.0).collect();
-                let caps: Vec<i64> = fresh.iter().map(|f| f.2).collect();
-                let rows = sqlx::query(FAIR_CANDIDATES)
-                    .persistent(self.persistent)
-                    .bind(&p.lane)
-                    .bind(&ts)
-                    .bind(&caps)
-                    .bind(&p.kinds)
-                    .fetch_all(&mut *tx)
-                    .await?;
+                let (ts, rows) =
+                    read_round(tx, FAIR_CANDIDATES, self.persistent, p, &fresh).await?;
                 lists.extend(candidate_lists(&ts, &rows)?);
             }
             if !settle_round(&mut rounds, &fresh, &lists) {

@@ -378,6 +378,33 @@ async fn reused_or_fresh(pooled: bool) -> (Arc<PgStore>, String) {
     (store, schema)
 }
 
+/// Returns once a session on `url`'s server waits on a lock in a
+/// statement whose text is `LIKE query_like`: how a test knows the
+/// statement it started reached the lock another transaction holds.
+///
+/// # Panics
+/// When the server is unavailable.
+pub async fn pg_until_waiting_on_lock(url: &str, query_like: &str) {
+    use sqlx::Connection;
+    let mut watch = sqlx::PgConnection::connect(url)
+        .await
+        .unwrap_or_else(|e| panic!("connecting to {url}: {e}"));
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE wait_event_type = 'Lock' AND query LIKE $1",
+        )
+        .bind(query_like)
+        .fetch_one(&mut watch)
+        .await
+        .unwrap_or_else(|e| panic!("reading pg_stat_activity: {e}"));
+        if waiting > 0 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// A second store over the test schema `schema` (another process's view:
 /// its own pools and caches), pooled or not as the harness's store.
 ///

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use drover::NewItem;
-use drover::store::postgres::{PgOptions, PgStore};
+use drover::store::postgres::PgStore;
 use drover::store::{ClaimParams, ItemStore};
 use serde_json::json;
 use uuid::Uuid;
@@ -34,19 +34,6 @@ async fn put(store: &PgStore, tenant: u128) -> Uuid {
     store.item_insert(&item).await.expect("insert").item.id
 }
 
-async fn second_process(url: &str, schema: &str) -> PgStore {
-    PgStore::connect(
-        url,
-        PgOptions {
-            schema: schema.to_owned(),
-            max_connections: 4,
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap()
-}
-
 /// Two processes drain three tenants of equal weight, three items a
 /// claim, in an order that makes each take both paths (a second claim in
 /// a row keeps its first read; one after the other process's drops it):
@@ -56,7 +43,7 @@ async fn second_process(url: &str, schema: &str) -> PgStore {
 async fn both_paths_make_the_same_claims_across_two_processes() {
     let (a, schema) = drover::testing::pg_fresh_store().await;
     let url = drover::testing::pg_owner_url().await;
-    let b = second_process(&url, &schema).await;
+    let b = drover::testing::pg_peer_store(&schema, false).await;
     let mut all = HashSet::new();
     for _ in 0..8 {
         for t in 1..=3 {
@@ -122,20 +109,7 @@ async fn a_token_moved_during_the_lock_wait_drops_the_first_read() {
         let a = a.clone();
         async move { a.item_claim(&params(2)).await }
     });
-    let mut watch = sqlx::PgConnection::connect(&url).await.unwrap();
-    loop {
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-             WHERE wait_event_type = 'Lock' AND query LIKE '%fair_passes%'",
-        )
-        .fetch_one(&mut watch)
-        .await
-        .unwrap();
-        if waiting > 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    drover::testing::pg_until_waiting_on_lock(&url, "%fair_passes%").await;
     other.execute("COMMIT").await.unwrap();
     let got = claim.await.unwrap().expect("claim");
     // On the committed passes tenant 1 is far ahead: both starts are 2's.

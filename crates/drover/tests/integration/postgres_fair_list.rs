@@ -168,20 +168,7 @@ async fn the_passes_purge_and_a_claim_lock_in_one_order() {
     });
     // Wait until the purge waits on a lock (the lane's row now; before,
     // the lane's row after it had locked the idle tenant's).
-    let mut watch = sqlx::PgConnection::connect(&url).await.unwrap();
-    loop {
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-             WHERE wait_event_type = 'Lock' AND query LIKE '%fair_passes%'",
-        )
-        .fetch_one(&mut watch)
-        .await
-        .unwrap();
-        if waiting > 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    drover::testing::pg_until_waiting_on_lock(&url, "%fair_passes%").await;
     // The claim's last step: the tenant's row written, then commit.
     sqlx::query(
         "INSERT INTO fair_passes (lane, tenant_id, pass) VALUES ('fair-list', $1, 11)
