@@ -40,7 +40,10 @@ use uuid::Uuid;
 
 use drover_core::error::{Error, Result};
 
+mod cache;
 pub mod groups;
+
+pub use cache::{PassCache, pass_version};
 
 /// The pass a start at weight 1 moves its tenant by.
 pub const PASS_SCALE: i64 = 1_000_000;
@@ -391,6 +394,18 @@ impl Passes {
         (out, inner)
     }
 
+    /// Records `n` starts of `t` given one after another from its pass
+    /// `from` (as [`Passes::share`] gives them: the first at `from`, each
+    /// next one stride on), as a backend that shared the starts itself
+    /// reports them (PostgreSQL's `fair_claim_call`, which takes the least
+    /// virtual starts `from + i * stride`).
+    pub fn record_starts(&mut self, t: Uuid, from: i64, stride: i64, n: u64) {
+        let mut pass = from;
+        for _ in 0..n {
+            pass = self.give(t, pass, stride);
+        }
+    }
+
     /// Records a start of `t` at `pass` (the least among those with due
     /// work): the virtual time moves up to it and `t`'s pass on by
     /// `stride`. Returns `t`'s new pass.
@@ -638,49 +653,6 @@ impl Rounds {
         self.alive.retain(|(t, _)| !empty.contains(t));
         self.left > 0
     }
-}
-
-/// Per lane, the passes as this process last read or wrote them, with the
-/// version token of the lane's row they are valid at. Every write of a
-/// lane's passes (a fair claim's, the sweep's purge) stores a fresh random
-/// token in the lane's row, so a claim that reads the token it kept knows
-/// no other process (and no purge) has written since, and reads the one
-/// row instead of the lane's every pass. A token written by a transaction
-/// that rolled back is never seen in the row, so its cache is never hit.
-#[derive(Debug, Default)]
-pub struct PassCache {
-    slot: std::sync::Mutex<std::collections::HashMap<String, (i64, Passes)>>,
-}
-
-impl PassCache {
-    /// `lane`'s passes if they were kept at `version`.
-    pub fn get(&self, lane: &str, version: i64) -> Option<Passes> {
-        let slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
-        slot.get(lane)
-            .filter(|(v, _)| *v == version)
-            .map(|(_, p)| p.clone())
-    }
-
-    /// `lane`'s passes as last kept, with the version token they were kept
-    /// at (to be checked against the lane's row before they are used).
-    pub fn latest(&self, lane: &str) -> Option<(i64, Passes)> {
-        let slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
-        slot.get(lane).map(|(v, p)| (*v, p.clone()))
-    }
-
-    /// Keeps `passes` (settled) as `lane`'s at `version`.
-    pub fn put(&self, lane: &str, version: i64, passes: &Passes) {
-        self.slot
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(lane.to_owned(), (version, passes.settled()));
-    }
-}
-
-/// A fresh version token for a lane's row of passes ([`PassCache`]).
-pub fn pass_version() -> i64 {
-    // The random half of a v4 id: collisions are out of reach.
-    i64::from_ne_bytes(Uuid::new_v4().as_u64_pair().1.to_ne_bytes())
 }
 
 /// The fair-share settings as a claimer last read them, for

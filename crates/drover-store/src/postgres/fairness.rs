@@ -477,20 +477,20 @@ impl PgStore {
         Ok(Some(attempt))
     }
 
-    /// The fair claim of `p` among `tenants` (see the module docs).
-    async fn claim_fair_with(
+    /// The fair claim of `p` among `alive` (each tenant with its weight)
+    /// as a transaction of statements under the lane's lock.
+    pub(super) async fn claim_fair_locked(
         &self,
         p: &ClaimParams,
         in_force: &InForce,
         fair: &FairSettings,
-        tenants: &[Uuid],
+        alive: Vec<(Uuid, u32)>,
     ) -> Result<Attempt> {
         let mut tx = self.begin_system_generic().await?;
         let fgen = in_force.flow_gen;
         // The generation is read in the statement that locks the lane's
         // row: a change committed before it is seen, as when it was read
         // first (docs/flow-control.md, "the flow settings' generation").
-        let alive: Vec<(Uuid, u32)> = tenants.iter().map(|t| (*t, fair.weight(*t))).collect();
         let by_group = fair.by_group(&p.lane);
         // With the passes this process kept, the first round's candidates
         // are read in the lock's statement (`fair_first.rs`).

@@ -53,6 +53,7 @@ mod events;
 mod gathered;
 pub use events::append_in as event_append_in;
 mod closures;
+mod fair_call;
 mod fair_first;
 mod fair_groups;
 mod fair_limited;

@@ -39,6 +39,7 @@ mod postgres_claim_floors;
 mod postgres_contract;
 mod postgres_counts;
 mod postgres_event_purge;
+mod postgres_fair_call;
 mod postgres_fair_first;
 mod postgres_fair_list;
 mod postgres_item_rules;
