@@ -24,10 +24,12 @@
 //! (`fair_groups.rs`), whose moved passes are written before the commit.
 //!
 //! In a lane shared by tenant, when this process kept the lane's passes,
-//! steps 1 to 3 and the first round of step 4's reads are one statement
-//! (`fair_first.rs`), whose read is kept only if the locked row still holds
-//! the kept passes' version token; the rounds' reads live in
-//! `fair_rounds.rs`.
+//! the whole claim is first tried as one call (`fair_call.rs`, migration
+//! 0057), which runs only while the lane's row still holds the kept
+//! passes' version token. Otherwise (or where that call's round could not
+//! fill the claim) steps 1 to 3 and the first round of step 4's reads are
+//! one statement (`fair_first.rs`), whose read is kept only under the same
+//! check; the rounds' reads live in `fair_rounds.rs`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
