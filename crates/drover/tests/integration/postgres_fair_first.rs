@@ -73,12 +73,17 @@ async fn both_paths_make_the_same_claims_across_two_processes() {
 /// moves the lane's token and a tenant's pass (played here by a
 /// transaction holding the row): the statement's snapshot predates that
 /// commit, so its candidates and the kept passes are dropped and the claim
-/// is made on the passes as they are now.
+/// is made on the passes as they are now. (The schema has no one-call fair
+/// claim, `postgres_fair_call.rs`, so the claim takes this path.)
 #[tokio::test]
 async fn a_token_moved_during_the_lock_wait_drops_the_first_read() {
     use sqlx::{Connection, Executor};
     let (a, schema) = drover::testing::pg_fresh_store().await;
     let url = drover::testing::pg_owner_url().await;
+    let mut c = sqlx::PgConnection::connect(&url).await.unwrap();
+    c.execute(format!("DROP FUNCTION \"{schema}\".fair_claim_call").as_str())
+        .await
+        .unwrap();
     for _ in 0..4 {
         put(&a, 1).await;
         put(&a, 2).await;
