@@ -91,11 +91,17 @@ impl PgStore {
                         .saturating_sub(u32::try_from(items.len()).unwrap_or(u32::MAX)),
                     ..p.clone()
                 };
-                match self.claim_fair_locked(&rest, in_force, fair, alive).await? {
-                    Attempt::Items(more) => items.extend(more),
+                // The call's items are claimed and committed: they go back
+                // to the caller whatever the rest does (an error here must
+                // not leave them claimed until their lease passes).
+                match self.claim_fair_locked(&rest, in_force, fair, alive).await {
+                    Ok(Attempt::Items(more)) => items.extend(more),
                     // The generation moved after the call: what it claimed
                     // stands (it was checked), the rest waits for the next.
-                    Attempt::Stale => {}
+                    Ok(Attempt::Stale) => {}
+                    Err(e) => {
+                        tracing::debug!(target: "drover::postgres", error = %e, "fair claim: the rest under the lock failed; the call's items stand");
+                    }
                 }
                 Ok(Attempt::Items(items))
             }
