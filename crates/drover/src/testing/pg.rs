@@ -378,6 +378,69 @@ async fn reused_or_fresh(pooled: bool) -> (Arc<PgStore>, String) {
     (store, schema)
 }
 
+/// Another writer of `lane`'s fair-share passes in schema `schema`, in an
+/// open transaction: the lane's version token moved and `tenant` charged
+/// far ahead, uncommitted, the lane's row held. Returns the connection
+/// (commit it to let a waiting claim on) and its backend pid (for
+/// [`pg_until_blocked_by`]).
+///
+/// # Panics
+/// When the server is unavailable.
+pub async fn pg_fair_token_moving(
+    url: &str,
+    schema: &str,
+    lane: &str,
+    tenant: uuid::Uuid,
+) -> (sqlx::PgConnection, i32) {
+    use sqlx::{Connection, Executor};
+    let mut other = sqlx::PgConnection::connect(url)
+        .await
+        .unwrap_or_else(|e| panic!("connecting to {url}: {e}"));
+    let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut other)
+        .await
+        .unwrap_or_else(|e| panic!("reading the backend pid: {e}"));
+    let sql = format!(
+        "SET search_path = \"{schema}\"; BEGIN;
+         UPDATE fair_passes SET started = 42 WHERE lane = '{lane}'
+           AND tenant_id = 'ffffffff-ffff-ffff-ffff-ffffffffffff';
+         UPDATE fair_passes SET pass = pass + 1000000000000
+         WHERE lane = '{lane}' AND tenant_id = '{tenant}'"
+    );
+    other
+        .execute(sql.as_str())
+        .await
+        .unwrap_or_else(|e| panic!("moving the token: {e}"));
+    (other, pid)
+}
+
+/// Returns once a session on `url`'s server waits for a lock the session
+/// of backend `holder` holds (found by `pg_blocking_pids`, whatever the
+/// waiting statement's text, which `pg_stat_activity` keeps only the
+/// first kilobyte of).
+///
+/// # Panics
+/// When the server is unavailable.
+pub async fn pg_until_blocked_by(url: &str, holder: i32) {
+    use sqlx::Connection;
+    let mut watch = sqlx::PgConnection::connect(url)
+        .await
+        .unwrap_or_else(|e| panic!("connecting to {url}: {e}"));
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+        )
+        .bind(holder)
+        .fetch_one(&mut watch)
+        .await
+        .unwrap_or_else(|e| panic!("reading pg_stat_activity: {e}"));
+        if waiting > 0 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// Returns once a session on `url`'s server waits on a lock in a
 /// statement whose text is `LIKE query_like`: how a test knows the
 /// statement it started reached the lock another transaction holds.

@@ -132,7 +132,7 @@ async fn another_process_writing_the_passes_sends_the_claim_under_the_lock() {
 /// reads the committed passes: both starts are tenant 2's.
 #[tokio::test]
 async fn a_token_moved_during_the_calls_lock_wait_sends_the_claim_under_the_lock() {
-    use sqlx::{Connection, Executor};
+    use sqlx::Executor;
     let url = drover::testing::pg_owner_url().await;
     let (a, schema) = drover::testing::pg_fresh_store().await;
     for _ in 0..4 {
@@ -145,48 +145,13 @@ async fn a_token_moved_during_the_calls_lock_wait_sends_the_claim_under_the_lock
     }
     // The first claim keeps the passes; the next would be a call.
     assert_eq!(a.item_claim(&params(2)).await.expect("claim").len(), 2);
-    let mut other = sqlx::PgConnection::connect(&url).await.unwrap();
-    other
-        .execute(format!("SET search_path = \"{schema}\"").as_str())
-        .await
-        .unwrap();
-    other.execute("BEGIN").await.unwrap();
-    other
-        .execute(
-            format!(
-                "UPDATE fair_passes SET started = 42 WHERE lane = '{LANE}'
-                   AND tenant_id = 'ffffffff-ffff-ffff-ffff-ffffffffffff';
-                 UPDATE fair_passes SET pass = pass + 1000000000000
-                 WHERE lane = '{LANE}' AND tenant_id = '{}'",
-                Uuid::from_u128(1)
-            )
-            .as_str(),
-        )
-        .await
-        .unwrap();
+    let (mut other, holder) =
+        drover::testing::pg_fair_token_moving(&url, &schema, LANE, Uuid::from_u128(1)).await;
     let claim = tokio::spawn({
         let a = a.clone();
         async move { a.item_claim(&params(2)).await }
     });
-    // Until the claim waits behind `other` (the call's text is longer than
-    // what pg_stat_activity keeps of a query, so it is found by whom it
-    // waits for).
-    let holder: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-        .fetch_one(&mut other)
-        .await
-        .unwrap();
-    let mut watch = sqlx::PgConnection::connect(&url).await.unwrap();
-    while sqlx::query_scalar::<_, i64>(
-        "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
-    )
-    .bind(holder)
-    .fetch_one(&mut watch)
-    .await
-    .unwrap()
-        == 0
-    {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    drover::testing::pg_until_blocked_by(&url, holder).await;
     other.execute("COMMIT").await.unwrap();
     let got = claim.await.unwrap().expect("claim");
     let tenants: Vec<u128> = got.iter().map(|i| i.tenant_id.as_u128()).collect();

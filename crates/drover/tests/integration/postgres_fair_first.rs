@@ -90,31 +90,14 @@ async fn a_token_moved_during_the_lock_wait_drops_the_first_read() {
     }
     // The first claim keeps the passes.
     assert_eq!(a.item_claim(&params(2)).await.expect("claim").len(), 2);
-    let mut other = sqlx::PgConnection::connect(&url).await.unwrap();
-    other
-        .execute(format!("SET search_path = {schema}").as_str())
-        .await
-        .unwrap();
-    other.execute("BEGIN").await.unwrap();
     // Tenant 1 charged far ahead and the token moved, uncommitted.
-    other
-        .execute(
-            format!(
-                "UPDATE fair_passes SET started = 42 WHERE lane = '{LANE}'
-                   AND tenant_id = 'ffffffff-ffff-ffff-ffff-ffffffffffff';
-                 UPDATE fair_passes SET pass = pass + 1000000000000
-                 WHERE lane = '{LANE}' AND tenant_id = '{}'",
-                Uuid::from_u128(1)
-            )
-            .as_str(),
-        )
-        .await
-        .unwrap();
+    let (mut other, holder) =
+        drover::testing::pg_fair_token_moving(&url, &schema, LANE, Uuid::from_u128(1)).await;
     let claim = tokio::spawn({
         let a = a.clone();
         async move { a.item_claim(&params(2)).await }
     });
-    drover::testing::pg_until_waiting_on_lock(&url, "%fair_passes%").await;
+    drover::testing::pg_until_blocked_by(&url, holder).await;
     other.execute("COMMIT").await.unwrap();
     let got = claim.await.unwrap().expect("claim");
     // On the committed passes tenant 1 is far ahead: both starts are 2's.
